@@ -1,0 +1,49 @@
+"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, sethostname."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWNET = 0x40000000
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_SHARED = 1 << 20
+MNT_DETACH = 2
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(fd, nstype), "setns")
+
+
+def mount(source: str, target: str, flags: int, fstype: str | None = None) -> None:
+    _check(
+        _libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags, None),
+        f"mount {target}",
+    )
+
+
+def umount(target: str) -> None:
+    """Lazily detach ``target``; a path that is not mounted is not an error."""
+    if _libc.umount2(target.encode(), MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        if err not in (22, 2):  # EINVAL: not a mount point, ENOENT: gone
+            raise OSError(err, f"umount {target}: {os.strerror(err)}")
+
+
+def sethostname(name: str) -> None:
+    raw = name.encode()
+    _check(_libc.sethostname(raw, len(raw)), "sethostname")

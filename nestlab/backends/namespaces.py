@@ -1,0 +1,153 @@
+"""Network + UTS namespaces made in-process: unshare in the calling thread, bind-mount, return.
+
+A node's network namespace is mounted at ``/run/netns/nestlab.LAB.NODE`` (so
+``ip netns exec`` works on it too) and its UTS namespace at
+``/run/nestlab/LAB/uts/NODE``.  Creating one costs ~1 ms (no fork, unlike
+``ip netns add`` or pyroute2's ``netns.create``).  Namespaces are per thread, so
+entering one for a moment never disturbs other threads.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from contextlib import contextmanager
+from typing import Iterator
+
+from . import libc
+from .netlink import Netlink
+
+NETNS_DIR = "/run/netns"
+_SELF = "/proc/thread-self/ns/"
+
+
+def _ensure_shared_dir(path: str) -> None:
+    """Make ``path`` a shared mount point, the way iproute2 prepares /run/netns."""
+    os.makedirs(path, exist_ok=True)
+    try:
+        libc.mount("", path, libc.MS_SHARED | libc.MS_REC, "none")
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        libc.mount(path, path, libc.MS_BIND | libc.MS_REC)
+        libc.mount("", path, libc.MS_SHARED | libc.MS_REC, "none")
+
+
+def prepare(uts_dir: str) -> None:
+    """Create the mount points a lab's namespaces are pinned on."""
+    _ensure_shared_dir(NETNS_DIR)
+    os.makedirs(uts_dir, exist_ok=True)
+
+
+def _pin(kind: str, target: str) -> None:
+    fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.close(fd)
+    try:
+        libc.mount(_SELF + kind, target, libc.MS_BIND)
+    except OSError:
+        os.unlink(target)
+        raise
+
+
+def unpin(path: str) -> None:
+    """Unmount and remove a pinned namespace file (missing is fine)."""
+    libc.umount(path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+@contextmanager
+def _returning() -> Iterator[None]:
+    """Run the block, then put the calling thread back in the namespaces it had."""
+    net = os.open(_SELF + "net", os.O_RDONLY)
+    uts = os.open(_SELF + "uts", os.O_RDONLY)
+    try:
+        yield
+    finally:
+        try:
+            libc.setns(net, libc.CLONE_NEWNET)
+            libc.setns(uts, libc.CLONE_NEWUTS)
+        finally:
+            os.close(net)
+            os.close(uts)
+
+
+def write_sysctl(key: str, value: str) -> None:
+    """Write a sysctl as seen from the calling thread's namespaces."""
+    with open("/proc/sys/" + key.replace(".", "/"), "w") as fh:
+        fh.write(str(value))
+
+
+def create(net_path: str, uts_path: str, hostname: str, sysctls: dict[str, str]) -> tuple[int, Netlink]:
+    """Create and pin a network + UTS namespace.
+
+    Returns an fd on the new network namespace and a netlink socket inside it;
+    loopback is brought up and ``sysctls`` are applied before returning.
+    """
+    with _returning():
+        libc.unshare(libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
+        libc.sethostname(hostname)
+        _pin("net", net_path)
+        try:
+            _pin("uts", uts_path)
+            for key, value in sysctls.items():
+                write_sysctl(key, value)
+            nl = Netlink()
+            fd = os.open(_SELF + "net", os.O_RDONLY)
+        except BaseException:
+            unpin(uts_path)
+            unpin(net_path)
+            raise
+    return fd, nl
+
+
+@contextmanager
+def entered(net_path: str, uts_path: str | None = None) -> Iterator[None]:
+    """Put the calling thread inside a node's namespaces for the block.
+
+    Sockets opened and processes started inside the block live in the node.
+    """
+    net = os.open(net_path, os.O_RDONLY)
+    uts = os.open(uts_path, os.O_RDONLY) if uts_path else -1
+    try:
+        with _returning():
+            libc.setns(net, libc.CLONE_NEWNET)
+            if uts >= 0:
+                libc.setns(uts, libc.CLONE_NEWUTS)
+            yield
+    finally:
+        os.close(net)
+        if uts >= 0:
+            os.close(uts)
+
+
+def open_netlink(net_path: str) -> tuple[int, Netlink]:
+    """An fd on an existing pinned namespace and a netlink socket inside it."""
+    with entered(net_path):
+        return os.open(_SELF + "net", os.O_RDONLY), Netlink()
+
+
+def inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def pids_in(inodes: set[int]) -> list[int]:
+    """Processes whose network or UTS namespace is one of ``inodes``."""
+    found = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        for kind in ("net", "uts"):
+            try:
+                if os.stat(f"/proc/{entry.name}/ns/{kind}").st_ino in inodes:
+                    found.append(int(entry.name))
+                    break
+            except OSError:
+                break
+    return found

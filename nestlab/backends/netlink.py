@@ -1,0 +1,167 @@
+"""A thin, batched rtnetlink transport for the hot deploy path.
+
+pyroute2 encodes an ``RTM_NEWLINK`` for a veth pair in ~390 µs (measured on this
+project's CI machine); deploying 500 nodes needs ~1500 such messages, so the
+messages on the deploy/destroy path are packed here with ``struct`` (~5 µs each)
+and sent several per ``sendmsg``.  Everything else (inspect, later tc) goes
+through pyroute2.  A socket is bound to the network namespace of the thread
+that opens it, which is how one process talks to every namespace of a lab.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from dataclasses import dataclass
+
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_NEWADDR = 16, 17, 18, 20
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_MASTER = 1, 3, 4, 10
+IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
+IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
+IFA_ADDRESS, IFA_LOCAL = 1, 2
+IFF_UP = 0x1
+
+_HDR = struct.Struct("=IHHII")
+_IFINFO = struct.Struct("=BxHiII")
+_IFADDR = struct.Struct("=BBBBI")
+_RTA = struct.Struct("=HH")
+_ERR = struct.Struct("=i")
+
+
+class NetlinkError(OSError):
+    """A kernel refusal, carrying the request that caused it."""
+
+
+def attr(kind: int, payload: bytes) -> bytes:
+    """One rtattr, padded to 4 bytes."""
+    raw = _RTA.pack(_RTA.size + len(payload), kind) + payload
+    return raw + b"\0" * (-len(raw) % 4)
+
+
+def name_attr(kind: int, value: str) -> bytes:
+    return attr(kind, value.encode() + b"\0")
+
+
+def u32_attr(kind: int, value: int) -> bytes:
+    return attr(kind, struct.pack("=I", value))
+
+
+def ifinfo(index: int = 0, up: bool = False) -> bytes:
+    return _IFINFO.pack(socket.AF_UNSPEC, 0, index, IFF_UP if up else 0, IFF_UP if up else 0)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One rtnetlink message body with its type, flags and a human description."""
+
+    type: int
+    flags: int
+    body: bytes
+    what: str
+
+
+def new_bridge(name: str, alias: str) -> Request:
+    linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "bridge"))
+    body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + name_attr(IFLA_IFALIAS, alias) + linkinfo
+    return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"create bridge {name}")
+
+
+def new_veth(
+    name: str, peer: str, peer_ns_fd: int, *, alias: str, mtu: int | None = None, master: int | None = None
+) -> Request:
+    """A veth pair: ``name`` in the socket's namespace, ``peer`` created directly in ``peer_ns_fd``."""
+    common = name_attr(IFLA_IFALIAS, alias) + (u32_attr(IFLA_MTU, mtu) if mtu else b"")
+    # The peer cannot be set up here: veth_open() runs before the pair is joined (ENOTCONN).
+    peer_body = ifinfo() + name_attr(IFLA_IFNAME, peer) + u32_attr(IFLA_NET_NS_FD, peer_ns_fd) + common
+    data = attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer_body))
+    linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "veth") + data)
+    body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + common + linkinfo
+    if master:
+        body += u32_attr(IFLA_MASTER, master)
+    return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"create veth {name}<->{peer}")
+
+
+def set_up(name: str) -> Request:
+    """Bring an interface up by name (``lo`` is always ifindex 1)."""
+    if name == "lo":
+        return Request(RTM_NEWLINK, 0, ifinfo(1, up=True), "set lo up")
+    return Request(RTM_NEWLINK, 0, ifinfo(up=True) + name_attr(IFLA_IFNAME, name), f"set {name} up")
+
+
+def set_master(name: str, master: int) -> Request:
+    """Enslave an interface (by name) to a bridge and bring it up."""
+    body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + u32_attr(IFLA_MASTER, master)
+    return Request(RTM_NEWLINK, 0, body, f"attach {name} to its bridge")
+
+
+def get_link(name: str) -> Request:
+    return Request(RTM_GETLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name), f"look up {name}")
+
+
+def del_link(name: str) -> Request:
+    return Request(RTM_DELLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name), f"delete {name}")
+
+
+def new_addr(index: int, cidr: str, what: str) -> Request:
+    addr, _, plen = cidr.partition("/")
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    packed = socket.inet_pton(family, addr)
+    body = _IFADDR.pack(family, int(plen), 0, 0, index) + attr(IFA_LOCAL, packed) + attr(IFA_ADDRESS, packed)
+    return Request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, body, f"add {cidr} to {what}")
+
+
+class Netlink:
+    """A NETLINK_ROUTE socket in the namespace of the thread that created it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        self.sock.bind((0, 0))
+        self._seq = 0
+        self._buf = bytearray(1 << 16)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def run(self, *requests: Request) -> list[int]:
+        """Send ``requests`` in one batch, wait for each answer.
+
+        Returns, per request, the interface index the kernel answered with
+        (``RTM_GETLINK``) or 0.  Raises :class:`NetlinkError` naming the first
+        request the kernel refused.
+        """
+        first = self._seq + 1
+        out = bytearray()
+        for req in requests:
+            self._seq += 1
+            flags = NLM_F_REQUEST | req.flags | (0 if req.type == RTM_GETLINK else NLM_F_ACK)
+            out += _HDR.pack(_HDR.size + len(req.body), req.type, flags, self._seq, 0) + req.body
+        self.sock.send(out)
+        results = [0] * len(requests)
+        pending = len(requests)
+        error: NetlinkError | None = None
+        while pending:
+            n = self.sock.recv_into(self._buf)
+            view = memoryview(self._buf)[:n]
+            off = 0
+            while off < n:
+                length, mtype, _flags, seq, _pid = _HDR.unpack_from(view, off)
+                slot = seq - first
+                if 0 <= slot < len(requests):
+                    if mtype == NLMSG_ERROR:
+                        (code,) = _ERR.unpack_from(view, off + _HDR.size)
+                        if code and error is None:
+                            what = requests[slot].what
+                            error = NetlinkError(-code, f"{what}: {os.strerror(-code)}")
+                        pending -= 1
+                    elif mtype == RTM_NEWLINK:
+                        results[slot] = _IFINFO.unpack_from(view, off + _HDR.size)[2]
+                        pending -= 1
+                off += (length + 3) & ~3
+        if error:
+            raise error
+        return results
+

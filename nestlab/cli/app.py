@@ -1,0 +1,302 @@
+"""The ``nestlab`` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import LabError
+from ..lab import cleanup, state
+from ..lab.inspect import inspect
+from ..lab.lab import Lab
+from ..model.errors import TopologyError
+
+app = typer.Typer(
+    help="Build, use and tear down networks of namespace containers.\n\n"
+    "Typical session:  nestlab deploy -t lab.yml ; nestlab exec --lab NAME h1 -- ping -c1 10.0.0.2 ; nestlab destroy --lab NAME",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML).", exists=False, dir_okay=False)
+LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """Turn nestlab errors into a message and an exit code (2: bad topology, 1: anything else)."""
+    try:
+        yield
+    except TopologyError as exc:
+        for problem in exc.problems:
+            err.print(f"[red]error[/red] {problem.render(exc.source)}", soft_wrap=True)
+        raise typer.Exit(2)
+    except LabError as exc:
+        err.print(f"[red]error[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(1)
+    except PermissionError as exc:
+        err.print(f"[red]error[/red] {exc}: nestlab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run it with sudo")
+        raise typer.Exit(1)
+
+
+def _resolve(topo: Optional[Path], lab: Optional[str]) -> Lab:
+    if topo and lab:
+        raise LabError("give either -t FILE or --lab NAME, not both")
+    if topo:
+        return Lab.from_file(topo)
+    if lab:
+        return Lab.running(lab)
+    labs = [name for name in state.labs() if (s := state.read(name)) and s.status == "running"]
+    if len(labs) == 1:
+        return Lab.running(labs[0])
+    listing = ", ".join(labs) if labs else "none is running"
+    raise LabError(f"say which lab: -t FILE or --lab NAME (running labs: {listing})")
+
+
+def _notices(lab: Lab) -> None:
+    for notice in lab.notices:
+        err.print(f"[yellow]note[/yellow] {notice.render(lab.source)}", soft_wrap=True)
+
+
+@contextmanager
+def _progress(title: str) -> Iterator:
+    """A progress callback for long work; silent when stderr is not a terminal."""
+    if not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn(f"{title} {{task.description}}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done)
+
+        yield update
+
+
+def _table(report: dict) -> Table:
+    table = Table(title=f"lab {report['lab']}", title_justify="left")
+    for column in ("node", "kind", "state", "interface", "if-state", "mtu", "addresses", "bridge"):
+        table.add_column(column)
+    for node in report["nodes"]:
+        ifaces = node["interfaces"] or [None]
+        for i, iface in enumerate(ifaces):
+            head = [node["name"], node["kind"], node["state"]] if i == 0 else ["", "", ""]
+            if iface is None:
+                table.add_row(*head, "", "", "", "", "")
+            else:
+                table.add_row(
+                    *head,
+                    iface["name"],
+                    str(iface["state"]),
+                    str(iface["mtu"]),
+                    " ".join(iface["addresses"]),
+                    iface["master"] or "",
+                )
+    return table
+
+
+@app.command()
+def deploy(
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file (YAML)."),
+    reconfigure: bool = typer.Option(False, "--reconfigure", help="Destroy the running lab first, then deploy from scratch."),
+    fmt: str = typer.Option("table", "--format", help="Output: table or json."),
+):
+    """Create the lab described by a topology file.
+
+    Deploying a lab that already runs reconciles it: nodes and links that
+    changed are recreated, new ones added, removed ones deleted; an unchanged
+    lab is left alone.  A deploy that fails half-way removes what it created.
+    """
+    with _reported():
+        lab = Lab.from_file(topo)
+        _notices(lab)
+        if reconfigure:
+            lab.destroy()
+        started = time.perf_counter()
+        with _progress("deploying") as progress:
+            changes = lab.deploy(progress=progress, on_exec=_print_exec)
+        took = time.perf_counter() - started
+        if not changes:
+            err.print(f"lab {lab.name} is already running as described; nothing to change")
+        else:
+            err.print(f"lab {lab.name}: {changes.summary()} in {took:.2f} s")
+        _show(inspect(lab), fmt)
+
+
+def _print_exec(node: str, command: str, code: int, output: str) -> None:
+    colour = "green" if code == 0 else "red"
+    err.print(f"[{colour}]exec[/{colour}] {node}: {command} (exit {code})", soft_wrap=True)
+    if output.strip():
+        err.print(output.rstrip(), markup=False, soft_wrap=True)
+
+
+def _show(report: dict, fmt: str) -> None:
+    if fmt == "json":
+        out.print_json(json.dumps(report))
+    elif fmt == "table":
+        out.print(_table(report))
+    else:
+        raise LabError(f"--format must be table or json, not '{fmt}'")
+
+
+@app.command(name="inspect")
+def inspect_cmd(
+    topo: Optional[Path] = TopoOpt,
+    lab: Optional[str] = LabOpt,
+    all_labs: bool = typer.Option(False, "--all", help="List every lab on this machine."),
+    fmt: str = typer.Option("table", "--format", help="Output: table or json."),
+):
+    """Show nodes, interfaces, addresses and states of a running lab, read from the kernel."""
+    with _reported():
+        if all_labs:
+            rows = []
+            for name in state.labs():
+                current = state.read(name)
+                nodes = len(cleanup.marked_namespaces(name))
+                status = current.status if current else "orphaned (run nestlab cleanup)"
+                rows.append({"lab": name, "status": status, "namespaces": nodes, "source": current.source if current else None})
+            if fmt == "json":
+                out.print_json(json.dumps(rows))
+            else:
+                table = Table("lab", "status", "namespaces", "source")
+                for row in rows:
+                    table.add_row(row["lab"], row["status"], str(row["namespaces"]), row["source"] or "")
+                out.print(table)
+            return
+        _show(inspect(_resolve(topo, lab)), fmt)
+
+
+@app.command(
+    name="exec",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+)
+def exec_cmd(
+    node: str = typer.Argument(..., help="Node name."),
+    command: List[str] = typer.Argument(..., help="Command and its arguments (put them after --)."),
+    topo: Optional[Path] = TopoOpt,
+    lab: Optional[str] = LabOpt,
+):
+    """Run a command inside a node; its exit code becomes nestlab's.
+
+    Example: nestlab exec --lab quickstart h1 -- ping -c1 10.0.0.2
+    """
+    with _reported():
+        target = _node(_resolve(topo, lab), node)
+        if command and command[0] == "--":
+            command = command[1:]
+        try:
+            proc = target.popen(command)
+        except FileNotFoundError:
+            err.print(f"[red]error[/red] {command[0]}: command not found in node {node}")
+            raise typer.Exit(127)
+        raise typer.Exit(_wait(proc))
+
+
+@app.command()
+def shell(node: str = typer.Argument(..., help="Node name."), topo: Optional[Path] = TopoOpt, lab: Optional[str] = LabOpt):
+    """Open an interactive shell inside a node (exit it to come back)."""
+    with _reported():
+        the_lab = _resolve(topo, lab)
+        target = _node(the_lab, node)
+        prompt = f"[{the_lab.name}/{node}] \\w# "
+        proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})
+        raise typer.Exit(_wait(proc))
+
+
+def _node(lab: Lab, name: str):
+    if name not in lab.nodes:
+        raise LabError(f"lab {lab.name} has no node '{name}' (nodes: {', '.join(lab.nodes)})")
+    return lab.nodes[name]
+
+
+def _wait(proc) -> int:
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue  # the child got the same SIGINT and decides for itself
+
+
+@app.command()
+def destroy(topo: Optional[Path] = TopoOpt, lab: Optional[str] = LabOpt):
+    """Remove a lab: its processes, namespaces, links and state. Nothing else is touched."""
+    with _reported():
+        if lab and not topo:
+            name = lab
+        else:
+            name = _resolve(topo, lab).name
+        with state.locked(name):
+            removed = cleanup.remove_lab(name)
+        err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
+
+
+@app.command(name="cleanup")
+def cleanup_cmd(
+    name: Optional[str] = typer.Argument(None, help="Lab to clean up."),
+    all_labs: bool = typer.Option(False, "--all", help="Every nestlab lab on this machine, running or not."),
+):
+    """Remove what a lab left behind after its process died (e.g. a deploy killed half-way).
+
+    Only objects carrying nestlab's marker are removed: namespaces named
+    nestlab.LAB.*, mounts and state under /run/nestlab/LAB, and processes
+    running inside those namespaces.
+    """
+    with _reported():
+        if bool(name) == all_labs:
+            raise LabError("name one lab, or pass --all")
+        for lab in state.labs() if all_labs else [name]:
+            with state.locked(lab):
+                removed = cleanup.remove_lab(lab)
+            err.print(f"lab {lab}: removed {removed} namespaces")
+
+
+@app.command()
+def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--topo", help="Topology to demonstrate.")):
+    """Deploy a topology, measure ping and TCP between its first two hosts, destroy it."""
+    from ..bench import tools
+
+    with _reported():
+        lab = Lab.from_file(topo)
+        _notices(lab)
+        hosts = [n for n in lab.nodes.values() if n.kind == "linux" and n.intfs()]
+        if len(hosts) < 2:
+            raise LabError(f"{topo}: the demo needs two linux nodes with links")
+        a, b = hosts[:2]
+        target = b.intfs()[0].ip
+        started = time.perf_counter()
+        with lab.deployed():
+            err.print(f"deployed lab {lab.name} ({len(lab.nodes)} nodes) in {time.perf_counter() - started:.2f} s")
+            rtt = tools.ping(a, target, count=10)
+            tcp = tools.iperf3(a, b, target, seconds=3)
+        table = Table("measurement", "value", title=f"{a.name} -> {b.name} ({target})", title_justify="left")
+        table.add_row("ping received", f"{rtt['received']}/{rtt['sent']}")
+        table.add_row("RTT min/avg/max", f"{rtt['rtt_min_ms']:.3f} / {rtt['rtt_avg_ms']:.3f} / {rtt['rtt_max_ms']:.3f} ms")
+        table.add_row("TCP throughput (iperf3, 3 s)", f"{tcp['mbps']:.0f} Mbit/s")
+        table.add_row("TCP retransmits", str(tcp["retransmits"]))
+        out.print(table)
+        err.print(f"lab {lab.name} destroyed; nothing left behind")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

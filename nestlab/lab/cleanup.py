@@ -1,0 +1,44 @@
+"""Remove a lab by its markers: its namespaces, its pinned mounts, its state directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from .. import names
+from ..backends import namespaces
+from ..backends.apply import kill_inside
+
+
+def marked_namespaces(lab: str | None = None) -> list[str]:
+    """Paths of ``/run/netns`` entries owned by ``lab`` (or by any lab)."""
+    if not os.path.isdir(names.NETNS_DIR):
+        return []
+    return sorted(
+        e.path for e in os.scandir(names.NETNS_DIR) if (owner := names.lab_of_netns(e.name)) and (lab is None or owner == lab)
+    )
+
+
+def _mounts_under(prefix: str) -> list[str]:
+    with open("/proc/self/mountinfo") as fh:
+        points = [line.split()[4] for line in fh]
+    return [p for p in points if p.startswith(prefix)]
+
+
+def remove_lab(lab: str) -> int:
+    """Remove everything marked as ``lab``'s; returns how many namespaces went."""
+    paths = marked_namespaces(lab)
+    udir = names.uts_dir(lab)
+    if os.path.isdir(udir):
+        paths += [e.path for e in os.scandir(udir)]
+    kill_inside({ino for p in paths if (ino := namespaces.inode(p))})
+    for path in paths:
+        namespaces.unpin(path)
+    for point in _mounts_under(names.lab_dir(lab) + "/"):
+        namespaces.unpin(point)
+    shutil.rmtree(names.lab_dir(lab), ignore_errors=True)
+    try:
+        os.rmdir(names.STATE_ROOT)  # only when no other lab is left
+    except OSError:
+        pass
+    return len([p for p in paths if p.startswith(names.NETNS_DIR)])

@@ -1,0 +1,186 @@
+"""The lab lifecycle: build a topology (file or code), deploy it, use it, destroy it.
+
+Example (run as root)::
+
+    from nestlab import Lab
+
+    lab = Lab("demo")
+    lab.add_node("h1")
+    lab.add_node("h2")
+    lab.add_node("s1", kind="bridge")
+    lab.add_link("h1:eth1", "s1:p1", ipv4=["10.0.0.1/24", None])
+    lab.add_link("h2:eth1", "s1:p2")          # address picked from 10.0.0.0/24
+    with lab.deployed():
+        print(lab.nodes["h1"].cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+from .. import names
+from ..backends.apply import Applier, Progress
+from ..errors import LabError
+from ..model.errors import Problem
+from ..model.load import Loaded, load_data, load_file
+from ..model.schema import Topology
+from ..plan.desired import Plan, desired
+from ..plan.diff import Changes, diff
+from . import cleanup, state
+from .node import Node
+
+ExecReport = Callable[[str, str, int, str], None]
+
+
+class Lab:
+    """A topology plus the means to deploy it; ``lab.nodes[name]`` gives :class:`Node` objects."""
+
+    def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
+        self._raw: dict = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
+        self.source = "<python>"
+        self.notices: list[Problem] = []
+        self._set(load_data(self._raw, self.source))
+
+    # -- building ---------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> "Lab":
+        """Load and check a topology file; errors name file, line and column."""
+        return cls._from_loaded(load_file(path), str(path))
+
+    @classmethod
+    def from_topology(cls, topology: Topology, source: str = "<python>") -> "Lab":
+        return cls._from_loaded(load_data(topology.model_dump(mode="json"), source), source)
+
+    @classmethod
+    def running(cls, name: str) -> "Lab":
+        """The lab ``name`` as it was deployed (from its state on this machine)."""
+        current = state.read(name)
+        if current is None or current.status != "running":
+            raise LabError(f"no lab named '{name}' is running here (`nestlab inspect --all` lists labs)")
+        return cls._from_loaded(load_data(current.topology, current.source or name), current.source or "<python>")
+
+    @classmethod
+    def _from_loaded(cls, loaded: Loaded, source: str) -> "Lab":
+        lab = cls.__new__(cls)
+        lab._raw = loaded.topology.model_dump(mode="json")
+        lab.source = source
+        lab.notices = loaded.notices
+        lab._set(loaded)
+        return lab
+
+    def _set(self, loaded: Loaded) -> None:
+        self.topology = loaded.topology
+        self.plan: Plan = desired(self.topology, self.source)
+        self.nodes: dict[str, Node] = {name: Node(self, obj) for name, obj in self.plan.nodes.items()}
+
+    @property
+    def name(self) -> str:
+        return self.topology.name
+
+    def add_node(self, name: str, kind: str = "linux", **spec) -> Node:
+        """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
+        nodes = self._raw["topology"]["nodes"]
+        if name in nodes:
+            raise LabError(f"node '{name}' already exists in lab {self.name}")
+        self._update(lambda raw: raw["topology"]["nodes"].__setitem__(name, {"kind": kind, **spec}))
+        return self.nodes[name]
+
+    def add_link(self, a: str, b: str, *, ipv4: list | None = None, ipv6: list | None = None, mtu: int | None = None) -> None:
+        """Add a veth between endpoints ``"node:iface"``; addresses one per endpoint (None = automatic)."""
+        link = {"endpoints": [a, b], **{k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), ("mtu", mtu)) if v is not None}}
+        self._update(lambda raw: raw["topology"]["links"].append(link))
+
+    def _update(self, change: Callable[[dict], None]) -> None:
+        raw = copy.deepcopy(self._raw)
+        change(raw)
+        self._set(load_data(raw, self.source))
+        self._raw = raw
+
+    # -- lifecycle ----------------------------------------------------------------
+    def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes:
+        """Create what is missing, remove what is no longer wanted; returns what was changed.
+
+        Deploying an already running, identical lab changes nothing.
+        """
+        with state.locked(self.name):
+            current = state.read(self.name)
+            if current and current.status == "deploying":
+                raise LabError(
+                    f"an earlier deploy of lab '{self.name}' (pid {current.pid}) stopped half-way; "
+                    f"run `nestlab cleanup {self.name}` and deploy again"
+                )
+            if current is None and cleanup.marked_namespaces(self.name):
+                raise LabError(f"lab '{self.name}' has leftovers from a process that died; run `nestlab cleanup {self.name}`")
+            have = _existing(self.name, current.plan) if current else Plan()
+            changes = diff(self.plan, have)
+            if not changes:
+                return changes
+            self._record("deploying", current.plan if current else Plan())
+            kinds = {**{n: o.kind for n, o in have.nodes.items()}, **{n: o.kind for n, o in self.plan.nodes.items()}}
+            try:
+                Applier(self.name, kinds, progress).apply(changes)
+            except BaseException:
+                if current is None:
+                    cleanup.remove_lab(self.name)
+                else:
+                    self._record("running", _without(have, changes))
+                raise
+            self._record("running", self.plan)
+        for node in changes.add_nodes:
+            for command in node.exec:
+                proc = self.nodes[node.name].popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                out, _ = proc.communicate(timeout=300)
+                if on_exec:
+                    on_exec(node.name, command, proc.returncode, out)
+        return changes
+
+    def _record(self, status: str, plan: Plan) -> None:
+        state.write(
+            state.LabState(self.name, status, os.getpid(), self.source, time.time(), self.topology.model_dump(mode="json"), plan)
+        )
+
+    def destroy(self) -> int:
+        """Remove every object of this lab (and any process inside it); returns namespaces removed."""
+        with state.locked(self.name):
+            return cleanup.remove_lab(self.name)
+
+    @contextmanager
+    def deployed(self) -> Iterator["Lab"]:
+        """Deploy for the ``with`` block and always destroy afterwards, even on errors."""
+        try:
+            self.deploy()
+            yield self
+        finally:
+            self.destroy()
+
+    @property
+    def is_running(self) -> bool:
+        current = state.read(self.name)
+        return bool(current and current.status == "running")
+
+
+def _existing(lab: str, plan: Plan) -> Plan:
+    """The recorded plan minus nodes whose namespace vanished (and their links)."""
+    alive = {n for n in plan.nodes if os.path.exists(names.netns_path(lab, n))}
+    return Plan(
+        {n: o for n, o in plan.nodes.items() if n in alive},
+        {k: ln for k, ln in plan.links.items() if ln.a.node in alive and ln.b.node in alive},
+    )
+
+
+def _without(have: Plan, changes: Changes) -> Plan:
+    gone_nodes = {n.name for n in changes.del_nodes}
+    gone_links = {ln.key for ln in changes.del_links}
+    return Plan(
+        {n: o for n, o in have.nodes.items() if n not in gone_nodes},
+        {
+            k: ln
+            for k, ln in have.links.items()
+            if k not in gone_links and ln.a.node not in gone_nodes and ln.b.node not in gone_nodes
+        },
+    )

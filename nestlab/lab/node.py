@@ -1,0 +1,110 @@
+"""Nodes and interfaces of a deployed lab: run commands inside, look at interfaces."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from .. import names
+from ..backends import namespaces
+from ..errors import LabError
+from ..plan.desired import NodeObj
+
+if TYPE_CHECKING:
+    from .lab import Lab
+
+
+@dataclass(frozen=True)
+class Interface:
+    """One end of a link, as planned: ``node``, ``name``, its addresses and the far end."""
+
+    node: "Node"
+    name: str
+    ipv4: tuple[str, ...]
+    ipv6: tuple[str, ...]
+    peer: str
+
+    @property
+    def ip(self) -> str | None:
+        """The first IPv4 address without its prefix length (handy for ping targets)."""
+        return self.ipv4[0].split("/")[0] if self.ipv4 else None
+
+
+class Node:
+    """A node of a lab: its own network and UTS namespace (hostname = node name).
+
+    >>> lab = Lab.from_file("examples/quickstart.yml")      # doctest: +SKIP
+    >>> with lab.deployed():                                # doctest: +SKIP
+    ...     h1 = lab.nodes["h1"]
+    ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
+    """
+
+    def __init__(self, lab: "Lab", obj: NodeObj):
+        self.lab = lab
+        self.obj = obj
+
+    name = property(lambda self: self.obj.name)
+    kind = property(lambda self: self.obj.kind)
+
+    def __repr__(self) -> str:
+        return f"<Node {self.lab.name}/{self.name} kind={self.kind}>"
+
+    @property
+    def netns(self) -> str:
+        """The namespace name, usable with ``ip netns exec``."""
+        return names.netns_name(self.lab.name, self.name)
+
+    def intf(self, name: str) -> Interface:
+        end = self.lab.plan.endpoint(self.name, name)
+        if end is None:
+            have = ", ".join(i.name for i in self.intfs()) or "none"
+            raise KeyError(f"{self.name} has no interface '{name}' (it has: {have})")
+        return self._interface(end.iface)
+
+    def intfs(self) -> list[Interface]:
+        """Every link interface of the node, in topology order."""
+        return [
+            self._interface(end.iface)
+            for link in self.lab.plan.links.values()
+            for end in (link.a, link.b)
+            if end.node == self.name
+        ]
+
+    def _interface(self, iface: str) -> Interface:
+        for link in self.lab.plan.links.values():
+            for end, other in ((link.a, link.b), (link.b, link.a)):
+                if end.node == self.name and end.iface == iface:
+                    return Interface(self, iface, end.ipv4, end.ipv6, other.ref)
+        raise KeyError(iface)
+
+    def environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {**os.environ, **dict(self.obj.env), **(extra or {})}
+
+    def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
+        """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
+        if isinstance(args, str):
+            args = ["sh", "-c", args]
+        kwargs["env"] = self.environ(kwargs.get("env"))
+        path = names.netns_path(self.lab.name, self.name)
+        if not os.path.exists(path):
+            raise LabError(f"node {self.name} of lab {self.lab.name} is not running (deploy the lab first)")
+        with namespaces.entered(path, names.uts_path(self.lab.name, self.name)):
+            return subprocess.Popen(args, **kwargs)
+
+    def cmd(self, command: Sequence[str] | str, *, timeout: float | None = 60, check: bool = False) -> str:
+        """Run a command inside the node and return its output (stdout and stderr).
+
+        ``check=True`` raises :class:`subprocess.CalledProcessError` on a non-zero exit.
+        """
+        proc = self.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        if check and proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, command, out)
+        return out

@@ -1,0 +1,74 @@
+"""A lab's record on disk (``/run/nestlab/LAB/state.json``) and its lock."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+from .. import names
+from ..errors import LabError
+from ..plan.desired import Plan
+
+
+@dataclass
+class LabState:
+    lab: str
+    status: str  # "deploying" or "running"
+    pid: int
+    source: str | None
+    created: float
+    topology: dict
+    plan: Plan
+
+    def to_json(self) -> dict:
+        return {**self.__dict__, "plan": self.plan.to_json()}
+
+
+def _path(lab: str) -> str:
+    return os.path.join(names.lab_dir(lab), "state.json")
+
+
+def read(lab: str) -> LabState | None:
+    try:
+        with open(_path(lab)) as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return None
+    return LabState(**{**data, "plan": Plan.from_json(data["plan"])})
+
+
+def write(state: LabState) -> None:
+    path = _path(state.lab)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(state.to_json(), fh, indent=1)
+    os.replace(tmp, path)
+
+
+@contextmanager
+def locked(lab: str) -> Iterator[None]:
+    """Hold the lab's lock: one deploy/destroy/cleanup of a lab at a time."""
+    os.makedirs(names.lab_dir(lab), exist_ok=True)
+    fd = os.open(os.path.join(names.lab_dir(lab), "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LabError(f"lab '{lab}' is busy: another nestlab process is deploying or destroying it") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def labs() -> list[str]:
+    """Every lab with anything on this machine: a state directory or a namespace."""
+    found = set()
+    if os.path.isdir(names.STATE_ROOT):
+        found.update(e.name for e in os.scandir(names.STATE_ROOT) if e.is_dir())
+    if os.path.isdir(names.NETNS_DIR):
+        found.update(lab for e in os.scandir(names.NETNS_DIR) if (lab := names.lab_of_netns(e.name)))
+    return sorted(found)

@@ -1,0 +1,191 @@
+"""Turn a topology file (or a dict built in Python) into a checked :class:`Topology`."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+
+from pydantic import ValidationError
+
+from .errors import Path, Problem, TopologyError
+from .schema import (
+    ALLOWED_KEYS,
+    IFNAMSIZ,
+    IGNORED_LINK_KEYS,
+    IGNORED_NODE_KEYS,
+    IGNORED_TOP_KEYS,
+    NAME_PATTERN,
+    Topology,
+)
+from .yamlsource import Located, load_yaml
+
+
+@dataclass
+class Loaded:
+    """A valid topology plus notices about keys that were accepted but ignored."""
+
+    topology: Topology
+    source: str
+    notices: list[Problem] = field(default_factory=list)
+
+
+def load_file(path: str | FsPath) -> Loaded:
+    path = FsPath(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TopologyError(str(path), [Problem((), f"cannot read the topology file: {exc.strerror}")]) from None
+    return load_text(text, str(path))
+
+
+def load_text(text: str, source: str = "<topology>") -> Loaded:
+    located = load_yaml(text, source)
+    return load_data(located, source)
+
+
+def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
+    """Validate plain data; positions are used for messages when ``located`` carries them."""
+    if not isinstance(located, Located):
+        located = Located(located)
+    data = located.data
+    if not isinstance(data, dict):
+        raise TopologyError(source, [located.problem((), "the top level must be a mapping with `name:` and `topology:`")])
+    notices: list[Problem] = []
+    data = _strip_ignored(data, located, notices)
+    try:
+        topology = Topology.model_validate(data)
+    except ValidationError as exc:
+        raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
+    problems = check(topology, located)
+    if problems:
+        raise TopologyError(source, problems)
+    return Loaded(topology, source, notices)
+
+
+def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, notices: list[Problem]) -> dict:
+    kept = {}
+    for key, value in mapping.items():
+        if key in ignored:
+            notices.append(located.problem(path + (key,), f"ignored: {ignored[key]}"))
+        else:
+            kept[key] = value
+    return kept
+
+
+def _strip_ignored(data: dict, located: Located, notices: list[Problem]) -> dict:
+    """Remove containerlab keys nestlab does not use yet, noting each one."""
+    data = _drop(data, IGNORED_TOP_KEYS, (), located, notices)
+    body = data.get("topology")
+    if not isinstance(body, dict):
+        return data
+    body = dict(body)
+    for section in ("nodes", "kinds"):
+        if isinstance(body.get(section), dict):
+            body[section] = {
+                name: _drop(spec, IGNORED_NODE_KEYS, ("topology", section, name), located, notices)
+                if isinstance(spec, dict)
+                else spec
+                for name, spec in body[section].items()
+            }
+    if isinstance(body.get("defaults"), dict):
+        body["defaults"] = _drop(body["defaults"], IGNORED_NODE_KEYS, ("topology", "defaults"), located, notices)
+    if isinstance(body.get("links"), list):
+        body["links"] = [
+            _drop(link, IGNORED_LINK_KEYS, ("topology", "links", i), located, notices) if isinstance(link, dict) else link
+            for i, link in enumerate(body["links"])
+        ]
+    return {**data, "topology": body}
+
+
+def _allowed_for(path: Path) -> list[str]:
+    if not path:
+        return ALLOWED_KEYS["top"]
+    if path == ("topology",):
+        return ALLOWED_KEYS["body"]
+    if path[:2] == ("topology", "links"):
+        return ALLOWED_KEYS["link"]
+    return ALLOWED_KEYS["node"]
+
+
+def _problem(err: dict, located: Located) -> Problem:
+    path = tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        allowed = ", ".join(_allowed_for(path[:-1]))
+        return located.problem(path, f"unknown key '{path[-1]}'; allowed here: {allowed}")
+    if err["type"] == "missing":
+        return located.problem(path, f"'{path[-1]}' is required")
+    if err["type"] == "literal_error":
+        return located.problem(path, f"{err['msg'].lower()} (got {err['input']!r})")
+    if err["type"] == "string_pattern_mismatch":
+        return located.problem(path, f"{err['input']!r} may use only letters, digits, '-' and '_', starting with a letter or digit")
+    message = err["msg"].removeprefix("Value error, ")
+    return located.problem(path, message)
+
+
+def node_kind(topology: Topology, name: str) -> str:
+    """A node's effective kind: its own, else its kind defaults, else ``defaults``, else linux."""
+    body = topology.topology
+    kind = body.nodes[name].kind or body.defaults.kind or "linux"
+    return "linux" if kind == "host" else kind
+
+
+def check(topology: Topology, located: Located) -> list[Problem]:
+    """Cross-field rules pydantic cannot express: names, endpoints, addresses."""
+    problems: list[Problem] = []
+    body = topology.topology
+    for name in body.nodes:
+        path = ("topology", "nodes", name)
+        if not re.match(NAME_PATTERN, name):
+            problems.append(located.problem(path, f"node name '{name}' may use only letters, digits, '-' and '_'"))
+        elif node_kind(topology, name) == "bridge" and len(name) > IFNAMSIZ:
+            problems.append(located.problem(path, f"a bridge is a kernel interface named after its node: '{name}' is longer than {IFNAMSIZ} characters"))
+    used: dict[tuple[str, str], Path] = {}
+    seen_addr: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, Path] = {}
+    for i, link in enumerate(body.links):
+        base = ("topology", "links", i)
+        for j, endpoint in enumerate(link.endpoints):
+            path = base + ("endpoints", j)
+            node, sep, iface = endpoint.partition(":")
+            if not sep or not node or not iface:
+                problems.append(located.problem(path, f"endpoint '{endpoint}' must look like NODE:INTERFACE, e.g. h1:eth1"))
+                continue
+            if node not in body.nodes:
+                known = ", ".join(body.nodes) or "none"
+                problems.append(located.problem(path, f"node '{node}' is not defined under topology.nodes (defined: {known})"))
+                continue
+            if len(iface) > IFNAMSIZ or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", iface) or iface == "lo":
+                problems.append(located.problem(path, f"interface name '{iface}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_' (and not 'lo')"))
+                continue
+            if (node, iface) in used:
+                problems.append(located.problem(path, f"endpoint '{endpoint}' is already used by {_link_ref(used[(node, iface)])}; each interface joins one link"))
+                continue
+            used[(node, iface)] = base
+        for family in ("ipv4", "ipv6"):
+            addrs = getattr(link, family)
+            if addrs is None:
+                continue
+            if len(addrs) != len(link.endpoints):
+                problems.append(located.problem(base + (family,), f"{family} needs one entry per endpoint ({len(link.endpoints)}); use null for none/automatic"))
+                continue
+            for j, (endpoint, cidr) in enumerate(zip(link.endpoints, addrs)):
+                if cidr is None:
+                    continue
+                path = base + (family, j)
+                node = endpoint.partition(":")[0]
+                if node in body.nodes and node_kind(topology, node) == "bridge":
+                    problems.append(located.problem(path, f"'{endpoint}' is a bridge port and cannot hold an address; use null"))
+                    continue
+                ip = ipaddress.ip_interface(cidr)
+                if ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
+                    problems.append(located.problem(path, f"'{cidr}' is the network address of {ip.network}; pick a host address"))
+                elif ip.ip in seen_addr:
+                    problems.append(located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}"))
+                else:
+                    seen_addr[ip.ip] = path[:3]
+    return problems
+
+
+def _link_ref(path: Path) -> str:
+    return f"topology.links[{path[2]}]"

@@ -1,0 +1,69 @@
+"""Load YAML into plain data while remembering where every key and item came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from .errors import Path, Problem, TopologyError
+
+
+@dataclass
+class Located:
+    """Plain data (dicts, lists, scalars) plus the 1-based line/column of each path."""
+
+    data: object
+    positions: dict[Path, tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, path: Path) -> tuple[int | None, int | None]:
+        """Position of ``path``, or of its nearest ancestor that has one."""
+        for cut in range(len(path), -1, -1):
+            if path[:cut] in self.positions:
+                return self.positions[path[:cut]]
+        return None, None
+
+    def problem(self, path: Path, message: str) -> Problem:
+        line, col = self.where(path)
+        return Problem(path, message, line, col)
+
+
+def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, problems: list[Problem]):
+    loc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int)):
+                key = str(key)
+            if key in out:
+                line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+                problems.append(Problem(path + (key,), f"duplicate key '{key}' (each key may appear once)", line, col))
+                continue
+            out[key] = _build(value_node, path + (key,), loc, loader, problems)
+            loc.positions[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, path + (i,), loc, loader, problems) for i, item in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+def load_yaml(text: str, source: str) -> Located:
+    """Parse ``text``; malformed YAML and duplicate keys raise :class:`TopologyError`."""
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        raise TopologyError(source, [Problem((), f"malformed YAML: {exc.problem or exc.context}", line, col)]) from None
+    finally:
+        loader.dispose()
+    loc = Located(None)
+    if root is None:
+        raise TopologyError(source, [Problem((), "the file is empty; a topology needs at least `name:` and `topology:`")])
+    problems: list[Problem] = []
+    loc.data = _build(root, (), loc, loader, problems)
+    if problems:
+        raise TopologyError(source, problems)
+    return loc
