@@ -68,7 +68,7 @@ def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, 
     kept = {}
     for key, value in mapping.items():
         if key in ignored:
-            notices.append(located.problem(path + (key,), f"ignored: {ignored[key]}"))
+            notices.append(located.problem(path + (key,), f"ignored: {ignored[key]}", key=True))
         else:
             kept[key] = value
     return kept
@@ -113,7 +113,7 @@ def _problem(err: dict, located: Located) -> Problem:
     path = tuple(err["loc"])
     if err["type"] == "extra_forbidden":
         allowed = ", ".join(_allowed_for(path[:-1]))
-        return located.problem(path, f"unknown key '{path[-1]}'; allowed here: {allowed}")
+        return located.problem(path, f"unknown key '{path[-1]}'; allowed here: {allowed}", key=True)
     if err["type"] == "missing":
         return located.problem(path, f"'{path[-1]}' is required")
     if err["type"] == "literal_error":
@@ -177,14 +177,29 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 if node in body.nodes and node_kind(topology, node) == "bridge":
                     problems.append(located.problem(path, f"'{endpoint}' is a bridge port and cannot hold an address; use null"))
                     continue
-                ip = ipaddress.ip_interface(cidr)
-                if ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
+                ip, why = _parse_cidr(cidr, family)
+                if why:
+                    problems.append(located.problem(path, why))
+                elif ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
                     problems.append(located.problem(path, f"'{cidr}' is the network address of {ip.network}; pick a host address"))
                 elif ip.ip in seen_addr:
                     problems.append(located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}"))
                 else:
                     seen_addr[ip.ip] = path[:3]
     return problems
+
+
+def _parse_cidr(cidr: str, family: str):
+    """(interface, None) for a valid address with prefix of ``family``, else (None, why)."""
+    try:
+        ip = ipaddress.ip_interface(cidr)
+    except ValueError:
+        return None, f"'{cidr}' is not an address with a prefix length, e.g. 10.0.0.1/24"
+    if "/" not in cidr:
+        return None, f"'{cidr}' needs a prefix length, e.g. {cidr}/{ip.max_prefixlen if family == 'ipv6' else 24}"
+    if f"ipv{ip.version}" != family:
+        return None, f"'{cidr}' is not an {family.replace('ip', 'IP')} address"
+    return ip, None
 
 
 def _link_ref(path: Path) -> str:

@@ -93,22 +93,6 @@ class LinkSpec(_Strict):
             ]
         return value
 
-    @field_validator("ipv4", "ipv6")
-    @classmethod
-    def _cidrs(cls, value, info):
-        for item in value or []:
-            if item is None:
-                continue
-            try:
-                iface = ipaddress.ip_interface(item)
-            except ValueError:
-                raise ValueError(f"'{item}' is not an address with a prefix length, e.g. 10.0.0.1/24") from None
-            if "/" not in item:
-                raise ValueError(f"'{item}' needs a prefix length, e.g. {item}/24")
-            if (iface.version == 4) != (info.field_name == "ipv4"):
-                raise ValueError(f"'{item}' is not an IPv{info.field_name[-1]} address")
-        return value
-
 
 class TopologyBody(_Strict):
     defaults: NodeSpec = Field(default_factory=NodeSpec)

@@ -15,16 +15,19 @@ class Located:
 
     data: object
     positions: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    key_positions: dict[Path, tuple[int, int]] = field(default_factory=dict)
 
-    def where(self, path: Path) -> tuple[int | None, int | None]:
-        """Position of ``path``, or of its nearest ancestor that has one."""
+    def where(self, path: Path, key: bool = False) -> tuple[int | None, int | None]:
+        """Position of ``path``'s value (or its key), else of its nearest ancestor that has one."""
+        if key and path in self.key_positions:
+            return self.key_positions[path]
         for cut in range(len(path), -1, -1):
             if path[:cut] in self.positions:
                 return self.positions[path[:cut]]
         return None, None
 
-    def problem(self, path: Path, message: str) -> Problem:
-        line, col = self.where(path)
+    def problem(self, path: Path, message: str, key: bool = False) -> Problem:
+        line, col = self.where(path, key)
         return Problem(path, message, line, col)
 
 
@@ -41,7 +44,7 @@ def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, p
                 problems.append(Problem(path + (key,), f"duplicate key '{key}' (each key may appear once)", line, col))
                 continue
             out[key] = _build(value_node, path + (key,), loc, loader, problems)
-            loc.positions[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            loc.key_positions[path + (key,)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_build(item, path + (i,), loc, loader, problems) for i, item in enumerate(node.value)]

@@ -1,0 +1,181 @@
+"""Deploy, use and destroy labs: connectivity, hostnames, exec/sysctls/env, reconcile, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import leftovers, root_links, run_cli
+from nestlab import Lab, LabError
+
+QUICKSTART = """
+name: {name}
+topology:
+  defaults: {kind: linux}
+  nodes:
+    h1: {}
+    h2: {}
+    s1: {kind: bridge}
+  links:
+    - endpoints: ["h1:eth1", "s1:p1"]
+      ipv4: ["10.0.0.1/24", null]
+    - endpoints: ["h2:eth1", "s1:p2"]
+"""
+
+ECHO_SERVER = textwrap.dedent(
+    """
+    import socket, sys
+    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((sys.argv[1], 7007)); srv.listen(1); print("ready", flush=True)
+    conn, peer = srv.accept(); data = conn.recv(100); conn.sendall(data.upper() + b" from " + socket.gethostname().encode())
+    """
+)
+
+
+def test_quickstart_via_cli_ping_and_tcp(topo_file, lab_name):
+    before = root_links()
+    path = topo_file(QUICKSTART)
+    deployed = run_cli("deploy", "-t", str(path), "--format", "json")
+    assert deployed.returncode == 0, deployed.stderr
+    report = json.loads(deployed.stdout)
+    addrs = {n["name"]: n["interfaces"] for n in report["nodes"]}
+    assert addrs["h1"][0]["addresses"] == ["10.0.0.1/24"]
+    assert addrs["h2"][0]["addresses"] == ["10.0.0.2/24"]  # automatic, inside h1's subnet behind the bridge
+    assert {i["name"]: i["master"] for i in addrs["s1"]} == {"s1": None, "p1": "s1", "p2": "s1"}
+    assert root_links() == before, "a bridge lab must not add interfaces to the root namespace"
+
+    ping = run_cli("exec", "--lab", lab_name, "h1", "--", "ping", "-c", "2", "-W", "1", "10.0.0.2")
+    assert ping.returncode == 0 and "2 received" in ping.stdout
+
+    lab = Lab.running(lab_name)
+    server = lab.nodes["h2"].popen([sys.executable, "-c", ECHO_SERVER, "10.0.0.2"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        reply = lab.nodes["h1"].cmd(
+            [sys.executable, "-c", "import socket; s=socket.create_connection(('10.0.0.2',7007),timeout=5); s.sendall(b'hi'); print(s.recv(100).decode())"]
+        )
+        assert reply.strip() == "HI from h2"
+    finally:
+        server.kill()
+        server.wait()
+
+    gone = run_cli("destroy", "--lab", lab_name)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+
+
+def test_python_api_builds_in_code(lab_name):
+    lab = Lab(lab_name)
+    lab.add_node("a")
+    lab.add_node("b")
+    lab.add_link("a:eth1", "b:eth1")  # point-to-point veth, automatic /30
+    with lab.deployed():
+        a, b = lab.nodes["a"], lab.nodes["b"]
+        assert a.intf("eth1").peer == "b:eth1"
+        assert a.cmd("hostname").strip() == "a" and b.cmd("hostname").strip() == "b"
+        assert "1 received" in a.cmd(f"ping -c1 -W1 {b.intf('eth1').ip}")
+        assert "state UNKNOWN" in a.cmd("ip link show lo") and "LOOPBACK,UP" in a.cmd("ip link show lo")
+        # No way out: the only routes are the lab's own subnets.
+        assert "unreachable" in a.cmd("ip route get 192.0.2.1").lower()
+    assert not lab.is_running and leftovers() == []
+
+
+def test_nodes_are_isolated_namespaces(lab_from):
+    lab = lab_from(QUICKSTART)
+    h1 = lab.nodes["h1"]
+    assert h1.cmd("ip -o link show | wc -l").strip() == "2"  # lo + eth1, nothing of the host's
+    host_ns = subprocess.run(["readlink", "/proc/self/ns/net"], capture_output=True, text=True).stdout
+    assert h1.cmd("readlink /proc/self/ns/net") != host_ns
+    with pytest.raises(KeyError, match="has no interface 'eth9'.*eth1"):
+        h1.intf("eth9")
+
+
+def test_exec_sysctls_env(lab_from):
+    lab = lab_from(
+        """
+name: {name}
+topology:
+  nodes:
+    r1:
+      sysctls: {net.ipv4.ip_forward: 1}
+      env: {GREETING: hello}
+      exec: ["echo $GREETING > /proc/self/fd/1", "ip addr add 192.0.2.7/32 dev lo"]
+    h1: {env: {GREETING: other}}
+  links:
+    - endpoints: ["r1:eth1", "h1:eth1"]
+"""
+    )
+    r1, h1 = lab.nodes["r1"], lab.nodes["h1"]
+    assert r1.cmd("cat /proc/sys/net/ipv4/ip_forward").strip() == "1"
+    assert h1.cmd("cat /proc/sys/net/ipv4/ip_forward").strip() == "0"
+    assert r1.cmd("echo $GREETING").strip() == "hello" and h1.cmd("echo $GREETING").strip() == "other"
+    assert "192.0.2.7/32" in r1.cmd("ip -4 addr show lo")  # exec: ran inside r1 after deploy
+
+
+def test_exit_code_passes_through(lab_from, lab_name):
+    lab_from(QUICKSTART)
+    assert run_cli("exec", "--lab", lab_name, "h1", "--", "sh", "-c", "exit 7").returncode == 7
+    missing = run_cli("exec", "--lab", lab_name, "h1", "--", "no-such-command")
+    assert missing.returncode == 127 and "command not found" in missing.stderr
+    nonode = run_cli("exec", "--lab", lab_name, "h9", "--", "true")
+    assert nonode.returncode == 1 and "no node 'h9'" in nonode.stderr
+
+
+def test_second_deploy_is_idempotent_and_reconciles(topo_file, lab_name):
+    path = topo_file(QUICKSTART)
+    assert run_cli("deploy", "-t", str(path)).returncode == 0
+    again = run_cli("deploy", "-t", str(path))
+    assert again.returncode == 0 and "nothing to change" in again.stderr
+    # Grow the lab: h3 joins the bridge; h2's link is dropped.
+    path.write_text(
+        QUICKSTART.replace("{name}", lab_name)
+        .replace("    h2: {}\n", "    h2: {}\n    h3: {}\n")
+        .replace('["h2:eth1", "s1:p2"]', '["h3:eth1", "s1:p3"]')
+    )
+    grown = run_cli("deploy", "-t", str(path), "--format", "json")
+    assert grown.returncode == 0, grown.stderr
+    assert "1 nodes to create, 1 links to create" in grown.stderr and "1 links to delete" in grown.stderr
+    lab = Lab.running(lab_name)
+    assert "1 received" in lab.nodes["h3"].cmd("ping -c1 -W1 10.0.0.1")
+    ports = lab.nodes["s1"].cmd("ip -o link show master s1")
+    assert "p3" in ports and "p1" in ports and "p2" not in ports
+    assert lab.nodes["h2"].cmd("ip -o link show | wc -l").strip() == "1"  # only lo is left
+    assert run_cli("destroy", "-t", str(path)).returncode == 0
+
+
+def test_containerlab_file_loads_and_runs(topo_file, lab_name):
+    path = topo_file(
+        """
+name: {name}
+mgmt: {network: clab, ipv4-subnet: 172.20.20.0/24}
+topology:
+  kinds:
+    linux: {image: alpine:3}
+  nodes:
+    srv: {kind: linux, image: nginx, exec: ["ip addr add 10.9.0.10/24 dev eth1"]}
+    cli: {kind: linux, binds: ["/tmp:/tmp"]}
+    br-1: {kind: bridge}
+  links:
+    - endpoints: ["srv:eth1", "br-1:e1"]
+      ipv4: [null, null]
+    - type: veth
+      endpoints: [{node: cli, interface: eth1}, {node: br-1, interface: e2}]
+      ipv4: ["10.9.0.2/24", null]
+"""
+    )
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 0, result.stderr
+    for ignored in ("mgmt: ignored", "image: ignored", "binds: ignored", "type: ignored"):
+        assert ignored in result.stderr
+    assert ":3:1: mgmt" in result.stderr  # notices carry file:line:col
+    assert run_cli("exec", "--lab", lab_name, "cli", "--", "ping", "-c1", "-W1", "10.9.0.10").returncode == 0
+
+
+def test_running_lab_unknown_name():
+    with pytest.raises(LabError, match="no lab named 'nope-nope'"):
+        Lab.running("nope-nope")
+

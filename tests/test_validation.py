@@ -1,0 +1,103 @@
+"""Bad topologies: each gives one clear error with file:line:col, exit code 2, and creates nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import leftovers, root_links, run_cli
+from nestlab import Lab, TopologyError
+
+GOOD_HEAD = """name: {name}
+topology:
+  nodes:
+    h1: {}
+    h2: {}
+"""
+
+CASES = {
+    "unknown key": (
+        GOOD_HEAD.replace("h2: {}", "h2: {knd: linux}") + "  links: []\n",
+        ":5:10: topology.nodes.h2.knd: unknown key 'knd'; allowed here: kind, exec, sysctls, env",
+    ),
+    "unknown kind": (
+        GOOD_HEAD.replace("h2: {}", "h2: {kind: router}"),
+        ":5:16: topology.nodes.h2.kind: input should be 'linux', 'host' or 'bridge' (got 'router')",
+    ),
+    "duplicate node": (
+        GOOD_HEAD + "    h1: {}\n",
+        ":6:5: topology.nodes.h1: duplicate key 'h1'",
+    ),
+    "link to a missing node": (
+        GOOD_HEAD + '  links:\n    - endpoints: ["h1:eth1", "h3:eth1"]\n',
+        ":7:30: topology.links[0].endpoints[1]: node 'h3' is not defined under topology.nodes (defined: h1, h2)",
+    ),
+    "interface name too long": (
+        GOOD_HEAD + '  links:\n    - endpoints: ["h1:averyveryverylongname", "h2:eth1"]\n',
+        ":7:19: topology.links[0].endpoints[0]: interface name 'averyveryverylongname' must be 1-15 characters",
+    ),
+    "address conflict": (
+        GOOD_HEAD
+        + '    h3: {}\n  links:\n    - endpoints: ["h1:eth1", "h2:eth1"]\n      ipv4: ["10.1.0.1/24", "10.1.0.2/24"]\n'
+        + '    - endpoints: ["h3:eth1", "h1:eth2"]\n      ipv4: ["10.1.0.2/24", null]\n',
+        ":11:14: topology.links[1].ipv4[0]: address 10.1.0.2 is already assigned by topology.links[0]",
+    ),
+    "endpoint used twice": (
+        GOOD_HEAD + '  links:\n    - endpoints: ["h1:eth1", "h2:eth1"]\n    - endpoints: ["h1:eth1", "h2:eth2"]\n',
+        ":8:19: topology.links[1].endpoints[0]: endpoint 'h1:eth1' is already used by topology.links[0]",
+    ),
+    "malformed YAML": (
+        GOOD_HEAD + '  links:\n    - endpoints: ["h1:eth1", "h2:eth1"\n',
+        "malformed YAML",
+    ),
+    "bad address": (
+        GOOD_HEAD + '  links:\n    - endpoints: ["h1:eth1", "h2:eth1"]\n      ipv4: ["10.0.0.300/24", null]\n',
+        ":8:14: topology.links[0].ipv4[0]: '10.0.0.300/24' is not an address with a prefix length",
+    ),
+    "address without prefix": (
+        GOOD_HEAD + '  links:\n    - endpoints: ["h1:eth1", "h2:eth1"]\n      ipv4: ["10.0.0.3", null]\n',
+        "'10.0.0.3' needs a prefix length, e.g. 10.0.0.3/24",
+    ),
+    "non-net sysctl": (
+        GOOD_HEAD.replace("h2: {}", "h2: {sysctls: {kernel.pid_max: 10}}"),
+        "'kernel.pid_max' is not per-namespace; a node may set only net.* sysctls",
+    ),
+    "missing name": (
+        "topology:\n  nodes: {h1: {}}\n",
+        ":1:1: name: 'name' is required",
+    ),
+    "address on a bridge port": (
+        GOOD_HEAD + '    s1: {kind: bridge}\n  links:\n    - endpoints: ["h1:eth1", "s1:p1"]\n      ipv4: [null, "10.0.0.5/24"]\n',
+        "'s1:p1' is a bridge port and cannot hold an address; use null",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_topology_is_refused(case, topo_file):
+    text, expected = CASES[case]
+    before = root_links()
+    path = topo_file(text)
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2, result.stderr
+    assert str(path) in result.stderr
+    assert expected in result.stderr, result.stderr
+    assert leftovers() == [] and root_links() == before
+
+
+def test_malformed_yaml_points_at_the_line(topo_file):
+    path = topo_file(GOOD_HEAD + "  links:\n    - endpoints: [h1:eth1\n  oops\n")
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2 and f"{path}:9:" in result.stderr, result.stderr
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    result = run_cli("deploy", "-t", str(tmp_path / "nope.yml"))
+    assert result.returncode == 2 and "cannot read the topology file" in result.stderr
+
+
+def test_python_api_errors_name_the_path(lab_name):
+    lab = Lab(lab_name)
+    lab.add_node("h1")
+    with pytest.raises(TopologyError, match=r"topology.links\[0\].endpoints\[1\]: node 'zz' is not defined"):
+        lab.add_link("h1:eth1", "zz:eth1")
+    assert list(lab.nodes) == ["h1"]  # a refused change leaves the lab as it was
