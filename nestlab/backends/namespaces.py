@@ -14,6 +14,7 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
+from ..errors import LabError
 from . import libc
 from .netlink import Netlink
 
@@ -76,8 +77,13 @@ def _returning() -> Iterator[None]:
 
 def write_sysctl(key: str, value: str) -> None:
     """Write a sysctl as seen from the calling thread's namespaces."""
-    with open("/proc/sys/" + key.replace(".", "/"), "w") as fh:
-        fh.write(str(value))
+    try:
+        with open("/proc/sys/" + key.replace(".", "/"), "w") as fh:
+            fh.write(str(value))
+    except FileNotFoundError:
+        raise LabError(f"sysctl {key} does not exist in a network namespace of this kernel") from None
+    except OSError as exc:
+        raise LabError(f"sysctl {key}={value}: {exc.strerror}") from None
 
 
 def create(net_path: str, uts_path: str, hostname: str, sysctls: dict[str, str]) -> tuple[int, Netlink]:
