@@ -23,12 +23,14 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from pydantic import ValidationError
+
 from .. import names
 from ..backends.apply import Applier, Progress
 from ..errors import LabError
-from ..model.errors import Problem
+from ..model.errors import Problem, TopologyError
 from ..model.load import Loaded, load_data, load_file
-from ..model.schema import Topology
+from ..model.schema import NodeSpec, Topology
 from ..plan.desired import Plan, desired
 from ..plan.diff import Changes, diff
 from . import cleanup, state
@@ -38,23 +40,23 @@ ExecReport = Callable[[str, str, int, str], None]
 
 
 class Lab:
-    """A topology plus the means to deploy it; ``lab.nodes[name]`` gives :class:`Node` objects."""
+    """A topology plus the means to deploy it; ``lab.nodes[name]`` gives :class:`Node` objects.
+
+    Building in code checks each addition cheaply; the whole topology is
+    checked (and addresses assigned) when the plan is first needed.
+    """
 
     def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
-        self._raw: dict = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
-        self.source = "<python>"
-        self.notices: list[Problem] = []
-        self._set(load_data(self._raw, self.source))
+        raw = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
+        self._set(load_data(raw, "<python>"), "<python>")
 
     # -- building ---------------------------------------------------------------
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "Lab":
         """Load and check a topology file; errors name file, line and column."""
-        return cls._from_loaded(load_file(path), str(path))
-
-    @classmethod
-    def from_topology(cls, topology: Topology, source: str = "<python>") -> "Lab":
-        return cls._from_loaded(load_data(topology.model_dump(mode="json"), source), source)
+        lab = cls.__new__(cls)
+        lab._set(load_file(path), str(path))
+        return lab
 
     @classmethod
     def running(cls, name: str) -> "Lab":
@@ -62,44 +64,65 @@ class Lab:
         current = state.read(name)
         if current is None or current.status != "running":
             raise LabError(f"no lab named '{name}' is running here (`nestlab inspect --all` lists labs)")
-        return cls._from_loaded(load_data(current.topology, current.source or name), current.source or "<python>")
-
-    @classmethod
-    def _from_loaded(cls, loaded: Loaded, source: str) -> "Lab":
         lab = cls.__new__(cls)
-        lab._raw = loaded.topology.model_dump(mode="json")
-        lab.source = source
-        lab.notices = loaded.notices
-        lab._set(loaded)
+        source = current.source or "<python>"
+        lab._set(load_data(current.topology, source), source)
         return lab
 
-    def _set(self, loaded: Loaded) -> None:
-        self.topology = loaded.topology
-        self.plan: Plan = desired(self.topology, self.source)
-        self.nodes: dict[str, Node] = {name: Node(self, obj) for name, obj in self.plan.nodes.items()}
+    def _set(self, loaded: Loaded, source: str) -> None:
+        self.source = source
+        self.notices: list[Problem] = loaded.notices
+        self._raw = loaded.topology.model_dump(mode="json")
+        self._topology: Topology | None = loaded.topology
+        self._plan: Plan | None = None
+
+    @property
+    def topology(self) -> Topology:
+        if self._topology is None:
+            self._topology = load_data(copy.deepcopy(self._raw), self.source).topology
+        return self._topology
+
+    @property
+    def plan(self) -> Plan:
+        """The kernel objects this lab asks for (kinds resolved, addresses assigned)."""
+        if self._plan is None:
+            self._plan = desired(self.topology, self.source)
+        return self._plan
 
     @property
     def name(self) -> str:
-        return self.topology.name
+        return self._raw["name"]
+
+    @property
+    def nodes(self) -> dict[str, Node]:
+        return {name: Node(self, name) for name in self._raw["topology"]["nodes"]}
 
     def add_node(self, name: str, kind: str = "linux", **spec) -> Node:
         """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
-        nodes = self._raw["topology"]["nodes"]
-        if name in nodes:
-            raise LabError(f"node '{name}' already exists in lab {self.name}")
-        self._update(lambda raw: raw["topology"]["nodes"].__setitem__(name, {"kind": kind, **spec}))
-        return self.nodes[name]
+        path = ("topology", "nodes", name)
+        if name in self._raw["topology"]["nodes"]:
+            raise TopologyError(self.source, [Problem(path, f"node '{name}' already exists")])
+        try:
+            NodeSpec.model_validate({"kind": kind, **spec})
+        except ValidationError as exc:
+            raise TopologyError(self.source, [Problem(path + tuple(e["loc"]), e["msg"]) for e in exc.errors()]) from None
+        self._raw["topology"]["nodes"][name] = {"kind": kind, **spec}
+        self._changed()
+        return Node(self, name)
 
     def add_link(self, a: str, b: str, *, ipv4: list | None = None, ipv6: list | None = None, mtu: int | None = None) -> None:
         """Add a veth between endpoints ``"node:iface"``; addresses one per endpoint (None = automatic)."""
-        link = {"endpoints": [a, b], **{k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), ("mtu", mtu)) if v is not None}}
-        self._update(lambda raw: raw["topology"]["links"].append(link))
+        links = self._raw["topology"]["links"]
+        for j, endpoint in enumerate((a, b)):
+            if endpoint.partition(":")[0] not in self._raw["topology"]["nodes"]:
+                path = ("topology", "links", len(links), "endpoints", j)
+                raise TopologyError(self.source, [Problem(path, f"node '{endpoint.partition(':')[0]}' is not defined")])
+        links.append({"endpoints": [a, b], **{k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), ("mtu", mtu)) if v is not None}})
+        self._changed()
 
-    def _update(self, change: Callable[[dict], None]) -> None:
-        raw = copy.deepcopy(self._raw)
-        change(raw)
-        self._set(load_data(raw, self.source))
-        self._raw = raw
+    def _changed(self) -> None:
+        self._topology = None
+        self._plan = None
 
     # -- lifecycle ----------------------------------------------------------------
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes:
@@ -141,7 +164,7 @@ class Lab:
 
     def _record(self, status: str, plan: Plan) -> None:
         state.write(
-            state.LabState(self.name, status, os.getpid(), self.source, time.time(), self.topology.model_dump(mode="json"), plan)
+            state.LabState(self.name, status, os.getpid(), self.source, time.time(), self._raw, plan)
         )
 
     def destroy(self) -> int:

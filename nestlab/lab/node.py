@@ -41,12 +41,17 @@ class Node:
     ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
     """
 
-    def __init__(self, lab: "Lab", obj: NodeObj):
+    def __init__(self, lab: "Lab", name: str):
         self.lab = lab
-        self.obj = obj
+        self.name = name
 
-    name = property(lambda self: self.obj.name)
-    kind = property(lambda self: self.obj.kind)
+    @property
+    def obj(self) -> NodeObj:
+        return self.lab.plan.nodes[self.name]
+
+    @property
+    def kind(self) -> str:
+        return self.obj.kind
 
     def __repr__(self) -> str:
         return f"<Node {self.lab.name}/{self.name} kind={self.kind}>"
