@@ -1,0 +1,52 @@
+"""The shipped examples and the demo run as documented."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, leftovers, run_cli
+from nestlab.bench.tools import parse_iperf3, parse_ping
+
+PING_OUTPUT = """PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.
+
+--- 10.0.0.2 ping statistics ---
+10 packets transmitted, 9 received, 10% packet loss, time 1838ms
+rtt min/avg/max/mdev = 0.048/0.056/0.068/0.006 ms
+"""
+
+
+def test_demo_measures_and_destroys():
+    result = run_cli("demo", "-t", "examples/quickstart.yml")
+    assert result.returncode == 0, result.stderr
+    assert "10/10" in result.stdout and "Mbit/s" in result.stdout
+    assert leftovers() == []
+
+
+def test_api_example_runs():
+    result = subprocess.run([sys.executable, "examples/api_demo.py"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "10.0.0.1/24" in result.stdout and "'received': 5" in result.stdout
+    assert leftovers() == []
+
+
+def test_parse_ping_counts_loss_and_rtt():
+    assert parse_ping(PING_OUTPUT) == {
+        "sent": 10,
+        "received": 9,
+        "loss_pct": 10.0,
+        "rtt_min_ms": 0.048,
+        "rtt_avg_ms": 0.056,
+        "rtt_max_ms": 0.068,
+        "rtt_mdev_ms": 0.006,
+    }
+    with pytest.raises(ValueError):
+        parse_ping("ping: connect: Network is unreachable")
+
+
+def test_parse_iperf3_reports_receiver_rate():
+    text = '{"start": {}, "intervals": [], "end": {"sum_sent": {"bits_per_second": 2e9, "retransmits": 3, "seconds": 3.0},' \
+           ' "sum_received": {"bits_per_second": 1.5e9, "seconds": 3.0}}}'
+    assert parse_iperf3(text) == {"mbps": 1500.0, "retransmits": 3, "seconds": 3.0}
