@@ -125,6 +125,20 @@ def test_exit_code_passes_through(lab_from, lab_name):
     assert nonode.returncode == 1 and "no node 'h9'" in nonode.stderr
 
 
+def test_shell_runs_inside_the_node(lab_from, lab_name):
+    lab_from(QUICKSTART)
+    result = subprocess.run(
+        [sys.executable, "-m", "nestlab.cli.app", "shell", "--lab", lab_name, "h2"],
+        input="hostname; ip -o -4 addr show eth1; exit 3\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"SHELL": "/bin/sh", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+    )
+    assert result.returncode == 3
+    assert result.stdout.splitlines()[0] == "h2" and "10.0.0.2/24" in result.stdout
+
+
 def test_second_deploy_is_idempotent_and_reconciles(topo_file, lab_name):
     path = topo_file(QUICKSTART)
     assert run_cli("deploy", "-t", str(path)).returncode == 0

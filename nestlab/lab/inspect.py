@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-from pyroute2 import IPRoute
-
 from .. import names
 from ..backends import namespaces
 from .lab import Lab
@@ -25,6 +23,8 @@ def inspect(lab: Lab) -> dict:
 
 
 def _interfaces(path: str) -> list[dict]:
+    from pyroute2 import IPRoute  # heavy import (~0.2 s): only inspect pays for it
+
     with namespaces.entered(path):
         ipr = IPRoute()
     with ipr:
