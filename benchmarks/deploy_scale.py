@@ -37,6 +37,12 @@ def meminfo() -> dict[str, int]:
         return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh)}
 
 
+def settle(nodes: int) -> None:
+    """Give the kernel time to free the previous run's namespaces (it does so asynchronously,
+    and a teardown still in progress would slow the next run down)."""
+    time.sleep(1.0 + nodes / 200)
+
+
 def star_lab(n: int) -> Lab:
     lab = Lab(f"bench-star{n}", ipv4_pool="10.64.0.0/10")
     lab.add_node("sw", kind="bridge")
@@ -73,9 +79,9 @@ def time_nestlab(make, reps: int) -> dict:
         deploys.append(t1 - t0)
         destroys.append(t2 - t1)
         nodes = len(lab.nodes)
+        settle(nodes)
         mem.append((before["MemAvailable"] - after["MemAvailable"]) / nodes)
         slab.append((after["Slab"] - before["Slab"]) / nodes)
-        time.sleep(1.0)  # let the kernel finish tearing namespaces down (it does so asynchronously)
     return {
         "deploy": statistics.median(deploys),
         "destroy": statistics.median(destroys),
@@ -113,7 +119,7 @@ def time_floor(n: int, reps: int) -> dict:
         t2 = time.perf_counter()
         deploys.append(t1 - t0)
         destroys.append(t2 - t1)
-        time.sleep(1.0)
+        settle(n)
     return {"deploy": statistics.median(deploys), "destroy": statistics.median(destroys)}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -59,20 +60,24 @@ def unpin(path: str) -> None:
         pass
 
 
+_home = threading.local()
+
+
 @contextmanager
 def _returning() -> Iterator[None]:
-    """Run the block, then put the calling thread back in the namespaces it had."""
-    net = os.open(_SELF + "net", os.O_RDONLY)
-    uts = os.open(_SELF + "uts", os.O_RDONLY)
+    """Run the block, then put the calling thread back in the namespaces it started in.
+
+    The thread's own namespaces are opened once per thread (opening /proc/thread-self
+    files costs ~0.15 ms, which adds up over hundreds of nodes).
+    """
+    if not hasattr(_home, "net"):
+        _home.net = os.open(_SELF + "net", os.O_RDONLY | os.O_CLOEXEC)
+        _home.uts = os.open(_SELF + "uts", os.O_RDONLY | os.O_CLOEXEC)
     try:
         yield
     finally:
-        try:
-            libc.setns(net, libc.CLONE_NEWNET)
-            libc.setns(uts, libc.CLONE_NEWUTS)
-        finally:
-            os.close(net)
-            os.close(uts)
+        libc.setns(_home.net, libc.CLONE_NEWNET)
+        libc.setns(_home.uts, libc.CLONE_NEWUTS)
 
 
 def write_sysctl(key: str, value: str) -> None:

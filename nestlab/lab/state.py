@@ -45,7 +45,7 @@ def write(state: LabState) -> None:
     path = _path(state.lab)
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w") as fh:
-        json.dump(state.to_json(), fh, indent=1)
+        fh.write(json.dumps(state.to_json()))  # dumps uses the C encoder; dump(fh) does not
     os.replace(tmp, path)
 
 
