@@ -9,22 +9,11 @@ import textwrap
 
 import pytest
 
-from conftest import leftovers, root_links, run_cli
+from conftest import ROOT, leftovers, root_links, run_cli
 from nestlab import Lab, LabError
 
-QUICKSTART = """
-name: {name}
-topology:
-  defaults: {kind: linux}
-  nodes:
-    h1: {}
-    h2: {}
-    s1: {kind: bridge}
-  links:
-    - endpoints: ["h1:eth1", "s1:p1"]
-      ipv4: ["10.0.0.1/24", null]
-    - endpoints: ["h2:eth1", "s1:p2"]
-"""
+# The shipped example, under a unique lab name.
+QUICKSTART = (ROOT / "examples" / "quickstart.yml").read_text().replace("name: quickstart", "name: {name}")
 
 ECHO_SERVER = textwrap.dedent(
     """
