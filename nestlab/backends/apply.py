@@ -44,8 +44,11 @@ class Applier:
             self.handles[node] = namespaces.open_netlink(names.netns_path(self.lab, node))
         return self.handles[node]
 
-    def _queue(self, node: str, *reqs: Request) -> None:
-        self.queues.setdefault(node, []).extend(reqs)
+    def _queue(self, node: str, *reqs: Request) -> int:
+        """Add requests to the node's next batch; returns the position of the first one."""
+        queue = self.queues.setdefault(node, [])
+        queue.extend(reqs)
+        return len(queue) - len(reqs)
 
     def _flush(self) -> dict[str, list[int]]:
         answers = {}
@@ -120,20 +123,18 @@ class Applier:
             made.append(link)
         self._flush()
         self.progress("links", len(links) // 3, len(links))
-        addressed: list[tuple[str, str, tuple[str, ...]]] = []
+        lookups = []  # (endpoint, position of its RTM_GETLINK in the node's batch)
         for a, b in oriented:
             master = self._bridge(b.node)
             self._queue(b.node, netlink.set_master(b.iface, master) if master else netlink.set_up(b.iface))
             for end in (a, b):
                 if end.ipv4 or end.ipv6:
-                    self._queue(end.node, netlink.get_link(end.iface))
-                    addressed.append((end.node, end.iface, end.ipv4 + end.ipv6))
+                    lookups.append((end, self._queue(end.node, netlink.get_link(end.iface))))
         answers = self._flush()
         self.progress("links", 2 * len(links) // 3, len(links))
-        for node, iface, cidrs in addressed:
-            index = next(i for i in answers[node] if i)
-            answers[node].remove(index)
-            self._queue(node, *(netlink.new_addr(index, cidr, f"{node}:{iface}") for cidr in cidrs))
+        for end, slot in lookups:
+            index = answers[end.node][slot]
+            self._queue(end.node, *(netlink.new_addr(index, cidr, end.ref) for cidr in end.ipv4 + end.ipv6))
         self._flush()
         self.progress("links", len(links), len(links))
 

@@ -62,27 +62,21 @@ class Node:
         return names.netns_name(self.lab.name, self.name)
 
     def intf(self, name: str) -> Interface:
-        end = self.lab.plan.endpoint(self.name, name)
-        if end is None:
-            have = ", ".join(i.name for i in self.intfs()) or "none"
-            raise KeyError(f"{self.name} has no interface '{name}' (it has: {have})")
-        return self._interface(end.iface)
+        """The interface ``name`` of this node (KeyError listing the node's interfaces if none)."""
+        for iface in self.intfs():
+            if iface.name == name:
+                return iface
+        have = ", ".join(i.name for i in self.intfs()) or "none"
+        raise KeyError(f"{self.name} has no interface '{name}' (it has: {have})")
 
     def intfs(self) -> list[Interface]:
         """Every link interface of the node, in topology order."""
         return [
-            self._interface(end.iface)
+            Interface(self, end.iface, end.ipv4, end.ipv6, other.ref)
             for link in self.lab.plan.links.values()
-            for end in (link.a, link.b)
+            for end, other in ((link.a, link.b), (link.b, link.a))
             if end.node == self.name
         ]
-
-    def _interface(self, iface: str) -> Interface:
-        for link in self.lab.plan.links.values():
-            for end, other in ((link.a, link.b), (link.b, link.a)):
-                if end.node == self.name and end.iface == iface:
-                    return Interface(self, iface, end.ipv4, end.ipv6, other.ref)
-        raise KeyError(iface)
 
     def environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         return {**os.environ, **dict(self.obj.env), **(extra or {})}

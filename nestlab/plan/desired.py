@@ -63,13 +63,6 @@ class Plan:
         links = [LinkObj(EndObj(**tuples(ln["a"])), EndObj(**tuples(ln["b"])), ln["mtu"]) for ln in data["links"]]
         return cls({n.name: n for n in nodes}, {ln.key: ln for ln in links})
 
-    def endpoint(self, node: str, iface: str) -> EndObj | None:
-        for link in self.links.values():
-            for end in (link.a, link.b):
-                if end.node == node and end.iface == iface:
-                    return end
-        return None
-
 
 def desired(topology: Topology, source: str = "<topology>") -> Plan:
     """Resolve kinds, defaults and automatic addresses into a :class:`Plan`."""
@@ -79,7 +72,7 @@ def desired(topology: Topology, source: str = "<topology>") -> Plan:
     for name, spec in body.nodes.items():
         kind = node_kind(topology, name)
         kind_defaults = body.kinds.get(kind) or body.kinds.get("host" if kind == "linux" else kind)
-        layers = [body.defaults, *( [kind_defaults] if kind_defaults else []), spec]
+        layers = [body.defaults, kind_defaults, spec] if kind_defaults else [body.defaults, spec]
         sysctls: dict = {}
         env: dict = {}
         exec_: list[str] = []
