@@ -123,6 +123,9 @@ def deploy(
     Deploying a lab that already runs reconciles it: nodes and links that
     changed are recreated, new ones added, removed ones deleted; an unchanged
     lab is left alone.  A deploy that fails half-way removes what it created.
+
+    Example: nestlab deploy -t examples/quickstart.yml
+    (the file format is described in docs/topology.md)
     """
     with _reported():
         lab = Lab.from_file(topo)
