@@ -153,16 +153,15 @@ class Applier:
             fd, nl = self.handles.pop(node)
             nl.close()
             os.close(fd)
-        remove_namespaces(self.lab, [node])
+        remove_pinned([names.netns_path(self.lab, node), names.uts_path(self.lab, node)])
 
 
 def _present(keys: tuple[str, ...], value: str) -> dict[str, str]:
     return {k: value for k in keys if os.path.exists("/proc/sys/" + k.replace(".", "/"))}
 
 
-def remove_namespaces(lab: str, nodes: list[str]) -> None:
-    """Stop every process inside the nodes' namespaces, then unpin the namespaces."""
-    paths = [p for node in nodes for p in (names.netns_path(lab, node), names.uts_path(lab, node))]
+def remove_pinned(paths: list[str]) -> None:
+    """Stop every process inside the pinned namespaces at ``paths``, then unpin them."""
     kill_inside({ino for p in paths if (ino := namespaces.inode(p))})
     for path in paths:
         namespaces.unpin(path)

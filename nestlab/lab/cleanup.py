@@ -7,7 +7,7 @@ import shutil
 
 from .. import names
 from ..backends import namespaces
-from ..backends.apply import kill_inside
+from ..backends.apply import remove_pinned
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -31,9 +31,7 @@ def remove_lab(lab: str) -> int:
     udir = names.uts_dir(lab)
     if os.path.isdir(udir):
         paths += [e.path for e in os.scandir(udir)]
-    kill_inside({ino for p in paths if (ino := namespaces.inode(p))})
-    for path in paths:
-        namespaces.unpin(path)
+    remove_pinned(paths)
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
     shutil.rmtree(names.lab_dir(lab), ignore_errors=True)

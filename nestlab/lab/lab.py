@@ -156,7 +156,7 @@ class Lab:
             self._record("running", self.plan)
         for node in changes.add_nodes:
             for command in node.exec:
-                proc = self.nodes[node.name].popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                proc = Node(self, node.name).popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 out, _ = proc.communicate(timeout=300)
                 if on_exec:
                     on_exec(node.name, command, proc.returncode, out)
