@@ -21,7 +21,7 @@ CASES = {
     ),
     "unknown kind": (
         GOOD_HEAD.replace("h2: {}", "h2: {kind: router}"),
-        ":5:16: topology.nodes.h2.kind: input should be 'linux', 'host' or 'bridge' (got 'router')",
+        ":5:16: topology.nodes.h2.kind: input should be 'linux', 'host', 'bridge' or 'ovs' (got 'router')",
     ),
     "duplicate node": (
         GOOD_HEAD + "    h1: {}\n",
@@ -59,7 +59,7 @@ CASES = {
     ),
     "non-net sysctl": (
         GOOD_HEAD.replace("h2: {}", "h2: {sysctls: {kernel.pid_max: 10}}"),
-        "'kernel.pid_max' is not per-namespace; a node may set only net.* sysctls",
+        "'kernel.pid_max' is not per-namespace; a node or host may set only net.* sysctls",
     ),
     "missing name": (
         "topology:\n  nodes: {h1: {}}\n",
@@ -67,7 +67,7 @@ CASES = {
     ),
     "address on a bridge port": (
         GOOD_HEAD + '    s1: {kind: bridge}\n  links:\n    - endpoints: ["h1:eth1", "s1:p1"]\n      ipv4: [null, "10.0.0.5/24"]\n',
-        "'s1:p1' is a bridge port and cannot hold an address; use null",
+        "'s1:p1' is a switch port and cannot hold an address; use null",
     ),
 }
 

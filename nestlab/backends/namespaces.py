@@ -91,14 +91,24 @@ def write_sysctl(key: str, value: str) -> None:
         raise LabError(f"sysctl {key}={value}: {exc.strerror}") from None
 
 
-def create(net_path: str, uts_path: str, hostname: str, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-    """Create and pin a network + UTS namespace.
+def create(
+    net_path: str, uts_path: str, hostname: str, sysctls: dict[str, str], share_net: str | None = None
+) -> tuple[int, Netlink]:
+    """Create and pin a network + UTS namespace (only UTS when ``share_net`` names a namespace to join).
 
-    Returns an fd on the new network namespace and a netlink socket inside it;
-    loopback is brought up and ``sysctls`` are applied before returning.
+    Returns an fd on the network namespace and a netlink socket inside it;
+    ``sysctls`` are applied before returning.
     """
     with _returning():
-        libc.unshare(libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
+        if share_net:
+            fd = os.open(share_net, os.O_RDONLY)
+            try:
+                libc.setns(fd, libc.CLONE_NEWNET)
+            finally:
+                os.close(fd)
+            libc.unshare(libc.CLONE_NEWUTS)
+        else:
+            libc.unshare(libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
         libc.sethostname(hostname)
         _pin("net", net_path)
         try:

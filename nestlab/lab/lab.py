@@ -144,9 +144,8 @@ class Lab:
             if not changes:
                 return changes
             self._record("deploying", current.plan if current else Plan())
-            kinds = {**{n: o.kind for n, o in have.nodes.items()}, **{n: o.kind for n, o in self.plan.nodes.items()}}
             try:
-                Applier(self.name, kinds, progress).apply(changes)
+                Applier(self.name, {**have.nodes, **self.plan.nodes}, progress).apply(changes)
             except BaseException:
                 if current is None:
                     cleanup.remove_lab(self.name)
@@ -188,22 +187,21 @@ class Lab:
 
 
 def _existing(lab: str, plan: Plan) -> Plan:
-    """The recorded plan minus nodes whose namespace vanished (and their links)."""
+    """The recorded plan minus nodes whose namespace vanished (and what depends on them)."""
     alive = {n for n in plan.nodes if os.path.exists(names.netns_path(lab, n))}
     return Plan(
         {n: o for n, o in plan.nodes.items() if n in alive},
-        {k: ln for k, ln in plan.links.items() if ln.a.node in alive and ln.b.node in alive},
+        {k: x for k, x in plan.links.items() if x.deps <= alive},
+        {k: x for k, x in plan.attachments.items() if x.deps - {None} <= alive},
     )
 
 
 def _without(have: Plan, changes: Changes) -> Plan:
     gone_nodes = {n.name for n in changes.del_nodes}
-    gone_links = {ln.key for ln in changes.del_links}
+    gone_links = {x.key for x in changes.del_links}
+    gone_attachments = {x.key for x in changes.del_attachments}
     return Plan(
         {n: o for n, o in have.nodes.items() if n not in gone_nodes},
-        {
-            k: ln
-            for k, ln in have.links.items()
-            if k not in gone_links and ln.a.node not in gone_nodes and ln.b.node not in gone_nodes
-        },
+        {k: x for k, x in have.links.items() if k not in gone_links and not x.deps & gone_nodes},
+        {k: x for k, x in have.attachments.items() if k not in gone_attachments and not x.deps & gone_nodes},
     )

@@ -1,84 +1,84 @@
 """Automatic IPv4 addresses: one subnet per layer-2 segment, from the lab's pool.
 
-A segment is what one broadcast reaches: both ends of a point-to-point link, or
-every host port of a bridge (bridges joined by links form one segment).  A
-segment that already has an explicit address is completed inside that
-address's subnet; otherwise it gets the next free subnet of the pool, sized to
-fit (a /30 for a point-to-point link, at least a /24 behind a bridge).
+A segment is what one broadcast reaches: the ends of a link or wire, every
+port of a switch, every sub-interface on a host NIC.  The plan builder joins
+members into segments; a segment that already has an explicit address is
+completed inside that address's subnet, otherwise it gets the next free subnet
+of the pool, sized to fit (a /30 for two members, at least a /24 for more).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
+from dataclasses import dataclass, field
 
 from .errors import Problem, TopologyError
-from .load import node_kind
-from .schema import Topology
 
-Endpoint = tuple[str, str]
+Key = tuple
 
 
-class _Segments:
+@dataclass
+class Member:
+    """One interface that may hold addresses (``auto``: wants one from the pool if none is given)."""
+
+    ipv4: list[str] = field(default_factory=list)
+    ipv6: list[str] = field(default_factory=list)
+    auto: bool = True
+
+
+class Segments:
+    """Union-find over member keys (and non-member keys such as switches)."""
+
     def __init__(self) -> None:
-        self.parent: dict[object, object] = {}
+        self.parent: dict[Key, Key] = {}
+        self.members: dict[Key, Member] = {}
 
-    def find(self, item: object) -> object:
+    def find(self, item: Key) -> Key:
         self.parent.setdefault(item, item)
         while self.parent[item] != item:
             self.parent[item] = self.parent[self.parent[item]]
             item = self.parent[item]
         return item
 
-    def join(self, a: object, b: object) -> None:
+    def join(self, a: Key, b: Key) -> None:
         self.parent[self.find(a)] = self.find(b)
 
+    def member(self, key: Key, ipv4=None, ipv6=None, auto: bool = True) -> Member:
+        self.find(key)
+        m = self.members.setdefault(key, Member(auto=auto))
+        m.ipv4 += [a for a in ipv4 or [] if a]
+        m.ipv6 += [a for a in ipv6 or [] if a]
+        return m
 
-def assign(topology: Topology, source: str = "<topology>") -> dict[Endpoint, dict[str, list[str]]]:
-    """Addresses of every host endpoint: ``{(node, iface): {"ipv4": [...], "ipv6": [...]}}``."""
-    body = topology.topology
-    segments = _Segments()
-    result: dict[Endpoint, dict[str, list[str]]] = {}
-    wants_auto: list[Endpoint] = []
-    for link in body.links:
-        ends = [tuple(ep.split(":", 1)) for ep in link.endpoints]
-        keys = [("bridge", n) if node_kind(topology, n) == "bridge" else (n, i) for n, i in ends]
-        segments.join(keys[0], keys[1])
-        for j, (node, iface) in enumerate(ends):
-            if node_kind(topology, node) == "bridge":
+    def assign(self, pool: str | None, source: str) -> dict[Key, Member]:
+        """Fill in automatic IPv4 addresses; returns every member."""
+        if pool is None:
+            return self.members
+        groups: dict[Key, list[Key]] = {}
+        known_net: dict[Key, ipaddress.IPv4Network] = {}
+        taken: set[ipaddress.IPv4Address] = set()
+        for key, m in self.members.items():
+            root = self.find(key)
+            groups.setdefault(root, []).append(key)
+            for cidr in m.ipv4:
+                iface = ipaddress.IPv4Interface(cidr)
+                known_net.setdefault(root, iface.network)
+                taken.add(iface.ip)
+        free = _Pool(ipaddress.IPv4Network(pool), set(known_net.values()))
+        for key, m in self.members.items():
+            if m.ipv4 or not m.auto:
                 continue
-            addrs = result.setdefault((node, iface), {"ipv4": [], "ipv6": []})
-            for family in ("ipv4", "ipv6"):
-                given = getattr(link, family)
-                if given and given[j]:
-                    addrs[family].append(given[j])
-            if not addrs["ipv4"]:
-                wants_auto.append((node, iface))
-    if topology.ipv4_pool is None:
-        return result
-    members: dict[object, list[Endpoint]] = {}
-    known_net: dict[object, ipaddress.IPv4Network] = {}
-    taken: set[ipaddress.IPv4Address] = set()
-    for endpoint, addrs in result.items():
-        root = segments.find(endpoint)
-        members.setdefault(root, []).append(endpoint)
-        for cidr in addrs["ipv4"]:
-            iface = ipaddress.IPv4Interface(cidr)
-            known_net.setdefault(root, iface.network)
-            taken.add(iface.ip)
-    used_nets = set(known_net.values())
-    pool = _Pool(ipaddress.IPv4Network(topology.ipv4_pool), used_nets)
-    for endpoint in wants_auto:
-        root = segments.find(endpoint)
-        if root not in known_net:
-            known_net[root] = pool.take(len(members[root]), source)
-        net = known_net[root]
-        ip = next((h for h in net.hosts() if h not in taken), None)
-        if ip is None:
-            raise TopologyError(source, [Problem(("topology", "links"), f"subnet {net} has no free address left for {endpoint[0]}:{endpoint[1]}; give it an explicit ipv4")])
-        taken.add(ip)
-        result[endpoint]["ipv4"].append(f"{ip}/{net.prefixlen}")
-    return result
+            root = self.find(key)
+            if root not in known_net:
+                known_net[root] = free.take(sum(self.members[k].auto or bool(self.members[k].ipv4) for k in groups[root]), source)
+            net = known_net[root]
+            ip = next((h for h in net.hosts() if h not in taken), None)
+            if ip is None:
+                raise TopologyError(source, [Problem(("topology", "links"), f"subnet {net} has no free address left for {':'.join(map(str, key))}; give it an explicit ipv4")])
+            taken.add(ip)
+            m.ipv4.append(f"{ip}/{net.prefixlen}")
+        return self.members
 
 
 class _Pool:

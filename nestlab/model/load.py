@@ -19,6 +19,7 @@ from .schema import (
     NAME_PATTERN,
     Topology,
 )
+from .modes import check_modes
 from .yamlsource import Located, load_yaml
 
 
@@ -106,6 +107,10 @@ def _allowed_for(path: Path) -> list[str]:
         return ALLOWED_KEYS["body"]
     if path[:2] == ("topology", "links"):
         return ALLOWED_KEYS["link"]
+    if path[:1] == ("wires",):
+        return ALLOWED_KEYS["params" if path[-1] == "params" else "wire"]
+    if path[:1] == ("hosts",):
+        return ALLOWED_KEYS["host"]
     return ALLOWED_KEYS["node"]
 
 
@@ -174,8 +179,8 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                     continue
                 path = base + (family, j)
                 node = endpoint.partition(":")[0]
-                if node in body.nodes and node_kind(topology, node) == "bridge":
-                    problems.append(located.problem(path, f"'{endpoint}' is a bridge port and cannot hold an address; use null"))
+                if node in body.nodes and node_kind(topology, node) in ("bridge", "ovs"):
+                    problems.append(located.problem(path, f"'{endpoint}' is a switch port and cannot hold an address; use null"))
                     continue
                 ip, why = _parse_cidr(cidr, family)
                 if why:
@@ -186,7 +191,7 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                     problems.append(located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}"))
                 else:
                     seen_addr[ip.ip] = path[:3]
-    return problems
+    return problems + check_modes(topology, located)
 
 
 def _parse_cidr(cidr: str, family: str):

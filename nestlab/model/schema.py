@@ -22,12 +22,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .units import parse_rate
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 IFNAMSIZ = 15
 DEFAULT_IPV4_POOL = "10.200.0.0/16"
 
 # Node kinds: "host" is containerlab's and Mininet's word for a plain namespace node.
-NodeKind = Literal["linux", "host", "bridge"]
+NodeKind = Literal["linux", "host", "bridge", "ovs"]
+# How a link endpoint is attached (see docs/modes.md); "veth" joins two nodes directly.
+LinkMode = Literal["veth", "bridge", "macvlan", "ipvlan", "ovs", "vxlan", "phys"]
+SINGLE_ENDED_MODES = ("bridge", "macvlan", "ipvlan", "phys")
+# The host every node is on when a topology declares no ``hosts:``.
+IMPLICIT_HOST = "local"
 
 # containerlab keys that load but have no effect yet: the CLI says so on every deploy.
 IGNORED_NODE_KEYS = {
@@ -40,8 +47,8 @@ IGNORED_NODE_KEYS = {
     "mgmt-ipv6": "there is no management network",
     "labels": "labels are not used",
     "group": "groups are not used",
-    "startup-config": "only linux and bridge kinds exist",
-    "license": "only linux and bridge kinds exist",
+    "startup-config": "only linux, bridge and ovs kinds exist",
+    "license": "only linux, bridge and ovs kinds exist",
     "user": "commands run as the deploying user",
     "restart-policy": "there is no container engine",
     "network-mode": "every node gets its own network namespace",
@@ -50,7 +57,14 @@ IGNORED_TOP_KEYS = {
     "mgmt": "there is no management network (nodes have no route to the host)",
     "prefix": "namespace names are always nestlab.LAB.NODE",
 }
-IGNORED_LINK_KEYS = {"type": "every link is a veth pair", "vars": "link vars are not used", "labels": "not used"}
+IGNORED_LINK_KEYS = {"type": "use mode: to choose how an endpoint is attached", "vars": "link vars are not used", "labels": "not used"}
+
+
+def _net_sysctls(value: dict) -> dict:
+    for key in value:
+        if not key.startswith("net."):
+            raise ValueError(f"'{key}' is not per-namespace; a node or host may set only net.* sysctls")
+    return value
 
 
 class _Strict(BaseModel):
@@ -64,23 +78,42 @@ class NodeSpec(_Strict):
     exec: list[str] = Field(default_factory=list, description="shell commands run in the node after deploy")
     sysctls: dict[str, str | int] = Field(default_factory=dict, description="net.* sysctls of the node")
     env: dict[str, str | int] = Field(default_factory=dict, description="environment of exec/cmd/shell")
+    host: str | None = Field(default=None, description="the emulated machine (under hosts:) the node runs on")
+    mode: Literal["netns", "none", "host"] | None = Field(
+        default=None, description="none/host: share the host's network stack (LXC none); netns: own stack (default)"
+    )
+    # Only for kind: ovs
+    datapath: Literal["auto", "kernel", "netdev"] | None = Field(
+        default=None, description="ovs: kernel datapath if the openvswitch module exists (auto), else userspace netdev"
+    )
+    controller: str | None = Field(default=None, description="ovs: OpenFlow controller, e.g. tcp:10.0.0.1:6653")
+    flows: list[str] = Field(default_factory=list, description="ovs: flows in ovs-ofctl add-flow syntax")
 
-    @field_validator("sysctls")
-    @classmethod
-    def _net_only(cls, value: dict) -> dict:
-        for key in value:
-            if not key.startswith("net."):
-                raise ValueError(f"'{key}' is not per-namespace; a node may set only net.* sysctls")
-        return value
+    _net_only = field_validator("sysctls")(classmethod(lambda cls, value: _net_sysctls(value)))
 
 
 class LinkSpec(_Strict):
-    """A veth between two endpoints ``NODE:IFACE``; ``ipv4``/``ipv6`` list one entry per endpoint."""
+    """How endpoints ``NODE:IFACE`` are connected; ``ipv4``/``ipv6`` list one entry per endpoint.
 
-    endpoints: list[str] = Field(min_length=2, max_length=2)
+    Two endpoints: a veth (or a VXLAN overlay with ``mode: vxlan``, an OVS port
+    when one end is a ``kind: ovs`` node).  One endpoint: an attachment to its
+    host (``mode: bridge|macvlan|ipvlan|phys``), usually on a host NIC ``parent``.
+    """
+
+    endpoints: list[str] = Field(min_length=1, max_length=2)
+    mode: LinkMode | None = None
+    parent: str | None = Field(default=None, description="HOST:NIC the attachment sits on, e.g. server:nic0")
     ipv4: list[str | None] | None = None
     ipv6: list[str | None] | None = None
     mtu: int | None = Field(default=None, ge=68, le=65535)
+    macvlan_mode: Literal["bridge", "private", "vepa", "passthru", "source"] | None = None
+    ipvlan_mode: Literal["l2", "l3", "l3s"] | None = None
+    ipvlan_flag: Literal["bridge", "private", "vepa"] | None = None
+    bridge: str | None = Field(default=None, description="bridge mode: the host bridge's name (default br0)")
+    nat: bool | None = Field(default=None, description="bridge mode: host is the gateway, masquerading out of its NICs")
+    publish: list[str] = Field(default_factory=list, description="bridge+nat: ports forwarded from the host, e.g. 5201/tcp")
+    vni: int | None = Field(default=None, ge=1, le=16777215)
+    port: int | None = Field(default=None, ge=1, le=65535, description="vxlan: UDP port (default 4789)")
 
     @field_validator("endpoints", mode="before")
     @classmethod
@@ -92,6 +125,34 @@ class LinkSpec(_Strict):
                 for ep in value
             ]
         return value
+
+
+class WireParams(_Strict):
+    rate: str | None = Field(default=None, description="e.g. 10gbit, 100mbit (default: unshaped)")
+    mtu: int | None = Field(default=None, ge=68, le=65535)
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, value):
+        if value is not None:
+            parse_rate(value)
+        return value
+
+
+class WireSpec(_Strict):
+    """A cable (two endpoints) or a switch (one, or three and more) between hosts' NICs ``HOST:NIC``."""
+
+    endpoints: list[str] = Field(min_length=1)
+    params: WireParams = Field(default_factory=WireParams)
+    ipv4: list[str | None] | None = None
+
+
+class HostSpec(_Strict):
+    """An emulated physical machine: a namespace whose NICs come from ``wires:``."""
+
+    sysctls: dict[str, str | int] = Field(default_factory=dict, description="net.* sysctls of the host")
+
+    _net_only = field_validator("sysctls")(classmethod(lambda cls, value: _net_sysctls(value)))
 
 
 class TopologyBody(_Strict):
@@ -106,6 +167,11 @@ class Topology(_Strict):
 
     name: str = Field(pattern=NAME_PATTERN, max_length=40)
     ipv4_pool: str | None = DEFAULT_IPV4_POOL
+    allow_host_interfaces: bool = Field(
+        default=False, description="let parent: name a real interface of this machine (never needed for emulated hosts)"
+    )
+    hosts: dict[str, HostSpec] = Field(default_factory=dict)
+    wires: list[WireSpec] = Field(default_factory=list)
     topology: TopologyBody
 
     @field_validator("ipv4_pool")
@@ -124,4 +190,7 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "body": list(TopologyBody.model_fields),
     "node": [*NodeSpec.model_fields, *IGNORED_NODE_KEYS],
     "link": [*LinkSpec.model_fields, *IGNORED_LINK_KEYS],
+    "wire": list(WireSpec.model_fields),
+    "params": list(WireParams.model_fields),
+    "host": list(HostSpec.model_fields),
 }

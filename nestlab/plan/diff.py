@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .desired import LinkObj, NodeObj, Plan
+from .desired import AttachObj, LinkObj, NodeObj, Plan
 
 
 @dataclass
@@ -13,9 +13,11 @@ class Changes:
     del_nodes: list[NodeObj] = field(default_factory=list)
     add_links: list[LinkObj] = field(default_factory=list)
     del_links: list[LinkObj] = field(default_factory=list)
+    add_attachments: list[AttachObj] = field(default_factory=list)
+    del_attachments: list[AttachObj] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.add_nodes or self.del_nodes or self.add_links or self.del_links)
+        return any(getattr(self, f) for f in self.__dataclass_fields__)
 
     def summary(self) -> str:
         parts = [
@@ -23,8 +25,10 @@ class Changes:
             for items, what in (
                 (self.add_nodes, "nodes to create"),
                 (self.add_links, "links to create"),
+                (self.add_attachments, "attachments to create"),
                 (self.del_nodes, "nodes to delete"),
                 (self.del_links, "links to delete"),
+                (self.del_attachments, "attachments to delete"),
             )
             if items
         ]
@@ -32,22 +36,18 @@ class Changes:
 
 
 def diff(want: Plan, have: Plan) -> Changes:
-    """Changed nodes and links are deleted and created again; a node's links go with it."""
+    """Changed objects are deleted and created again; so is everything that depends on a recreated node."""
     changes = Changes()
-    gone_nodes = set()
-    for name, node in have.nodes.items():
-        if want.nodes.get(name) != node:
-            changes.del_nodes.append(node)
-            gone_nodes.add(name)
-    for name, node in want.nodes.items():
-        if have.nodes.get(name) != node:
-            changes.add_nodes.append(node)
-    for key, link in have.links.items():
-        touches_gone = link.a.node in gone_nodes or link.b.node in gone_nodes
-        if want.links.get(key) != link and not touches_gone:
-            changes.del_links.append(link)
-    for key, link in want.links.items():
-        dropped = link.a.node in gone_nodes or link.b.node in gone_nodes
-        if have.links.get(key) != link or dropped:
-            changes.add_links.append(link)
+    gone = {name for name, node in have.nodes.items() if want.nodes.get(name) != node}
+    grew = True
+    while grew:  # a node sharing a recreated host's stack is recreated too
+        more = {name for name, node in have.nodes.items() if node.deps & gone} - gone
+        gone |= more
+        grew = bool(more)
+    changes.del_nodes = [have.nodes[n] for n in have.nodes if n in gone]
+    changes.add_nodes = [node for name, node in want.nodes.items() if have.nodes.get(name) != node or name in gone]
+    for kind in ("links", "attachments"):
+        old, new = getattr(have, kind), getattr(want, kind)
+        getattr(changes, "del_" + kind).extend(obj for key, obj in old.items() if new.get(key) != obj or obj.deps & gone)
+        getattr(changes, "add_" + kind).extend(obj for key, obj in new.items() if old.get(key) != obj or obj.deps & gone)
     return changes
