@@ -1,16 +1,33 @@
-# nestlab: `make demo` runs the quickstart end to end, `make test` runs the whole suite (both as root).
+# nestlab: `make demo` runs the quickstart end to end, `make test` runs the whole suite (both as root);
+# `make test-vm` runs the tests that need kernel features this kernel may lack inside Debian's stock kernel.
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables
+APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
+VM_KERNEL = $(lastword $(sort $(wildcard /boot/vmlinuz-*-amd64)))
 
-.PHONY: demo test bench deps venv clean
+.PHONY: demo test test-vm bench deps venv clean
 
 demo: deps
 	$(VENV)/bin/nestlab demo -t examples/quickstart.yml
 
 test: deps
 	$(VENV)/bin/pytest
+
+test-vm: deps
+	@missing=""; for p in $(APT_VM); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@test -x $(VENV)/bin/vng || $(PY) -m pip install -q virtme-ng
+	$(MAKE) --no-print-directory vm-run
+
+vm-run:
+	@echo "booting $(VM_KERNEL) under software emulation (about 40 s)"
+	$(VENV)/bin/vng --disable-kvm --run $(VM_KERNEL) --user root --memory 2G --cpus 2 \
+	  --exec "cd $(CURDIR) && NESTLAB_TEST_VM=1 $(VENV)/bin/pytest -m kernel -p no:cacheprovider -q -rs"
 
 bench: deps
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_BENCH) >/dev/null

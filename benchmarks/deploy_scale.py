@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from nestlab import Lab  # noqa: E402
+from nestlab import Lab
 
 
 def meminfo() -> dict[str, int]:

@@ -11,4 +11,4 @@ from .lab.node import Interface, Node
 from .model.errors import TopologyError
 
 __version__ = "0.1.0"
-__all__ = ["Lab", "Node", "Interface", "LabError", "TopologyError", "__version__"]
+__all__ = ["Interface", "Lab", "LabError", "Node", "TopologyError", "__version__"]

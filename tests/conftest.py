@@ -17,9 +17,35 @@ ROOT = Path(__file__).resolve().parent.parent
 NESTLAB = [sys.executable, "-m", "nestlab.cli.app"]
 
 
+IN_VM = os.environ.get("NESTLAB_TEST_VM") == "1"
+
+
 def pytest_configure(config):
     if os.geteuid() != 0:
         raise pytest.UsageError("nestlab's tests create namespaces and links: run them as root (make test)")
+
+
+def pytest_runtest_setup(item):
+    """``@pytest.mark.kernel("ipvlan", ...)``: skipped here if the kernel lacks it; must run in ``make test-vm``."""
+    marker = item.get_closest_marker("kernel")
+    if marker is None:
+        return
+    from nestlab.backends import probe
+
+    missing = [name for name in marker.args if not _has(probe, name)]
+    if not missing:
+        return
+    if IN_VM:
+        pytest.fail(f"the test VM's kernel lacks {', '.join(missing)}; the VM tier must run this test")
+    pytest.skip(f"this kernel lacks {', '.join(missing)}; runs in `make test-vm` (Debian's stock kernel)")
+
+
+def _has(probe, name: str) -> bool:
+    if name == "ovs-kernel":
+        from nestlab.backends import ovs
+
+        return ovs.kernel_datapath_available()
+    return probe.kernel()[name][0]
 
 
 def leftovers() -> list[str]:
@@ -28,7 +54,18 @@ def leftovers() -> list[str]:
     found += [f"state of lab {lab}" for lab in state.labs() if os.path.isdir(f"/run/nestlab/{lab}")]
     with open("/proc/self/mountinfo") as fh:
         found += [f"mount {line.split()[4]}" for line in fh if "/run/nestlab/" in line.split()[4]]
+    found += [f"process {pid} ({cmd[:60]})" for pid, cmd in _processes() if "/run/nestlab/" in cmd]
     return found
+
+
+def _processes():
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    yield int(entry.name), fh.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
 
 
 @pytest.fixture(autouse=True)

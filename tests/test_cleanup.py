@@ -9,8 +9,8 @@ import time
 import uuid
 
 import pytest
-
 from conftest import NESTLAB, ROOT, leftovers, root_links, run_cli
+
 from nestlab import Lab, LabError
 from nestlab.lab import cleanup
 

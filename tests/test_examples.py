@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, leftovers, run_cli
+
+from nestlab import Lab
 from nestlab.bench.tools import parse_iperf3, parse_ping
 
 PING_OUTPUT = """PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.
@@ -49,4 +50,23 @@ def test_parse_ping_counts_loss_and_rtt():
 def test_parse_iperf3_reports_receiver_rate():
     text = '{"start": {}, "intervals": [], "end": {"sum_sent": {"bits_per_second": 2e9, "retransmits": 3, "seconds": 3.0},' \
            ' "sum_received": {"bits_per_second": 1.5e9, "seconds": 3.0}}}'
-    assert parse_iperf3(text) == {"mbps": 1500.0, "retransmits": 3, "seconds": 3.0}
+    assert parse_iperf3(text) == {"mbps": 1500.0, "retransmits": 3, "lost_pct": None, "seconds": 3.0}
+
+
+def test_parse_iperf3_udp_counts_only_what_arrived():
+    # iperf3 3.12 (Debian 12) UDP: the client's "sum" carries the receiver's loss, and there is no sum_received.
+    text = '{"start": {}, "intervals": [], "end": {"sum": {"bits_per_second": 1e9, "lost_percent": 25.0, "seconds": 2.0}}}'
+    assert parse_iperf3(text) == {"mbps": 750.0, "retransmits": None, "lost_pct": 25.0, "seconds": 2.0}
+
+
+def test_twohosts_example_deploys_and_connects(topo_file):
+    from netcheck import echo, ping, reaches
+
+    text = (ROOT / "examples" / "twohosts.yml").read_text().replace("name: twohosts", "name: {name}")
+    lab = Lab.from_file(topo_file(text))
+    with lab.deployed():
+        n = lab.nodes
+        assert reaches(n["c1"], n["s1"], "10.1.0.1")
+        assert reaches(n["c2"], n["s2"], "10.9.0.1")
+        assert ping(n["c2"], "10.9.0.1", size=8922)  # vxlan MTU 8950 over the 9000-byte cable
+        assert echo(n["h0"], n["n1"], "10.200.0.2") == "HELLO seen-from 10.200.0.1"  # NATed to the server's NIC

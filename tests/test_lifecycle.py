@@ -8,8 +8,8 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import ROOT, leftovers, root_links, run_cli
+
 from nestlab import Lab, LabError
 
 # The shipped example, under a unique lab name.
@@ -111,7 +111,7 @@ def test_exit_code_passes_through(lab_from, lab_name):
     missing = run_cli("exec", "--lab", lab_name, "h1", "--", "no-such-command")
     assert missing.returncode == 127 and "command not found" in missing.stderr
     nonode = run_cli("exec", "--lab", lab_name, "h9", "--", "true")
-    assert nonode.returncode == 1 and "no node 'h9'" in nonode.stderr
+    assert nonode.returncode == 1 and "no node or host 'h9'" in nonode.stderr
 
 
 def test_shell_runs_inside_the_node(lab_from, lab_name):

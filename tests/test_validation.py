@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import leftovers, root_links, run_cli
+
 from nestlab import Lab, TopologyError
 
 GOOD_HEAD = """name: {name}
@@ -101,3 +101,50 @@ def test_python_api_errors_name_the_path(lab_name):
     with pytest.raises(TopologyError, match=r"topology.links\[0\].endpoints\[1\]: node 'zz' is not defined"):
         lab.add_link("h1:eth1", "zz:eth1")
     assert list(lab.nodes) == ["h1"]  # a refused change leaves the lab as it was
+
+
+MODE_CASES = {
+    "veth across hosts": (
+        'hosts: {a: {}, b: {}}\ntopology:\n  nodes: {x: {host: a}, y: {host: b}}\n  links:\n    - endpoints: ["x:e1", "y:e1"]\n',
+        ":6:18: topology.links[0].endpoints: x is on host a and y on b: a veth link cannot cross hosts",
+    ),
+    "macvlan without parent": (
+        'topology:\n  nodes: {x: {}}\n  links:\n    - endpoints: ["x:e1"]\n      mode: macvlan\n',
+        ":6:13: topology.links[0].mode: mode: macvlan needs parent: HOST:NIC",
+    ),
+    "parent on another host": (
+        (
+            'hosts: {a: {}, b: {}}\nwires: [{endpoints: ["a:n0", "b:n0"]}]\ntopology:\n  nodes: {x: {host: a}}\n'
+            '  links:\n    - endpoints: ["x:e1"]\n      mode: macvlan\n      parent: b:n0\n'
+        ),
+        ":9:15: topology.links[0].parent: x runs on host a; its parent must be a NIC of that host, not of b",
+    ),
+    "undeclared NIC": (
+        'hosts: {a: {}}\ntopology:\n  nodes: {x: {host: a}}\n  links:\n    - endpoints: ["x:e1"]\n      mode: macvlan\n      parent: a:eth0\n',
+        "'a:eth0' is not a NIC of a wire (NICs of a: none); to use a real interface of this machine write parent: IFACE with allow_host_interfaces: true",
+    ),
+    "option of another mode": (
+        'topology:\n  nodes: {x: {}}\n  links:\n    - endpoints: ["x:e1"]\n      mode: bridge\n      macvlan_mode: private\n',
+        ":7:21: topology.links[0].macvlan_mode: 'macvlan_mode' applies to mode: macvlan links only (this link is mode: bridge)",
+    ),
+    "vxlan on one host": (
+        'topology:\n  nodes: {x: {}, y: {}}\n  links:\n    - endpoints: ["x:e1", "y:e1"]\n      mode: vxlan\n',
+        "a vxlan overlay joins nodes on different hosts; x and y are both on local (use veth)",
+    ),
+    "unknown host": (
+        "topology:\n  nodes: {x: {host: mars}}\n",
+        ":3:21: topology.nodes.x.host: host 'mars' is not declared under hosts: (declared: none; declare them under hosts:)",
+    ),
+    "bad wire rate": (
+        'hosts: {a: {}, b: {}}\nwires:\n  - endpoints: ["a:n0", "b:n0"]\n    params: {rate: fast}\ntopology: {nodes: {}}\n',
+        ":5:20: wires[0].params.rate: 'fast' is not a rate such as 100mbit, 10gbit or 1.5gbit",
+    ),
+}
+
+
+@pytest.mark.parametrize("body,expected", list(MODE_CASES.values()), ids=list(MODE_CASES))
+def test_bad_mode_use_is_refused(topo_file, body, expected):
+    path = topo_file("name: {name}\n" + body)
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr, result.stderr

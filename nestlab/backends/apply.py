@@ -18,7 +18,7 @@ import shutil
 import signal
 import time
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from .. import names
 from ..model.units import parse_rate
@@ -171,7 +171,7 @@ class Applier:
             index = answers[end.node][slot]
             self._queue(end.node, *(netlink.new_addr(index, cidr, end.ref) for cidr in end.ipv4 + end.ipv6))
         for node, gateway in (routes or {}).items():
-            self._queue(node, netlink.default_route(gateway))
+            self._queue(node, netlink.route(gateway))
         self._flush()
 
     # -- hosts' bridges, attachments, VXLAN ---------------------------------------------
@@ -227,7 +227,11 @@ class Applier:
         self._address([end for link in links for end in (link.a, link.b)])
 
     def _finish(self, changes: Changes) -> None:
-        """NAT rules, OVS ports and flows, wire rates."""
+        """Hosts' routes, NAT rules, OVS ports and flows, wire rates."""
+        for host in changes.add_nodes:
+            if host.routes:
+                self._queue(host.name, *(netlink.route(via, dst) for dst, via in host.routes))
+        self._flush()
         for host in changes.add_nodes:
             if any(br.nat for br in host.bridges):
                 nat.apply(self._path(host.name), list(host.bridges))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import errno
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from ..errors import LabError
 from . import libc

@@ -28,7 +28,7 @@ IPVLAN_MODES = {"l2": 0, "l3": 1, "l3s": 2}
 IPVLAN_FLAGS = {"bridge": 0, "private": 1, "vepa": 2}
 IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
 IFA_ADDRESS, IFA_LOCAL = 1, 2
-RTA_GATEWAY = 5
+RTA_DST, RTA_GATEWAY = 1, 5
 IFF_UP = 0x1
 
 _HDR = struct.Struct("=IHHII")
@@ -130,10 +130,12 @@ def move(index: int, ns_fd: int, new_name: str) -> Request:
     return Request(RTM_NEWLINK, 0, body, f"move interface {index} as {new_name}")
 
 
-def default_route(gateway: str) -> Request:
-    rtmsg = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 254, 3, 0, 1, 0)  # main table, proto boot, universe, unicast
-    body = rtmsg + attr(RTA_GATEWAY, socket.inet_aton(gateway))
-    return Request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, body, f"add default route via {gateway}")
+def route(gateway: str, dst: str | None = None) -> Request:
+    """An IPv4 route to ``dst`` (CIDR; default route when None) via ``gateway``."""
+    addr, _, plen = (dst or "0.0.0.0/0").partition("/")
+    rtmsg = _RTMSG.pack(socket.AF_INET, int(plen), 0, 0, 254, 3, 0, 1, 0)  # main table, proto boot, universe, unicast
+    body = rtmsg + (attr(RTA_DST, socket.inet_aton(addr)) if dst else b"") + attr(RTA_GATEWAY, socket.inet_aton(gateway))
+    return Request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, body, f"add route to {dst or 'default'} via {gateway}")
 
 
 def set_up(name: str) -> Request:

@@ -45,27 +45,38 @@ def ping(node: Node, target: str, count: int = 5, interval: float = 0.2) -> dict
 
 
 def parse_iperf3(text: str) -> dict:
-    """iperf3 -J (TCP) -> mbps received, retransmits and seconds."""
+    """iperf3 -J (TCP or UDP) -> mbps received, retransmits (TCP), lost_pct (UDP) and seconds."""
     data = json.loads(text)
     if "error" in data:
         raise LabError(f"iperf3: {data['error']}")
     end = data["end"]
     received = end.get("sum_received") or end["sum"]
+    udp = "lost_percent" in end.get("sum", {})
+    mbps = received["bits_per_second"] / 1e6
+    if udp and "sum_received" not in end:  # old iperf3: the client's sum carries the receiver's loss
+        mbps *= 1 - end["sum"]["lost_percent"] / 100
     return {
-        "mbps": received["bits_per_second"] / 1e6,
+        "mbps": mbps,
         "retransmits": end.get("sum_sent", {}).get("retransmits"),
+        "lost_pct": end["sum"]["lost_percent"] if udp else None,
         "seconds": received["seconds"],
     }
 
 
-def iperf3(client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201) -> dict:
-    """A TCP iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped."""
+def iperf3(
+    client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False, bitrate: str | None = None, length: int | None = None
+) -> dict:
+    """An iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped.
+
+    ``udp`` with ``bitrate`` (iperf3 -b; "0" = as fast as possible) and ``length`` (-l, payload bytes).
+    """
     require("iperf3")
     srv = server.popen(["iperf3", "-s", "-1", "-B", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    extra = (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else [])
     try:
         out = ""
         for _ in range(50):  # the server needs a moment to listen
-            out = client.cmd(["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds)], timeout=seconds + 30)
+            out = client.cmd(["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds), *extra], timeout=seconds + 30)
             if "unable to connect" not in out and "Connection refused" not in out:
                 break
             time.sleep(0.05)

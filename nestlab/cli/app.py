@@ -6,9 +6,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List, Optional
 
 import typer
 from rich.console import Console
@@ -29,7 +29,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False)
 
 TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML).", exists=False, dir_okay=False)
@@ -53,7 +53,7 @@ def _reported() -> Iterator[None]:
         raise typer.Exit(1)
 
 
-def _resolve(topo: Optional[Path], lab: Optional[str]) -> Lab:
+def _resolve(topo: Path | None, lab: str | None) -> Lab:
     if topo and lab:
         raise LabError("give either -t FILE or --lab NAME, not both")
     if topo:
@@ -92,18 +92,20 @@ def _progress(title: str) -> Iterator:
 
 def _table(report: dict) -> Table:
     table = Table(title=f"lab {report['lab']}", title_justify="left")
-    for column in ("node", "kind", "state", "interface", "if-state", "mtu", "addresses", "bridge"):
-        table.add_column(column)
+    for column in ("node", "kind", "host", "state", "interface", "mode", "if-state", "mtu", "addresses", "bridge"):
+        table.add_column(column, overflow="fold")
     for node in report["nodes"]:
         ifaces = node["interfaces"] or [None]
+        kind = node["kind"] + (f" ({node['ovs']['datapath']}, {node['ovs']['checksums']})" if node.get("ovs") else "")
         for i, iface in enumerate(ifaces):
-            head = [node["name"], node["kind"], node["state"]] if i == 0 else ["", "", ""]
+            head = [node["name"], kind, node["host"] or "", node["state"]] if i == 0 else ["", "", "", ""]
             if iface is None:
-                table.add_row(*head, "", "", "", "", "")
+                table.add_row(*head, "", "", "", "", "", "")
             else:
                 table.add_row(
                     *head,
                     iface["name"],
+                    iface["mode"] or "",
                     str(iface["state"]),
                     str(iface["mtu"]),
                     " ".join(iface["addresses"]),
@@ -161,8 +163,8 @@ def _show(report: dict, fmt: str) -> None:
 
 @app.command(name="inspect")
 def inspect_cmd(
-    topo: Optional[Path] = TopoOpt,
-    lab: Optional[str] = LabOpt,
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
     all_labs: bool = typer.Option(False, "--all", help="List every lab on this machine."),
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
@@ -192,9 +194,9 @@ def inspect_cmd(
 )
 def exec_cmd(
     node: str = typer.Argument(..., help="Node name."),
-    command: List[str] = typer.Argument(..., help="Command and its arguments (put them after --)."),
-    topo: Optional[Path] = TopoOpt,
-    lab: Optional[str] = LabOpt,
+    command: list[str] = typer.Argument(..., help="Command and its arguments (put them after --)."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
 ):
     """Run a command inside a node; its exit code becomes nestlab's.
 
@@ -213,7 +215,7 @@ def exec_cmd(
 
 
 @app.command()
-def shell(node: str = typer.Argument(..., help="Node name."), topo: Optional[Path] = TopoOpt, lab: Optional[str] = LabOpt):
+def shell(node: str = typer.Argument(..., help="Node name."), topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Open an interactive shell inside a node (exit it to come back)."""
     with _reported():
         the_lab = _resolve(topo, lab)
@@ -224,9 +226,10 @@ def shell(node: str = typer.Argument(..., help="Node name."), topo: Optional[Pat
 
 
 def _node(lab: Lab, name: str):
-    if name not in lab.nodes:
-        raise LabError(f"lab {lab.name} has no node '{name}' (nodes: {', '.join(lab.nodes)})")
-    return lab.nodes[name]
+    found = lab.nodes.get(name) or lab.hosts.get(name)
+    if found is None:
+        raise LabError(f"lab {lab.name} has no node or host '{name}' (nodes: {', '.join(lab.nodes)}; hosts: {', '.join(lab.hosts) or 'none'})")
+    return found
 
 
 def _wait(proc) -> int:
@@ -238,7 +241,7 @@ def _wait(proc) -> int:
 
 
 @app.command()
-def destroy(topo: Optional[Path] = TopoOpt, lab: Optional[str] = LabOpt):
+def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Remove a lab: its processes, namespaces, links and state. Nothing else is touched."""
     with _reported():
         if lab and not topo:
@@ -252,7 +255,7 @@ def destroy(topo: Optional[Path] = TopoOpt, lab: Optional[str] = LabOpt):
 
 @app.command(name="cleanup")
 def cleanup_cmd(
-    name: Optional[str] = typer.Argument(None, help="Lab to clean up."),
+    name: str | None = typer.Argument(None, help="Lab to clean up."),
     all_labs: bool = typer.Option(False, "--all", help="Every nestlab lab on this machine, running or not."),
 ):
     """Remove what a lab left behind after its process died (e.g. a deploy killed half-way).
@@ -268,6 +271,27 @@ def cleanup_cmd(
             with state.locked(lab):
                 removed = cleanup.remove_lab(lab)
             err.print(f"lab {lab}: removed {removed} namespaces")
+
+
+@app.command()
+def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
+    """What this kernel and machine support: attachment modes, qdiscs, MPTCP, cgroups, OVS, tools.
+
+    Each kernel feature is tried in a throw-away namespace; a missing one names
+    the kernel option that provides it, a missing tool the Debian package.
+    A deploy that needs something listed as missing stops before creating anything.
+    """
+    from ..backends import probe
+
+    with _reported():
+        features = probe.features()
+        if fmt == "json":
+            out.print_json(json.dumps([f.to_json() for f in features]))
+            return
+        table = Table("group", "feature", "", "detail", "fix", title="nestlab doctor", title_justify="left")
+        for f in features:
+            table.add_row(f.group, f.name, "[green]yes[/green]" if f.ok else "[red]no[/red]", f.detail, f.fix)
+        out.print(table)
 
 
 @app.command()

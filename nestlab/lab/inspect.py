@@ -5,19 +5,28 @@ from __future__ import annotations
 import os
 
 from .. import names
-from ..backends import namespaces
+from ..backends import namespaces, ovs
 from .lab import Lab
 
 
 def inspect(lab: Lab) -> dict:
-    """Nodes with their namespace, state and live interfaces (state, MTU, MAC, addresses, bridge)."""
+    """Hosts, switches and nodes with their namespace, state and live interfaces.
+
+    Per interface: state, MTU, MAC, addresses, bridge, and the attachment mode
+    it was planned with; per OVS switch, the datapath and checksum handling in use.
+    """
+    plan = lab.plan
+    modes = {(end.node, end.iface): "wire" if plan.nodes[end.node].kind == "machine" or plan.nodes[other.node].kind == "machine" else link.mode for link in plan.links.values() for end, other in ((link.a, link.b), (link.b, link.a))}
+    modes.update({(a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")]) for a in plan.attachments.values()})
     nodes = []
-    for node in lab.nodes.values():
-        path = names.netns_path(lab.name, node.name)
-        entry = {"name": node.name, "kind": node.kind, "namespace": node.netns, "state": "missing", "interfaces": []}
+    for obj in sorted(plan.nodes.values(), key=lambda o: o.kind != "machine"):
+        path = names.netns_path(lab.name, obj.name)
+        entry = {"name": obj.name, "kind": obj.kind, "host": obj.host, "shares_host_stack": bool(obj.shares), "namespace": names.netns_name(lab.name, obj.name), "state": "missing", "interfaces": []}
         if os.path.exists(path):
             entry["state"] = "running"
-            entry["interfaces"] = _interfaces(path)
+            entry["interfaces"] = [{**i, "mode": modes.get((obj.name, i["name"]))} for i in _interfaces(path)]
+            if obj.kind == "ovs":
+                entry["ovs"] = ovs.Switch(lab.name, obj.name).info()
         nodes.append(entry)
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
 

@@ -20,12 +20,13 @@ import copy
 import os
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
 from .. import names
+from ..backends import probe
 from ..backends.apply import Applier, Progress
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
@@ -52,14 +53,14 @@ class Lab:
 
     # -- building ---------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "Lab":
+    def from_file(cls, path: str | os.PathLike) -> Lab:
         """Load and check a topology file; errors name file, line and column."""
         lab = cls.__new__(cls)
         lab._set(load_file(path), str(path))
         return lab
 
     @classmethod
-    def running(cls, name: str) -> "Lab":
+    def running(cls, name: str) -> Lab:
         """The lab ``name`` as it was deployed (from its state on this machine)."""
         current = state.read(name)
         if current is None or current.status != "running":
@@ -97,6 +98,11 @@ class Lab:
     def nodes(self) -> dict[str, Node]:
         return {name: Node(self, name) for name in self._raw["topology"]["nodes"]}
 
+    @property
+    def hosts(self) -> dict[str, Node]:
+        """The emulated hosts (``hosts:``, or the implicit ``local`` when something needs it)."""
+        return {name: Node(self, name) for name, obj in self.plan.nodes.items() if obj.kind == "machine"}
+
     def add_node(self, name: str, kind: str = "linux", **spec) -> Node:
         """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
         path = ("topology", "nodes", name)
@@ -110,14 +116,31 @@ class Lab:
         self._changed()
         return Node(self, name)
 
-    def add_link(self, a: str, b: str, *, ipv4: list | None = None, ipv6: list | None = None, mtu: int | None = None) -> None:
-        """Add a veth between endpoints ``"node:iface"``; addresses one per endpoint (None = automatic)."""
+    def add_host(self, name: str, **spec) -> None:
+        """Declare an emulated physical host (``sysctls`` as in the file); nodes go on it with ``host=``."""
+        self._raw.setdefault("hosts", {})[name] = spec
+        self._changed()
+
+    def add_wire(self, *endpoints: str, rate: str | None = None, mtu: int | None = None) -> None:
+        """Cable (two ``"host:nic"``) or switch (one, three or more) between hosts' NICs."""
+        params = {k: v for k, v in (("rate", rate), ("mtu", mtu)) if v is not None}
+        self._raw.setdefault("wires", []).append({"endpoints": list(endpoints), "params": params})
+        self._changed()
+
+    def add_link(self, *endpoints: str, ipv4: list | None = None, ipv6: list | None = None, **options) -> None:
+        """Join endpoints ``"node:iface"``: two for a veth (or ``mode="vxlan"``), one for an attachment.
+
+        ``options`` are the link keys of the file: ``mtu``, ``mode``, ``parent``,
+        ``macvlan_mode``, ``ipvlan_mode``, ``nat``, ``vni``...  Addresses: one per
+        endpoint (None = automatic).
+        """
         links = self._raw["topology"]["links"]
-        for j, endpoint in enumerate((a, b)):
+        for j, endpoint in enumerate(endpoints):
             if endpoint.partition(":")[0] not in self._raw["topology"]["nodes"]:
                 path = ("topology", "links", len(links), "endpoints", j)
                 raise TopologyError(self.source, [Problem(path, f"node '{endpoint.partition(':')[0]}' is not defined")])
-        links.append({"endpoints": [a, b], **{k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), ("mtu", mtu)) if v is not None}})
+        extra = {k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), *options.items()) if v is not None}
+        links.append({"endpoints": list(endpoints), **extra})
         self._changed()
 
     def _changed(self) -> None:
@@ -143,6 +166,12 @@ class Lab:
             changes = diff(self.plan, have)
             if not changes:
                 return changes
+            try:
+                _check_needs(changes)
+            except LabError:
+                if current is None:
+                    cleanup.remove_lab(self.name)
+                raise
             self._record("deploying", current.plan if current else Plan())
             try:
                 Applier(self.name, {**have.nodes, **self.plan.nodes}, progress).apply(changes)
@@ -172,7 +201,7 @@ class Lab:
             return cleanup.remove_lab(self.name)
 
     @contextmanager
-    def deployed(self) -> Iterator["Lab"]:
+    def deployed(self) -> Iterator[Lab]:
         """Deploy for the ``with`` block and always destroy afterwards, even on errors."""
         try:
             self.deploy()
@@ -184,6 +213,17 @@ class Lab:
     def is_running(self) -> bool:
         current = state.read(self.name)
         return bool(current and current.status == "running")
+
+
+def _check_needs(changes: Changes) -> None:
+    """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
+    links = {a.mode for a in changes.add_attachments if a.mode in ("macvlan", "ipvlan")}
+    links |= {"vxlan" for x in changes.add_links if x.mode == "vxlan"}
+    links |= {"htb" for x in changes.add_links if x.rate}
+    nat = any(br.nat for n in changes.add_nodes for br in n.bridges)
+    switches = [n for n in changes.add_nodes if n.kind == "ovs"]
+    if links or nat or switches:
+        probe.check_needs(links, nat, any(n.datapath == "kernel" for n in switches), bool(switches))
 
 
 def _existing(lab: str, plan: Plan) -> Plan:

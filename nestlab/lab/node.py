@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends import namespaces
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 class Interface:
     """One end of a link, as planned: ``node``, ``name``, its addresses and the far end."""
 
-    node: "Node"
+    node: Node
     name: str
     ipv4: tuple[str, ...]
     ipv6: tuple[str, ...]
@@ -41,7 +42,7 @@ class Node:
     ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
     """
 
-    def __init__(self, lab: "Lab", name: str):
+    def __init__(self, lab: Lab, name: str):
         self.lab = lab
         self.name = name
 
@@ -70,13 +71,20 @@ class Node:
         raise KeyError(f"{self.name} has no interface '{name}' (it has: {have})")
 
     def intfs(self) -> list[Interface]:
-        """Every link interface of the node, in topology order."""
-        return [
+        """Every link and attachment interface of the node, in topology order."""
+        plan = self.lab.plan
+        linked = [
             Interface(self, end.iface, end.ipv4, end.ipv6, other.ref)
-            for link in self.lab.plan.links.values()
+            for link in plan.links.values()
             for end, other in ((link.a, link.b), (link.b, link.a))
             if end.node == self.name
         ]
+        attached = [
+            Interface(self, a.end.iface, a.end.ipv4, a.end.ipv6, f"{a.mode} on {a.host or 'this machine'}:{a.parent or a.options_dict.get('bridge')}")
+            for a in plan.attachments.values()
+            if a.end.node == self.name
+        ]
+        return linked + attached
 
     def environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         return {**os.environ, **dict(self.obj.env), **(extra or {})}

@@ -10,6 +10,7 @@ from pathlib import Path as FsPath
 from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
+from .modes import check_modes
 from .schema import (
     ALLOWED_KEYS,
     IFNAMSIZ,
@@ -19,7 +20,6 @@ from .schema import (
     NAME_PATTERN,
     Topology,
 )
-from .modes import check_modes
 from .yamlsource import Located, load_yaml
 
 

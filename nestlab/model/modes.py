@@ -83,7 +83,6 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
 
     problems: list[Problem] = []
     body = topology.topology
-    hosts = host_names(topology)
 
     def bad(path: Path, message: str) -> None:
         problems.append(located.problem(path, message))

@@ -52,6 +52,7 @@ class NodeObj:
     controller: str | None = None
     flows: tuple[str, ...] = ()
     bridges: tuple[HostBridge, ...] = ()
+    routes: tuple[tuple[str, str], ...] = ()  # (destination, via): a host's routes to routed (ipvlan l3) containers
 
     @property
     def deps(self) -> set[str]:
@@ -134,7 +135,7 @@ class Plan:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Plan":
+    def from_json(cls, data: dict) -> Plan:
         nodes = [_build(NodeObj, n) for n in data["nodes"]]
         links = [_build(LinkObj, x) for x in data["links"]]
         attachments = [_build(AttachObj, x) for x in data.get("attachments", [])]
@@ -205,8 +206,10 @@ class _Builder:
                 gateway = None
                 if mode == "bridge" and spec.nat:
                     gateway = members[(host, spec.bridge or "br0")].ipv4[0].split("/")[0]
-                obj = AttachObj(end(key), mode, host, parent, options, spec.mtu, gateway)
+                mtu = spec.mtu or (self._nic_mtu(host, parent) if mode == "bridge" and parent else None)
+                obj = AttachObj(end(key), mode, host, parent, options, mtu, gateway)
                 self.plan.attachments[obj.key] = obj
+        self._l3_routes()
         return self.plan
 
     # -- nodes and hosts -----------------------------------------------------------
@@ -353,7 +356,31 @@ class _Builder:
                 self.plan.links[wire.key] = fixed
             bridge = HostBridge(name, entry["uplink"], addresses, entry["nat"], tuple(entry["publish"]))
             node = self.plan.nodes[host]
-            self.plan.nodes[host] = NodeObj(node.name, node.kind, node.sysctls, bridges=node.bridges + (bridge,))
+            self.plan.nodes[host] = NodeObj(node.name, node.kind, node.sysctls, bridges=node.bridges + (bridge,), routes=node.routes)
+
+    def _l3_routes(self) -> None:
+        """ipvlan l3/l3s containers answer no ARP: other hosts on the wire route to them via their host."""
+        routes: dict[str, list[tuple[str, str]]] = {}
+        for subnet, owners in self._host_addresses().items():
+            for att in self.plan.attachments.values():
+                if att.mode != "ipvlan" or att.options_dict["mode"] == "l2" or att.host not in owners:
+                    continue
+                nic = self._nic_address(att.host, att.parent)
+                if nic is None or ipaddress.IPv4Address(nic) not in subnet:
+                    continue
+                for other in owners:
+                    if other != att.host:
+                        routes.setdefault(other, []).extend((f"{a.split('/')[0]}/32", nic) for a in att.end.ipv4)
+        for host, entries in routes.items():
+            node = self.plan.nodes[host]
+            self.plan.nodes[host] = NodeObj(node.name, node.kind, node.sysctls, bridges=node.bridges, routes=tuple(entries))
+
+    def _nic_address(self, host: str, nic: str) -> str | None:
+        for ln in self.plan.links.values():
+            for e in (ln.a, ln.b):
+                if (e.node, e.iface) == (host, nic) and e.ipv4:
+                    return e.ipv4[0].split("/")[0]
+        return None
 
     def _underlay(self, a: str, b: str) -> tuple[tuple[tuple[str, str, str], ...], int]:
         """Per end of a VXLAN link: its host and the two host addresses on a wire both hosts share; and that wire's MTU."""
@@ -381,6 +408,10 @@ class _Builder:
                     mtu = next((ln.mtu or 1500 for ln in self.plan.links.values() if (n, br.uplink) in ((ln.a.node, ln.a.iface), (ln.b.node, ln.b.iface))), 1500)
                     result.setdefault(iface.network, {}).setdefault(n, (str(iface.ip), mtu))
         return result
+
+    def _nic_mtu(self, host: str, nic: str) -> int | None:
+        """The MTU of the wire a host NIC is on (a bridge port must match its uplink)."""
+        return next((ln.mtu for ln in self.plan.links.values() if (host, nic) in ((ln.a.node, ln.a.iface), (ln.b.node, ln.b.iface))), None)
 
     def _add_link(self, obj: LinkObj) -> None:
         self.plan.links[obj.key] = obj

@@ -1,0 +1,197 @@
+"""What this kernel and machine can do, found by trying (``nestlab doctor`` and pre-deploy checks).
+
+Kernel features are probed by creating the object in a scratch network
+namespace that lives only as long as the probe (modules load on demand as
+they would for a real deploy).  Nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from dataclasses import asdict, dataclass
+from functools import cache
+
+from . import libc
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    group: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# name -> (kernel option, pyroute2 link kwargs)
+LINKS = {
+    "veth": ("CONFIG_VETH", {"kind": "veth", "peer": "nlprobe1"}),
+    "bridge": ("CONFIG_BRIDGE", {"kind": "bridge"}),
+    "macvlan": ("CONFIG_MACVLAN", {"kind": "macvlan", "macvlan_mode": "bridge", "link": "parent"}),
+    "ipvlan": ("CONFIG_IPVLAN", {"kind": "ipvlan", "ipvlan_mode": 0, "link": "parent"}),
+    "vxlan": ("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42}),
+    "tun": ("CONFIG_TUN", {"kind": "tuntap", "mode": "tun"}),
+    "dummy": ("CONFIG_DUMMY", {"kind": "dummy"}),
+    "vlan": ("CONFIG_VLAN_8021Q", {"kind": "vlan", "vlan_id": 10, "link": "parent"}),
+    "gre": ("CONFIG_NET_IPGRE", {"kind": "gre", "gre_remote": "10.255.0.2", "gre_local": "10.255.0.1"}),
+}
+QDISCS = {
+    "htb": ("CONFIG_NET_SCH_HTB", {"default": 1}),
+    "tbf": ("CONFIG_NET_SCH_TBF", {"rate": "10mbit", "burst": 10000, "latency": "50ms"}),
+    "netem": ("CONFIG_NET_SCH_NETEM", {"delay": 1000}),
+    "fq_codel": ("CONFIG_NET_SCH_FQ_CODEL", {}),
+}
+TOOLS = {
+    "iperf3": "iperf3",
+    "sockperf": "sockperf",
+    "ping": "iputils-ping",
+    "nft": "nftables",
+    "ovs-vswitchd": "openvswitch-switch",
+    "runc": "runc",
+    "docker": "docker.io",
+    "mptcpize": "mptcpd",
+}
+
+
+def _in_scratch_netns(work):
+    """Run ``work()`` in a thread inside a fresh network namespace; return its result."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            libc.unshare(libc.CLONE_NEWNET)
+            box["value"] = work()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@cache
+def kernel() -> dict[str, tuple[bool, str]]:
+    """``{feature: (works, kernel message)}`` for every link kind and qdisc nestlab may use."""
+
+    def work() -> dict[str, tuple[bool, str]]:
+        from pyroute2 import IPRoute
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        results: dict[str, tuple[bool, str]] = {}
+        with IPRoute() as ipr:
+            ipr.link("add", ifname="parent", kind="veth", peer="parentp")
+            parent = ipr.link_lookup(ifname="parent")[0]
+            for name, (_option, spec) in LINKS.items():
+                if spec.get("link") == "parent":  # a parent of its own: macvlan and ipvlan cannot share one
+                    ipr.link("add", ifname=f"nlp-{name}", kind="veth", peer=f"nlq-{name}")
+                    spec = {**spec, "link": ipr.link_lookup(ifname=f"nlp-{name}")[0]}
+                try:
+                    ipr.link("add", ifname=f"nlprobe-{name}", **spec)
+                    results[name] = (True, "")
+                except NetlinkError as exc:
+                    results[name] = (False, os.strerror(exc.code))
+            for name, (_option, params) in QDISCS.items():
+                try:
+                    ipr.tc("add", name, index=parent, handle="1:", **params)
+                    ipr.tc("del", index=parent, handle="1:", root=True)
+                    results[name] = (True, "")
+                except NetlinkError as exc:
+                    results[name] = (False, os.strerror(exc.code))
+        return results
+
+    return _in_scratch_netns(work)
+
+
+def nat_works() -> tuple[bool, str]:
+    if not shutil.which("nft"):
+        return False, "nft is not installed"
+
+    def work():
+        rules = "table ip p {\n chain c {\n  type nat hook postrouting priority srcnat;\n  masquerade\n }\n}\n"
+        proc = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
+        return proc.returncode == 0, proc.stderr.strip()
+
+    return _in_scratch_netns(work)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def cgroups() -> tuple[list[str], list[str]]:
+    """(cgroup v1 controllers mounted, cgroup v2 controllers available)."""
+    v1 = []
+    for line in _read("/proc/self/mountinfo").splitlines():
+        parts = line.split(" - ")
+        if len(parts) == 2 and parts[1].startswith("cgroup "):
+            v1 += [o for o in parts[1].split()[-1].split(",") if o not in ("rw", "ro") and "=" not in o]
+    v2_root = next(
+        (line.split()[4] for line in _read("/proc/self/mountinfo").splitlines() if " - cgroup2 " in line), None
+    )
+    v2 = _read(os.path.join(v2_root, "cgroup.controllers")).split() if v2_root else []
+    return sorted(set(v1)), v2
+
+
+def features() -> list[Feature]:
+    """Everything ``nestlab doctor`` reports, each with the reason and the fix."""
+    from . import ovs
+
+    out: list[Feature] = []
+    probed = kernel()
+    for name, (option, _spec) in LINKS.items():
+        ok, why = probed[name]
+        out.append(Feature(name, "link", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {option}"))
+    for name, (option, _params) in QDISCS.items():
+        ok, why = probed[name]
+        out.append(Feature(name, "qdisc", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {option}"))
+    ok, why = nat_works()
+    out.append(Feature("nat", "kernel", ok, "nftables masquerade works" if ok else why, "" if ok else "apt-get install nftables; a kernel with CONFIG_NFT_NAT, CONFIG_NFT_MASQ"))
+    mptcp = _read("/proc/sys/net/mptcp/enabled").strip()
+    out.append(Feature("mptcp", "kernel", mptcp == "1", f"net.mptcp.enabled = {mptcp or 'absent'}", "" if mptcp == "1" else "a kernel with CONFIG_MPTCP"))
+    v1, v2 = cgroups()
+    out.append(Feature("cgroup-v1", "cgroups", bool(v1), ", ".join(v1) or "no v1 hierarchy mounted", ""))
+    out.append(Feature("cgroup-v2", "cgroups", bool(v2), ", ".join(v2) or "no v2 controllers enabled", "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup"))
+    kernel_dp = ovs.kernel_datapath_available()
+    out.append(Feature("ovs-kernel", "ovs", kernel_dp, "openvswitch module loaded" if kernel_dp else "no openvswitch module", "" if kernel_dp else "a kernel with CONFIG_OPENVSWITCH (nestlab falls back to the netdev datapath)"))
+    user_dp = bool(shutil.which("ovs-vswitchd")) and probed["tun"][0]
+    out.append(Feature("ovs-netdev", "ovs", user_dp, "ovs-vswitchd and tun present" if user_dp else "needs ovs-vswitchd and CONFIG_TUN", "" if user_dp else "apt-get install openvswitch-switch"))
+    for tool, package in TOOLS.items():
+        path = shutil.which(tool)
+        out.append(Feature(tool, "tool", bool(path), path or "not installed", "" if path else f"apt-get install {package}"))
+    return out
+
+
+def missing_for(needs: set[str]) -> list[str]:
+    """Kernel options missing for the link kinds / qdiscs in ``needs`` (empty when all work)."""
+    probed = kernel()
+    options = {**{k: v[0] for k, v in LINKS.items()}, **{k: v[0] for k, v in QDISCS.items()}}
+    return [f"{name} ({options[name]})" for name in sorted(needs) if name in probed and not probed[name][0]]
+
+
+def check_needs(links: set[str], nat: bool, ovs_kernel: bool, ovs_switch: bool) -> None:
+    """Raise :class:`LabError` naming what this machine lacks for a change, before anything is created."""
+    from ..errors import LabError
+    from . import ovs
+
+    problems = missing_for(links) if links else []
+    if nat and not (why := nat_works())[0]:
+        problems.append(f"NAT for bridge mode ({why[1]}; needs nftables and CONFIG_NFT_NAT/CONFIG_NFT_MASQ)")
+    if ovs_switch and (tools := [t for t in ovs.TOOLS if not shutil.which(t)]):
+        problems.append(f"Open vSwitch tools {', '.join(tools)} (apt-get install openvswitch-switch)")
+    if ovs_kernel and not ovs.kernel_datapath_available():
+        problems.append("the OVS kernel datapath (CONFIG_OPENVSWITCH); use datapath: netdev or auto")
+    if problems:
+        raise LabError("this lab needs " + "; ".join(problems) + ", which this machine lacks. Nothing was created; `nestlab doctor` lists what works here")
