@@ -179,3 +179,22 @@ def test_vxlan_puts_two_hosts_on_one_subnet(lab_from):
     assert a.ipv4[0].split("/")[1] == b.ipv4[0].split("/")[1] and a.ipv4 != b.ipv4
     assert "mtu 1450" in s1.cmd("ip link show eth1")
     assert reaches(c1, s1, a.ip)
+
+
+def test_reconcile_changes_only_the_changed_attachment(topo_file):
+    from nestlab import Lab
+
+    path = topo_file(lab_text("macvlan", cross=True))
+    lab = Lab.from_file(path)
+    try:
+        lab.deploy()
+        s1_index = lab.nodes["s1"].cmd("ip -o link show eth1").split(":")[0]
+        assert s1_index.isdigit()
+        path.write_text(path.read_text().replace("parent: client:nic0\n      macvlan_mode: bridge", "parent: client:nic0\n      macvlan_mode: private"))
+        changed = Lab.from_file(path).deploy()
+        assert (len(changed.del_attachments), len(changed.add_attachments), changed.add_nodes, changed.add_links) == (1, 1, [], [])
+        assert "macvlan mode private" in lab.nodes["c1"].cmd("ip -d link show eth1")
+        assert lab.nodes["s1"].cmd("ip -o link show eth1").split(":")[0] == s1_index, "s1's attachment was not changed"
+        assert reaches(lab.nodes["c1"], lab.nodes["s1"], lab.nodes["s1"].intf("eth1").ip)
+    finally:
+        lab.destroy()
