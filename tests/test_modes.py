@@ -32,6 +32,13 @@ def lab_text(mode: str, cross: bool, mtu: int = 1500, extra: str = "", link_mtu:
         links = "    []\n"
     elif mode in ("veth", "vxlan"):
         links = f'    - endpoints: ["s1:eth1", "c1:eth1"]\n      mode: {mode}\n'
+    elif mode == "ovs" and cross:  # a switch per host, each with its host's NIC moved in as uplink port
+        nodes += "    sw: {kind: ovs, host: server}\n    sw2: {kind: ovs, host: client}\n"
+        links = (
+            '    - endpoints: ["s1:eth1", "sw:p1"]\n    - endpoints: ["c1:eth1", "sw2:p1"]\n'
+            '    - endpoints: ["sw:up"]\n      mode: phys\n      parent: server:nic0\n'
+            '    - endpoints: ["sw2:up"]\n      mode: phys\n      parent: client:nic0\n'
+        )
     elif mode == "ovs":
         nodes += "    sw: {kind: ovs, host: server}\n"
         links = '    - endpoints: ["s1:eth1", "sw:p1"]\n    - endpoints: ["c1:eth1", "sw:p2"]\n'
@@ -54,7 +61,7 @@ def target(lab, mode: str) -> str:
 
 
 SAME_HOST = ["veth", "bridge", "macvlan", "ovs", "none"]
-CROSS_HOST = ["bridge", "macvlan", "vxlan", "phys", "none"]
+CROSS_HOST = ["bridge", "macvlan", "ovs", "vxlan", "phys", "none"]
 
 
 @pytest.mark.parametrize("mode", SAME_HOST)

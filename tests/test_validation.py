@@ -135,6 +135,14 @@ MODE_CASES = {
         "topology:\n  nodes: {x: {host: mars}}\n",
         ":3:21: topology.nodes.x.host: host 'mars' is not declared under hosts: (declared: none; declare them under hosts:)",
     ),
+    "nat with an uplink": (
+        'topology:\n  nodes: {x: {}}\n  links:\n    - endpoints: ["x:e1"]\n      mode: bridge\n      nat: true\n      parent: nic0\n',
+        ":7:12: topology.links[0].nat: nat: true routes out of the host's NICs; it cannot also bridge a NIC",
+    ),
+    "bridge on a real interface": (
+        'allow_host_interfaces: true\ntopology:\n  nodes: {x: {}}\n  links:\n    - endpoints: ["x:e1"]\n      mode: bridge\n      parent: eth0\n',
+        "bridge mode on a real interface would re-plumb this machine's own network",
+    ),
     "bad wire rate": (
         'hosts: {a: {}, b: {}}\nwires:\n  - endpoints: ["a:n0", "b:n0"]\n    params: {rate: fast}\ntopology: {nodes: {}}\n',
         ":5:20: wires[0].params.rate: 'fast' is not a rate such as 100mbit, 10gbit or 1.5gbit",

@@ -232,7 +232,7 @@ def _existing(lab: str, plan: Plan) -> Plan:
     return Plan(
         {n: o for n, o in plan.nodes.items() if n in alive},
         {k: x for k, x in plan.links.items() if x.deps <= alive},
-        {k: x for k, x in plan.attachments.items() if x.deps - {None} <= alive},
+        {k: x for k, x in plan.attachments.items() if x.deps <= alive},
     )
 
 

@@ -142,6 +142,8 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
             for port in link.publish:
                 if not _PUBLISH.match(port):
                     bad(base + ("publish",), f"'{port}' must look like 5201/tcp or 11111/udp")
+            if link.nat and link.parent:
+                bad(base + ("nat",), "nat: true routes out of the host's NICs; it cannot also bridge a NIC (drop parent: or nat:)")
             if link.publish and not link.nat:
                 bad(base + ("publish",), "publish: forwards ports from the host's NICs, which needs nat: true")
             continue
@@ -173,7 +175,9 @@ def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]
     declared = {tuple(ep.split(":", 1)) for w in topology.wires for ep in w.endpoints}
     path = base + ("parent",)
     if host is None:
-        if not _ifname_ok(nic):
+        if mode == "bridge":
+            problems.append(located.problem(path, "bridge mode on a real interface would re-plumb this machine's own network; use macvlan, ipvlan or phys"))
+        elif not _ifname_ok(nic):
             problems.append(located.problem(path, f"'{nic}' is not an interface name"))
         return problems
     if host not in host_names(topology):

@@ -262,7 +262,10 @@ class _Builder:
         for i, (endpoints, mtu, rate, ipv4) in enumerate(specs):
             ends = [phys.get(tuple(ep.split(":", 1)), tuple(ep.split(":", 1))) for ep in endpoints]
             for j, key in enumerate(ends):
-                self.seg.member(key, [ipv4[j]] if ipv4 else None)
+                if key[0] in self.body.nodes and node_kind(self.t, key[0]) in ("bridge", "ovs"):
+                    self.seg.join(key, ("sw", key[0]))  # a NIC moved into a switch node: its uplink port
+                else:
+                    self.seg.member(key, [ipv4[j]] if ipv4 else None)
             if len(ends) == 2:
                 self.seg.join(ends[0], ends[1])
                 result.append((ends[0], ends[1], mtu, rate))
@@ -290,7 +293,6 @@ class _Builder:
             keys = [tuple(ep.split(":", 1)) for ep in link.endpoints]
             for j, key in enumerate(keys):
                 if node_kind(self.t, key[0]) in ("bridge", "ovs"):
-                    keys[j] = key
                     self.seg.join(key, ("sw", key[0]))
                 else:
                     self.seg.member(key, _nth(link.ipv4, j), _nth(link.ipv6, j))
