@@ -1,5 +1,6 @@
 # nestlab: `make demo` runs the quickstart end to end, `make test` runs the whole suite (both as root);
 # `make test-vm` runs the tests that need kernel features this kernel may lack inside Debian's stock kernel.
+SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
 APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables
@@ -7,7 +8,7 @@ APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
 VM_KERNEL = $(lastword $(sort $(wildcard /boot/vmlinuz-*-amd64)))
 
-.PHONY: demo test test-vm bench deps venv clean
+.PHONY: demo test test-vm vm-run bench deps venv clean
 
 demo: deps
 	$(VENV)/bin/nestlab demo -t examples/quickstart.yml
@@ -26,8 +27,9 @@ test-vm: deps
 
 vm-run:
 	@echo "booting $(VM_KERNEL) under software emulation (about 40 s)"
-	$(VENV)/bin/vng --disable-kvm --run $(VM_KERNEL) --user root --memory 2G --cpus 2 \
-	  --exec "cd $(CURDIR) && NESTLAB_TEST_VM=1 $(VENV)/bin/pytest -m kernel -p no:cacheprovider -q -rs"
+	@# Through a pipe: qemu reopens /proc/self/fd/1, which would truncate a log file stdout points at.
+	set -o pipefail; $(VENV)/bin/vng --disable-kvm --run $(VM_KERNEL) --user root --memory 2G --cpus 2 \
+	  --exec "cd $(CURDIR) && NESTLAB_TEST_VM=1 $(VENV)/bin/pytest -m kernel -p no:cacheprovider -q -rs" | tr -d "\r"
 
 bench: deps
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_BENCH) >/dev/null
