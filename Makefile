@@ -29,7 +29,7 @@ vm-run:
 	@echo "booting $(VM_KERNEL) under software emulation (about 40 s)"
 	@# Through a pipe: qemu reopens /proc/self/fd/1, which would truncate a log file stdout points at.
 	set -o pipefail; $(VENV)/bin/vng --disable-kvm --run $(VM_KERNEL) --user root --memory 2G --cpus 2 \
-	  --exec "cd $(CURDIR) && NESTLAB_TEST_VM=1 $(VENV)/bin/pytest -m kernel -p no:cacheprovider -q -rs" | tr -d "\r"
+	  --exec "cd $(CURDIR) && NESTLAB_TEST_VM=1 $(VENV)/bin/pytest -m kernel -p no:cacheprovider -q -rs" 2>&1 | tr -d "\r"
 
 bench: deps
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_BENCH) >/dev/null
