@@ -5,7 +5,7 @@ then switches, then nodes; OVS daemons start with their switch); create veths
 (from the bridge side, so each port is enslaved as it is born, the peer
 created directly in the other namespace) and address them; hosts' bridges;
 attachments (bridge, macvlan, ipvlan, phys); VXLAN ends; then NAT rules, OVS
-ports and flows, wire rates.  Requests for one namespace travel in one
+ports and flows, link shaping.  Requests for one namespace travel in one
 ``sendmsg`` per phase.  If anything fails, everything this call created is
 removed again before the error is raised.
 """
@@ -21,7 +21,6 @@ import zlib
 from collections.abc import Callable
 
 from .. import names
-from ..model.units import parse_rate
 from ..plan.desired import AttachObj, EndObj, LinkObj, NodeObj
 from ..plan.diff import Changes
 from . import namespaces, nat, netlink, ovs, shaping
@@ -227,7 +226,7 @@ class Applier:
         self._address([end for link in links for end in (link.a, link.b)])
 
     def _finish(self, changes: Changes) -> None:
-        """Hosts' routes, NAT rules, OVS ports and flows, wire rates."""
+        """Hosts' routes, NAT rules, OVS ports and flows, link shaping."""
         for host in changes.add_nodes:
             if host.routes:
                 self._queue(host.name, *(netlink.route(via, dst) for dst, via in host.routes))
@@ -245,10 +244,15 @@ class Applier:
         for node in changes.add_nodes:
             if node.kind == "ovs" and node.flows:
                 ovs.Switch(self.lab, node.name).add_flows(list(node.flows))
-        for link in changes.add_links:
-            if link.rate:
-                for end in (link.a, link.b):
-                    shaping.set_rate(self._path(end.node), end.iface, parse_rate(link.rate))
+        shaper = shaping.Shaper()
+        try:
+            for link in changes.add_links:
+                if link.shape_a or link.shape_b or link.state == "down":
+                    shape_link(shaper, self.lab, link)
+            for link in changes.reshape:
+                shape_link(shaper, self.lab, link, reset=True)
+        finally:
+            shaper.close()
 
     # -- deletion ----------------------------------------------------------------
     def _run_quiet(self, node: str | None, req: Request, quiet: bool) -> None:
@@ -290,6 +294,16 @@ class Applier:
         remove_pinned(paths, kill_by=paths[1:] if node.shares else paths)
         if node.kind == "ovs":
             shutil.rmtree(ovs.run_dir(self.lab, node.name), ignore_errors=True)
+
+
+def shape_link(shaper: shaping.Shaper, lab: str, link: LinkObj, reset: bool = False) -> None:
+    """Apply a link's per-direction shapes and state (``reset``: also clear directions left unshaped)."""
+    for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b)):
+        path = names.netns_path(lab, end.node)
+        if shape or reset:
+            shaper.apply(path, end.iface, dict(shape))
+        if link.state or reset:
+            shaper.set_state(path, end.iface, link.state != "down")
 
 
 def _split(end: EndObj, addresses: tuple[str, ...]) -> EndObj:

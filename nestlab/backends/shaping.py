@@ -1,23 +1,128 @@
-"""Rate limits on interfaces through pyroute2's tc support (HTB, 64-bit rates).
+"""Link shaping through pyroute2's tc support: HTB (64-bit rates) with a netem or fifo child.
 
-One HTB root (1:) whose default class 1:1 carries the rate; replacing the
-class changes the rate in place.
+Every shaped interface gets the same tree, so any later change is a ``replace``
+of an existing object and never leaves a moment without shaping::
+
+    root 1: htb (default 1) -> class 1:1 (rate, burst) -> qdisc 10: netem | pfifo (queue)
+
+No rate means the class runs at 400gbit, i.e. unlimited.  Sockets are kept per
+namespace, so a change costs one or two netlink round trips.
 """
 
 from __future__ import annotations
 
+import errno
+
+from ..errors import LabError
+from ..model.units import parse_percent, parse_rate, parse_size, parse_time
 from . import namespaces
 
+UNLIMITED = 400 * 10**9
+NETEM_KEYS = ("delay", "jitter", "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
 
-def set_rate(net_path: str, ifname: str, bits_per_second: int) -> None:
-    """Limit what ``ifname`` (in the namespace at ``net_path``) sends to ``bits_per_second``."""
-    from pyroute2 import IPRoute
 
-    with namespaces.entered(net_path):
-        ipr = IPRoute()
-    try:
-        index = ipr.link_lookup(ifname=ifname)[0]
-        ipr.tc("replace", "htb", index=index, handle="1:", default=1)
-        ipr.tc("replace-class", "htb", index=index, handle="1:1", parent="1:", rate=f"{bits_per_second}bit")
-    finally:
-        ipr.close()
+def burst_for(bits: int, mtu: int = 1500) -> int:
+    """HTB burst in bytes: 1 ms worth of the rate, at least one 64 KB GSO packet plus an MTU."""
+    return max(bits // 8 // 1000, 65536 + mtu)
+
+
+def netem_options(shape: dict) -> dict:
+    """pyroute2 netem arguments (times in µs, shares in %) from a shape."""
+    opts: dict = {}
+    if "delay" in shape:
+        opts["delay"] = parse_time(shape["delay"])
+    if "jitter" in shape:
+        opts["jitter"] = parse_time(shape["jitter"])
+    pairs = (("loss", "loss"), ("loss_correlation", "loss_corr"), ("duplicate", "duplicate"), ("reorder", "prob_reorder"), ("corrupt", "prob_corrupt"))
+    for key, arg in pairs:
+        if key in shape:
+            opts[arg] = parse_percent(shape[key])
+    return opts
+
+
+class Shaper:
+    """Applies shapes and link states inside a lab's namespaces, reusing one pyroute2 socket per namespace."""
+
+    def __init__(self) -> None:
+        self._sockets: dict[str, object] = {}
+        self._index: dict[tuple[str, str], int] = {}
+        self._rooted: set[tuple[str, str]] = set()
+
+    def _ipr(self, path: str):
+        if path not in self._sockets:
+            from pyroute2 import IPRoute
+
+            with namespaces.entered(path):
+                self._sockets[path] = IPRoute()
+        return self._sockets[path]
+
+    def index(self, path: str, ifname: str) -> int:
+        key = (path, ifname)
+        if key not in self._index:
+            found = self._ipr(path).link_lookup(ifname=ifname)
+            if not found:
+                raise LabError(f"interface {ifname} does not exist in {path}")
+            self._index[key] = found[0]
+        return self._index[key]
+
+    def apply(self, path: str, ifname: str, shape: dict) -> None:
+        """Make ``ifname``'s egress follow ``shape`` (an empty shape removes all shaping)."""
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        ipr, index, key = self._ipr(path), self.index(path, ifname), (path, ifname)
+        if not shape:
+            try:
+                ipr.tc("del", index=index, handle="1:", root=True)
+            except NetlinkError as exc:
+                if exc.code not in (errno.ENOENT, errno.EINVAL):
+                    raise
+            self._rooted.discard(key)
+            return
+        bits = parse_rate(shape["rate"]) if "rate" in shape else UNLIMITED
+        burst = parse_size(shape["burst"]) if "burst" in shape else burst_for(bits)
+        try:
+            if key not in self._rooted:
+                if not any(q["handle"] == 0x10000 and q.get_attr("TCA_KIND") == "htb" for q in ipr.get_qdiscs(index=index)):
+                    ipr.tc("replace", "htb", index=index, handle="1:", default=1)
+                self._rooted.add(key)
+            ipr.tc("replace-class", "htb", index=index, handle="1:1", parent="1:", rate=f"{bits}bit", burst=burst, cburst=burst)
+            netem = netem_options(shape)
+            limit = int(shape.get("queue", 1000))
+            if netem:
+                ipr.tc("replace", "netem", index=index, parent="1:1", handle="10:", limit=limit, **netem)
+            else:
+                ipr.tc("replace", "pfifo", index=index, parent="1:1", handle="10:", limit=limit)
+        except NetlinkError as exc:
+            self._rooted.discard(key)
+            if "delay" in shape or exc.code == errno.ENOENT:
+                raise LabError(
+                    f"shaping {ifname}: {exc.args[-1] if exc.args else exc} - delay/jitter/loss need netem "
+                    "(CONFIG_NET_SCH_NETEM) and rates need HTB (CONFIG_NET_SCH_HTB); see `nestlab doctor`"
+                ) from None
+            raise
+
+    def set_state(self, path: str, ifname: str, up: bool) -> None:
+        self._ipr(path).link("set", index=self.index(path, ifname), state="up" if up else "down")
+
+    def show(self, path: str, ifname: str) -> dict:
+        """The shaping in force on ``ifname``, read back from the kernel."""
+        ipr, index = self._ipr(path), self.index(path, ifname)
+        out: dict = {"state": ipr.get_links(index)[0].get_attr("IFLA_OPERSTATE").lower()}
+        for msg in ipr.get_classes(index=index):
+            if msg.get_attr("TCA_KIND") == "htb":
+                opts = msg.get_attr("TCA_OPTIONS")
+                rate = opts.get_attr("TCA_HTB_RATE64") or opts.get_attr("TCA_HTB_PARMS")["rate"]
+                out["rate_bps"] = rate * 8
+        for msg in ipr.get_qdiscs(index=index):
+            kind = msg.get_attr("TCA_KIND")
+            if kind == "netem":
+                opts = msg.get_attr("TCA_OPTIONS")
+                out["netem"] = {"limit": opts["limit"], "loss_u32": opts["loss"], "duplicate_u32": opts["duplicate"]}
+            elif kind == "pfifo" and msg["parent"] == 0x10001:
+                out["queue"] = msg.get_attr("TCA_OPTIONS")["limit"]
+        return out
+
+    def close(self) -> None:
+        for ipr in self._sockets.values():
+            ipr.close()
+        self._sockets.clear()

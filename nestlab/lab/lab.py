@@ -21,12 +21,13 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 from contextlib import contextmanager
 
 from pydantic import ValidationError
 
 from .. import names
-from ..backends import probe
+from ..backends import probe, shaping
 from ..backends.apply import Applier, Progress
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
@@ -36,6 +37,9 @@ from ..plan.desired import Plan, desired
 from ..plan.diff import Changes, diff
 from . import cleanup, state
 from .node import Node
+
+if TYPE_CHECKING:
+    from .links import LinkHandle
 
 ExecReport = Callable[[str, str, int, str], None]
 
@@ -115,6 +119,12 @@ class Lab:
         self._raw["topology"]["nodes"][name] = {"kind": kind, **spec}
         self._changed()
         return Node(self, name)
+
+    def link(self, a: str, b: str) -> "LinkHandle":
+        """A running link between endpoints ``a`` and ``b``, for live changes: ``.set(rate="10mbit")``."""
+        from .links import LinkHandle
+
+        return LinkHandle(self, a, b)
 
     def add_host(self, name: str, **spec) -> None:
         """Declare an emulated physical host (``sysctls`` as in the file); nodes go on it with ``host=``."""
@@ -219,7 +229,9 @@ def _check_needs(changes: Changes) -> None:
     """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
     links = {a.mode for a in changes.add_attachments if a.mode in ("macvlan", "ipvlan")}
     links |= {"vxlan" for x in changes.add_links if x.mode == "vxlan"}
-    links |= {"htb" for x in changes.add_links if x.rate}
+    shaped = [dict(x.shape_a + x.shape_b) for x in changes.add_links + changes.reshape]
+    links |= {"htb" for shape in shaped if shape}
+    links |= {"netem" for shape in shaped if set(shape) & set(shaping.NETEM_KEYS)}
     nat = any(br.nat for n in changes.add_nodes for br in n.bridges)
     switches = [n for n in changes.add_nodes if n.kind == "ovs"]
     if links or nat or switches:

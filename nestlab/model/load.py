@@ -106,7 +106,7 @@ def _allowed_for(path: Path) -> list[str]:
     if path == ("topology",):
         return ALLOWED_KEYS["body"]
     if path[:2] == ("topology", "links"):
-        return ALLOWED_KEYS["link"]
+        return ALLOWED_KEYS["shape" if "params" in path else "link"]
     if path[:1] == ("wires",):
         return ALLOWED_KEYS["params" if path[-1] == "params" else "wire"]
     if path[:1] == ("hosts",):

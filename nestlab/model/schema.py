@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .units import parse_rate
+from .units import parse_percent, parse_rate, parse_size, parse_time
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 IFNAMSIZ = 15
@@ -92,6 +92,59 @@ class NodeSpec(_Strict):
     _net_only = field_validator("sysctls")(classmethod(lambda cls, value: _net_sysctls(value)))
 
 
+class Shape(_Strict):
+    """What one direction of a link does to packets (the sending endpoint's egress)."""
+
+    rate: str | None = Field(default=None, description="1kbit..400gbit, HTB with 64-bit rates")
+    burst: str | int | None = Field(default=None, description="HTB burst, e.g. 64kb (default: rate/HZ + MTU)")
+    queue: int | None = Field(default=None, ge=1, description="queue length in packets")
+    delay: str | None = Field(default=None, description="e.g. 20ms (netem)")
+    jitter: str | None = Field(default=None, description="e.g. 5ms, needs delay (netem)")
+    loss: str | float | None = Field(default=None, description="e.g. 10% (netem)")
+    loss_correlation: str | float | None = None
+    corrupt: str | float | None = None
+    duplicate: str | float | None = None
+    reorder: str | float | None = Field(default=None, description="share of packets sent early, needs delay (netem)")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, value):
+        if value is not None:
+            bits = parse_rate(value)
+            if bits > 400 * 10**9:
+                raise ValueError(f"'{value}' is above 400gbit")
+        return value
+
+    @field_validator("burst")
+    @classmethod
+    def _burst(cls, value):
+        if value is not None:
+            parse_size(value)
+        return value
+
+    @field_validator("delay", "jitter")
+    @classmethod
+    def _time(cls, value):
+        if value is not None:
+            parse_time(value)
+        return value
+
+    @field_validator("loss", "loss_correlation", "corrupt", "duplicate", "reorder")
+    @classmethod
+    def _percent(cls, value):
+        if value is not None:
+            parse_percent(value)
+        return value
+
+
+class LinkParams(Shape):
+    """Shaping for both directions; ``a:``/``b:`` override it for what that endpoint sends."""
+
+    state: Literal["up", "down"] | None = None
+    a: Shape | None = None
+    b: Shape | None = None
+
+
 class LinkSpec(_Strict):
     """How endpoints ``NODE:IFACE`` are connected; ``ipv4``/``ipv6`` list one entry per endpoint.
 
@@ -112,6 +165,7 @@ class LinkSpec(_Strict):
     bridge: str | None = Field(default=None, description="bridge mode: the host bridge's name (default br0)")
     nat: bool | None = Field(default=None, description="bridge mode: host is the gateway, masquerading out of its NICs")
     publish: list[str] = Field(default_factory=list, description="bridge+nat: ports forwarded from the host, e.g. 5201/tcp")
+    params: LinkParams | None = Field(default=None, description="rate, delay, loss... (see docs/shaping.md)")
     vni: int | None = Field(default=None, ge=1, le=16777215)
     port: int | None = Field(default=None, ge=1, le=65535, description="vxlan: UDP port (default 4789)")
 
@@ -192,5 +246,6 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "link": [*LinkSpec.model_fields, *IGNORED_LINK_KEYS],
     "wire": list(WireSpec.model_fields),
     "params": list(WireParams.model_fields),
+    "shape": list(LinkParams.model_fields),
     "host": list(HostSpec.model_fields),
 }

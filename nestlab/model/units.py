@@ -20,3 +20,40 @@ def parse_rate(text: str | int) -> int:
     if bits < 1000:
         raise ValueError(f"'{text}' is below 1kbit; write the unit, e.g. 100mbit")
     return int(bits)
+
+
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)\s*$")
+_TIME_SCALE = {"us": 1, "ms": 1000, "s": 1_000_000}
+
+
+def parse_time(text: str | int | float) -> int:
+    """Microseconds from ``"20ms"``, ``"1.5s"``, ``"500us"``; raises ValueError."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        raise ValueError(f"'{text}' needs a unit: write e.g. {text}ms")
+    match = _TIME.match(str(text))
+    if not match:
+        raise ValueError(f"'{text}' is not a time such as 20ms, 1.5s or 500us")
+    return int(float(match.group(1)) * _TIME_SCALE[match.group(2)])
+
+
+def parse_percent(text: str | int | float) -> float:
+    """A percentage from ``"10%"`` or ``10``; must lie in 0..100; raises ValueError."""
+    raw = str(text).strip().removesuffix("%")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"'{text}' is not a percentage such as 10% or 0.5%") from None
+    if not 0 <= value <= 100:
+        raise ValueError(f"'{text}' is outside 0..100%")
+    return value
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from ``"64kb"``, ``"1mb"``, ``1500``; raises ValueError."""
+    if isinstance(text, int):
+        return text
+    match = re.match(r"^\s*(\d+)\s*(b|kb|k|mb|m)?\s*$", str(text), re.IGNORECASE)
+    if not match:
+        raise ValueError(f"'{text}' is not a size such as 1500, 64kb or 1mb")
+    scale = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1 << 20, "mb": 1 << 20}[(match.group(2) or "").lower()]
+    return int(match.group(1)) * scale

@@ -79,7 +79,10 @@ class LinkObj:
     b: EndObj
     mtu: int | None = None
     mode: str = "veth"
-    rate: str | None = None
+    # What each end sends is shaped by (key, value) pairs; changed live, never by recreating the link.
+    shape_a: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    shape_b: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    state: str | None = field(default=None, compare=False)
     vni: int | None = None
     port: int | None = None
     underlay: tuple[tuple[str, str, str], ...] = ()
@@ -189,7 +192,8 @@ class _Builder:
             return EndObj(key[0], key[1], tuple(m.ipv4), tuple(m.ipv6)) if m else EndObj(key[0], key[1])
 
         for (ka, kb, mtu, rate) in wires:
-            self._add_link(LinkObj(end(ka), end(kb), mtu, rate=rate))
+            shape = (("rate", rate),) if rate else ()
+            self._add_link(LinkObj(end(ka), end(kb), mtu, shape_a=shape, shape_b=shape))
         self._host_bridges(members)
         for item in links:
             if item[0] == "link":
@@ -200,7 +204,10 @@ class _Builder:
                     raise TopologyError(self.source, [problem])
                 mtu = spec.mtu or (wire_mtu - VXLAN_OVERHEAD if underlay else None)
                 vni = spec.vni or (len([x for x in self.plan.links.values() if x.mode == "vxlan"]) + 1) if underlay else None
-                self._add_link(LinkObj(end(ka), end(kb), mtu, mode, vni=vni, port=spec.port or (4789 if underlay else None), underlay=underlay))
+                shape_a, shape_b = shapes(spec.params)
+                state = spec.params.state if spec.params else None
+                port = spec.port or (4789 if underlay else None)
+                self._add_link(LinkObj(end(ka), end(kb), mtu, mode, shape_a, shape_b, state, vni, port, underlay))
             else:
                 _, key, spec, mode, host, parent, options = item
                 gateway = None
@@ -354,7 +361,8 @@ class _Builder:
                 nic = wire.a if (wire.a.node, wire.a.iface) == (host, entry["uplink"]) else wire.b
                 addresses = nic.ipv4 + nic.ipv6
                 bare = EndObj(nic.node, nic.iface)
-                fixed = LinkObj(bare, wire.b, wire.mtu, rate=wire.rate) if nic is wire.a else LinkObj(wire.a, bare, wire.mtu, rate=wire.rate)
+                ends = (bare, wire.b) if nic is wire.a else (wire.a, bare)
+                fixed = LinkObj(*ends, wire.mtu, shape_a=wire.shape_a, shape_b=wire.shape_b)
                 self.plan.links[wire.key] = fixed
             bridge = HostBridge(name, entry["uplink"], addresses, entry["nat"], tuple(entry["publish"]))
             node = self.plan.nodes[host]
@@ -417,6 +425,18 @@ class _Builder:
 
     def _add_link(self, obj: LinkObj) -> None:
         self.plan.links[obj.key] = obj
+
+
+def shapes(params) -> tuple[tuple, tuple]:
+    """Per-direction shapes (sorted (key, value) pairs) from a link's ``params``: common keys, then ``a``/``b``."""
+    if params is None:
+        return (), ()
+    common = params.model_dump(exclude_none=True, exclude={"a", "b", "state"})
+    result = []
+    for side in (params.a, params.b):
+        merged = {**common, **(side.model_dump(exclude_none=True) if side else {})}
+        result.append(tuple(sorted((k, str(v)) for k, v in merged.items())))
+    return result[0], result[1]
 
 
 def _nth(values, j):

@@ -15,6 +15,7 @@ class Changes:
     del_links: list[LinkObj] = field(default_factory=list)
     add_attachments: list[AttachObj] = field(default_factory=list)
     del_attachments: list[AttachObj] = field(default_factory=list)
+    reshape: list[LinkObj] = field(default_factory=list)  # kept links whose shaping or state changed
 
     def __bool__(self) -> bool:
         return any(getattr(self, f) for f in self.__dataclass_fields__)
@@ -29,6 +30,7 @@ class Changes:
                 (self.del_nodes, "nodes to delete"),
                 (self.del_links, "links to delete"),
                 (self.del_attachments, "attachments to delete"),
+                (self.reshape, "links to reshape"),
             )
             if items
         ]
@@ -50,4 +52,9 @@ def diff(want: Plan, have: Plan) -> Changes:
         old, new = getattr(have, kind), getattr(want, kind)
         getattr(changes, "del_" + kind).extend(obj for key, obj in old.items() if new.get(key) != obj or obj.deps & gone)
         getattr(changes, "add_" + kind).extend(obj for key, obj in new.items() if old.get(key) != obj or obj.deps & gone)
+    added = {x.key for x in changes.add_links}
+    changes.reshape = [
+        x for key, x in want.links.items()
+        if key not in added and (have.links[key].shape_a, have.links[key].shape_b, have.links[key].state) != (x.shape_a, x.shape_b, x.state)
+    ]
     return changes

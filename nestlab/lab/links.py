@@ -1,0 +1,119 @@
+"""Live changes to a running lab's links: shaping and up/down, applied in place and logged.
+
+Example::
+
+    lab = Lab.running("manet")
+    lab.link("a:eth1", "b:eth1").set(rate="10mbit", delay="20ms")
+    lab.link("a:eth1", "b:eth1").set(state="down")
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from .. import names
+from ..backends import shaping
+from ..errors import LabError
+from ..model.errors import Problem, TopologyError
+from ..model.schema import LinkParams
+from ..plan.desired import LinkObj
+from . import events, state
+
+if TYPE_CHECKING:
+    from .lab import Lab
+
+CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
+
+
+class LinkHandle:
+    """One link of a running lab, found by its two endpoints in either order."""
+
+    def __init__(self, lab: "Lab", a: str, b: str, shaper: shaping.Shaper | None = None):
+        self.lab = lab
+        self.obj = _find(lab, a, b)
+        self.reversed = self.obj.a.ref != a
+        self._shaper = shaper
+
+    def set(self, *, direction: str = "both", **params) -> float:
+        """Change shaping keys (``rate``, ``delay``, ``loss``...; ``"none"`` removes one) and/or ``state``.
+
+        ``direction``: ``both``, or ``a``/``b`` for what that endpoint (as you named it) sends.
+        Returns the time spent applying, in milliseconds.  The change is logged.
+        """
+        started = time.perf_counter()
+        new_state = params.pop("state", None)
+        try:
+            LinkParams.model_validate({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
+        except ValidationError as exc:
+            raise TopologyError("<link set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
+        sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[direction]
+        shape = {"a": dict(self.obj.shape_a), "b": dict(self.obj.shape_b)}
+        for side in sides:
+            for key, value in params.items():
+                if value == CLEAR:
+                    shape[side].pop(key, None)
+                else:
+                    shape[side][key] = str(value)
+        updated = dataclasses.replace(
+            self.obj,
+            shape_a=tuple(sorted(shape["a"].items())),
+            shape_b=tuple(sorted(shape["b"].items())),
+            state=new_state or self.obj.state,
+        )
+        shaper = self._shaper or shaping.Shaper()
+        try:
+            for end, old, new in ((self.obj.a, self.obj.shape_a, updated.shape_a), (self.obj.b, self.obj.shape_b, updated.shape_b)):
+                path = names.netns_path(self.lab.name, end.node)
+                if new != old:
+                    shaper.apply(path, end.iface, dict(new))
+                if new_state:
+                    shaper.set_state(path, end.iface, new_state == "up")
+        finally:
+            if self._shaper is None:
+                shaper.close()
+        self.obj = updated
+        _store(self.lab, updated)
+        spent = (time.perf_counter() - started) * 1000
+        events.record(self.lab.name, {"link": updated.key, "set": params, "state": new_state}, time.time(), spent)
+        return spent
+
+    def show(self) -> dict:
+        """Planned shapes and what the kernel has in force, per direction."""
+        shaper = self._shaper or shaping.Shaper()
+        try:
+            kernel = {end.ref: shaper.show(names.netns_path(self.lab.name, end.node), end.iface) for end in (self.obj.a, self.obj.b)}
+        finally:
+            if self._shaper is None:
+                shaper.close()
+        return {
+            "link": self.obj.key,
+            "state": self.obj.state or "up",
+            "sends": {self.obj.a.ref: dict(self.obj.shape_a), self.obj.b.ref: dict(self.obj.shape_b)},
+            "kernel": kernel,
+        }
+
+
+def _find(lab: "Lab", a: str, b: str) -> LinkObj:
+    current = state.read(lab.name)
+    links = current.plan.links if current else lab.plan.links  # the running lab's shaping, live changes included
+    for link in links.values():
+        if {link.a.ref, link.b.ref} == {a, b}:
+            return link
+    known = ", ".join(f"{x.a.ref} {x.b.ref}" for x in lab.plan.links.values()) or "none"
+    raise LabError(f"lab {lab.name} has no link between {a} and {b} (links: {known})")
+
+
+def _store(lab: "Lab", link: LinkObj) -> None:
+    """Record the new shaping in the running lab's state, so `deploy` and `link show` know it."""
+    with state.locked(lab.name):
+        current = state.read(lab.name)
+        if current is None:
+            raise LabError(f"lab {lab.name} is not running")
+        current.plan.links[link.key] = link
+        state.write(current)
+    lab.plan.links[link.key] = link
+
