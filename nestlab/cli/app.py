@@ -273,6 +273,78 @@ def cleanup_cmd(
             err.print(f"lab {lab}: removed {removed} namespaces")
 
 
+link_app = typer.Typer(help="Change or show a running lab's links live (shaping, up/down).", no_args_is_help=True)
+app.add_typer(link_app, name="link")
+
+
+@link_app.command("set")
+def link_set(
+    a: str = typer.Argument(..., help="One endpoint, NODE:IFACE."),
+    b: str = typer.Argument(..., help="The other endpoint."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    rate: str | None = typer.Option(None, help="e.g. 10mbit, 20gbit (HTB, 64-bit)."),
+    burst: str | None = typer.Option(None, help="HTB burst, e.g. 64kb."),
+    queue: int | None = typer.Option(None, help="Queue length in packets."),
+    delay: str | None = typer.Option(None, help="e.g. 20ms (netem)."),
+    jitter: str | None = typer.Option(None, help="e.g. 5ms (netem, needs --delay)."),
+    loss: str | None = typer.Option(None, help="e.g. 10% (netem)."),
+    corrupt: str | None = typer.Option(None, help="e.g. 1% (netem)."),
+    duplicate: str | None = typer.Option(None, help="e.g. 1% (netem)."),
+    reorder: str | None = typer.Option(None, help="e.g. 25% (netem, needs --delay)."),
+    down: bool = typer.Option(False, "--down", help="Take the link down (both ends)."),
+    up: bool = typer.Option(False, "--up", help="Bring the link up again."),
+    direction: str = typer.Option("both", help="both, a (what A sends) or b (what B sends)."),
+):
+    """Change a link while the lab runs; the new setting replaces the old one in place.
+
+    Only the options given change; "none" removes one (e.g. --delay none).
+
+    Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
+    """
+    with _reported():
+        params = {k: v for k, v in dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, loss=loss,
+                                         corrupt=corrupt, duplicate=duplicate, reorder=reorder).items() if v is not None}
+        if down and up:
+            raise LabError("give --down or --up, not both")
+        if down or up:
+            params["state"] = "down" if down else "up"
+        if not params:
+            raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
+        spent = _resolve(topo, lab).link(a, b).set(direction=direction, **params)
+        err.print(f"link {a} {b}: {', '.join(f'{k}={v}' for k, v in params.items())} applied in {spent:.1f} ms")
+
+
+@link_app.command("show")
+def link_show(
+    a: str | None = typer.Argument(None, help="One endpoint (omit to show every link)."),
+    b: str | None = typer.Argument(None, help="The other endpoint."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    fmt: str = typer.Option("table", "--format", help="Output: table or json."),
+):
+    """Show links' shaping as planned and as the kernel has it."""
+    with _reported():
+        the_lab = _resolve(topo, lab)
+        current = state.read(the_lab.name)
+        links = current.plan.links.values() if current else the_lab.plan.links.values()
+        chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
+        if a is not None and not chosen:
+            raise LabError(f"lab {the_lab.name} has no link between {a} and {b}")
+        shown = [the_lab.link(x.a.ref, x.b.ref).show() for x in chosen]
+        if fmt == "json":
+            out.print_json(json.dumps(shown))
+            return
+        table = Table("link", "state", "sender", "planned", "kernel", title=f"links of {the_lab.name}", title_justify="left")
+        for item in shown:
+            for i, (sender, shape) in enumerate(item["sends"].items()):
+                kernel = item["kernel"][sender]
+                seen = ", ".join(f"{k}={v}" for k, v in kernel.items())
+                table.add_row(item["link"] if i == 0 else "", item["state"] if i == 0 else "", sender,
+                              ", ".join(f"{k}={v}" for k, v in shape.items()) or "unshaped", seen)
+        out.print(table)
+
+
 @app.command()
 def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
     """What this kernel and machine support: attachment modes, qdiscs, MPTCP, cgroups, OVS, tools.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from .. import names
-from ..backends import shaping
+from ..backends import probe, shaping
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..model.schema import LinkParams
@@ -50,6 +50,8 @@ class LinkHandle:
             LinkParams.model_validate({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
         except ValidationError as exc:
             raise TopologyError("<link set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
+        if set(params) & set(shaping.NETEM_KEYS) and (missing := probe.missing_for({"netem"})):
+            raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
         sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[direction]
         shape = {"a": dict(self.obj.shape_a), "b": dict(self.obj.shape_b)}
         for side in sides:

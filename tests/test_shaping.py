@@ -1,0 +1,160 @@
+"""Link shaping: rates measured with iperf3, live changes, up/down, netem (VM tier), bad values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import run_cli
+from nestlab.bench import tools
+from netcheck import echo, ping
+
+PAIR = """name: {name}
+topology:
+  nodes: {a: {}, b: {}}
+  links:
+    - endpoints: ["a:eth1", "b:eth1"]
+PARAMS
+"""
+
+
+def pair(params: str = "") -> str:
+    return PAIR.replace("PARAMS", f"      params: {params}" if params else "")
+
+
+@pytest.mark.parametrize("mbit", [10, 100, 1000])
+def test_rate_is_what_iperf3_measures(lab_from, mbit):
+    lab = lab_from(pair(f"{{rate: {mbit}mbit}}"))
+    a, b = lab.nodes["a"], lab.nodes["b"]
+    measured = tools.iperf3(a, b, b.intf("eth1").ip, seconds=5)["mbps"]
+    assert abs(measured - mbit) / mbit <= 0.05, f"{measured:.1f} Mbit/s measured on a {mbit} Mbit/s link"
+
+
+def test_rates_above_32_bits_are_kept(lab_from):
+    lab = lab_from(pair("{rate: 20gbit}"))
+    shown = json.loads(run_cli("link", "show", "--lab", lab.name, "--format", "json", check=True).stdout)
+    assert {k["rate_bps"] for k in shown[0]["kernel"].values()} == {20 * 10**9}
+
+
+def test_live_rate_step_shows_within_one_interval(lab_from):
+    lab = lab_from(pair("{rate: 100mbit}"))
+    a, b = lab.nodes["a"], lab.nodes["b"]
+    ip = b.intf("eth1").ip
+    server = b.popen(["iperf3", "-s", "-1", "-B", ip], stdout=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        timer = threading.Timer(3.0, lambda: lab.link("a:eth1", "b:eth1").set(rate="10mbit"))
+        timer.start()
+        out = a.cmd(["iperf3", "-J", "-c", ip, "-t", "6"], timeout=30)
+        timer.join()
+    finally:
+        server.kill()
+        server.wait()
+    rates = [i["sum"]["bits_per_second"] / 1e6 for i in json.loads(out)["intervals"]]
+    assert all(r > 80 for r in rates[:2]), rates  # before the change
+    assert all(r < 15 for r in rates[4:]), rates  # one interval after the change at t=3 s, and later
+    assert any(e["what"]["set"] == {"rate": "10mbit"} for e in _events(lab))
+
+
+def test_down_then_up_keeps_tcp_connections(lab_from):
+    lab = lab_from(pair())
+    a, b = lab.nodes["a"], lab.nodes["b"]
+    ip = b.intf("eth1").ip
+    link = lab.link("a:eth1", "b:eth1")
+    # A TCP connection that lives across a 1 s outage: the client sends, waits, sends again.
+    server = b.popen(["python3", "-c", _ECHO_TWICE, ip], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "ready"
+    client = a.popen(["python3", "-c", _SEND_TWICE, ip], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    link.set(state="down")
+    assert not ping(a, ip)
+    time.sleep(1.0)
+    link.set(state="up")
+    assert client.wait(timeout=30) == 0
+    assert client.stdout.read().split() == ["ONE", "TWO"]
+    server.wait(timeout=5)
+    assert ping(a, ip)
+    states = [e["what"]["state"] for e in _events(lab)]
+    assert states == ["down", "up"]
+
+
+def test_deploy_reconciles_params_in_place(topo_file):
+    from nestlab import Lab
+
+    path = topo_file(pair("{rate: 100mbit}"))
+    lab = Lab.from_file(path)
+    try:
+        lab.deploy()
+        index = lab.nodes["a"].cmd("ip -o link show eth1").split(":")[0]
+        path.write_text(path.read_text().replace("rate: 100mbit", "rate: 50mbit"))
+        changes = Lab.from_file(path).deploy()
+        assert (len(changes.reshape), changes.add_links, changes.del_links) == (1, [], [])
+        assert lab.nodes["a"].cmd("ip -o link show eth1").split(":")[0] == index, "the link must not be recreated"
+        assert "rate 50Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")
+    finally:
+        lab.destroy()
+
+
+@pytest.mark.parametrize(
+    "option,value,message",
+    [
+        ("--rate", "-5mbit", "is not a rate such as 100mbit"),
+        ("--loss", "150%", "is outside 0..100%"),
+        ("--rate", "10furlongs", "is not a rate such as 100mbit"),
+        ("--delay", "20", "is not a time such as 20ms"),
+    ],
+)
+def test_bad_values_are_clear_errors(lab_from, option, value, message):
+    lab = lab_from(pair())
+    result = run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", option, value)
+    assert result.returncode == 2 and message in result.stderr and option.strip("-") in result.stderr, result.stderr
+
+
+def test_bad_params_in_the_file_name_the_field(topo_file):
+    path = topo_file(pair("{rate: 100mbit, loss: 200%}"))
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2
+    assert ":6:37: topology.links[0].params.loss: '200%' is outside 0..100%" in result.stderr, result.stderr
+
+
+@pytest.mark.kernel("netem")
+def test_netem_delay_loss_jitter(lab_from):
+    lab = lab_from(pair("{delay: 20ms}"))
+    a, b = lab.nodes["a"], lab.nodes["b"]
+    ip = b.intf("eth1").ip
+    rtt = tools.ping(a, ip, count=20, interval=0.05)
+    assert 38 <= rtt["rtt_avg_ms"] <= 42, rtt  # 20 ms each way
+    lab.link("a:eth1", "b:eth1").set(delay="none", loss="10%", direction="a")
+    lost = tools.ping(a, ip, count=2000, interval=0.002)["loss_pct"]
+    assert 7 <= lost <= 13, lost
+    lab.link("a:eth1", "b:eth1").set(loss="none", delay="10ms", jitter="5ms", direction="a")
+    spread = tools.ping(a, ip, count=50, interval=0.02)
+    assert spread["rtt_mdev_ms"] > 1.0 and 9 <= spread["rtt_avg_ms"] <= 13, spread
+    assert echo(b, a, ip).startswith("HELLO")
+
+
+def _events(lab) -> list[dict]:
+    from nestlab.lab import events
+
+    return events.read(lab.name)
+
+
+_ECHO_TWICE = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], 7010)); s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+for _ in range(2):
+    c.sendall(c.recv(16).upper())
+"""
+_SEND_TWICE = """
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 7010), timeout=20)
+s.sendall(b"one"); print(s.recv(16).decode())
+time.sleep(2.5)  # the link is down for 1 s in between
+s.sendall(b"two"); print(s.recv(16).decode())
+"""
