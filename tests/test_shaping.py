@@ -158,3 +158,29 @@ s.sendall(b"one"); print(s.recv(16).decode())
 time.sleep(2.5)  # the link is down for 1 s in between
 s.sendall(b"two"); print(s.recv(16).decode())
 """
+
+
+def test_schedule_is_played_on_time_and_logged(topo_file):
+    text = pair("{rate: 100mbit}") + (
+        "schedule:\n"
+        '  - {at: 0.5s, link: ["a:eth1", "b:eth1"], set: {rate: 10mbit}}\n'
+        '  - {at: 1s, link: ["b:eth1", "a:eth1"], state: down}\n'
+        '  - {at: 1.5s, link: ["a:eth1", "b:eth1"], state: up}\n'
+    )
+    path = topo_file(text)
+    result = run_cli("run", "-t", str(path), "--keep")
+    assert result.returncode == 0, result.stderr
+    from nestlab import Lab
+    from nestlab.lab import events
+
+    lab = Lab.from_file(path)
+    try:
+        logged = events.read(lab.name)
+        assert [(e["what"]["set"], e["what"]["state"]) for e in logged] == [({"rate": "10mbit"}, None), ({}, "down"), ({}, "up")]
+        starts = [e["scheduled"] for e in logged]
+        assert [round(s - starts[0], 3) for s in starts] == [0.0, 0.5, 1.0]
+        for e in logged:  # applied (after the change took effect) within 5 ms of the scheduled time
+            assert 0 <= e["applied"] - e["scheduled"] < 0.005, e
+        assert "rate 10Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")
+    finally:
+        lab.destroy()

@@ -138,6 +138,45 @@ def route(gateway: str, dst: str | None = None) -> Request:
     return Request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, body, f"add route to {dst or 'default'} via {gateway}")
 
 
+RTM_NEWTCLASS, NLM_F_REPLACE = 40, 0x100
+TCA_KIND, TCA_OPTIONS, TCA_HTB_PARMS, TCA_HTB_RATE64, TCA_HTB_CEIL64 = 1, 2, 1, 6, 7
+_TCMSG = struct.Struct("=BxxxiIII")
+_RATESPEC = struct.Struct("=BBHhHI")
+TC_LINKLAYER_ETHERNET = 1
+
+
+def _ticks_per_usec() -> float:
+    """psched ticks per microsecond (/proc/net/psched), as tc computes HTB buffers."""
+    try:
+        with open("/proc/net/psched") as fh:
+            t2us, us2t, clock_res, _ = (int(x, 16) for x in fh.read().split())
+        return t2us / us2t * (clock_res / 1_000_000 if clock_res != 1_000_000_000 else 1)
+    except (OSError, ValueError):
+        return 1.0
+
+
+_TICKS = _ticks_per_usec()
+
+
+def htb_class(index: int, handle: int, parent: int, bits: int, burst: int) -> Request:
+    """Create or replace an HTB class of ``bits``/s (64-bit) with ``burst`` bytes, ceil = rate."""
+    rate = bits // 8
+    spec = _RATESPEC.pack(0, TC_LINKLAYER_ETHERNET, 0, -1, 0, min(rate, 0xFFFFFFFF))
+    buffer = int(1_000_000 * burst / rate * _TICKS)
+    parms = spec + spec + struct.pack("=IIIII", buffer, buffer, 0, 0, 0)
+    options = attr(TCA_HTB_PARMS, parms)
+    if rate > 0xFFFFFFFF:
+        options += attr(TCA_HTB_RATE64, struct.pack("=Q", rate)) + attr(TCA_HTB_CEIL64, struct.pack("=Q", rate))
+    body = _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "htb") + attr(TCA_OPTIONS, options)
+    return Request(RTM_NEWTCLASS, NLM_F_CREATE | NLM_F_REPLACE, body, f"set HTB class {handle:x} on interface {index} to {bits} bit/s")
+
+
+def set_state(index: int, up: bool) -> Request:
+    """Bring an interface (by index) up or down."""
+    body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, IFF_UP if up else 0, IFF_UP)
+    return Request(RTM_NEWLINK, 0, body, f"set interface {index} {'up' if up else 'down'}")
+
+
 def set_up(name: str) -> Request:
     """Bring an interface up by name (``lo`` is always ifindex 1)."""
     if name == "lo":

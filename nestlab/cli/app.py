@@ -346,6 +346,38 @@ def link_show(
 
 
 @app.command()
+def run(
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file with a schedule: section."),
+    loops: int = typer.Option(1, "--loops", min=1, help="Play the schedule this many times."),
+    keep: bool = typer.Option(False, "--keep", help="Leave the lab running afterwards."),
+):
+    """Deploy a lab and play its schedule: timed link changes on a drift-free clock.
+
+    Each change is printed and logged (/run/nestlab/LAB/events.jsonl) with how late it was
+    applied. Ctrl-C stops; the lab is destroyed unless --keep.
+
+    Example schedule entry:  - {at: 2.5s, link: ["a:eth1", "b:eth1"], set: {rate: 10mbit}}
+    """
+    from ..lab.schedule import play
+
+    with _reported():
+        lab = Lab.from_file(topo)
+        _notices(lab)
+        if not lab.topology.schedule:
+            raise LabError(f"{topo} has no schedule: section; see docs/shaping.md")
+        lab.deploy()
+        try:
+            played = play(lab, loops, lambda p: err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"))
+            worst = max(p.late_ms + p.apply_ms for p in played)
+            err.print(f"{len(played)} changes; worst lateness including apply time {worst:.2f} ms")
+        except KeyboardInterrupt:
+            err.print("stopped")
+        finally:
+            if not keep:
+                lab.destroy()
+
+
+@app.command()
 def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
     """What this kernel and machine support: attachment modes, qdiscs, MPTCP, cgroups, OVS, tools.
 

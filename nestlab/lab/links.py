@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -38,11 +39,11 @@ class LinkHandle:
         self.reversed = self.obj.a.ref != a
         self._shaper = shaper
 
-    def set(self, *, direction: str = "both", **params) -> float:
+    def set(self, *, direction: str = "both", scheduled: float | None = None, **params) -> float:
         """Change shaping keys (``rate``, ``delay``, ``loss``...; ``"none"`` removes one) and/or ``state``.
 
         ``direction``: ``both``, or ``a``/``b`` for what that endpoint (as you named it) sends.
-        Returns the time spent applying, in milliseconds.  The change is logged.
+        Returns the milliseconds it took until the kernel had the change.  The change is logged.
         """
         started = time.perf_counter()
         new_state = params.pop("state", None)
@@ -74,13 +75,13 @@ class LinkHandle:
                     shaper.apply(path, end.iface, dict(new))
                 if new_state:
                     shaper.set_state(path, end.iface, new_state == "up")
+            applied, spent = time.time(), (time.perf_counter() - started) * 1000
         finally:
             if self._shaper is None:
                 shaper.close()
         self.obj = updated
         _store(self.lab, updated)
-        spent = (time.perf_counter() - started) * 1000
-        events.record(self.lab.name, {"link": updated.key, "set": params, "state": new_state}, time.time(), spent)
+        events.record(self.lab.name, {"link": updated.key, "set": params, "state": new_state}, applied, spent, scheduled)
         return spent
 
     def show(self) -> dict:
@@ -110,12 +111,7 @@ def _find(lab: "Lab", a: str, b: str) -> LinkObj:
 
 
 def _store(lab: "Lab", link: LinkObj) -> None:
-    """Record the new shaping in the running lab's state, so `deploy` and `link show` know it."""
-    with state.locked(lab.name):
-        current = state.read(lab.name)
-        if current is None:
-            raise LabError(f"lab {lab.name} is not running")
-        current.plan.links[link.key] = link
-        state.write(current)
-    lab.plan.links[link.key] = link
-
+    """Record the new shaping with the running lab, so `deploy` and `link show` know it."""
+    if not os.path.exists(names.lab_dir(lab.name)):
+        raise LabError(f"lab {lab.name} is not running")
+    state.write_link(lab.name, link)

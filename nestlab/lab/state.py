@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
@@ -38,14 +39,51 @@ def read(lab: str) -> LabState | None:
             data = json.load(fh)
     except FileNotFoundError:
         return None
-    return LabState(**{**data, "plan": Plan.from_json(data["plan"])})
+    plan = Plan.from_json(data["plan"])
+    for key, live in _read_live(lab).items():
+        if key in plan.links:
+            plan.links[key] = dataclasses.replace(
+                plan.links[key], shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"]
+            )
+    return LabState(**{**data, "plan": plan})
 
 
 def write(state: LabState) -> None:
-    path = _path(state.lab)
+    """Write the whole state; live link changes recorded since are now part of it."""
+    _atomic(_path(state.lab), json.dumps(state.to_json()))  # dumps uses the C encoder; dump(fh) does not
+    try:
+        os.unlink(_live_path(state.lab))
+    except FileNotFoundError:
+        pass
+
+
+def write_link(lab: str, link) -> None:
+    """Record one link's live shaping and state (a small file beside the state: cheap per change)."""
+    live = _read_live(lab)
+    live[link.key] = {"shape_a": link.shape_a, "shape_b": link.shape_b, "state": link.state}
+    _atomic(_live_path(lab), json.dumps(live))
+
+
+def _live_path(lab: str) -> str:
+    return os.path.join(names.lab_dir(lab), "links.json")
+
+
+def _read_live(lab: str) -> dict:
+    try:
+        with open(_live_path(lab)) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return {}
+
+
+def _pairs(items) -> tuple:
+    return tuple(tuple(x) for x in items)
+
+
+def _atomic(path: str, text: str) -> None:
     tmp = f"{path}.{os.getpid()}"
     with open(tmp, "w") as fh:
-        fh.write(json.dumps(state.to_json()))  # dumps uses the C encoder; dump(fh) does not
+        fh.write(text)
     os.replace(tmp, path)
 
 

@@ -209,6 +209,22 @@ class HostSpec(_Strict):
     _net_only = field_validator("sysctls")(classmethod(lambda cls, value: _net_sysctls(value)))
 
 
+class ScheduledChange(_Strict):
+    """One timed change: ``at`` (from the start of ``nestlab run``), the ``link`` and what to ``set`` and/or ``state``."""
+
+    at: str
+    link: list[str] = Field(min_length=2, max_length=2)
+    set: Shape | None = None
+    state: Literal["up", "down"] | None = None
+    direction: Literal["both", "a", "b"] = "both"
+
+    @field_validator("at")
+    @classmethod
+    def _at(cls, value):
+        parse_time(value)
+        return value
+
+
 class TopologyBody(_Strict):
     defaults: NodeSpec = Field(default_factory=NodeSpec)
     kinds: dict[NodeKind, NodeSpec] = Field(default_factory=dict)
@@ -227,6 +243,7 @@ class Topology(_Strict):
     hosts: dict[str, HostSpec] = Field(default_factory=dict)
     wires: list[WireSpec] = Field(default_factory=list)
     topology: TopologyBody
+    schedule: list[ScheduledChange] = Field(default_factory=list, description="timed link changes played by nestlab run")
 
     @field_validator("ipv4_pool")
     @classmethod
@@ -247,5 +264,6 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "wire": list(WireSpec.model_fields),
     "params": list(WireParams.model_fields),
     "shape": list(LinkParams.model_fields),
+    "schedule": list(ScheduledChange.model_fields),
     "host": list(HostSpec.model_fields),
 }
