@@ -363,8 +363,8 @@ def run(
     with _reported():
         lab = Lab.from_file(topo)
         _notices(lab)
-        if not lab.topology.schedule:
-            raise LabError(f"{topo} has no schedule: section; see docs/shaping.md")
+        if not lab.topology.schedule and not lab.topology.dynamics:
+            raise LabError(f"{topo} has no schedule: or dynamics: section; see docs/shaping.md")
         lab.deploy()
         try:
             played = play(lab, loops, lambda p: err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"))
@@ -375,6 +375,39 @@ def run(
         finally:
             if not keep:
                 lab.destroy()
+
+
+mobility_app = typer.Typer(help="Generate visibility graphs for dynamics: (MANETs).", no_args_is_help=True)
+app.add_typer(mobility_app, name="mobility")
+
+
+@mobility_app.command("random-waypoint")
+def random_waypoint_cmd(
+    nodes: int = typer.Option(12, "--nodes", min=2, help="Number of nodes, named n1..nN."),
+    area: str = typer.Option("1000x1000", "--area", help="WIDTHxHEIGHT in metres."),
+    radio_range: float = typer.Option(250, "--range", help="Radio range in metres."),
+    duration: float = typer.Option(300, "--duration", help="Seconds."),
+    step: float = typer.Option(1.0, "--step", help="Seconds between positions."),
+    speed: str = typer.Option("1-20", "--speed", help="MIN-MAX speed in m/s."),
+    pause: float = typer.Option(2.0, "--pause", help="Seconds nodes wait at each waypoint."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed, for a reproducible graph."),
+):
+    """Write a random-waypoint visibility graph (YAML) to stdout.
+
+    Example: nestlab mobility random-waypoint --nodes 12 --area 1000x1000 --range 250 --duration 300 > graph.yml
+    """
+    import yaml
+
+    from ..model.visibility import random_waypoint
+
+    with _reported():
+        try:
+            width, height = (float(x) for x in area.lower().split("x"))
+            low, high = (float(x) for x in speed.split("-"))
+        except ValueError:
+            raise LabError("--area is WIDTHxHEIGHT (e.g. 1000x1000) and --speed MIN-MAX (e.g. 1-20)") from None
+        graph = random_waypoint(nodes, width, height, radio_range, duration, step, (low, high), pause, seed)
+        sys.stdout.write(yaml.safe_dump(graph, default_flow_style=None, sort_keys=False))
 
 
 @app.command()

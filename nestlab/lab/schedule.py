@@ -1,4 +1,4 @@
-"""Play a lab's ``schedule:``: timed link changes applied on a clock that does not drift.
+"""Play a lab's ``schedule:`` and ``dynamics:`` graph: timed link changes on a clock that does not drift.
 
 Each event's deadline is computed from the start time (never from the previous
 event), the thread sleeps until 2 ms before it and spins the rest, so lateness
@@ -13,9 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pathlib import Path
+
 from .. import names
 from ..backends import shaping
+from ..model import visibility
 from ..model.units import parse_time
+from ..model.visibility import pair_link_names
+from ..plan.desired import mobile_nodes
 from .links import LinkHandle
 
 if TYPE_CHECKING:
@@ -32,34 +37,61 @@ class Played:
     what: str
 
 
+@dataclass(frozen=True)
+class Timed:
+    at: float  # seconds from the start
+    link: tuple[str, str]
+    params: tuple[tuple[str, str], ...]
+    direction: str = "both"
+
+
+def timeline(lab: "Lab") -> list[Timed]:
+    """The ``schedule:`` and the ``dynamics:`` visibility graph as one list of timed link changes."""
+    items = []
+    for c in lab.topology.schedule:
+        params = {**(c.set.model_dump(exclude_none=True) if c.set else {}), **({"state": c.state} if c.state else {})}
+        items.append(Timed(parse_time(c.at) / 1e6, (c.link[0], c.link[1]), tuple(params.items()), c.direction))
+    dyn = lab.topology.dynamics
+    if dyn:
+        graph = Path(dyn.graph) if Path(dyn.graph).is_absolute() else Path(lab.source).parent / dyn.graph
+        visible: frozenset = frozenset()
+        for step in visibility.load(graph, mobile_nodes(lab.topology)):
+            for pair in sorted(step.edges ^ visible, key=sorted):
+                a, b = sorted(pair)
+                items.append(Timed(step.at, pair_link_names(a, b), (("state", "up" if pair in step.edges else "down"),)))
+            visible = step.edges
+    return sorted(items, key=lambda x: x.at)
+
+
 def play(lab: "Lab", loops: int = 1, report: Callable[[Played], None] | None = None) -> list[Played]:
-    """Apply the schedule ``loops`` times (each loop restarts the clock after the last event)."""
-    changes = sorted(lab.topology.schedule, key=lambda c: parse_time(c.at))
+    """Apply the timeline ``loops`` times (each loop restarts the clock after the last event)."""
+    changes = timeline(lab)
     played: list[Played] = []
     shaper = shaping.Shaper()
-    handles = {tuple(c.link): LinkHandle(lab, c.link[0], c.link[1], shaper=shaper) for c in changes}
+    handles = {c.link: LinkHandle(lab, c.link[0], c.link[1], shaper=shaper) for c in changes}
     for handle in handles.values():  # open sockets and look up interfaces before the clock starts
         for end in (handle.obj.a, handle.obj.b):
             shaper.prepare(names.netns_path(lab.name, end.node), end.iface)
     try:
         for _ in range(loops):
             start_mono, start_wall = time.monotonic(), time.time()
-            for change in changes:
-                at = parse_time(change.at) / 1e6
-                deadline = start_mono + at
+            pending: list[Played] = []  # reported when the clock has time, so printing never delays a change
+            for i, change in enumerate(changes):
+                deadline = start_mono + change.at
                 while (left := deadline - time.monotonic()) > _SPIN:
                     time.sleep(left - _SPIN)
                 while time.monotonic() < deadline:
                     pass
                 late = (time.monotonic() - deadline) * 1000
-                params = change.set.model_dump(exclude_none=True) if change.set else {}
-                if change.state:
-                    params["state"] = change.state
-                spent = handles[tuple(change.link)].set(direction=change.direction, scheduled=start_wall + at, **params)
-                what = f"{' '.join(change.link)} " + " ".join(f"{k}={v}" for k, v in params.items())
-                played.append(Played(at, late, spent, what))
-                if report:
-                    report(played[-1])
+                spent = handles[change.link].set(direction=change.direction, scheduled=start_wall + change.at, **dict(change.params))
+                what = f"{' '.join(change.link)} " + " ".join(f"{k}={v}" for k, v in change.params)
+                played.append(Played(change.at, late, spent, what))
+                pending.append(played[-1])
+                following = changes[i + 1].at if i + 1 < len(changes) else None
+                if report and (following is None or following - change.at > 0.05):
+                    for item in pending:
+                        report(item)
+                    pending.clear()
     finally:
         shaper.close()
     return played

@@ -109,6 +109,8 @@ def _allowed_for(path: Path) -> list[str]:
         return ALLOWED_KEYS["shape" if "params" in path else "link"]
     if path[:1] == ("wires",):
         return ALLOWED_KEYS["params" if path[-1] == "params" else "wire"]
+    if path[:1] == ("dynamics",):
+        return ALLOWED_KEYS["shape" if "params" in path else "dynamics"]
     if path[:1] == ("schedule",):
         return ALLOWED_KEYS["shape" if "set" in path else "schedule"]
     if path[:1] == ("hosts",):

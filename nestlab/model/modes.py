@@ -105,6 +105,12 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
         for key in ("datapath", "controller", "flows"):
             if getattr(spec, key) and kind != "ovs":
                 bad(path + (key,), f"'{key}' applies to kind: ovs nodes only")
+    if topology.dynamics:
+        for j, name in enumerate(topology.dynamics.nodes or []):
+            if name not in body.nodes:
+                bad(("dynamics", "nodes", j), f"node '{name}' is not defined under topology.nodes")
+            elif len(name) > IFNAMSIZ - 2:
+                bad(("dynamics", "nodes", j), f"radio interfaces are named v-PEER: '{name}' is longer than {IFNAMSIZ - 2} characters")
     nics: dict[tuple[str, str], Path] = {}
     for i, wire in enumerate(topology.wires):
         for j, endpoint in enumerate(wire.endpoints):

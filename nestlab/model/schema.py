@@ -225,6 +225,19 @@ class ScheduledChange(_Strict):
         return value
 
 
+class Dynamics(_Strict):
+    """A MANET whose links follow a time-varying visibility graph (``graph``: a file, see docs/shaping.md).
+
+    Every pair of ``nodes`` gets a point-to-point link ``NODE:v-PEER``, created down; the
+    controller brings a pair's link up while the two see each other.
+    """
+
+    type: Literal["visibility"] = "visibility"
+    graph: str
+    nodes: list[str] | None = Field(default=None, description="the mobile nodes (default: every linux node)")
+    params: Shape | None = Field(default=None, description="shaping of every radio link, e.g. {rate: 11mbit}")
+
+
 class TopologyBody(_Strict):
     defaults: NodeSpec = Field(default_factory=NodeSpec)
     kinds: dict[NodeKind, NodeSpec] = Field(default_factory=dict)
@@ -244,6 +257,7 @@ class Topology(_Strict):
     wires: list[WireSpec] = Field(default_factory=list)
     topology: TopologyBody
     schedule: list[ScheduledChange] = Field(default_factory=list, description="timed link changes played by nestlab run")
+    dynamics: Dynamics | None = None
 
     @field_validator("ipv4_pool")
     @classmethod
@@ -265,5 +279,6 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "params": list(WireParams.model_fields),
     "shape": list(LinkParams.model_fields),
     "schedule": list(ScheduledChange.model_fields),
+    "dynamics": list(Dynamics.model_fields),
     "host": list(HostSpec.model_fields),
 }

@@ -20,7 +20,8 @@ from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
 from ..model.load import node_kind
 from ..model.modes import link_mode, node_host, parent_of, shares_host_stack
-from ..model.schema import Topology
+from ..model.schema import LinkParams, LinkSpec, Topology
+from ..model.visibility import pair_link_names
 
 VXLAN_OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
 
@@ -293,9 +294,22 @@ class _Builder:
         self.plan.nodes[host] = NodeObj(host, "machine", tuple(sorted(merged.items())), bridges=current.bridges if current else ())
 
     # -- links and attachments ------------------------------------------------------
+    def _radio_links(self) -> list:
+        """Dynamics: a link per pair of mobile nodes, created down (the controller raises visible pairs)."""
+        dyn = self.t.dynamics
+        if dyn is None:
+            return []
+        mobile = mobile_nodes(self.t)
+        shape = dyn.params.model_dump(exclude_none=True) if dyn.params else {}
+        return [
+            LinkSpec(endpoints=list(pair_link_names(a, b)), params=LinkParams(state="down", **shape))
+            for i, a in enumerate(mobile)
+            for b in mobile[i + 1 :]
+        ]
+
     def _links(self) -> list:
         items = []
-        for link in self.body.links:
+        for link in [*self.body.links, *self._radio_links()]:
             mode = link_mode(self.t, link)
             keys = [tuple(ep.split(":", 1)) for ep in link.endpoints]
             for j, key in enumerate(keys):
@@ -425,6 +439,12 @@ class _Builder:
 
     def _add_link(self, obj: LinkObj) -> None:
         self.plan.links[obj.key] = obj
+
+
+def mobile_nodes(topology: Topology) -> list[str]:
+    """The nodes a ``dynamics:`` section moves: its ``nodes``, else every linux node."""
+    dyn = topology.dynamics
+    return list(dyn.nodes) if dyn and dyn.nodes else [n for n in topology.topology.nodes if node_kind(topology, n) == "linux"]
 
 
 def shapes(params) -> tuple[tuple, tuple]:
