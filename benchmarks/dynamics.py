@@ -14,6 +14,7 @@ Usage (root):  python benchmarks/dynamics.py [--changes 1000] [--nodes 12]
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -81,6 +82,32 @@ def run_subprocess(lab: Lab, plan: list[tuple[int, dict]]) -> tuple[list[float],
     return latencies, time.perf_counter() - started
 
 
+def run_add_remove(lab: Lab, count: int) -> tuple[list[float], float]:
+    """The other way to make a pair (in)visible: create the veth (up, addressed) / delete it, per change."""
+    from nestlab import names
+    from nestlab.backends import namespaces, netlink
+
+    fd_a, nl_a = namespaces.open_netlink(names.netns_path(lab.name, "n0"))
+    fd_b, nl_b = namespaces.open_netlink(names.netns_path(lab.name, "n1"))
+    latencies = []
+    started = time.perf_counter()
+    for k in range(count):
+        t0 = time.perf_counter()
+        if k % 2 == 0:
+            (index,) = [x for x in nl_a.run(netlink.new_veth("r1", "r0", fd_b, alias="bench"), netlink.get_link("r1")) if x]
+            nl_a.run(netlink.new_addr(index, "10.99.0.1/30", "r1"))
+            (peer,) = [x for x in nl_b.run(netlink.set_up("r0"), netlink.get_link("r0")) if x]
+            nl_b.run(netlink.new_addr(peer, "10.99.0.2/30", "r0"))
+        else:
+            nl_a.run(netlink.del_link("r1"))
+        latencies.append((time.perf_counter() - t0) * 1000)
+    total = time.perf_counter() - started
+    for fd, nl in ((fd_a, nl_a), (fd_b, nl_b)):
+        nl.close()
+        os.close(fd)
+    return latencies, total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=1000)
@@ -91,10 +118,16 @@ def main() -> None:
     with lab.deployed():
         ours, ours_total = run_nestlab(lab, plan)
         theirs, theirs_total = run_subprocess(lab, plan)
+        addrm, addrm_total = run_add_remove(lab, args.changes)
     print(f"{args.changes} live changes (rate / down / up) on a {args.nodes}-node lab\n")
     print("| applier | median ms | p99 ms | changes/s |")
     print("|---|---|---|---|")
-    for name, lat, total in (("nestlab (netlink, kept sockets)", ours, ours_total), ("tc/ip subprocess per change", theirs, theirs_total)):
+    rows = (
+        ("nestlab up/down + rate (netlink, kept sockets)", ours, ours_total),
+        ("tc/ip subprocess per change (both ends)", theirs, theirs_total),
+        ("visibility by veth add/remove instead of up/down (netlink)", addrm, addrm_total),
+    )
+    for name, lat, total in rows:
         print(f"| {name} | {statistics.median(lat):.2f} | {percentile(lat, 99):.2f} | {len(lat) / total:.0f} |")
     print(f"\nratio (subprocess / nestlab): median latency {statistics.median(theirs) / statistics.median(ours):.1f}x, "
           f"throughput {(len(ours) / ours_total) / (len(theirs) / theirs_total):.1f}x")

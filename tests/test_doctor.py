@@ -40,3 +40,13 @@ def test_deploy_needing_a_missing_kernel_feature_fails_up_front(topo_file):
     assert result.returncode == 1
     assert option in result.stderr and "nestlab doctor" in result.stderr and "Nothing was created" in result.stderr
     assert leftovers() == []
+
+
+def test_deploy_with_netem_params_fails_up_front_without_netem(topo_file):
+    if probe.kernel()["netem"][0]:
+        pytest.skip("this kernel has netem; the refusal path cannot be exercised here")
+    path = topo_file('name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links:\n    - endpoints: ["a:eth1", "b:eth1"]\n      params: {delay: 20ms}\n')
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 1
+    assert "CONFIG_NET_SCH_NETEM" in result.stderr and "Nothing was created" in result.stderr, result.stderr
+    assert leftovers() == []

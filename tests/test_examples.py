@@ -70,3 +70,19 @@ def test_twohosts_example_deploys_and_connects(topo_file):
         assert reaches(n["c2"], n["s2"], "10.9.0.1")
         assert ping(n["c2"], "10.9.0.1", size=8922)  # vxlan MTU 8950 over the 9000-byte cable
         assert echo(n["h0"], n["n1"], "10.200.0.2") == "HELLO seen-from 10.200.0.1"  # NATed to the server's NIC
+
+
+def test_shaping_and_manet_examples_run(tmp_path):
+    import shutil
+
+    for name in ("shaping.yml", "manet.yml"):
+        text = (ROOT / "examples" / name).read_text()
+        lab_name = "tex" + name.split(".")[0][:4]
+        (tmp_path / name).write_text(text.replace(f"name: {name.split('.')[0]}", f"name: {lab_name}"))
+    shutil.copy(ROOT / "examples" / "manet-graph.yml", tmp_path / "manet-graph.yml")
+    graph = (tmp_path / "manet-graph.yml").read_text().split("- t: 6s")[0]  # the first 6 s are enough here
+    (tmp_path / "manet-graph.yml").write_text(graph)
+    for name in ("shaping.yml", "manet.yml"):
+        result = run_cli("run", "-t", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr
+        assert "changes; worst lateness" in result.stderr

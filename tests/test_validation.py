@@ -156,3 +156,18 @@ def test_bad_mode_use_is_refused(topo_file, body, expected):
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "entry,expected",
+    [
+        ('{at: 1s, node: a, link: ["a:e1", "b:e1"], action: stop}', "give either link: [A, B] or node: NAME"),
+        ('{at: soon, link: ["a:e1", "b:e1"], state: down}', "'soon' is not a time such as 20ms, 1.5s or 500us"),
+        ('{at: 1s, link: ["a:e1", "b:e1"]}', "say what happens to the link: set:, state: or action:"),
+        ('{at: 1s, link: ["a:e1", "b:e1"], set: {rate: 1mbit, jiter: 1ms}}', "unknown key 'jiter'"),
+    ],
+)
+def test_bad_schedule_is_refused(topo_file, entry, expected):
+    path = topo_file('name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links: [{endpoints: ["a:e1", "b:e1"]}]\nschedule:\n  - ' + entry + "\n")
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2 and ":6:" in result.stderr and expected in result.stderr, result.stderr

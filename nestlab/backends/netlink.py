@@ -171,6 +171,10 @@ def htb_class(index: int, handle: int, parent: int, bits: int, burst: int) -> Re
     return Request(RTM_NEWTCLASS, NLM_F_CREATE | NLM_F_REPLACE, body, f"set HTB class {handle:x} on interface {index} to {bits} bit/s")
 
 
+def set_mtu(index: int, mtu: int) -> Request:
+    return Request(RTM_NEWLINK, 0, _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0) + u32_attr(IFLA_MTU, mtu), f"set interface {index} mtu {mtu}")
+
+
 def set_state(index: int, up: bool) -> Request:
     """Bring an interface (by index) up or down."""
     body = _IFINFO.pack(socket.AF_UNSPEC, 0, index, IFF_UP if up else 0, IFF_UP)

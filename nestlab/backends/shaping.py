@@ -4,6 +4,7 @@ Every shaped interface gets the same tree, so any later change is a ``replace``
 of an existing object and never leaves a moment without shaping::
 
     root 1: htb (default 1) -> class 1:1 (rate, burst) -> qdisc 10: netem | pfifo (queue)
+    root 1: tbf (rate, burst)                   -> qdisc 10: netem | pfifo     (with qdisc: tbf)
 
 No rate means the class runs at 400gbit, i.e. unlimited.  Sockets are kept per
 namespace, so a change costs one or two netlink round trips.  The two frequent
@@ -49,7 +50,7 @@ class Shaper:
     def __init__(self) -> None:
         self._sockets: dict[str, object] = {}
         self._index: dict[tuple[str, str], int] = {}
-        self._rooted: set[tuple[str, str]] = set()
+        self._root: dict[tuple[str, str], str] = {}  # kind of the root qdisc ("" = none), as last seen
         self._child: dict[tuple[str, str], tuple] = {}  # last known leaf qdisc, to skip replacing it unchanged
         self._netlink: dict[str, tuple] = {}  # hand-packed fast path: rate changes and up/down
 
@@ -78,9 +79,10 @@ class Shaper:
     def prepare(self, path: str, ifname: str) -> None:
         """Open the namespace's socket, look the interface up and note an existing HTB root (before timed work)."""
         index = self.index(path, ifname)
+        self._root[(path, ifname)] = ""
         for q in self._ipr(path).get_qdiscs(index=index):
-            if q["handle"] == 0x10000 and q.get_attr("TCA_KIND") == "htb":
-                self._rooted.add((path, ifname))
+            if q["handle"] == 0x10000:
+                self._root[(path, ifname)] = q.get_attr("TCA_KIND")
             elif q["handle"] == 0x100000 and q.get_attr("TCA_KIND") == "pfifo":
                 self._child[(path, ifname)] = ("pfifo", q.get_attr("TCA_OPTIONS")["limit"])
 
@@ -95,17 +97,25 @@ class Shaper:
             except NetlinkError as exc:
                 if exc.code not in (errno.ENOENT, errno.EINVAL):
                     raise
-            self._rooted.discard(key)
+            self._root[key] = ""
             self._child.pop(key, None)
             return
-        bits = parse_rate(shape["rate"]) if "rate" in shape else UNLIMITED
+        bits = parse_rate(shape["rate"]) if "rate" in shape else (UNLIMITED if shape.get("qdisc") != "tbf" else 34 * 10**9)
         burst = parse_size(shape["burst"]) if "burst" in shape else burst_for(bits)
         try:
-            if key not in self._rooted:
-                if not any(q["handle"] == 0x10000 and q.get_attr("TCA_KIND") == "htb" for q in ipr.get_qdiscs(index=index)):
+            want = shape.get("qdisc", "htb")
+            if self._root.get(key) is None:
+                self._root[key] = next((q.get_attr("TCA_KIND") for q in ipr.get_qdiscs(index=index) if q["handle"] == 0x10000), "")
+            if self._root[key] not in (want, ""):  # switching htb <-> tbf cannot be done in place
+                ipr.tc("del", index=index, handle="1:", root=True)
+                self._child.pop(key, None)
+            if want == "tbf":  # TBF root (32-bit rates in pyroute2), replaced in place
+                ipr.tc("replace", "tbf", index=index, handle="1:", rate=f"{bits}bit", burst=burst, latency="50ms")
+            else:
+                if self._root[key] != "htb":
                     ipr.tc("replace", "htb", index=index, handle="1:", default=1)
-                self._rooted.add(key)
-            self._fast(path).run(netlink.htb_class(index, 0x10001, 0x10000, bits, burst))
+                self._fast(path).run(netlink.htb_class(index, 0x10001, 0x10000, bits, burst))
+            self._root[key] = want
             netem = netem_options(shape)
             limit = int(shape.get("queue", 1000))
             child = ("netem", tuple(sorted(netem.items())), limit) if netem else ("pfifo", limit)
@@ -116,7 +126,7 @@ class Shaper:
                     ipr.tc("replace", "pfifo", index=index, parent="1:1", handle="10:", limit=limit)
                 self._child[key] = child
         except (NetlinkError, netlink.NetlinkError) as exc:
-            self._rooted.discard(key)
+            self._root.pop(key, None)
             self._child.pop(key, None)
             if "delay" in shape or exc.code == errno.ENOENT:
                 raise LabError(
@@ -124,6 +134,17 @@ class Shaper:
                     "(CONFIG_NET_SCH_NETEM) and rates need HTB (CONFIG_NET_SCH_HTB); see `nestlab doctor`"
                 ) from None
             raise
+
+    def delete(self, path: str, ifname: str) -> None:
+        self._fast(path).run(netlink.del_link(ifname))
+
+    def forget(self, path: str, ifname: str) -> None:
+        """Drop what is cached about an interface that was deleted (it may come back with a new index)."""
+        for cache in (self._index, self._root, self._child):
+            cache.pop((path, ifname), None)
+
+    def set_mtu(self, path: str, ifname: str, mtu: int) -> None:
+        self._fast(path).run(netlink.set_mtu(self.index(path, ifname), mtu))
 
     def set_state(self, path: str, ifname: str, up: bool) -> None:
         self._fast(path).run(netlink.set_state(self.index(path, ifname), up))

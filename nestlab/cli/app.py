@@ -292,6 +292,8 @@ def link_set(
     corrupt: str | None = typer.Option(None, help="e.g. 1% (netem)."),
     duplicate: str | None = typer.Option(None, help="e.g. 1% (netem)."),
     reorder: str | None = typer.Option(None, help="e.g. 25% (netem, needs --delay)."),
+    mtu: int | None = typer.Option(None, help="MTU of both ends."),
+    qdisc: str | None = typer.Option(None, help="htb (default) or tbf: what enforces the rate."),
     down: bool = typer.Option(False, "--down", help="Take the link down (both ends)."),
     up: bool = typer.Option(False, "--up", help="Bring the link up again."),
     direction: str = typer.Option("both", help="both, a (what A sends) or b (what B sends)."),
@@ -303,8 +305,9 @@ def link_set(
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     """
     with _reported():
-        params = {k: v for k, v in dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, loss=loss,
-                                         corrupt=corrupt, duplicate=duplicate, reorder=reorder).items() if v is not None}
+        given = dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, loss=loss, corrupt=corrupt,
+                     duplicate=duplicate, reorder=reorder, mtu=mtu, qdisc=qdisc)
+        params = {k: v for k, v in given.items() if v is not None}
         if down and up:
             raise LabError("give --down or --up, not both")
         if down or up:

@@ -47,6 +47,9 @@ class LinkHandle:
         """
         started = time.perf_counter()
         new_state = params.pop("state", None)
+        mtu = params.pop("mtu", None)
+        if mtu is not None and not 68 <= int(mtu) <= 65535:
+            raise TopologyError("<link set>", [Problem(("mtu",), f"{mtu} is outside 68..65535")])
         try:
             LinkParams.model_validate({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
         except ValidationError as exc:
@@ -66,6 +69,7 @@ class LinkHandle:
             shape_a=tuple(sorted(shape["a"].items())),
             shape_b=tuple(sorted(shape["b"].items())),
             state=new_state or self.obj.state,
+            mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
         shaper = self._shaper or shaping.Shaper()
         try:
@@ -73,6 +77,8 @@ class LinkHandle:
                 path = names.netns_path(self.lab.name, end.node)
                 if new != old:
                     shaper.apply(path, end.iface, dict(new))
+                if mtu is not None:
+                    shaper.set_mtu(path, end.iface, int(mtu))
                 if new_state:
                     shaper.set_state(path, end.iface, new_state == "up")
             applied, spent = time.time(), (time.perf_counter() - started) * 1000
@@ -81,7 +87,41 @@ class LinkHandle:
                 shaper.close()
         self.obj = updated
         _store(self.lab, updated)
-        events.record(self.lab.name, {"link": updated.key, "set": params, "state": new_state}, applied, spent, scheduled)
+        what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": int(mtu)} if mtu is not None else {})}
+        events.record(self.lab.name, what, applied, spent, scheduled)
+        return spent
+
+    def remove(self, scheduled: float | None = None) -> float:
+        """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
+        started = time.perf_counter()
+        shaper = self._shaper or shaping.Shaper()
+        try:
+            ends = (self.obj.a, self.obj.b) if self.obj.mode == "vxlan" else (self.obj.a,)
+            for end in ends:
+                path = names.netns_path(self.lab.name, end.node)
+                shaper.delete(path, end.iface)
+            for end in (self.obj.a, self.obj.b):
+                shaper.forget(names.netns_path(self.lab.name, end.node), end.iface)
+            applied, spent = time.time(), (time.perf_counter() - started) * 1000
+        finally:
+            if self._shaper is None:
+                shaper.close()
+        state.write_link(self.lab.name, self.obj, removed=True)
+        events.record(self.lab.name, {"link": self.obj.key, "action": "remove"}, applied, spent, scheduled)
+        return spent
+
+    def restore(self, scheduled: float | None = None) -> float:
+        """Create the removed link again, as planned (addresses, shaping, state)."""
+        from ..backends.apply import Applier
+        from ..plan.diff import Changes
+
+        started = time.perf_counter()
+        current = state.read(self.lab.name)
+        nodes = current.plan.nodes if current else self.lab.plan.nodes
+        Applier(self.lab.name, nodes).apply(Changes(add_links=[self.obj]))
+        applied, spent = time.time(), (time.perf_counter() - started) * 1000
+        state.write_link(self.lab.name, self.obj)
+        events.record(self.lab.name, {"link": self.obj.key, "action": "add"}, applied, spent, scheduled)
         return spent
 
     def show(self) -> dict:

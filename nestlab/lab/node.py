@@ -100,6 +100,42 @@ class Node:
         with namespaces.entered(path, names.uts_path(self.lab.name, self.name)):
             return subprocess.Popen(args, **kwargs)
 
+    def stop(self, scheduled: float | None = None) -> float:
+        """Freeze the node's processes (SIGSTOP) and take its link interfaces down; returns ms spent."""
+        return self._pause(True, scheduled)
+
+    def start(self, scheduled: float | None = None) -> float:
+        """Undo :meth:`stop`: interfaces up, processes continued (SIGCONT); returns ms spent."""
+        return self._pause(False, scheduled)
+
+    def _pause(self, stop: bool, scheduled: float | None) -> float:
+        import signal
+        import time
+
+        from ..backends import shaping
+        from . import events
+
+        started = time.perf_counter()
+        net, uts = names.netns_path(self.lab.name, self.name), names.uts_path(self.lab.name, self.name)
+        inodes = {namespaces.inode(uts)} | (set() if self.obj.shares else {namespaces.inode(net)})
+        shaper = shaping.Shaper()
+        try:
+            for iface in self.intfs():
+                try:
+                    shaper.set_state(net, iface.name, not stop)
+                except LabError:
+                    continue  # removed by a schedule for now
+        finally:
+            shaper.close()
+        for pid in namespaces.pids_in({i for i in inodes if i}):
+            try:
+                os.kill(pid, signal.SIGSTOP if stop else signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        applied, spent = time.time(), (time.perf_counter() - started) * 1000
+        events.record(self.lab.name, {"node": self.name, "action": "stop" if stop else "start"}, applied, spent, scheduled)
+        return spent
+
     def cmd(self, command: Sequence[str] | str, *, timeout: float | None = 60, check: bool = False) -> str:
         """Run a command inside the node and return its output (stdout and stderr).
 

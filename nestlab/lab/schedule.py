@@ -40,9 +40,27 @@ class Played:
 @dataclass(frozen=True)
 class Timed:
     at: float  # seconds from the start
-    link: tuple[str, str]
-    params: tuple[tuple[str, str], ...]
+    link: tuple[str, str] | None
+    params: tuple[tuple[str, str], ...] = ()
     direction: str = "both"
+    node: str | None = None
+    action: str | None = None
+
+    def apply(self, lab: "Lab", handles: dict, scheduled: float) -> float:
+        """Carry the change out; returns the milliseconds until the kernel had it."""
+        if self.node:
+            node = lab.nodes[self.node]
+            return node.stop(scheduled=scheduled) if self.action == "stop" else node.start(scheduled=scheduled)
+        handle = handles[self.link]
+        if self.action == "remove":
+            return handle.remove(scheduled=scheduled)
+        if self.action == "add":
+            return handle.restore(scheduled=scheduled)
+        return handle.set(direction=self.direction, scheduled=scheduled, **dict(self.params))
+
+    def describe(self) -> str:
+        target = self.node or " ".join(self.link)
+        return f"{target} " + " ".join([*([self.action] if self.action else []), *(f"{k}={v}" for k, v in self.params)])
 
 
 def timeline(lab: "Lab") -> list[Timed]:
@@ -50,7 +68,8 @@ def timeline(lab: "Lab") -> list[Timed]:
     items = []
     for c in lab.topology.schedule:
         params = {**(c.set.model_dump(exclude_none=True) if c.set else {}), **({"state": c.state} if c.state else {})}
-        items.append(Timed(parse_time(c.at) / 1e6, (c.link[0], c.link[1]), tuple(params.items()), c.direction))
+        link = (c.link[0], c.link[1]) if c.link else None
+        items.append(Timed(parse_time(c.at) / 1e6, link, tuple(params.items()), c.direction, c.node, c.action))
     dyn = lab.topology.dynamics
     if dyn:
         graph = Path(dyn.graph) if Path(dyn.graph).is_absolute() else Path(lab.source).parent / dyn.graph
@@ -68,7 +87,7 @@ def play(lab: "Lab", loops: int = 1, report: Callable[[Played], None] | None = N
     changes = timeline(lab)
     played: list[Played] = []
     shaper = shaping.Shaper()
-    handles = {c.link: LinkHandle(lab, c.link[0], c.link[1], shaper=shaper) for c in changes}
+    handles = {c.link: LinkHandle(lab, c.link[0], c.link[1], shaper=shaper) for c in changes if c.link}
     for handle in handles.values():  # open sockets and look up interfaces before the clock starts
         for end in (handle.obj.a, handle.obj.b):
             shaper.prepare(names.netns_path(lab.name, end.node), end.iface)
@@ -83,8 +102,8 @@ def play(lab: "Lab", loops: int = 1, report: Callable[[Played], None] | None = N
                 while time.monotonic() < deadline:
                     pass
                 late = (time.monotonic() - deadline) * 1000
-                spent = handles[change.link].set(direction=change.direction, scheduled=start_wall + change.at, **dict(change.params))
-                what = f"{' '.join(change.link)} " + " ".join(f"{k}={v}" for k, v in change.params)
+                spent = change.apply(lab, handles, start_wall + change.at)
+                what = change.describe()
                 played.append(Played(change.at, late, spent, what))
                 pending.append(played[-1])
                 following = changes[i + 1].at if i + 1 < len(changes) else None

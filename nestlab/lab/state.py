@@ -41,9 +41,11 @@ def read(lab: str) -> LabState | None:
         return None
     plan = Plan.from_json(data["plan"])
     for key, live in _read_live(lab).items():
-        if key in plan.links:
+        if live.get("removed"):
+            plan.links.pop(key, None)
+        elif key in plan.links:
             plan.links[key] = dataclasses.replace(
-                plan.links[key], shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"]
+                plan.links[key], shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"]
             )
     return LabState(**{**data, "plan": plan})
 
@@ -57,10 +59,10 @@ def write(state: LabState) -> None:
         pass
 
 
-def write_link(lab: str, link) -> None:
-    """Record one link's live shaping and state (a small file beside the state: cheap per change)."""
+def write_link(lab: str, link, removed: bool = False) -> None:
+    """Record one link's live shaping and state, or its removal (a small file beside the state: cheap per change)."""
     live = _read_live(lab)
-    live[link.key] = {"shape_a": link.shape_a, "shape_b": link.shape_b, "state": link.state}
+    live[link.key] = {"shape_a": link.shape_a, "shape_b": link.shape_b, "state": link.state, "mtu": link.mtu, "removed": removed}
     _atomic(_live_path(lab), json.dumps(live))
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .units import parse_percent, parse_rate, parse_size, parse_time
 
@@ -96,6 +96,7 @@ class Shape(_Strict):
     """What one direction of a link does to packets (the sending endpoint's egress)."""
 
     rate: str | None = Field(default=None, description="1kbit..400gbit, HTB with 64-bit rates")
+    qdisc: Literal["htb", "tbf"] | None = Field(default=None, description="what enforces the rate: htb (default) or tbf (up to 34gbit)")
     burst: str | int | None = Field(default=None, description="HTB burst, e.g. 64kb (default: rate/HZ + MTU)")
     queue: int | None = Field(default=None, ge=1, description="queue length in packets")
     delay: str | None = Field(default=None, description="e.g. 20ms (netem)")
@@ -139,6 +140,13 @@ class Shape(_Strict):
 
 class LinkParams(Shape):
     """Shaping for both directions; ``a:``/``b:`` override it for what that endpoint sends."""
+
+    @model_validator(mode="after")
+    def _tbf_rate(self):
+        for shape in (self, self.a, self.b):
+            if shape is not None and (shape.qdisc or self.qdisc) == "tbf" and shape.rate and parse_rate(shape.rate) > 34 * 10**9:
+                raise ValueError(f"qdisc: tbf takes rates up to 34gbit ({shape.rate} given); use the default htb")
+        return self
 
     state: Literal["up", "down"] | None = None
     a: Shape | None = None
@@ -210,13 +218,31 @@ class HostSpec(_Strict):
 
 
 class ScheduledChange(_Strict):
-    """One timed change: ``at`` (from the start of ``nestlab run``), the ``link`` and what to ``set`` and/or ``state``."""
+    """One timed change at ``at`` (from the start of ``nestlab run``).
+
+    A ``link``: what to ``set`` and/or its ``state``, or ``action: remove|add``.
+    A ``node``: ``action: stop`` (processes frozen, interfaces down) or ``start``.
+    """
 
     at: str
-    link: list[str] = Field(min_length=2, max_length=2)
+    link: list[str] | None = Field(default=None, min_length=2, max_length=2)
+    node: str | None = None
+    action: Literal["add", "remove", "stop", "start"] | None = None
     set: Shape | None = None
     state: Literal["up", "down"] | None = None
     direction: Literal["both", "a", "b"] = "both"
+
+    @model_validator(mode="after")
+    def _target(self):
+        if (self.link is None) == (self.node is None):
+            raise ValueError("give either link: [A, B] or node: NAME")
+        if self.node and self.action not in ("stop", "start"):
+            raise ValueError("a node change needs action: stop or start")
+        if self.link and self.action in ("stop", "start"):
+            raise ValueError("links take action: add or remove (or set:/state:)")
+        if self.link and not (self.action or self.set or self.state):
+            raise ValueError("say what happens to the link: set:, state: or action:")
+        return self
 
     @field_validator("at")
     @classmethod
