@@ -171,6 +171,35 @@ def htb_class(index: int, handle: int, parent: int, bits: int, burst: int) -> Re
     return Request(RTM_NEWTCLASS, NLM_F_CREATE | NLM_F_REPLACE, body, f"set HTB class {handle:x} on interface {index} to {bits} bit/s")
 
 
+RTM_NEWQDISC = 36
+TCA_NETEM_CORR, TCA_NETEM_DELAY_DIST, TCA_NETEM_REORDER, TCA_NETEM_CORRUPT = 1, 2, 3, 4
+
+
+def _share(percent: float) -> int:
+    return min(0xFFFFFFFF, int(percent / 100 * 0xFFFFFFFF))
+
+
+def netem(index: int, handle: int, parent: int, *, limit: int, delay: int = 0, jitter: int = 0, loss: float = 0,
+          loss_corr: float = 0, duplicate: float = 0, prob_reorder: float = 0, prob_corrupt: float = 0,
+          table: list[int] | None = None) -> Request:
+    """A netem qdisc (times in µs, shares in %), with an optional delay distribution ``table`` (tc's .dist values).
+
+    pyroute2 cannot send a distribution table, so this message is packed here.
+    """
+    qopt = struct.pack("=IIIIII", int(delay * _TICKS), limit, _share(loss), 1 if prob_reorder else 0, _share(duplicate), int(jitter * _TICKS))
+    extra = b""
+    if loss_corr:
+        extra += attr(TCA_NETEM_CORR, struct.pack("=III", 0, _share(loss_corr), 0))
+    if table:
+        extra += attr(TCA_NETEM_DELAY_DIST, struct.pack(f"={len(table)}h", *table))
+    if prob_reorder:
+        extra += attr(TCA_NETEM_REORDER, struct.pack("=II", _share(prob_reorder), 0))
+    if prob_corrupt:
+        extra += attr(TCA_NETEM_CORRUPT, struct.pack("=II", _share(prob_corrupt), 0))
+    body = _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "netem") + attr(TCA_OPTIONS, qopt + extra)
+    return Request(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, body, f"set netem on interface {index}")
+
+
 def set_mtu(index: int, mtu: int) -> Request:
     return Request(RTM_NEWLINK, 0, _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0) + u32_attr(IFLA_MTU, mtu), f"set interface {index} mtu {mtu}")
 

@@ -22,12 +22,25 @@ from ..model.units import parse_percent, parse_rate, parse_size, parse_time
 from . import namespaces, netlink
 
 UNLIMITED = 400 * 10**9
-NETEM_KEYS = ("delay", "jitter", "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
+NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
 
 
 def burst_for(bits: int, mtu: int = 1500) -> int:
     """HTB burst in bytes: 1 ms worth of the rate, at least one 64 KB GSO packet plus an MTU."""
     return max(bits // 8 // 1000, 65536 + mtu)
+
+
+DIST_DIRS = ("/usr/lib/x86_64-linux-gnu/tc", "/usr/lib/tc", "/usr/lib64/tc", "/usr/share/tc")
+
+
+def distribution_table(name: str) -> list[int]:
+    """The delay distribution table iproute2 ships as ``NAME.dist`` (normal, pareto, paretonormal)."""
+    for folder in DIST_DIRS:
+        path = os.path.join(folder, f"{name}.dist")
+        if os.path.exists(path):
+            with open(path) as fh:
+                return [int(x) for line in fh if not line.startswith("#") for x in line.split()]
+    raise LabError(f"no {name}.dist table found (looked in {', '.join(DIST_DIRS)}); it comes with Debian's iproute2")
 
 
 def netem_options(shape: dict) -> dict:
@@ -118,9 +131,12 @@ class Shaper:
             self._root[key] = want
             netem = netem_options(shape)
             limit = int(shape.get("queue", 1000))
-            child = ("netem", tuple(sorted(netem.items())), limit) if netem else ("pfifo", limit)
+            child = ("netem", tuple(sorted(netem.items())), limit, shape.get("distribution")) if netem else ("pfifo", limit)
             if self._child.get(key) != child:
-                if netem:
+                if netem and shape.get("distribution", "uniform") != "uniform":
+                    table = distribution_table(shape["distribution"])
+                    self._fast(path).run(netlink.netem(index, 0x100000, 0x10001, limit=limit, table=table, **netem))
+                elif netem:
                     ipr.tc("replace", "netem", index=index, parent="1:1", handle="10:", limit=limit, **netem)
                 else:
                     ipr.tc("replace", "pfifo", index=index, parent="1:1", handle="10:", limit=limit)

@@ -288,6 +288,7 @@ def link_set(
     queue: int | None = typer.Option(None, help="Queue length in packets."),
     delay: str | None = typer.Option(None, help="e.g. 20ms (netem)."),
     jitter: str | None = typer.Option(None, help="e.g. 5ms (netem, needs --delay)."),
+    distribution: str | None = typer.Option(None, help="Of the jitter: uniform, normal, pareto, paretonormal."),
     loss: str | None = typer.Option(None, help="e.g. 10% (netem)."),
     corrupt: str | None = typer.Option(None, help="e.g. 1% (netem)."),
     duplicate: str | None = typer.Option(None, help="e.g. 1% (netem)."),
@@ -305,7 +306,7 @@ def link_set(
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     """
     with _reported():
-        given = dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, loss=loss, corrupt=corrupt,
+        given = dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, distribution=distribution, loss=loss, corrupt=corrupt,
                      duplicate=duplicate, reorder=reorder, mtu=mtu, qdisc=qdisc)
         params = {k: v for k, v in given.items() if v is not None}
         if down and up:

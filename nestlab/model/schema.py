@@ -101,6 +101,9 @@ class Shape(_Strict):
     queue: int | None = Field(default=None, ge=1, description="queue length in packets")
     delay: str | None = Field(default=None, description="e.g. 20ms (netem)")
     jitter: str | None = Field(default=None, description="e.g. 5ms, needs delay (netem)")
+    distribution: Literal["uniform", "normal", "pareto", "paretonormal"] | None = Field(
+        default=None, description="of the jitter (netem; default uniform)"
+    )
     loss: str | float | None = Field(default=None, description="e.g. 10% (netem)")
     loss_correlation: str | float | None = None
     corrupt: str | float | None = None
