@@ -67,6 +67,22 @@ def _net_sysctls(value: dict) -> dict:
     return value
 
 
+def _parsed_by(parser, *fields: str):
+    """A field validator that lets ``parser`` reject a value (its ValueError becomes the message)."""
+
+    def check(cls, value):
+        if value is not None:
+            parser(value)
+        return value
+
+    return field_validator(*fields)(classmethod(check))
+
+
+def _rate_up_to_400g(value: str) -> None:
+    if parse_rate(value) > 400 * 10**9:
+        raise ValueError(f"'{value}' is above 400gbit")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -89,7 +105,7 @@ class NodeSpec(_Strict):
     controller: str | None = Field(default=None, description="ovs: OpenFlow controller, e.g. tcp:10.0.0.1:6653")
     flows: list[str] = Field(default_factory=list, description="ovs: flows in ovs-ofctl add-flow syntax")
 
-    _net_only = field_validator("sysctls")(classmethod(lambda cls, value: _net_sysctls(value)))
+    _net_only = _parsed_by(_net_sysctls, "sysctls")
 
 
 class Shape(_Strict):
@@ -110,35 +126,10 @@ class Shape(_Strict):
     duplicate: str | float | None = None
     reorder: str | float | None = Field(default=None, description="share of packets sent early, needs delay (netem)")
 
-    @field_validator("rate")
-    @classmethod
-    def _rate(cls, value):
-        if value is not None:
-            bits = parse_rate(value)
-            if bits > 400 * 10**9:
-                raise ValueError(f"'{value}' is above 400gbit")
-        return value
-
-    @field_validator("burst")
-    @classmethod
-    def _burst(cls, value):
-        if value is not None:
-            parse_size(value)
-        return value
-
-    @field_validator("delay", "jitter")
-    @classmethod
-    def _time(cls, value):
-        if value is not None:
-            parse_time(value)
-        return value
-
-    @field_validator("loss", "loss_correlation", "corrupt", "duplicate", "reorder")
-    @classmethod
-    def _percent(cls, value):
-        if value is not None:
-            parse_percent(value)
-        return value
+    _rate = _parsed_by(_rate_up_to_400g, "rate")
+    _burst = _parsed_by(parse_size, "burst")
+    _times = _parsed_by(parse_time, "delay", "jitter")
+    _shares = _parsed_by(parse_percent, "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
 
 
 class LinkParams(Shape):
@@ -196,12 +187,7 @@ class WireParams(_Strict):
     rate: str | None = Field(default=None, description="e.g. 10gbit, 100mbit (default: unshaped)")
     mtu: int | None = Field(default=None, ge=68, le=65535)
 
-    @field_validator("rate")
-    @classmethod
-    def _rate(cls, value):
-        if value is not None:
-            parse_rate(value)
-        return value
+    _rate = _parsed_by(parse_rate, "rate")
 
 
 class WireSpec(_Strict):
@@ -217,7 +203,7 @@ class HostSpec(_Strict):
 
     sysctls: dict[str, str | int] = Field(default_factory=dict, description="net.* sysctls of the host")
 
-    _net_only = field_validator("sysctls")(classmethod(lambda cls, value: _net_sysctls(value)))
+    _net_only = _parsed_by(_net_sysctls, "sysctls")
 
 
 class ScheduledChange(_Strict):
@@ -247,11 +233,7 @@ class ScheduledChange(_Strict):
             raise ValueError("say what happens to the link: set:, state: or action:")
         return self
 
-    @field_validator("at")
-    @classmethod
-    def _at(cls, value):
-        parse_time(value)
-        return value
+    _at = _parsed_by(parse_time, "at")
 
 
 class Dynamics(_Strict):
