@@ -64,19 +64,21 @@ def parse_iperf3(text: str) -> dict:
 
 
 def iperf3(
-    client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False, bitrate: str | None = None, length: int | None = None
+    client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False,
+    bitrate: str | None = None, length: int | None = None, omit: int = 0,
 ) -> dict:
     """An iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped.
 
-    ``udp`` with ``bitrate`` (iperf3 -b; "0" = as fast as possible) and ``length`` (-l, payload bytes).
+    ``udp`` with ``bitrate`` (iperf3 -b; "0" = as fast as possible) and ``length`` (-l, payload bytes);
+    ``omit``: seconds of warm-up left out of the result (-O).
     """
     require("iperf3")
     srv = server.popen(["iperf3", "-s", "-1", "-B", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    extra = (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else [])
+    extra = (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else []) + (["-O", str(omit)] if omit else [])
     try:
         out = ""
         for _ in range(50):  # the server needs a moment to listen
-            out = client.cmd(["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds), *extra], timeout=seconds + 30)
+            out = client.cmd(["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds), *extra], timeout=seconds + omit + 30)
             if "unable to connect" not in out and "Connection refused" not in out:
                 break
             time.sleep(0.05)
