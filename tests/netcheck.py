@@ -23,7 +23,7 @@ CLIENT = textwrap.dedent(
     """
     import socket, sys
     kind = socket.SOCK_STREAM if sys.argv[1] == "tcp" else socket.SOCK_DGRAM
-    s = socket.socket(socket.AF_INET, kind); s.settimeout(3)
+    s = socket.socket(socket.AF_INET, kind); s.settimeout(10)
     s.connect((sys.argv[3], int(sys.argv[2]))); s.send(b"hello")
     print(s.recv(200).decode())
     """
@@ -43,7 +43,7 @@ def echo(server, client, ip: str, proto: str = "tcp", port: int = 7007) -> str:
     srv = server.popen([sys.executable, "-c", SERVER, proto, str(port)], stdout=subprocess.PIPE, text=True)
     try:
         assert srv.stdout.readline().strip() == "ready"
-        out = client.cmd([sys.executable, "-c", CLIENT, proto, str(port), ip], timeout=10)
+        out = client.cmd([sys.executable, "-c", CLIENT, proto, str(port), ip], timeout=60)  # slow under emulation (make test-vm)
         return out.strip() if out.startswith("HELLO") else ""
     finally:
         srv.kill()

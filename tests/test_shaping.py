@@ -147,7 +147,7 @@ def test_netem_delay_loss_jitter(lab_from):
     assert 7 <= lost <= 13, lost
     link.set(loss="none", delay="10ms", jitter="5ms", direction="a")
     spread = tools.ping(a, ip, count=50, interval=0.02)
-    assert spread["rtt_mdev_ms"] > 1.0 and spread["rtt_min_ms"] >= 4.5 and spread["rtt_max_ms"] - base <= 16, (base, spread)
+    assert spread["rtt_mdev_ms"] > 1.0 and spread["rtt_min_ms"] >= 4.5 and 7 <= spread["rtt_avg_ms"] - base <= 14, (base, spread)
     link.set(distribution="normal", direction="a")  # tc's normal.dist table: still centred on 10 ms, spread wider than ±5
     normal = tools.ping(a, ip, count=100, interval=0.01)
     assert normal["rtt_mdev_ms"] > 1.0 and 7 <= normal["rtt_avg_ms"] - base <= 13, (base, normal)
