@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -38,6 +40,18 @@ class LinkHandle:
         self.obj = _find(lab, a, b)
         self.reversed = self.obj.a.ref != a
         self._shaper = shaper
+
+    @contextmanager
+    def _shaping(self) -> Iterator[shaping.Shaper]:
+        """The shared shaper this handle was given, or one of its own for one call."""
+        if self._shaper is not None:
+            yield self._shaper
+            return
+        shaper = shaping.Shaper()
+        try:
+            yield shaper
+        finally:
+            shaper.close()
 
     def set(self, *, direction: str = "both", scheduled: float | None = None, **params) -> float:
         """Change shaping keys (``rate``, ``delay``, ``loss``...; ``"none"`` removes one) and/or ``state``.
@@ -71,8 +85,7 @@ class LinkHandle:
             state=new_state or self.obj.state,
             mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
-        shaper = self._shaper or shaping.Shaper()
-        try:
+        with self._shaping() as shaper:
             for end, old, new in ((self.obj.a, self.obj.shape_a, updated.shape_a), (self.obj.b, self.obj.shape_b, updated.shape_b)):
                 path = names.netns_path(self.lab.name, end.node)
                 if new != old:
@@ -82,9 +95,6 @@ class LinkHandle:
                 if new_state:
                     shaper.set_state(path, end.iface, new_state == "up")
             applied, spent = time.time(), (time.perf_counter() - started) * 1000
-        finally:
-            if self._shaper is None:
-                shaper.close()
         self.obj = updated
         _store(self.lab, updated)
         what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": int(mtu)} if mtu is not None else {})}
@@ -94,8 +104,7 @@ class LinkHandle:
     def remove(self, scheduled: float | None = None) -> float:
         """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
         started = time.perf_counter()
-        shaper = self._shaper or shaping.Shaper()
-        try:
+        with self._shaping() as shaper:
             ends = (self.obj.a, self.obj.b) if self.obj.mode == "vxlan" else (self.obj.a,)
             for end in ends:
                 path = names.netns_path(self.lab.name, end.node)
@@ -103,9 +112,6 @@ class LinkHandle:
             for end in (self.obj.a, self.obj.b):
                 shaper.forget(names.netns_path(self.lab.name, end.node), end.iface)
             applied, spent = time.time(), (time.perf_counter() - started) * 1000
-        finally:
-            if self._shaper is None:
-                shaper.close()
         state.write_link(self.lab.name, self.obj, removed=True)
         events.record(self.lab.name, {"link": self.obj.key, "action": "remove"}, applied, spent, scheduled)
         return spent
@@ -126,12 +132,8 @@ class LinkHandle:
 
     def show(self) -> dict:
         """Planned shapes and what the kernel has in force, per direction."""
-        shaper = self._shaper or shaping.Shaper()
-        try:
+        with self._shaping() as shaper:
             kernel = {end.ref: shaper.show(names.netns_path(self.lab.name, end.node), end.iface) for end in (self.obj.a, self.obj.b)}
-        finally:
-            if self._shaper is None:
-                shaper.close()
         return {
             "link": self.obj.key,
             "state": self.obj.state or "up",
