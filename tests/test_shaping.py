@@ -148,9 +148,11 @@ def test_netem_delay_loss_jitter(lab_from):
     link.set(loss="none", delay="10ms", jitter="5ms", direction="a")
     spread = tools.ping(a, ip, count=50, interval=0.02)
     assert spread["rtt_mdev_ms"] > 1.0 and spread["rtt_min_ms"] >= 4.5 and 7 <= spread["rtt_avg_ms"] - base <= 14, (base, spread)
-    link.set(distribution="normal", direction="a")  # tc's normal.dist table: still centred on 10 ms, spread wider than ±5
+    # tc's normal.dist: jitter becomes a standard deviation (uniform ±5 ms has one of 2.9 ms), and delays
+    # below zero are cut off, which moves the average up a little.
+    link.set(distribution="normal", direction="a")
     normal = tools.ping(a, ip, count=100, interval=0.01)
-    assert normal["rtt_mdev_ms"] > 1.0 and 7 <= normal["rtt_avg_ms"] - base <= 13, (base, normal)
+    assert normal["rtt_mdev_ms"] > spread["rtt_mdev_ms"] and 7 <= normal["rtt_avg_ms"] - base <= 18, (base, spread, normal)
     assert "normal" in json.dumps(link.show()["sends"])
     assert echo(b, a, ip).startswith("HELLO")
 
