@@ -371,8 +371,7 @@ class _Builder:
             if entry["nat"]:
                 addresses = tuple(members[(host, name)].ipv4)
             elif entry["uplink"]:
-                wire = next(ln for ln in self.plan.links.values() if (host, entry["uplink"]) in ((ln.a.node, ln.a.iface), (ln.b.node, ln.b.iface)))
-                nic = wire.a if (wire.a.node, wire.a.iface) == (host, entry["uplink"]) else wire.b
+                wire, nic = self._wire_of(host, entry["uplink"])
                 addresses = nic.ipv4 + nic.ipv6
                 bare = EndObj(nic.node, nic.iface)
                 ends = (bare, wire.b) if nic is wire.a else (wire.a, bare)
@@ -399,12 +398,17 @@ class _Builder:
             node = self.plan.nodes[host]
             self.plan.nodes[host] = NodeObj(node.name, node.kind, node.sysctls, bridges=node.bridges, routes=tuple(entries))
 
-    def _nic_address(self, host: str, nic: str) -> str | None:
+    def _wire_of(self, host: str, nic: str) -> tuple[LinkObj, EndObj] | None:
+        """The wire a host NIC is on, and the NIC's end of it."""
         for ln in self.plan.links.values():
             for e in (ln.a, ln.b):
-                if (e.node, e.iface) == (host, nic) and e.ipv4:
-                    return e.ipv4[0].split("/")[0]
+                if (e.node, e.iface) == (host, nic):
+                    return ln, e
         return None
+
+    def _nic_address(self, host: str, nic: str) -> str | None:
+        found = self._wire_of(host, nic)
+        return found[1].ipv4[0].split("/")[0] if found and found[1].ipv4 else None
 
     def _underlay(self, a: str, b: str) -> tuple[tuple[tuple[str, str, str], ...], int]:
         """Per end of a VXLAN link: its host and the two host addresses on a wire both hosts share; and that wire's MTU."""
@@ -429,13 +433,15 @@ class _Builder:
             for br in self.plan.nodes[n].bridges:
                 if br.uplink and br.addresses:
                     iface = ipaddress.IPv4Interface(br.addresses[0])
-                    mtu = next((ln.mtu or 1500 for ln in self.plan.links.values() if (n, br.uplink) in ((ln.a.node, ln.a.iface), (ln.b.node, ln.b.iface))), 1500)
+                    found = self._wire_of(n, br.uplink)
+                    mtu = (found[0].mtu or 1500) if found else 1500
                     result.setdefault(iface.network, {}).setdefault(n, (str(iface.ip), mtu))
         return result
 
     def _nic_mtu(self, host: str, nic: str) -> int | None:
         """The MTU of the wire a host NIC is on (a bridge port must match its uplink)."""
-        return next((ln.mtu for ln in self.plan.links.values() if (host, nic) in ((ln.a.node, ln.a.iface), (ln.b.node, ln.b.iface))), None)
+        found = self._wire_of(host, nic)
+        return found[0].mtu if found else None
 
     def _add_link(self, obj: LinkObj) -> None:
         self.plan.links[obj.key] = obj
