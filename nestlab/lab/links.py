@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -59,7 +59,10 @@ class LinkHandle:
         ``direction``: ``both``, or ``a``/``b`` for what that endpoint (as you named it) sends.
         Returns the milliseconds it took until the kernel had the change.  The change is logged.
         """
-        started = time.perf_counter()
+        return self.prepare(direction=direction, **params)(scheduled)
+
+    def prepare(self, *, direction: str = "both", **params) -> Callable[[float | None], float]:
+        """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
         new_state = params.pop("state", None)
         mtu = params.pop("mtu", None)
         if mtu is not None and not 68 <= int(mtu) <= 65535:
@@ -85,21 +88,29 @@ class LinkHandle:
             state=new_state or self.obj.state,
             mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
-        with self._shaping() as shaper:
-            for end, old, new in ((self.obj.a, self.obj.shape_a, updated.shape_a), (self.obj.b, self.obj.shape_b, updated.shape_b)):
-                path = names.netns_path(self.lab.name, end.node)
-                if new != old:
-                    shaper.apply(path, end.iface, dict(new))
-                if mtu is not None:
-                    shaper.set_mtu(path, end.iface, int(mtu))
-                if new_state:
-                    shaper.set_state(path, end.iface, new_state == "up")
-            applied, spent = time.time(), (time.perf_counter() - started) * 1000
-        self.obj = updated
-        _store(self.lab, updated)
+        ends = [
+            (names.netns_path(self.lab.name, end.node), end.iface, dict(new) if new != old else None)
+            for end, old, new in ((self.obj.a, self.obj.shape_a, updated.shape_a), (self.obj.b, self.obj.shape_b, updated.shape_b))
+        ]
         what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": int(mtu)} if mtu is not None else {})}
-        events.record(self.lab.name, what, applied, spent, scheduled)
-        return spent
+
+        def commit(scheduled: float | None = None) -> float:
+            started = time.perf_counter()
+            with self._shaping() as shaper:
+                for path, iface, new_shape in ends:
+                    if new_shape is not None:
+                        shaper.apply(path, iface, new_shape)
+                    if mtu is not None:
+                        shaper.set_mtu(path, iface, int(mtu))
+                    if new_state:
+                        shaper.set_state(path, iface, new_state == "up")
+                applied, spent = time.time(), (time.perf_counter() - started) * 1000
+            self.obj = updated
+            _store(self.lab, updated)
+            events.record(self.lab.name, what, applied, spent, scheduled)
+            return spent
+
+        return commit
 
     def remove(self, scheduled: float | None = None) -> float:
         """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
