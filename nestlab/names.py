@@ -3,6 +3,8 @@
 * network namespace ``/run/netns/nestlab.LAB.NODE`` (listed by ``ip netns``)
 * UTS namespace pinned at ``/run/nestlab/LAB/uts/NODE``
 * lab state ``/run/nestlab/LAB/state.json``
+* cgroup ``nestlab.LAB/NODE[/COMPONENT]`` under each hierarchy (v1) or ``/sys/fs/cgroup`` (v2)
+* runc state under ``/run/nestlab/LAB/runc``, Docker containers named ``nestlab.LAB.NODE``
 * interface alias ``nestlab:LAB`` on every interface (all live inside the lab's namespaces)
 
 Lab and node names cannot contain ``.``, so a namespace name always tells its lab.
@@ -18,8 +20,13 @@ STATE_ROOT = "/run/nestlab"
 NETNS_PREFIX = "nestlab."
 
 
+def _file(node: str) -> str:
+    """A node name as one path element: component ``n1/gnab`` becomes ``n1.gnab``."""
+    return node.replace("/", ".")
+
+
 def netns_name(lab: str, node: str) -> str:
-    return f"{NETNS_PREFIX}{lab}.{node}"
+    return f"{NETNS_PREFIX}{lab}.{_file(node)}"
 
 
 def netns_path(lab: str, node: str) -> str:
@@ -35,7 +42,17 @@ def uts_dir(lab: str) -> str:
 
 
 def uts_path(lab: str, node: str) -> str:
-    return os.path.join(uts_dir(lab), node)
+    return os.path.join(uts_dir(lab), _file(node))
+
+
+def init_pid_path(lab: str, node: str) -> str:
+    """Where the PID of a container node's first process is kept (its namespaces are entered through it)."""
+    return os.path.join(lab_dir(lab), "init", _file(node))
+
+
+def cgroup_name(lab: str) -> str:
+    """The lab's cgroup directory under every hierarchy; nodes and components are below it."""
+    return f"nestlab.{lab}"
 
 
 def alias(lab: str) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from .. import names
 from ..plan.desired import AttachObj, EndObj, LinkObj, NodeObj
 from ..plan.diff import Changes
-from . import namespaces, nat, netlink, ovs, shaping
+from . import cgroups, containers, namespaces, nat, netlink, ovs, rootfs, shaping
 from .netlink import Netlink, Request
 
 Progress = Callable[[str, int, int], None]
@@ -51,6 +51,17 @@ class Applier:
         self.handles: dict[str | None, tuple[int, Netlink]] = {}
         self.queues: dict[str | None, list[Request]] = {}
         self.bridge_index: dict[str, int] = {}
+        self._tree: cgroups.Tree | None = None
+
+    @property
+    def tree(self) -> cgroups.Tree:
+        if self._tree is None:
+            self._tree = cgroups.Tree(self.lab)
+        return self._tree
+
+    def _has_children(self, node: NodeObj) -> bool:
+        """Whether the node's cgroup gets children (components, or a runtime's own cgroup)."""
+        return node.runtime in ("runc", "docker") or any(n.parent == node.name for n in self.nodes.values())
 
     # -- sockets and batches -------------------------------------------------
     def _path(self, node: str | None) -> str:
@@ -90,7 +101,7 @@ class Applier:
                 self._delete_attachment(attachment, quiet=True)
             for link in changes.del_links:
                 self._delete_link(link, quiet=True)
-            for node in changes.del_nodes:
+            for node in sorted(changes.del_nodes, key=lambda n: -n.name.count("/")):  # components before their node
                 self.delete_node(node)
             self._create_nodes(changes.add_nodes, made_nodes)
             self._create_links([x for x in changes.add_links if x.mode != "vxlan"], made_links)
@@ -107,7 +118,7 @@ class Applier:
             for link in made_links:
                 if not link.deps <= made:
                     self._delete_link(link, quiet=True)
-            for node in reversed(made_nodes):
+            for node in sorted(reversed(made_nodes), key=lambda n: -n.name.count("/")):
                 self.delete_node(node)
             raise
         finally:
@@ -123,11 +134,21 @@ class Applier:
             if node.kind in ("bridge", "ovs", "machine"):
                 sysctls = {**_present(_BRIDGE_NF, "0"), **sysctls}
             share = self._path(node.shares) if node.shares else None
-            fd, nl = namespaces.create(
-                self._path(node.name), names.uts_path(self.lab, node.name), node.name, sysctls, share_net=share
-            )
-            self.handles[node.name] = (fd, nl)
+            hostname = node.name.replace("/", "-")
             made.append(node)
+            if node.cgroup:
+                self.tree.create(node.name, dict(node.resources), self._has_children(node))
+            if node.runtime == "docker":
+                pid = containers.start_docker(self.lab, node.name, node.image, f"nestlab.{self.lab}/{node.name}", hostname, dict(node.env))
+                fd, nl = namespaces.adopt(pid, self._path(node.name), names.uts_path(self.lab, node.name), sysctls)
+            else:
+                fd, nl = namespaces.create(self._path(node.name), names.uts_path(self.lab, node.name), hostname, sysctls, share_net=share)
+            self.handles[node.name] = (fd, nl)
+            if node.runtime == "isolated":
+                containers.start_isolated(self.lab, node.name, self.tree.procs_files(node.name) if node.cgroup else [])
+            elif node.runtime == "runc":
+                rel = f"nestlab.{self.lab}/{node.name}/runc"
+                containers.start_runc(self.lab, node.name, rootfs.resolve(node.image), rel, hostname, dict(node.env))
             if node.kind == "bridge":
                 _, _, self.bridge_index[node.name] = nl.run(
                     netlink.set_up("lo"), netlink.new_bridge(node.name, names.alias(self.lab)), netlink.get_link(node.name)
@@ -289,9 +310,16 @@ class Applier:
             fd, nl = self.handles.pop(node.name)
             nl.close()
             os.close(fd)
+        if node.runtime == "docker":
+            containers.stop_docker(self.lab, node.name)
         paths = [self._path(node.name), names.uts_path(self.lab, node.name)]
         # A node sharing its host's stack is told apart from the host by its UTS namespace only.
         remove_pinned(paths, kill_by=paths[1:] if node.shares else paths)
+        if node.runtime == "runc":
+            containers.stop_runc(self.lab, node.name)
+        containers.forget(self.lab, node.name)
+        if node.cgroup:
+            self.tree.remove(node.name)
         if node.kind == "ovs":
             shutil.rmtree(ovs.run_dir(self.lab, node.name), ignore_errors=True)
 

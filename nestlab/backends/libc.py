@@ -5,10 +5,15 @@ from __future__ import annotations
 import ctypes
 import os
 
+CLONE_FS = 0x00000200
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_BIND = 0x1000
 MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
 MS_SHARED = 1 << 20
 MNT_DETACH = 2
 
@@ -29,9 +34,9 @@ def setns(fd: int, nstype: int) -> None:
     _check(_libc.setns(fd, nstype), "setns")
 
 
-def mount(source: str, target: str, flags: int, fstype: str | None = None) -> None:
+def mount(source: str, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
     _check(
-        _libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags, None),
+        _libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags, data.encode() if data else None),
         f"mount {target}",
     )
 

@@ -124,6 +124,25 @@ def create(
     return fd, nl
 
 
+def adopt(pid: int, net_path: str, uts_path: str, sysctls: dict[str, str]) -> tuple[int, Netlink]:
+    """Pin the network and UTS namespaces of a process started elsewhere (a Docker container) as a node's."""
+    pinned = []
+    try:
+        for kind, target in (("net", net_path), ("uts", uts_path)):
+            fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            os.close(fd)
+            pinned.append(target)
+            libc.mount(f"/proc/{pid}/ns/{kind}", target, libc.MS_BIND)
+        with entered(net_path):
+            for key, value in sysctls.items():
+                write_sysctl(key, value)
+        return open_netlink(net_path)
+    except BaseException:
+        for target in pinned:
+            unpin(target)
+        raise
+
+
 @contextmanager
 def entered(net_path: str, uts_path: str | None = None) -> Iterator[None]:
     """Put the calling thread inside a node's namespaces for the block.

@@ -6,7 +6,7 @@ import os
 import shutil
 
 from .. import names
-from ..backends import namespaces
+from ..backends import cgroups, containers, namespaces
 from ..backends.apply import remove_pinned
 
 
@@ -27,6 +27,7 @@ def _mounts_under(prefix: str) -> list[str]:
 
 def remove_lab(lab: str) -> int:
     """Remove everything marked as ``lab``'s; returns how many namespaces went."""
+    containers.remove_docker_leftovers(lab)
     paths = marked_namespaces(lab)
     udir = names.uts_dir(lab)
     if os.path.isdir(udir):
@@ -35,6 +36,7 @@ def remove_lab(lab: str) -> int:
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
     shutil.rmtree(names.lab_dir(lab), ignore_errors=True)
+    cgroups.Tree(lab).remove()
     try:
         os.rmdir(names.STATE_ROOT)  # only when no other lab is left
     except OSError:

@@ -174,6 +174,8 @@ class Lab:
                 raise LabError(f"lab '{self.name}' has leftovers from a process that died; run `nestlab cleanup {self.name}`")
             have = _existing(self.name, current.plan) if current else Plan()
             changes = diff(self.plan, have)
+            if _retune(self.name, self.plan, have) and not changes:
+                self._record("running", self.plan)
             if not changes:
                 return changes
             try:
@@ -223,6 +225,17 @@ class Lab:
     def is_running(self) -> bool:
         current = state.read(self.name)
         return bool(current and current.status == "running")
+
+
+def _retune(lab: str, plan: Plan, have: Plan) -> bool:
+    """Write changed cgroup limits of running nodes in place (limits never recreate a node)."""
+    from ..backends import cgroups
+
+    changed = [(n, have.nodes[n.name]) for n in plan.nodes.values() if n.cgroup and n.name in have.nodes and have.nodes[n.name].resources != n.resources]
+    for new, old in changed:
+        lifted = {k: "none" for k in dict(old.resources) if k not in dict(new.resources)}
+        cgroups.Tree(lab).set(new.name, {**lifted, **dict(new.resources)})
+    return bool(changed)
 
 
 def _check_needs(changes: Changes) -> None:

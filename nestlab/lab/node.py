@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends import namespaces
+from ..backends import cgroups, containers, namespaces
 from ..errors import LabError
 from ..plan.desired import NodeObj
 
@@ -97,8 +97,43 @@ class Node:
         path = names.netns_path(self.lab.name, self.name)
         if not os.path.exists(path):
             raise LabError(f"node {self.name} of lab {self.lab.name} is not running (deploy the lab first)")
-        with namespaces.entered(path, names.uts_path(self.lab.name, self.name)):
-            return subprocess.Popen(args, **kwargs)
+        if self.obj.runtime != "namespace":  # own PID and mount namespaces: enter them through the init
+            pid = containers.init_pid(self.lab.name, self.name)
+            if pid is None:
+                raise LabError(f"node {self.name} of lab {self.lab.name} has no running init (redeploy the lab)")
+            return containers.spawn(pid, cgroups.files_of(pid), args, **kwargs)
+        files = self._tree().procs_files(self._leaf()) if self.obj.cgroup else []
+        return containers.popen_in(path, names.uts_path(self.lab.name, self.name), files, args, **kwargs)
+
+    @property
+    def components(self) -> dict[str, Node]:
+        """The node's components, by their short name (``lab.nodes["n1"].components["gnab"]``)."""
+        prefix = self.name + "/"
+        return {n[len(prefix):]: Node(self.lab, n) for n in self.lab.plan.nodes if n.startswith(prefix)}
+
+    def _tree(self) -> cgroups.Tree:
+        return cgroups.Tree(self.lab.name)
+
+    def _leaf(self) -> str:
+        return self._tree().leaf(self.name, bool(self.components))
+
+    def set(self, **resources) -> dict[str, str]:
+        """Change cgroup limits live (``cpus=0.5``, ``memory="128m"``, ``"none"`` lifts one); returns the limits in force."""
+        from ..model.schema import Resources
+
+        if not self.obj.cgroup:
+            raise LabError(f"node {self.name} has no cgroup: declare resources: (even empty, {{}}) to limit it live")
+        checked = Resources.model_validate({k: v for k, v in resources.items() if v != "none"})
+        values = {**checked.model_dump(exclude_none=True), **{k: "none" for k, v in resources.items() if v == "none"}}
+        self._tree().set(self.name, {k: str(v) for k, v in values.items()})
+        from . import state
+
+        state.write_resources(self.lab.name, self.name, values)
+        return self._tree().limits(self.name)
+
+    def usage(self) -> dict[str, float]:
+        """CPU seconds and memory bytes used by the node (its components included); empty without a cgroup."""
+        return self._tree().usage(self.name) if self.obj.cgroup else {}
 
     def stop(self, scheduled: float | None = None) -> float:
         """Freeze the node's processes (SIGSTOP) and take its link interfaces down; returns ms spent."""

@@ -66,6 +66,17 @@ def write_link(lab: str, link, removed: bool = False) -> None:
     _atomic(_live_path(lab), json.dumps(live))
 
 
+def write_resources(lab: str, node: str, values: dict) -> None:
+    """Record a node's live cgroup limits in the state (``"none"`` drops a key)."""
+    current = read(lab)
+    if current is None or node not in current.plan.nodes:
+        return
+    obj = current.plan.nodes[node]
+    merged = {**dict(obj.resources), **{k: str(v) for k, v in values.items()}}
+    current.plan.nodes[node] = dataclasses.replace(obj, resources=tuple(sorted((k, v) for k, v in merged.items() if v != "none")))
+    write(current)
+
+
 def _live_path(lab: str) -> str:
     return os.path.join(names.lab_dir(lab), "links.json")
 

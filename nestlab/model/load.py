@@ -10,7 +10,9 @@ from pathlib import Path as FsPath
 from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
+from . import images
 from .modes import check_modes
+from .nesting import expand, is_flat
 from .schema import (
     ALLOWED_KEYS,
     IFNAMSIZ,
@@ -59,7 +61,9 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         topology = Topology.model_validate(data)
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
-    problems = check(topology, located)
+    problems = expand(topology, located) or check(topology, located)
+    if not problems:
+        problems = images.resolve_paths(topology, source, located, notices)
     if problems:
         raise TopologyError(source, problems)
     return Loaded(topology, source, notices)
@@ -115,6 +119,10 @@ def _allowed_for(path: Path) -> list[str]:
         return ALLOWED_KEYS["shape" if "set" in path else "schedule"]
     if path[:1] == ("hosts",):
         return ALLOWED_KEYS["host"]
+    if "resources" in path:
+        return ALLOWED_KEYS["resources"]
+    if "components" in path:
+        return ALLOWED_KEYS["component"]
     return ALLOWED_KEYS["node"]
 
 
@@ -136,7 +144,10 @@ def _problem(err: dict, located: Located) -> Problem:
 def node_kind(topology: Topology, name: str) -> str:
     """A node's effective kind: its own, else its kind defaults, else ``defaults``, else linux."""
     body = topology.topology
-    kind = body.nodes[name].kind or body.defaults.kind or "linux"
+    spec = body.nodes[name]
+    if spec.components and spec.nesting == "nested":
+        return spec.internal_switch  # the node holds its components' switch
+    kind = spec.kind or body.defaults.kind or "linux"
     return "linux" if kind == "host" else kind
 
 
@@ -144,8 +155,10 @@ def check(topology: Topology, located: Located) -> list[Problem]:
     """Cross-field rules pydantic cannot express: names, endpoints, addresses."""
     problems: list[Problem] = []
     body = topology.topology
-    for name in body.nodes:
+    for name, spec in body.nodes.items():
         path = ("topology", "nodes", name)
+        if spec.component_of:
+            continue
         if not re.match(NAME_PATTERN, name):
             problems.append(located.problem(path, f"node name '{name}' may use only letters, digits, '-' and '_'"))
         elif node_kind(topology, name) == "bridge" and len(name) > IFNAMSIZ:
@@ -171,6 +184,12 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 problems.append(located.problem(path, f"endpoint '{endpoint}' is already used by {_link_ref(used[(node, iface)])}; each interface joins one link"))
                 continue
             used[(node, iface)] = base
+            if is_flat(topology, node):  # components of a flat node share its stack, so its interface names
+                stack = body.nodes[node].component_of
+                if (stack, iface) in used:
+                    problems.append(located.problem(path, f"with nesting: flat, {stack}'s components share one network stack and '{iface}' is already used there by {_link_ref(used[(stack, iface)])}; give each interface of the node a different name"))
+                    continue
+                used[(stack, iface)] = base
         for family in ("ipv4", "ipv6"):
             addrs = getattr(link, family)
             if addrs is None:
@@ -191,6 +210,8 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                     problems.append(located.problem(path, why))
                 elif ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
                     problems.append(located.problem(path, f"'{cidr}' is the network address of {ip.network}; pick a host address"))
+                elif endpoint.endswith(":eth0") and body.nodes[node].component_of:
+                    continue  # a component's address on its node's internal switch: the same in every node
                 elif ip.ip in seen_addr:
                     problems.append(located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}"))
                 else:

@@ -38,7 +38,6 @@ IMPLICIT_HOST = "local"
 
 # containerlab keys that load but have no effect yet: the CLI says so on every deploy.
 IGNORED_NODE_KEYS = {
-    "image": "nodes run in namespaces on the host filesystem until image runtimes exist",
     "cmd": "nodes have no container entrypoint; use exec:",
     "entrypoint": "nodes have no container entrypoint; use exec:",
     "binds": "nodes share the host filesystem",
@@ -50,7 +49,7 @@ IGNORED_NODE_KEYS = {
     "startup-config": "only linux, bridge and ovs kinds exist",
     "license": "only linux, bridge and ovs kinds exist",
     "user": "commands run as the deploying user",
-    "restart-policy": "there is no container engine",
+    "restart-policy": "nodes are not restarted",
     "network-mode": "every node gets its own network namespace",
 }
 IGNORED_TOP_KEYS = {
@@ -87,6 +86,34 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+COMPONENT_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+CPUSET_PATTERN = r"^\d+(-\d+)?(,\d+(-\d+)?)*$"
+
+
+class Resources(_Strict):
+    """cgroup limits of a node or component (v1 or v2, whichever the machine has)."""
+
+    cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU time as a number of cores (CFS quota), e.g. 0.5")
+    cpu_shares: int | None = Field(default=None, ge=2, le=262144, description="relative weight under contention (v1 shares; v2 weight)")
+    memory: str | int | None = Field(default=None, description="hard limit, e.g. 256m; exceeding it OOM-kills inside the cgroup")
+    pids: int | None = Field(default=None, ge=1, description="most processes and threads at once")
+    cpuset: str | None = Field(default=None, pattern=CPUSET_PATTERN, description='CPUs allowed, e.g. "0" or "0-1"')
+
+    _memory = _parsed_by(parse_size, "memory")
+
+
+class ComponentSpec(_Strict):
+    """A container inside a node: own network, UTS, PID and mount namespaces and cgroup."""
+
+    resources: Resources | None = None
+    image: str | None = Field(default=None, description="own root filesystem: rootfs dir, tarball, OCI layout or built image name")
+    exec: list[str] = Field(default_factory=list, description="shell commands run in the component after deploy")
+    env: dict[str, str | int] = Field(default_factory=dict)
+    sysctls: dict[str, str | int] = Field(default_factory=dict)
+
+    _net_only = _parsed_by(_net_sysctls, "sysctls")
+
+
 class NodeSpec(_Strict):
     """One node. ``kind`` falls back to ``topology.kinds`` / ``topology.defaults``, then ``linux``."""
 
@@ -104,8 +131,38 @@ class NodeSpec(_Strict):
     )
     controller: str | None = Field(default=None, description="ovs: OpenFlow controller, e.g. tcp:10.0.0.1:6653")
     flows: list[str] = Field(default_factory=list, description="ovs: flows in ovs-ofctl add-flow syntax")
+    # Containers: limits, own filesystem, nested components (docs/nesting.md)
+    resources: Resources | None = None
+    image: str | None = Field(default=None, description="own root filesystem (runc): rootfs dir, tarball, OCI layout, built image name; with runtime: docker, a Docker image")
+    runtime: Literal["namespace", "runc", "docker"] | None = Field(default=None, description="namespace (default without image), runc (default with image) or docker")
+    components: dict[str, ComponentSpec] = Field(default_factory=dict, description="child containers joined by the node's internal switch")
+    internal_switch: Literal["bridge", "ovs"] = Field(default="bridge", description="what joins the components inside the node")
+    internal_subnet: str = Field(default="10.99.0.0/24", description="components' eth0 addresses, the same inside every node")
+    nesting: Literal["nested", "flat"] = Field(default="nested", description="flat: components are processes sharing the node's stack")
+    component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")
+
+    @field_validator("internal_subnet")
+    @classmethod
+    def _subnet(cls, value):
+        try:
+            net = ipaddress.IPv4Network(value)
+        except ValueError as exc:
+            raise ValueError(f"'{value}' is not an IPv4 network such as 10.99.0.0/24 ({exc})") from None
+        if net.prefixlen > 29:
+            raise ValueError(f"'{value}' is too small for components; use /29 or larger")
+        return value
+
+    @field_validator("components")
+    @classmethod
+    def _component_names(cls, value):
+        import re
+
+        for name in value:
+            if not re.match(COMPONENT_PATTERN, name) or len(name) > IFNAMSIZ or name == "self":
+                raise ValueError(f"component name '{name}' must be 1-{IFNAMSIZ} lowercase letters, digits, '-', '_' (and not 'self')")
+        return value
 
 
 class Shape(_Strict):
@@ -292,4 +349,6 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "schedule": list(ScheduledChange.model_fields),
     "dynamics": list(Dynamics.model_fields),
     "host": list(HostSpec.model_fields),
+    "resources": list(Resources.model_fields),
+    "component": list(ComponentSpec.model_fields),
 }

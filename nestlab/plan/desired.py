@@ -20,6 +20,7 @@ from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
 from ..model.load import node_kind
 from ..model.modes import link_mode, node_host, parent_of, shares_host_stack
+from ..model.nesting import is_flat
 from ..model.schema import LinkParams, LinkSpec, Topology
 from ..model.visibility import pair_link_names
 
@@ -54,10 +55,16 @@ class NodeObj:
     flows: tuple[str, ...] = ()
     bridges: tuple[HostBridge, ...] = ()
     routes: tuple[tuple[str, str], ...] = ()  # (destination, via): a host's routes to routed (ipvlan l3) containers
+    # Containers (docs/nesting.md)
+    parent: str | None = None  # the node a component belongs to
+    runtime: str = "namespace"  # namespace: net+UTS only; isolated: + PID, mount, IPC; runc; docker
+    image: str | None = None
+    cgroup: bool = False  # has a cgroup of its own (limits, usage)
+    resources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # changed live, never by recreating
 
     @property
     def deps(self) -> set[str]:
-        return {self.shares} if self.shares else set()
+        return ({self.shares} if self.shares else set()) | ({self.parent} if self.parent else set())
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,14 @@ def _tuple(v):
     return tuple(_tuple(x) for x in v) if isinstance(v, list) else v
 
 
+def _runtime(topology: Topology, name: str) -> str:
+    """namespace (a network + UTS namespace), isolated (a nested component: + PID, mount, IPC), runc or docker."""
+    spec = topology.topology.nodes[name]
+    if spec.image or spec.runtime in ("runc", "docker"):
+        return spec.runtime or "runc"
+    return "isolated" if spec.component_of and not is_flat(topology, name) else "namespace"
+
+
 def desired(topology: Topology, source: str = "<topology>") -> Plan:
     """Resolve kinds, defaults, hosts, modes and automatic addresses into a :class:`Plan`."""
     return _Builder(topology, source).build()
@@ -236,7 +251,9 @@ class _Builder:
                 exec_ = list(layer.exec) or exec_
             host = node_host(self.t, name)
             shares = host if shares_host_stack(self.t, name) else None
-            if shares:
+            if is_flat(self.t, name):
+                shares = spec.component_of
+            elif shares:
                 self._machine(host)
             self.plan.nodes[name] = NodeObj(
                 name,
@@ -249,6 +266,11 @@ class _Builder:
                 datapath=(spec.datapath or "auto") if kind == "ovs" else None,
                 controller=spec.controller,
                 flows=tuple(spec.flows),
+                parent=spec.component_of,
+                runtime=_runtime(self.t, name),
+                image=spec.image,
+                cgroup=bool(spec.resources or spec.components or spec.component_of or spec.image),
+                resources=tuple((k, str(v)) for k, v in (spec.resources.model_dump(exclude_none=True) if spec.resources else {}).items()),
             )
 
     def _wires(self) -> list:

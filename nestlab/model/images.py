@@ -1,0 +1,69 @@
+"""What a node's ``image:`` names: a rootfs directory, a rootfs tarball, an OCI image layout
+directory, an image made by ``nestlab image build`` (a bare name), or, with ``runtime: docker``,
+a Docker image reference.
+
+Paths are made absolute against the topology file's folder, so a running lab's state
+still finds them.  A containerlab-style reference such as ``alpine:3`` without
+``runtime: docker`` is ignored with a note (the node runs as namespaces), so
+containerlab files keep loading.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import Problem
+from .schema import Topology
+from .yamlsource import Located
+
+IMAGE_ROOT = "/var/lib/nestlab/images"
+_TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
+
+
+def built(name: str) -> Path:
+    """Where ``nestlab image build NAME`` puts an image."""
+    return Path(IMAGE_ROOT) / name
+
+
+def looks_like_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~")) or value.endswith(_TARBALL)
+
+
+def runtime_of(spec) -> str:
+    return spec.runtime or ("runc" if spec.image else "namespace")
+
+
+def resolve_paths(topology: Topology, source: str, located: Located, notices: list[Problem]) -> list[Problem]:
+    """Make image paths absolute; a reference that is no local image and has no runtime: docker is dropped with a note."""
+    base = Path(source).parent if os.path.exists(source) else Path.cwd()
+    problems = []
+    body = topology.topology
+    for path, layer in [(("topology", "defaults"), body.defaults), *((("topology", "kinds", k), v) for k, v in body.kinds.items())]:
+        if layer.image or layer.runtime or layer.resources:
+            notices.append(located.problem(path + ("image",), "ignored: image, runtime and resources are set per node, not in defaults or kinds", key=True))
+            layer.image = layer.runtime = layer.resources = None
+    for name, spec in body.nodes.items():
+        path = ("topology", "nodes", spec.component_of or name) + (("components", name.split("/")[1]) if spec.component_of else ()) + ("image",)
+        if spec.runtime == "docker":
+            if not spec.image:
+                problems.append(located.problem(path[:-1] + ("runtime",), "runtime: docker needs image: (a Docker image such as debian:bookworm)"))
+            continue
+        if spec.runtime == "runc" and not spec.image:
+            problems.append(located.problem(path[:-1] + ("runtime",), "runtime: runc needs image: (a rootfs directory, tarball, OCI layout or built image name)"))
+            continue
+        if not spec.image:
+            continue
+        if looks_like_path(spec.image):
+            full = (base / os.path.expanduser(spec.image)).resolve()
+            if not full.exists():
+                problems.append(located.problem(path, f"image '{spec.image}' does not exist (looked for {full}); give a rootfs directory, a rootfs tarball or an OCI image layout directory"))
+            spec.image = str(full)
+        elif built(spec.image).is_dir():
+            continue
+        elif spec.runtime == "runc":
+            problems.append(located.problem(path, f"no image named '{spec.image}' (built images: {', '.join(sorted(os.listdir(IMAGE_ROOT))) if os.path.isdir(IMAGE_ROOT) else 'none'}); build it with `nestlab image build {spec.image}` or give a path"))
+        else:
+            notices.append(located.problem(path, f"ignored: image '{spec.image}' is neither a local image nor a built one; set runtime: docker to run it with Docker", key=True))
+            spec.image = None
+    return problems
