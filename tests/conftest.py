@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nestlab import Lab
+from nestlab.backends import cgroups
 from nestlab.lab import cleanup, state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,10 @@ def leftovers() -> list[str]:
     with open("/proc/self/mountinfo") as fh:
         found += [f"mount {line.split()[4]}" for line in fh if "/run/nestlab/" in line.split()[4]]
     found += [f"process {pid} ({cmd[:60]})" for pid, cmd in _processes() if "/run/nestlab/" in cmd]
+    found += [f"cgroup {path}" for paths in cgroups.lab_cgroups().values() for path in paths]
+    if os.environ.get("DOCKER_HOST"):  # set by the docker_engine fixture while its engine runs
+        listed = subprocess.run(["docker", "ps", "-aq", "--filter", "label=nestlab.lab"], capture_output=True, text=True)
+        found += [f"docker container {cid}" for cid in listed.stdout.split()]
     return found
 
 
@@ -75,7 +80,7 @@ def nothing_left_behind():
     yield
     left = leftovers()
     if left:
-        for lab in state.labs():
+        for lab in set(state.labs()) | set(cgroups.lab_cgroups()):
             cleanup.remove_lab(lab)
         pytest.fail(f"test left these behind: {left}")
 

@@ -30,21 +30,30 @@ _ENTER = (("ipc", libc.CLONE_NEWIPC), ("uts", libc.CLONE_NEWUTS), ("net", libc.C
 _INIT = "mount -t proc proc /proc && exec tini -s -- sleep infinity"
 
 
-def _joiner(cgroup_files: Sequence[str]) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that moves the new process into its cgroup(s) before it runs anything."""
+def _joiner(cgroup_files: Sequence[str]) -> tuple[Callable[[], None] | None, list[int]]:
+    """A ``preexec_fn`` that moves the new process into its cgroup(s) before it runs anything.
+
+    The files are opened now, in the caller's mount namespace: the child may be in one
+    (a container's) where the cgroup filesystem is not visible.  Close the fds afterwards.
+    """
     if not cgroup_files:
-        return None
-    files = [f.encode() for f in cgroup_files]
+        return None, []
+    fds = [os.open(f, os.O_WRONLY | os.O_CLOEXEC) for f in cgroup_files]
 
     def join() -> None:
-        for f in files:
-            fd = os.open(f, os.O_WRONLY)
-            try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
+        for fd in fds:
+            os.write(fd, b"0")
 
-    return join
+    return join, fds
+
+
+def _popen(cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
+    join, fds = _joiner(cgroup_files)
+    try:
+        return subprocess.Popen(args, preexec_fn=join, **kwargs)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _in_thread(work: Callable[[], subprocess.Popen]) -> subprocess.Popen:
@@ -68,23 +77,24 @@ def _in_thread(work: Callable[[], subprocess.Popen]) -> subprocess.Popen:
 def popen_in(netns: str, uts: str, cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
     """Start a process in a plain node's network and UTS namespaces, inside its cgroup."""
     with namespaces.entered(netns, uts):
-        return subprocess.Popen(args, preexec_fn=_joiner(cgroup_files), **kwargs)
+        return _popen(cgroup_files, args, **kwargs)
 
 
 def spawn(init_pid: int, cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
     """Start a process in every namespace of ``init_pid`` (PID and mount included) and the given cgroups."""
 
     def work() -> subprocess.Popen:
-        fds = []
+        fds: list[int] = []
+        join, cgroup_fds = _joiner(cgroup_files)
         try:
             for kind, _flag in _ENTER:
                 fds.append(os.open(f"/proc/{init_pid}/ns/{kind}", os.O_RDONLY))
             libc.unshare(libc.CLONE_FS)  # a thread may change its mount namespace only with its own fs state
             for fd, (_kind, flag) in zip(fds, _ENTER):
                 libc.setns(fd, flag)
-            return subprocess.Popen(args, preexec_fn=_joiner(cgroup_files), **kwargs)
+            return subprocess.Popen(args, preexec_fn=join, **kwargs)
         finally:
-            for fd in fds:
+            for fd in fds + cgroup_fds:
                 os.close(fd)
 
     return _in_thread(work)
@@ -97,8 +107,8 @@ def start_isolated(lab: str, node: str, cgroup_files: Sequence[str]) -> int:
         with namespaces.entered(names.netns_path(lab, node), names.uts_path(lab, node)):
             libc.unshare(libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC)  # NEWNS implies our own fs state
             libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted inside leaks out
-            return subprocess.Popen(
-                ["sh", "-c", _INIT], preexec_fn=_joiner(cgroup_files), stdin=subprocess.DEVNULL,
+            return _popen(
+                cgroup_files, ["sh", "-c", _INIT], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
 
@@ -159,13 +169,16 @@ def start_runc(lab: str, node: str, rootfs: str, cgroup_rel: str, hostname: str,
     config = _oci_config(lab, node, cgroup_rel, hostname, env)
     with open(os.path.join(bundle, "config.json"), "w") as fh:
         json.dump(config, fh)
-    result = subprocess.run(
-        ["runc", "--root", runc_root(lab), "run", "--detach", "--bundle", bundle, runc_id(lab, node)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
+    log = os.path.join(bundle, "runc.log")  # a file, not a pipe: the detached container inherits runc's stdio
+    with open(log, "w") as out:
+        result = subprocess.run(
+            ["runc", "--root", runc_root(lab), "run", "--detach", "--bundle", bundle, runc_id(lab, node)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+        )
     if result.returncode:
         libc.umount(merged)
-        raise LabError(f"runc could not start node {node}: {result.stderr.strip()}")
+        with open(log) as fh:
+            raise LabError(f"runc could not start node {node}: {fh.read().strip()}")
     state = json.loads(subprocess.run(["runc", "--root", runc_root(lab), "state", runc_id(lab, node)], capture_output=True, text=True, check=True).stdout)
     _record(lab, node, state["pid"])
     return state["pid"]

@@ -56,7 +56,7 @@ def unpin(path: str) -> None:
     libc.umount(path)
     try:
         os.unlink(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):  # a directory mount point (an overlay) goes with its folder
         pass
 
 

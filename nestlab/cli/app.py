@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..backends import rootfs
 from ..errors import LabError
 from ..lab import cleanup, state
 from ..lab.inspect import inspect
@@ -92,13 +93,17 @@ def _progress(title: str) -> Iterator:
 
 def _table(report: dict) -> Table:
     table = Table(title=f"lab {report['lab']}", title_justify="left")
-    for column in ("node", "kind", "host", "state", "interface", "mode", "if-state", "mtu", "addresses", "bridge"):
+    for column in ("node", "kind", "host", "state", "cpu s", "memory", "interface", "mode", "if-state", "mtu", "addresses", "bridge"):
         table.add_column(column, overflow="fold")
     for node in report["nodes"]:
         ifaces = node["interfaces"] or [None]
         kind = node["kind"] + (f" ({node['ovs']['datapath']}, {node['ovs']['checksums']})" if node.get("ovs") else "")
+        kind += f" [{node['runtime']}]" if node.get("runtime", "namespace") != "namespace" else ""
+        usage = node.get("usage") or {}
+        cpu = f"{usage['cpu_s']:.2f}" if usage else ""
+        memory = f"{usage['memory_bytes'] / 2**20:.1f} MiB" if usage else ""
         for i, iface in enumerate(ifaces):
-            head = [node["name"], kind, node["host"] or "", node["state"]] if i == 0 else ["", "", "", ""]
+            head = [node["name"], kind, node["host"] or "", node["state"], cpu, memory] if i == 0 else [""] * 6
             if iface is None:
                 table.add_row(*head, "", "", "", "", "", "")
             else:
@@ -379,6 +384,108 @@ def run(
         finally:
             if not keep:
                 lab.destroy()
+
+
+node_app = typer.Typer(help="Change or show a running node's cgroup limits and usage.", no_args_is_help=True)
+app.add_typer(node_app, name="node")
+
+
+@node_app.command("set")
+def node_set(
+    node: str = typer.Argument(..., help="A node or component, e.g. drone1 or drone1/gnab."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    cpus: str | None = typer.Option(None, help="CPU time in cores, e.g. 0.5 (CFS quota; none lifts it)."),
+    cpu_shares: str | None = typer.Option(None, "--cpu-shares", help="Weight under contention, 2..262144 (1024 = default)."),
+    memory: str | None = typer.Option(None, help="Hard memory limit, e.g. 256m (none lifts it)."),
+    pids: str | None = typer.Option(None, help="Most processes and threads at once."),
+    cpuset: str | None = typer.Option(None, help='CPUs allowed, e.g. "0" or "0-1".'),
+):
+    """Change a node's or component's limits while the lab runs (written to its cgroup at once).
+
+    A node's limits bound all its components. Example: nestlab node set drone1/gnab --cpus 0.5 --memory 128m
+    """
+    with _reported():
+        given = {k: v for k, v in dict(cpus=cpus, cpu_shares=cpu_shares, memory=memory, pids=pids, cpuset=cpuset).items() if v is not None}
+        if not given:
+            raise LabError("nothing to change: give e.g. --cpus 0.5 or --memory 256m")
+        the_lab = _resolve(topo, lab)
+        if node not in the_lab.nodes:
+            raise LabError(f"lab {the_lab.name} has no node {node} (nodes: {', '.join(the_lab.nodes)})")
+        limits = the_lab.nodes[node].set(**given)
+        err.print(f"node {node}: limits now " + ", ".join(f"{k}={v}" for k, v in limits.items()))
+
+
+@node_app.command("show")
+def node_show(
+    node: str | None = typer.Argument(None, help="A node or component (omit for every node with a cgroup)."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    fmt: str = typer.Option("table", "--format", help="Output: table or json."),
+):
+    """Show CPU seconds, memory in use and limits per node and component, read from their cgroups."""
+    with _reported():
+        the_lab = _resolve(topo, lab)
+        chosen = [n for name, n in the_lab.nodes.items() if (node is None or name == node) and n.obj.cgroup]
+        if node is not None and not chosen:
+            raise LabError(f"lab {the_lab.name} has no node {node} with a cgroup")
+        rows = [{"node": n.name, **n.usage(), "limits": n.limits()} for n in chosen]
+        if fmt == "json":
+            out.print_json(json.dumps(rows))
+            return
+        table = Table("node", "cpu s", "memory MiB", "cpus limit", "memory limit", "pids limit", title=f"lab {the_lab.name}", title_justify="left")
+        for row in rows:
+            lim = row["limits"]
+            table.add_row(row["node"], f"{row.get('cpu_s', 0):.2f}", f"{row.get('memory_bytes', 0) / 2**20:.1f}", lim.get("cpus", ""), lim.get("memory", ""), lim.get("pids", ""))
+        out.print(table)
+
+
+image_app = typer.Typer(help="Root filesystems for image: nodes (runc).", no_args_is_help=True)
+app.add_typer(image_app, name="image")
+
+
+@image_app.command("build")
+def image_build(
+    name: str = typer.Argument(..., help="Image name; nodes use it as image: NAME."),
+    debian: str = typer.Option("bookworm", "--debian", help="Debian suite to bootstrap."),
+    packages: str = typer.Option("iproute2,iputils-ping", "--packages", help="Comma-separated extra packages, e.g. iperf3,iproute2."),
+    mirror: str = typer.Option("http://deb.debian.org/debian", "--mirror", help="Debian archive to fetch from."),
+):
+    """Build a Debian base image with debootstrap (minbase + --packages) into /var/lib/nestlab/images/NAME.
+
+    Example: nestlab image build radio --debian bookworm --packages iperf3,iproute2
+    """
+    with _reported():
+        import re
+
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
+            raise LabError(f"image name '{name}' may use only letters, digits, '.', '-' and '_'")
+        started = time.perf_counter()
+        with err.status(f"debootstrap {debian} for image {name}") as status:
+            path = rootfs.build(name, debian, [p for p in packages.split(",") if p], mirror, lambda line: status.update(f"debootstrap: {line[:100]}"))
+        err.print(f"image {name}: {path} in {time.perf_counter() - started:.0f} s; use it as image: {name}")
+
+
+@image_app.command("ls")
+def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
+    """List images made by nestlab image build."""
+    with _reported():
+        images = rootfs.listing()
+        if fmt == "json":
+            out.print_json(json.dumps(images))
+            return
+        table = Table("name", "suite", "packages", "path")
+        for image in images:
+            table.add_row(image["name"], image.get("suite", ""), ",".join(image.get("packages", [])), image["path"])
+        out.print(table)
+
+
+@image_app.command("rm")
+def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
+    """Delete an image made by nestlab image build (nodes running on it keep their copy-on-write view until destroyed)."""
+    with _reported():
+        rootfs.remove(name)
+        err.print(f"image {name} removed")
 
 
 mobility_app = typer.Typer(help="Generate visibility graphs for dynamics: (MANETs).", no_args_is_help=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import names
-from ..backends import namespaces, ovs
+from ..backends import cgroups, namespaces, ovs
 from .lab import Lab
 
 
@@ -13,12 +13,14 @@ def inspect(lab: Lab) -> dict:
     """Hosts, switches and nodes with their namespace, state and live interfaces.
 
     Per interface: state, MTU, MAC, addresses, bridge, and the attachment mode
-    it was planned with; per OVS switch, the datapath and checksum handling in use.
+    it was planned with; per OVS switch, the datapath and checksum handling in use;
+    per node with a cgroup, CPU seconds and memory used (components included) and limits.
     """
     plan = lab.plan
     modes = {(end.node, end.iface): "wire" if plan.nodes[end.node].kind == "machine" or plan.nodes[other.node].kind == "machine" else link.mode for link in plan.links.values() for end, other in ((link.a, link.b), (link.b, link.a))}
     modes.update({(a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")]) for a in plan.attachments.values()})
     nodes = []
+    tree = cgroups.Tree(lab.name) if any(o.cgroup for o in plan.nodes.values()) else None
     for obj in sorted(plan.nodes.values(), key=lambda o: o.kind != "machine"):
         path = names.netns_path(lab.name, obj.name)
         entry = {"name": obj.name, "kind": obj.kind, "host": obj.host, "shares_host_stack": bool(obj.shares), "namespace": names.netns_name(lab.name, obj.name), "state": "missing", "interfaces": []}
@@ -27,6 +29,10 @@ def inspect(lab: Lab) -> dict:
             entry["interfaces"] = [{**i, "mode": modes.get((obj.name, i["name"]))} for i in _interfaces(path)]
             if obj.kind == "ovs":
                 entry["ovs"] = ovs.Switch(lab.name, obj.name).info()
+            if tree and obj.cgroup:
+                entry["usage"] = tree.usage(obj.name)
+                entry["limits"] = tree.limits(obj.name)
+        entry["runtime"] = obj.runtime
         nodes.append(entry)
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
 

@@ -119,17 +119,27 @@ class Node:
 
     def set(self, **resources) -> dict[str, str]:
         """Change cgroup limits live (``cpus=0.5``, ``memory="128m"``, ``"none"`` lifts one); returns the limits in force."""
+        from pydantic import ValidationError
+
+        from ..model.errors import Problem, TopologyError
         from ..model.schema import Resources
 
         if not self.obj.cgroup:
             raise LabError(f"node {self.name} has no cgroup: declare resources: (even empty, {{}}) to limit it live")
-        checked = Resources.model_validate({k: v for k, v in resources.items() if v != "none"})
+        try:
+            checked = Resources.model_validate({k: v for k, v in resources.items() if v != "none"})
+        except ValidationError as exc:
+            raise TopologyError("<node set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
         values = {**checked.model_dump(exclude_none=True), **{k: "none" for k, v in resources.items() if v == "none"}}
         self._tree().set(self.name, {k: str(v) for k, v in values.items()})
         from . import state
 
         state.write_resources(self.lab.name, self.name, values)
-        return self._tree().limits(self.name)
+        return self.limits()
+
+    def limits(self) -> dict[str, str]:
+        """The cgroup limits in force (cpus, memory bytes, pids), read back from the kernel."""
+        return self._tree().limits(self.name) if self.obj.cgroup else {}
 
     def usage(self) -> dict[str, float]:
         """CPU seconds and memory bytes used by the node (its components included); empty without a cgroup."""

@@ -116,8 +116,10 @@ def locked(lab: str) -> Iterator[None]:
 
 
 def labs() -> list[str]:
-    """Every lab with anything on this machine: a state directory or a namespace."""
-    found = set()
+    """Every lab with anything on this machine: a state directory, a namespace or a cgroup."""
+    from ..backends.cgroups import lab_cgroups
+
+    found = set(lab_cgroups())
     if os.path.isdir(names.STATE_ROOT):
         found.update(e.name for e in os.scandir(names.STATE_ROOT) if e.is_dir())
     if os.path.isdir(names.NETNS_DIR):
