@@ -35,6 +35,7 @@ bench: deps
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_BENCH) >/dev/null
 	$(PY) benchmarks/deploy_scale.py
 	$(PY) benchmarks/mode_overhead.py
+	$(PY) benchmarks/nested_scale.py
 
 deps: $(VENV)/.installed
 	@missing=""; for p in $(APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -42,6 +42,8 @@ def pytest_runtest_setup(item):
 
 
 def _has(probe, name: str) -> bool:
+    if name == "cgroup2":
+        return cgroups.version() == 2
     if name == "ovs-kernel":
         from nestlab.backends import ovs
 

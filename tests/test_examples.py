@@ -86,3 +86,22 @@ def test_shaping_and_manet_examples_run(tmp_path):
         result = run_cli("run", "-t", str(tmp_path / name))
         assert result.returncode == 0, result.stderr
         assert "changes; worst lateness" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["nestednet-manet.yml", "nestednet-manet-flat.yml"])
+def test_nestednet_manet_examples(name):
+    lab = Lab.from_file(ROOT / "examples" / name)
+    with lab.deployed():
+        assert len([n for n in lab.nodes if "/" in n]) == 60  # 12 drones x (1 GNAB + 4 iPHY)
+        radio = lab.nodes["drone12/iphy4"].intf("radio4").ip
+        from netcheck import ping
+
+        assert ping(lab.nodes["drone1/iphy1"], radio)  # across the main switch
+        gnab = lab.nodes["drone1/gnab"]
+        if "flat" in name:
+            assert "radio4" in gnab.cmd("ip -br link")  # the drone's one stack holds every radio
+        else:
+            assert ping(gnab, "10.99.0.5")  # drone1/iphy4 on the internal switch
+            assert "radio" not in gnab.cmd("ip -br link")
+        assert lab.nodes["drone1"].limits()["cpus"] == "1"
+    assert leftovers() == []

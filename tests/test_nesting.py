@@ -91,6 +91,10 @@ def _cpu_share(node, seconds: float = 3.0) -> float:
 
 
 def test_memory_limit_kills_the_hog_and_spares_its_sibling(lab_from):
+    _memory_limit_kills_the_hog(lab_from)
+
+
+def _memory_limit_kills_the_hog(lab_from):
     lab = lab_from(LIMITED.replace("{NODE}", "{}").replace("GNAB", "{memory: 48m}"))
     gnab, iphy = lab.nodes["d1/gnab"], lab.nodes["d1/iphy1"]
     sibling = iphy.popen(["sleep", "60"])
@@ -105,6 +109,17 @@ def test_memory_limit_kills_the_hog_and_spares_its_sibling(lab_from):
 
 
 def test_cpu_quota_holds_is_changed_live_and_bounds_components(lab_from):
+    _cpu_quota_holds(lab_from)
+
+
+@pytest.mark.kernel("cgroup2")
+def test_cgroup_v2_limits_usage_and_cleanup(lab_from):
+    """The same limits on a cgroup v2 machine (most users'; here the VM tier's kernel mounts only v2)."""
+    _memory_limit_kills_the_hog(lab_from)
+    _cpu_quota_holds(lab_from)
+
+
+def _cpu_quota_holds(lab_from):
     lab = lab_from(LIMITED.replace("{NODE}", "{cpus: 0.8}").replace("GNAB", "{cpus: 0.5}"))
     gnab, node = lab.nodes["d1/gnab"], lab.nodes["d1"]
     assert 0.45 <= _cpu_share(gnab) <= 0.55

@@ -27,7 +27,17 @@ from ..errors import LabError
 from . import libc, namespaces
 
 _ENTER = (("ipc", libc.CLONE_NEWIPC), ("uts", libc.CLONE_NEWUTS), ("net", libc.CLONE_NEWNET), ("pid", libc.CLONE_NEWPID), ("mnt", libc.CLONE_NEWNS))
-_INIT = "mount -t proc proc /proc && exec tini -s -- sleep infinity"
+
+
+def _init_command(cgroup_files: Sequence[str]) -> str:
+    """PID 1 of a component: joins its cgroup, mounts its /proc, then tini (reaps orphans) keeps a
+    sleep alive.  Static builds when present (about 50 KiB less private memory each).  Joining from
+    the shell, whose mount namespace still shows the cgroup filesystem, lets Python start it with
+    vfork rather than fork (a ``preexec_fn`` forces fork: ~25 ms per component instead of ~3)."""
+    tini = "tini-static" if shutil.which("tini-static") else "tini"
+    sleep = "busybox sleep" if shutil.which("busybox") else "sleep"
+    join = "".join(f"echo 0 > {f} && " for f in cgroup_files)
+    return f"{join}mount -t proc proc /proc && exec {tini} -s -- {sleep} infinity"
 
 
 def _joiner(cgroup_files: Sequence[str]) -> tuple[Callable[[], None] | None, list[int]]:
@@ -103,12 +113,14 @@ def spawn(init_pid: int, cgroup_files: Sequence[str], args: Sequence[str], **kwa
 def start_isolated(lab: str, node: str, cgroup_files: Sequence[str]) -> int:
     """Give a node its own PID, mount and IPC namespaces: start its init (PID 1) and record it."""
 
+    command = _init_command(cgroup_files)
+
     def work() -> subprocess.Popen:
         with namespaces.entered(names.netns_path(lab, node), names.uts_path(lab, node)):
             libc.unshare(libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC)  # NEWNS implies our own fs state
             libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted inside leaks out
-            return _popen(
-                cgroup_files, ["sh", "-c", _INIT], stdin=subprocess.DEVNULL,
+            return subprocess.Popen(
+                ["sh", "-c", command], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             )
 

@@ -145,8 +145,10 @@ class Lab:
         endpoint (None = automatic).
         """
         links = self._raw["topology"]["links"]
+        nodes = self._raw["topology"]["nodes"]
         for j, endpoint in enumerate(endpoints):
-            if endpoint.partition(":")[0] not in self._raw["topology"]["nodes"]:
+            node, _, component = endpoint.partition(":")[0].partition("/")
+            if node not in nodes or (component and component not in (nodes[node].get("components") or {})):
                 path = ("topology", "links", len(links), "endpoints", j)
                 raise TopologyError(self.source, [Problem(path, f"node '{endpoint.partition(':')[0]}' is not defined")])
         extra = {k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), *options.items()) if v is not None}
