@@ -243,12 +243,13 @@ def test_bad_image_is_refused_with_its_line(topo_file):
 
 @pytest.fixture(scope="session")
 def docker_engine(busybox_rootfs, tmp_path_factory):
-    """A Docker engine of the suite's own (own socket, data root, no iptables, no bridge) with a busybox image."""
+    """A Docker engine of the suite's own (own socket and data root; no iptables rules, no bridge, and
+    ip_forward left alone, so the machine is as it was) with a busybox image."""
     run = tmp_path_factory.mktemp("docker")
     sock = f"unix://{run}/docker.sock"
     daemon = subprocess.Popen(
         ["dockerd", "--host", sock, "--data-root", str(run / "data"), "--exec-root", str(run / "exec"), "--pidfile", str(run / "pid"),
-         "--iptables=false", "--ip6tables=false", "--bridge=none"],
+         "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--bridge=none"],
         stdout=subprocess.DEVNULL, stderr=open(run / "dockerd.log", "w"),
     )
     os.environ["DOCKER_HOST"] = sock

@@ -213,12 +213,14 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
         for loop in loops:
             starts = [e["scheduled"] for e in loop]
             assert [round(s - starts[0], 3) for s in starts] == [0.0, 0.5, 1.0]
-        lateness = [[e["applied"] - e["scheduled"] for e in loop] for loop in loops]
-        # Applied (after the kernel had it) within 5 ms of the scheduled time.  A shared CI machine can
-        # steal a core for tens of ms at any moment, so one of the three loops must be clean and none
-        # may be far off; a player that is late by design fails both.
-        assert all(0 <= late < 0.05 for loop in lateness for late in loop), lateness
-        assert any(all(late < 0.005 for late in loop) for loop in lateness), lateness
+        # Each change is issued within 5 ms of its time.  The log's applied time is when the kernel
+        # had it, so the kernel's own time comes off (taking a link down waits for an RCU grace
+        # period, which a busy VM stretches to tens of ms).  A shared machine can also steal a core
+        # for milliseconds at any moment: one of the three loops must be clean, none far off.
+        issued = [[e["applied"] - e["latency_ms"] / 1000 - e["scheduled"] for e in loop] for loop in loops]
+        assert all(-0.0005 <= late < 0.05 for loop in issued for late in loop), issued
+        assert any(all(late < 0.005 for late in loop) for loop in issued), issued
+        assert all(e["latency_ms"] < 1000 for e in logged), logged
         assert "rate 10Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")
     finally:
         lab.destroy()
@@ -228,10 +230,10 @@ def test_schedule_removes_and_adds_links_and_stops_nodes(topo_file):
     text = PAIR.replace("PARAMS", "      params: {rate: 50mbit}") + (
         '    - endpoints: ["a:eth2", "b:eth2"]\n'
         "schedule:\n"
-        '  - {at: 0.2s, link: ["a:eth1", "b:eth1"], action: remove}\n'
-        '  - {at: 0.4s, node: b, action: stop}\n'
-        '  - {at: 0.6s, node: b, action: start}\n'
-        '  - {at: 0.8s, link: ["a:eth1", "b:eth1"], action: add}\n'
+        '  - {at: 0.3s, link: ["a:eth1", "b:eth1"], action: remove}\n'
+        '  - {at: 1.0s, node: b, action: stop}\n'
+        '  - {at: 2.0s, node: b, action: start}\n'
+        '  - {at: 2.4s, link: ["a:eth1", "b:eth1"], action: add}\n'
     )
     from nestlab import Lab
 
@@ -242,10 +244,11 @@ def test_schedule_removes_and_adds_links_and_stops_nodes(topo_file):
         from nestlab.lab.schedule import play
 
         seen = []
-        def watch():
-            time.sleep(0.3)
+        def watch():  # each look is 350-500 ms after a change: a busy VM can take 100 ms+ to delete a veth
+            start = time.monotonic()
+            time.sleep(0.65)
             seen.append(("eth1" in lab.nodes["a"].cmd("ip -br link"), _proc_state(sleeper.pid)))
-            time.sleep(0.2)
+            time.sleep(max(0.0, start + 1.5 - time.monotonic()))
             state = _proc_state(sleeper.pid)
             seen.append(("DOWN" in lab.nodes["b"].cmd("ip -br link show eth2"), state))
         watcher = threading.Thread(target=watch)
