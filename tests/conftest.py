@@ -38,7 +38,7 @@ def pytest_runtest_setup(item):
         return
     if IN_VM:
         pytest.fail(f"the test VM's kernel lacks {', '.join(missing)}; the VM tier must run this test")
-    pytest.skip(f"this kernel lacks {', '.join(missing)}; runs in `make test-vm` (Debian's stock kernel)")
+    pytest.skip(f"this machine lacks {', '.join(missing)}; runs in `make test-vm` (Debian's stock kernel)")
 
 
 def _has(probe, name: str) -> bool:

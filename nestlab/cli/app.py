@@ -99,6 +99,7 @@ def _table(report: dict) -> Table:
         ifaces = node["interfaces"] or [None]
         kind = node["kind"] + (f" ({node['ovs']['datapath']}, {node['ovs']['checksums']})" if node.get("ovs") else "")
         kind += f" [{node['runtime']}]" if node.get("runtime", "namespace") != "namespace" else ""
+        kind += f" holding {len(node['components'])} components" if node.get("components") else ""
         usage = node.get("usage") or {}
         cpu = f"{usage['cpu_s']:.2f}" if usage else ""
         memory = f"{usage['memory_bytes'] / 2**20:.1f} MiB" if usage else ""
@@ -198,7 +199,7 @@ def inspect_cmd(
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
 )
 def exec_cmd(
-    node: str = typer.Argument(..., help="Node name."),
+    node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."),
     command: list[str] = typer.Argument(..., help="Command and its arguments (put them after --)."),
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
@@ -206,6 +207,7 @@ def exec_cmd(
     """Run a command inside a node; its exit code becomes nestlab's.
 
     Example: nestlab exec --lab quickstart h1 -- ping -c1 10.0.0.2
+    A component of a nested node: nestlab exec --lab manet drone1/gnab -- ps ax
     """
     with _reported():
         target = _node(_resolve(topo, lab), node)
@@ -220,7 +222,7 @@ def exec_cmd(
 
 
 @app.command()
-def shell(node: str = typer.Argument(..., help="Node name."), topo: Path | None = TopoOpt, lab: str | None = LabOpt):
+def shell(node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."), topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Open an interactive shell inside a node (exit it to come back)."""
     with _reported():
         the_lab = _resolve(topo, lab)

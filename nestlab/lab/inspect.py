@@ -33,6 +33,7 @@ def inspect(lab: Lab) -> dict:
                 entry["usage"] = tree.usage(obj.name)
                 entry["limits"] = tree.limits(obj.name)
         entry["runtime"] = obj.runtime
+        entry["components"] = [n for n, o in plan.nodes.items() if o.parent == obj.name]
         nodes.append(entry)
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
 
