@@ -11,8 +11,10 @@ Cases:
   UTS namespace each, no PID/mount namespace, no init, no cgroup) on one bridge per drone.
 * a runc node on a busybox rootfs and a Docker node, reported separately (per node).
 
-Memory is the drop in the kernel's MemAvailable while the lab runs (everything: namespaces,
-interfaces, processes, cgroups), per component.
+Memory per container is the growth of the kernel's own memory while the lab runs (slab, kernel
+stacks, page tables, per-CPU data: namespaces, interfaces, cgroups, tasks) plus the proportional
+set size of every process inside the lab (shared library pages counted once across them).
+MemAvailable, which also moves with the page cache, proved too noisy for labs this small.
 
 Usage (root):  python benchmarks/nested_scale.py [--reps 3] [--no-containers]
 """
@@ -35,23 +37,44 @@ from nestlab import Lab  # noqa: E402
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
-def available_kb() -> int:
+_KERNEL = ("Slab", "KernelStack", "PageTables", "Percpu")
+
+
+def kernel_kb() -> int:
+    """Kernel memory that namespaces, interfaces, cgroups and processes take (page cache excluded)."""
     with open("/proc/meminfo") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("MemAvailable:"))
+        fields = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh)}
+    return sum(fields.get(k, 0) for k in _KERNEL)
+
+
+def lab_pss_kb(lab: Lab) -> int:
+    """Proportional set size of every process inside the lab's namespaces."""
+    from nestlab import names
+    from nestlab.backends import namespaces
+
+    inodes = {namespaces.inode(names.netns_path(lab.name, n)) for n in lab.plan.nodes}
+    total = 0
+    for pid in namespaces.pids_in({i for i in inodes if i}):
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            pass
+    return total
 
 
 def measure(make, reps: int) -> tuple[float, float, float]:
-    """Median deploy seconds, destroy seconds and MemAvailable drop (KiB) over ``reps`` runs."""
+    """Median deploy seconds, destroy seconds and memory (KiB: kernel growth + processes' PSS) over ``reps`` runs."""
     deploys, destroys, mems = [], [], []
     for _ in range(reps):
         lab = make()
         time.sleep(1.0)
-        before = available_kb()
+        before = kernel_kb()
         t0 = time.perf_counter()
         lab.deploy()
         deploys.append(time.perf_counter() - t0)
         time.sleep(0.5)
-        mems.append(before - available_kb())
+        mems.append(kernel_kb() - before + lab_pss_kb(lab))
         t0 = time.perf_counter()
         lab.destroy()
         destroys.append(time.perf_counter() - t0)
