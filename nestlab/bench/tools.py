@@ -11,7 +11,7 @@ import time
 from ..errors import LabError
 from ..lab.node import Node
 
-_PACKAGES = {"iperf3": "iperf3", "ping": "iputils-ping"}
+_PACKAGES = {"iperf3": "iperf3", "ping": "iputils-ping", "sockperf": "sockperf"}
 
 
 def require(tool: str) -> str:
@@ -86,3 +86,61 @@ def iperf3(
     finally:
         srv.kill()
         srv.wait()
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PERCENTILE = re.compile(r"percentile (\d+\.\d+) = +([\d.]+)")
+
+
+def parse_sockperf(text: str) -> dict:
+    """sockperf's text summary -> numbers.
+
+    ping-pong / under-load: ``latency_{avg,std,min,max,p25..p99999}_us``, ``sent``, ``received``,
+    ``seconds`` (the valid window, warm-up excluded), ``pps`` (received per second), ``dropped``.
+    throughput: ``pps`` (messages sent per second), ``mbps`` (as sent), ``sent``, ``seconds``.
+    """
+    text = _ANSI.sub("", text)
+    if m := re.search(r"Message Rate is (\d+) \[msg/sec\]", text):
+        total = re.search(r"Total of (\d+) messages sent in ([\d.]+) sec", text)
+        bw = re.search(r"BandWidth is [\d.]+ MBps \(([\d.]+) Mbps\)", text)
+        return {"mode": "throughput", "pps": float(m.group(1)), "mbps": float(bw.group(1)) if bw else None,
+                "sent": int(total.group(1)) if total else None, "seconds": float(total.group(2)) if total else None}
+    valid = re.search(r"\[Valid Duration\] RunTime=([\d.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)", text)
+    avg = re.search(r"avg-latency=([\d.]+) \(std-dev=([\d.]+)\)", text)
+    if not (valid and avg):
+        raise ValueError(f"not a sockperf summary: {text[-300:]!r}")
+    seconds, sent, received = float(valid.group(1)), int(valid.group(2)), int(valid.group(3))
+    out = {"mode": "latency", "seconds": seconds, "sent": sent, "received": received, "pps": received / seconds if seconds else 0.0,
+           "latency_avg_us": float(avg.group(1)), "latency_std_us": float(avg.group(2))}
+    for pct, value in _PERCENTILE.findall(text):
+        out[f"latency_p{pct.rstrip('0').rstrip('.').replace('.', '')}_us"] = float(value)
+    if m := re.search(r"<MIN> observation = +([\d.]+)", text):
+        out["latency_min_us"] = float(m.group(1))
+    if m := re.search(r"<MAX> observation = +([\d.]+)", text):
+        out["latency_max_us"] = float(m.group(1))
+    if m := re.search(r"# dropped messages = (\d+)", text):
+        out["dropped"] = int(m.group(1))
+    return out
+
+
+def sockperf_server(node: Node, address: str, port: int) -> subprocess.Popen:
+    """``sockperf server`` (UDP) bound to ``address:port`` in ``node``; the caller kills it."""
+    require("sockperf")
+    return node.popen(["sockperf", "server", "-i", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def sockperf_command(mode: str, address: str, port: int, seconds: float, size: int, mps: int | None = None) -> list[str]:
+    """A sockperf client command: ``ping-pong``, ``throughput`` or ``under-load`` (``mps`` messages/s)."""
+    if mode not in ("ping-pong", "throughput", "under-load"):
+        raise LabError(f"sockperf mode must be ping-pong, throughput or under-load, not {mode}")
+    return ["sockperf", mode, "-i", address, "-p", str(port), "-t", str(int(seconds) if float(seconds).is_integer() else seconds),
+            "-m", str(size), *(["--mps", str(mps)] if mps else [])]
+
+
+def iperf3_command(address: str, port: int, seconds: float, *, udp: bool = False, bitrate: str | None = None, length: int | None = None,
+                   mss: int | None = None, parallel: int = 1, omit: int = 0, mptcp: bool = False) -> list[str]:
+    """An iperf3 client command with JSON output."""
+    cmd = ["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds)]
+    cmd += (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else []) + (["-M", str(mss)] if mss else [])
+    cmd += (["-P", str(parallel)] if parallel > 1 else []) + (["-O", str(omit)] if omit else [])
+    return (["mptcpize", "run"] if mptcp else []) + cmd

@@ -490,6 +490,13 @@ def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
         err.print(f"image {name} removed")
 
 
+from .bench import bench_app, compare_cmd, report_cmd  # noqa: E402  (it imports helpers from this module lazily)
+
+app.add_typer(bench_app, name="bench")
+app.command("report")(report_cmd)
+app.command("compare")(compare_cmd)
+
+
 mobility_app = typer.Typer(help="Generate visibility graphs for dynamics: (MANETs).", no_args_is_help=True)
 app.add_typer(mobility_app, name="mobility")
 

@@ -31,7 +31,7 @@ from ..backends import probe, shaping
 from ..backends.apply import Applier, Progress
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
-from ..model.load import Loaded, load_data, load_file
+from ..model.load import load_text, Loaded, load_data, load_file
 from ..model.schema import NodeSpec, Topology
 from ..plan.desired import Plan, desired
 from ..plan.diff import Changes, diff
@@ -61,6 +61,13 @@ class Lab:
         """Load and check a topology file; errors name file, line and column."""
         lab = cls.__new__(cls)
         lab._set(load_file(path), str(path))
+        return lab
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "<text>") -> Lab:
+        """Load and check a topology given as YAML text (benchmarks generate theirs)."""
+        lab = cls.__new__(cls)
+        lab._set(load_text(text, source), source)
         return lab
 
     @classmethod

@@ -1,0 +1,138 @@
+"""``report.html`` from a results folder, and ``compare`` of two folders.
+
+The report is one self-contained file.  It has the machine and suite, then per paper figure:
+a bar chart (inline SVG from matplotlib) with 95 % intervals, our table (mean, CI, CV, noisy
+flag with advice), the paper's numbers and a line saying whether the ranking agrees and by
+how much the extremes differ.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import statistics
+from pathlib import Path
+
+from . import results, stats
+from .scenario import Figure, Suite
+
+
+def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
+    """(x, series) -> one value per repetition: the metric averaged over the pairs of that repetition."""
+    buckets: dict[tuple, dict[int, list[float]]] = {}
+    for row in rows:
+        if row.get("pair") == "all" or row.get(fig.metric) is None:
+            continue
+        if any(row.get(k) != v for k, v in fig.where.items()):
+            continue
+        key = (row[fig.x], row[fig.series])
+        buckets.setdefault(key, {}).setdefault(row["rep"], []).append(float(row[fig.metric]))
+    return {key: [statistics.fmean(v) for _, v in sorted(reps.items())] for key, reps in buckets.items()}
+
+
+def agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
+    """Per series: does our ranking of the x values match the paper's, and how far apart are the extremes."""
+    lines = []
+    for series in sorted({s for _, s in fig.paper} & {s for _, s in ours}, key=str):
+        xs = [x for (x, s) in fig.paper if s == series and (x, series) in ours]
+        if len(xs) < 2:
+            continue
+        paper_order = sorted(xs, key=lambda x: fig.paper[(x, series)], reverse=fig.higher_is_better)
+        our_order = sorted(xs, key=lambda x: ours[(x, series)]["mean"], reverse=fig.higher_is_better)
+        best, worst = paper_order[0], paper_order[-1]
+        paper_gap = fig.paper[(best, series)] / fig.paper[(worst, series)]
+        our_gap = ours[(best, series)]["mean"] / ours[(worst, series)]["mean"]
+        verdict = "agrees" if our_order == paper_order else "differs"
+        lines.append(
+            f"{fig.series}={series}: ranking {verdict} (best first - paper: {', '.join(map(str, paper_order))}; "
+            f"ours: {', '.join(map(str, our_order))}); {fig.metric} {best}/{worst}: paper {paper_gap:.2f}, ours {our_gap:.2f}"
+        )
+    return lines
+
+
+def _svg(fig: Figure, ours: dict[tuple, dict]) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paper_order = list(dict.fromkeys(x for x, _ in fig.paper))  # the paper's order of bars, then any others
+    xs = sorted({x for x, _ in ours}, key=lambda x: (paper_order.index(x) if x in paper_order else len(paper_order), str(x)))
+    series = sorted({s for _, s in ours}, key=lambda s: (str(type(s)), s))
+    width = 0.8 / max(1, len(series))
+    chart, ax = plt.subplots(figsize=(6.4, 3.6))
+    for i, s in enumerate(series):
+        means = [ours.get((x, s), {}).get("mean", 0.0) for x in xs]
+        errs = [(ours[(x, s)]["mean"] - ours[(x, s)]["ci95_low"]) if (x, s) in ours else 0.0 for x in xs]
+        ax.bar([j + i * width for j in range(len(xs))], means, width, yerr=errs, capsize=3, label=f"{fig.series} {s}")
+    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(xs))], [str(x) for x in xs])
+    ax.set_xlabel(fig.x)
+    ax.set_ylabel(f"{fig.metric} ({fig.unit})")
+    ax.set_title(fig.title, fontsize=10)
+    ax.legend(fontsize=8)
+    chart.tight_layout()
+    buf = io.StringIO()
+    chart.savefig(buf, format="svg")
+    plt.close(chart)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{cls}"><tr>{head}</tr>{body}</table>'
+
+
+def render(folder: Path, suite: Suite) -> Path:
+    """Write ``folder/report.html`` from its results.json."""
+    meta, rows = results.load(folder)
+    parts = [f"<h1>{html.escape(suite.title)}</h1>", f"<p class='paper'>Reproduces: {html.escape(suite.paper)}</p>"]
+    info = [[k, str(meta.get(k))] for k in ("kernel", "cpu", "cpus", "nestlab", "python", "reps", "duration_s", "quick", "interrupted")]
+    info += [[f"tool {k}", v] for k, v in meta.get("tools", {}).items()]
+    parts.append(_table(["machine / run", "value"], info, "meta"))
+    if meta.get("interrupted"):
+        parts.append("<p class='warning'>Interrupted: only the cells finished before Ctrl-C are shown.</p>")
+    reasons: dict[str, list[str]] = {}
+    for item in meta.get("skipped", []):
+        reasons.setdefault(item["why"], []).append(", ".join(f"{k}={v}" for k, v in item["cell"].items()))
+    for why, skipped in reasons.items():
+        parts.append(f"<p class='skipped'>Skipped {len(skipped)} cells ({html.escape(why)}): {html.escape('; '.join(skipped))}</p>")
+    for note in suite.notes:
+        parts.append(f"<p class='note'>{html.escape(note)}</p>")
+    for fig in suite.figures:
+        values = per_rep(rows, fig)
+        ours = {key: stats.summarize(v) for key, v in values.items() if v}
+        parts.append(f'<section class="figure" id="{fig.id}"><h2>{html.escape(fig.title)}</h2>')
+        if not ours:
+            parts.append("<p class='empty'>No measurements for this figure in this run.</p></section>")
+            continue
+        parts.append(f"<figure>{_svg(fig, ours)}</figure>")
+        table = [[str(x), str(s), f"{v['mean']:.4g}", f"[{v['ci95_low']:.4g}, {v['ci95_high']:.4g}]", f"{v['cv_pct']:.1f}",
+                  str(v["n"]), stats.advice(v)] for (x, s), v in sorted(ours.items(), key=lambda kv: str(kv[0]))]
+        parts.append(_table([fig.x, fig.series, f"mean {fig.unit}", "95 % CI", "CV %", "reps", "noisy?"], table, "ours"))
+        if fig.paper:
+            paper_rows = [[str(x), str(s), f"{v:g}"] for (x, s), v in sorted(fig.paper.items(), key=lambda kv: str(kv[0]))]
+            parts.append(f"<p class='paper-ref'>Paper: {html.escape(fig.paper_ref)}</p>")
+            parts.append(_table([fig.x, fig.series, f"paper {fig.paper_unit or fig.unit}"], paper_rows, "paper"))
+            lines = agreement(fig, ours) or ["not enough common cells to compare the ranking"]
+            parts.append("<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
+        parts.append("</section>")
+    style = "body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}"
+    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(suite.title)}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    path = Path(folder) / "report.html"
+    path.write_text(page)
+    return path
+
+
+def compare(first: Path, second: Path, suite: Suite) -> list[dict]:
+    """Per figure and cell: both means and second/first with its 95 % interval."""
+    (_, rows_a), (_, rows_b) = results.load(first), results.load(second)
+    out = []
+    for fig in suite.figures:
+        a, b = per_rep(rows_a, fig), per_rep(rows_b, fig)
+        for key in sorted(set(a) & set(b), key=str):
+            r = stats.ratio(b[key], a[key])
+            out.append({"figure": fig.id, fig.x: key[0], fig.series: key[1], "first": statistics.fmean(a[key]),
+                        "second": statistics.fmean(b[key]), "ratio": r["ratio"], "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"]})
+    return out

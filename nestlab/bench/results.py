@@ -1,0 +1,48 @@
+"""A results folder: ``results.json`` (machine, suite, every row), ``results.csv`` (the rows), ``raw/`` logs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+
+def machine() -> dict:
+    """What a reader needs to judge the numbers: kernel, CPU, nestlab and tool versions."""
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
+    tools = {}
+    for tool, flag in (("iperf3", "--version"), ("sockperf", "--version"), ("ping", "-V")):
+        if shutil.which(tool):
+            result = subprocess.run([tool, flag], capture_output=True, text=True)
+            tools[tool] = (result.stdout or result.stderr).strip().splitlines()[0] if (result.stdout or result.stderr).strip() else "?"
+    try:
+        version = metadata.version("nestlab")
+    except metadata.PackageNotFoundError:
+        version = "source"
+    return {"kernel": platform.release(), "cpu": cpu, "cpus": os.cpu_count(), "nestlab": version, "python": platform.python_version(), "tools": tools}
+
+
+def write(folder: Path, meta: dict, rows: list[dict]) -> None:
+    (folder / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    with open(folder / "results.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def load(folder: Path) -> tuple[dict, list[dict]]:
+    path = Path(folder) / "results.json"
+    if not path.exists():
+        from ..errors import LabError
+
+        raise LabError(f"{folder} is not a results folder (no results.json); `nestlab bench SUITE` makes one")
+    data = json.loads(path.read_text())
+    return data["meta"], data["rows"]

@@ -1,0 +1,122 @@
+"""The scenario engine: a suite is a topology template, a parameter matrix, repetitions and a duration.
+
+Cells that share a topology (``Suite.lab_key``) share one deployed lab; every repetition of
+every cell is measured by ``Suite.measure``, which returns rows (one per pair, plus the
+aggregate as pair ``"all"``).  Results are written as they are: Ctrl-C stops after the
+current measurement, keeps every finished cell, destroys the lab and still writes the report.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..lab.lab import Lab
+from . import results
+
+Cell = dict[str, object]
+Row = dict[str, object]
+
+
+@dataclass
+class Figure:
+    """One chart of the report, laid out like the paper's: ``metric`` per ``x`` value, a bar per ``series`` value."""
+
+    id: str
+    title: str
+    metric: str
+    unit: str
+    x: str
+    series: str
+    where: dict[str, object]
+    paper: dict[tuple, float] = field(default_factory=dict)  # (x value, series value) -> the paper's number
+    paper_ref: str = ""
+    paper_unit: str = ""
+    higher_is_better: bool = True
+
+
+@dataclass
+class Suite:
+    name: str
+    title: str
+    paper: str
+    axes: dict[str, list]
+    quick_axes: dict[str, list]
+    reps: int
+    quick_reps: int
+    duration: float
+    quick_duration: float
+    build: Callable[[Cell], Lab]
+    lab_key: Callable[[Cell], tuple]
+    measure: Callable[[Lab, Cell, float, "Recorder"], list[Row]]
+    figures: list[Figure]
+    unavailable: Callable[[Cell], str | None] = lambda cell: None
+    notes: list[str] = field(default_factory=list)
+
+
+class Recorder:
+    """Collects the exact commands and raw output of every measurement, for the results folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.commands: list[str] = []
+        self.count = 0
+
+    def raw(self, label: str, command: list[str], output: str) -> None:
+        self.count += 1
+        self.commands.append(" ".join(command))
+        (self.folder / "raw").mkdir(parents=True, exist_ok=True)
+        (self.folder / "raw" / f"{self.count:05d}-{label}.log").write_text(" ".join(command) + "\n\n" + output)
+
+
+def cells(axes: dict[str, list]) -> list[Cell]:
+    keys = list(axes)
+    return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))]
+
+
+def run(suite: Suite, out: Path, *, quick: bool = False, reps: int | None = None, duration: float | None = None,
+        progress: Callable[[str, int, int], None] | None = None) -> Path:
+    """Run the suite into ``out`` (a new folder); returns it.  Writes results.json/csv, raw/ and report.html."""
+    from . import report
+
+    out.mkdir(parents=True, exist_ok=False)
+    reps = reps or (suite.quick_reps if quick else suite.reps)
+    duration = duration or (suite.quick_duration if quick else suite.duration)
+    todo = cells(suite.quick_axes if quick else suite.axes)
+    skipped = [(cell, why) for cell in todo if (why := suite.unavailable(cell))]
+    todo = [cell for cell in todo if not suite.unavailable(cell)]
+    recorder = Recorder(out)
+    rows: list[Row] = []
+    meta = results.machine() | {
+        "suite": suite.name, "title": suite.title, "paper": suite.paper, "quick": quick, "reps": reps, "duration_s": duration,
+        "cells": len(todo), "skipped": [{"cell": c, "why": w} for c, w in skipped], "started": time.time(), "interrupted": False,
+    }
+    total, done = len(todo) * reps, 0
+    groups: dict[tuple, list[Cell]] = {}
+    for cell in todo:
+        groups.setdefault(suite.lab_key(cell), []).append(cell)
+    try:
+        for group in groups.values():
+            lab = suite.build(group[0])
+            try:
+                lab.deploy()
+                for rep in range(reps):
+                    for cell in group:
+                        for row in suite.measure(lab, cell, duration, recorder):
+                            rows.append({**cell, "rep": rep, **row})
+                        done += 1
+                        if progress:
+                            progress(", ".join(f"{k}={v}" for k, v in cell.items()), done, total)
+            finally:
+                lab.destroy()
+    except KeyboardInterrupt:
+        meta["interrupted"] = True
+    finally:
+        meta["finished"] = time.time()
+        meta["commands"] = sorted(set(recorder.commands))
+        results.write(out, meta, rows)
+        report.render(out, suite)
+    return out

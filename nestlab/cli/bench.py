@@ -1,0 +1,213 @@
+"""`nestlab bench ...`, `nestlab report` and `nestlab compare`: measurements with statistics and reports."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ..bench import report, results, scenario, tools
+from ..bench.suites import SUITES
+from ..bench.together import Pair, run_together
+from ..errors import LabError
+
+out = Console()
+err = Console(stderr=True)
+bench_app = typer.Typer(
+    help="Measure: rerun a seed paper's experiments (one subcommand per suite), or measure a running lab (run, pingall).",
+    no_args_is_help=True,
+)
+
+
+def _suite_command(name: str):
+    suite = SUITES[name]
+
+    def command(
+        quick: bool = typer.Option(False, "--quick", help="Fewer, shorter runs: the whole suite in under 3 minutes (what CI runs)."),
+        reps: int | None = typer.Option(None, "--reps", help=f"Repetitions per cell (default {suite.reps}; quick {suite.quick_reps})."),
+        duration: float | None = typer.Option(None, "--duration", help=f"Seconds per measurement (default {suite.duration:g}; quick {suite.quick_duration:g})."),
+        out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default results/<suite>-<timestamp>)."),
+    ):
+        from .app import _reported
+
+        with _reported():
+            folder = out_dir or Path("results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True) as bar:
+                task = bar.add_task(name, total=None)
+
+                def progress(label: str, done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total, description=f"{name}: {label}")
+
+                scenario.run(suite, folder, quick=quick, reps=reps, duration=duration, progress=progress)
+            meta, _ = results.load(folder)
+            state = "interrupted; finished cells kept" if meta["interrupted"] else "done"
+            err.print(f"{name}: {state} -> {folder}/report.html (results.json, results.csv, raw/)")
+
+    command.__doc__ = f"{suite.title}.\n\nReproduces {suite.paper}. Writes results.json, results.csv, raw tool output and report.html."
+    return command
+
+
+for _name in SUITES:
+    bench_app.command(_name)(_suite_command(_name))
+
+
+def _address(node, override: str | None) -> str:
+    if override:
+        return override
+    for iface in node.intfs():
+        if iface.ip:
+            return iface.ip
+    raise LabError(f"{node.name} has no IPv4 address to send to; give --address")
+
+
+@bench_app.command("run")
+def bench_run(
+    topo: Path | None = typer.Option(None, "-t", "--topo", help="Topology file of the running lab."),
+    lab: str | None = typer.Option(None, "--lab", help="Name of the running lab."),
+    tool: str = typer.Option("iperf3", "--tool", help="iperf3, sockperf or ping."),
+    src: str = typer.Option(..., "--from", help="Client node (or component, host)."),
+    dst: str = typer.Option(..., "--to", help="Server node."),
+    address: str | None = typer.Option(None, "--address", help="Address to send to (default: the server's first IPv4)."),
+    udp: bool = typer.Option(False, "--udp", help="iperf3: UDP instead of TCP."),
+    size: int | None = typer.Option(None, "--size", help="Payload bytes (iperf3 -l, sockperf -m, ping -s)."),
+    parallel: int = typer.Option(1, "--parallel", help="iperf3 -P: parallel streams."),
+    mptcp: bool = typer.Option(False, "--mptcp", help="iperf3 under mptcpize (Debian package mptcpd)."),
+    bitrate: str | None = typer.Option(None, "--bitrate", help="iperf3 UDP target rate, e.g. 500M."),
+    duration: float = typer.Option(5, "--duration", help="Seconds."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+):
+    """Measure once between two nodes of a running lab (Mininet's iperf, done right).
+
+    JSON keys carry their units: mbps, pps, latency_avg_us, rtt_avg_ms...
+    Example: nestlab bench run --lab quickstart --from h1 --to h2 --tool iperf3 --parallel 4
+    """
+    from .app import _node, _reported, _resolve
+
+    with _reported():
+        the_lab = _resolve(topo, lab)
+        client, server = _node(the_lab, src), _node(the_lab, dst)
+        target = _address(server, address)
+        if tool == "ping":
+            tools.require("ping")
+            result = tools.parse_ping(client.cmd(["ping", "-n", "-q", "-c", str(max(1, int(duration * 5))), "-i", "0.2",
+                                                   *(["-s", str(size)] if size else []), target], timeout=duration + 30))
+        elif tool == "iperf3":
+            tools.require("iperf3")
+            if mptcp:
+                tools.require("mptcpize")
+            command = tools.iperf3_command(target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp)
+            (ran,) = run_together([Pair(client, command, server, ["iperf3", "-s", "-1", "-B", target, "-p", "5201"])], timeout=duration + 30)
+            result = tools.parse_iperf3(ran.stdout)
+        elif tool == "sockperf":
+            tools.require("sockperf")
+            results_ = {}
+            for test in ("throughput", "ping-pong"):
+                command = tools.sockperf_command(test, target, 11111, duration, size or 64)
+                (ran,) = run_together([Pair(client, command, server, ["sockperf", "server", "-i", target, "-p", "11111"])], timeout=duration + 30)
+                results_[test] = tools.parse_sockperf(ran.stdout)
+            result = {"pps": results_["throughput"]["pps"], "mbps": results_["throughput"]["mbps"],
+                      **{k: v for k, v in results_["ping-pong"].items() if k.startswith("latency_")}}
+        else:
+            raise LabError(f"--tool must be iperf3, sockperf or ping, not '{tool}'")
+        result = {"tool": tool, "from": src, "to": dst, "address": target, **result}
+        if fmt == "json":
+            out.print_json(json.dumps(result))
+        else:
+            table = Table("measure", "value")
+            for key, value in result.items():
+                table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+            out.print(table)
+
+
+def _nearest(src, dst) -> str:
+    """dst's address on a subnet src is directly on, else dst's first address."""
+    import ipaddress
+
+    mine = [ipaddress.ip_interface(a).network for i in src.intfs() for a in i.ipv4]
+    for iface in dst.intfs():
+        for cidr in iface.ipv4:
+            if ipaddress.ip_interface(cidr).network in mine:
+                return cidr.split("/")[0]
+    return _address(dst, None)
+
+
+@bench_app.command("pingall")
+def pingall(
+    topo: Path | None = typer.Option(None, "-t", "--topo", help="Topology file of the running lab."),
+    lab: str | None = typer.Option(None, "--lab", help="Name of the running lab."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+):
+    """Ping every addressed node from every other (one packet each, all at once), like Mininet's pingall.
+
+    The target is the address on a subnet the pinging node shares, when there is one.
+
+    Exits 1 if any pair fails. Example: nestlab bench pingall --lab quickstart
+    """
+    from .app import _reported, _resolve
+
+    with _reported():
+        the_lab = _resolve(topo, lab)
+        nodes = {name: node for name, node in the_lab.nodes.items() if node.kind == "linux" and any(i.ip for i in node.intfs())}
+        pairs = [(a, b, _nearest(nodes[a], nodes[b])) for a, b in itertools.permutations(nodes, 2)]
+        procs = [(a, b, ip, nodes[a].popen(["ping", "-n", "-q", "-c", "1", "-W", "1", ip], stdout=-1, stderr=-3, text=True)) for a, b, ip in pairs]
+        rows = []
+        for a, b, ip, proc in procs:
+            text, _ = proc.communicate(timeout=30)
+            rows.append({"from": a, "to": b, "address": ip, "ok": proc.returncode == 0, **(tools.parse_ping(text) if "transmitted" in text else {})})
+        lost = [r for r in rows if not r["ok"]]
+        if fmt == "json":
+            out.print_json(json.dumps(rows))
+        else:
+            for a in nodes:
+                reached = [r["to"] if r["ok"] else "X" for r in rows if r["from"] == a]
+                out.print(f"{a} -> {' '.join(reached)}")
+            out.print(f"*** results: {100.0 * len(lost) / len(rows) if rows else 0:.0f}% dropped ({len(rows) - len(lost)}/{len(rows)} received)")
+        if lost:
+            raise typer.Exit(1)
+
+
+def report_cmd(folder: Path = typer.Argument(..., help="A results folder.")):
+    """Regenerate report.html of a results folder (e.g. after upgrading nestlab)."""
+    from .app import _reported
+
+    with _reported():
+        meta, _ = results.load(folder)
+        path = report.render(folder, _suite_of(meta))
+        err.print(f"wrote {path}")
+
+
+def compare_cmd(
+    first: Path = typer.Argument(..., help="Results folder (the reference)."),
+    second: Path = typer.Argument(..., help="Results folder to compare with it."),
+    fmt: str = typer.Option("table", "--format", help="table or json."),
+):
+    """Per figure and cell: both means and second/first with a 95 % interval (e.g. two kernels, two machines)."""
+    from .app import _reported
+
+    with _reported():
+        meta_a, _ = results.load(first)
+        meta_b, _ = results.load(second)
+        if meta_a["suite"] != meta_b["suite"]:
+            raise LabError(f"{first} is suite {meta_a['suite']} and {second} is {meta_b['suite']}; compare runs of one suite")
+        rows = report.compare(first, second, _suite_of(meta_a))
+        if fmt == "json":
+            out.print_json(json.dumps(rows))
+            return
+        table = Table("figure", "cell", "first", "second", "second/first", "95 % CI")
+        for r in rows:
+            cell = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("figure", "first", "second", "ratio", "ci95_low", "ci95_high"))
+            table.add_row(r["figure"], cell, f"{r['first']:.4g}", f"{r['second']:.4g}", f"{r['ratio']:.3f}", f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]")
+        out.print(table)
+
+
+def _suite_of(meta: dict):
+    if meta.get("suite") not in SUITES:
+        raise LabError(f"unknown suite {meta.get('suite')!r} in results.json (known: {', '.join(SUITES)})")
+    return SUITES[meta["suite"]]

@@ -1,0 +1,130 @@
+"""The bench harness: parsers on real captured output, statistics on known values, the barrier,
+a live rate measurement, `bench run`/`pingall`, and the lxc-modes suite end to end (report checked in Chromium)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from nestlab.bench import stats, tools
+from nestlab.bench.together import Pair, run_together
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_sockperf_summaries_are_parsed_into_numbers():
+    pp = tools.parse_sockperf((FIXTURES / "sockperf-ping-pong.txt").read_text())
+    assert pp["latency_avg_us"] == 4.645 and pp["latency_std_us"] == 8.515
+    assert pp["latency_p50_us"] == 4.376 and pp["latency_p99_us"] == 11.684 and pp["latency_p999_us"] == 44.385
+    assert pp["latency_min_us"] == 2.775 and pp["latency_max_us"] == 1606.994
+    assert pp["received"] == 165349 and pp["seconds"] == 1.55 and math.isclose(pp["pps"], 165349 / 1.55)
+    tp = tools.parse_sockperf((FIXTURES / "sockperf-throughput.txt").read_text())
+    assert tp == {"mode": "throughput", "pps": 344267.0, "mbps": 2689.586, "sent": 688692, "seconds": 2.0}
+    ul = tools.parse_sockperf((FIXTURES / "sockperf-under-load.txt").read_text())
+    assert ul["sent"] == 15201 and ul["received"] == 153 and ul["latency_p50_us"] == 21.551
+    with pytest.raises(ValueError):
+        tools.parse_sockperf("sockperf: ERROR: Connection refused")
+
+
+def test_iperf3_and_ping_captures_are_parsed():
+    tcp = tools.parse_iperf3((FIXTURES / "iperf3-tcp.json").read_text())
+    raw = json.loads((FIXTURES / "iperf3-tcp.json").read_text())["end"]["sum_received"]["bits_per_second"]
+    assert math.isclose(tcp["mbps"], raw / 1e6) and tcp["retransmits"] is not None and tcp["lost_pct"] is None
+    udp = tools.parse_iperf3((FIXTURES / "iperf3-udp.json").read_text())
+    assert udp["lost_pct"] is not None and 0 < udp["mbps"] <= 101
+    ping = tools.parse_ping((FIXTURES / "ping.txt").read_text())
+    assert ping["sent"] == 5 and ping["received"] == 5 and ping["rtt_avg_ms"] > 0
+
+
+def test_statistics_against_known_values():
+    s = stats.summarize([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0])
+    assert s["mean"] == 5.0 and s["median"] == 4.5 and s["n"] == 8
+    assert math.isclose(s["stdev"], 2.138089935, rel_tol=1e-6)  # sample standard deviation
+    assert math.isclose(s["sem"], 2.138089935 / math.sqrt(8), rel_tol=1e-6)
+    assert math.isclose(s["ci95_high"] - s["mean"], 2.365 * s["sem"], rel_tol=1e-9)  # t(7) = 2.365
+    assert math.isclose(s["cv_pct"], 42.76179870, rel_tol=1e-6) and s["noisy"]
+    assert "--reps" in stats.advice(s)
+    quiet = stats.summarize([100.0, 101.0, 99.0])
+    assert not quiet["noisy"] and stats.advice(quiet) == ""
+    r = stats.ratio([10.0, 10.0, 10.0], [5.0, 5.0, 5.0])
+    assert r == {"ratio": 2.0, "ci95_low": 2.0, "ci95_high": 2.0}
+    r = stats.ratio([9.0, 11.0], [5.0, 5.0])
+    assert r["ci95_low"] < 2.0 < r["ci95_high"]
+
+
+PAIR = """
+name: {name}
+topology:
+  nodes: {a: {}, b: {}, c: {}}
+  links:
+    - endpoints: ["a:eth1", "b:eth1"]
+      ipv4: ["10.8.0.1/24", "10.8.0.2/24"]
+      params: {rate: 100mbit}
+    - endpoints: ["a:eth2", "c:eth1"]
+      ipv4: ["10.8.1.1/24", "10.8.1.2/24"]
+"""
+
+
+def test_barrier_starts_pairs_together(lab_from):
+    lab = lab_from(PAIR)
+    a = lab.nodes["a"]
+    ran = run_together([Pair(a, ["sleep", "0.1"]) for _ in range(10)], timeout=30)
+    starts = [r.started_ns for r in ran]
+    assert all(starts) and (max(starts) - min(starts)) / 1e6 < 50, starts
+
+
+def test_bench_run_measures_the_configured_rate_and_pingall(lab_from, lab_name):
+    lab_from(PAIR)
+    result = run_cli("bench", "run", "--lab", lab_name, "--from", "a", "--to", "b", "--tool", "iperf3", "--duration", "3", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    mbps = json.loads(result.stdout)["mbps"]
+    assert 100 * 1448 / 1514 * 0.85 <= mbps <= 100 * 1.02, mbps  # HTB counts whole frames
+    result = run_cli("bench", "run", "--lab", lab_name, "--from", "a", "--to", "b", "--tool", "sockperf", "--duration", "1", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    measured = json.loads(result.stdout)
+    assert measured["pps"] > 0 and measured["latency_avg_us"] > 0
+    result = run_cli("bench", "pingall", "--lab", lab_name)
+    assert result.returncode == 1  # b and c are not connected to each other
+    assert "a -> b c" in result.stdout and "b -> a X" in result.stdout and "33% dropped" in result.stdout
+
+
+def test_lxc_modes_quick_suite_end_to_end(tmp_path):
+    folder = tmp_path / "run"
+    result = run_cli("bench", "lxc-modes", "--quick", "--out", str(folder), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads((folder / "results.json").read_text())
+    assert data["meta"]["kernel"] and data["meta"]["commands"] and not data["meta"]["interrupted"]
+    modes = {row["mode"] for row in data["rows"]}
+    assert {"none", "bridge", "macvlan"} <= modes
+    assert all(row["pps"] > 0 and row["latency_avg_us"] > 0 for row in data["rows"] if row["pair"] != "all")
+    assert (folder / "results.csv").read_text().startswith("mode,pairs,payload,placement,rep")
+    assert len(list((folder / "raw").iterdir())) > 10
+    ten = [row["pps_started_ns"] for row in data["rows"] if row["pairs"] == 10 and row["pair"] != "all" and row["rep"] == 0
+           and row["mode"] == "macvlan" and row["payload"] == 28 and row["placement"] == "same"]
+    assert len(ten) == 10 and (max(ten) - min(ten)) / 1e6 < 50  # the ten pairs started together
+    _check_report_in_chromium(folder / "report.html")
+    again = run_cli("report", str(folder))
+    assert again.returncode == 0, again.stderr
+    compared = run_cli("compare", str(folder), str(folder), "--format", "json")
+    assert compared.returncode == 0 and all(abs(r["ratio"] - 1) < 1e-9 for r in json.loads(compared.stdout))
+
+
+def _check_report_in_chromium(report: Path) -> None:
+    """Render the report in headless Chromium and check every figure and table is in the rendered page."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "the report test needs Debian's chromium (make deps installs it)"
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", report.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    for fig in (5, 7, 9, 11):  # --quick measures the paper's 28-byte figures
+        section = re.search(rf'<section class="figure" id="fig{fig}">(.*?)</section>', dom, re.S)
+        assert section, f"figure {fig} missing from the rendered report"
+        body = section.group(1)
+        assert "<svg" in body and 'class="ours"' in body and 'class="paper"' in body and "ranking" in body, f"figure {fig} incomplete"
+    assert 'class="meta"' in dom
