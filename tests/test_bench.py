@@ -128,3 +128,27 @@ def _check_report_in_chromium(report: Path) -> None:
         body = section.group(1)
         assert "<svg" in body and 'class="ours"' in body and 'class="paper"' in body and "ranking" in body, f"figure {fig} incomplete"
     assert 'class="meta"' in dom
+
+
+def test_ctrl_c_keeps_finished_cells_and_leaves_nothing(tmp_path):
+    import signal
+    import time
+
+    from conftest import NESTLAB, ROOT, leftovers
+
+    folder = tmp_path / "run"
+    proc = subprocess.Popen([*NESTLAB, "bench", "lxc-modes", "--quick", "--out", str(folder)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(folder.glob("raw/*pair0*")):  # the first measurement is in
+        assert time.monotonic() < deadline and proc.poll() is None, "no measurement finished"
+        time.sleep(0.2)
+    time.sleep(4)  # let at least one cell finish, then interrupt mid-measurement
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    data = json.loads((folder / "results.json").read_text())
+    assert data["meta"]["interrupted"] and data["rows"], "finished cells are kept"
+    assert (folder / "report.html").exists()
+    assert leftovers() == [], "the lab was destroyed"
+    assert "interrupted" in stderr

@@ -3,7 +3,8 @@
 Servers start first and get a moment to listen.  Each client is a shell that blocks reading
 its stdin, stamps the time and ``exec``s the tool; once every client exists, one byte is
 written to each stdin in a tight loop, so all tools start within a millisecond or so of each
-other however long the forks took.  Every process is reaped, even on errors or Ctrl-C.
+other however long the forks took.  The tools run in sessions of their own, so a Ctrl-C reaches
+only nestlab, which then kills and reaps every one of them.
 """
 
 from __future__ import annotations
@@ -41,12 +42,12 @@ def run_together(pairs: list[Pair], timeout: float, listen_wait: float = 0.3) ->
     try:
         for pair in pairs:
             if pair.server and pair.server_command:
-                servers.append(pair.server.popen(pair.server_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                servers.append(pair.server.popen(pair.server_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         if servers:
             time.sleep(listen_wait)
         for pair in pairs:
             clients.append(pair.client.popen(["sh", "-c", _GATE, "sh", *pair.command], stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
         for proc in clients:  # the barrier: release them all (communicate() closes stdin later)
             proc.stdin.write("go\n")
             proc.stdin.flush()

@@ -49,6 +49,8 @@ def _suite_command(name: str):
             meta, _ = results.load(folder)
             state = "interrupted; finished cells kept" if meta["interrupted"] else "done"
             err.print(f"{name}: {state} -> {folder}/report.html (results.json, results.csv, raw/)")
+            if meta["interrupted"]:
+                raise typer.Exit(130)
 
     command.__doc__ = f"{suite.title}.\n\nReproduces {suite.paper}. Writes results.json, results.csv, raw tool output and report.html."
     return command
