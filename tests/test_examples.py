@@ -105,3 +105,10 @@ def test_nestednet_manet_examples(name):
             assert "radio" not in gnab.cmd("ip -br link")
         assert lab.nodes["drone1"].limits()["cpus"] == "1"
     assert leftovers() == []
+
+
+def test_measure_pairs_example_runs():
+    result = subprocess.run([sys.executable, "examples/measure_pairs.py"], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("4 pairs started within") == 3 and "95 % CI" in result.stdout
+    assert leftovers() == []
