@@ -152,3 +152,21 @@ def test_ctrl_c_keeps_finished_cells_and_leaves_nothing(tmp_path):
     assert (folder / "report.html").exists()
     assert leftovers() == [], "the lab was destroyed"
     assert "interrupted" in stderr
+
+
+def test_kernel_modules_suite_builds_every_cell_and_judges_claims():
+    from nestlab.bench import report
+    from nestlab.bench.scenario import cells
+    from nestlab.bench.suites import SUITES
+
+    suite = SUITES["kernel-modules"]
+    for cell in cells(suite.axes):
+        if not (cell["pairs"] > 4 or suite.unavailable(cell)):
+            assert suite.build(cell).plan.nodes  # every topology of the matrix is valid
+    fig = next(f for f in suite.figures if f.id == "fig5-1-mtu1500")
+    ours = {("macvlan", 1): {"mean": 30.0}, ("veth-bridge", 1): {"mean": 10.0}, ("ovs", 1): {"mean": 5.0}}
+    assert "ranking agrees" in report.agreement(fig, ours)[0]
+    ours[("veth-bridge", 1)]["mean"] = 40.0
+    assert "ranking differs" in report.agreement(fig, ours)[0]
+    close = next(f for f in suite.figures if f.id == "fig5-3-mtu9000")
+    assert "claims no ranking" in report.agreement(close, ours)[0]

@@ -21,7 +21,7 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
     """(x, series) -> one value per repetition: the metric averaged over the pairs of that repetition."""
     buckets: dict[tuple, dict[int, list[float]]] = {}
     for row in rows:
-        if row.get("pair") == "all" or row.get(fig.metric) is None:
+        if (row.get("pair") == "all") != fig.aggregate or row.get(fig.metric) is None:
             continue
         if any(row.get(k) != v for k, v in fig.where.items()):
             continue
@@ -30,8 +30,30 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
     return {key: [statistics.fmean(v) for _, v in sorted(reps.items())] for key, reps in buckets.items()}
 
 
+def claim_agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
+    """Per series: our ranking against the ranking the paper states in words (or our spread, if it claims none)."""
+    lines = []
+    for series in sorted({s for _, s in ours}, key=str):
+        measured = {x: v["mean"] for (x, s), v in ours.items() if s == series}
+        our_order = sorted(measured, key=measured.get, reverse=fig.higher_is_better)
+        if fig.claim_rank is None:
+            spread = max(measured.values()) / min(measured.values()) if min(measured.values()) > 0 else float("inf")
+            lines.append(f"{fig.series}={series}: paper claims no ranking; ours best first: {', '.join(map(str, our_order))} (best/worst {spread:.2f})")
+            continue
+        claimed = [x for x in fig.claim_rank if x in measured]
+        if len(claimed) < 2:
+            lines.append(f"{fig.series}={series}: too few of the paper's modes measured here to compare")
+            continue
+        ours_claimed = [x for x in our_order if x in claimed]
+        verdict = "agrees" if ours_claimed == claimed else "differs"
+        lines.append(f"{fig.series}={series}: ranking {verdict} (best first - paper: {', '.join(map(str, claimed))}; ours: {', '.join(map(str, ours_claimed))})")
+    return lines
+
+
 def agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
     """Per series: does our ranking of the x values match the paper's, and how far apart are the extremes."""
+    if fig.claim:
+        return claim_agreement(fig, ours)
     lines = []
     for series in sorted({s for _, s in fig.paper} & {s for _, s in ours}, key=str):
         xs = [x for (x, s) in fig.paper if s == series and (x, series) in ours]
@@ -98,6 +120,10 @@ def render(folder: Path, suite: Suite) -> Path:
         reasons.setdefault(item["why"], []).append(", ".join(f"{k}={v}" for k, v in item["cell"].items()))
     for why, skipped in reasons.items():
         parts.append(f"<p class='skipped'>Skipped {len(skipped)} cells ({html.escape(why)}): {html.escape('; '.join(skipped))}</p>")
+    failed = [r for r in rows if r.get("error")]
+    if failed:
+        items = "".join(f"<li>{html.escape(', '.join(f'{k}={v}' for k, v in r.items() if k not in ('error', 'pair')))}: {html.escape(r['error'])}</li>" for r in failed)
+        parts.append(f"<p class='warning'>{len(failed)} measurements failed and are left out:</p><ul class='failed'>{items}</ul>")
     for note in suite.notes:
         parts.append(f"<p class='note'>{html.escape(note)}</p>")
     for fig in suite.figures:
@@ -111,7 +137,10 @@ def render(folder: Path, suite: Suite) -> Path:
         table = [[str(x), str(s), f"{v['mean']:.4g}", f"[{v['ci95_low']:.4g}, {v['ci95_high']:.4g}]", f"{v['cv_pct']:.1f}",
                   str(v["n"]), stats.advice(v)] for (x, s), v in sorted(ours.items(), key=lambda kv: str(kv[0]))]
         parts.append(_table([fig.x, fig.series, f"mean {fig.unit}", "95 % CI", "CV %", "reps", "noisy?"], table, "ours"))
-        if fig.paper:
+        if fig.claim:
+            parts.append(f"<p class='paper'>Paper ({html.escape(fig.paper_ref)}): {html.escape(fig.claim)}</p>")
+            parts.append("<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in agreement(fig, ours)) + "</ul>")
+        elif fig.paper:
             paper_rows = [[str(x), str(s), f"{v:g}"] for (x, s), v in sorted(fig.paper.items(), key=lambda kv: str(kv[0]))]
             parts.append(f"<p class='paper-ref'>Paper: {html.escape(fig.paper_ref)}</p>")
             parts.append(_table([fig.x, fig.series, f"paper {fig.paper_unit or fig.unit}"], paper_rows, "paper"))

@@ -2,7 +2,8 @@
 
 Cells that share a topology (``Suite.lab_key``) share one deployed lab; every repetition of
 every cell is measured by ``Suite.measure``, which returns rows (one per pair, plus the
-aggregate as pair ``"all"``).  Results are written as they are: Ctrl-C stops after the
+aggregate as pair ``"all"``).  A measurement whose tool fails becomes an ``error`` row and
+the run goes on (iperf3's control connection can starve under many UDP pairs, as seed 002 saw).  Results are written as they are: Ctrl-C stops after the
 current measurement, keeps every finished cell, destroys the lab and still writes the report.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import LabError
 from ..lab.lab import Lab
 from . import results
 
@@ -36,6 +38,9 @@ class Figure:
     paper_ref: str = ""
     paper_unit: str = ""
     higher_is_better: bool = True
+    aggregate: bool = False  # the value is the cell's ``pair: "all"`` row (a total), not the mean over pairs
+    claim: str = ""  # the paper's finding in words, when it gives no numbers
+    claim_rank: list | None = None  # that finding as x values best first (None: no ranking claimed)
 
 
 @dataclass
@@ -105,7 +110,11 @@ def run(suite: Suite, out: Path, *, quick: bool = False, reps: int | None = None
                 lab.deploy()
                 for rep in range(reps):
                     for cell in group:
-                        for row in suite.measure(lab, cell, duration, recorder):
+                        try:
+                            measured = suite.measure(lab, cell, duration, recorder)
+                        except (LabError, ValueError) as exc:  # a tool failed in this cell: record it, go on
+                            measured = [{"pair": "all", "error": str(exc)[:300]}]
+                        for row in measured:
                             rows.append({**cell, "rep": rep, **row})
                         done += 1
                         if progress:

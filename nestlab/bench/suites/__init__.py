@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from ..scenario import Suite
-from . import lxc_modes
+from . import kernel_modules, lxc_modes
 
-SUITES: dict[str, Suite] = {suite.name: suite for suite in (lxc_modes.SUITE,)}
+SUITES: dict[str, Suite] = {suite.name: suite for suite in (lxc_modes.SUITE, kernel_modules.SUITE)}
