@@ -140,10 +140,10 @@ def test_ctrl_c_keeps_finished_cells_and_leaves_nothing(tmp_path):
     proc = subprocess.Popen([*NESTLAB, "bench", "lxc-modes", "--quick", "--out", str(folder)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not list(folder.glob("raw/*pair0*")):  # the first measurement is in
-        assert time.monotonic() < deadline and proc.poll() is None, "no measurement finished"
+    while not list(folder.glob("raw/*ping-pong*pair0*")):  # the first cell's last measurement is in
+        assert time.monotonic() < deadline and proc.poll() is None, "no cell finished"
         time.sleep(0.2)
-    time.sleep(4)  # let at least one cell finish, then interrupt mid-measurement
+    time.sleep(1.5)  # the next cell is being measured: interrupt it
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr[-2000:]
