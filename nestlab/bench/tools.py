@@ -74,11 +74,11 @@ def iperf3(
     """
     require("iperf3")
     srv = server.popen(["iperf3", "-s", "-1", "-B", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    extra = (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else []) + (["-O", str(omit)] if omit else [])
+    command = iperf3_command(address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit)
     try:
         out = ""
         for _ in range(50):  # the server needs a moment to listen
-            out = client.cmd(["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds), *extra], timeout=seconds + omit + 30)
+            out = client.cmd(command, timeout=seconds + omit + 30)
             if "unable to connect" not in out and "Connection refused" not in out:
                 break
             time.sleep(0.05)
