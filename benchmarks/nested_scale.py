@@ -11,10 +11,8 @@ Cases:
   UTS namespace each, no PID/mount namespace, no init, no cgroup) on one bridge per drone.
 * a runc node on a busybox rootfs and a Docker node, reported separately (per node).
 
-Memory per container is the growth of the kernel's own memory while the lab runs (slab, kernel
-stacks, page tables, per-CPU data: namespaces, interfaces, cgroups, tasks) plus the proportional
-set size of every process inside the lab (shared library pages counted once across them).
-MemAvailable, which also moves with the page cache, proved too noisy for labs this small.
+Memory per container is nestlab.bench.memory's: the kernel's own growth while the lab runs plus
+the proportional set size of every process inside the lab.
 
 Usage (root):  python benchmarks/nested_scale.py [--reps 3] [--no-containers]
 """
@@ -33,34 +31,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from nestlab import Lab  # noqa: E402
+from nestlab.bench.memory import kernel_kb, lab_pss_kb  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-
-
-_KERNEL = ("Slab", "KernelStack", "PageTables", "Percpu")
-
-
-def kernel_kb() -> int:
-    """Kernel memory that namespaces, interfaces, cgroups and processes take (page cache excluded)."""
-    with open("/proc/meminfo") as fh:
-        fields = {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in fh)}
-    return sum(fields.get(k, 0) for k in _KERNEL)
-
-
-def lab_pss_kb(lab: Lab) -> int:
-    """Proportional set size of every process inside the lab's namespaces."""
-    from nestlab import names
-    from nestlab.backends import namespaces
-
-    inodes = {namespaces.inode(names.netns_path(lab.name, n)) for n in lab.plan.nodes}
-    total = 0
-    for pid in namespaces.pids_in({i for i in inodes if i}):
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as fh:
-                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:"))
-        except (OSError, StopIteration):
-            pass
-    return total
 
 
 def measure(make, reps: int) -> tuple[float, float, float]:

@@ -7,6 +7,7 @@ import json
 import math
 import re
 import shutil
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -37,6 +38,8 @@ def test_iperf3_and_ping_captures_are_parsed():
     tcp = tools.parse_iperf3((FIXTURES / "iperf3-tcp.json").read_text())
     raw = json.loads((FIXTURES / "iperf3-tcp.json").read_text())["end"]["sum_received"]["bits_per_second"]
     assert math.isclose(tcp["mbps"], raw / 1e6) and tcp["retransmits"] is not None and tcp["lost_pct"] is None
+    intervals = tools.iperf3_intervals((FIXTURES / "iperf3-tcp.json").read_text())
+    assert [round(s) for s, _, _ in intervals] == [0, 1] and abs(statistics.fmean(m for _, _, m in intervals) - tcp["mbps"]) / tcp["mbps"] < 0.01
     udp = tools.parse_iperf3((FIXTURES / "iperf3-udp.json").read_text())
     assert udp["lost_pct"] is not None and 0 < udp["mbps"] <= 101
     ping = tools.parse_ping((FIXTURES / "ping.txt").read_text())
@@ -164,9 +167,48 @@ def test_kernel_modules_suite_builds_every_cell_and_judges_claims():
         if not (cell["pairs"] > 4 or suite.unavailable(cell)):
             assert suite.build(cell).plan.nodes  # every topology of the matrix is valid
     fig = next(f for f in suite.figures if f.id == "fig5-1-mtu1500")
-    ours = {("macvlan", 1): {"mean": 30.0}, ("veth-bridge", 1): {"mean": 10.0}, ("ovs", 1): {"mean": 5.0}}
+    ours = {("macvlan", 1): stats.summarize([29.9, 30.0, 30.1]), ("veth-bridge", 1): stats.summarize([9.9, 10.0, 10.1]),
+            ("ovs", 1): stats.summarize([5.0, 5.0, 5.0])}
     assert "ranking agrees" in report.agreement(fig, ours)[0]
-    ours[("veth-bridge", 1)]["mean"] = 40.0
+    ours[("veth-bridge", 1)] = stats.summarize([39.9, 40.0, 40.1])
     assert "ranking differs" in report.agreement(fig, ours)[0]
+    ours[("veth-bridge", 1)] = stats.summarize([25.0, 35.0, 45.0])  # above macvlan, but their 95 % intervals overlap
+    assert "ranking undecided" in report.agreement(fig, ours)[0]
     close = next(f for f in suite.figures if f.id == "fig5-3-mtu9000")
     assert "claims no ranking" in report.agreement(close, ours)[0]
+
+
+def test_nested_suite_measures_each_experiment_nested_and_flat(tmp_path):
+    """A slice of `nestlab bench nested`: every experiment's measurement runs, nested and flat, and its figure is drawn."""
+    import dataclasses
+
+    from nestlab.bench import results, scenario
+    from nestlab.bench.suites import SUITES
+
+    suite = SUITES["nested"]
+    both = ["nested", "flat"]
+    axes = [{"experiment": ["intra"], "nesting": both, "connections": [2]}, {"experiment": ["inter"], "nesting": both, "connections": [1]},
+            {"experiment": ["stress"], "nesting": both}, {"experiment": ["scale"], "nesting": ["nested"], "iphys": [5]},
+            {"experiment": ["startup"], "nesting": both, "size": ["12x4"]}]
+    folder = scenario.run(dataclasses.replace(suite, quick_axes=axes), tmp_path / "run", quick=True, reps=1)
+    _, rows = results.load(folder)
+    assert not [r for r in rows if r.get("error")]
+    for experiment, pairs in (("intra", 2), ("inter", 1)):
+        for nesting in both:
+            links = [r for r in rows if r["experiment"] == experiment and r["nesting"] == nesting and r["pair"] != "all"]
+            assert len(links) == pairs and all(r["gbps"] > 0.1 and 0 < r["rtt_ms"] < 50 for r in links), links
+    stress = {r["nesting"]: r for r in rows if r["experiment"] == "stress" and r["pair"] == "all"}
+    for nesting, row in stress.items():
+        assert row["t1_gbps"] > 0 and row["t2_gbps"] > 0 and row["background_gbps"] > 0, row
+        assert row["degradation_pct"] == pytest.approx(100 * (row["t1_gbps"] - row["t2_gbps"]) / row["t1_gbps"])
+        series = [r for r in rows if r["experiment"] == "stress" and r["nesting"] == nesting and r["pair"] == 0]
+        assert len(series) >= 24 and series[-1]["t_s"] > row["background_s"][1]  # the whole run, past the load
+    scale = [r for r in rows if r["experiment"] == "scale" and r["pair"] != "all"]
+    assert len(scale) == 10 and {r["drone"] for r in scale} == {1, 2} and all(r["gbps"] > 0 for r in scale)
+    startup = {r["nesting"]: r for r in rows if r["experiment"] == "startup"}
+    # Nested drones hold 5 network stacks and cgroups each where flat ones hold one: slower to start and larger.
+    assert startup["nested"]["startup_s"] > startup["flat"]["startup_s"] > 0
+    assert startup["nested"]["memory_per_node_mb"] > startup["flat"]["memory_per_node_mb"] > 0
+    page = (folder / "report.html").read_text()
+    for fig in suite.figures:
+        assert f'id="{fig.id}"' in page and "No measurements" not in page.split(f'id="{fig.id}"')[1].split("</section>")[0], fig.id

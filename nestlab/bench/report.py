@@ -30,6 +30,16 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
     return {key: [statistics.fmean(v) for _, v in sorted(reps.items())] for key, reps in buckets.items()}
 
 
+def _verdict(paper_order: list, our_order: list, ours: dict) -> str:
+    """"agrees", or "undecided" when every pair we order differently overlaps in its 95 % intervals, else "differs"."""
+    if paper_order == our_order:
+        return "agrees"
+    ours_rank = {x: i for i, x in enumerate(our_order)}
+    swapped = [(a, b) for i, a in enumerate(paper_order) for b in paper_order[i + 1:] if ours_rank[a] > ours_rank[b]]
+    overlap = all(ours[a]["ci95_high"] >= ours[b]["ci95_low"] and ours[b]["ci95_high"] >= ours[a]["ci95_low"] for a, b in swapped)
+    return "undecided, within our 95 % intervals" if overlap else "differs"
+
+
 def claim_agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
     """Per series: our ranking against the ranking the paper states in words (or our spread, if it claims none)."""
     lines = []
@@ -45,7 +55,7 @@ def claim_agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
             lines.append(f"{fig.series}={series}: too few of the paper's modes measured here to compare")
             continue
         ours_claimed = [x for x in our_order if x in claimed]
-        verdict = "agrees" if ours_claimed == claimed else "differs"
+        verdict = _verdict(claimed, ours_claimed, {x: ours[(x, series)] for x in claimed})
         lines.append(f"{fig.series}={series}: ranking {verdict} (best first - paper: {', '.join(map(str, claimed))}; ours: {', '.join(map(str, ours_claimed))})")
     return lines
 
@@ -64,7 +74,7 @@ def agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
         best, worst = paper_order[0], paper_order[-1]
         paper_gap = fig.paper[(best, series)] / fig.paper[(worst, series)]
         our_gap = ours[(best, series)]["mean"] / ours[(worst, series)]["mean"]
-        verdict = "agrees" if our_order == paper_order else "differs"
+        verdict = _verdict(paper_order, our_order, {x: ours[(x, series)] for x in xs})
         lines.append(
             f"{fig.series}={series}: ranking {verdict} (best first - paper: {', '.join(map(str, paper_order))}; "
             f"ours: {', '.join(map(str, our_order))}); {fig.metric} {best}/{worst}: paper {paper_gap:.2f}, ours {our_gap:.2f}"
@@ -84,10 +94,15 @@ def _svg(fig: Figure, ours: dict[tuple, dict]) -> str:
     width = 0.8 / max(1, len(series))
     chart, ax = plt.subplots(figsize=(6.4, 3.6))
     for i, s in enumerate(series):
-        means = [ours.get((x, s), {}).get("mean", 0.0) for x in xs]
-        errs = [(ours[(x, s)]["mean"] - ours[(x, s)]["ci95_low"]) if (x, s) in ours else 0.0 for x in xs]
-        ax.bar([j + i * width for j in range(len(xs))], means, width, yerr=errs, capsize=3, label=f"{fig.series} {s}")
-    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(xs))], [str(x) for x in xs])
+        present = [x for x in xs if (x, s) in ours]
+        means = [ours.get((x, s), {}).get("mean", 0.0) for x in (present if fig.line else xs)]
+        errs = [(ours[(x, s)]["mean"] - ours[(x, s)]["ci95_low"]) if (x, s) in ours else 0.0 for x in (present if fig.line else xs)]
+        if fig.line:
+            ax.errorbar(present, means, yerr=errs, capsize=2, marker=".", label=f"{fig.series} {s}")
+        else:
+            ax.bar([j + i * width for j in range(len(xs))], means, width, yerr=errs, capsize=3, label=f"{fig.series} {s}")
+    if not fig.line:
+        ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(xs))], [str(x) for x in xs])
     ax.set_xlabel(fig.x)
     ax.set_ylabel(f"{fig.metric} ({fig.unit})")
     ax.set_title(fig.title, fontsize=10)

@@ -21,11 +21,15 @@ from . import results
 
 Cell = dict[str, object]
 Row = dict[str, object]
+Axes = dict[str, list] | list[dict[str, list]]  # one parameter matrix, or several (their cells, in order)
 
 
 @dataclass
 class Figure:
-    """One chart of the report, laid out like the paper's: ``metric`` per ``x`` value, a bar per ``series`` value."""
+    """One chart of the report, laid out like the paper's: ``metric`` per ``x`` value, a bar per ``series`` value.
+
+    ``line``: a line per series over a numeric ``x`` instead (a time series, a scaling curve).
+    """
 
     id: str
     title: str
@@ -41,6 +45,7 @@ class Figure:
     aggregate: bool = False  # the value is the cell's ``pair: "all"`` row (a total), not the mean over pairs
     claim: str = ""  # the paper's finding in words, when it gives no numbers
     claim_rank: list | None = None  # that finding as x values best first (None: no ranking claimed)
+    line: bool = False
 
 
 @dataclass
@@ -48,8 +53,8 @@ class Suite:
     name: str
     title: str
     paper: str
-    axes: dict[str, list]
-    quick_axes: dict[str, list]
+    axes: Axes
+    quick_axes: Axes
     reps: int
     quick_reps: int
     duration: float
@@ -77,7 +82,10 @@ class Recorder:
         (self.folder / "raw" / f"{self.count:05d}-{label}.log").write_text(" ".join(command) + "\n\n" + output)
 
 
-def cells(axes: dict[str, list]) -> list[Cell]:
+def cells(axes: Axes) -> list[Cell]:
+    """Every cell of the matrix (the product of its axes), or of each matrix in a list."""
+    if isinstance(axes, list):
+        return [cell for matrix in axes for cell in cells(matrix)]
     keys = list(axes)
     return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))]
 

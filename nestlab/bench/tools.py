@@ -63,6 +63,14 @@ def parse_iperf3(text: str) -> dict:
     }
 
 
+def iperf3_intervals(text: str) -> list[tuple[float, float, float]]:
+    """iperf3 -J with ``-i`` -> (start s, end s, Mbit/s) of every reporting interval, all streams summed."""
+    data = json.loads(text)
+    if "error" in data and not data.get("intervals"):
+        raise LabError(f"iperf3: {data['error']}")
+    return [(i["sum"]["start"], i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in data.get("intervals", [])]
+
+
 def iperf3(
     client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False,
     bitrate: str | None = None, length: int | None = None, omit: int = 0,
@@ -138,9 +146,10 @@ def sockperf_command(mode: str, address: str, port: int, seconds: float, size: i
 
 
 def iperf3_command(address: str, port: int, seconds: float, *, udp: bool = False, bitrate: str | None = None, length: int | None = None,
-                   mss: int | None = None, parallel: int = 1, omit: int = 0, mptcp: bool = False) -> list[str]:
-    """An iperf3 client command with JSON output."""
-    cmd = ["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds)]
+                   mss: int | None = None, parallel: int = 1, omit: int = 0, mptcp: bool = False,
+                   interval: float | None = None) -> list[str]:
+    """An iperf3 client command with JSON output (``interval``: seconds per reported interval)."""
+    cmd = ["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds)] + (["-i", str(interval)] if interval else [])
     cmd += (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else []) + (["-M", str(mss)] if mss else [])
     cmd += (["-P", str(parallel)] if parallel > 1 else []) + (["-O", str(omit)] if omit else [])
     return (["mptcpize", "run"] if mptcp else []) + cmd

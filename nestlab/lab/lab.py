@@ -107,7 +107,8 @@ class Lab:
 
     @property
     def nodes(self) -> dict[str, Node]:
-        return {name: Node(self, name) for name in self._raw["topology"]["nodes"]}
+        """Every node by name, components included (``"drone1/gnab"``)."""
+        return {name: Node(self, name) for name in self.topology.topology.nodes}
 
     @property
     def hosts(self) -> dict[str, Node]:
