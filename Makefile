@@ -3,9 +3,11 @@
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd
 APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
+MPT    := mpt/nestlab-mpt
+GO     := $(or $(shell command -v go),$(wildcard /usr/local/go/bin/go),/usr/bin/go)
 VM_KERNEL = $(lastword $(sort $(wildcard /boot/vmlinuz-*-amd64)))
 
 .PHONY: demo test test-vm vm-run bench deps venv clean
@@ -37,7 +39,7 @@ bench: deps
 	$(PY) benchmarks/mode_overhead.py
 	$(PY) benchmarks/nested_scale.py
 
-deps: $(VENV)/.installed
+deps: $(VENV)/.installed $(MPT)
 	@missing=""; for p in $(APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
@@ -50,5 +52,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+# The multipath tunnel daemon (Go, standard library only; Debian's golang-go is enough).
+$(MPT): mpt/main.go mpt/go.mod
+	@test -x $(GO) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null; }
+	cd mpt && GOFLAGS=-mod=mod $(GO) build -trimpath -o nestlab-mpt .
+
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info $(MPT)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from .. import names
 from ..plan.desired import AttachObj, EndObj, LinkObj, NodeObj
 from ..plan.diff import Changes
-from . import cgroups, containers, namespaces, nat, netlink, ovs, rootfs, shaping
+from . import cgroups, containers, mpt, mptcp, namespaces, nat, netlink, ovs, rootfs, shaping
 from .netlink import Netlink, Request
 
 Progress = Callable[[str, int, int], None]
@@ -104,7 +104,7 @@ class Applier:
             for node in sorted(changes.del_nodes, key=lambda n: -n.name.count("/")):  # components before their node
                 self.delete_node(node)
             self._create_nodes(changes.add_nodes, made_nodes)
-            self._create_links([x for x in changes.add_links if x.mode != "vxlan"], made_links)
+            self._create_links([x for x in changes.add_links if x.mode not in ("vxlan", "mpt")], made_links)
             self._host_bridges([n for n in changes.add_nodes if n.bridges])
             self._create_attachments(changes.add_attachments, made_attachments)
             self._create_vxlans([x for x in changes.add_links if x.mode == "vxlan"], made_links)
@@ -265,6 +265,9 @@ class Applier:
         for node in changes.add_nodes:
             if node.kind == "ovs" and node.flows:
                 ovs.Switch(self.lab, node.name).add_flows(list(node.flows))
+        for node in changes.add_nodes:
+            if node.mptcp:
+                mptcp.configure(self._path(node.name), *node.mptcp, list(node.mptcp_endpoints))
         shaper = shaping.Shaper()
         try:
             for link in changes.add_links:
@@ -286,6 +289,9 @@ class Applier:
                 raise
 
     def _delete_link(self, link: LinkObj, quiet: bool = False) -> None:
+        if link.mode == "mpt":  # a daemon's tun device: it goes with the daemon
+            mpt.stop(self.lab, link)
+            return
         ends = (link.a, link.b) if link.mode == "vxlan" else (link.a,)
         for end in ends:
             self._run_quiet(end.node, netlink.del_link(end.iface), quiet)

@@ -11,7 +11,7 @@ import time
 from ..errors import LabError
 from ..lab.node import Node
 
-_PACKAGES = {"iperf3": "iperf3", "ping": "iputils-ping", "sockperf": "sockperf"}
+_PACKAGES = {"iperf3": "iperf3", "ping": "iputils-ping", "sockperf": "sockperf", "mptcpize": "mptcpd"}
 
 
 def require(tool: str) -> str:
@@ -73,16 +73,19 @@ def iperf3_intervals(text: str) -> list[tuple[float, float, float]]:
 
 def iperf3(
     client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False,
-    bitrate: str | None = None, length: int | None = None, omit: int = 0,
+    bitrate: str | None = None, length: int | None = None, omit: int = 0, mptcp: bool = False,
 ) -> dict:
     """An iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped.
 
     ``udp`` with ``bitrate`` (iperf3 -b; "0" = as fast as possible) and ``length`` (-l, payload bytes);
-    ``omit``: seconds of warm-up left out of the result (-O).
+    ``omit``: seconds of warm-up left out of the result (-O); ``mptcp``: both ends under ``mptcpize run``.
     """
     require("iperf3")
-    srv = server.popen(["iperf3", "-s", "-1", "-B", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    command = iperf3_command(address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit)
+    wrap = ["mptcpize", "run"] if mptcp else []
+    if mptcp:
+        require("mptcpize")
+    srv = server.popen([*wrap, "iperf3", "-s", "-1", "-B", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = iperf3_command(address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit, mptcp=mptcp)
     try:
         out = ""
         for _ in range(50):  # the server needs a moment to listen

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pydantic import ValidationError
 
 from .. import names
-from ..backends import probe, shaping
+from ..backends import mpt, probe, shaping
 from ..backends.apply import Applier, Progress
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
@@ -204,6 +204,14 @@ class Lab:
                     self._record("running", _without(have, changes))
                 raise
             self._record("running", self.plan)
+        try:
+            for link in changes.add_links:
+                if link.mode == "mpt":
+                    mpt.start(self, link)
+        except BaseException:
+            if current is None:
+                self.destroy()
+            raise
         for node in changes.add_nodes:
             for command in node.exec:
                 proc = Node(self, node.name).popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -13,6 +13,7 @@ from .errors import Path, Problem, TopologyError
 from . import images
 from .modes import check_modes
 from .nesting import expand, is_flat
+from .paths import expand_paths
 from .schema import (
     ALLOWED_KEYS,
     IFNAMSIZ,
@@ -61,7 +62,7 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         topology = Topology.model_validate(data)
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
-    problems = expand(topology, located) or check(topology, located)
+    problems = expand(topology, located) or expand_paths(topology, located) or check(topology, located)
     if not problems:
         problems = images.resolve_paths(topology, source, located, notices)
     if problems:

@@ -31,7 +31,7 @@ DEFAULT_IPV4_POOL = "10.200.0.0/16"
 # Node kinds: "host" is containerlab's and Mininet's word for a plain namespace node.
 NodeKind = Literal["linux", "host", "bridge", "ovs"]
 # How a link endpoint is attached (see docs/modes.md); "veth" joins two nodes directly.
-LinkMode = Literal["veth", "bridge", "macvlan", "ipvlan", "ovs", "vxlan", "phys"]
+LinkMode = Literal["veth", "bridge", "macvlan", "ipvlan", "ovs", "vxlan", "phys", "mpt"]
 SINGLE_ENDED_MODES = ("bridge", "macvlan", "ipvlan", "phys")
 # The host every node is on when a topology declares no ``hosts:``.
 IMPLICIT_HOST = "local"
@@ -139,6 +139,7 @@ class NodeSpec(_Strict):
     internal_switch: Literal["bridge", "ovs"] = Field(default="bridge", description="what joins the components inside the node")
     internal_subnet: str = Field(default="10.99.0.0/24", description="components' eth0 addresses, the same inside every node")
     nesting: Literal["nested", "flat"] = Field(default="nested", description="flat: components are processes sharing the node's stack")
+    mptcp: MptcpSpec | None = Field(default=None, description="Multipath TCP limits and endpoints (docs/multipath.md)")
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")
@@ -204,6 +205,32 @@ class LinkParams(Shape):
     b: Shape | None = None
 
 
+class MultipathSpec(_Strict):
+    """A multipath tunnel (``nestlab-mpt``, GRE-in-UDP) over parallel paths between the link's two nodes."""
+
+    type: Literal["mpt"] = "mpt"
+    paths: list[str] | None = Field(default=None, description="interfaces both nodes have, one per path (default: the bundle's p1..pN)")
+    weights: list[int] | None = Field(default=None, description="packets per round on each path (default 1 each)")
+    scheduler: Literal["wrr", "hash"] = Field(default="wrr", description="wrr: per packet, weighted round robin; hash: per flow")
+
+    @field_validator("weights")
+    @classmethod
+    def _positive(cls, value):
+        if value is not None and any(w < 1 for w in value):
+            raise ValueError("weights are positive integers")
+        return value
+
+
+class MptcpSpec(_Strict):
+    """Multipath TCP in a node: limits and an endpoint on every addressed interface (docs/multipath.md)."""
+
+    enabled: bool = True
+    subflows: int = Field(default=8, ge=0, le=8, description="extra subflows per connection (the kernel allows 8)")
+    add_addr_accepted: int = Field(default=8, ge=0, le=8, description="addresses announced by the peer that are used")
+    endpoints: Literal["subflow", "signal", "fullmesh"] = Field(default="subflow", description="how this node's addresses are used")
+    scheduler: str = Field(default="default", description="net.mptcp.scheduler, where the kernel has it")
+
+
 class LinkSpec(_Strict):
     """How endpoints ``NODE:IFACE`` are connected; ``ipv4``/``ipv6`` list one entry per endpoint.
 
@@ -227,6 +254,8 @@ class LinkSpec(_Strict):
     params: LinkParams | None = Field(default=None, description="rate, delay, loss... (see docs/shaping.md)")
     vni: int | None = Field(default=None, ge=1, le=16777215)
     port: int | None = Field(default=None, ge=1, le=65535, description="vxlan: UDP port (default 4789)")
+    paths: int | None = Field(default=None, ge=1, le=64, description="endpoints are two nodes: N parallel links NODE:p1..pN, each its own subnet")
+    multipath: MultipathSpec | None = Field(default=None, description="an MPT tunnel (mode mpt) over the paths; see docs/multipath.md")
 
     @field_validator("endpoints", mode="before")
     @classmethod

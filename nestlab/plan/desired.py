@@ -14,7 +14,7 @@ wire's end is simply created inside the node instead of its host.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
@@ -25,6 +25,7 @@ from ..model.schema import LinkParams, LinkSpec, Topology
 from ..model.visibility import pair_link_names
 
 VXLAN_OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
+MPT_OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class NodeObj:
     image: str | None = None
     cgroup: bool = False  # has a cgroup of its own (limits, usage)
     resources: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # changed live, never by recreating
+    # Multipath TCP: (subflows, add_addr_accepted, endpoint kind) and the endpoints as (address, device)
+    mptcp: tuple = ()
+    mptcp_endpoints: tuple[tuple[str, str], ...] = ()
 
     @property
     def deps(self) -> set[str]:
@@ -94,6 +98,9 @@ class LinkObj:
     vni: int | None = None
     port: int | None = None
     underlay: tuple[tuple[str, str, str], ...] = ()
+    # mode mpt: the tunnel's paths as (interface, a's address, b's address, weight), and its scheduler
+    paths: tuple[tuple[str, str, str, int], ...] = ()
+    scheduler: str | None = None
 
     @property
     def key(self) -> str:
@@ -211,8 +218,10 @@ class _Builder:
             shape = (("rate", rate),) if rate else ()
             self._add_link(LinkObj(end(ka), end(kb), mtu, shape_a=shape, shape_b=shape))
         self._host_bridges(members)
-        for item in links:
-            if item[0] == "link":
+        for item in sorted(links, key=lambda item: item[0] == "link" and item[4] == "mpt"):  # tunnels after their paths
+            if item[0] == "link" and item[4] == "mpt":
+                self._add_link(self._tunnel(end(item[1]), end(item[2]), item[3]))
+            elif item[0] == "link":
                 _, ka, kb, spec, mode = item
                 underlay, wire_mtu = self._underlay(ka[0], kb[0]) if mode == "vxlan" else ((), 0)
                 if underlay and spec.mtu and spec.mtu > wire_mtu - VXLAN_OVERHEAD:
@@ -233,6 +242,7 @@ class _Builder:
                 obj = AttachObj(end(key), mode, host, parent, options, mtu, gateway)
                 self.plan.attachments[obj.key] = obj
         self._l3_routes()
+        self._mptcp()
         return self.plan
 
     # -- nodes and hosts -----------------------------------------------------------
@@ -362,6 +372,34 @@ class _Builder:
             }.get(mode, ())
             items.append(("attach", keys[0], link, mode, host, parent, options))
         return items
+
+    def _mptcp(self) -> None:
+        """Nodes with ``mptcp:``: limits, and an endpoint on each of their addressed interfaces (tunnels aside)."""
+        for name, spec in self.body.nodes.items():
+            if not (spec.mptcp and spec.mptcp.enabled):
+                continue
+            ends = [e for ln in self.plan.links.values() if ln.mode != "mpt" for e in (ln.a, ln.b)]
+            ends += [att.end for att in self.plan.attachments.values()]
+            found = tuple((e.ipv4[0].split("/")[0], e.iface) for e in ends if e.node == name and e.ipv4)
+            m = spec.mptcp
+            sysctls = {**dict(self.plan.nodes[name].sysctls), "net.mptcp.enabled": "1"}
+            if m.scheduler != "default":
+                sysctls["net.mptcp.scheduler"] = m.scheduler
+            self.plan.nodes[name] = replace(self.plan.nodes[name], sysctls=tuple(sysctls.items()),
+                                            mptcp=(m.subflows, m.add_addr_accepted, m.endpoints), mptcp_endpoints=found)
+
+    def _tunnel(self, a: EndObj, b: EndObj, spec) -> LinkObj:
+        """An MPT tunnel between a and b over the links named in ``multipath.paths``."""
+        mp = spec.multipath
+        paths, mtus = [], []
+        for i, name in enumerate(mp.paths):
+            link = self.plan.links.get(f"{a.node}:{name}={b.node}:{name}") or self.plan.links.get(f"{b.node}:{name}={a.node}:{name}")
+            ends = (link.a, link.b) if link.a.node == a.node else (link.b, link.a)
+            if not (ends[0].ipv4 and ends[1].ipv4):
+                raise TopologyError(self.source, [Problem(("topology", "links"), f"mpt path {name} between {a.node} and {b.node} has no IPv4 addresses")])
+            paths.append((name, ends[0].ipv4[0].split("/")[0], ends[1].ipv4[0].split("/")[0], mp.weights[i] if mp.weights else 1))
+            mtus.append(link.mtu or 1500)
+        return LinkObj(a, b, spec.mtu or min(mtus) - MPT_OVERHEAD, "mpt", paths=tuple(paths), scheduler=mp.scheduler)
 
     def _attach_bridge(self, link, key, host, parent) -> None:
         name = link.bridge or "br0"

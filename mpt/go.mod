@@ -1,0 +1,3 @@
+module nestlab/mpt
+
+go 1.19
