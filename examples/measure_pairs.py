@@ -20,7 +20,7 @@ with lab.deployed():
     for rep in range(3):
         pairs = [
             Pair(client, tools.iperf3_command("10.0.9.1", 5201 + i, 2, udp=True, bitrate="100M", length=1200),
-                 server, ["iperf3", "-s", "-1", "-B", "10.0.9.1", "-p", str(5201 + i)])
+                 server, tools.iperf3_server_command("10.0.9.1", 5201 + i))
             for i in range(4)
         ]
         ran = run_together(pairs, timeout=30)

@@ -81,10 +81,9 @@ def iperf3(
     ``omit``: seconds of warm-up left out of the result (-O); ``mptcp``: both ends under ``mptcpize run``.
     """
     require("iperf3")
-    wrap = ["mptcpize", "run"] if mptcp else []
     if mptcp:
         require("mptcpize")
-    srv = server.popen([*wrap, "iperf3", "-s", "-1", "-B", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv = server.popen(iperf3_server_command(address, port, mptcp=mptcp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     command = iperf3_command(address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit, mptcp=mptcp)
     try:
         out = ""
@@ -146,6 +145,11 @@ def sockperf_command(mode: str, address: str, port: int, seconds: float, size: i
         raise LabError(f"sockperf mode must be ping-pong, throughput or under-load, not {mode}")
     return ["sockperf", mode, "-i", address, "-p", str(port), "-t", str(int(seconds) if float(seconds).is_integer() else seconds),
             "-m", str(size), *(["--mps", str(mps)] if mps else [])]
+
+
+def iperf3_server_command(address: str, port: int = 5201, *, mptcp: bool = False) -> list[str]:
+    """An iperf3 server for one test, bound to ``address:port`` (``mptcp``: under ``mptcpize run``)."""
+    return (["mptcpize", "run"] if mptcp else []) + ["iperf3", "-s", "-1", "-B", address, "-p", str(port)]
 
 
 def iperf3_command(address: str, port: int, seconds: float, *, udp: bool = False, bitrate: str | None = None, length: int | None = None,

@@ -39,6 +39,7 @@ def expand_paths(topology: Topology, located: Located) -> list[Problem]:
             spec = link.multipath.model_copy(update={"paths": link.multipath.paths or names})
             links.append(LinkSpec(endpoints=[f"{a}:{TUNNEL}", f"{b}:{TUNNEL}"], mode="mpt", multipath=spec))
     body.links = links
+    have = {tuple(sorted(ln.endpoints)) for ln in links if ln.mode != "mpt"}
     for i, link in enumerate(links):
         if link.mode != "mpt":
             continue
@@ -48,7 +49,6 @@ def expand_paths(topology: Topology, located: Located) -> list[Problem]:
             problems.append(located.problem(path, "an mpt link joins two endpoints and names its paths: multipath: {paths: [p1, p2]}"))
             continue
         a, b = (ep.partition(":")[0] for ep in link.endpoints)
-        have = {tuple(sorted(ln.endpoints)) for ln in links if ln.mode != "mpt"}
         for name in mp.paths:
             if tuple(sorted((f"{a}:{name}", f"{b}:{name}"))) not in have:
                 problems.append(located.problem(path + ("multipath", "paths"), f"path {name}: no link {a}:{name} - {b}:{name}"))

@@ -59,7 +59,7 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         address = server.intf("eth1").ip
         command = tools.iperf3_command(address, BASE_PORT + i, duration, udp=udp, bitrate="0" if udp else None,
                                        length=cell["mtu"] - 28 if udp else None)
-        pairs.append(Pair(client, command, server, ["iperf3", "-s", "-1", "-B", address, "-p", str(BASE_PORT + i)]))
+        pairs.append(Pair(client, command, server, tools.iperf3_server_command(address, BASE_PORT + i)))
     rows = []
     for i, ran in enumerate(run_together(pairs, timeout=duration + 60)):
         rec.raw(f"iperf3-{cell['protocol']}-{cell['mode']}-{cell['placement']}-mtu{cell['mtu']}-pair{i}", ran.command, ran.stdout + ran.stderr)

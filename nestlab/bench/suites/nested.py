@@ -59,8 +59,7 @@ def gnab_address(lab: Lab, drone: str) -> str:
 
 
 def _iperf_pair(client, server, address: str, port: int, seconds: float, **options) -> Pair:
-    return Pair(client, tools.iperf3_command(address, port, seconds, **options), server,
-                ["iperf3", "-s", "-1", "-B", address, "-p", str(port)])
+    return Pair(client, tools.iperf3_command(address, port, seconds, **options), server, tools.iperf3_server_command(address, port))
 
 
 def connections(lab: Lab, cell: Cell) -> list[tuple]:
@@ -100,8 +99,8 @@ def measure_stress(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list
     address = gnab_address(lab, "drone1")
     base_cmd = tools.iperf3_command(address, BASE_PORT, total, interval=step)
     bg_cmd = tools.iperf3_command("127.0.0.1", BASE_PORT + 100, stop - start, parallel=120, interval=step)
-    procs = [gnab.popen(["iperf3", "-s", "-1", "-B", address, "-p", str(BASE_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-             noisy.popen(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(BASE_PORT + 100)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [gnab.popen(tools.iperf3_server_command(address, BASE_PORT), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+             noisy.popen(tools.iperf3_server_command("127.0.0.1", BASE_PORT + 100), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         time.sleep(0.3)
         base = iphy.popen(base_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
