@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import socket
 import struct
@@ -59,6 +60,15 @@ def test_bundle_makes_n_shaped_paths_each_on_its_own_subnet(lab_from):
     assert len(networks) == 4  # a subnet per path
     kernel = {e["address"] for e in mptcp.endpoints(names.netns_path(lab.name, "a"))}
     assert kernel == {lab.plan.links[f"a:p{k}=b:p{k}"].a.ipv4[0].split("/")[0] for k in range(1, 5)}
+
+
+def test_bench_run_mptcp_runs_both_ends_under_mptcp(lab_from, lab_name):
+    from conftest import run_cli
+
+    lab_from(BUNDLE)
+    result = run_cli("bench", "run", "--lab", lab_name, "--from", "a", "--to", "b", "--tool", "iperf3", "--mptcp", "--duration", "3", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["mbps"] > 1.5 * 100  # more than one 100 Mbit/s path: subflows joined the server
 
 
 def test_bundle_errors_name_the_fix(topo_file):

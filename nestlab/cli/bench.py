@@ -105,7 +105,7 @@ def bench_run(
             if mptcp:
                 tools.require("mptcpize")
             command = tools.iperf3_command(target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp)
-            (ran,) = run_together([Pair(client, command, server, tools.iperf3_server_command(target))], timeout=duration + 30)
+            (ran,) = run_together([Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30)
             result = tools.parse_iperf3(ran.stdout)
         elif tool == "sockperf":
             tools.require("sockperf")
