@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from conftest import run_cli
+import stalls
+from conftest import NESTLAB, run_cli
 from nestlab.bench import tools
 from netcheck import echo, ping
 
@@ -34,15 +35,29 @@ def test_rate_is_what_iperf3_measures(lab_from, mbit):
     # HTB counts whole frames (1514 bytes for a full TCP segment carrying 1448 bytes of payload with
     # timestamps), so what iperf3 can see on a link of RATE is RATE x 1448/1514.
     goodput = mbit * 1448 / 1514
-    # 5 s after a 1 s warm-up.  A busy machine (the kernel still freeing earlier tests' namespaces)
-    # can only slow a run down, never speed it up, so up to five runs are made and the best counts.
-    runs = []
-    for _ in range(5):
-        runs.append(tools.iperf3(a, b, b.intf("eth1").ip, seconds=5, omit=1)["mbps"])
-        if abs(max(runs) - goodput) / goodput <= 0.05:
+    # 5 s after a 1 s warm-up.  A busy machine (the kernel still freeing earlier tests' namespaces, a
+    # stolen vCPU) can only slow a run down, never speed it up, so the best of up to four runs counts.
+    # If even that falls short, the same shaper set to 4x the rate is measured at the same moment: that
+    # is what this machine can carry through HTB just then, and a link of RATE must give min(RATE, that).
+    link, ip = lab.link("a:eth1", "b:eth1"), b.intf("eth1").ip
+    runs, capacity = [], []
+
+    def expected() -> float:
+        return min(goodput, max(capacity, default=goodput))
+
+    for _ in range(4):
+        runs.append(tools.iperf3(a, b, ip, seconds=5, omit=1)["mbps"])
+        if abs(max(runs) - expected()) / expected() <= 0.05:
             break
+        link.set(rate=f"{4 * mbit}mbit")
+        capacity.append(tools.iperf3(a, b, ip, seconds=5, omit=1)["mbps"])
+        link.set(rate=f"{mbit}mbit")
     measured = max(runs)
-    assert abs(measured - goodput) / goodput <= 0.05, f"{measured:.1f} Mbit/s (runs: {runs}) on a {mbit} Mbit/s link (expected {goodput:.1f})"
+    assert measured <= goodput * 1.05, f"{measured:.1f} Mbit/s (runs: {runs}) on a {mbit} Mbit/s link: the shaper lets too much through"
+    assert abs(measured - expected()) / expected() <= 0.05, (
+        f"{measured:.1f} Mbit/s (runs: {runs}) on a {mbit} Mbit/s link (expected {goodput:.1f}; "
+        f"the same shaper at {4 * mbit} Mbit/s carried {capacity} at the same moments)"
+    )
 
 
 def test_rates_above_32_bits_are_kept(lab_from):
@@ -203,7 +218,9 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
         '  - {at: 1.5s, link: ["a:eth1", "b:eth1"], state: up}\n'
     )
     path = topo_file(text)
-    result = run_cli("run", "-t", str(path), "--keep", "--loops", "3")
+    # The player shares one CPU with a probe of the machine's stalls (see stalls.py).
+    with stalls.probe() as machine:
+        result = subprocess.run([*NESTLAB, "run", "-t", str(path), "--keep", "--loops", "3"], capture_output=True, text=True, timeout=120, preexec_fn=stalls.pin)
     assert result.returncode == 0, result.stderr
     from nestlab import Lab
     from nestlab.lab import events
@@ -218,11 +235,13 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
             assert [round(s - starts[0], 3) for s in starts] == [0.0, 0.5, 1.0]
         # Each change is issued within 5 ms of its time.  The log's applied time is when the kernel
         # had it, so the kernel's own time comes off (taking a link down waits for an RCU grace
-        # period, which a busy VM stretches to tens of ms).  A shared machine can also steal a core
-        # for milliseconds at any moment: one of the three loops must be clean, none far off.
-        issued = [[e["applied"] - e["latency_ms"] / 1000 - e["scheduled"] for e in loop] for loop in loops]
-        assert all(-0.0005 <= late < 0.05 for loop in issued for late in loop), issued
-        assert any(all(late < 0.005 for late in loop) for loop in issued), issued
+        # period, which a busy VM stretches to tens of ms).  A shared machine can take the CPU away
+        # for longer at any moment: lateness beyond 5 ms counts only where the probe on the same CPU
+        # saw no stall as long at that moment.
+        for e in logged:
+            late = e["applied"] - e["latency_ms"] / 1000 - e["scheduled"]
+            stolen = machine.longest_within(e["scheduled"], e["scheduled"] + late)
+            assert -0.0005 <= late <= 0.005 + stolen, f"issued {late * 1000:.1f} ms late; the machine stalled {stolen * 1000:.1f} ms then ({e})"
         assert all(e["latency_ms"] < 1000 for e in logged), logged
         assert "rate 10Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")
     finally:

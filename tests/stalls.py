@@ -1,0 +1,64 @@
+"""A same-moment reference for timing tests: how long the machine kept a CPU from a waiting process.
+
+The probe is pinned to one CPU at the real-time priority a schedule player takes, wakes every
+millisecond, and records every gap longer than it asked for (a stolen vCPU, a kernel worker, an
+interrupt storm).  A process pinned to the same CPU at the same moment can be late by that much
+through no fault of its own; by more, it is its own fault.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from contextlib import contextmanager
+
+CPU = 0
+PROBE = textwrap.dedent(
+    """
+    import json, os, select, sys, time
+    os.sched_setaffinity(0, {%d})
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(10))
+    except OSError:
+        pass
+    stalls, last = [], time.time()
+    print("ready", flush=True)
+    while not select.select([sys.stdin], [], [], 0.001)[0]:
+        now = time.time()
+        if now - last > 0.003:
+            stalls.append((last, now))
+        last = now
+    print(json.dumps(stalls), flush=True)
+    """
+    % CPU
+)
+
+
+def pin() -> None:
+    """``preexec_fn`` for the process under test: the probe's CPU."""
+    os.sched_setaffinity(0, {CPU})
+
+
+class Stalls:
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float]] = []
+
+    def longest_within(self, start: float, end: float) -> float:
+        """The longest stall (seconds) that overlaps ``[start, end]``."""
+        return max((min(b, end) - max(a, start) for a, b in self.spans if a < end and b > start), default=0.0)
+
+
+@contextmanager
+def probe():
+    """Record the machine's stalls on :data:`CPU` while the block runs."""
+    proc = subprocess.Popen([sys.executable, "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    result = Stalls()
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield result
+    finally:
+        out, _ = proc.communicate("stop\n", timeout=10)
+        result.spans = [tuple(span) for span in json.loads(out)] if out.strip() else []
