@@ -75,6 +75,7 @@ topology:
 """
 
 
+@pytest.mark.throughput
 def test_barrier_starts_pairs_together(lab_from):
     lab = lab_from(PAIR)
     a = lab.nodes["a"]
@@ -83,6 +84,7 @@ def test_barrier_starts_pairs_together(lab_from):
     assert all(starts) and (max(starts) - min(starts)) / 1e6 < 50, starts
 
 
+@pytest.mark.throughput
 def test_bench_run_measures_the_configured_rate_and_pingall(lab_from, lab_name):
     lab_from(PAIR)
     runs = []
@@ -102,6 +104,7 @@ def test_bench_run_measures_the_configured_rate_and_pingall(lab_from, lab_name):
     assert "a -> b c" in result.stdout and "b -> a X" in result.stdout and "33% dropped" in result.stdout
 
 
+@pytest.mark.throughput
 def test_lxc_modes_quick_suite_end_to_end(tmp_path):
     folder = tmp_path / "run"
     result = run_cli("bench", "lxc-modes", "--quick", "--out", str(folder), timeout=600)
@@ -189,6 +192,7 @@ def test_kernel_modules_suite_builds_every_cell_and_judges_claims():
     assert "claims no ranking" in report.agreement(close, ours)[0]
 
 
+@pytest.mark.throughput
 def test_nested_suite_measures_each_experiment_nested_and_flat(tmp_path):
     """A slice of `nestlab bench nested`: every experiment's measurement runs, nested and flat, and its figure is drawn."""
     import dataclasses

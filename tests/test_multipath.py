@@ -62,6 +62,7 @@ def test_bundle_makes_n_shaped_paths_each_on_its_own_subnet(lab_from):
     assert kernel == {lab.plan.links[f"a:p{k}=b:p{k}"].a.ipv4[0].split("/")[0] for k in range(1, 5)}
 
 
+@pytest.mark.throughput
 def test_bench_run_mptcp_runs_both_ends_under_mptcp(lab_from, lab_name):
     from conftest import run_cli
 
@@ -78,6 +79,7 @@ def test_bundle_errors_name_the_fix(topo_file):
         Lab.from_file(topo_file(TUNNEL.replace("WEIGHTS", "1, 1, 1")))
 
 
+@pytest.mark.throughput
 def test_mptcp_aggregates_four_shaped_paths_and_survives_a_path_going_down(lab_from):
     lab = lab_from(BUNDLE)
     a, b = lab.nodes["a"], lab.nodes["b"]
@@ -119,6 +121,7 @@ def _tunnel(lab_from, weights: str) -> Lab:
     return lab_from(TUNNEL.replace("WEIGHTS", weights))
 
 
+@pytest.mark.throughput
 def test_mpt_tunnel_carries_ping_tcp_udp_and_splits_packets_by_weight(lab_from):
     lab = _tunnel(lab_from, "3, 1")
     a, b = lab.nodes["a"], lab.nodes["b"]
@@ -134,6 +137,7 @@ def test_mpt_tunnel_carries_ping_tcp_udp_and_splits_packets_by_weight(lab_from):
     assert tcp["mbps"] > 50, tcp
 
 
+@pytest.mark.throughput
 def test_mpt_tunnel_routes_around_a_dead_path_within_a_second(lab_from):
     lab = _tunnel(lab_from, "1, 1")
     a = lab.nodes["a"]

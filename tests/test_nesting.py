@@ -139,10 +139,12 @@ def _memory_limit_kills_the_hog(lab_from):
         sibling.wait()
 
 
+@pytest.mark.throughput
 def test_cpu_quota_holds_is_changed_live_and_bounds_components(lab_from):
     _cpu_quota_holds(lab_from)
 
 
+@pytest.mark.throughput
 @pytest.mark.kernel("cgroup2")
 def test_cgroup_v2_limits_usage_and_cleanup(lab_from):
     """The same limits on a cgroup v2 machine (most users'; here the VM tier's kernel mounts only v2)."""

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-import stalls
+import machine
 from conftest import NESTLAB, run_cli
 from nestlab.bench import tools
 from netcheck import echo, ping
@@ -28,6 +28,7 @@ def pair(params: str = "") -> str:
     return PAIR.replace("PARAMS", f"      params: {params}" if params else "")
 
 
+@pytest.mark.throughput
 @pytest.mark.parametrize("mbit", [10, 100, 1000])
 def test_rate_is_what_iperf3_measures(lab_from, mbit):
     lab = lab_from(pair(f"{{rate: {mbit}mbit}}"))
@@ -66,6 +67,7 @@ def test_rates_above_32_bits_are_kept(lab_from):
     assert {k["rate_bps"] for k in shown[0]["kernel"].values()} == {20 * 10**9}
 
 
+@pytest.mark.throughput
 def test_live_rate_step_shows_within_one_interval(lab_from):
     lab = lab_from(pair("{rate: 100mbit}"))
     a, b = lab.nodes["a"], lab.nodes["b"]
@@ -150,6 +152,7 @@ def test_bad_params_in_the_file_name_the_field(topo_file):
     assert ":6:37: topology.links[0].params.loss: '200%' is outside 0..100%" in result.stderr, result.stderr
 
 
+@pytest.mark.throughput
 @pytest.mark.kernel("netem")
 def test_netem_delay_loss_jitter(lab_from):
     lab = lab_from(pair())
@@ -210,6 +213,7 @@ s.sendall(b"two"); print(s.recv(16).decode())
 """
 
 
+@pytest.mark.throughput
 def test_schedule_is_played_on_time_and_logged(topo_file):
     text = pair("{rate: 100mbit}") + (
         "schedule:\n"
@@ -218,9 +222,9 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
         '  - {at: 1.5s, link: ["a:eth1", "b:eth1"], state: up}\n'
     )
     path = topo_file(text)
-    # The player shares one CPU with a probe of the machine's stalls (see stalls.py).
-    with stalls.probe() as machine:
-        result = subprocess.run([*NESTLAB, "run", "-t", str(path), "--keep", "--loops", "3"], capture_output=True, text=True, timeout=120, preexec_fn=stalls.pin)
+    # The player shares one CPU with a probe of the machine's stalls (see machine.py).
+    with machine.probe() as stalled:
+        result = subprocess.run([*NESTLAB, "run", "-t", str(path), "--keep", "--loops", "3"], capture_output=True, text=True, timeout=120, preexec_fn=machine.pin)
     assert result.returncode == 0, result.stderr
     from nestlab import Lab
     from nestlab.lab import events
@@ -240,7 +244,7 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
         # saw no stall as long at that moment.
         for e in logged:
             late = e["applied"] - e["latency_ms"] / 1000 - e["scheduled"]
-            stolen = machine.longest_within(e["scheduled"], e["scheduled"] + late)
+            stolen = stalled.longest_within(e["scheduled"], e["scheduled"] + late)
             assert -0.0005 <= late <= 0.005 + stolen, f"issued {late * 1000:.1f} ms late; the machine stalled {stolen * 1000:.1f} ms then ({e})"
         assert all(e["latency_ms"] < 1000 for e in logged), logged
         assert "rate 10Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")

@@ -97,3 +97,14 @@ def counters(lab: str, node: str, iface: str = "mpt0") -> dict:
     if not path.exists():
         raise LabError(f"no tunnel {iface} in node {node} of lab {lab}")
     return json.loads(path.read_text())
+
+
+def pids(lab: str) -> list[int]:
+    """Process ids of the lab's running tunnel daemons."""
+    found = []
+    for pid_file in Path(names.lab_dir(lab), "mpt").glob("*.pid"):
+        try:
+            found.append(int(pid_file.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found

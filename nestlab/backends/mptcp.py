@@ -5,12 +5,16 @@ from __future__ import annotations
 import socket
 import struct
 
-from pyroute2 import MPTCP
+from pyroute2 import MPTCP, DiagSocket, IPRoute
+from pyroute2.netlink.diag import SS_CONN
 
 from . import namespaces
 
 # MPTCP_PM_ADDR_FLAG_* (include/uapi/linux/mptcp.h)
 FLAGS = {"signal": 1, "subflow": 2, "fullmesh": 2 | 8}
+# INET_DIAG_ULP_INFO_MPTCP and its MPTCP_SUBFLOW_ATTR_* (include/uapi/linux/inet_diag.h, mptcp.h)
+_ULP_MPTCP, _TOKEN_REM, _TOKEN_LOC, _ID_REM, _ID_LOC = 3, 1, 2, 9, 10
+_TCP_INFO_EXT = 1 << (2 - 1)  # INET_DIAG_INFO
 
 
 def configure(net_path: str, subflows: int, add_addr_accepted: int, flag: str, endpoints: list[tuple[str, str]]) -> None:
@@ -40,3 +44,48 @@ def endpoints(net_path: str) -> list[dict]:
             return found
         finally:
             pm.close()
+
+
+def _attrs(data: bytes) -> dict[int, bytes]:
+    """Netlink attributes in ``data``, by type (nested ones left as bytes)."""
+    out, at = {}, 0
+    while at + 4 <= len(data):
+        length, kind = struct.unpack_from("=HH", data, at)
+        if length < 4:
+            break
+        out[kind & 0x3FFF] = data[at + 4 : at + length]
+        at += (length + 3) & ~3
+    return out
+
+
+def subflows(net_path: str) -> list[dict]:
+    """The node's MPTCP connections, each with its TCP subflows (addresses, device, bytes, retransmits).
+
+    Read through sock_diag (pyroute2's DiagSocket): a subflow is a TCP socket whose upper-layer
+    protocol info carries the connection's local token, which groups subflows into connections.
+    """
+    with namespaces.entered(net_path), DiagSocket() as diag:
+        diag.bind()
+        sockets = diag.get_sock_stats(family=socket.AF_INET, states=SS_CONN, extensions=_TCP_INFO_EXT)
+        devices = dict(socket.if_nameindex())
+        with IPRoute() as ipr:  # an unbound subflow (the first) left by its address's device
+            by_address = {m.get_attr("IFA_ADDRESS"): devices.get(m["index"]) for m in ipr.get_addr(family=socket.AF_INET)}
+    connections: dict[int, dict] = {}
+    for msg in sockets:
+        ulp = msg.get_attr("INET_DIAG_ULP_INFO")
+        if not ulp:
+            continue
+        raw = bytes.fromhex(ulp.replace(":", "")) if isinstance(ulp, str) else bytes(ulp)
+        info = _attrs(_attrs(raw).get(_ULP_MPTCP, b""))
+        if _TOKEN_LOC not in info:
+            continue
+        token = struct.unpack("=I", info[_TOKEN_LOC])[0]
+        tcp = msg.get_attr("INET_DIAG_INFO") or {}
+        conn = connections.setdefault(token, {"token": f"{token:08x}", "subflows": []})
+        conn["subflows"].append({
+            "local": f"{msg['idiag_src']}:{msg['idiag_sport']}", "remote": f"{msg['idiag_dst']}:{msg['idiag_dport']}",
+            "device": devices.get(msg["idiag_if"]) or by_address.get(msg["idiag_src"]), "id": info[_ID_LOC][0] if _ID_LOC in info else None, "remote_id": info[_ID_REM][0] if _ID_REM in info else None,
+            "bytes_sent": tcp.get("tcpi_bytes_sent"), "bytes_received": tcp.get("tcpi_bytes_received"),
+            "retransmits": tcp.get("tcpi_total_retrans"),
+        })
+    return list(connections.values())

@@ -120,6 +120,23 @@ def _table(report: dict) -> Table:
     return table
 
 
+def _subflow_table(report: dict) -> Table:
+    table = Table(title="MPTCP connections and their subflows", title_justify="left")
+    for column in ("node", "token", "subflow", "device", "sent", "received", "retransmits"):
+        table.add_column(column, overflow="fold")
+    for node in report["nodes"]:
+        for conn in node.get("mptcp") or []:
+            for i, sub in enumerate(conn["subflows"]):
+                head = [node["name"], conn["token"]] if i == 0 else ["", ""]
+                table.add_row(*head, f"{sub['local']} -> {sub['remote']}", sub["device"] or "", _bytes(sub["bytes_sent"]),
+                              _bytes(sub["bytes_received"]), str(sub["retransmits"] if sub["retransmits"] is not None else ""))
+    return table
+
+
+def _bytes(count: int | None) -> str:
+    return "" if count is None else f"{count / 2**20:.1f} MiB"
+
+
 @app.command()
 def deploy(
     topo: Path = typer.Option(..., "-t", "--topo", help="Topology file (YAML)."),
@@ -163,6 +180,8 @@ def _show(report: dict, fmt: str) -> None:
         out.print_json(json.dumps(report))
     elif fmt == "table":
         out.print(_table(report))
+        if any(node.get("mptcp") for node in report["nodes"]):
+            out.print(_subflow_table(report))
     else:
         raise LabError(f"--format must be table or json, not '{fmt}'")
 
@@ -174,7 +193,7 @@ def inspect_cmd(
     all_labs: bool = typer.Option(False, "--all", help="List every lab on this machine."),
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
-    """Show nodes, interfaces, addresses and states of a running lab, read from the kernel."""
+    """Show nodes, interfaces, addresses and states of a running lab, read from the kernel; with MPTCP, each connection's subflows."""
     with _reported():
         if all_labs:
             rows = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .. import names
-from ..backends import cgroups, namespaces, ovs
+from ..backends import cgroups, mptcp, namespaces, ovs
 from .lab import Lab
 
 
@@ -14,7 +14,8 @@ def inspect(lab: Lab) -> dict:
 
     Per interface: state, MTU, MAC, addresses, bridge, and the attachment mode
     it was planned with; per OVS switch, the datapath and checksum handling in use;
-    per node with a cgroup, CPU seconds and memory used (components included) and limits.
+    per node with a cgroup, CPU seconds and memory used (components included) and limits;
+    per node with ``mptcp:``, its connections and their subflows.
     """
     plan = lab.plan
     modes = {(end.node, end.iface): "wire" if plan.nodes[end.node].kind == "machine" or plan.nodes[other.node].kind == "machine" else link.mode for link in plan.links.values() for end, other in ((link.a, link.b), (link.b, link.a))}
@@ -29,6 +30,8 @@ def inspect(lab: Lab) -> dict:
             entry["interfaces"] = [{**i, "mode": modes.get((obj.name, i["name"]))} for i in _interfaces(path)]
             if obj.kind == "ovs":
                 entry["ovs"] = ovs.Switch(lab.name, obj.name).info()
+            if obj.mptcp:
+                entry["mptcp"] = mptcp.subflows(path)
             if tree and obj.cgroup:
                 entry["usage"] = tree.usage(obj.name)
                 entry["limits"] = tree.limits(obj.name)

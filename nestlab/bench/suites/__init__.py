@@ -6,6 +6,6 @@ A suite is a module with a ``SUITE`` (scenario.Suite); listing it here adds its 
 from __future__ import annotations
 
 from ..scenario import Suite
-from . import kernel_modules, lxc_modes, nested
+from . import kernel_modules, lxc_modes, multipath, nested
 
-SUITES: dict[str, Suite] = {suite.name: suite for suite in (lxc_modes.SUITE, kernel_modules.SUITE, nested.SUITE)}
+SUITES: dict[str, Suite] = {suite.name: suite for suite in (lxc_modes.SUITE, kernel_modules.SUITE, nested.SUITE, multipath.SUITE)}

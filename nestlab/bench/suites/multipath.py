@@ -1,0 +1,173 @@
+"""Seed 001: how much of N parallel 100 Mbit/s paths MPTCP and an MPT tunnel aggregate.
+
+Two nodes ``a`` and ``b`` joined by ``paths`` = 1..12 HTB-shaped 100 Mbit/s links, with MPTCP
+configured in both (``subflows`` = the kernel's maximum of 8) and a ``nestlab-mpt`` tunnel
+(GRE-in-UDP, per-packet weighted round robin, equal weights) over the same paths.  For each N,
+one iperf3 connection a -> b of each ``method``:
+
+* ``tcp``: plain TCP on path 1 (the single-path baseline);
+* ``mptcp``: both ends under ``mptcpize run``, to b's path-1 address;
+* ``mpt-tcp`` / ``mpt-udp``: to b's tunnel address (UDP offered at N x 100 Mbit/s, 1440-byte
+  datagrams, which fill a path's 1514-byte frames).
+
+``placement``: ``containerised`` runs the tool in nodes with their own network stack;
+``native`` in nodes sharing their emulated host's stack (the paper's native and host-network
+containers).  Rows: each path's share of the bytes ``a`` sent, and the total with retransmits,
+the share of N x 100 Mbit/s reached and, through the tunnel, its daemons' CPU per Gbit/s.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from pyroute2 import IPRoute
+
+from ... import names
+from ...backends import mpt, namespaces
+from ...lab.lab import Lab
+from .. import tools
+from ..scenario import Cell, Figure, Recorder, Suite
+
+PAPER = "Seed 001, 'Evaluation of layer-3 multipath solutions using container technologies', sec. V-VII (Figures 5-7)"
+RATE_MBIT = 100
+PORT = 5201
+METHODS = ["tcp", "mptcp", "mpt-tcp", "mpt-udp"]
+PLACEMENTS = ["containerised", "native"]
+UDP_LENGTH = 1440  # tunnel MTU 1468 (1500 - 32) minus IPv4 and UDP headers
+
+
+def testbed(placement: str, paths: int) -> Lab:
+    """Seed 001's two machines joined by ``paths`` links of 100 Mbit/s, MPTCP and an MPT tunnel over them."""
+    lab = Lab(f"bench-mp-{placement[:6]}-{paths}", ipv4_pool="10.80.0.0/16")
+    extra = {}
+    if placement == "native":
+        lab.add_host("server")
+        lab.add_host("client")
+        extra = {"mode": "host"}
+    mptcp = {"subflows": 8, "add_addr_accepted": 8}
+    lab.add_node("a", mptcp=mptcp, **extra, **({"host": "client"} if extra else {}))
+    lab.add_node("b", mptcp=mptcp, **extra, **({"host": "server"} if extra else {}))
+    lab.add_link("a", "b", paths=paths, params={"rate": f"{RATE_MBIT}mbit"}, multipath={"type": "mpt"})
+    return lab
+
+
+def tx_bytes(lab: Lab, node: str, paths: int) -> list[int]:
+    """Bytes ``node`` has sent on each path interface p1..pN (kernel counters)."""
+    with namespaces.entered(names.netns_path(lab.name, node)), IPRoute() as ipr:
+        sent = {link.get_attr("IFLA_IFNAME"): link.get_attr("IFLA_STATS64")["tx_bytes"] for link in ipr.get_links()}
+    return [sent[f"p{k}"] for k in range(1, paths + 1)]
+
+
+def tunnel_cpu_seconds(lab: Lab) -> float:
+    """CPU time (user + system) the lab's tunnel daemons have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in mpt.pids(lab.name):
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
+    a, b = lab.nodes["a"], lab.nodes["b"]
+    method, paths = cell["method"], cell["paths"]
+    address = b.intf("mpt0" if method.startswith("mpt-") else "p1").ip
+    udp, mptcp = method == "mpt-udp", method == "mptcp"
+    options = {"udp": udp, "bitrate": f"{paths * RATE_MBIT}M" if udp else None, "length": UDP_LENGTH if udp else None, "mptcp": mptcp}
+    server = b.popen(tools.iperf3_server_command(address, PORT, mptcp=mptcp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = tools.iperf3_command(address, PORT, duration, omit=1, **options)
+    try:
+        out = ""
+        for _ in range(50):  # the server needs a moment to listen
+            out = a.cmd(command, timeout=duration + 60)
+            if "unable to connect" not in out and "Connection refused" not in out:
+                break
+    finally:
+        server.kill()
+        server.wait()
+    rec.raw(f"iperf3-{cell['placement']}-{method}-{paths}", command, out)
+    return tools.parse_iperf3(out)
+
+
+def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+    """One connection a -> b: per-path shares of what a sent, then the total."""
+    paths = cell["paths"]
+    sent_before, cpu_before = tx_bytes(lab, "a", paths), tunnel_cpu_seconds(lab)
+    result = run_iperf3(lab, cell, duration, rec)
+    sent = [after - before for after, before in zip(tx_bytes(lab, "a", paths), sent_before)]
+    cpu = tunnel_cpu_seconds(lab) - cpu_before
+    total = sum(sent) or 1
+    rows = [{"pair": k + 1, "share_pct": 100 * s / total} for k, s in enumerate(sent)]
+    capacity = RATE_MBIT * (1 if cell["method"] == "tcp" else paths)
+    used = sum(1 for s in sent if s > 0.01 * total)
+    summary = {
+        "pair": "all", "mbps": result["mbps"], "capacity_pct": 100 * result["mbps"] / capacity, "retransmits": result["retransmits"],
+        "lost_pct": result["lost_pct"], "paths_used": used, "evenness_pct": 100 * min(s / total for s in sent[:used]) * used if used else 0.0,
+    }
+    if cell["method"].startswith("mpt-"):
+        seconds = duration + 1  # iperf3's -O 1 warm-up second ran the tunnel too
+        summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / (result["mbps"] / 1000) if result["mbps"] else None
+    return [*rows, summary]
+
+
+def _line(fig_id: str, title: str, metric: str, unit: str, series: str, where: dict, claim: str = "", **extra) -> Figure:
+    return Figure(fig_id, title, metric, unit, "paths", series, where, line=True, aggregate=True, paper_ref=PAPER if claim else "",
+                  claim=claim, **extra)
+
+
+FIGURES = [
+    _line("fig5-mpt-tcp", "Fig. 5: TCP (iperf3) through the MPT tunnel over N x 100 Mbit/s, tool native or containerised", "mbps", "Mbit/s",
+          "placement", {"method": "mpt-tcp"},
+          "Fig. 5: iperf in Singularity reaches almost the native throughput; in Docker it does not scale beyond 9 NICs"),
+    _line("fig6-mpt-udp", "Fig. 6: UDP through the MPT tunnel over N x 100 Mbit/s, tool native or containerised", "mbps", "Mbit/s",
+          "placement", {"method": "mpt-udp"},
+          "Fig. 6: containerised MPT in Singularity almost reaches native; in Docker it equals native up to 7 NICs, then falls behind"),
+    _line("fig7-mptcp", "Fig. 7: MPTCP over N x 100 Mbit/s, tool native or containerised", "mbps", "Mbit/s", "placement", {"method": "mptcp"},
+          "Fig. 7: native and containerised are almost the same; MPTCP uses at most 8 NICs, which limits all of them"),
+    _line("methods", "Aggregate throughput of each method over N x 100 Mbit/s paths (containerised)", "mbps", "Mbit/s", "method",
+          {"placement": "containerised"}),
+    _line("capacity", "Share of N x 100 Mbit/s reached (plain TCP: of one path), containerised", "capacity_pct", "%", "method",
+          {"placement": "containerised"}),
+    _line("paths-used", "Paths carrying more than 1 % of the bytes, containerised", "paths_used", "paths", "method", {"placement": "containerised"}),
+    _line("evenness", "Evenness: the smallest used path's share x paths used (100 = an equal share each), containerised", "evenness_pct", "%",
+          "method", {"placement": "containerised"}),
+    _line("retransmits", "TCP retransmits per connection, containerised", "retransmits", "segments", "method", {"placement": "containerised"},
+          higher_is_better=False),
+    _line("tunnel-cpu", "MPT tunnel: CPU of both daemons per Gbit/s carried (% of one core)", "tunnel_cpu_pct_per_gbps", "% core per Gbit/s",
+          "method", {"placement": "containerised"}, higher_is_better=False),
+]
+
+
+def _axes(paths: list[int]) -> dict[str, list]:
+    return {"placement": PLACEMENTS, "paths": paths, "method": METHODS}
+
+
+SUITE = Suite(
+    name="multipath",
+    title="Parallel 100 Mbit/s paths aggregated by MPTCP and by the MPT tunnel (TCP, UDP), tool native or containerised (seed 001)",
+    paper=PAPER,
+    axes=_axes(list(range(1, 13))),
+    quick_axes=_axes([1, 4, 12]),
+    reps=3,
+    quick_reps=1,
+    duration=10,
+    quick_duration=3,
+    build=lambda cell: testbed(cell["placement"], cell["paths"]),
+    lab_key=lambda cell: (cell["placement"], cell["paths"]),
+    measure=measure,
+    figures=FIGURES,
+    notes=[
+        "The paper's twelve 100 Mbit/s switch ports are veth pairs shaped by HTB at 100 Mbit/s (whole frames counted), so one path "
+        "carries at most 95.6 Mbit/s of TCP payload, 93.5 through the tunnel (its 32-byte header) and 95.1 of 1440-byte UDP datagrams.",
+        "native: the tool runs in nodes sharing their emulated host's network stack (mode: host), as the paper's native runs and host-network "
+        "containers did; containerised: in nodes with a stack of their own, where the paths end.",
+        "MPTCP's subflows limit is 8 extra subflows per connection (the kernel's maximum); the first subflow adds one more path.",
+        "The MPT tunnel is nestlab-mpt (Go, GRE-in-UDP per RFC 8086), not the paper's MPT library; scheduling is per-packet round robin "
+        "with equal weights. Its CPU counts both daemons (sender and receiver).",
+        "Each run leaves out iperf3's first second (-O 1): slow start.",
+    ],
+)
