@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +40,10 @@ const (
 type path struct {
 	Local, Remote, Dev string
 	Weight             int
-	conn               *net.UDPConn
-	peer               *net.UDPAddr
+	fd                 int              // UDP socket bound to Local:port (and Dev)
+	peer               syscall.Sockaddr // Remote:port
+	peerIP             net.IP
+	peerPort           int
 	current            int // smooth WRR state (tun reader only)
 	alive              atomic.Bool
 	lastEcho           atomic.Int64
@@ -56,6 +59,7 @@ type tunnel struct {
 	dead                       time.Duration
 	malformed, foreign, noPath atomic.Uint64
 	mu                         sync.Mutex
+	live                       []*path // pick's scratch list (tun reader only)
 }
 
 type pathList []string
@@ -93,11 +97,11 @@ func main() {
 	}
 	t.tun = fd
 	now := time.Now().UnixNano()
-	for i, p := range t.paths {
+	for _, p := range t.paths {
 		p.alive.Store(true)
 		p.lastEcho.Store(now)
-		go t.receive(i, p)
 	}
+	go t.receive()
 	go t.keepalive(*interval)
 	if *stats != "" {
 		t.writeStats(*stats)
@@ -140,27 +144,51 @@ func openPath(spec string, port int) (*path, error) {
 	if remote == nil || net.ParseIP(p.Local) == nil {
 		return nil, fmt.Errorf("addresses must be IPs")
 	}
-	p.peer = &net.UDPAddr{IP: remote, Port: port}
-	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<20)
-			_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4<<20)
-			if p.Dev != "" {
-				serr = syscall.SetsockoptString(int(fd), syscall.SOL_SOCKET, syscall.SO_BINDTODEVICE, p.Dev)
-			}
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	conn, err := lc.ListenPacket(nil, "udp", net.JoinHostPort(p.Local, strconv.Itoa(port)))
+	p.peerIP, p.peerPort = remote, port
+	family := syscall.AF_INET
+	local, err := sockaddr(net.ParseIP(p.Local), port)
+	if err == nil {
+		p.peer, err = sockaddr(remote, port)
+	}
 	if err != nil {
 		return nil, err
 	}
-	p.conn = conn.(*net.UDPConn)
+	if _, v6 := local.(*syscall.SockaddrInet6); v6 {
+		family = syscall.AF_INET6
+	}
+	fd, err := syscall.Socket(family, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 4<<20) // beyond rmem_max (root)
+	_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUFFORCE, 4<<20)
+	if p.Dev != "" {
+		err = syscall.SetsockoptString(fd, syscall.SOL_SOCKET, syscall.SO_BINDTODEVICE, p.Dev)
+	}
+	if err == nil {
+		err = syscall.Bind(fd, local)
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	p.fd = fd
 	return p, nil
+}
+
+// sockaddr: an IPv4 or IPv6 socket address.
+func sockaddr(ip net.IP, port int) (syscall.Sockaddr, error) {
+	if v4 := ip.To4(); v4 != nil {
+		sa := &syscall.SockaddrInet4{Port: port}
+		copy(sa.Addr[:], v4)
+		return sa, nil
+	}
+	if v6 := ip.To16(); v6 != nil {
+		sa := &syscall.SockaddrInet6{Port: port}
+		copy(sa.Addr[:], v6)
+		return sa, nil
+	}
+	return nil, fmt.Errorf("%v is not an IP address", ip)
 }
 
 func openTun(name string) (int, string, error) {
@@ -203,7 +231,7 @@ func (t *tunnel) forward() {
 			t.noPath.Add(1)
 			continue
 		}
-		if _, err := p.conn.WriteToUDP(buf[:greLen+n], p.peer); err == nil {
+		if err := syscall.Sendto(p.fd, buf[:greLen+n], 0, p.peer); err == nil {
 			p.txPackets.Add(1)
 			p.txBytes.Add(uint64(n))
 		}
@@ -213,12 +241,13 @@ func (t *tunnel) forward() {
 // pick: smooth weighted round robin over the live paths, or a flow hash weighted the same way.
 // With no live path, every path is a candidate (a tunnel whose peer is not up yet still tries).
 func (t *tunnel) pick(pkt []byte) *path {
-	live := make([]*path, 0, len(t.paths))
+	live := t.live[:0]
 	for _, p := range t.paths {
 		if p.alive.Load() {
 			live = append(live, p)
 		}
 	}
+	t.live = live
 	if len(live) == 0 {
 		live = t.paths
 	}
@@ -269,43 +298,83 @@ func flowHash(pkt []byte) uint32 {
 	return h.Sum32()
 }
 
-// receive decapsulates what arrives on one path into the tun device.
-func (t *tunnel) receive(index int, p *path) {
-	buf := make([]byte, 65536+greLen)
-	for {
-		n, from, err := p.conn.ReadFromUDP(buf)
-		if err != nil {
-			continue
-		}
-		if !from.IP.Equal(p.peer.IP) || from.Port != p.peer.Port {
-			t.foreign.Add(1)
-			continue
-		}
-		if n < greLen || buf[0] != 0 || buf[1] != 0 { // no checksum, key or sequence bits; version 0
-			t.malformed.Add(1)
-			continue
-		}
-		body := buf[greLen:n]
-		switch binary.BigEndian.Uint16(buf[2:4]) {
-		case protoIPv4, protoIPv6:
-			version := byte(4)
-			if binary.BigEndian.Uint16(buf[2:4]) == protoIPv6 {
-				version = 6
-			}
-			if len(body) < 20 || body[0]>>4 != version {
-				t.malformed.Add(1)
-				continue
-			}
-			if _, err := syscall.Write(t.tun, body); err == nil {
-				p.rxPackets.Add(1)
-				p.rxBytes.Add(uint64(len(body)))
-			}
-		case protoKeepalive:
-			t.onKeepalive(index, p, body)
-		default:
-			t.malformed.Add(1)
+// receive decapsulates what arrives on every path into the tun device.  One thread waits on
+// all path sockets (epoll) and drains each ready one before waiting again, so a busy tunnel
+// costs about one wake-up per burst rather than one per packet.
+func (t *tunnel) receive() {
+	runtime.LockOSThread()
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nestlab-mpt: epoll: %v\n", err)
+		os.Exit(1)
+	}
+	for i, p := range t.paths {
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(i)}
+		if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.fd, &ev); err != nil {
+			fmt.Fprintf(os.Stderr, "nestlab-mpt: epoll: %v\n", err)
+			os.Exit(1)
 		}
 	}
+	events := make([]syscall.EpollEvent, len(t.paths))
+	buf := make([]byte, 65536+greLen)
+	for {
+		ready, err := syscall.EpollWait(epfd, events, -1)
+		if err != nil {
+			continue // EINTR
+		}
+		for _, ev := range events[:ready] {
+			index := int(ev.Fd)
+			p := t.paths[index]
+			for {
+				n, from, err := syscall.Recvfrom(p.fd, buf, syscall.MSG_DONTWAIT)
+				if err != nil {
+					break // EAGAIN: drained
+				}
+				t.decapsulate(index, p, buf[:n], from)
+			}
+		}
+	}
+}
+
+func (t *tunnel) decapsulate(index int, p *path, pkt []byte, from syscall.Sockaddr) {
+	if !p.isPeer(from) {
+		t.foreign.Add(1)
+		return
+	}
+	if len(pkt) < greLen || pkt[0] != 0 || pkt[1] != 0 { // no checksum, key or sequence bits; version 0
+		t.malformed.Add(1)
+		return
+	}
+	body := pkt[greLen:]
+	switch binary.BigEndian.Uint16(pkt[2:4]) {
+	case protoIPv4, protoIPv6:
+		version := byte(4)
+		if binary.BigEndian.Uint16(pkt[2:4]) == protoIPv6 {
+			version = 6
+		}
+		if len(body) < 20 || body[0]>>4 != version {
+			t.malformed.Add(1)
+			return
+		}
+		if _, err := syscall.Write(t.tun, body); err == nil {
+			p.rxPackets.Add(1)
+			p.rxBytes.Add(uint64(len(body)))
+		}
+	case protoKeepalive:
+		t.onKeepalive(index, p, body)
+	default:
+		t.malformed.Add(1)
+	}
+}
+
+func (p *path) isPeer(from syscall.Sockaddr) bool {
+	switch sa := from.(type) {
+	case *syscall.SockaddrInet4:
+		return sa.Port == p.peerPort && net.IP(sa.Addr[:]).Equal(p.peerIP)
+	case *syscall.SockaddrInet6:
+		return sa.Port == p.peerPort && net.IP(sa.Addr[:]).Equal(p.peerIP)
+	}
+	return false
 }
 
 func (t *tunnel) onKeepalive(index int, p *path, body []byte) {
@@ -319,7 +388,7 @@ func (t *tunnel) onKeepalive(index int, p *path, body []byte) {
 		binary.BigEndian.PutUint32(reply[:greLen], protoKeepalive)
 		copy(reply[greLen:], body)
 		reply[greLen] = kaReply
-		_, _ = p.conn.WriteToUDP(reply, p.peer)
+		_ = syscall.Sendto(p.fd, reply, 0, p.peer)
 	case kaReply:
 		if int(body[1]) != index {
 			t.malformed.Add(1)
@@ -344,7 +413,7 @@ func (t *tunnel) keepalive(interval time.Duration) {
 		for i, p := range t.paths {
 			msg[greLen+1] = byte(i)
 			binary.BigEndian.PutUint64(msg[greLen+2:], uint64(now))
-			_, _ = p.conn.WriteToUDP(msg, p.peer)
+			_ = syscall.Sendto(p.fd, msg, 0, p.peer)
 			if now-p.lastEcho.Load() > int64(t.dead) {
 				p.alive.Store(false)
 			}

@@ -8,6 +8,7 @@ import re
 import socket
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -128,7 +129,7 @@ def test_mpt_tunnel_carries_ping_tcp_udp_and_splits_packets_by_weight(lab_from):
     far = lab.plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
     assert " 0% packet loss" in a.cmd(["ping", "-c", "3", "-i", "0.05", far])
     start = [p["tx_packets"] for p in mpt.counters(lab.name, "a")["paths"]]
-    udp = tools.iperf3(a, b, far, seconds=2, udp=True, bitrate="50M", length=1200)
+    udp = tools.iperf3(a, b, far, seconds=2, udp=True, bitrate="50M", length=1200, window="2M")
     assert udp["mbps"] > 40 and udp["lost_pct"] < 5, udp
     time.sleep(0.5)  # the daemon writes its counters every 200 ms
     sent = [p["tx_packets"] - s for p, s in zip(mpt.counters(lab.name, "a")["paths"], start)]
@@ -172,3 +173,46 @@ def test_mpt_tunnel_drops_and_counts_foreign_and_malformed_datagrams(lab_from):
     assert counts["dropped_foreign"] >= 5 and counts["dropped_malformed"] >= 7, counts
     far = lab.plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
     assert " 0% packet loss" in a.cmd(["ping", "-c", "2", "-i", "0.05", far])  # still running
+
+
+@pytest.mark.throughput
+def test_multipath_suite_aggregates_paths_native_and_containerised(tmp_path):
+    """A slice of `nestlab bench multipath`: 3 paths, every method, both placements, and the inspect view of MPTCP's subflows."""
+    import dataclasses
+
+    from nestlab.bench import results, scenario
+    from nestlab.bench.suites import SUITES, multipath
+
+    suite = SUITES["multipath"]
+    seen_subflows = {}
+
+    def measure(lab, cell, duration, rec):
+        if cell["method"] == "mptcp":  # look at the connection while it runs
+            from nestlab.lab.inspect import inspect
+
+            timer = threading.Timer(duration / 2 + 1, lambda: seen_subflows.update({cell["placement"]: inspect(lab)}))
+            timer.start()
+            try:
+                return multipath.measure(lab, cell, duration, rec)
+            finally:
+                timer.join()
+        return multipath.measure(lab, cell, duration, rec)
+
+    axes = {"placement": ["containerised", "native"], "paths": [3], "method": multipath.METHODS}
+    folder = scenario.run(dataclasses.replace(suite, quick_axes=axes, measure=measure), tmp_path / "run", quick=True, reps=1, duration=3)
+    _, rows = results.load(folder)
+    assert not [r for r in rows if r.get("error")]
+    total = {(r["placement"], r["method"]): r for r in rows if r["pair"] == "all"}
+    for placement in ("containerised", "native"):
+        plain, mptcp_, mpt_tcp, mpt_udp = (total[(placement, m)] for m in multipath.METHODS)
+        assert plain["paths_used"] == 1 and plain["mbps"] < 100, plain  # one HTB-shaped 100 Mbit/s path
+        for row in (mptcp_, mpt_tcp, mpt_udp):  # every path carries about a third, and more than one path's worth arrives
+            assert row["paths_used"] == 3 and row["evenness_pct"] > 70 and row["mbps"] > 1.5 * plain["mbps"], row
+        assert mpt_udp["tunnel_cpu_pct_per_gbps"] > 0 and mpt_udp["lost_pct"] is not None
+    for placement, view in seen_subflows.items():
+        conns = [c for node in view["nodes"] if node["name"] == "a" for c in node.get("mptcp", [])]
+        devices = {s["device"] for c in conns for s in c["subflows"]}
+        assert devices == {"p1", "p2", "p3"}, (placement, conns)
+    page = (folder / "report.html").read_text()
+    for fig in suite.figures:
+        assert f'id="{fig.id}"' in page, fig.id

@@ -165,7 +165,9 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
             bad(base + ("mode",), "mode: ovs needs one endpoint on a kind: ovs node")
         if mode == "vxlan" and where[0] == where[1]:
             bad(base + ("mode",), f"a vxlan overlay joins nodes on different hosts; {ends[0]} and {ends[1]} are both on {where[0]} (use veth)")
-        if mode in ("veth", "ovs") and where[0] != where[1]:
+        # Between two nodes that share their hosts' stacks, a veth is a cable between the hosts (a wire).
+        cable = mode == "veth" and all(shares_host_stack(topology, n) for n in ends)
+        if mode in ("veth", "ovs") and where[0] != where[1] and not cable:
             bad(
                 base + ("endpoints",),
                 f"{ends[0]} is on host {where[0]} and {ends[1]} on {where[1]}: a {mode} link cannot cross hosts; "

@@ -26,6 +26,7 @@ from ..model.visibility import pair_link_names
 
 VXLAN_OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
 MPT_OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
+MPTCP_ENDPOINTS_MAX = 8  # the kernel path manager's MPTCP_PM_ADDR_MAX per network namespace
 
 
 @dataclass(frozen=True)
@@ -374,7 +375,8 @@ class _Builder:
         return items
 
     def _mptcp(self) -> None:
-        """Nodes with ``mptcp:``: limits, and an endpoint on each of their addressed interfaces (tunnels aside)."""
+        """Nodes with ``mptcp:``: limits, and an endpoint on each of their addressed interfaces (tunnels aside;
+        the kernel keeps at most 8, so the first 8)."""
         for name, spec in self.body.nodes.items():
             if not (spec.mptcp and spec.mptcp.enabled):
                 continue
@@ -386,7 +388,7 @@ class _Builder:
             if m.scheduler != "default":
                 sysctls["net.mptcp.scheduler"] = m.scheduler
             self.plan.nodes[name] = replace(self.plan.nodes[name], sysctls=tuple(sysctls.items()),
-                                            mptcp=(m.subflows, m.add_addr_accepted, m.endpoints), mptcp_endpoints=found)
+                                            mptcp=(m.subflows, m.add_addr_accepted, m.endpoints), mptcp_endpoints=found[:MPTCP_ENDPOINTS_MAX])
 
     def _tunnel(self, a: EndObj, b: EndObj, spec) -> LinkObj:
         """An MPT tunnel between a and b over the links named in ``multipath.paths``."""

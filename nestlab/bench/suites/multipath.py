@@ -77,7 +77,8 @@ def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
     method, paths = cell["method"], cell["paths"]
     address = b.intf("mpt0" if method.startswith("mpt-") else "p1").ip
     udp, mptcp = method == "mpt-udp", method == "mptcp"
-    options = {"udp": udp, "bitrate": f"{paths * RATE_MBIT}M" if udp else None, "length": UDP_LENGTH if udp else None, "mptcp": mptcp}
+    options = {"udp": udp, "bitrate": f"{paths * RATE_MBIT}M" if udp else None, "length": UDP_LENGTH if udp else None, "mptcp": mptcp,
+               "window": "4M" if udp else None}  # a UDP receiver with 4 MB of buffer rides out a stalled CPU
     server = b.popen(tools.iperf3_server_command(address, PORT, mptcp=mptcp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     command = tools.iperf3_command(address, PORT, duration, omit=1, **options)
     try:
