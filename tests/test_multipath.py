@@ -63,6 +63,14 @@ def test_bundle_makes_n_shaped_paths_each_on_its_own_subnet(lab_from):
     assert kernel == {lab.plan.links[f"a:p{k}=b:p{k}"].a.ipv4[0].split("/")[0] for k in range(1, 5)}
 
 
+def test_twelve_paths_deploy_with_the_kernels_eight_mptcp_endpoints(lab_from):
+    lab = lab_from(BUNDLE.replace("paths: 4", "paths: 12"))
+    kernel = [e["address"] for e in mptcp.endpoints(names.netns_path(lab.name, "a"))]
+    assert kernel == [lab.plan.links[f"a:p{k}=b:p{k}"].a.ipv4[0].split("/")[0] for k in range(1, 9)]
+    far = lab.plan.links["a:p12=b:p12"].b.ipv4[0].split("/")[0]
+    assert " 0% packet loss" in lab.nodes["a"].cmd(["ping", "-c", "1", "-W", "1", "-I", "p12", far])
+
+
 @pytest.mark.throughput
 def test_bench_run_mptcp_runs_both_ends_under_mptcp(lab_from, lab_name):
     from conftest import run_cli
