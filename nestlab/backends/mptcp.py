@@ -13,7 +13,7 @@ from . import namespaces
 # MPTCP_PM_ADDR_FLAG_* (include/uapi/linux/mptcp.h)
 FLAGS = {"signal": 1, "subflow": 2, "fullmesh": 2 | 8}
 # INET_DIAG_ULP_INFO_MPTCP and its MPTCP_SUBFLOW_ATTR_* (include/uapi/linux/inet_diag.h, mptcp.h)
-_ULP_MPTCP, _TOKEN_REM, _TOKEN_LOC, _ID_REM, _ID_LOC = 3, 1, 2, 9, 10
+_ULP_MPTCP, _TOKEN_LOC, _ID_REM, _ID_LOC = 3, 2, 9, 10
 _TCP_INFO_EXT = 1 << (2 - 1)  # INET_DIAG_INFO
 
 
@@ -84,7 +84,8 @@ def subflows(net_path: str) -> list[dict]:
         conn = connections.setdefault(token, {"token": f"{token:08x}", "subflows": []})
         conn["subflows"].append({
             "local": f"{msg['idiag_src']}:{msg['idiag_sport']}", "remote": f"{msg['idiag_dst']}:{msg['idiag_dport']}",
-            "device": devices.get(msg["idiag_if"]) or by_address.get(msg["idiag_src"]), "id": info[_ID_LOC][0] if _ID_LOC in info else None, "remote_id": info[_ID_REM][0] if _ID_REM in info else None,
+            "device": devices.get(msg["idiag_if"]) or by_address.get(msg["idiag_src"]),
+            "id": info[_ID_LOC][0] if _ID_LOC in info else None, "remote_id": info[_ID_REM][0] if _ID_REM in info else None,
             "bytes_sent": tcp.get("tcpi_bytes_sent"), "bytes_received": tcp.get("tcpi_bytes_received"),
             "retransmits": tcp.get("tcpi_total_retrans"),
         })

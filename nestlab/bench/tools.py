@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 
 from ..errors import LabError
 from ..lab.node import Node
@@ -77,12 +78,13 @@ def iperf3_intervals(text: str) -> list[tuple[float, float, float]]:
 def iperf3(
     client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False,
     bitrate: str | None = None, length: int | None = None, omit: int = 0, mptcp: bool = False, window: str | None = None,
+    record: Callable[[list[str], str], None] | None = None,
 ) -> dict:
     """An iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped.
 
     ``udp`` with ``bitrate`` (iperf3 -b; "0" = as fast as possible) and ``length`` (-l, payload bytes);
     ``omit``: seconds of warm-up left out of the result (-O); ``mptcp``: both ends under ``mptcpize run``;
-    ``window``: socket buffers (-w).
+    ``window``: socket buffers (-w); ``record``: called with the client's command and raw output.
     """
     require("iperf3")
     if mptcp:
@@ -96,6 +98,8 @@ def iperf3(
             if "unable to connect" not in out and "Connection refused" not in out:
                 break
             time.sleep(0.05)
+        if record:
+            record(command, out)
         return parse_iperf3(out)
     finally:
         srv.kill()

@@ -19,7 +19,6 @@ the share of N x 100 Mbit/s reached and, through the tunnel, its daemons' CPU pe
 from __future__ import annotations
 
 import os
-import subprocess
 
 from pyroute2 import IPRoute
 
@@ -40,14 +39,13 @@ UDP_LENGTH = 1440  # tunnel MTU 1468 (1500 - 32) minus IPv4 and UDP headers
 def testbed(placement: str, paths: int) -> Lab:
     """Seed 001's two machines joined by ``paths`` links of 100 Mbit/s, MPTCP and an MPT tunnel over them."""
     lab = Lab(f"bench-mp-{placement[:6]}-{paths}", ipv4_pool="10.80.0.0/16")
-    extra = {}
-    if placement == "native":
+    native = placement == "native"
+    if native:
         lab.add_host("server")
         lab.add_host("client")
-        extra = {"mode": "host"}
     mptcp = {"subflows": 8, "add_addr_accepted": 8}
-    lab.add_node("a", mptcp=mptcp, **extra, **({"host": "client"} if extra else {}))
-    lab.add_node("b", mptcp=mptcp, **extra, **({"host": "server"} if extra else {}))
+    for name, host in (("a", "client"), ("b", "server")):
+        lab.add_node(name, mptcp=mptcp, **({"mode": "host", "host": host} if native else {}))
     lab.add_link("a", "b", paths=paths, params={"rate": f"{RATE_MBIT}mbit"}, multipath={"type": "mpt"})
     return lab
 
@@ -76,22 +74,11 @@ def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
     a, b = lab.nodes["a"], lab.nodes["b"]
     method, paths = cell["method"], cell["paths"]
     address = b.intf("mpt0" if method.startswith("mpt-") else "p1").ip
-    udp, mptcp = method == "mpt-udp", method == "mptcp"
-    options = {"udp": udp, "bitrate": f"{paths * RATE_MBIT}M" if udp else None, "length": UDP_LENGTH if udp else None, "mptcp": mptcp,
-               "window": "4M" if udp else None}  # a UDP receiver with 4 MB of buffer rides out a stalled CPU
-    server = b.popen(tools.iperf3_server_command(address, PORT, mptcp=mptcp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    command = tools.iperf3_command(address, PORT, duration, omit=1, **options)
-    try:
-        out = ""
-        for _ in range(50):  # the server needs a moment to listen
-            out = a.cmd(command, timeout=duration + 60)
-            if "unable to connect" not in out and "Connection refused" not in out:
-                break
-    finally:
-        server.kill()
-        server.wait()
-    rec.raw(f"iperf3-{cell['placement']}-{method}-{paths}", command, out)
-    return tools.parse_iperf3(out)
+    udp = method == "mpt-udp"
+    return tools.iperf3(a, b, address, duration, PORT, omit=1, mptcp=method == "mptcp", udp=udp,
+                        bitrate=f"{paths * RATE_MBIT}M" if udp else None, length=UDP_LENGTH if udp else None,
+                        window="4M" if udp else None,  # a UDP receiver with 4 MB of buffer rides out a stalled CPU
+                        record=lambda command, out: rec.raw(f"iperf3-{cell['placement']}-{method}-{paths}", command, out))
 
 
 def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
