@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -299,8 +300,10 @@ func flowHash(pkt []byte) uint32 {
 }
 
 // receive decapsulates what arrives on every path into the tun device.  One thread waits on
-// all path sockets (epoll) and drains each ready one before waiting again, so a busy tunnel
-// costs about one wake-up per burst rather than one per packet.
+// all path sockets (epoll) and drains the ready ones before waiting again, so a busy tunnel
+// costs about one wake-up per burst rather than one per packet.  It takes one datagram from
+// each ready path in turn: draining one path's socket before the next would deliver packets
+// in per-path batches, out of the order round robin sent them in.
 func (t *tunnel) receive() {
 	runtime.LockOSThread()
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
@@ -316,22 +319,30 @@ func (t *tunnel) receive() {
 		}
 	}
 	events := make([]syscall.EpollEvent, len(t.paths))
+	active := make([]int, 0, len(t.paths))
 	buf := make([]byte, 65536+greLen)
 	for {
 		ready, err := syscall.EpollWait(epfd, events, -1)
 		if err != nil {
 			continue // EINTR
 		}
+		active = active[:0]
 		for _, ev := range events[:ready] {
-			index := int(ev.Fd)
-			p := t.paths[index]
-			for {
+			active = append(active, int(ev.Fd))
+		}
+		sort.Ints(active)
+		for len(active) > 0 { // one datagram from each ready path in turn: the order the sender striped them
+			still := active[:0]
+			for _, index := range active {
+				p := t.paths[index]
 				n, from, err := syscall.Recvfrom(p.fd, buf, syscall.MSG_DONTWAIT)
 				if err != nil {
-					break // EAGAIN: drained
+					continue // EAGAIN: drained
 				}
 				t.decapsulate(index, p, buf[:n], from)
+				still = append(still, index)
 			}
+			active = still
 		}
 	}
 }
