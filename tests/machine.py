@@ -28,15 +28,18 @@ class MachineStarved(AssertionError):
     """A throughput assertion failed while the hypervisor was taking the CPUs away."""
 
 
-def cpu_times() -> tuple[int, int]:
-    """(steal, total) jiffies of all CPUs so far."""
-    fields = [int(v) for v in open("/proc/stat").readline().split()[1:9]]
+def cpu_times(cpu: int | None = None) -> tuple[int, int]:
+    """(steal, total) jiffies so far, of all CPUs or of ``cpu``."""
+    label = "cpu" if cpu is None else f"cpu{cpu}"
+    with open("/proc/stat") as fh:
+        line = next(line for line in fh if line.split()[0] == label)
+    fields = [int(v) for v in line.split()[1:9]]
     return fields[7], sum(fields)
 
 
-def stolen_since(before: tuple[int, int]) -> float:
-    """Share of all CPU time stolen since ``before`` (a :func:`cpu_times`)."""
-    steal, total = cpu_times()
+def stolen_since(before: tuple[int, int], cpu: int | None = None) -> float:
+    """Share of CPU time stolen since ``before`` (a :func:`cpu_times` of the same ``cpu``)."""
+    steal, total = cpu_times(cpu)
     return (steal - before[0]) / max(1, total - before[1])
 
 PROBE = textwrap.dedent(

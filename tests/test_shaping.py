@@ -38,6 +38,7 @@ def test_rate_is_what_iperf3_measures(lab_from, mbit):
     goodput = mbit * 1448 / 1514
     # 5 s after a 1 s warm-up.  A busy machine (the kernel still freeing earlier tests' namespaces, a
     # stolen vCPU) can only slow a run down, never speed it up, so the best of up to four runs counts.
+    # (The default 20 ms burst lets HTB catch up after a stall of up to that long.)
     # If even that falls short, the same shaper set to 4x the rate is measured at the same moment: that
     # is what this machine can carry through HTB just then, and a link of RATE must give min(RATE, that).
     link, ip = lab.link("a:eth1", "b:eth1"), b.intf("eth1").ip
