@@ -36,30 +36,38 @@ def test_rate_is_what_iperf3_measures(lab_from, mbit):
     # HTB counts whole frames (1514 bytes for a full TCP segment carrying 1448 bytes of payload with
     # timestamps), so what iperf3 can see on a link of RATE is RATE x 1448/1514.
     goodput = mbit * 1448 / 1514
-    # 5 s after a 1 s warm-up.  A busy machine (the kernel still freeing earlier tests' namespaces, a
-    # stolen vCPU) can only slow a run down, never speed it up, so the best of up to four runs counts.
-    # (The default 20 ms burst lets HTB catch up after a stall of up to that long.)
-    # If even that falls short, the same shaper set to 4x the rate is measured at the same moment: that
-    # is what this machine can carry through HTB just then, and a link of RATE must give min(RATE, that).
+    # 5 s after a 1 s warm-up, both iperf3 ends (and so the whole path: veth and HTB run in the sender's
+    # softirq) pinned to the stall probe's CPU.  A shaper kept from running catches up by its burst
+    # (20 ms by default), so every stall seen there beyond that is time the link could not carry
+    # anything: a link of RATE must give RATE x the rest.  A busy machine can only slow a run down, so
+    # the best of up to four runs counts; if even that falls short, the same shaper set to 4x the rate
+    # is measured in between: what this machine could carry through HTB at those moments.
     link, ip = lab.link("a:eth1", "b:eth1"), b.intf("eth1").ip
-    runs, capacity = [], []
+    runs, capacity = [], []  # runs: (Mbit/s, what the stalls left of the goodput)
 
-    def expected() -> float:
-        return min(goodput, max(capacity, default=goodput))
+    def good(run: tuple[float, float]) -> bool:
+        return run[0] >= 0.95 * min(run[1], max(capacity, default=goodput))
 
     for _ in range(4):
-        runs.append(tools.iperf3(a, b, ip, seconds=5, omit=1)["mbps"])
-        if abs(max(runs) - expected()) / expected() <= 0.05:
+        with machine.probe() as stalls:
+            mbps = tools.iperf3(a, b, ip, seconds=5, omit=1, cpu=machine.CPU)["mbps"]
+            end = time.time()
+        lost = sum(max(0.0, min(y, end) - max(x, end - 5.3) - BURST_S) for x, y in stalls.spans if y > end - 5.3)
+        runs.append((mbps, goodput * (1 - lost / 5)))
+        if good(runs[-1]):
             break
         link.set(rate=f"{4 * mbit}mbit")
-        capacity.append(tools.iperf3(a, b, ip, seconds=5, omit=1)["mbps"])
+        capacity.append(tools.iperf3(a, b, ip, seconds=5, omit=1, cpu=machine.CPU)["mbps"])
         link.set(rate=f"{mbit}mbit")
-    measured = max(runs)
+    measured = max(mbps for mbps, _ in runs)
     assert measured <= goodput * 1.05, f"{measured:.1f} Mbit/s (runs: {runs}) on a {mbit} Mbit/s link: the shaper lets too much through"
-    assert abs(measured - expected()) / expected() <= 0.05, (
-        f"{measured:.1f} Mbit/s (runs: {runs}) on a {mbit} Mbit/s link (expected {goodput:.1f}; "
-        f"the same shaper at {4 * mbit} Mbit/s carried {capacity} at the same moments)"
+    assert any(good(run) for run in runs), (
+        f"{measured:.1f} Mbit/s on a {mbit} Mbit/s link (expected {goodput:.1f}; runs as (measured, what the machine's "
+        f"stalls left of that): {runs}; the same shaper at {4 * mbit} Mbit/s carried {capacity} in between)"
     )
+
+
+BURST_S = 0.020  # shaping.burst_for: 20 ms of the rate (more at low rates, so this errs on the strict side)
 
 
 def test_rates_above_32_bits_are_kept(lab_from):

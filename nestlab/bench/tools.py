@@ -78,19 +78,20 @@ def iperf3_intervals(text: str) -> list[tuple[float, float, float]]:
 def iperf3(
     client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False,
     bitrate: str | None = None, length: int | None = None, omit: int = 0, mptcp: bool = False, window: str | None = None,
-    record: Callable[[list[str], str], None] | None = None,
+    cpu: int | None = None, record: Callable[[list[str], str], None] | None = None,
 ) -> dict:
     """An iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped.
 
     ``udp`` with ``bitrate`` (iperf3 -b; "0" = as fast as possible) and ``length`` (-l, payload bytes);
     ``omit``: seconds of warm-up left out of the result (-O); ``mptcp``: both ends under ``mptcpize run``;
-    ``window``: socket buffers (-w); ``record``: called with the client's command and raw output.
+    ``window``: socket buffers (-w); ``cpu``: both ends pinned to it (-A); ``record``: called with the
+    client's command and raw output.
     """
     require("iperf3")
     if mptcp:
         require("mptcpize")
     srv = server.popen(iperf3_server_command(address, port, mptcp=mptcp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    command = iperf3_command(address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit, mptcp=mptcp, window=window)
+    command = iperf3_command(address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit, mptcp=mptcp, window=window, cpu=cpu)
     try:
         out = ""
         for _ in range(50):  # the server needs a moment to listen
@@ -162,10 +163,12 @@ def iperf3_server_command(address: str, port: int = 5201, *, mptcp: bool = False
 
 def iperf3_command(address: str, port: int, seconds: float, *, udp: bool = False, bitrate: str | None = None, length: int | None = None,
                    mss: int | None = None, parallel: int = 1, omit: int = 0, mptcp: bool = False,
-                   interval: float | None = None, window: str | None = None) -> list[str]:
+                   interval: float | None = None, window: str | None = None, cpu: int | None = None) -> list[str]:
     """An iperf3 client command with JSON output (``interval``: seconds per reported interval;
-    ``window``: socket buffer size of both ends, iperf3 -w, e.g. so a UDP receiver rides out a stall)."""
+    ``window``: socket buffer size of both ends, iperf3 -w, e.g. so a UDP receiver rides out a stall;
+    ``cpu``: both ends pinned to that CPU, iperf3 -A, so the whole path runs where one can watch it)."""
     cmd = ["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds)] + (["-i", str(interval)] if interval else [])
     cmd += (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else []) + (["-M", str(mss)] if mss else [])
     cmd += (["-P", str(parallel)] if parallel > 1 else []) + (["-O", str(omit)] if omit else []) + (["-w", window] if window else [])
+    cmd += ["-A", f"{cpu},{cpu}"] if cpu is not None else []
     return (["mptcpize", "run"] if mptcp else []) + cmd
