@@ -82,6 +82,8 @@ def bench_run(
     parallel: int = typer.Option(1, "--parallel", help="iperf3 -P: parallel streams."),
     mptcp: bool = typer.Option(False, "--mptcp", help="iperf3 under mptcpize (Debian package mptcpd)."),
     bitrate: str | None = typer.Option(None, "--bitrate", help="iperf3 UDP target rate, e.g. 500M."),
+    cpu: int | None = typer.Option(None, "--cpu", help="iperf3 -A: pin both ends to this CPU (with them the path's softirq work), "
+                                                     "to keep a measurement off a busy core or to watch one."),
     duration: float = typer.Option(5, "--duration", help="Seconds."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ):
@@ -104,7 +106,7 @@ def bench_run(
             tools.require("iperf3")
             if mptcp:
                 tools.require("mptcpize")
-            command = tools.iperf3_command(target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp)
+            command = tools.iperf3_command(target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp, cpu=cpu)
             (ran,) = run_together([Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30)
             result = tools.parse_iperf3(ran.stdout)
         elif tool == "sockperf":
