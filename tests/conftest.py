@@ -46,7 +46,19 @@ def pytest_pyfunc_call(pyfuncitem):
         stolen = machine.stolen_since(before)
         if stolen < machine.STARVED:
             raise
+        STARVED_ATTEMPTS.append((pyfuncitem.nodeid, f"{stolen:.0%} stolen: {str(exc).splitlines()[0][:300]}"))
         raise machine.MachineStarved(f"the hypervisor took {stolen:.0%} of the CPU time while this ran: {exc}") from exc
+
+
+STARVED_ATTEMPTS: list[tuple[str, str]] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Why each throughput test was rerun, so a CI log tells starvation from a real regression."""
+    if STARVED_ATTEMPTS:
+        terminalreporter.write_sep("=", "attempts that failed while the hypervisor starved the machine")
+        for nodeid, why in STARVED_ATTEMPTS:
+            terminalreporter.write_line(f"{nodeid}: {why}")
 
 
 def pytest_runtest_setup(item):
