@@ -159,8 +159,14 @@ def lab_from(topo_file):
         lab.destroy()
 
 
-def run_cli(*args: str, check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*NESTLAB, *args], capture_output=True, text=True, timeout=timeout, check=check, cwd=ROOT)
+# A guard against a hung CLI, not a bound on it: under the VM tier's software emulation the CLI's
+# start-up alone (Python importing pydantic, pyroute2, typer) takes about 65 s against 0.8 s on the
+# host, and a busy host slows the emulation further (a 120 s guard tripped on `inspect` there).
+CLI_TIMEOUT = 900 if IN_VM else 120
+
+
+def run_cli(*args: str, check: bool = False, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*NESTLAB, *args], capture_output=True, text=True, timeout=timeout or CLI_TIMEOUT, check=check, cwd=ROOT)
 
 
 def root_links() -> set[str]:

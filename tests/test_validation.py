@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from conftest import leftovers, root_links, run_cli
+from conftest import ROOT, leftovers, root_links, run_cli
 
 from nestlab import Lab, TopologyError
 
@@ -93,6 +96,13 @@ def test_malformed_yaml_points_at_the_line(topo_file):
 def test_missing_file_is_a_clear_error(tmp_path):
     result = run_cli("deploy", "-t", str(tmp_path / "nope.yml"))
     assert result.returncode == 2 and "cannot read the topology file" in result.stderr
+
+
+def test_the_cli_starts_without_importing_pyroute2():
+    """pyroute2 costs every CLI call 0.2 s to import (a minute in the VM tier); only the commands that use it may pay."""
+    code = "import sys, nestlab.cli.app; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyroute2'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.strip() == "[]", out
 
 
 def test_python_api_errors_name_the_path(lab_name):

@@ -17,8 +17,6 @@ import threading
 import time
 from pathlib import Path
 
-from pyroute2 import IPRoute
-
 from .. import names
 from ..errors import LabError
 from ..plan.desired import EndObj, LinkObj
@@ -53,6 +51,8 @@ def command(lab: str, link: LinkObj, side: int) -> list[str]:
 
 def start(lab, link: LinkObj) -> None:
     """Start both ends' daemons and give their tun devices address, MTU and up."""
+    from pyroute2 import IPRoute  # imported here: see backends/mptcp.py
+
     from ..lab.node import Node
 
     for side, end in enumerate((link.a, link.b)):

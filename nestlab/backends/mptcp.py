@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 import struct
 
-from pyroute2 import MPTCP, DiagSocket, IPRoute
-from pyroute2.netlink.diag import SS_CONN
-
 from . import namespaces
+
+# pyroute2 is imported where it is used: importing it costs every CLI call 0.2 s (a minute in the
+# VM tier's software emulation), and most calls never touch MPTCP.
 
 # MPTCP_PM_ADDR_FLAG_* (include/uapi/linux/mptcp.h)
 FLAGS = {"signal": 1, "subflow": 2, "fullmesh": 2 | 8}
@@ -19,6 +19,8 @@ _TCP_INFO_EXT = 1 << (2 - 1)  # INET_DIAG_INFO
 
 def configure(net_path: str, subflows: int, add_addr_accepted: int, flag: str, endpoints: list[tuple[str, str]]) -> None:
     """Set the node's limits and make each (address, device) an endpoint of kind ``flag``."""
+    from pyroute2 import MPTCP
+
     with namespaces.entered(net_path):
         pm = MPTCP()
         try:
@@ -33,6 +35,8 @@ def configure(net_path: str, subflows: int, add_addr_accepted: int, flag: str, e
 
 def endpoints(net_path: str) -> list[dict]:
     """The node's endpoints as the kernel has them: address, id, flags, device index."""
+    from pyroute2 import MPTCP
+
     with namespaces.entered(net_path):
         pm = MPTCP()
         try:
@@ -64,6 +68,9 @@ def subflows(net_path: str) -> list[dict]:
     Read through sock_diag (pyroute2's DiagSocket): a subflow is a TCP socket whose upper-layer
     protocol info carries the connection's local token, which groups subflows into connections.
     """
+    from pyroute2 import DiagSocket, IPRoute
+    from pyroute2.netlink.diag import SS_CONN
+
     with namespaces.entered(net_path), DiagSocket() as diag:
         diag.bind()
         sockets = diag.get_sock_stats(family=socket.AF_INET, states=SS_CONN, extensions=_TCP_INFO_EXT)
