@@ -42,6 +42,7 @@ def stolen_since(before: tuple[int, int], cpu: int | None = None) -> float:
     steal, total = cpu_times(cpu)
     return (steal - before[0]) / max(1, total - before[1])
 
+
 PROBE = textwrap.dedent(
     """
     import json, os, select, sys, time
@@ -74,7 +75,14 @@ class Stalls:
 
     def longest_within(self, start: float, end: float) -> float:
         """The longest stall (seconds) that overlaps ``[start, end]``."""
-        return max((min(b, end) - max(a, start) for a, b in self.spans if a < end and b > start), default=0.0)
+        return max(self._overlaps(start, end), default=0.0)
+
+    def beyond(self, start: float, end: float, grace: float) -> float:
+        """Stall time (seconds) within ``[start, end]`` beyond ``grace`` per stall."""
+        return sum(max(0.0, overlap - grace) for overlap in self._overlaps(start, end))
+
+    def _overlaps(self, start: float, end: float) -> list[float]:
+        return [min(b, end) - max(a, start) for a, b in self.spans if a < end and b > start]
 
 
 @contextmanager

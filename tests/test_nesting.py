@@ -11,6 +11,7 @@ import time
 import pytest
 
 import machine
+from nestlab.bench import tools
 from netcheck import ping
 from conftest import run_cli
 
@@ -92,15 +93,9 @@ def _available_share(cpu: int, seconds: float = 1.5) -> float:
     proc = _busy(subprocess.Popen, cpu)
     try:
         time.sleep(0.3)
-
-        def used() -> float:
-            with open(f"/proc/{proc.pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-        start, t0 = used(), time.monotonic()
+        start, t0 = tools.cpu_seconds(proc.pid), time.monotonic()
         time.sleep(seconds)
-        return (used() - start) / (time.monotonic() - t0)
+        return (tools.cpu_seconds(proc.pid) - start) / (time.monotonic() - t0)
     finally:
         proc.kill()
         proc.wait()

@@ -55,7 +55,7 @@ def test_rate_is_what_iperf3_measures(lab_from, mbit):
             mbps = tools.iperf3(a, b, ip, seconds=5, omit=1, cpu=machine.CPU)["mbps"]
             end = time.time()
         start = end - 5.3  # the measured 5 s, and the client's wrap-up
-        lost = sum(max(0.0, min(y, end) - max(x, start) - burst_s) for x, y in stalls.spans if y > start)
+        lost = stalls.beyond(start, end, grace=burst_s)
         runs.append((mbps, goodput * (1 - lost / 5)))
         if good(runs[-1]):
             break

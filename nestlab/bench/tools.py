@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -25,6 +26,16 @@ def require(tool: str) -> str:
 
 _RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 _SENT = re.compile(r"(\d+) packets transmitted, (\d+) received")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) process ``pid`` has used so far; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def parse_ping(text: str) -> dict:

@@ -18,8 +18,6 @@ the share of N x 100 Mbit/s reached and, through the tunnel, its daemons' CPU pe
 
 from __future__ import annotations
 
-import os
-
 from ... import names
 from ...backends import mpt, namespaces
 from ...lab.lab import Lab
@@ -59,15 +57,7 @@ def tx_bytes(lab: Lab, node: str, paths: int) -> list[int]:
 
 def tunnel_cpu_seconds(lab: Lab) -> float:
     """CPU time (user + system) the lab's tunnel daemons have used so far."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in mpt.pids(lab.name):
-        try:
-            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt.pids(lab.name))
 
 
 def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
