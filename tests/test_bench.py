@@ -182,12 +182,12 @@ def test_kernel_modules_suite_builds_every_cell_and_judges_claims():
         if not (cell["pairs"] > 4 or suite.unavailable(cell)):
             assert suite.build(cell).plan.nodes  # every topology of the matrix is valid
     fig = next(f for f in suite.figures if f.id == "fig5-1-mtu1500")
-    ours = {("macvlan", 1): stats.summarize([29.9, 30.0, 30.1]), ("veth-bridge", 1): stats.summarize([9.9, 10.0, 10.1]),
+    ours = {("macvlan", 1): stats.summarize([29.9, 30.0, 30.1]), ("veth-bridge-nf", 1): stats.summarize([9.9, 10.0, 10.1]),
             ("ovs", 1): stats.summarize([5.0, 5.0, 5.0])}
     assert "ranking agrees" in report.agreement(fig, ours)[0]
-    ours[("veth-bridge", 1)] = stats.summarize([39.9, 40.0, 40.1])
+    ours[("veth-bridge-nf", 1)] = stats.summarize([39.9, 40.0, 40.1])
     assert "ranking differs" in report.agreement(fig, ours)[0]
-    ours[("veth-bridge", 1)] = stats.summarize([25.0, 35.0, 45.0])  # above macvlan, but their 95 % intervals overlap
+    ours[("veth-bridge-nf", 1)] = stats.summarize([25.0, 35.0, 45.0])  # above macvlan, but their 95 % intervals overlap
     assert "ranking undecided" in report.agreement(fig, ours)[0]
     close = next(f for f in suite.figures if f.id == "fig5-3-mtu9000")
     assert "claims no ranking" in report.agreement(close, ours)[0]

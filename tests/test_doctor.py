@@ -28,7 +28,7 @@ def test_deploy_needing_a_missing_kernel_feature_fails_up_front(topo_file):
     if not missing:
         pytest.skip("this kernel has ipvlan, macvlan and vxlan; the refusal path cannot be exercised here")
     mode = missing[0]
-    option = probe.LINKS[mode][0]
+    option = probe.link_features()[mode].config
     path = topo_file(
         "name: {name}\ntopology:\n  nodes: {a: {}}\n  links:\n"
         f"    - endpoints: [\"a:eth1\"]\n      mode: {mode}\n      parent: nic0\n"

@@ -18,6 +18,7 @@ import errno
 import os
 import time
 
+from .. import names
 from ..errors import LabError
 from ..model.units import parse_size
 
@@ -75,7 +76,7 @@ class Tree:
         self.mounts = {c: ROOT for c in V2_CONTROLLERS} | {"cpuacct": ROOT} if self.v2 else _v1_mounts()
 
     def _rel(self, node: str) -> str:
-        return os.path.join(f"nestlab.{self.lab}", node)
+        return os.path.join(names.cgroup_name(self.lab), node)
 
     def path(self, controller: str, node: str) -> str:
         mount = self.mounts.get(controller)
@@ -94,7 +95,7 @@ class Tree:
         """Make the node's (or component's) cgroup and its process leaf, and set its limits."""
         chain = ["", *self._parents(node), node, *([f"{node}/{SELF}"] if has_children else [])]
         for mount in sorted(set(self.mounts.values())):
-            base = os.path.join(mount, f"nestlab.{self.lab}")
+            base = os.path.join(mount, names.cgroup_name(self.lab))
             for rel in chain:
                 path = os.path.join(base, rel) if rel else base
                 if self.v2:  # a v2 controller works in a cgroup only when its parent hands it down
@@ -198,7 +199,7 @@ class Tree:
     def remove(self, node: str | None = None, timeout: float = 2.0) -> None:
         """Remove a node's cgroups (all of the lab's with ``None``), deepest first, once their processes are gone."""
         for mount in sorted(set(self.mounts.values())):
-            top = os.path.join(mount, f"nestlab.{self.lab}", node) if node else os.path.join(mount, f"nestlab.{self.lab}")
+            top = os.path.join(mount, names.cgroup_name(self.lab), node) if node else os.path.join(mount, names.cgroup_name(self.lab))
             remove_tree(top, timeout)
 
 
@@ -245,6 +246,6 @@ def lab_cgroups() -> dict[str, list[str]]:
         except OSError:
             continue
         for entry in entries:
-            if entry.startswith("nestlab.") and os.path.isdir(os.path.join(mount, entry)):
-                found.setdefault(entry.removeprefix("nestlab."), []).append(os.path.join(mount, entry))
+            if entry.startswith(names.NETNS_PREFIX) and os.path.isdir(os.path.join(mount, entry)):
+                found.setdefault(entry.removeprefix(names.NETNS_PREFIX), []).append(os.path.join(mount, entry))
     return found

@@ -15,11 +15,12 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import names
 from ..errors import LabError
-from ..plan.desired import EndObj, LinkObj
+from ..plan.objects import EndObj, LinkObj
 from . import namespaces
 
 _BUILT = Path(__file__).resolve().parents[2] / "mpt" / "nestlab-mpt"
@@ -42,22 +43,21 @@ def _file(lab: str, end: EndObj, suffix: str) -> str:
 def command(lab: str, link: LinkObj, side: int) -> list[str]:
     """The daemon's command line for end ``side`` (0: a, 1: b) of the tunnel."""
     end = (link.a, link.b)[side]
-    cmd = [binary(), "-tun", end.iface, "-scheduler", link.scheduler or "wrr", "-stats", _file(lab, end, "json")]
+    cmd = [binary(), "-tun", end.iface, "-scheduler", link.option("scheduler", "wrr"), "-stats", _file(lab, end, "json")]
     for iface, a_ip, b_ip, weight in link.paths:
         local, remote = (a_ip, b_ip) if side == 0 else (b_ip, a_ip)
         cmd += ["-path", f"{local},{remote},{iface},{weight}"]
     return cmd
 
 
-def start(lab, link: LinkObj) -> None:
-    """Start both ends' daemons and give their tun devices address, MTU and up."""
+def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> None:
+    """Start both ends' daemons (``popen(node, args, **kwargs)`` runs a process in a node) and give
+    their tun devices address, MTU and up."""
     from pyroute2 import IPRoute  # imported here: see backends/mptcp.py
 
-    from ..lab.node import Node
-
     for side, end in enumerate((link.a, link.b)):
-        log = open(_file(lab.name, end, "log"), "w")
-        proc = Node(lab, end.node).popen(command(lab.name, link, side), stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+        log = open(_file(lab, end, "log"), "w")
+        proc = popen(end.node, command(lab, link, side), stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
         log.close()
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         line = proc.stdout.readline() if ready else ""
@@ -65,10 +65,10 @@ def start(lab, link: LinkObj) -> None:
         if not line.startswith("ready"):
             proc.kill()
             proc.wait()
-            raise LabError(f"nestlab-mpt in {end.node} did not start: {Path(_file(lab.name, end, 'log')).read_text().strip()[-500:]}")
-        Path(_file(lab.name, end, "pid")).write_text(str(proc.pid))
+            raise LabError(f"nestlab-mpt in {end.node} did not start: {Path(_file(lab, end, 'log')).read_text().strip()[-500:]}")
+        Path(_file(lab, end, "pid")).write_text(str(proc.pid))
         threading.Thread(target=proc.wait, daemon=True).start()  # reaped when stopped, while this process lives
-        with namespaces.entered(names.netns_path(lab.name, end.node)), IPRoute() as ipr:
+        with namespaces.entered(names.netns_path(lab, end.node)), IPRoute() as ipr:
             index = ipr.link_lookup(ifname=end.iface)[0]
             for cidr in end.ipv4:
                 address, prefix = cidr.split("/")

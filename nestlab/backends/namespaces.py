@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -191,3 +193,37 @@ def pids_in(inodes: set[int]) -> list[int]:
             except OSError:
                 break
     return found
+
+
+def remove_pinned(paths: list[str], kill_by: list[str] | None = None) -> None:
+    """Stop every process inside the pinned namespaces at ``kill_by`` (default ``paths``), then unpin ``paths``."""
+    kill_inside({ino for p in (paths if kill_by is None else kill_by) if (ino := inode(p))})
+    for path in paths:
+        unpin(path)
+
+
+def kill_inside(inodes: set[int], grace: float = 1.0) -> None:
+    """SIGTERM the processes in those namespaces, SIGKILL whatever is left after ``grace`` seconds."""
+    pids = pids_in(inodes) if inodes else []
+    if not pids:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if _alive(p)]
+            time.sleep(0.01)
+        if not pids:
+            return
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # it exited between open and read
+        return False

@@ -21,12 +21,6 @@ NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
 IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
-IFLA_MACVLAN_MODE = 1
-MACVLAN_MODES = {"private": 1, "vepa": 2, "bridge": 4, "passthru": 8, "source": 16}
-IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2
-IPVLAN_MODES = {"l2": 0, "l3": 1, "l3s": 2}
-IPVLAN_FLAGS = {"bridge": 0, "private": 1, "vepa": 2}
-IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 RTA_DST, RTA_GATEWAY = 1, 5
 IFF_UP = 0x1
@@ -92,36 +86,18 @@ def new_veth(
     return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"create veth {name}<->{peer}")
 
 
-def _sublink(kind: str, name: str, parent: int, ns_fd: int, data: bytes, alias: str, mtu: int | None) -> Request:
-    """A device of ``kind`` on ``parent`` (an ifindex in the socket's namespace), born in ``ns_fd``."""
+def sublink(kind: str, name: str, data: bytes, *, alias: str, parent: int = 0, ns_fd: int | None = None, mtu: int | None = None) -> Request:
+    """A device of ``kind`` with its ``IFLA_INFO_DATA`` attributes ``data``, on ``parent`` (an ifindex in the
+    socket's namespace, 0 for none), born in ``ns_fd`` (None: the socket's namespace)."""
     linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, kind) + attr(IFLA_INFO_DATA, data))
-    body = ifinfo() + name_attr(IFLA_IFNAME, name) + u32_attr(IFLA_NET_NS_FD, ns_fd) + name_attr(IFLA_IFALIAS, alias)
+    body = ifinfo() + name_attr(IFLA_IFNAME, name) + name_attr(IFLA_IFALIAS, alias)
+    if ns_fd is not None:
+        body += u32_attr(IFLA_NET_NS_FD, ns_fd)
     if parent:
         body += u32_attr(IFLA_LINK, parent)
     if mtu:
         body += u32_attr(IFLA_MTU, mtu)
     return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body + linkinfo, f"create {kind} {name}")
-
-
-def new_macvlan(name: str, parent: int, ns_fd: int, mode: str, *, alias: str, mtu: int | None = None) -> Request:
-    return _sublink("macvlan", name, parent, ns_fd, u32_attr(IFLA_MACVLAN_MODE, MACVLAN_MODES[mode]), alias, mtu)
-
-
-def new_ipvlan(name: str, parent: int, ns_fd: int, mode: str, flag: str, *, alias: str, mtu: int | None = None) -> Request:
-    data = attr(IFLA_IPVLAN_MODE, struct.pack("=H", IPVLAN_MODES[mode])) + attr(IFLA_IPVLAN_FLAGS, struct.pack("=H", IPVLAN_FLAGS[flag]))
-    return _sublink("ipvlan", name, parent, ns_fd, data, alias, mtu)
-
-
-def new_vxlan(name: str, ns_fd: int, vni: int, local: str, remote: str, port: int, *, alias: str, mtu: int | None) -> Request:
-    """A point-to-point VXLAN device born in ``ns_fd``; its UDP socket stays in the socket's namespace."""
-    data = (
-        u32_attr(IFLA_VXLAN_ID, vni)
-        + attr(IFLA_VXLAN_LOCAL, socket.inet_aton(local))
-        + attr(IFLA_VXLAN_GROUP, socket.inet_aton(remote))
-        + attr(IFLA_VXLAN_PORT, struct.pack("!H", port))
-        + attr(IFLA_VXLAN_LEARNING, b"\0")
-    )
-    return _sublink("vxlan", name, 0, ns_fd, data, alias, mtu)
 
 
 def move(index: int, ns_fd: int, new_name: str) -> Request:

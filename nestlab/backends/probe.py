@@ -14,6 +14,8 @@ import threading
 from dataclasses import asdict, dataclass
 from functools import cache
 
+from .. import links
+from ..links.base import KernelFeature
 from . import libc
 
 
@@ -29,18 +31,19 @@ class Feature:
         return asdict(self)
 
 
-# name -> (kernel option, pyroute2 link kwargs)
-LINKS = {
-    "veth": ("CONFIG_VETH", {"kind": "veth", "peer": "nlprobe1"}),
-    "bridge": ("CONFIG_BRIDGE", {"kind": "bridge"}),
-    "macvlan": ("CONFIG_MACVLAN", {"kind": "macvlan", "macvlan_mode": "bridge", "link": "parent"}),
-    "ipvlan": ("CONFIG_IPVLAN", {"kind": "ipvlan", "ipvlan_mode": 0, "link": "parent"}),
-    "vxlan": ("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42}),
-    "tun": ("CONFIG_TUN", {"kind": "tuntap", "mode": "tun"}),
-    "dummy": ("CONFIG_DUMMY", {"kind": "dummy"}),
-    "vlan": ("CONFIG_VLAN_8021Q", {"kind": "vlan", "vlan_id": 10, "link": "parent"}),
-    "gre": ("CONFIG_NET_IPGRE", {"kind": "gre", "gre_remote": "10.255.0.2", "gre_local": "10.255.0.1"}),
+# What every lab uses, and what nestlab's daemons need; each link mode adds its own (nestlab/links).
+BASE = {
+    "veth": KernelFeature("CONFIG_VETH", {"kind": "veth", "peer": "nlprobe1"}),
+    "bridge": KernelFeature("CONFIG_BRIDGE", {"kind": "bridge"}),
+    "tun": KernelFeature("CONFIG_TUN", {"kind": "tuntap", "mode": "tun"}),
+    "dummy": KernelFeature("CONFIG_DUMMY", {"kind": "dummy"}),
 }
+
+
+def link_features() -> dict[str, KernelFeature]:
+    """Every kernel feature a link mode declares, and the base ones."""
+    return {**BASE, **{name: f for mode in map(links.get, links.names()) for name, f in mode.features.items()}}
+
 QDISCS = {
     "htb": ("CONFIG_NET_SCH_HTB", {"default": 1}),
     "tbf": ("CONFIG_NET_SCH_TBF", {"rate": "10mbit", "burst": 10000, "latency": "50ms"}),
@@ -90,7 +93,12 @@ def kernel() -> dict[str, tuple[bool, str]]:
         with IPRoute() as ipr:
             ipr.link("add", ifname="parent", kind="veth", peer="parentp")
             parent = ipr.link_lookup(ifname="parent")[0]
-            for name, (_option, spec) in LINKS.items():
+            for name, feature in link_features().items():
+                if feature.sysctl:
+                    there = os.path.exists("/proc/sys/" + feature.sysctl.replace(".", "/"))
+                    results[name] = (there, "" if there else f"no sysctl {feature.sysctl}")
+                    continue
+                spec = feature.link
                 if spec.get("link") == "parent":  # a parent of its own: macvlan and ipvlan cannot share one
                     ipr.link("add", ifname=f"nlp-{name}", kind="veth", peer=f"nlq-{name}")
                     spec = {**spec, "link": ipr.link_lookup(ifname=f"nlp-{name}")[0]}
@@ -151,9 +159,9 @@ def features() -> list[Feature]:
 
     out: list[Feature] = []
     probed = kernel()
-    for name, (option, _spec) in LINKS.items():
+    for name, feature in link_features().items():
         ok, why = probed[name]
-        out.append(Feature(name, "link", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {option}"))
+        out.append(Feature(name, "link", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {feature.config}"))
     for name, (option, _params) in QDISCS.items():
         ok, why = probed[name]
         out.append(Feature(name, "qdisc", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {option}"))
@@ -177,16 +185,16 @@ def features() -> list[Feature]:
 def missing_for(needs: set[str]) -> list[str]:
     """Kernel options missing for the link kinds / qdiscs in ``needs`` (empty when all work)."""
     probed = kernel()
-    options = {**{k: v[0] for k, v in LINKS.items()}, **{k: v[0] for k, v in QDISCS.items()}}
+    options = {**{k: v.config for k, v in link_features().items()}, **{k: v[0] for k, v in QDISCS.items()}}
     return [f"{name} ({options[name]})" for name in sorted(needs) if name in probed and not probed[name][0]]
 
 
-def check_needs(links: set[str], nat: bool, ovs_kernel: bool, ovs_switch: bool) -> None:
+def check_needs(needs: set[str], nat: bool, ovs_kernel: bool, ovs_switch: bool) -> None:
     """Raise :class:`LabError` naming what this machine lacks for a change, before anything is created."""
     from ..errors import LabError
     from . import ovs
 
-    problems = missing_for(links) if links else []
+    problems = missing_for(needs) if needs else []
     if nat and not (why := nat_works())[0]:
         problems.append(f"NAT for bridge mode ({why[1]}; needs nftables and CONFIG_NFT_NAT/CONFIG_NFT_MASQ)")
     if ovs_switch and (tools := [t for t in ovs.TOOLS if not shutil.which(t)]):

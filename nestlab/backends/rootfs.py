@@ -17,9 +17,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import LabError
-from ..model.images import IMAGE_ROOT, built, looks_like_path
 
 CACHE = "/var/lib/nestlab/cache"
+
+IMAGE_ROOT = "/var/lib/nestlab/images"
+_TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
+
+
+def built(name: str) -> Path:
+    """Where ``nestlab image build NAME`` puts an image."""
+    return Path(IMAGE_ROOT) / name
+
+
+def looks_like_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~")) or value.endswith(_TARBALL)
 
 
 def resolve(image: str) -> str:

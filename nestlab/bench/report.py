@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 
 from . import results, stats
-from .scenario import Figure, Suite
+from .suite import Figure, Suite
 
 
 def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:

@@ -6,13 +6,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..backends import rootfs
@@ -20,7 +16,8 @@ from ..errors import LabError
 from ..lab import cleanup, state
 from ..lab.inspect import inspect
 from ..lab.lab import Lab
-from ..model.errors import TopologyError
+from .bench import bench_app, compare_cmd, report_cmd
+from .common import LabOpt, TopoOpt, err, node_of, notices, out, progress_bar, reported, resolve
 
 app = typer.Typer(
     help="Build, use and tear down networks of namespace containers.\n\n"
@@ -30,67 +27,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False)
-
-TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML).", exists=False, dir_okay=False)
-LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
-
-
-@contextmanager
-def _reported() -> Iterator[None]:
-    """Turn nestlab errors into a message and an exit code (2: bad topology, 1: anything else)."""
-    try:
-        yield
-    except TopologyError as exc:
-        for problem in exc.problems:
-            err.print(f"[red]error[/red] {problem.render(exc.source)}", soft_wrap=True)
-        raise typer.Exit(2)
-    except LabError as exc:
-        err.print(f"[red]error[/red] {exc}", soft_wrap=True)
-        raise typer.Exit(1)
-    except PermissionError as exc:
-        err.print(f"[red]error[/red] {exc}: nestlab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run it with sudo")
-        raise typer.Exit(1)
-
-
-def _resolve(topo: Path | None, lab: str | None) -> Lab:
-    if topo and lab:
-        raise LabError("give either -t FILE or --lab NAME, not both")
-    if topo:
-        return Lab.from_file(topo)
-    if lab:
-        return Lab.running(lab)
-    labs = [name for name in state.labs() if (s := state.read(name)) and s.status == "running"]
-    if len(labs) == 1:
-        return Lab.running(labs[0])
-    listing = ", ".join(labs) if labs else "none is running"
-    raise LabError(f"say which lab: -t FILE or --lab NAME (running labs: {listing})")
-
-
-def _notices(lab: Lab) -> None:
-    for notice in lab.notices:
-        err.print(f"[yellow]note[/yellow] {notice.render(lab.source)}", soft_wrap=True)
-
-
-@contextmanager
-def _progress(title: str) -> Iterator:
-    """A progress callback for long work; silent when stderr is not a terminal."""
-    if not err.is_terminal:
-        yield None
-        return
-    columns = (TextColumn(f"{title} {{task.description}}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
-        tasks: dict[str, int] = {}
-
-        def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done)
-
-        yield update
-
-
 def _table(report: dict) -> Table:
     table = Table(title=f"lab {report['lab']}", title_justify="left")
     for column in ("node", "kind", "host", "state", "cpu s", "memory", "interface", "mode", "if-state", "mtu", "addresses", "bridge"):
@@ -152,13 +88,13 @@ def deploy(
     Example: nestlab deploy -t examples/quickstart.yml
     (the file format is described in docs/topology.md)
     """
-    with _reported():
+    with reported():
         lab = Lab.from_file(topo)
-        _notices(lab)
+        notices(lab)
         if reconfigure:
             lab.destroy()
         started = time.perf_counter()
-        with _progress("deploying") as progress:
+        with progress_bar("deploying") as progress:
             changes = lab.deploy(progress=progress, on_exec=_print_exec)
         took = time.perf_counter() - started
         if not changes:
@@ -194,7 +130,7 @@ def inspect_cmd(
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
     """Show nodes, interfaces, addresses and states of a running lab, read from the kernel; with MPTCP, each connection's subflows."""
-    with _reported():
+    with reported():
         if all_labs:
             rows = []
             for name in state.labs():
@@ -210,7 +146,7 @@ def inspect_cmd(
                     table.add_row(row["lab"], row["status"], str(row["namespaces"]), row["source"] or "")
                 out.print(table)
             return
-        _show(inspect(_resolve(topo, lab)), fmt)
+        _show(inspect(resolve(topo, lab)), fmt)
 
 
 @app.command(
@@ -228,8 +164,8 @@ def exec_cmd(
     Example: nestlab exec --lab quickstart h1 -- ping -c1 10.0.0.2
     A component of a nested node: nestlab exec --lab manet drone1/gnab -- ps ax
     """
-    with _reported():
-        target = _node(_resolve(topo, lab), node)
+    with reported():
+        target = node_of(resolve(topo, lab), node)
         if command and command[0] == "--":
             command = command[1:]
         try:
@@ -243,19 +179,12 @@ def exec_cmd(
 @app.command()
 def shell(node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."), topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Open an interactive shell inside a node (exit it to come back)."""
-    with _reported():
-        the_lab = _resolve(topo, lab)
-        target = _node(the_lab, node)
+    with reported():
+        the_lab = resolve(topo, lab)
+        target = node_of(the_lab, node)
         prompt = f"[{the_lab.name}/{node}] \\w# "
         proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})
         raise typer.Exit(_wait(proc))
-
-
-def _node(lab: Lab, name: str):
-    found = lab.nodes.get(name) or lab.hosts.get(name)
-    if found is None:
-        raise LabError(f"lab {lab.name} has no node or host '{name}' (nodes: {', '.join(lab.nodes)}; hosts: {', '.join(lab.hosts) or 'none'})")
-    return found
 
 
 def _wait(proc) -> int:
@@ -269,11 +198,11 @@ def _wait(proc) -> int:
 @app.command()
 def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Remove a lab: its processes, namespaces, links and state. Nothing else is touched."""
-    with _reported():
+    with reported():
         if lab and not topo:
             name = lab
         else:
-            name = _resolve(topo, lab).name
+            name = resolve(topo, lab).name
         with state.locked(name):
             removed = cleanup.remove_lab(name)
         err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
@@ -290,7 +219,7 @@ def cleanup_cmd(
     nestlab.LAB.*, mounts and state under /run/nestlab/LAB, and processes
     running inside those namespaces.
     """
-    with _reported():
+    with reported():
         if bool(name) == all_labs:
             raise LabError("name one lab, or pass --all")
         for lab in state.labs() if all_labs else [name]:
@@ -331,7 +260,7 @@ def link_set(
 
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     """
-    with _reported():
+    with reported():
         given = dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, distribution=distribution, loss=loss, corrupt=corrupt,
                      duplicate=duplicate, reorder=reorder, mtu=mtu, qdisc=qdisc)
         params = {k: v for k, v in given.items() if v is not None}
@@ -341,7 +270,7 @@ def link_set(
             params["state"] = "down" if down else "up"
         if not params:
             raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
-        spent = _resolve(topo, lab).link(a, b).set(direction=direction, **params)
+        spent = resolve(topo, lab).link(a, b).set(direction=direction, **params)
         err.print(f"link {a} {b}: {', '.join(f'{k}={v}' for k, v in params.items())} applied in {spent:.1f} ms")
 
 
@@ -354,8 +283,8 @@ def link_show(
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
     """Show links' shaping as planned and as the kernel has it."""
-    with _reported():
-        the_lab = _resolve(topo, lab)
+    with reported():
+        the_lab = resolve(topo, lab)
         current = state.read(the_lab.name)
         links = current.plan.links.values() if current else the_lab.plan.links.values()
         chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
@@ -390,9 +319,9 @@ def run(
     """
     from ..lab.schedule import play
 
-    with _reported():
+    with reported():
         lab = Lab.from_file(topo)
-        _notices(lab)
+        notices(lab)
         if not lab.topology.schedule and not lab.topology.dynamics:
             raise LabError(f"{topo} has no schedule: or dynamics: section; see docs/shaping.md")
         lab.deploy()
@@ -426,11 +355,11 @@ def node_set(
 
     A node's limits bound all its components. Example: nestlab node set drone1/gnab --cpus 0.5 --memory 128m
     """
-    with _reported():
+    with reported():
         given = {k: v for k, v in dict(cpus=cpus, cpu_shares=cpu_shares, memory=memory, pids=pids, cpuset=cpuset).items() if v is not None}
         if not given:
             raise LabError("nothing to change: give e.g. --cpus 0.5 or --memory 256m")
-        the_lab = _resolve(topo, lab)
+        the_lab = resolve(topo, lab)
         if node not in the_lab.nodes:
             raise LabError(f"lab {the_lab.name} has no node {node} (nodes: {', '.join(the_lab.nodes)})")
         limits = the_lab.nodes[node].set(**given)
@@ -445,8 +374,8 @@ def node_show(
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
     """Show CPU seconds, memory in use and limits per node and component, read from their cgroups."""
-    with _reported():
-        the_lab = _resolve(topo, lab)
+    with reported():
+        the_lab = resolve(topo, lab)
         chosen = [n for name, n in the_lab.nodes.items() if (node is None or name == node) and n.obj.cgroup]
         if node is not None and not chosen:
             raise LabError(f"lab {the_lab.name} has no node {node} with a cgroup")
@@ -476,7 +405,7 @@ def image_build(
 
     Example: nestlab image build radio --debian bookworm --packages iperf3,iproute2
     """
-    with _reported():
+    with reported():
         import re
 
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
@@ -490,7 +419,7 @@ def image_build(
 @image_app.command("ls")
 def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
     """List images made by nestlab image build."""
-    with _reported():
+    with reported():
         images = rootfs.listing()
         if fmt == "json":
             out.print_json(json.dumps(images))
@@ -504,12 +433,11 @@ def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or
 @image_app.command("rm")
 def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
     """Delete an image made by nestlab image build (nodes running on it keep their copy-on-write view until destroyed)."""
-    with _reported():
+    with reported():
         rootfs.remove(name)
         err.print(f"image {name} removed")
 
 
-from .bench import bench_app, compare_cmd, report_cmd  # noqa: E402  (it imports helpers from this module lazily)
 
 app.add_typer(bench_app, name="bench")
 app.command("report")(report_cmd)
@@ -539,7 +467,7 @@ def random_waypoint_cmd(
 
     from ..model.visibility import random_waypoint
 
-    with _reported():
+    with reported():
         try:
             width, height = (float(x) for x in area.lower().split("x"))
             low, high = (float(x) for x in speed.split("-"))
@@ -559,7 +487,7 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
     """
     from ..backends import probe
 
-    with _reported():
+    with reported():
         features = probe.features()
         if fmt == "json":
             out.print_json(json.dumps([f.to_json() for f in features]))
@@ -571,13 +499,44 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
 
 
 @app.command()
+def modes(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
+    """Every link mode (the words of a link's mode:) and node runtime (runtime:), from their registries.
+
+    Per mode: how many endpoints it takes, the link keys it owns, the kernel features it needs and
+    whether this machine has them (tried as `nestlab doctor` does).  docs/architecture.md shows how
+    to add one: a module in nestlab/links or nestlab/runtimes.
+    """
+    from .. import links, runtimes
+    from ..backends import probe
+
+    with reported():
+        probed = probe.kernel()
+        rows = [{"mode": m.name, "endpoints": m.ends, "keys": list(m.options), "summary": m.summary,
+                 "kernel": {name: {"config": f.config, "here": probed[name][0]} for name, f in m.features.items()}}
+                for m in map(links.get, links.names())]
+        kinds = [{"runtime": r.name, "selectable": r.selectable, "summary": r.summary} for r in map(runtimes.get, sorted(runtimes.REGISTRY))]
+        if fmt == "json":
+            out.print_json(json.dumps({"modes": rows, "runtimes": kinds}))
+            return
+        table = Table("mode", "ends", "keys", "kernel (here)", "what it is", title="link modes (nestlab/links)", title_justify="left")
+        for r in rows:
+            kernel = " ".join(f"{f['config']} ({'yes' if f['here'] else '[red]no[/red]'})" for f in r["kernel"].values())
+            table.add_row(r["mode"], str(r["endpoints"]), ", ".join(r["keys"]), kernel, r["summary"])
+        out.print(table)
+        table = Table("runtime", "what it is", title="node runtimes (nestlab/runtimes)", title_justify="left")
+        for k in kinds:
+            table.add_row(k["runtime"] + ("" if k["selectable"] else " (chosen by nestlab)"), k["summary"])
+        out.print(table)
+
+
+@app.command()
 def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--topo", help="Topology to demonstrate.")):
     """Deploy a topology, measure ping and TCP between its first two hosts, destroy it."""
     from ..bench import tools
 
-    with _reported():
+    with reported():
         lab = Lab.from_file(topo)
-        _notices(lab)
+        notices(lab)
         hosts = [n for n in lab.nodes.values() if n.kind == "linux" and n.intfs()]
         if len(hosts) < 2:
             raise LabError(f"{topo}: the demo needs two linux nodes with links")

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -16,9 +15,8 @@ from ..bench import report, results, scenario, tools
 from ..bench.suites import SUITES
 from ..bench.together import Pair, run_together
 from ..errors import LabError
+from .common import err, node_of, out, reported, resolve
 
-out = Console()
-err = Console(stderr=True)
 bench_app = typer.Typer(
     help="Measure: rerun a seed paper's experiments (one subcommand per suite), or measure a running lab (run, pingall).",
     no_args_is_help=True,
@@ -34,9 +32,8 @@ def _suite_command(name: str):
         duration: float | None = typer.Option(None, "--duration", help=f"Seconds per measurement (default {suite.duration:g}; quick {suite.quick_duration:g})."),
         out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default results/<suite>-<timestamp>)."),
     ):
-        from .app import _reported
 
-        with _reported():
+        with reported():
             folder = out_dir or Path("results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True) as bar:
@@ -92,11 +89,10 @@ def bench_run(
     JSON keys carry their units: mbps, pps, latency_avg_us, rtt_avg_ms...
     Example: nestlab bench run --lab quickstart --from h1 --to h2 --tool iperf3 --parallel 4
     """
-    from .app import _node, _reported, _resolve
 
-    with _reported():
-        the_lab = _resolve(topo, lab)
-        client, server = _node(the_lab, src), _node(the_lab, dst)
+    with reported():
+        the_lab = resolve(topo, lab)
+        client, server = node_of(the_lab, src), node_of(the_lab, dst)
         target = _address(server, address)
         if tool == "ping":
             tools.require("ping")
@@ -154,10 +150,9 @@ def pingall(
 
     Exits 1 if any pair fails. Example: nestlab bench pingall --lab quickstart
     """
-    from .app import _reported, _resolve
 
-    with _reported():
-        the_lab = _resolve(topo, lab)
+    with reported():
+        the_lab = resolve(topo, lab)
         nodes = {name: node for name, node in the_lab.nodes.items() if node.kind == "linux" and any(i.ip for i in node.intfs())}
         pairs = [(a, b, _nearest(nodes[a], nodes[b])) for a, b in itertools.permutations(nodes, 2)]
         procs = [(a, b, ip, nodes[a].popen(["ping", "-n", "-q", "-c", "1", "-W", "1", ip], stdout=-1, stderr=-3, text=True)) for a, b, ip in pairs]
@@ -179,9 +174,8 @@ def pingall(
 
 def report_cmd(folder: Path = typer.Argument(..., help="A results folder.")):
     """Regenerate report.html of a results folder (e.g. after upgrading nestlab)."""
-    from .app import _reported
 
-    with _reported():
+    with reported():
         meta, _ = results.load(folder)
         path = report.render(folder, _suite_of(meta))
         err.print(f"wrote {path}")
@@ -193,9 +187,8 @@ def compare_cmd(
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ):
     """Per figure and cell: both means and second/first with a 95 % interval (e.g. two kernels, two machines)."""
-    from .app import _reported
 
-    with _reported():
+    with reported():
         meta_a, _ = results.load(first)
         meta_b, _ = results.load(second)
         if meta_a["suite"] != meta_b["suite"]:

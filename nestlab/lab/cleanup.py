@@ -6,8 +6,8 @@ import os
 import shutil
 
 from .. import names
-from ..backends import cgroups, containers, namespaces
-from ..backends.apply import remove_pinned
+from .. import runtimes
+from ..backends import cgroups, namespaces
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -27,12 +27,13 @@ def _mounts_under(prefix: str) -> list[str]:
 
 def remove_lab(lab: str) -> int:
     """Remove everything marked as ``lab``'s; returns how many namespaces went."""
-    containers.remove_docker_leftovers(lab)
+    for name in runtimes.REGISTRY:
+        runtimes.get(name).remove_leftovers(lab)
     paths = marked_namespaces(lab)
     udir = names.uts_dir(lab)
     if os.path.isdir(udir):
         paths += [e.path for e in os.scandir(udir)]
-    remove_pinned(paths)
+    namespaces.remove_pinned(paths)
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
     shutil.rmtree(names.lab_dir(lab), ignore_errors=True)

@@ -21,25 +21,23 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 from contextlib import contextmanager
 
 from pydantic import ValidationError
 
-from .. import names
-from ..backends import mpt, probe, shaping
+from .. import links, names
+from ..backends import probe, shaping
 from ..backends.apply import Applier, Progress
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..model.load import load_text, Loaded, load_data, load_file
 from ..model.schema import NodeSpec, Topology
-from ..plan.desired import Plan, desired
+from ..plan.desired import desired
+from ..plan.objects import Plan
 from ..plan.diff import Changes, diff
 from . import cleanup, state
+from .links import LinkHandle
 from .node import Node
-
-if TYPE_CHECKING:
-    from .links import LinkHandle
 
 ExecReport = Callable[[str, str, int, str], None]
 
@@ -128,10 +126,8 @@ class Lab:
         self._changed()
         return Node(self, name)
 
-    def link(self, a: str, b: str) -> "LinkHandle":
+    def link(self, a: str, b: str) -> LinkHandle:
         """A running link between endpoints ``a`` and ``b``, for live changes: ``.set(rate="10mbit")``."""
-        from .links import LinkHandle
-
         return LinkHandle(self, a, b)
 
     def add_host(self, name: str, **spec) -> None:
@@ -204,14 +200,6 @@ class Lab:
                     self._record("running", _without(have, changes))
                 raise
             self._record("running", self.plan)
-        try:
-            for link in changes.add_links:
-                if link.mode == "mpt":
-                    mpt.start(self, link)
-        except BaseException:
-            if current is None:
-                self.destroy()
-            raise
         for node in changes.add_nodes:
             for command in node.exec:
                 proc = Node(self, node.name).popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -258,15 +246,14 @@ def _retune(lab: str, plan: Plan, have: Plan) -> bool:
 
 def _check_needs(changes: Changes) -> None:
     """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
-    links = {a.mode for a in changes.add_attachments if a.mode in ("macvlan", "ipvlan")}
-    links |= {"vxlan" for x in changes.add_links if x.mode == "vxlan"}
+    needs = {feature for x in changes.add_links + changes.add_attachments for feature in links.get(x.mode).needs(x)}
     shaped = [dict(x.shape_a + x.shape_b) for x in changes.add_links + changes.reshape]
-    links |= {"htb" for shape in shaped if shape}
-    links |= {"netem" for shape in shaped if set(shape) & set(shaping.NETEM_KEYS)}
-    nat = any(br.nat for n in changes.add_nodes for br in n.bridges)
+    needs |= {"htb" for shape in shaped if shape}
+    needs |= {"netem" for shape in shaped if set(shape) & set(shaping.NETEM_KEYS)}
+    nat = any(br.nat or br.netfilter for n in changes.add_nodes for br in n.bridges)
     switches = [n for n in changes.add_nodes if n.kind == "ovs"]
-    if links or nat or switches:
-        probe.check_needs(links, nat, any(n.datapath == "kernel" for n in switches), bool(switches))
+    if needs or nat or switches:
+        probe.check_needs(needs, nat, any(n.datapath == "kernel" for n in switches), bool(switches))
 
 
 def _existing(lab: str, plan: Plan) -> Plan:

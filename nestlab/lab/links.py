@@ -14,8 +14,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
-
 from pydantic import ValidationError
 
 from .. import names
@@ -23,11 +21,10 @@ from ..backends import probe, shaping
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..model.schema import LinkParams
-from ..plan.desired import LinkObj
+from .. import links
+from ..plan.objects import LinkObj
 from . import events, state
-
-if TYPE_CHECKING:
-    from .lab import Lab
+from .node import LabView
 
 CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
 
@@ -35,7 +32,7 @@ CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
 class LinkHandle:
     """One link of a running lab, found by its two endpoints in either order."""
 
-    def __init__(self, lab: "Lab", a: str, b: str, shaper: shaping.Shaper | None = None):
+    def __init__(self, lab: LabView, a: str, b: str, shaper: shaping.Shaper | None = None):
         self.lab = lab
         self.obj = _find(lab, a, b)
         self.reversed = self.obj.a.ref != a
@@ -116,10 +113,8 @@ class LinkHandle:
         """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
         started = time.perf_counter()
         with self._shaping() as shaper:
-            ends = (self.obj.a, self.obj.b) if self.obj.mode == "vxlan" else (self.obj.a,)
-            for end in ends:
-                path = names.netns_path(self.lab.name, end.node)
-                shaper.delete(path, end.iface)
+            for end in links.get(self.obj.mode).devices(self.obj):
+                shaper.delete(names.netns_path(self.lab.name, end.node), end.iface)
             for end in (self.obj.a, self.obj.b):
                 shaper.forget(names.netns_path(self.lab.name, end.node), end.iface)
             applied, spent = time.time(), (time.perf_counter() - started) * 1000
@@ -153,7 +148,7 @@ class LinkHandle:
         }
 
 
-def _find(lab: "Lab", a: str, b: str) -> LinkObj:
+def _find(lab: LabView, a: str, b: str) -> LinkObj:
     current = state.read(lab.name)
     links = current.plan.links if current else lab.plan.links  # the running lab's shaping, live changes included
     for link in links.values():
@@ -163,7 +158,7 @@ def _find(lab: "Lab", a: str, b: str) -> LinkObj:
     raise LabError(f"lab {lab.name} has no link between {a} and {b} (links: {known})")
 
 
-def _store(lab: "Lab", link: LinkObj) -> None:
+def _store(lab: LabView, link: LinkObj) -> None:
     """Record the new shaping with the running lab, so `deploy` and `link show` know it."""
     if not os.path.exists(names.lab_dir(lab.name)):
         raise LabError(f"lab {lab.name} is not running")

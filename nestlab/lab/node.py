@@ -6,15 +6,22 @@ import os
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .. import names
-from ..backends import cgroups, containers, namespaces
+from .. import names, runtimes
+from ..backends import cgroups, namespaces
 from ..errors import LabError
-from ..plan.desired import NodeObj
+from ..plan.objects import NodeObj, Plan
 
-if TYPE_CHECKING:
-    from .lab import Lab
+
+class LabView(Protocol):
+    """What a node or a link handle needs of its lab (a :class:`~nestlab.lab.lab.Lab`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def plan(self) -> Plan: ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class Node:
     ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
     """
 
-    def __init__(self, lab: Lab, name: str):
+    def __init__(self, lab: LabView, name: str):
         self.lab = lab
         self.name = name
 
@@ -80,7 +87,7 @@ class Node:
             if end.node == self.name
         ]
         attached = [
-            Interface(self, a.end.iface, a.end.ipv4, a.end.ipv6, f"{a.mode} on {a.host or 'this machine'}:{a.parent or a.options_dict.get('bridge')}")
+            Interface(self, a.end.iface, a.end.ipv4, a.end.ipv6, f"{a.mode} on {a.host or 'this machine'}:{a.parent or a.option('bridge')}")
             for a in plan.attachments.values()
             if a.end.node == self.name
         ]
@@ -97,13 +104,8 @@ class Node:
         path = names.netns_path(self.lab.name, self.name)
         if not os.path.exists(path):
             raise LabError(f"node {self.name} of lab {self.lab.name} is not running (deploy the lab first)")
-        if self.obj.runtime != "namespace":  # own PID and mount namespaces: enter them through the init
-            pid = containers.init_pid(self.lab.name, self.name)
-            if pid is None:
-                raise LabError(f"node {self.name} of lab {self.lab.name} has no running init (redeploy the lab)")
-            return containers.spawn(pid, cgroups.files_of(pid), args, **kwargs)
         files = self._tree().procs_files(self._leaf()) if self.obj.cgroup else []
-        return containers.popen_in(path, names.uts_path(self.lab.name, self.name), files, args, **kwargs)
+        return runtimes.get(self.obj.runtime).popen(self.lab.name, self.obj, files, args, **kwargs)
 
     @property
     def components(self) -> dict[str, Node]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .. import names
 from ..errors import LabError
-from ..plan.desired import Plan
+from ..plan.objects import Plan
 
 
 @dataclass

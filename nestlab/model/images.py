@@ -13,25 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import runtimes
+from ..backends.rootfs import IMAGE_ROOT, built, looks_like_path
 from .errors import Problem
 from .schema import Topology
 from .yamlsource import Located
-
-IMAGE_ROOT = "/var/lib/nestlab/images"
-_TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
-
-
-def built(name: str) -> Path:
-    """Where ``nestlab image build NAME`` puts an image."""
-    return Path(IMAGE_ROOT) / name
-
-
-def looks_like_path(value: str) -> bool:
-    return value.startswith(("/", "./", "../", "~")) or value.endswith(_TARBALL)
-
-
-def runtime_of(spec) -> str:
-    return spec.runtime or ("runc" if spec.image else "namespace")
 
 
 def resolve_paths(topology: Topology, source: str, located: Located, notices: list[Problem]) -> list[Problem]:
@@ -45,14 +31,11 @@ def resolve_paths(topology: Topology, source: str, located: Located, notices: li
             layer.image = layer.runtime = layer.resources = None
     for name, spec in body.nodes.items():
         path = ("topology", "nodes", spec.component_of or name) + (("components", name.split("/")[1]) if spec.component_of else ()) + ("image",)
-        if spec.runtime == "docker":
-            if not spec.image:
-                problems.append(located.problem(path[:-1] + ("runtime",), "runtime: docker needs image: (a Docker image such as debian:bookworm)"))
+        why = runtimes.get(spec.runtime).check(spec) if spec.runtime else None
+        if why:
+            problems.append(located.problem(path[:-1] + ("runtime",), why))
             continue
-        if spec.runtime == "runc" and not spec.image:
-            problems.append(located.problem(path[:-1] + ("runtime",), "runtime: runc needs image: (a rootfs directory, tarball, OCI layout or built image name)"))
-            continue
-        if not spec.image:
+        if spec.runtime == "docker" or not spec.image:  # a Docker image is the engine's to find
             continue
         if looks_like_path(spec.image):
             full = (base / os.path.expanduser(spec.image)).resolve()

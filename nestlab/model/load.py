@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
 from . import images
-from .modes import check_modes
+from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
 from .paths import expand_paths
 from .schema import (
@@ -135,21 +135,11 @@ def _problem(err: dict, located: Located) -> Problem:
     if err["type"] == "missing":
         return located.problem(path, f"'{path[-1]}' is required")
     if err["type"] == "literal_error":
-        return located.problem(path, f"{err['msg'].lower()} (got {err['input']!r})")
+        return located.problem(path, f"{err['msg'][:1].lower()}{err['msg'][1:]} (got {err['input']!r})")
     if err["type"] == "string_pattern_mismatch":
         return located.problem(path, f"{err['input']!r} may use only letters, digits, '-' and '_', starting with a letter or digit")
     message = err["msg"].removeprefix("Value error, ")
     return located.problem(path, message)
-
-
-def node_kind(topology: Topology, name: str) -> str:
-    """A node's effective kind: its own, else its kind defaults, else ``defaults``, else linux."""
-    body = topology.topology
-    spec = body.nodes[name]
-    if spec.components and spec.nesting == "nested":
-        return spec.internal_switch  # the node holds its components' switch
-    kind = spec.kind or body.defaults.kind or "linux"
-    return "linux" if kind == "host" else kind
 
 
 def check(topology: Topology, located: Located) -> list[Problem]:

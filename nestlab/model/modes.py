@@ -1,38 +1,34 @@
-"""Hosts, wires and attachment modes: resolving them and checking a topology's use of them.
+"""Hosts, wires and link modes: resolving a node's kind and host, and checking a topology's use of them.
 
-A node runs on a host (``host:``; the implicit host ``local`` when the file
-declares no ``hosts:``).  A link's mode says how its endpoints are attached:
-``veth`` (two nodes on one host), ``ovs`` (one end is an OVS switch node),
-``vxlan`` (two nodes on different hosts), or a single endpoint attached to its
-host: ``bridge``, ``macvlan``, ``ipvlan``, ``phys`` on a host NIC ``parent``.
+A node runs on a host (``host:``; the implicit host ``local`` when the file declares no
+``hosts:``).  A link's mode (a word of the registry in nestlab/links) says how its endpoints
+are attached; the rules every mode shares are here, each mode's own rules in its module.
 """
 
 from __future__ import annotations
 
 import re
 
+from .. import links
 from .errors import Path, Problem
-from .schema import IFNAMSIZ, IMPLICIT_HOST, NAME_PATTERN, SINGLE_ENDED_MODES, LinkSpec, Topology
+from .schema import IFNAMSIZ, IMPLICIT_HOST, NAME_PATTERN, LinkSpec, Topology
 from .yamlsource import Located
 
 WIRE_SWITCH = re.compile(r"^wire\d+$")
-_MODE_OPTIONS = {
-    "macvlan_mode": "macvlan",
-    "ipvlan_mode": "ipvlan",
-    "ipvlan_flag": "ipvlan",
-    "bridge": "bridge",
-    "nat": "bridge",
-    "publish": "bridge",
-    "vni": "vxlan",
-    "port": "vxlan",
-}
-_PUBLISH = re.compile(r"^(\d{1,5})/(tcp|udp)$")
+
+
+def node_kind(topology: Topology, name: str) -> str:
+    """A node's effective kind: its own, else its kind defaults, else ``defaults``, else linux."""
+    body = topology.topology
+    spec = body.nodes[name]
+    if spec.components and spec.nesting == "nested":
+        return spec.internal_switch  # the node holds its components' switch
+    kind = spec.kind or body.defaults.kind or "linux"
+    return "linux" if kind == "host" else kind
 
 
 def _layered(topology: Topology, name: str, field: str):
     """A node field with kind defaults and ``defaults`` applied (last set wins)."""
-    from .load import node_kind
-
     body = topology.topology
     kind = node_kind(topology, name)
     layers = [body.defaults, body.kinds.get(kind) or body.kinds.get("host" if kind == "linux" else kind), body.nodes[name]]
@@ -56,8 +52,6 @@ def host_names(topology: Topology) -> list[str]:
 
 
 def link_mode(topology: Topology, link: LinkSpec) -> str:
-    from .load import node_kind
-
     if link.mode:
         return link.mode
     nodes = [ep.partition(":")[0] for ep in link.endpoints]
@@ -77,10 +71,28 @@ def parent_of(topology: Topology, link: LinkSpec) -> tuple[str | None, str]:
     return node_host(topology, link.endpoints[0].partition(":")[0]), parent
 
 
+class Context:
+    """What a link mode's checks may ask of the topology (see ``LinkMode.check``)."""
+
+    def __init__(self, topology: Topology, located: Located):
+        self.topology = topology
+        self.problem = located.problem
+
+    def kind(self, node: str) -> str:
+        return node_kind(self.topology, node)
+
+    def host(self, node: str) -> str:
+        return node_host(self.topology, node)
+
+    def shares_stack(self, node: str) -> bool:
+        return shares_host_stack(self.topology, node)
+
+    def parent_of(self, link: LinkSpec) -> tuple[str | None, str]:
+        return parent_of(self.topology, link)
+
+
 def check_modes(topology: Topology, located: Located) -> list[Problem]:
     """Rules for hosts, wires, node placement and link modes."""
-    from .load import node_kind
-
     problems: list[Problem] = []
     body = topology.topology
 
@@ -111,81 +123,70 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
                 bad(("dynamics", "nodes", j), f"node '{name}' is not defined under topology.nodes")
             elif len(name) > IFNAMSIZ - 2:
                 bad(("dynamics", "nodes", j), f"radio interfaces are named v-PEER: '{name}' is longer than {IFNAMSIZ - 2} characters")
+    problems += _check_wires(topology, located)
+    ctx = Context(topology, located)
+    owners = links.option_owners()
+    one_ended = ", ".join(m for m in links.names() if links.get(m).ends == 1)
+    parents: dict[tuple[str | None, str], tuple[str, Path]] = {}
+    for i, link in enumerate(body.links):
+        base = ("topology", "links", i)
+        name = link_mode(topology, link)
+        mode = links.get(name)
+        ends = [ep.partition(":")[0] for ep in link.endpoints]
+        if any(n not in body.nodes for n in ends):
+            continue  # reported by the endpoint checks
+        for key, takers in owners.items():
+            if getattr(link, key) not in (None, []) and name not in takers:
+                bad(base + (key,), f"'{key}' applies to mode: {' or '.join(takers)} links only (this link is mode: {name})")
+        if mode.ends == 1:
+            if len(ends) != 1:
+                bad(base + ("endpoints",), f"mode: {name} attaches one endpoint to its host; give one endpoint, e.g. [\"{ends[0]}:eth1\"]")
+                continue
+            if mode.needs_parent and not link.parent:
+                bad(base + ("mode",), f"mode: {name} needs parent: HOST:NIC, the host NIC it sits on (e.g. {node_host(topology, ends[0])}:nic0)")
+                continue
+            if link.parent:
+                found = mode.check_parent(ctx, link, base)
+                problems += _check_parent(topology, located, link, base, mode, parents) if found is None else found
+        else:
+            if len(ends) != 2:
+                bad(base + ("endpoints",), f"a {name} link joins two endpoints; for one endpoint use mode: {one_ended}")
+                continue
+            if link.parent:
+                bad(base + ("parent",), f"parent: is for single-endpoint attachments, not mode: {name}")
+        problems += mode.check(ctx, link, base)
+    return problems
+
+
+def _check_wires(topology: Topology, located: Located) -> list[Problem]:
+    problems = []
     nics: dict[tuple[str, str], Path] = {}
     for i, wire in enumerate(topology.wires):
         for j, endpoint in enumerate(wire.endpoints):
             path = ("wires", i, "endpoints", j)
             host, sep, nic = endpoint.partition(":")
             if not sep or host not in topology.hosts:
-                bad(path, f"wire endpoint '{endpoint}' must be HOST:NIC with HOST under hosts: ({', '.join(topology.hosts) or 'none declared'})")
+                problems.append(located.problem(path, f"wire endpoint '{endpoint}' must be HOST:NIC with HOST under hosts: ({', '.join(topology.hosts) or 'none declared'})"))
             elif not _ifname_ok(nic):
-                bad(path, f"NIC name '{nic}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_'")
+                problems.append(located.problem(path, f"NIC name '{nic}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_'"))
             elif (host, nic) in nics:
-                bad(path, f"NIC '{endpoint}' is already on wires[{nics[(host, nic)][1]}]")
+                problems.append(located.problem(path, f"NIC '{endpoint}' is already on wires[{nics[(host, nic)][1]}]"))
             else:
                 nics[(host, nic)] = path
         if wire.ipv4 is not None and len(wire.ipv4) != len(wire.endpoints):
-            bad(("wires", i, "ipv4"), f"ipv4 needs one entry per endpoint ({len(wire.endpoints)}); use null for automatic")
-    parents: dict[tuple[str | None, str], tuple[str, Path]] = {}
-    for i, link in enumerate(body.links):
-        base = ("topology", "links", i)
-        mode = link_mode(topology, link)
-        ends = [ep.partition(":")[0] for ep in link.endpoints]
-        if any(n not in body.nodes for n in ends):
-            continue  # reported by the endpoint checks
-        for key, owner in _MODE_OPTIONS.items():
-            if getattr(link, key) not in (None, []) and owner != mode:
-                bad(base + (key,), f"'{key}' applies to mode: {owner} links only (this link is mode: {mode})")
-        if mode in SINGLE_ENDED_MODES:
-            if len(ends) != 1:
-                bad(base + ("endpoints",), f"mode: {mode} attaches one endpoint to its host; give one endpoint, e.g. [\"{ends[0]}:eth1\"]")
-                continue
-            if mode != "bridge" and not link.parent:
-                bad(base + ("mode",), f"mode: {mode} needs parent: HOST:NIC, the host NIC it sits on (e.g. {node_host(topology, ends[0])}:nic0)")
-                continue
-            if link.parent:
-                problems.extend(_check_parent(topology, located, link, base, mode, parents))
-            for port in link.publish:
-                if not _PUBLISH.match(port):
-                    bad(base + ("publish",), f"'{port}' must look like 5201/tcp or 11111/udp")
-            if link.nat and link.parent:
-                bad(base + ("nat",), "nat: true routes out of the host's NICs; it cannot also bridge a NIC (drop parent: or nat:)")
-            if link.publish and not link.nat:
-                bad(base + ("publish",), "publish: forwards ports from the host's NICs, which needs nat: true")
-            continue
-        if len(ends) != 2:
-            bad(base + ("endpoints",), f"a {mode} link joins two endpoints; for one endpoint use mode: bridge, macvlan, ipvlan or phys")
-            continue
-        if link.parent:
-            bad(base + ("parent",), f"parent: is for single-endpoint attachments, not mode: {mode}")
-        if any(shares_host_stack(topology, n) for n in ends) and mode == "vxlan":
-            bad(base + ("mode",), "a node sharing its host's stack cannot hold a vxlan end; give it its own stack")
-        where = [node_host(topology, n) for n in ends]
-        if mode == "ovs" and "ovs" not in (node_kind(topology, ends[0]), node_kind(topology, ends[1])):
-            bad(base + ("mode",), "mode: ovs needs one endpoint on a kind: ovs node")
-        if mode == "vxlan" and where[0] == where[1]:
-            bad(base + ("mode",), f"a vxlan overlay joins nodes on different hosts; {ends[0]} and {ends[1]} are both on {where[0]} (use veth)")
-        # Between two nodes that share their hosts' stacks, a veth is a cable between the hosts (a wire).
-        cable = mode == "veth" and all(shares_host_stack(topology, n) for n in ends)
-        if mode in ("veth", "ovs") and where[0] != where[1] and not cable:
-            bad(
-                base + ("endpoints",),
-                f"{ends[0]} is on host {where[0]} and {ends[1]} on {where[1]}: a {mode} link cannot cross hosts; "
-                "use mode: vxlan, or attach each node to its host's NIC (mode: macvlan/bridge with parent:)",
-            )
+            problems.append(located.problem(("wires", i, "ipv4"), f"ipv4 needs one entry per endpoint ({len(wire.endpoints)}); use null for automatic"))
     return problems
 
 
 def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]:
+    """A parent that is a NIC of the node's host (or, with allow_host_interfaces, of this machine)."""
     problems = []
     node = link.endpoints[0].partition(":")[0]
     host, nic = parent_of(topology, link)
     declared = {tuple(ep.split(":", 1)) for w in topology.wires for ep in w.endpoints}
     path = base + ("parent",)
     if host is None:
-        if mode == "bridge":
-            problems.append(located.problem(path, "bridge mode on a real interface would re-plumb this machine's own network; use macvlan, ipvlan or phys"))
-        elif not _ifname_ok(nic):
+        if not _ifname_ok(nic):
             problems.append(located.problem(path, f"'{nic}' is not an interface name"))
         return problems
     if host not in host_names(topology):
@@ -204,9 +205,10 @@ def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]
     elif not _ifname_ok(nic):
         problems.append(located.problem(path, f"NIC name '{nic}' must be 1-{IFNAMSIZ} characters"))
     key = (host, nic)
-    if key in parents and "phys" in (mode, parents[key][0]):
-        problems.append(located.problem(path, f"NIC '{link.parent}' is moved into a node by mode: phys, so it can carry nothing else (also used at {'.'.join(map(str, parents[key][1]))})"))
-    parents.setdefault(key, (mode, base))
+    if key in parents and (mode.moves_parent or links.get(parents[key][0]).moves_parent):
+        problems.append(located.problem(path, f"NIC '{link.parent}' is moved into a node by mode: {mode.name if mode.moves_parent else parents[key][0]}, "
+                                              f"so it can carry nothing else (also used at {'.'.join(map(str, parents[key][1]))})"))
+    parents.setdefault(key, (mode.name, base))
     return problems
 
 

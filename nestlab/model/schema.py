@@ -20,8 +20,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from .. import links, runtimes
 from .units import parse_percent, parse_rate, parse_size, parse_time
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
@@ -30,9 +31,10 @@ DEFAULT_IPV4_POOL = "10.200.0.0/16"
 
 # Node kinds: "host" is containerlab's and Mininet's word for a plain namespace node.
 NodeKind = Literal["linux", "host", "bridge", "ovs"]
-# How a link endpoint is attached (see docs/modes.md); "veth" joins two nodes directly.
-LinkMode = Literal["veth", "bridge", "macvlan", "ipvlan", "ovs", "vxlan", "phys", "mpt"]
-SINGLE_ENDED_MODES = ("bridge", "macvlan", "ipvlan", "phys")
+# How a link endpoint is attached: a word of the link-mode registry (nestlab/links, docs/modes.md).
+LinkMode = Literal[tuple(links.names())]
+# How a node runs: a word of the runtime registry (nestlab/runtimes, docs/nesting.md).
+RuntimeName = Literal[tuple(runtimes.selectable())]
 # The host every node is on when a topology declares no ``hosts:``.
 IMPLICIT_HOST = "local"
 
@@ -134,7 +136,7 @@ class NodeSpec(_Strict):
     # Containers: limits, own filesystem, nested components (docs/nesting.md)
     resources: Resources | None = None
     image: str | None = Field(default=None, description="own root filesystem (runc): rootfs dir, tarball, OCI layout, built image name; with runtime: docker, a Docker image")
-    runtime: Literal["namespace", "runc", "docker"] | None = Field(default=None, description="namespace (default without image), runc (default with image) or docker")
+    runtime: RuntimeName | None = Field(default=None, description="namespace (default without image), runc (default with image), docker...")
     components: dict[str, ComponentSpec] = Field(default_factory=dict, description="child containers joined by the node's internal switch")
     internal_switch: Literal["bridge", "ovs"] = Field(default="bridge", description="what joins the components inside the node")
     internal_subnet: str = Field(default="10.99.0.0/24", description="components' eth0 addresses, the same inside every node")
@@ -205,22 +207,6 @@ class LinkParams(Shape):
     b: Shape | None = None
 
 
-class MultipathSpec(_Strict):
-    """A multipath tunnel (``nestlab-mpt``, GRE-in-UDP) over parallel paths between the link's two nodes."""
-
-    type: Literal["mpt"] = "mpt"
-    paths: list[str] | None = Field(default=None, description="interfaces both nodes have, one per path (default: the bundle's p1..pN)")
-    weights: list[int] | None = Field(default=None, description="packets per round on each path (default 1 each)")
-    scheduler: Literal["wrr", "hash"] = Field(default="wrr", description="wrr: per packet, weighted round robin; hash: per flow")
-
-    @field_validator("weights")
-    @classmethod
-    def _positive(cls, value):
-        if value is not None and any(w < 1 for w in value):
-            raise ValueError("weights are positive integers")
-        return value
-
-
 class MptcpSpec(_Strict):
     """Multipath TCP in a node: limits and an endpoint on every addressed interface (docs/multipath.md)."""
 
@@ -231,31 +217,21 @@ class MptcpSpec(_Strict):
     scheduler: str = Field(default="default", description="net.mptcp.scheduler, where the kernel has it")
 
 
-class LinkSpec(_Strict):
+class _LinkBase(_Strict):
     """How endpoints ``NODE:IFACE`` are connected; ``ipv4``/``ipv6`` list one entry per endpoint.
 
-    Two endpoints: a veth (or a VXLAN overlay with ``mode: vxlan``, an OVS port
-    when one end is a ``kind: ovs`` node).  One endpoint: an attachment to its
-    host (``mode: bridge|macvlan|ipvlan|phys``), usually on a host NIC ``parent``.
+    Two endpoints: a veth (or an overlay such as ``mode: vxlan``, an OVS port when one end is
+    a ``kind: ovs`` node).  One endpoint: an attachment to its host (``mode: bridge|macvlan|...``),
+    usually on a host NIC ``parent``.  The keys of each mode come from its module in nestlab/links.
     """
 
     endpoints: list[str] = Field(min_length=1, max_length=2)
-    mode: LinkMode | None = None
     parent: str | None = Field(default=None, description="HOST:NIC the attachment sits on, e.g. server:nic0")
     ipv4: list[str | None] | None = None
     ipv6: list[str | None] | None = None
     mtu: int | None = Field(default=None, ge=68, le=65535)
-    macvlan_mode: Literal["bridge", "private", "vepa", "passthru", "source"] | None = None
-    ipvlan_mode: Literal["l2", "l3", "l3s"] | None = None
-    ipvlan_flag: Literal["bridge", "private", "vepa"] | None = None
-    bridge: str | None = Field(default=None, description="bridge mode: the host bridge's name (default br0)")
-    nat: bool | None = Field(default=None, description="bridge mode: host is the gateway, masquerading out of its NICs")
-    publish: list[str] = Field(default_factory=list, description="bridge+nat: ports forwarded from the host, e.g. 5201/tcp")
     params: LinkParams | None = Field(default=None, description="rate, delay, loss... (see docs/shaping.md)")
-    vni: int | None = Field(default=None, ge=1, le=16777215)
-    port: int | None = Field(default=None, ge=1, le=65535, description="vxlan: UDP port (default 4789)")
     paths: int | None = Field(default=None, ge=1, le=64, description="endpoints are two nodes: N parallel links NODE:p1..pN, each its own subnet")
-    multipath: MultipathSpec | None = Field(default=None, description="an MPT tunnel (mode mpt) over the paths; see docs/multipath.md")
 
     @field_validator("endpoints", mode="before")
     @classmethod
@@ -267,6 +243,14 @@ class LinkSpec(_Strict):
                 for ep in value
             ]
         return value
+
+
+def _mode_options() -> dict:
+    """Every key a link mode owns, with its schema (a key several modes share is declared alike by each)."""
+    return {key: spec for mode in map(links.get, links.names()) for key, spec in mode.options.items()}
+
+
+LinkSpec = create_model("LinkSpec", __base__=_LinkBase, __doc__=_LinkBase.__doc__, mode=(LinkMode | None, None), **_mode_options())
 
 
 class WireParams(_Strict):

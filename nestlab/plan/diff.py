@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .desired import AttachObj, LinkObj, NodeObj, Plan
+from .objects import AttachObj, LinkObj, NodeObj, Plan
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...backends import probe
 from ...lab.lab import Lab
 from .. import tools
-from ..scenario import Cell, Figure, Recorder, Suite
+from ..suite import Cell, Figure, Recorder, Suite
 from ..together import Pair, run_together
 
 PAPER = "Seed 000, 'Performance of LXC networking modes for large-scale user-behaviour simulation in a cyber range', sec. 4.2"

@@ -22,7 +22,7 @@ from ... import names
 from ...backends import mpt, namespaces
 from ...lab.lab import Lab
 from .. import tools
-from ..scenario import Cell, Figure, Recorder, Suite
+from ..suite import Cell, Figure, Recorder, Suite
 
 PAPER = "Seed 001, 'Evaluation of layer-3 multipath solutions using container technologies', sec. V-VII (Figures 5-7)"
 RATE_MBIT = 100

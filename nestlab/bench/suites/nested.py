@@ -23,7 +23,7 @@ import time
 
 from ...lab.lab import Lab
 from .. import memory, tools
-from ..scenario import Cell, Figure, Recorder, Suite
+from ..suite import Cell, Figure, Recorder, Suite
 from ..together import Pair, run_together
 
 PAPER = "Seed 003, 'NestedNet', sec. V (Tables I-IV, Figures 3-4)"

@@ -1,0 +1,84 @@
+"""What every ``nestlab`` command shares: the consoles, error reporting, finding the lab and node, progress."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import LabError
+from ..lab import state
+from ..lab.lab import Lab
+from ..model.errors import TopologyError
+
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False)
+
+TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML).", exists=False, dir_okay=False)
+LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
+
+
+@contextmanager
+def reported() -> Iterator[None]:
+    """Turn nestlab errors into a message and an exit code (2: bad topology, 1: anything else)."""
+    try:
+        yield
+    except TopologyError as exc:
+        for problem in exc.problems:
+            err.print(f"[red]error[/red] {problem.render(exc.source)}", soft_wrap=True)
+        raise typer.Exit(2)
+    except LabError as exc:
+        err.print(f"[red]error[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(1)
+    except PermissionError as exc:
+        err.print(f"[red]error[/red] {exc}: nestlab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run it with sudo")
+        raise typer.Exit(1)
+
+
+def resolve(topo: Path | None, lab: str | None) -> Lab:
+    if topo and lab:
+        raise LabError("give either -t FILE or --lab NAME, not both")
+    if topo:
+        return Lab.from_file(topo)
+    if lab:
+        return Lab.running(lab)
+    labs = [name for name in state.labs() if (s := state.read(name)) and s.status == "running"]
+    if len(labs) == 1:
+        return Lab.running(labs[0])
+    listing = ", ".join(labs) if labs else "none is running"
+    raise LabError(f"say which lab: -t FILE or --lab NAME (running labs: {listing})")
+
+
+def notices(lab: Lab) -> None:
+    for notice in lab.notices:
+        err.print(f"[yellow]note[/yellow] {notice.render(lab.source)}", soft_wrap=True)
+
+
+@contextmanager
+def progress_bar(title: str) -> Iterator:
+    """A progress callback for long work; silent when stderr is not a terminal."""
+    if not err.is_terminal:
+        yield None
+        return
+    columns = (TextColumn(f"{title} {{task.description}}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done)
+
+        yield update
+
+
+def node_of(lab: Lab, name: str):
+    found = lab.nodes.get(name) or lab.hosts.get(name)
+    if found is None:
+        raise LabError(f"lab {lab.name} has no node or host '{name}' (nodes: {', '.join(lab.nodes)}; hosts: {', '.join(lab.hosts) or 'none'})")
+    return found

@@ -1,0 +1,151 @@
+"""The interface every link mode implements, and the registry that maps a mode word to its module.
+
+Who knows what (as in Mininet's link.py): the topology *model* checks a file, the *planner*
+turns a link into plan objects, the *applier* turns plan objects into kernel objects; a mode
+is the one place that knows all three for its kind of link.  Each hook receives the caller
+(``ctx``, ``b`` or ``ap``) and uses only the small surface documented on the hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from ..backends import netlink
+from ..model.errors import Path, Problem
+from ..plan.objects import AttachObj, EndObj, LinkObj, shapes
+
+
+class Stage(IntEnum):
+    """When a deploy creates a mode's objects (each stage's requests batched per namespace)."""
+
+    CABLES = 1  # veth pairs between nodes, switches and hosts
+    ATTACH = 2  # a node's interface on an interface of its host (after the hosts' bridges)
+    OVERLAY = 3  # tunnels whose sockets sit in the hosts' namespaces
+    DAEMON = 4  # processes that carry the link (after every address is in place)
+
+
+@dataclass(frozen=True)
+class KernelFeature:
+    """What ``nestlab doctor`` probes in a scratch namespace: a link kind (pyroute2 ``link add`` keywords,
+    ``"link": "parent"`` for a device on a parent) or a sysctl that must exist."""
+
+    config: str
+    link: dict | None = None
+    sysctl: str | None = None
+
+
+class LinkMode:
+    """One way of connecting endpoints.  Subclasses set the class attributes and override the hooks that differ."""
+
+    name: str = ""
+    summary: str = ""  # one line for `nestlab modes` and the docs
+    ends: int = 2  # 2: joins two endpoints; 1: attaches one node to an interface (``parent:``) of its host
+    needs_parent: bool = False  # (one end) parent: is required
+    moves_parent: bool = False  # (one end) the parent interface itself moves into the node (phys)
+    stage: Stage = Stage.CABLES
+    separate_ends: bool = False  # (two ends) each end is a device of its own; else deleting one end removes the pair
+    options: dict[str, tuple[Any, Any]] = {}  # link keys this mode owns: name -> (annotation, pydantic Field)
+    features: dict[str, KernelFeature] = {}  # kernel features it needs, probed by doctor and before a deploy
+
+    # -- model: extra rules for a link of this mode --------------------------------------------------
+    def check(self, ctx, link, path: Path) -> list[Problem]:
+        """Problems with ``link`` (``ctx``: ``problem(path, msg)``, ``kind(n)``, ``host(n)``, ``shares_stack(n)``,
+        ``parent_of(link)``, ``topology``).  Endpoint count and parent presence are checked before."""
+        return []
+
+    def check_parent(self, ctx, link, path: Path) -> list[Problem] | None:
+        """(one end) Rules for ``parent:``; None lets the model apply the host-NIC rules."""
+        return None
+
+    # -- plan --------------------------------------------------------------------------------------------
+    def join(self, b, link, keys: list[tuple[str, str]]) -> None:
+        """Join the endpoints into layer-2 segments for automatic addressing (``b.seg``, ``b.machine(host)``,
+        ``b.parent_of(link)``, ``b.later(fn)``)."""
+        if self.ends == 2:
+            b.seg.join(keys[0], keys[1])
+            return
+        host, parent = b.attach_point(link)
+        if parent and host is not None:
+            b.seg.join(keys[0], (host, parent))
+
+    def build(self, b, link, ends: list[EndObj]) -> LinkObj | AttachObj | None:
+        """The plan object for ``link`` once addresses are assigned (``b.attach_point(link)``); None: nothing of its own."""
+        if self.ends == 2:
+            shape_a, shape_b = shapes(link.params)
+            state = link.params.state if link.params else None
+            return LinkObj(ends[0], ends[1], link.mtu, self.name, shape_a, shape_b, state, self.plan_options(link))
+        host, parent = b.attach_point(link)
+        return AttachObj(ends[0], self.name, host, parent, self.plan_options(link), link.mtu)
+
+    def plan_options(self, link) -> tuple[tuple[str, str], ...]:
+        """The mode's own keys of ``link`` as plan options (defaults filled in)."""
+        return ()
+
+    def prepare(self, b) -> None:
+        """Before any link is built: host-level objects the mode needs (``b.plan``, ``b.members``)."""
+
+    def finish(self, b) -> None:
+        """After every link is built: anything derived from all of them (e.g. routes)."""
+
+    # -- apply -------------------------------------------------------------------------------------------
+    def needs(self, obj) -> set[str]:
+        """Kernel features (names of :attr:`features`) an object of this mode needs."""
+        return set(self.features)
+
+    def create(self, ap, objs: list, made: list, changes) -> None:
+        """Create ``objs`` through ``ap`` (``queue(node, *reqs)``, ``flush()``, ``fd(node)``, ``address(ends)``,
+        ``bridge(node)``, ``alias``, ``lab``, ``nodes``); append each to ``made`` as soon as it may exist."""
+        raise NotImplementedError(self.name)
+
+    def devices(self, obj) -> tuple[EndObj, ...]:
+        """The ends whose deletion removes ``obj``: one end of a pair, both ends of separate devices."""
+        if isinstance(obj, AttachObj):
+            return (obj.end,)
+        return obj.ends if self.separate_ends else (obj.a,)
+
+    def delete(self, ap, obj, quiet: bool) -> None:
+        """Remove ``obj``'s kernel objects (``ap.run_quiet(node, req, quiet)``)."""
+        for end in self.devices(obj):
+            ap.run_quiet(end.node, netlink.del_link(end.iface), quiet)
+
+
+def up_and_address(ap, ends: Iterable[EndObj], routes: dict[str, str] | None = None) -> None:
+    """Bring freshly made interfaces up and give them their addresses (and default routes)."""
+    ends = list(ends)
+    for end in ends:
+        ap.queue(end.node, netlink.set_up(end.iface))
+    ap.address(ends, routes)
+
+
+class SubInterface(LinkMode):
+    """A device made on a parent interface in the parent's namespace and born in the node's."""
+
+    ends = 1
+    needs_parent = True
+    stage = Stage.ATTACH
+
+    def request(self, ap, att, parent_index: int) -> netlink.Request:
+        raise NotImplementedError
+
+    def create(self, ap, objs, made, changes):
+        lookups = [ap.queue(att.host, netlink.get_link(att.parent)) for att in objs]
+        answers = ap.flush()
+        for att, slot in zip(objs, lookups):
+            ap.queue(att.host, self.request(ap, att, answers[att.host][slot]))
+            made.append(att)
+        ap.flush()
+        up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs if att.gateway})
+
+
+REGISTRY: dict[str, LinkMode] = {}
+
+
+def register(mode: LinkMode) -> LinkMode:
+    """Make ``mode`` known under its name (each mode module calls this for itself)."""
+    if mode.name in REGISTRY:
+        raise ValueError(f"link mode {mode.name} registered twice")
+    REGISTRY[mode.name] = mode
+    return mode

@@ -1,0 +1,71 @@
+"""mpt: a multipath tunnel (``nestlab-mpt``, GRE-in-UDP over a tun device) over parallel paths between two nodes.
+
+A daemon in each end's node carries the link; its tun device goes with the process, so stopping
+the daemon removes the link.  The tunnel starts after every path has its addresses.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..backends import mpt
+from ..plan.objects import LinkObj
+from .base import LinkMode, Stage, register
+
+OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
+
+
+class MultipathSpec(BaseModel):
+    """A multipath tunnel (``nestlab-mpt``, GRE-in-UDP) over parallel paths between the link's two nodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["mpt"] = "mpt"
+    paths: list[str] | None = Field(default=None, description="interfaces both nodes have, one per path (default: the bundle's p1..pN)")
+    weights: list[int] | None = Field(default=None, description="packets per round on each path (default 1 each)")
+    scheduler: Literal["wrr", "hash"] = Field(default="wrr", description="wrr: per packet, weighted round robin; hash: per flow")
+
+    @field_validator("weights")
+    @classmethod
+    def _positive(cls, value):
+        if value is not None and any(w < 1 for w in value):
+            raise ValueError("weights are positive integers")
+        return value
+
+
+class Mpt(LinkMode):
+    name = "mpt"
+    summary = "a nestlab-mpt multipath tunnel over parallel paths (multipath:, or paths: N with multipath:)"
+    stage = Stage.DAEMON
+    options = {"multipath": (MultipathSpec | None, Field(default=None, description="an MPT tunnel over the paths; see docs/multipath.md"))}
+
+    def build(self, b, link, ends):
+        """The tunnel between a and b over the links named in ``multipath.paths`` (built before it)."""
+        a, z = ends
+        mp = link.multipath
+        paths, mtus = [], []
+        for i, name in enumerate(mp.paths):
+            path = b.plan.links.get(f"{a.node}:{name}={z.node}:{name}") or b.plan.links.get(f"{z.node}:{name}={a.node}:{name}")
+            near, far = (path.a, path.b) if path.a.node == a.node else (path.b, path.a)
+            if not (near.ipv4 and far.ipv4):
+                b.fail(f"mpt path {name} between {a.node} and {z.node} has no IPv4 addresses")
+            paths.append((name, near.ipv4[0].split("/")[0], far.ipv4[0].split("/")[0], mp.weights[i] if mp.weights else 1))
+            mtus.append(path.mtu or 1500)
+        return LinkObj(a, z, link.mtu or min(mtus) - OVERHEAD, self.name, options=(("scheduler", mp.scheduler),), paths=tuple(paths))
+
+    def needs(self, link):
+        return set()
+
+    def create(self, ap, objs, made, changes):
+        for link in objs:
+            made.append(link)
+            mpt.start(ap.lab, link, ap.popen)
+
+    def delete(self, ap, link, quiet):
+        """A daemon's tun device goes with the daemon."""
+        mpt.stop(ap.lab, link)
+
+
+register(Mpt())

@@ -1,0 +1,20 @@
+"""ovs: a veth pair whose switch end is a port of a ``kind: ovs`` node (added as a port by the switch)."""
+
+from __future__ import annotations
+
+from .base import register
+from .veth import Veth
+
+
+class Ovs(Veth):
+    name = "ovs"
+    summary = "a veth pair with one end a port of a kind: ovs switch (chosen by itself for such links)"
+
+    def check(self, ctx, link, path):
+        ends = [ep.partition(":")[0] for ep in link.endpoints]
+        if "ovs" not in (ctx.kind(ends[0]), ctx.kind(ends[1])):
+            return [ctx.problem(path + ("mode",), "mode: ovs needs one endpoint on a kind: ovs node")]
+        return super().check(ctx, link, path)
+
+
+register(Ovs())

@@ -1,0 +1,51 @@
+"""phys: a host's NIC itself moves into the node (LXC's phys mode); it carries nothing else.
+
+On an emulated host the wire's end is simply created inside the node, so no object of its own
+is planned; a real interface of this machine (``allow_host_interfaces``) is moved in and goes
+home under its own name when the lab goes.
+"""
+
+from __future__ import annotations
+
+from ..backends import netlink
+from .base import LinkMode, Stage, register, up_and_address
+
+
+class Phys(LinkMode):
+    name = "phys"
+    summary = "the host NIC (parent:) itself moves into the node"
+    ends = 1
+    needs_parent = True
+    moves_parent = True
+    stage = Stage.ATTACH
+
+    def join(self, b, link, keys):
+        """On an emulated NIC the wire's end is the node's interface (joined with the wire)."""
+        host, parent = b.attach_point(link)
+        if host is None:
+            return
+        b.seg.join(keys[0], (host, parent))
+
+    def build(self, b, link, ends):
+        host, _parent = b.attach_point(link)
+        return None if host is not None else super().build(b, link, ends)
+
+    def create(self, ap, objs, made, changes):
+        lookups = [ap.queue(att.host, netlink.get_link(att.parent)) for att in objs]
+        answers = ap.flush()
+        for att, slot in zip(objs, lookups):
+            ap.queue(att.host, netlink.move(answers[att.host][slot], ap.fd(att.end.node), att.end.iface))
+            made.append(att)
+        ap.flush()
+        up_and_address(ap, [att.end for att in objs])
+
+    def delete(self, ap, att, quiet):
+        """A real interface goes home under its own name."""
+        try:
+            index = ap.run(att.end.node, netlink.get_link(att.end.iface))[0]
+        except (netlink.NetlinkError, FileNotFoundError):
+            return
+        ap.run_quiet(att.end.node, netlink.move(index, ap.fd(att.host), att.parent), quiet)
+
+
+register(Phys())

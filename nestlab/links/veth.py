@@ -1,0 +1,43 @@
+"""veth: a virtual cable between two nodes on one host (or between two hosts: a wire).
+
+Each pair is created from its bridge side, if any, so the port is enslaved as it is born,
+with the peer created directly in the other namespace; one batch per namespace.
+"""
+
+from __future__ import annotations
+
+from ..backends import netlink
+from .base import LinkMode, register
+
+
+class Veth(LinkMode):
+    name = "veth"
+    summary = "a veth pair between two nodes on one host (the default)"
+
+    def check(self, ctx, link, path):
+        a, b = (ep.partition(":")[0] for ep in link.endpoints)
+        where = ctx.host(a), ctx.host(b)
+        # Between two nodes that share their hosts' stacks, a veth is a cable between the hosts (a wire).
+        cable = self.name == "veth" and ctx.shares_stack(a) and ctx.shares_stack(b)
+        if where[0] != where[1] and not cable:
+            return [ctx.problem(path + ("endpoints",),
+                    f"{a} is on host {where[0]} and {b} on {where[1]}: a {self.name} link cannot cross hosts; "
+                    "use mode: vxlan (or gretap, geneve), or attach each node to its host's NIC (mode: macvlan/bridge with parent:)")]
+        return []
+
+    def create(self, ap, objs, made, changes):
+        # Create each veth from its bridge side (if any) so the port is enslaved at birth.
+        oriented = [(ln.b, ln.a) if ap.bridge(ln.b.node) and not ap.bridge(ln.a.node) else (ln.a, ln.b) for ln in objs]
+        for link, (a, b) in zip(objs, oriented):
+            ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node)))
+            made.append(link)
+        ap.flush()
+        ap.progress("links", len(objs) // 3, len(objs))
+        for a, b in oriented:
+            master = ap.bridge(b.node)
+            ap.queue(b.node, netlink.set_master(b.iface, master) if master else netlink.set_up(b.iface))
+        ap.address([end for pair in oriented for end in pair])
+        ap.progress("links", len(objs), len(objs))
+
+
+register(Veth())

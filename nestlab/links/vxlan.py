@@ -1,0 +1,43 @@
+"""vxlan: a point-to-point VXLAN overlay between nodes on two hosts (seed 002's overlay networks)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from pydantic import Field
+
+from ..backends import netlink
+from .base import KernelFeature, register
+from .overlay import Overlay
+
+IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
+
+
+class Vxlan(Overlay):
+    name = "vxlan"
+    summary = "a VXLAN overlay between nodes on two hosts (vni:, port: default 4789)"
+    overhead = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
+    options = {
+        "vni": (int | None, Field(default=None, ge=1, le=16777215, description="vxlan/geneve: the network identifier (default: one per link)")),
+        "port": (int | None, Field(default=None, ge=1, le=65535, description="vxlan/geneve: UDP port (default 4789/6081)")),
+    }
+    features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
+
+    def plan_options(self, link):
+        return (("port", str(link.port or 4789)),)
+
+    def request(self, ap, link, side):
+        """A point-to-point VXLAN device born in the node; its UDP socket stays in the host's namespace."""
+        end, (_host, local, remote) = link.ends[side], link.underlay[side]
+        data = (
+            netlink.u32_attr(IFLA_VXLAN_ID, int(link.option("vni")))
+            + netlink.attr(IFLA_VXLAN_LOCAL, socket.inet_aton(local))
+            + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(remote))
+            + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(link.option("port"))))
+            + netlink.attr(IFLA_VXLAN_LEARNING, b"\0")
+        )
+        return netlink.sublink(self.name, end.iface, data, alias=ap.alias, ns_fd=ap.fd(end.node), mtu=link.mtu)
+
+
+register(Vxlan())

@@ -1,0 +1,195 @@
+"""The plan's vocabulary: the kernel objects a lab is made of, as frozen dataclasses.
+
+* :class:`NodeObj`: a namespace (a node, a switch, an emulated host ``machine``);
+* :class:`LinkObj`: two endpoints joined by a link mode (veth, an overlay, a tunnel);
+* :class:`AttachObj`: one node's interface hung on a host (bridge, macvlan, vlan...).
+
+Mode-specific values travel in ``options`` (sorted ``(key, value)`` string pairs), so a new
+link mode needs no new field here.  Change objects with :func:`dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+Pairs = tuple[tuple[str, str], ...]
+
+
+def pairs(mapping: dict) -> Pairs:
+    """A mapping as sorted ``(key, str(value))`` pairs, leaving out None."""
+    return tuple(sorted((k, str(v)) for k, v in mapping.items() if v is not None))
+
+
+def shapes(params) -> tuple[Pairs, Pairs]:
+    """Per-direction shapes from a link's ``params`` (LinkParams or None): common keys, then ``a``/``b``."""
+    if params is None:
+        return (), ()
+    common = params.model_dump(exclude_none=True, exclude={"a", "b", "state"})
+    return tuple(pairs({**common, **(side.model_dump(exclude_none=True) if side else {})}) for side in (params.a, params.b))
+
+
+@dataclass(frozen=True)
+class HostBridge:
+    """A Linux bridge in a host's namespace (bridge mode), with its NIC ``uplink`` or NAT gateway.
+
+    ``netfilter``: bridged frames go through the host's iptables with Docker's default rules.
+    """
+
+    name: str
+    uplink: str | None = None
+    addresses: tuple[str, ...] = ()
+    nat: bool = False
+    publish: tuple[tuple[str, int, str], ...] = ()  # (proto, port, container address)
+    netfilter: bool = False
+
+
+@dataclass(frozen=True)
+class NodeObj:
+    """A namespace.  ``kind``: linux, bridge (holds a bridge of its name), ovs, machine (an emulated host)."""
+
+    name: str
+    kind: str
+    sysctls: Pairs = ()
+    # Not kernel objects: changing them never recreates the node.
+    env: Pairs = field(default=(), compare=False)
+    exec: tuple[str, ...] = field(default=(), compare=False)
+    host: str | None = None
+    shares: str | None = None  # the host whose network stack this node uses (mode: none)
+    datapath: str | None = None
+    controller: str | None = None
+    flows: tuple[str, ...] = ()
+    bridges: tuple[HostBridge, ...] = ()
+    routes: tuple[tuple[str, str], ...] = ()  # (destination, via): a host's routes to routed (ipvlan l3) containers
+    # Containers (docs/nesting.md)
+    parent: str | None = None  # the node a component belongs to
+    runtime: str = "namespace"  # a name in nestlab.runtimes
+    image: str | None = None
+    cgroup: bool = False  # has a cgroup of its own (limits, usage)
+    resources: Pairs = field(default=(), compare=False)  # changed live, never by recreating
+    # Multipath TCP: (subflows, add_addr_accepted, endpoint kind) and the endpoints as (address, device)
+    mptcp: tuple = ()
+    mptcp_endpoints: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def deps(self) -> set[str]:
+        return ({self.shares} if self.shares else set()) | ({self.parent} if self.parent else set())
+
+
+@dataclass(frozen=True)
+class EndObj:
+    node: str
+    iface: str
+    ipv4: tuple[str, ...] = ()
+    ipv6: tuple[str, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.node}:{self.iface}"
+
+
+@dataclass(frozen=True)
+class LinkObj:
+    """Two endpoints joined by ``mode`` (a name in nestlab.links).
+
+    ``underlay``: for overlays, per end its host and the local and remote host addresses.
+    ``paths``: for an MPT tunnel, (interface, a's address, b's address, weight) per path.
+    """
+
+    a: EndObj
+    b: EndObj
+    mtu: int | None = None
+    mode: str = "veth"
+    # What each end sends is shaped by (key, value) pairs; changed live, never by recreating the link.
+    shape_a: Pairs = field(default=(), compare=False)
+    shape_b: Pairs = field(default=(), compare=False)
+    state: str | None = field(default=None, compare=False)
+    options: Pairs = ()
+    underlay: tuple[tuple[str, str, str], ...] = ()
+    paths: tuple[tuple[str, str, str, int], ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.a.ref}={self.b.ref}"
+
+    @property
+    def ends(self) -> tuple[EndObj, EndObj]:
+        return self.a, self.b
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.options).get(key, default)
+
+    @property
+    def deps(self) -> set[str]:
+        return {self.a.node, self.b.node, *(u[0] for u in self.underlay)}
+
+
+@dataclass(frozen=True)
+class AttachObj:
+    """A node's interface hung on ``host``'s interface ``parent``, by ``mode`` (a name in nestlab.links).
+
+    ``host`` None means the real machine (a real ``parent`` interface).
+    """
+
+    end: EndObj
+    mode: str
+    host: str | None
+    parent: str | None = None
+    options: Pairs = ()
+    mtu: int | None = None
+    gateway: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.end.ref
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        return dict(self.options).get(key, default)
+
+    @property
+    def deps(self) -> set[str]:
+        return {self.end.node} | ({self.host} if self.host else set())
+
+
+@dataclass
+class Plan:
+    nodes: dict[str, NodeObj] = field(default_factory=dict)
+    links: dict[str, LinkObj] = field(default_factory=dict)
+    attachments: dict[str, AttachObj] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "nodes": [asdict(n) for n in self.nodes.values()],
+            "links": [asdict(x) for x in self.links.values()],
+            "attachments": [asdict(x) for x in self.attachments.values()],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Plan:
+        nodes = [_build(NodeObj, n) for n in data["nodes"]]
+        links = [_build(LinkObj, x) for x in data["links"]]
+        attachments = [_build(AttachObj, x) for x in data.get("attachments", [])]
+        return cls({n.name: n for n in nodes}, {x.key: x for x in links}, {x.key: x for x in attachments})
+
+    def switches(self, kind: str) -> set[str]:
+        return {n for n, o in self.nodes.items() if o.kind == kind}
+
+    def add(self, obj: LinkObj | AttachObj) -> None:
+        (self.links if isinstance(obj, LinkObj) else self.attachments)[obj.key] = obj
+
+
+_NESTED = {"a": EndObj, "b": EndObj, "end": EndObj, "bridges": HostBridge}
+
+
+def _build(cls, data: dict):
+    """A dataclass from its ``asdict`` form (lists back to tuples, nested objects rebuilt)."""
+    def value(name, v):
+        if name in _NESTED:
+            return tuple(_build(_NESTED[name], x) for x in v) if isinstance(v, list) else _build(_NESTED[name], v)
+        return _tuple(v)
+
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: value(k, v) for k, v in data.items() if k in known})
+
+
+def _tuple(v):
+    return tuple(_tuple(x) for x in v) if isinstance(v, list) else v

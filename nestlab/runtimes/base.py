@@ -1,0 +1,75 @@
+"""The interface every node runtime implements, and the registry that maps a ``runtime:`` word to it.
+
+A runtime says how a node's namespaces come to exist (made by nestlab, or by a container
+engine and adopted), what runs in them, and how a command enters the node.  The applier
+calls :meth:`Runtime.start` and :meth:`Runtime.stop`; ``Node.popen`` calls :meth:`Runtime.popen`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from .. import names
+from ..errors import LabError
+from ..backends import cgroups, containers, namespaces
+from ..backends.netlink import Netlink
+from ..plan.objects import NodeObj
+
+
+class Runtime:
+    """A node runtime.  Subclasses set the class attributes and override the hooks that differ."""
+
+    name: str = ""
+    summary: str = ""  # one line for `nestlab runtimes` and the docs
+    selectable: bool = True  # may be named by runtime: (False: chosen by nestlab itself)
+    needs_image: str | None = None  # when set, the message for a node of this runtime without image:
+    own_cgroup: bool = False  # the runtime puts its processes in a cgroup of its own below the node's
+
+    def check(self, spec) -> str | None:
+        """A problem with a node spec that names this runtime, or None."""
+        return self.needs_image if self.needs_image and not spec.image else None
+
+    def start(self, ap, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
+        """Make (or adopt) the node's network and UTS namespaces and start what runs in them; returns
+        an fd on the network namespace and a netlink socket inside it (``ap.path(node)``, ``ap.lab``, ``ap.tree``)."""
+        share = ap.path(node.shares) if node.shares else None
+        return namespaces.create(ap.path(node.name), names.uts_path(ap.lab, node.name), hostname(node), sysctls, share_net=share)
+
+    def stop(self, lab: str, node: NodeObj) -> None:
+        """Release what :meth:`start` started beyond the namespaces (which the caller unpins)."""
+
+    def popen(self, lab: str, node: NodeObj, cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
+        """Start a process inside the node (in ``cgroup_files``, the node's own cgroup if it has one)."""
+        return containers.popen_in(names.netns_path(lab, node.name), names.uts_path(lab, node.name), cgroup_files, args, **kwargs)
+
+    def remove_leftovers(self, lab: str) -> None:
+        """Cleanup by marker: remove whatever of ``lab``'s this runtime keeps outside the lab's folder."""
+
+
+class WithInit(Runtime):
+    """A runtime whose nodes have their own PID and mount namespaces: commands enter through the node's init."""
+
+    def popen(self, lab, node, cgroup_files, args, **kwargs):
+        pid = containers.init_pid(lab, node.name)
+        if pid is None:
+            raise LabError(f"node {node.name} of lab {lab} has no running init (redeploy the lab)")
+        return containers.spawn(pid, cgroups.files_of(pid), args, **kwargs)
+
+    def stop(self, lab, node):
+        containers.forget(lab, node.name)
+
+
+def hostname(node: NodeObj) -> str:
+    return node.name.replace("/", "-")
+
+
+REGISTRY: dict[str, Runtime] = {}
+
+
+def register(runtime: Runtime) -> Runtime:
+    """Make ``runtime`` known under its name (each runtime module calls this for itself)."""
+    if runtime.name in REGISTRY:
+        raise ValueError(f"runtime {runtime.name} registered twice")
+    REGISTRY[runtime.name] = runtime
+    return runtime
