@@ -207,6 +207,7 @@ def test_reconcile_changes_only_the_changed_attachment(topo_file):
         lab.destroy()
 
 
+@pytest.mark.kernel("bridge-nf")
 def test_bridge_netfilter_takes_dockers_default_path(lab_from):
     """bridge_netfilter: bridged frames go through the host's netfilter hooks and Docker's FORWARD rules."""
     text = lab_text("bridge", cross=False).replace("      parent: server:nic0\n", "").replace("bridge: br0\n", "bridge: br0\n      bridge_netfilter: true\n")

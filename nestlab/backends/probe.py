@@ -95,6 +95,8 @@ def kernel() -> dict[str, tuple[bool, str]]:
             parent = ipr.link_lookup(ifname="parent")[0]
             for name, feature in link_features().items():
                 if feature.sysctl:
+                    if feature.module and shutil.which("modprobe"):  # as dockerd does; built in, it is there already
+                        subprocess.run(["modprobe", "-q", feature.module], capture_output=True)
                     there = os.path.exists("/proc/sys/" + feature.sysctl.replace(".", "/"))
                     results[name] = (there, "" if there else f"no sysctl {feature.sysctl}")
                     continue

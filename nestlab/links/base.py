@@ -15,6 +15,7 @@ from typing import Any
 
 from ..backends import netlink
 from ..model.errors import Path, Problem
+from ..registry import Registry
 from ..plan.objects import AttachObj, EndObj, LinkObj, shapes
 
 
@@ -30,11 +31,12 @@ class Stage(IntEnum):
 @dataclass(frozen=True)
 class KernelFeature:
     """What ``nestlab doctor`` probes in a scratch namespace: a link kind (pyroute2 ``link add`` keywords,
-    ``"link": "parent"`` for a device on a parent) or a sysctl that must exist."""
+    ``"link": "parent"`` for a device on a parent), or a sysctl that must exist once ``module`` is loaded."""
 
     config: str
     link: dict | None = None
     sysctl: str | None = None
+    module: str | None = None
 
 
 class LinkMode:
@@ -140,12 +142,5 @@ class SubInterface(LinkMode):
         up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs if att.gateway})
 
 
-REGISTRY: dict[str, LinkMode] = {}
-
-
-def register(mode: LinkMode) -> LinkMode:
-    """Make ``mode`` known under its name (each mode module calls this for itself)."""
-    if mode.name in REGISTRY:
-        raise ValueError(f"link mode {mode.name} registered twice")
-    REGISTRY[mode.name] = mode
-    return mode
+REGISTRY = Registry("link mode")
+register = REGISTRY.register  # each mode module calls this for its mode

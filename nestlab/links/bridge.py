@@ -38,7 +38,7 @@ class Bridge(LinkMode):
         "publish": (list[str], Field(default_factory=list, description="with nat: ports forwarded from the host, e.g. 5201/tcp")),
         "bridge_netfilter": (bool | None, Field(default=None, description="Docker's default path: bridged traffic through iptables")),
     }
-    features = {"bridge-nf": KernelFeature("CONFIG_BRIDGE_NETFILTER", sysctl="net.bridge.bridge-nf-call-iptables")}
+    features = {"bridge-nf": KernelFeature("CONFIG_BRIDGE_NETFILTER", sysctl="net.bridge.bridge-nf-call-iptables", module="br_netfilter")}
 
     def needs(self, att):
         return {"bridge-nf"} if att.option("netfilter") == "True" else set()

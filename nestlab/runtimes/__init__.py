@@ -6,14 +6,9 @@ in this package is imported here, so a new runtime is a new file (docs/architect
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from .base import REGISTRY, Runtime
 
-for _info in pkgutil.iter_modules(__path__):
-    if _info.name != "base":
-        importlib.import_module(f"{__name__}.{_info.name}")
+REGISTRY.load(__name__, __path__)
 
 
 def get(name: str) -> Runtime:

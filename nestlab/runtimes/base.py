@@ -15,6 +15,7 @@ from ..errors import LabError
 from ..backends import cgroups, containers, namespaces
 from ..backends.netlink import Netlink
 from ..plan.objects import NodeObj
+from ..registry import Registry
 
 
 class Runtime:
@@ -64,12 +65,5 @@ def hostname(node: NodeObj) -> str:
     return node.name.replace("/", "-")
 
 
-REGISTRY: dict[str, Runtime] = {}
-
-
-def register(runtime: Runtime) -> Runtime:
-    """Make ``runtime`` known under its name (each runtime module calls this for itself)."""
-    if runtime.name in REGISTRY:
-        raise ValueError(f"runtime {runtime.name} registered twice")
-    REGISTRY[runtime.name] = runtime
-    return runtime
+REGISTRY = Registry("runtime")
+register = REGISTRY.register  # each runtime module calls this for its runtime

@@ -32,9 +32,9 @@ class Isolated(WithInit):
     selectable = False
 
     def start(self, ap, node, sysctls):
-        handles = super().start(ap, node, sysctls)
         if not shutil.which("tini"):
             raise LabError("components need tini as their PID 1: install the Debian package tini")
+        handles = super().start(ap, node, sysctls)
         command = init_command(ap.tree.procs_files(node.name) if node.cgroup else [])
 
         def work() -> subprocess.Popen:

@@ -33,9 +33,9 @@ class Runc(WithInit):
     own_cgroup = True
 
     def start(self, ap, node, sysctls):
-        handles = super().start(ap, node, sysctls)
         if not shutil.which("runc"):
             raise LabError("image: nodes run with runc: install the Debian package runc")
+        handles = super().start(ap, node, sysctls)
         lab = ap.lab
         bundle = _bundle(lab, node.name)
         merged, upper, work = (os.path.join(bundle, d) for d in ("rootfs", "upper", "work"))
