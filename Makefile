@@ -30,7 +30,8 @@ test-vm: deps
 vm-run:
 	@echo "booting $(VM_KERNEL) under software emulation (about 40 s)"
 	@# Through a pipe: qemu reopens /proc/self/fd/1, which would truncate a log file stdout points at.
-	set -o pipefail; $(VENV)/bin/vng --disable-kvm --run $(VM_KERNEL) --user root --memory 2G --cpus 2 \
+	@# vng runs virtme-run from PATH (virtme-ng >= 1.4x), which is the venv's.
+	set -o pipefail; PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/vng --disable-kvm --run $(VM_KERNEL) --user root --memory 2G --cpus 2 \
 	  --exec "cd $(CURDIR) && NESTLAB_TEST_VM=1 $(VENV)/bin/pytest -m kernel -p no:cacheprovider -q -rs" 2>&1 | tr -d "\r"
 
 bench: deps
