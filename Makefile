@@ -3,7 +3,7 @@
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark
 APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
 MPT    := mpt/nestlab-mpt

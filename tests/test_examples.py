@@ -112,3 +112,14 @@ def test_measure_pairs_example_runs():
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("4 pairs started within") == 3 and "95 % CI" in result.stdout
     assert leftovers() == []
+
+
+def test_observe_example_draws_captures_and_streams(tmp_path):
+    env = {"OUT": str(tmp_path), "NESTLAB": f"{sys.executable} -m nestlab.cli.app", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    result = subprocess.run(["bash", "examples/observe.sh"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "twohosts.mmd").read_text().startswith("flowchart LR")
+    assert "<mxfile" in (tmp_path / "twohosts.drawio").read_text()
+    assert "events:  2 down, 2 up" in result.stdout
+    assert (tmp_path / "vxlan.pcapng").stat().st_size > 0
+    assert leftovers() == []

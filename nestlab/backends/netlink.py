@@ -15,9 +15,9 @@ import socket
 import struct
 from dataclasses import dataclass
 
-NLMSG_ERROR = 2
-RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_NEWADDR, RTM_NEWROUTE = 16, 17, 18, 20, 24
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR, RTM_NEWROUTE = 16, 17, 18, 20, 21, 22, 24
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x300, 0x200, 0x400
 IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
@@ -215,18 +215,57 @@ def new_addr(index: int, cidr: str, what: str) -> Request:
     return Request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, body, f"add {cidr} to {what}")
 
 
-class Netlink:
-    """A NETLINK_ROUTE socket in the namespace of the thread that created it."""
+def messages(data: bytes | memoryview) -> list[tuple[int, int, bytes]]:
+    """Split what one ``recv`` returned into (type, sequence, body) per netlink message."""
+    out, off, view = [], 0, memoryview(data)
+    while off + _HDR.size <= len(view):
+        length, mtype, _flags, seq, _pid = _HDR.unpack_from(view, off)
+        out.append((mtype, seq, bytes(view[off + _HDR.size : off + length])))
+        off += (length + 3) & ~3
+    return out
 
-    def __init__(self) -> None:
+
+def attrs(body: bytes, offset: int) -> dict[int, bytes]:
+    """The rtattrs of a message body from ``offset`` on, by type (nested ones left packed)."""
+    found = {}
+    while offset + _RTA.size <= len(body):
+        length, kind = _RTA.unpack_from(body, offset)
+        if length < _RTA.size:
+            break
+        found[kind & 0x3FFF] = body[offset + _RTA.size : offset + length]
+        offset += (length + 3) & ~3
+    return found
+
+
+class Netlink:
+    """A NETLINK_ROUTE socket in the namespace of the thread that created it (``groups``: multicast to join)."""
+
+    def __init__(self, groups: int = 0) -> None:
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-        self.sock.bind((0, 0))
+        self.sock.bind((0, groups))
         self._seq = 0
         self._buf = bytearray(1 << 16)
 
     def close(self) -> None:
         self.sock.close()
+
+    def dump(self, mtype: int, body: bytes) -> list[tuple[int, bytes]]:
+        """Every (type, body) a dump request answers with (e.g. ``RTM_GETLINK``: one ``RTM_NEWLINK`` per interface)."""
+        self._seq += 1
+        self.sock.send(_HDR.pack(_HDR.size + len(body), mtype, NLM_F_REQUEST | NLM_F_DUMP, self._seq, 0) + body)
+        found = []
+        while True:
+            n = self.sock.recv_into(self._buf)
+            for kind, seq, payload in messages(memoryview(self._buf)[:n]):
+                if seq != self._seq:
+                    continue
+                if kind == NLMSG_DONE:
+                    return found
+                if kind == NLMSG_ERROR and _ERR.unpack_from(payload)[0]:
+                    code = -_ERR.unpack_from(payload)[0]
+                    raise NetlinkError(code, f"dump {mtype}: {os.strerror(code)}")
+                found.append((kind, payload))
 
     def run(self, *requests: Request) -> list[int]:
         """Send ``requests`` in one batch, wait for each answer.

@@ -1,0 +1,128 @@
+"""``nestlab graph --serve``: a single page that draws a running lab and keeps it current.
+
+The page (static/index.html) draws the lab with Cytoscape.js and its fCoSE layout, which keeps
+groups and clusters apart (vendored under static/vendor/, MIT, so the page works offline) and asks this server every half second for ``/state.json``: each link's
+state and rate, read from the kernel (one link dump per namespace).  Clicking a node asks
+``/node.json`` for its interfaces and addresses; a link's buttons ``POST /link``, which changes
+it exactly as ``nestlab link set`` does.  The server listens on 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+from .. import names
+from ..backends import namespaces, rtdump
+from ..errors import LabError
+from ..lab.lab import Lab
+from ..model.errors import TopologyError
+from . import graph
+
+STATIC = Path(__file__).parent / "static"
+VENDORED = {f"/vendor/{p.name}": p for p in (STATIC / "vendor").glob("*.js")}
+
+
+def dump(lab: str, node: str) -> list[rtdump.LinkInfo]:
+    """A node's interfaces, read from its namespace (empty if it is gone)."""
+    try:
+        fd, nl = namespaces.open_netlink(names.netns_path(lab, node))
+    except FileNotFoundError:
+        return []
+    try:
+        return rtdump.interfaces(nl)
+    finally:
+        nl.close()
+        os.close(fd)
+
+
+class LiveState:
+    """Each link's state and rate in each direction (bytes/s between two reads of the kernel's counters)."""
+
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.elements = graph.elements(lab.plan)
+        self.previous: tuple[float, dict] | None = None
+        self.lock = threading.Lock()
+
+    def read(self) -> dict:
+        with self.lock:
+            now = time.monotonic()
+            counters = {(node, i.name): i for node in self.lab.plan.nodes for i in dump(self.lab.name, node)}
+            before_t, before = self.previous or (now, counters)
+            self.previous = (now, counters)
+            dt = max(now - before_t, 1e-3)
+            links = {}
+            for edge in (e["data"] for e in self.elements["edges"]):
+                ends = [tuple(edge["a"].split(":", 1))] + ([tuple(edge["b"].split(":", 1))] if edge["kind"] == "link" else [])
+                infos = [counters.get(end) for end in ends]
+                up = all(i is not None and i.admin_up and i.state not in ("DOWN", "LOWERLAYERDOWN", "NOTPRESENT") for i in infos)
+                rates = [(i.tx_bytes - before[end].tx_bytes) / dt if i and end in before else 0.0 for end, i in zip(ends, infos)]
+                links[edge["id"]] = {"state": "up" if up else "down", "bytes_per_s": rates}
+            return {"time": time.time(), "links": links}
+
+
+class Handler(BaseHTTPRequestHandler):
+    live: LiveState
+
+    def log_message(self, *args) -> None:  # quiet: the terminal shows the URL, not every poll
+        pass
+
+    def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, data, code: int = 200) -> None:
+        self._send(code, json.dumps(data).encode())
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        if url.path == "/":
+            self._send(200, (STATIC / "index.html").read_bytes(), "text/html; charset=utf-8")
+        elif url.path in VENDORED:
+            self._send(200, VENDORED[url.path].read_bytes(), "text/javascript")
+        elif url.path == "/graph.json":
+            self._json({"lab": self.live.lab.name, **self.live.elements})
+        elif url.path == "/state.json":
+            self._json(self.live.read())
+        elif url.path == "/node.json":
+            node = parse_qs(url.query).get("name", [""])[0]
+            obj = self.live.lab.plan.nodes.get(node)
+            if obj is None:
+                return self._json({"error": f"no node {node}"}, 404)
+            interfaces = [{"name": i.name, "state": i.state, "mtu": i.mtu, "mac": i.mac, "addresses": i.addresses}
+                          for i in dump(self.live.lab.name, node) if i.name != "lo"]
+            self._json({"name": node, "kind": obj.kind, "runtime": obj.runtime, "host": obj.host, "interfaces": interfaces})
+        else:
+            self._json({"error": "not found"}, 404)
+
+    def do_POST(self) -> None:
+        if urlparse(self.path).path != "/link":
+            return self._json({"error": "not found"}, 404)
+        try:
+            ask = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            spent = Lab.running(self.live.lab.name).link(ask["a"], ask["b"]).set(state=ask["state"])
+        except (LabError, TopologyError, KeyError, ValueError) as exc:
+            return self._json({"error": str(exc)}, 400)
+        self._json({"ok": True, "ms": spent})
+
+
+def serve(lab: Lab, host: str = "127.0.0.1", port: int = 8080, ready=None) -> None:
+    """Serve the live page until interrupted; ``ready(url)`` is called once it listens."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a socket per namespace while a poll runs
+    handler = type("LabHandler", (Handler,), {"live": LiveState(lab)})
+    with ThreadingHTTPServer((host, port), handler) as server:
+        if ready:
+            ready(f"http://{host}:{server.server_address[1]}/")
+        server.serve_forever()

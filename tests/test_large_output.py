@@ -1,0 +1,36 @@
+"""Large labs read well: deploy ends with a summary, inspect picks nodes and pages."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+STAR = "name: {name}\ntopology:\n  nodes:\n    sw: {kind: bridge}\n" + "".join(f"    h{i}: {{}}\n" for i in range(60)) + "  links:\n" + "".join(
+    f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(60)
+)
+
+
+def test_deploy_summarises_and_inspect_picks_and_pages(topo_file, lab_name):
+    path = topo_file(STAR)
+    deployed = run_cli("deploy", "-t", str(path), check=True)
+    assert f"lab {lab_name}: 61 namespaces (60 linux, 1 bridge); 60 links (60 veth)" in deployed.stdout
+    assert f"nestlab inspect --lab {lab_name}" in deployed.stdout and "┃" not in deployed.stdout, "no 120-row table for 61 nodes"
+    one = json.loads(run_cli("inspect", "--lab", lab_name, "--node", "h7", "--format", "json", check=True).stdout)
+    assert [n["name"] for n in one["nodes"]] == ["h7"] and one["nodes"][0]["interfaces"][0]["name"] == "eth1"
+    some = json.loads(run_cli("inspect", "--lab", lab_name, "--filter", "h1?", "--format", "json", check=True).stdout)
+    assert sorted(n["name"] for n in some["nodes"]) == [f"h{i}" for i in range(10, 20)]
+    first = run_cli("inspect", "--lab", lab_name, check=True)
+    assert "page 1 of 2 (50 nodes a page): --page 2 for more" in first.stderr
+    second = run_cli("inspect", "--lab", lab_name, "--page", "2", check=True)
+    assert "h59" in second.stdout and "h5 " not in second.stdout
+    assert "no node of lab" in run_cli("inspect", "--lab", lab_name, "--filter", "zz*").stderr
+    assert run_cli("inspect", "--lab", lab_name, "--node", "nope").returncode == 1
+    run_cli("destroy", "--lab", lab_name, check=True)
+
+
+def test_small_lab_deploy_still_shows_its_table(topo_file, lab_name):
+    path = topo_file("name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links: [{endpoints: [a:eth1, b:eth1]}]\n")
+    deployed = run_cli("deploy", "-t", str(path), check=True)
+    assert "2 namespaces (2 linux)" in deployed.stdout and "eth1" in deployed.stdout and "┃" in deployed.stdout
+    run_cli("destroy", "--lab", lab_name, check=True)
