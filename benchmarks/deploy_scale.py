@@ -12,7 +12,13 @@ main bridge).  Baselines, measured in the same run:
 * Mininet (``mn --switch lxbr --controller none --topo single,N --test none``),
   run inside a namespace of its own because its cleanup is machine-wide.
 
+With ``--shell``, the star is instead deployed, inspected and destroyed with the ``nestlab``
+CLI, each call timed from the shell (interpreter, imports, parsing, the work, the output) as a
+user waits for it, beside the kernel floor in the same run, with the deploying process's peak
+memory.
+
 Usage (root):  python benchmarks/deploy_scale.py [--sizes 10,100,500] [--reps 3] [--no-mininet]
+               python benchmarks/deploy_scale.py --shell [--sizes 100,500,2000,10000] [--reps 1]
 """
 
 from __future__ import annotations
@@ -123,6 +129,54 @@ def time_floor(n: int, reps: int) -> dict:
     return {"deploy": statistics.median(deploys), "destroy": statistics.median(destroys)}
 
 
+def star_text(n: int) -> str:
+    nodes = "".join(f"    h{i}: {{}}\n" for i in range(n))
+    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n))
+    return f"name: shell-star{n}\nipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{nodes}  links:\n{links}"
+
+
+def _timed(*args: str) -> tuple[float, int]:
+    """Seconds and peak KiB of one CLI call, timed from the shell."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "nestlab.cli.app", *args], stdout=subprocess.DEVNULL,
+                            cwd=os.path.join(os.path.dirname(__file__), ".."))
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status):
+        raise RuntimeError(f"nestlab {' '.join(args)} failed")
+    return time.perf_counter() - t0, usage.ru_maxrss
+
+
+def time_shell(n: int, reps: int) -> dict:
+    """The CLI from the shell: deploy, inspect (JSON), destroy of a star of ``n``, and the memory per node."""
+    found: dict[str, list] = {"deploy": [], "inspect": [], "destroy": [], "peak_kb": [], "kb_per_node": []}
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as fh:
+        fh.write(star_text(n))
+    try:
+        for _ in range(reps):
+            before = meminfo()["MemAvailable"]
+            took, peak = _timed("deploy", "-t", fh.name)
+            found["kb_per_node"].append((before - meminfo()["MemAvailable"]) / (n + 1))
+            found["deploy"].append(took)
+            found["peak_kb"].append(peak)
+            found["inspect"].append(_timed("inspect", "--lab", f"shell-star{n}", "--format", "json")[0])
+            found["destroy"].append(_timed("destroy", "--lab", f"shell-star{n}")[0])
+            settle(n)
+    finally:
+        os.unlink(fh.name)
+    return {k: statistics.median(v) for k, v in found.items()}
+
+
+def shell_table(sizes: list[int], reps: int) -> None:
+    print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs, median of {reps}; CLI calls timed from the shell\n")
+    print("| star | deploy (shell) | kernel floor | deploy / floor | inspect --format json | destroy | deploying process peak | memory per node |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        ours = time_shell(n, reps)
+        floor = time_floor(n, reps)
+        print(f"| {n} | {ours['deploy']:.2f} s | {floor['deploy']:.2f} s | {ours['deploy'] / floor['deploy']:.2f} | {ours['inspect']:.2f} s | "
+              f"{ours['destroy']:.2f} s | {ours['peak_kb'] / 1024:.0f} MiB | {ours['kb_per_node']:.0f} KiB |", flush=True)
+
+
 def time_mininet(n: int) -> dict | None:
     if not shutil.which("mn"):
         return None
@@ -147,8 +201,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,100,500")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-mininet", action="store_true")
+    parser.add_argument("--shell", action="store_true", help="time the nestlab CLI from the shell instead (see above)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.shell:
+        shell_table(sizes, args.reps)
+        return
     rows = []
     for n in sizes:
         ours = time_nestlab(lambda n=n: star_lab(n), args.reps)

@@ -34,3 +34,21 @@ def test_small_lab_deploy_still_shows_its_table(topo_file, lab_name):
     deployed = run_cli("deploy", "-t", str(path), check=True)
     assert "2 namespaces (2 linux)" in deployed.stdout and "eth1" in deployed.stdout and "┃" in deployed.stdout
     run_cli("destroy", "--lab", lab_name, check=True)
+
+
+def _star(n: int) -> str:
+    return "name: {name}\nipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n    sw: {kind: bridge}\n" + "".join(f"    h{i}: {{}}\n" for i in range(n)) + \
+        "  links:\n" + "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n))
+
+
+def test_batches_larger_than_one_sendmsg_deploy_whole(lab_from):
+    """300 ports: the bridge's veths, lookups and addresses go out in several batches of at most 256 messages."""
+    lab = lab_from(_star(300))
+    assert lab.nodes["h299"].cmd(f"ping -c1 -W2 {lab.nodes['h0'].intf('eth1').ip}").count("1 received") == 1
+    assert lab.nodes["h150"].intf("eth1").ip != lab.nodes["h151"].intf("eth1").ip
+
+
+def test_a_bridge_past_1024_ports_is_refused_clearly(topo_file):
+    result = run_cli("deploy", "-t", str(topo_file(_star(1030))))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "a Linux bridge takes at most 1024 ports" in result.stderr and "nothing was left behind" in result.stderr, result.stderr[-500:]

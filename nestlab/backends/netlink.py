@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
+SO_RCVBUFFORCE = 33
 RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR, RTM_NEWROUTE = 16, 17, 18, 20, 21, 22, 24
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x300, 0x200, 0x400
 IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 3, 4, 5, 10
@@ -215,6 +216,11 @@ def new_addr(index: int, cidr: str, what: str) -> Request:
     return Request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, body, f"add {cidr} to {what}")
 
 
+# Per sendmsg: bytes well under a socket's default send buffer, and few enough messages that their
+# answers (an interface lookup is answered with the whole interface, ~2-3 KiB) fit the receive buffer.
+SEND_MAX, BATCH_MAX, RCVBUF = 1 << 16, 256, 4 << 20
+
+
 def messages(data: bytes | memoryview) -> list[tuple[int, int, bytes]]:
     """Split what one ``recv`` returned into (type, sequence, body) per netlink message."""
     out, off, view = [], 0, memoryview(data)
@@ -242,7 +248,10 @@ class Netlink:
 
     def __init__(self, groups: int = 0) -> None:
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        try:  # past net.core.rmem_max (root may): multicast bursts and dump answers must not overflow it
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+        except PermissionError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
         self.sock.bind((0, groups))
         self._seq = 0
         self._buf = bytearray(1 << 16)
@@ -268,22 +277,35 @@ class Netlink:
                 found.append((kind, payload))
 
     def run(self, *requests: Request) -> list[int]:
-        """Send ``requests`` in one batch, wait for each answer.
+        """Send ``requests`` in as few batches as the socket takes, wait for each answer.
 
         Returns, per request, the interface index the kernel answered with
         (``RTM_GETLINK``) or 0.  Raises :class:`NetlinkError` naming the first
-        request the kernel refused.
+        request the kernel refused (every request is still tried, as in one batch).
         """
         first = self._seq + 1
-        out = bytearray()
+        results = [0] * len(requests)
+        errors: list[NetlinkError] = []
+        batch, count = bytearray(), 0
         for req in requests:
             self._seq += 1
             flags = NLM_F_REQUEST | req.flags | (0 if req.type == RTM_GETLINK else NLM_F_ACK)
-            out += _HDR.pack(_HDR.size + len(req.body), req.type, flags, self._seq, 0) + req.body
-        self.sock.send(out)
-        results = [0] * len(requests)
-        pending = len(requests)
-        error: NetlinkError | None = None
+            message = _HDR.pack(_HDR.size + len(req.body), req.type, flags, self._seq, 0) + req.body
+            if batch and (len(batch) + len(message) > SEND_MAX or count == BATCH_MAX):
+                self._exchange(batch, count, first, requests, results, errors)
+                batch, count = bytearray(), 0
+            batch += message
+            count += 1
+        if batch:
+            self._exchange(batch, count, first, requests, results, errors)
+        if errors:
+            raise errors[0]
+        return results
+
+    def _exchange(self, batch: bytearray, count: int, first: int, requests, results: list[int], errors: list) -> None:
+        """One ``sendmsg`` of ``count`` messages, and their answers into ``results``/``errors``."""
+        self.sock.send(batch)
+        pending = count
         while pending:
             n = self.sock.recv_into(self._buf)
             view = memoryview(self._buf)[:n]
@@ -294,15 +316,11 @@ class Netlink:
                 if 0 <= slot < len(requests):
                     if mtype == NLMSG_ERROR:
                         (code,) = _ERR.unpack_from(view, off + _HDR.size)
-                        if code and error is None:
-                            what = requests[slot].what
-                            error = NetlinkError(-code, f"{what}: {os.strerror(-code)}")
+                        if code:
+                            errors.append(NetlinkError(-code, f"{requests[slot].what}: {os.strerror(-code)}"))
                         pending -= 1
                     elif mtype == RTM_NEWLINK:
                         results[slot] = _IFINFO.unpack_from(view, off + _HDR.size)[2]
                         pending -= 1
                 off += (length + 3) & ~3
-        if error:
-            raise error
-        return results
 

@@ -7,17 +7,18 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
-from ..backends import rootfs
 from ..errors import LabError
-from ..lab import cleanup, state
-from ..lab.inspect import inspect
-from ..lab.lab import Lab
 from .bench import bench_app, compare_cmd, report_cmd
-from .common import LabOpt, TopoOpt, err, node_of, notices, out, progress_bar, reported, resolve
+from .common import LabOpt, TopoOpt, err, node_of, notices, out, print_json, progress_bar, reported, resolve
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ..lab.lab import Lab
 
 app = typer.Typer(
     help="Build, use and tear down networks of namespace containers.\n\n"
@@ -27,7 +28,11 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
+
+
 def _table(report: dict) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"lab {report['lab']}", title_justify="left")
     for column in ("node", "kind", "host", "state", "cpu s", "memory", "interface", "mode", "if-state", "mtu", "addresses", "bridge"):
         table.add_column(column, overflow="fold")
@@ -57,6 +62,8 @@ def _table(report: dict) -> Table:
 
 
 def _subflow_table(report: dict) -> Table:
+    from rich.table import Table
+
     table = Table(title="MPTCP connections and their subflows", title_justify="left")
     for column in ("node", "token", "subflow", "device", "sent", "received", "retransmits"):
         table.add_column(column, overflow="fold")
@@ -91,6 +98,9 @@ def deploy(
     Example: nestlab deploy -t examples/quickstart.yml
     (the file format is described in docs/topology.md)
     """
+    from ..lab.inspect import inspect
+    from ..lab.lab import Lab
+
     with reported():
         lab = Lab.from_file(topo)
         notices(lab)
@@ -138,7 +148,7 @@ def _print_exec(node: str, command: str, code: int, output: str) -> None:
 
 def _show(report: dict, fmt: str) -> None:
     if fmt == "json":
-        out.print_json(json.dumps(report))
+        print_json(report)
     elif fmt == "table":
         out.print(_table(report))
         if any(node.get("mptcp") for node in report["nodes"]):
@@ -163,6 +173,11 @@ def inspect_cmd(
     Large labs: pick nodes with --node or --filter (only their namespaces are read), and page
     through the table with --page.
     """
+    from ..lab import cleanup
+    from ..lab import state
+    from ..lab.inspect import inspect
+    from rich.table import Table
+
     with reported():
         if all_labs:
             rows = []
@@ -172,7 +187,7 @@ def inspect_cmd(
                 status = current.status if current else "orphaned (run nestlab cleanup)"
                 rows.append({"lab": name, "status": status, "namespaces": nodes, "source": current.source if current else None})
             if fmt == "json":
-                out.print_json(json.dumps(rows))
+                print_json(rows)
             else:
                 table = Table("lab", "status", "namespaces", "source")
                 for row in rows:
@@ -258,6 +273,9 @@ def _wait(proc) -> int:
 @app.command()
 def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Remove a lab: its processes, namespaces, links and state. Nothing else is touched."""
+    from ..lab import cleanup
+    from ..lab import state
+
     with reported():
         if lab and not topo:
             name = lab
@@ -279,6 +297,9 @@ def cleanup_cmd(
     nestlab.LAB.*, mounts and state under /run/nestlab/LAB, and processes
     running inside those namespaces.
     """
+    from ..lab import cleanup
+    from ..lab import state
+
     with reported():
         if bool(name) == all_labs:
             raise LabError("name one lab, or pass --all")
@@ -343,6 +364,9 @@ def link_show(
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
     """Show links' shaping as planned and as the kernel has it."""
+    from ..lab import state
+    from rich.table import Table
+
     with reported():
         the_lab = resolve(topo, lab)
         current = state.read(the_lab.name)
@@ -352,7 +376,7 @@ def link_show(
             raise LabError(f"lab {the_lab.name} has no link between {a} and {b}")
         shown = [the_lab.link(x.a.ref, x.b.ref).show() for x in chosen]
         if fmt == "json":
-            out.print_json(json.dumps(shown))
+            print_json(shown)
             return
         table = Table("link", "state", "sender", "planned", "kernel", title=f"links of {the_lab.name}", title_justify="left")
         for item in shown:
@@ -377,6 +401,8 @@ def run(
 
     Example schedule entry:  - {at: 2.5s, link: ["a:eth1", "b:eth1"], set: {rate: 10mbit}}
     """
+    from ..lab.lab import Lab
+
     from ..lab.schedule import play
 
     with reported():
@@ -434,6 +460,8 @@ def node_show(
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
     """Show CPU seconds, memory in use and limits per node and component, read from their cgroups."""
+    from rich.table import Table
+
     with reported():
         the_lab = resolve(topo, lab)
         chosen = [n for name, n in the_lab.nodes.items() if (node is None or name == node) and n.obj.cgroup]
@@ -441,7 +469,7 @@ def node_show(
             raise LabError(f"lab {the_lab.name} has no node {node} with a cgroup")
         rows = [{"node": n.name, **n.usage(), "limits": n.limits()} for n in chosen]
         if fmt == "json":
-            out.print_json(json.dumps(rows))
+            print_json(rows)
             return
         table = Table("node", "cpu s", "memory MiB", "cpus limit", "memory limit", "pids limit", title=f"lab {the_lab.name}", title_justify="left")
         for row in rows:
@@ -465,6 +493,8 @@ def image_build(
 
     Example: nestlab image build radio --debian bookworm --packages iperf3,iproute2
     """
+    from ..backends import rootfs
+
     with reported():
         import re
 
@@ -479,10 +509,13 @@ def image_build(
 @image_app.command("ls")
 def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
     """List images made by nestlab image build."""
+    from ..backends import rootfs
+    from rich.table import Table
+
     with reported():
         images = rootfs.listing()
         if fmt == "json":
-            out.print_json(json.dumps(images))
+            print_json(images)
             return
         table = Table("name", "suite", "packages", "path")
         for image in images:
@@ -493,6 +526,8 @@ def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or
 @image_app.command("rm")
 def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
     """Delete an image made by nestlab image build (nodes running on it keep their copy-on-write view until destroyed)."""
+    from ..backends import rootfs
+
     with reported():
         rootfs.remove(name)
         err.print(f"image {name} removed")
@@ -545,12 +580,14 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
     the kernel option that provides it, a missing tool the Debian package.
     A deploy that needs something listed as missing stops before creating anything.
     """
+    from rich.table import Table
+
     from ..backends import probe
 
     with reported():
         features = probe.features()
         if fmt == "json":
-            out.print_json(json.dumps([f.to_json() for f in features]))
+            print_json([f.to_json() for f in features])
             return
         table = Table("group", "feature", "", "detail", "fix", title="nestlab doctor", title_justify="left")
         for f in features:
@@ -580,6 +617,8 @@ def graph(
       nestlab graph --lab quickstart --format drawio -o lab.drawio
       nestlab graph --lab quickstart --serve --port 8080     # then open http://127.0.0.1:8080/
     """
+    from ..lab.lab import Lab
+
     from ..observe import graph as exports
 
     with reported():
@@ -735,6 +774,8 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
     whether this machine has them (tried as `nestlab doctor` does).  docs/architecture.md shows how
     to add one: a module in nestlab/links or nestlab/runtimes.
     """
+    from rich.table import Table
+
     from .. import links, runtimes
     from ..backends import probe
 
@@ -745,7 +786,7 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
                 for m in map(links.get, links.names())]
         kinds = [{"runtime": r.name, "selectable": r.selectable, "summary": r.summary} for r in map(runtimes.get, sorted(runtimes.REGISTRY))]
         if fmt == "json":
-            out.print_json(json.dumps({"modes": rows, "runtimes": kinds}))
+            print_json({"modes": rows, "runtimes": kinds})
             return
         table = Table("mode", "ends", "keys", "kernel (here)", "what it is", title="link modes (nestlab/links)", title_justify="left")
         for r in rows:
@@ -761,6 +802,9 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
 @app.command()
 def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--topo", help="Topology to demonstrate.")):
     """Deploy a topology, measure ping and TCP between its first two hosts, destroy it."""
+    from ..lab.lab import Lab
+    from rich.table import Table
+
     from ..bench import tools
 
     with reported():

@@ -3,27 +3,49 @@
 from __future__ import annotations
 
 import itertools
-import json
 import time
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
+from typer.core import TyperGroup
 
-from ..bench import report, results, scenario, tools
-from ..bench.suites import SUITES
-from ..bench.together import Pair, run_together
 from ..errors import LabError
-from .common import err, node_of, out, reported, resolve
+from .common import err, node_of, out, print_json, reported, resolve
+
+class _WithSuites(TyperGroup):
+    """``nestlab bench``: its own commands plus one per benchmark suite, loaded only when asked for."""
+
+    def list_commands(self, ctx):
+        from ..bench.suites import SUITES
+
+        return [*super().list_commands(ctx), *SUITES]
+
+    def get_command(self, ctx, name):
+        found = super().get_command(ctx, name)
+        if found is not None:
+            return found
+        from ..bench.suites import SUITES
+
+        if name not in SUITES:
+            return None
+        one = typer.Typer()
+        one.command(name)(_suite_command(name))
+        return typer.main.get_command(one)
+
 
 bench_app = typer.Typer(
+    cls=_WithSuites,
     help="Measure: rerun a seed paper's experiments (one subcommand per suite), or measure a running lab (run, pingall).",
     no_args_is_help=True,
 )
 
 
 def _suite_command(name: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from ..bench import results
+    from ..bench import scenario
+    from ..bench.suites import SUITES
+
     suite = SUITES[name]
 
     def command(
@@ -36,7 +58,7 @@ def _suite_command(name: str):
         with reported():
             folder = out_dir or Path("results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
             with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True) as bar:
+                          TextColumn("eta"), TimeRemainingColumn(), console=err.real, transient=True) as bar:
                 task = bar.add_task(name, total=None)
 
                 def progress(label: str, done: int, total: int) -> None:
@@ -52,9 +74,6 @@ def _suite_command(name: str):
     command.__doc__ = f"{suite.title}.\n\nReproduces {suite.paper}. Writes results.json, results.csv, raw tool output and report.html."
     return command
 
-
-for _name in SUITES:
-    bench_app.command(_name)(_suite_command(_name))
 
 
 def _address(node, override: str | None) -> str:
@@ -89,6 +108,10 @@ def bench_run(
     JSON keys carry their units: mbps, pps, latency_avg_us, rtt_avg_ms...
     Example: nestlab bench run --lab quickstart --from h1 --to h2 --tool iperf3 --parallel 4
     """
+    from rich.table import Table
+    from ..bench import tools
+    from ..bench.together import Pair, run_together
+
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -118,7 +141,7 @@ def bench_run(
             raise LabError(f"--tool must be iperf3, sockperf or ping, not '{tool}'")
         result = {"tool": tool, "from": src, "to": dst, "address": target, **result}
         if fmt == "json":
-            out.print_json(json.dumps(result))
+            print_json(result)
         else:
             table = Table("measure", "value")
             for key, value in result.items():
@@ -150,6 +173,8 @@ def pingall(
 
     Exits 1 if any pair fails. Example: nestlab bench pingall --lab quickstart
     """
+    from ..bench import tools
+
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -162,7 +187,7 @@ def pingall(
             rows.append({"from": a, "to": b, "address": ip, "ok": proc.returncode == 0, **(tools.parse_ping(text) if "transmitted" in text else {})})
         lost = [r for r in rows if not r["ok"]]
         if fmt == "json":
-            out.print_json(json.dumps(rows))
+            print_json(rows)
         else:
             for a in nodes:
                 reached = [r["to"] if r["ok"] else "X" for r in rows if r["from"] == a]
@@ -174,6 +199,9 @@ def pingall(
 
 def report_cmd(folder: Path = typer.Argument(..., help="A results folder.")):
     """Regenerate report.html of a results folder (e.g. after upgrading nestlab)."""
+    from ..bench import report
+    from ..bench import results
+
 
     with reported():
         meta, _ = results.load(folder)
@@ -187,6 +215,10 @@ def compare_cmd(
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ):
     """Per figure and cell: both means and second/first with a 95 % interval (e.g. two kernels, two machines)."""
+    from rich.table import Table
+    from ..bench import report
+    from ..bench import results
+
 
     with reported():
         meta_a, _ = results.load(first)
@@ -195,7 +227,7 @@ def compare_cmd(
             raise LabError(f"{first} is suite {meta_a['suite']} and {second} is {meta_b['suite']}; compare runs of one suite")
         rows = report.compare(first, second, _suite_of(meta_a))
         if fmt == "json":
-            out.print_json(json.dumps(rows))
+            print_json(rows)
             return
         table = Table("figure", "cell", "first", "second", "second/first", "95 % CI")
         for r in rows:
@@ -205,6 +237,8 @@ def compare_cmd(
 
 
 def _suite_of(meta: dict):
+    from ..bench.suites import SUITES
+
     if meta.get("suite") not in SUITES:
         raise LabError(f"unknown suite {meta.get('suite')!r} in results.json (known: {', '.join(SUITES)})")
     return SUITES[meta["suite"]]

@@ -2,22 +2,51 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import LabError
-from ..lab import state
-from ..lab.lab import Lab
 from ..model.errors import TopologyError
 
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
+
+
+class _Console:
+    """A rich Console made on first use, so a command that prints nothing rich (``--help``) never imports rich."""
+
+    def __init__(self, stderr: bool):
+        self._stderr = stderr
+        self._console = None
+
+    @property
+    def real(self):
+        """The rich Console itself (to hand to rich: Progress, Live)."""
+        if self._console is None:
+            from rich.console import Console
+
+            stream = sys.stderr if self._stderr else sys.stdout
+            self._console = Console(stderr=self._stderr, highlight=False, width=None if stream.isatty() else 200)
+        return self._console
+
+    def __getattr__(self, name: str):
+        return getattr(self.real, name)
+
+
+out = _Console(stderr=False)
+err = _Console(stderr=True)
+
+
+def print_json(data) -> None:
+    """JSON on standard output, indented, written as is (rich's highlighting takes seconds for a large lab)."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML).", exists=False, dir_okay=False)
 LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
@@ -41,6 +70,9 @@ def reported() -> Iterator[None]:
 
 
 def resolve(topo: Path | None, lab: str | None) -> Lab:
+    from ..lab import state
+    from ..lab.lab import Lab
+
     if topo and lab:
         raise LabError("give either -t FILE or --lab NAME, not both")
     if topo:
@@ -65,8 +97,10 @@ def progress_bar(title: str) -> Iterator:
     if not err.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn(f"{title} {{task.description}}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as bar:
+    with Progress(*columns, console=err.real, transient=True) as bar:
         tasks: dict[str, int] = {}
 
         def update(phase: str, done: int, total: int) -> None:

@@ -17,6 +17,7 @@ Example (run as root)::
 from __future__ import annotations
 
 import copy
+import errno
 import os
 import subprocess
 import time
@@ -28,6 +29,7 @@ from pydantic import ValidationError
 from .. import links, names
 from ..backends import probe, shaping
 from ..backends.apply import Applier, Progress
+from ..backends.netlink import NetlinkError
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..model.load import load_text, Loaded, load_data, load_file
@@ -75,8 +77,11 @@ class Lab:
         if current is None or current.status != "running":
             raise LabError(f"no lab named '{name}' is running here (`nestlab inspect --all` lists labs)")
         lab = cls.__new__(cls)
-        source = current.source or "<python>"
-        lab._set(load_data(current.topology, source), source)
+        lab.source = current.source or "<python>"
+        lab.notices = []
+        lab._raw = current.topology
+        lab._topology = None  # checked again only when something asks for it
+        lab._plan = current.plan  # what runs, live changes included
         return lab
 
     def _set(self, loaded: Loaded, source: str) -> None:
@@ -193,11 +198,14 @@ class Lab:
             self._record("deploying", current.plan if current else Plan())
             try:
                 Applier(self.name, {**have.nodes, **self.plan.nodes}, progress).apply(changes)
-            except BaseException:
+            except BaseException as exc:
                 if current is None:
                     cleanup.remove_lab(self.name)
                 else:
                     self._record("running", _without(have, changes))
+                if isinstance(exc, NetlinkError):
+                    raise LabError(f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno, '')}; "
+                                   f"{'nothing was left behind' if current is None else 'the lab is as it was'}") from exc
                 raise
             self._record("running", self.plan)
         for node in changes.add_nodes:
@@ -231,6 +239,9 @@ class Lab:
     def is_running(self) -> bool:
         current = state.read(self.name)
         return bool(current and current.status == "running")
+
+
+_HINTS = {errno.EXFULL: " (a Linux bridge takes at most 1024 ports: split it, e.g. a bridge per group of nodes joined to a core bridge)"}
 
 
 def _retune(lab: str, plan: Plan, have: Plan) -> bool:
