@@ -78,6 +78,22 @@ def _clusters(els: dict) -> list[dict]:
     return [n["data"] for n in els["nodes"] if n["data"]["kind"] in ("group", "host")]
 
 
+def _nested(els: dict, opening, closing: str, vertex) -> list[str]:
+    """Lines for every cluster (its ``opening`` lines, its contents, ``closing``) and vertex, nested and indented as the lab is."""
+    lines: list[str] = []
+
+    def walk(parent: str | None, indent: str) -> None:
+        for c in _clusters(els):
+            if c["parent"] == parent:
+                lines.extend(indent + line for line in opening(c))
+                walk(c["id"], indent + "  ")
+                lines.append(indent + closing)
+        lines.extend(indent + vertex(v) for v in _vertices(els) if v["parent"] == parent)
+
+    walk(None, "  ")
+    return lines
+
+
 def _edge_label(e: dict) -> str:
     return " ".join(x for x in (e["label"], f"({e['mode']})", e["shaping"]) if x)
 
@@ -90,20 +106,12 @@ def to_mermaid(plan: Plan) -> str:
     els = elements(plan)
     ids = {d["id"]: f"n{i}" for i, d in enumerate(_vertices(els) + _clusters(els))}
     shapes = {"linux": ('["', '"]'), "bridge": ('{{"', '"}}'), "ovs": ('{{"', '"}}'), "machine": ('[("', '")]')}
-    lines = ["flowchart LR"]
 
-    def emit(parent: str | None, indent: str) -> None:
-        for c in _clusters(els):
-            if c["parent"] == parent:
-                lines.append(f'{indent}subgraph {ids[c["id"]]}["{c["label"]}"]')
-                emit(c["id"], indent + "  ")
-                lines.append(f"{indent}end")
-        for v in _vertices(els):
-            if v["parent"] == parent:
-                left, right = shapes.get(v["kind"], ('["', '"]'))
-                lines.append(f"{indent}{ids[v['id']]}{left}{v['label']} ({v['kind']}){right}")
+    def vertex(v: dict) -> str:
+        left, right = shapes.get(v["kind"], ('["', '"]'))
+        return f"{ids[v['id']]}{left}{v['label']} ({v['kind']}){right}"
 
-    emit(None, "  ")
+    lines = ["flowchart LR", *_nested(els, lambda c: [f'subgraph {ids[c["id"]]}["{c["label"]}"]'], "end", vertex)]
     for e in (x["data"] for x in els["edges"]):
         style = "-.-" if e["state"] == "down" else "---"
         lines.append(f'  {ids[e["source"]]} {style}|"{_edge_label(e)}"| {ids[e["target"]]}')
@@ -120,18 +128,8 @@ def to_dot(plan: Plan) -> str:
     shapes = {"linux": "box", "bridge": "hexagon", "ovs": "hexagon", "machine": "box3d"}
     lines = ["graph lab {", "  compound=true; rankdir=LR; node [fontname=Helvetica]; edge [fontname=Helvetica, fontsize=10];"]
 
-    def emit(parent: str | None, indent: str) -> None:
-        for c in _clusters(els):
-            if c["parent"] == parent:
-                lines.append(f'{indent}subgraph "cluster_{c["id"]}" {{')
-                lines.append(f'{indent}  label={_q(c["label"])}; style=rounded;')
-                emit(c["id"], indent + "  ")
-                lines.append(f"{indent}}}")
-        for v in _vertices(els):
-            if v["parent"] == parent:
-                lines.append(f'{indent}{_q(v["id"])} [label={_q(v["label"] + chr(10) + v["kind"])}, shape={shapes.get(v["kind"], "box")}];')
-
-    emit(None, "  ")
+    lines += _nested(els, lambda c: [f'subgraph "cluster_{c["id"]}" {{', f'  label={_q(c["label"])}; style=rounded;'], "}",
+                     lambda v: f'{_q(v["id"])} [label={_q(v["label"] + chr(10) + v["kind"])}, shape={shapes.get(v["kind"], "box")}];')
     for e in (x["data"] for x in els["edges"]):
         style = ", style=dashed" if e["state"] == "down" else ""
         lines.append(f'  {_q(e["source"])} -- {_q(e["target"])} [label={_q(_edge_label(e))}{style}];')
