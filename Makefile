@@ -3,7 +3,7 @@
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr
 APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
 MPT    := mpt/nestlab-mpt
@@ -45,12 +45,15 @@ deps: $(VENV)/.installed $(MPT)
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  case "$$missing" in *" frr"*) ! command -v systemctl >/dev/null || systemctl disable --now frr 2>/dev/null || true;; esac; \
 	fi
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	# compat: a plain path in a .pth file (the default import hook adds ~25 ms to every nestlab command);
+	# the default mode if a future setuptools drops compat
+	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat 2>/dev/null || $(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 # The multipath tunnel daemon (Go, standard library only; Debian's golang-go is enough).

@@ -97,23 +97,31 @@ def time_nestlab(make, reps: int) -> dict:
 
 
 def _batch(lines: list[str], netns: str | None = None) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".batch", delete=False) as fh:
-        fh.write("\n".join(lines) + "\n")
-    try:
-        cmd = ["ip", *(["-n", netns] if netns else []), "-batch", fh.name]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    finally:
-        os.unlink(fh.name)
+    """``ip -batch``, 1 000 lines per process (``ip`` keeps an fd per ``netns NAME`` it resolves)."""
+    for start in range(0, len(lines), 1000):
+        with tempfile.NamedTemporaryFile("w", suffix=".batch", delete=False) as fh:
+            fh.write("\n".join(lines[start:start + 1000]) + "\n")
+        try:
+            cmd = ["ip", *(["-n", netns] if netns else []), "-batch", fh.name]
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        finally:
+            os.unlink(fh.name)
 
 
 def time_floor(n: int, reps: int) -> dict:
     deploys, destroys = [], []
+    leaves = _leaves(n)
     for _ in range(reps):
         hosts = [f"floor-h{i}" for i in range(n)]
         t0 = time.perf_counter()
         _batch([f"netns add {h}" for h in hosts] + ["netns add floor-sw", "netns add floor-all"])
         _batch([f"link add e{i} netns floor-all type veth peer name p{i} netns floor-sw" for i in range(n)])
-        _batch(["link add br0 type bridge", "link set br0 up"] + [f"link set p{i} master br0 up" for i in range(n)], "floor-sw")
+        bridges = ["link add br0 type bridge", "link set br0 up"]
+        if leaves > 1:  # one bridge per 1 000 ports, each joined to br0 by a veth
+            for k in range(leaves):
+                bridges += [f"link add br{k + 1} type bridge", f"link set br{k + 1} up",
+                            f"link add u{k} type veth peer name c{k}", f"link set u{k} master br{k + 1} up", f"link set c{k} master br0 up"]
+        _batch(bridges + [f"link set p{i} master br{i // _PORTS + 1 if leaves > 1 else 0} up" for i in range(n)], "floor-sw")
         _batch(
             ["link set lo up"]
             + [f"addr add 10.{64 + i // 65536}.{i // 256 % 256}.{i % 256}/10 dev e{i}" for i in range(n)]
@@ -129,10 +137,26 @@ def time_floor(n: int, reps: int) -> dict:
     return {"deploy": statistics.median(deploys), "destroy": statistics.median(destroys)}
 
 
+_PORTS = 1000  # a Linux bridge takes at most 1 024 ports
+
+
+def _leaves(n: int) -> int:
+    """How many leaf bridges a star of ``n`` needs (1: one bridge, no leaves)."""
+    return 1 if n <= _PORTS else -(-n // _PORTS)
+
+
 def star_text(n: int) -> str:
-    nodes = "".join(f"    h{i}: {{}}\n" for i in range(n))
-    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n))
-    return f"name: shell-star{n}\nipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{nodes}  links:\n{links}"
+    """A star of ``n`` hosts on one bridge; above 1 000, on leaf bridges of 1 000 ports joined to a core."""
+    leaves = _leaves(n)
+    if leaves == 1:
+        switch = ["    sw: {kind: bridge}\n"]
+        links = [f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n)]
+    else:
+        switch = ["    sw: {kind: bridge}\n"] + [f"    sw{k}: {{kind: bridge}}\n" for k in range(leaves)]
+        links = [f'    - endpoints: ["sw{k}:up", "sw:p{k}"]\n' for k in range(leaves)]
+        links += [f'    - endpoints: ["h{i}:eth1", "sw{i // _PORTS}:p{i % _PORTS}"]\n' for i in range(n)]
+    nodes = "".join(switch) + "".join(f"    h{i}: {{}}\n" for i in range(n))
+    return f"name: shell-star{n}\nipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n{nodes}  links:\n{''.join(links)}"
 
 
 def _timed(*args: str) -> tuple[float, int]:

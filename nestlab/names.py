@@ -2,6 +2,8 @@
 
 * network namespace ``/run/netns/nestlab.LAB.NODE`` (listed by ``ip netns``)
 * UTS namespace pinned at ``/run/nestlab/LAB/uts/NODE``
+* a node's own filesystem view (mount namespace) pinned at ``/run/nestlab/LAB/mnt/NODE``, its
+  files (e.g. ``etc/frr``) under ``/run/nestlab/LAB/nodes/NODE/``
 * lab state ``/run/nestlab/LAB/state.json``
 * cgroup ``nestlab.LAB/NODE[/COMPONENT]`` under each hierarchy (v1) or ``/sys/fs/cgroup`` (v2)
 * runc state under ``/run/nestlab/LAB/runc``, Docker containers named ``nestlab.LAB.NODE``
@@ -43,6 +45,20 @@ def uts_dir(lab: str) -> str:
 
 def uts_path(lab: str, node: str) -> str:
     return os.path.join(uts_dir(lab), _file(node))
+
+
+def view_dir(lab: str) -> str:
+    return os.path.join(lab_dir(lab), "mnt")
+
+
+def view_path(lab: str, node: str) -> str:
+    """Where a node's mount namespace (its filesystem view) is pinned."""
+    return os.path.join(view_dir(lab), _file(node))
+
+
+def node_dir(lab: str, node: str) -> str:
+    """A node's own files, bound into its view (config folders of its daemons)."""
+    return os.path.join(lab_dir(lab), "nodes", _file(node))
 
 
 def init_pid_path(lab: str, node: str) -> str:

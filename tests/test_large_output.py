@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import run_cli
+
+from nestlab import names
+from nestlab.backends import namespaces, rtdump
 
 STAR = "name: {name}\ntopology:\n  nodes:\n    sw: {kind: bridge}\n" + "".join(f"    h{i}: {{}}\n" for i in range(60)) + "  links:\n" + "".join(
     f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(60)
@@ -44,6 +48,15 @@ def _star(n: int) -> str:
 def test_batches_larger_than_one_sendmsg_deploy_whole(lab_from):
     """300 ports: the bridge's veths, lookups and addresses go out in several batches of at most 256 messages."""
     lab = lab_from(_star(300))
+    states = {}
+    for i in range(300):  # read at once, by dump (which, unlike a single lookup, does not hurry the kernel along)
+        fd, nl = namespaces.open_netlink(names.netns_path(lab.name, f"h{i}"))
+        try:
+            states[f"h{i}"] = {link.name: link.state for link in rtdump.interfaces(nl, counters=False)}["eth1"]
+        finally:
+            nl.close()
+            os.close(fd)
+    assert {n for n, state in states.items() if state != "UP"} == set(), "deploy returns when every interface carries traffic"
     assert lab.nodes["h299"].cmd(f"ping -c1 -W2 {lab.nodes['h0'].intf('eth1').ip}").count("1 received") == 1
     assert lab.nodes["h150"].intf("eth1").ip != lab.nodes["h151"].intf("eth1").ip
 

@@ -176,13 +176,52 @@ topology:
     )
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 0, result.stderr
-    for ignored in ("mgmt: ignored", "image: ignored", "binds: ignored", "type: ignored"):
+    for ignored in ("mgmt: ignored", "image: ignored", "type: ignored"):
         assert ignored in result.stderr
     assert ":3:1: mgmt" in result.stderr  # notices carry file:line:col
     assert run_cli("exec", "--lab", lab_name, "cli", "--", "ping", "-c1", "-W1", "10.9.0.10").returncode == 0
+    assert "binds" not in result.stderr  # binds mount into cli's own view (docs/routers.md)
 
 
 def test_running_lab_unknown_name():
     with pytest.raises(LabError, match="no lab named 'nope-nope'"):
         Lab.running("nope-nope")
 
+
+
+def test_groups_give_nodes_their_keys_node_first(topo_file, lab_name):
+    """containerlab's groups: node beats group beats kind beats defaults."""
+    path = topo_file(
+        """
+name: {name}
+topology:
+  kinds:
+    linux: {env: {WHO: kind}, sysctls: {net.ipv4.ip_forward: 0}}
+  groups:
+    routers: {kind: linux, sysctls: {net.ipv4.ip_forward: 1}, env: {WHO: group}}
+    switches: {kind: bridge}
+  nodes:
+    r1: {group: routers}
+    r2: {group: routers, env: {WHO: node}}
+    h1: {}
+    s1: {group: switches}
+  links:
+    - endpoints: [r1:eth1, s1:p1]
+    - endpoints: [r2:eth1, s1:p2]
+"""
+    )
+    lab = Lab.from_file(path)
+    plan = lab.plan
+    assert plan.nodes["s1"].kind == "bridge"
+    assert dict(plan.nodes["r1"].sysctls)["net.ipv4.ip_forward"] == "1" and dict(plan.nodes["h1"].sysctls)["net.ipv4.ip_forward"] == "0"
+    assert dict(plan.nodes["r1"].env)["WHO"] == "group" and dict(plan.nodes["r2"].env)["WHO"] == "node" and dict(plan.nodes["h1"].env)["WHO"] == "kind"
+    with lab.deployed():
+        assert lab.nodes["r1"].cmd("cat /proc/sys/net/ipv4/ip_forward").strip() == "1"
+        assert "1 received" in lab.nodes["r1"].cmd(f"ping -c1 -W1 {lab.nodes['r2'].intf('eth1').ip}")
+
+
+def test_unknown_group_is_a_clear_error(topo_file):
+    path = topo_file("name: {name}\ntopology:\n  groups: {spines: {}}\n  nodes:\n    a: {group: leaves}\n")
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "lab.yml:5:" in result.stderr and "group 'leaves' is not defined under topology.groups (groups: spines)" in result.stderr, result.stderr

@@ -74,6 +74,10 @@ def test_rates_above_32_bits_are_kept(lab_from):
     lab = lab_from(pair("{rate: 20gbit}"))
     shown = json.loads(run_cli("link", "show", "--lab", lab.name, "--format", "json", check=True).stdout)
     assert {k["rate_bps"] for k in shown[0]["kernel"].values()} == {20 * 10**9}
+    lab.link("a:eth1", "b:eth1").set(rate="10mbit", direction="a")
+    shown = json.loads(run_cli("link", "show", "--lab", lab.name, "--format", "json", check=True).stdout)
+    assert sorted(k["rate_bps"] for k in shown[0]["kernel"].values()) == [10**7, 20 * 10**9]
+    assert {k["state"] for k in shown[0]["kernel"].values()} == {"up"}
 
 
 @pytest.mark.throughput

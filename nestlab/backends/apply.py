@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 
 from .. import links, names, runtimes
+from ..errors import LabError
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
-from . import cgroups, mptcp, namespaces, netlink, ovs, shaping
+from . import cgroups, frr, mptcp, namespaces, netlink, ovs, shaping
 from .netlink import Netlink, Request
 
 Progress = Callable[[str, int, int], None]
@@ -40,12 +42,15 @@ class Applier:
     ``flush``, ``run``, ``run_quiet``, ``address``, ``bridge``, ``popen`` and ``progress``.
     """
 
+    CHUNK = 1024  # most namespace fds one batch should name (see fd())
+
     def __init__(self, lab: str, nodes: dict[str, NodeObj], progress: Progress | None = None):
         self.lab = lab
         self.alias = names.alias(lab)
         self.nodes = nodes  # every node that exists after the change (and those being removed)
         self.progress = progress or (lambda phase, done, total: None)
-        self.handles: dict[str | None, tuple[int, Netlink]] = {}
+        self.sockets: dict[str | None, Netlink] = {}  # one per namespace touched
+        self.fds: dict[str | None, int] = {}  # namespace fds named by queued requests, closed after each flush
         self.queues: dict[str | None, list[Request]] = {}
         self.bridge_index: dict[str, int] = {}
         self._tree: cgroups.Tree | None = None
@@ -64,18 +69,26 @@ class Applier:
     def path(self, node: str | None) -> str:
         return _REAL_NETNS if node is REAL else names.netns_path(self.lab, node)
 
-    def _handle(self, node: str | None) -> tuple[int, Netlink]:
-        if node not in self.handles:
-            self.handles[node] = namespaces.open_netlink(self.path(node))
-        return self.handles[node]
+    def adopt(self, node: str, handles: tuple[int, Netlink]) -> None:
+        """Keep the netlink socket a runtime opened in a new namespace (its fd is reopened when needed)."""
+        fd, self.sockets[node] = handles
+        os.close(fd)
+
+    def _socket(self, node: str | None) -> Netlink:
+        if node not in self.sockets:
+            self.adopt(node, namespaces.open_netlink(self.path(node)))
+        return self.sockets[node]
 
     def fd(self, node: str | None) -> int:
-        """An fd on the node's network namespace (to create an interface directly inside it)."""
-        return self._handle(node)[0]
+        """An fd on the node's network namespace (to create an interface directly inside it), valid until
+        the next flush: holding one per namespace for a whole deploy would pass the open-file limit."""
+        if node not in self.fds:
+            self.fds[node] = os.open(self.path(node), os.O_RDONLY | os.O_CLOEXEC)
+        return self.fds[node]
 
     def run(self, node: str | None, *reqs: Request) -> list[int]:
         """Send requests to the node's namespace now (not batched)."""
-        return self._handle(node)[1].run(*reqs)
+        return self._socket(node).run(*reqs)
 
     def queue(self, node: str | None, *reqs: Request) -> int:
         """Add requests to the node's next batch; returns the position of the first one."""
@@ -87,15 +100,23 @@ class Applier:
         """Send every namespace its batch; returns each namespace's answers (see :meth:`Netlink.run`)."""
         answers = {}
         queues, self.queues = self.queues, {}
-        for node, reqs in queues.items():
-            answers[node] = self.run(node, *reqs)
+        try:
+            for node, reqs in queues.items():
+                answers[node] = self.run(node, *reqs)
+        finally:
+            self._close_fds()
         return answers
 
-    def close(self) -> None:
-        for fd, nl in self.handles.values():
-            nl.close()
+    def _close_fds(self) -> None:
+        for fd in self.fds.values():
             os.close(fd)
-        self.handles.clear()
+        self.fds.clear()
+
+    def close(self) -> None:
+        for nl in self.sockets.values():
+            nl.close()
+        self.sockets.clear()
+        self._close_fds()
 
     def bridge(self, node: str) -> int | None:
         """The ifindex of the bridge a ``kind: bridge`` node holds; None for other nodes."""
@@ -113,6 +134,7 @@ class Applier:
 
     # -- the whole change ------------------------------------------------------
     def apply(self, changes: Changes) -> None:
+        _enough_files(len(self.nodes) + self.CHUNK + 256)  # a netlink socket per namespace, namespace fds per batch
         made_nodes: list[NodeObj] = []
         made: list[LinkObj | AttachObj] = []
         try:
@@ -146,10 +168,12 @@ class Applier:
             if node.kind in ("bridge", "ovs", "machine"):
                 sysctls = {**_present(_BRIDGE_NF, "0"), **sysctls}
             made.append(node)
+            if node.router == "frr":  # its /etc/frr, bound into its view
+                frr.write(self.lab, node.name, node.config or "", node.name.replace("/", "-"))
             if node.cgroup:
                 self.tree.create(node.name, dict(node.resources), self._has_children(node))
-            fd, nl = runtimes.get(node.runtime).start(self, node, sysctls)
-            self.handles[node.name] = (fd, nl)
+            self.adopt(node.name, runtimes.get(node.runtime).start(self, node, sysctls))
+            nl = self.sockets[node.name]
             if node.kind == "bridge":
                 _, _, self.bridge_index[node.name] = nl.run(netlink.set_up("lo"), netlink.new_bridge(node.name, self.alias), netlink.get_link(node.name))
             elif not node.shares:
@@ -159,16 +183,31 @@ class Applier:
             if i % 32 == 0 or i == len(ordered):
                 self.progress("nodes", i, len(ordered))
 
-    def address(self, ends: list[EndObj], routes: dict[str, str] | None = None) -> None:
-        """Add the ends' addresses (after flushing whatever is queued); ``routes``: node -> default gateway."""
+    def address(self, ends: list[EndObj], routes: dict[str, str] | None = None, up: Sequence[EndObj] = ()) -> None:
+        """Add the ends' addresses (after flushing whatever is queued), then bring ``up`` up, then add
+        ``routes`` (node -> default gateway).
+
+        Up comes last so a lab's first packets (IPv6 DAD, MLD reports, which a bridge floods to every
+        port) start when the lab is wired and addressed, not while the rest is still being made.
+        """
         lookups = [(end, self.queue(end.node, netlink.get_link(end.iface))) for end in ends if end.ipv4 or end.ipv6]
         answers = self.flush()
         for end, slot in lookups:
             index = answers[end.node][slot]
             self.queue(end.node, *(netlink.new_addr(index, cidr, end.ref) for cidr in end.ipv4 + end.ipv6))
+        if up:
+            self.flush()  # every address first: an interface going up sets kernel workers off that hold the RTNL lock
+        for end in up:
+            self.queue(end.node, netlink.set_up(end.iface))
         for node, gateway in (routes or {}).items():
             self.queue(node, netlink.route(gateway))
         self.flush()
+        if up:
+            # Asking for a link makes the kernel finish its carrier change now (rtnl_getlink runs the
+            # link watch for it): until then the interface has no queue and drops what it is given.
+            for end in ends:
+                self.queue(end.node, netlink.get_link(end.iface))
+            self.flush()
 
     def _finish(self, changes: Changes) -> None:
         """Hosts' routes, OVS ports and flows, MPTCP endpoints, link shaping."""
@@ -186,6 +225,9 @@ class Applier:
         for node in changes.add_nodes:
             if node.kind == "ovs" and node.flows:
                 ovs.Switch(self.lab, node.name).add_flows(list(node.flows))
+        for node in changes.add_nodes:
+            if node.router == "frr":
+                frr.start(node.name, lambda args, node=node.name, **kw: self.popen(node, args, **kw))
         for node in changes.add_nodes:
             if node.mptcp:
                 mptcp.configure(self.path(node.name), *node.mptcp, list(node.mptcp_endpoints))
@@ -218,14 +260,15 @@ class Applier:
                 ovs.Switch(self.lab, end.node).del_port(end.iface)
 
     def delete_node(self, node: NodeObj) -> None:
-        if node.name in self.handles:
-            fd, nl = self.handles.pop(node.name)
-            nl.close()
-            os.close(fd)
+        if node.name in self.sockets:
+            self.sockets.pop(node.name).close()
         runtimes.get(node.runtime).stop(self.lab, node)
         paths = [self.path(node.name), names.uts_path(self.lab, node.name)]
         # A node sharing its host's stack is told apart from the host by its UTS namespace only.
         namespaces.remove_pinned(paths, kill_by=paths[1:] if node.shares else paths)
+        if node.view:
+            namespaces.unpin(names.view_path(self.lab, node.name))
+            shutil.rmtree(names.node_dir(self.lab, node.name), ignore_errors=True)
         if node.cgroup:
             self.tree.remove(node.name)
         if node.kind == "ovs":
@@ -240,6 +283,19 @@ def shape_link(shaper: shaping.Shaper, lab: str, link: LinkObj, reset: bool = Fa
             shaper.apply(path, end.iface, dict(shape))
         if link.state or reset:
             shaper.set_state(path, end.iface, link.state != "down")
+
+
+def _enough_files(count: int) -> None:
+    """Raise this process's open-file limit to ``count`` if it is lower (root may, up to fs.nr_open)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= count:
+        return
+    try:
+        with open("/proc/sys/fs/nr_open") as fh:
+            ceiling = int(fh.read())
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(count, ceiling), max(hard, min(count, ceiling))))
+    except (OSError, ValueError) as exc:
+        raise LabError(f"this lab needs {count} open files and the limit is {soft} ({exc}); raise it with `ulimit -n {count}`") from None
 
 
 def _present(keys: tuple[str, ...], value: str) -> dict[str, str]:

@@ -63,8 +63,16 @@ def in_thread(work: Callable[[], subprocess.Popen]) -> subprocess.Popen:
     return box["value"]
 
 
-def popen_in(netns: str, uts: str, cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
-    """Start a process in a plain node's network and UTS namespaces, inside its cgroup."""
+def popen_in(netns: str, uts: str, cgroup_files: Sequence[str], args: Sequence[str], view: str | None = None, **kwargs) -> subprocess.Popen:
+    """Start a process in a plain node's network and UTS namespaces (and its filesystem view, the
+    mount namespace pinned at ``view``), inside its cgroup."""
+    if view:
+
+        def work() -> subprocess.Popen:
+            namespaces.join(netns, uts, view)
+            return _popen(cgroup_files, args, **kwargs)
+
+        return in_thread(work)
     with namespaces.entered(netns, uts):
         return _popen(cgroup_files, args, **kwargs)
 

@@ -21,6 +21,7 @@ RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR, RT
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x300, 0x200, 0x400
 IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
+IFLA_NUM_TX_QUEUES, IFLA_NUM_RX_QUEUES = 31, 32
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 RTA_DST, RTA_GATEWAY = 1, 5
@@ -77,6 +78,9 @@ def new_veth(
 ) -> Request:
     """A veth pair: ``name`` in the socket's namespace, ``peer`` created directly in ``peer_ns_fd``."""
     common = name_attr(IFLA_IFALIAS, alias) + (u32_attr(IFLA_MTU, mtu) if mtu else b"")
+    # One queue each way, as veth ends up with anyway: asked for at birth, the kernel skips shrinking
+    # the per-CPU default after registration, which waits for an RCU grace period per end.
+    common += u32_attr(IFLA_NUM_TX_QUEUES, 1) + u32_attr(IFLA_NUM_RX_QUEUES, 1)
     # The peer cannot be set up here: veth_open() runs before the pair is joined (ENOTCONN).
     peer_body = ifinfo() + name_attr(IFLA_IFNAME, peer) + u32_attr(IFLA_NET_NS_FD, peer_ns_fd) + common
     data = attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer_body))
@@ -148,7 +152,7 @@ def htb_class(index: int, handle: int, parent: int, bits: int, burst: int) -> Re
     return Request(RTM_NEWTCLASS, NLM_F_CREATE | NLM_F_REPLACE, body, f"set HTB class {handle:x} on interface {index} to {bits} bit/s")
 
 
-RTM_NEWQDISC = 36
+RTM_NEWQDISC, RTM_GETQDISC = 36, 38
 TCA_NETEM_CORR, TCA_NETEM_DELAY_DIST, TCA_NETEM_REORDER, TCA_NETEM_CORRUPT = 1, 2, 3, 4
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
+from dataclasses import dataclass
 
 from ..errors import LabError
 from ..model.units import parse_percent, parse_rate, parse_size, parse_time
-from . import namespaces, netlink
+from . import namespaces, netlink, rtdump
 
 UNLIMITED = 400 * 10**9
 NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
@@ -64,6 +66,23 @@ def netem_options(shape: dict) -> dict:
     return opts
 
 
+_TCMSG = struct.Struct("=BxxxiIII")  # struct tcmsg: family, ifindex, handle, parent, info
+_TCA_KIND, _TCA_OPTIONS = 1, 2
+_RTM_GETTCLASS = 42
+
+
+@dataclass(frozen=True)
+class Qdisc:
+    handle: int
+    parent: int
+    kind: str
+    options: bytes
+
+    def u32(self, offset: int) -> int:
+        """A 32-bit field of the options struct."""
+        return struct.unpack_from("=I", self.options, offset)[0]
+
+
 class Shaper:
     """Applies shapes and link states inside a lab's namespaces, reusing one pyroute2 socket per namespace."""
 
@@ -73,6 +92,7 @@ class Shaper:
         self._root: dict[tuple[str, str], str] = {}  # kind of the root qdisc ("" = none), as last seen
         self._child: dict[tuple[str, str], tuple] = {}  # last known leaf qdisc, to skip replacing it unchanged
         self._netlink: dict[str, tuple] = {}  # hand-packed fast path: rate changes and up/down
+        self._states: dict[str, dict[int, str]] = {}  # operational states by ifindex, per namespace, for show()
 
     def _ipr(self, path: str):
         if path not in self._sockets:
@@ -87,24 +107,35 @@ class Shaper:
             self._netlink[path] = namespaces.open_netlink(path)
         return self._netlink[path][1]
 
+    def qdiscs(self, path: str, index: int) -> list[Qdisc]:
+        """The qdiscs on interface ``index``.  The kernel dumps a namespace's qdiscs whole: only the
+        headers are read to pick this interface's (a switch namespace may hold thousands)."""
+        found = []
+        for _type, body in self._fast(path).dump(netlink.RTM_GETQDISC, _TCMSG.pack(0, 0, 0, 0, 0)):
+            _family, ifindex, handle, parent, _info = _TCMSG.unpack_from(body)
+            if ifindex == index:
+                a = netlink.attrs(body, _TCMSG.size)
+                found.append(Qdisc(handle, parent, a.get(_TCA_KIND, b"").rstrip(b"\0").decode(), a.get(_TCA_OPTIONS, b"")))
+        return found
+
     def index(self, path: str, ifname: str) -> int:
         key = (path, ifname)
         if key not in self._index:
-            found = self._ipr(path).link_lookup(ifname=ifname)
-            if not found:
-                raise LabError(f"interface {ifname} does not exist in {path}")
-            self._index[key] = found[0]
+            try:
+                (self._index[key],) = self._fast(path).run(netlink.get_link(ifname))
+            except netlink.NetlinkError:
+                raise LabError(f"interface {ifname} does not exist in {path}") from None
         return self._index[key]
 
     def prepare(self, path: str, ifname: str) -> None:
         """Open the namespace's socket, look the interface up and note an existing HTB root (before timed work)."""
         index = self.index(path, ifname)
         self._root[(path, ifname)] = ""
-        for q in self._ipr(path).get_qdiscs(index=index):
-            if q["handle"] == 0x10000:
-                self._root[(path, ifname)] = q.get_attr("TCA_KIND")
-            elif q["handle"] == 0x100000 and q.get_attr("TCA_KIND") == "pfifo":
-                self._child[(path, ifname)] = ("pfifo", q.get_attr("TCA_OPTIONS")["limit"])
+        for q in self.qdiscs(path, index):
+            if q.handle == 0x10000:
+                self._root[(path, ifname)] = q.kind
+            elif q.handle == 0x100000 and q.kind == "pfifo":
+                self._child[(path, ifname)] = ("pfifo", q.u32(0))
 
     def apply(self, path: str, ifname: str, shape: dict) -> None:
         """Make ``ifname``'s egress follow ``shape`` (an empty shape removes all shaping)."""
@@ -125,7 +156,7 @@ class Shaper:
         try:
             want = shape.get("qdisc", "htb")
             if self._root.get(key) is None:
-                self._root[key] = next((q.get_attr("TCA_KIND") for q in ipr.get_qdiscs(index=index) if q["handle"] == 0x10000), "")
+                self._root[key] = next((q.kind for q in self.qdiscs(path, index) if q.handle == 0x10000), "")
             if self._root[key] not in (want, ""):  # switching htb <-> tbf cannot be done in place
                 ipr.tc("del", index=index, handle="1:", root=True)
                 self._child.pop(key, None)
@@ -173,21 +204,24 @@ class Shaper:
         self._fast(path).run(netlink.set_state(self.index(path, ifname), up))
 
     def show(self, path: str, ifname: str) -> dict:
-        """The shaping in force on ``ifname``, read back from the kernel."""
-        ipr, index = self._ipr(path), self.index(path, ifname)
-        out: dict = {"state": ipr.get_links(index)[0].get_attr("IFLA_OPERSTATE").lower()}
-        for msg in ipr.get_classes(index=index):
-            if msg.get_attr("TCA_KIND") == "htb":
-                opts = msg.get_attr("TCA_OPTIONS")
-                rate = opts.get_attr("TCA_HTB_RATE64") or opts.get_attr("TCA_HTB_PARMS")["rate"]
+        """The shaping in force on ``ifname``, read back from the kernel (each namespace's interfaces
+        are dumped once per Shaper: use a fresh one for a fresh reading)."""
+        index, nl = self.index(path, ifname), self._fast(path)
+        if path not in self._states:
+            self._states[path] = {i.index: i.state for i in rtdump.interfaces(nl, counters=False)}
+        out: dict = {"state": self._states[path].get(index, "missing").lower()}
+        for _type, body in nl.dump(_RTM_GETTCLASS, _TCMSG.pack(0, index, 0, 0, 0)):
+            a = netlink.attrs(body, _TCMSG.size)
+            if a.get(_TCA_KIND, b"").rstrip(b"\0") == b"htb":
+                opts = netlink.attrs(a[_TCA_OPTIONS], 0)
+                # TCA_HTB_RATE64 when the rate passes 32 bits, else the tc_ratespec in TCA_HTB_PARMS (rate at byte 8)
+                rate = struct.unpack("=Q", opts[6])[0] if 6 in opts else struct.unpack_from("=I", opts[1], 8)[0]
                 out["rate_bps"] = rate * 8
-        for msg in ipr.get_qdiscs(index=index):
-            kind = msg.get_attr("TCA_KIND")
-            if kind == "netem":
-                opts = msg.get_attr("TCA_OPTIONS")
-                out["netem"] = {"limit": opts["limit"], "loss_u32": opts["loss"], "duplicate_u32": opts["duplicate"]}
-            elif kind == "pfifo" and msg["parent"] == 0x10001:
-                out["queue"] = msg.get_attr("TCA_OPTIONS")["limit"]
+        for q in self.qdiscs(path, index):
+            if q.kind == "netem":  # struct tc_netem_qopt: latency, limit, loss, gap, duplicate, jitter
+                out["netem"] = {"limit": q.u32(4), "loss_u32": q.u32(8), "duplicate_u32": q.u32(16)}
+            elif q.kind == "pfifo" and q.parent == 0x10001:
+                out["queue"] = q.u32(0)
         return out
 
     def close(self) -> None:

@@ -111,11 +111,11 @@ def deploy(
             changes = lab.deploy(progress=progress, on_exec=_print_exec)
         took = time.perf_counter() - started
         if not changes:
-            err.print(f"lab {lab.name} is already running as described; nothing to change")
+            err.line(f"lab {lab.name} is already running as described; nothing to change")
         else:
-            err.print(f"lab {lab.name}: {changes.summary()} in {took:.2f} s")
+            err.line(f"lab {lab.name}: {changes.summary()} in {took:.2f} s")
         if fmt == "summary":
-            out.print(_summary(lab))
+            out.line(_summary(lab))
             if table or len(lab.plan.nodes) <= SMALL_LAB:
                 _show(inspect(lab), "table")
         else:
@@ -286,6 +286,26 @@ def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
         err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
 
 
+@app.command()
+def save(
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    to: Path | None = typer.Option(None, "--to", help="Also write DIR/NODE/frr.conf (e.g. beside the topology, to deploy from next time)."),
+):
+    """Save each router's running configuration (like clab save).
+
+    Every kind: frr node's `show running-config` replaces its frr.conf in the lab's folder
+    (what `vtysh -c "write memory"` in the node would do), and with --to goes to DIR/NODE/frr.conf.
+    Example: nestlab save --lab ospf --to saved/
+    """
+    with reported():
+        written = resolve(topo, lab).save(to)
+        if not written:
+            raise LabError("this lab has no router (kind: frr) to save")
+        for node, path in written.items():
+            err.line(f"{node}: {path}")
+
+
 @app.command(name="cleanup")
 def cleanup_cmd(
     name: str | None = typer.Argument(None, help="Lab to clean up."),
@@ -374,7 +394,14 @@ def link_show(
         chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
         if a is not None and not chosen:
             raise LabError(f"lab {the_lab.name} has no link between {a} and {b}")
-        shown = [the_lab.link(x.a.ref, x.b.ref).show() for x in chosen]
+        from ..backends.shaping import Shaper
+        from ..lab.links import LinkHandle
+
+        shaper = Shaper()  # one for every link, and each link as already read (not the state again per link)
+        try:
+            shown = [LinkHandle(the_lab, x.a.ref, x.b.ref, shaper, obj=x).show() for x in chosen]
+        finally:
+            shaper.close()
         if fmt == "json":
             print_json(shown)
             return

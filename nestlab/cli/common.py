@@ -36,6 +36,10 @@ class _Console:
             self._console = Console(stderr=self._stderr, highlight=False, width=None if stream.isatty() else 200)
         return self._console
 
+    def line(self, text: str) -> None:
+        """Plain text, no markup (rich is not even imported for it)."""
+        (sys.stderr if self._stderr else sys.stdout).write(text + "\n")
+
     def __getattr__(self, name: str):
         return getattr(self.real, name)
 
@@ -94,7 +98,7 @@ def notices(lab: Lab) -> None:
 @contextmanager
 def progress_bar(title: str) -> Iterator:
     """A progress callback for long work; silent when stderr is not a terminal."""
-    if not err.is_terminal:
+    if not sys.stderr.isatty():
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -112,7 +116,15 @@ def progress_bar(title: str) -> Iterator:
 
 
 def node_of(lab: Lab, name: str):
-    found = lab.nodes.get(name) or lab.hosts.get(name)
-    if found is None:
-        raise LabError(f"lab {lab.name} has no node or host '{name}' (nodes: {', '.join(lab.nodes)}; hosts: {', '.join(lab.hosts) or 'none'})")
-    return found
+    """A node or host of the lab by name (from its plan: a running lab's topology is not checked again)."""
+    from ..lab.node import Node
+
+    if name in lab.plan.nodes:
+        return Node(lab, name)
+    nodes = [n for n, o in lab.plan.nodes.items() if o.kind != "machine"]
+    hosts = [n for n, o in lab.plan.nodes.items() if o.kind == "machine"]
+    raise LabError(f"lab {lab.name} has no node or host '{name}' (nodes: {_some(nodes)}; hosts: {_some(hosts) or 'none'})")
+
+
+def _some(names: list[str], shown: int = 12) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")

@@ -22,12 +22,16 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     modes.update({(a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")]) for a in plan.attachments.values()})
     nodes = []
     tree = cgroups.Tree(lab.name) if any(o.cgroup for o in plan.nodes.values()) else None
-    for obj in sorted((o for o in plan.nodes.values() if only is None or o.name in only), key=lambda o: o.kind != "machine"):
-        path = names.netns_path(lab.name, obj.name)
+    chosen = sorted((o for o in plan.nodes.values() if only is None or o.name in only), key=lambda o: o.kind != "machine")
+    paths = {o.name: names.netns_path(lab.name, o.name) for o in chosen}
+    running = [name for name, path in paths.items() if os.path.exists(path)]
+    found = {name: _interfaces(paths[name]) for name in running}  # (threads were measured: no faster)
+    for obj in chosen:
+        path = paths[obj.name]
         entry = {"name": obj.name, "kind": obj.kind, "host": obj.host, "shares_host_stack": bool(obj.shares), "namespace": names.netns_name(lab.name, obj.name), "state": "missing", "interfaces": []}
-        if os.path.exists(path):
+        if obj.name in found:
             entry["state"] = "running"
-            entry["interfaces"] = [{**i, "mode": modes.get((obj.name, i["name"]))} for i in _interfaces(path)]
+            entry["interfaces"] = [{**i, "mode": modes.get((obj.name, i["name"]))} for i in found[obj.name]]
             if obj.kind == "ovs":
                 entry["ovs"] = ovs.Switch(lab.name, obj.name).info()
             if obj.mptcp:
@@ -44,7 +48,7 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
 def _interfaces(path: str) -> list[dict]:
     fd, nl = namespaces.open_netlink(path)
     try:
-        found = rtdump.interfaces(nl)
+        found = rtdump.interfaces(nl, counters=False)
     finally:
         nl.close()
         os.close(fd)

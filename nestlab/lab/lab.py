@@ -24,22 +24,23 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
-from .. import links, names
-from ..backends import probe, shaping
-from ..backends.apply import Applier, Progress
-from ..backends.netlink import NetlinkError
+from .. import names
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
-from ..model.load import load_text, Loaded, load_data, load_file
-from ..model.schema import NodeSpec, Topology
-from ..plan.desired import desired
 from ..plan.objects import Plan
-from ..plan.diff import Changes, diff
 from . import cleanup, state
-from .links import LinkHandle
 from .node import Node
+
+# Checking, planning and applying are imported when first used: a command on a running lab
+# (exec, inspect, destroy) reads the recorded plan and never needs the schema (pydantic).
+if TYPE_CHECKING:
+    from ..backends.apply import Progress
+    from ..model.load import Loaded
+    from ..model.schema import Topology
+    from ..plan.diff import Changes
+    from .links import LinkHandle
 
 ExecReport = Callable[[str, str, int, str], None]
 
@@ -52,6 +53,8 @@ class Lab:
     """
 
     def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
+        from ..model.load import load_data
+
         raw = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
         self._set(load_data(raw, "<python>"), "<python>")
 
@@ -59,6 +62,8 @@ class Lab:
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Lab:
         """Load and check a topology file; errors name file, line and column."""
+        from ..model.load import load_file
+
         lab = cls.__new__(cls)
         lab._set(load_file(path), str(path))
         return lab
@@ -66,6 +71,8 @@ class Lab:
     @classmethod
     def from_text(cls, text: str, source: str = "<text>") -> Lab:
         """Load and check a topology given as YAML text (benchmarks generate theirs)."""
+        from ..model.load import load_text
+
         lab = cls.__new__(cls)
         lab._set(load_text(text, source), source)
         return lab
@@ -94,6 +101,8 @@ class Lab:
     @property
     def topology(self) -> Topology:
         if self._topology is None:
+            from ..model.load import load_data
+
             self._topology = load_data(copy.deepcopy(self._raw), self.source).topology
         return self._topology
 
@@ -101,6 +110,8 @@ class Lab:
     def plan(self) -> Plan:
         """The kernel objects this lab asks for (kinds resolved, addresses assigned)."""
         if self._plan is None:
+            from ..plan.desired import desired
+
             self._plan = desired(self.topology, self.source)
         return self._plan
 
@@ -111,6 +122,8 @@ class Lab:
     @property
     def nodes(self) -> dict[str, Node]:
         """Every node by name, components included (``"drone1/gnab"``)."""
+        if self._topology is None and self._plan is not None:  # a running lab: its recorded plan knows them
+            return {name: Node(self, name) for name, obj in self._plan.nodes.items() if obj.kind != "machine"}
         return {name: Node(self, name) for name in self.topology.topology.nodes}
 
     @property
@@ -120,6 +133,10 @@ class Lab:
 
     def add_node(self, name: str, kind: str = "linux", **spec) -> Node:
         """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
+        from pydantic import ValidationError
+
+        from ..model.schema import NodeSpec
+
         path = ("topology", "nodes", name)
         if name in self._raw["topology"]["nodes"]:
             raise TopologyError(self.source, [Problem(path, f"node '{name}' already exists")])
@@ -133,6 +150,8 @@ class Lab:
 
     def link(self, a: str, b: str) -> LinkHandle:
         """A running link between endpoints ``a`` and ``b``, for live changes: ``.set(rate="10mbit")``."""
+        from .links import LinkHandle
+
         return LinkHandle(self, a, b)
 
     def add_host(self, name: str, **spec) -> None:
@@ -174,6 +193,10 @@ class Lab:
 
         Deploying an already running, identical lab changes nothing.
         """
+        from ..backends.apply import Applier
+        from ..backends.netlink import NetlinkError
+        from ..plan.diff import diff
+
         with state.locked(self.name):
             current = state.read(self.name)
             if current and current.status == "deploying":
@@ -221,6 +244,26 @@ class Lab:
             state.LabState(self.name, status, os.getpid(), self.source, time.time(), self._raw, plan)
         )
 
+    def save(self, to: str | os.PathLike | None = None) -> dict[str, str]:
+        """Write each router's running configuration (``show running-config``) over its frr.conf in the
+        lab's folder, and into ``to``/NODE/frr.conf when given (as ``clab save``); returns the files by node."""
+        from ..backends import frr
+
+        written = {}
+        for name, obj in self.plan.nodes.items():
+            if obj.router != "frr":
+                continue
+            text = frr.running_config(name, Node(self, name).popen)
+            targets = [os.path.join(names.node_dir(self.name, name), "etc", "frr", "frr.conf")]
+            if to is not None:
+                targets.append(os.path.join(to, name.replace("/", "."), "frr.conf"))
+                os.makedirs(os.path.dirname(targets[-1]), exist_ok=True)
+            for path in targets:
+                with open(path, "w") as fh:
+                    fh.write(text)
+            written[name] = targets[-1]
+        return written
+
     def destroy(self) -> int:
         """Remove every object of this lab (and any process inside it); returns namespaces removed."""
         with state.locked(self.name):
@@ -257,6 +300,9 @@ def _retune(lab: str, plan: Plan, have: Plan) -> bool:
 
 def _check_needs(changes: Changes) -> None:
     """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
+    from .. import links
+    from ..backends import probe, shaping
+
     needs = {feature for x in changes.add_links + changes.add_attachments for feature in links.get(x.mode).needs(x)}
     shaped = [dict(x.shape_a + x.shape_b) for x in changes.add_links + changes.reshape]
     needs |= {"htb" for shape in shaped if shape}

@@ -32,9 +32,10 @@ CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
 class LinkHandle:
     """One link of a running lab, found by its two endpoints in either order."""
 
-    def __init__(self, lab: LabView, a: str, b: str, shaper: shaping.Shaper | None = None):
+    def __init__(self, lab: LabView, a: str, b: str, shaper: shaping.Shaper | None = None, obj: LinkObj | None = None):
+        """``obj``: the link as the caller already read it from the lab's state (else it is looked up)."""
         self.lab = lab
-        self.obj = _find(lab, a, b)
+        self.obj = obj or _find(lab, a, b)
         self.reversed = self.obj.a.ref != a
         self._shaper = shaper
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import names
+from ..backends import namespaces
 from ..errors import LabError
 from ..plan.objects import Plan
 
@@ -103,6 +104,7 @@ def _atomic(path: str, text: str) -> None:
 @contextmanager
 def locked(lab: str) -> Iterator[None]:
     """Hold the lab's lock: one deploy/destroy/cleanup of a lab at a time."""
+    namespaces.in_memory(names.STATE_ROOT)
     os.makedirs(names.lab_dir(lab), exist_ok=True)
     fd = os.open(os.path.join(names.lab_dir(lab), "lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -117,9 +117,7 @@ class LinkMode:
 def up_and_address(ap, ends: Iterable[EndObj], routes: dict[str, str] | None = None) -> None:
     """Bring freshly made interfaces up and give them their addresses (and default routes)."""
     ends = list(ends)
-    for end in ends:
-        ap.queue(end.node, netlink.set_up(end.iface))
-    ap.address(ends, routes)
+    ap.address(ends, routes, up=ends)
 
 
 class SubInterface(LinkMode):

@@ -28,15 +28,17 @@ class Veth(LinkMode):
     def create(self, ap, objs, made, changes):
         # Create each veth from its bridge side (if any) so the port is enslaved at birth.
         oriented = [(ln.b, ln.a) if ap.bridge(ln.b.node) and not ap.bridge(ln.a.node) else (ln.a, ln.b) for ln in objs]
-        for link, (a, b) in zip(objs, oriented):
+        for i, (link, (a, b)) in enumerate(zip(objs, oriented), 1):
             ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node)))
             made.append(link)
+            if i % ap.CHUNK == 0:  # each batch names at most CHUNK namespace fds
+                ap.flush()
         ap.flush()
         ap.progress("links", len(objs) // 3, len(objs))
         for a, b in oriented:
-            master = ap.bridge(b.node)
-            ap.queue(b.node, netlink.set_master(b.iface, master) if master else netlink.set_up(b.iface))
-        ap.address([end for pair in oriented for end in pair])
+            if master := ap.bridge(b.node):
+                ap.queue(b.node, netlink.set_master(b.iface, master))
+        ap.address([end for pair in oriented for end in pair], up=[b for _, b in oriented if not ap.bridge(b.node)])
         ap.progress("links", len(objs), len(objs))
 
 

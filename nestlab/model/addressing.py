@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .errors import Problem, TopologyError
@@ -66,6 +67,7 @@ class Segments:
                 known_net.setdefault(root, iface.network)
                 taken.add(iface.ip)
         free = _Pool(ipaddress.IPv4Network(pool), set(known_net.values()))
+        cursors: dict[ipaddress.IPv4Network, Iterator[ipaddress.IPv4Address]] = {}  # addresses below a cursor are taken
         for key, m in self.members.items():
             if m.ipv4 or not m.auto:
                 continue
@@ -73,7 +75,8 @@ class Segments:
             if root not in known_net:
                 known_net[root] = free.take(sum(self.members[k].auto or bool(self.members[k].ipv4) for k in groups[root]), source)
             net = known_net[root]
-            ip = next((h for h in net.hosts() if h not in taken), None)
+            cursor = cursors.setdefault(net, net.hosts())
+            ip = next((h for h in cursor if h not in taken), None)
             if ip is None:
                 raise TopologyError(source, [Problem(("topology", "links"), f"subnet {net} has no free address left for {':'.join(map(str, key))}; give it an explicit ipv4")])
             taken.add(ip)

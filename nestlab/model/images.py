@@ -20,6 +20,9 @@ from .schema import Topology
 from .yamlsource import Located
 
 
+FRR_IMAGE = "frrouting/frr"  # docker.io/frrouting/frr:v8.4.1, quay.io/frrouting/frr:...
+
+
 def resolve_paths(topology: Topology, source: str, located: Located, notices: list[Problem]) -> list[Problem]:
     """Make image paths absolute; a reference that is no local image and has no runtime: docker is dropped with a note."""
     base = Path(source).parent if os.path.exists(source) else Path.cwd()
@@ -36,6 +39,10 @@ def resolve_paths(topology: Topology, source: str, located: Located, notices: li
             problems.append(located.problem(path[:-1] + ("runtime",), why))
             continue
         if spec.runtime == "docker" or not spec.image:  # a Docker image is the engine's to find
+            continue
+        if FRR_IMAGE in spec.image and not looks_like_path(spec.image):
+            notices.append(located.problem(path, f"image '{spec.image}' runs as kind: frr (Debian's FRR in the node's own filesystem view; set runtime: docker for the image itself)", key=True))
+            spec.image, spec.kind = None, "frr"
             continue
         if looks_like_path(spec.image):
             full = (base / os.path.expanduser(spec.image)).resolve()

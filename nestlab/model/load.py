@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import re
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
 from . import images
+from .binds import resolve_binds
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
 from .paths import expand_paths
@@ -62,9 +64,9 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         topology = Topology.model_validate(data)
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
-    problems = expand(topology, located) or expand_paths(topology, located) or check(topology, located)
+    problems = apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located) or check(topology, located)
     if not problems:
-        problems = images.resolve_paths(topology, source, located, notices)
+        problems = images.resolve_paths(topology, source, located, notices) + resolve_binds(topology, source, located, notices)
     if problems:
         raise TopologyError(source, problems)
     return Loaded(topology, source, notices)
@@ -140,6 +142,24 @@ def _problem(err: dict, located: Located) -> Problem:
         return located.problem(path, f"{err['input']!r} may use only letters, digits, '-' and '_', starting with a letter or digit")
     message = err["msg"].removeprefix("Value error, ")
     return located.problem(path, message)
+
+
+def apply_groups(topology: Topology, located: Located) -> list[Problem]:
+    """containerlab's ``groups``: a node takes every key its group sets and it does not (node > group > kind > defaults)."""
+    body = topology.topology
+    problems = []
+    for name, spec in body.nodes.items():
+        if spec.group is None:
+            continue
+        group = body.groups.get(spec.group)
+        if group is None:
+            known = ", ".join(body.groups) or "none"
+            problems.append(located.problem(("topology", "nodes", name, "group"), f"group '{spec.group}' is not defined under topology.groups (groups: {known})"))
+            continue
+        for key in group.model_fields_set - spec.model_fields_set:
+            setattr(spec, key, copy.deepcopy(getattr(group, key)))
+            spec.model_fields_set.add(key)
+    return problems
 
 
 def check(topology: Topology, located: Located) -> list[Problem]:

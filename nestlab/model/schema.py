@@ -30,7 +30,7 @@ IFNAMSIZ = 15
 DEFAULT_IPV4_POOL = "10.200.0.0/16"
 
 # Node kinds: "host" is containerlab's and Mininet's word for a plain namespace node.
-NodeKind = Literal["linux", "host", "bridge", "ovs"]
+NodeKind = Literal["linux", "host", "bridge", "ovs", "frr"]
 # How a link endpoint is attached: a word of the link-mode registry (nestlab/links, docs/modes.md).
 LinkMode = Literal[tuple(links.names())]
 # How a node runs: a word of the runtime registry (nestlab/runtimes, docs/nesting.md).
@@ -42,14 +42,11 @@ IMPLICIT_HOST = "local"
 IGNORED_NODE_KEYS = {
     "cmd": "nodes have no container entrypoint; use exec:",
     "entrypoint": "nodes have no container entrypoint; use exec:",
-    "binds": "nodes share the host filesystem",
     "ports": "nodes are not reachable from outside the lab",
     "mgmt-ipv4": "there is no management network",
     "mgmt-ipv6": "there is no management network",
     "labels": "labels are not used",
-    "group": "groups are not used",
-    "startup-config": "only linux, bridge and ovs kinds exist",
-    "license": "only linux, bridge and ovs kinds exist",
+    "license": "only linux, frr, bridge and ovs kinds exist",
     "user": "commands run as the deploying user",
     "restart-policy": "nodes are not restarted",
     "network-mode": "every node gets its own network namespace",
@@ -119,6 +116,8 @@ class ComponentSpec(_Strict):
 class NodeSpec(_Strict):
     """One node. ``kind`` falls back to ``topology.kinds`` / ``topology.defaults``, then ``linux``."""
 
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
     kind: NodeKind | None = None
     exec: list[str] = Field(default_factory=list, description="shell commands run in the node after deploy")
     sysctls: dict[str, str | int] = Field(default_factory=dict, description="net.* sysctls of the node")
@@ -142,6 +141,10 @@ class NodeSpec(_Strict):
     internal_subnet: str = Field(default="10.99.0.0/24", description="components' eth0 addresses, the same inside every node")
     nesting: Literal["nested", "flat"] = Field(default="nested", description="flat: components are processes sharing the node's stack")
     mptcp: MptcpSpec | None = Field(default=None, description="Multipath TCP limits and endpoints (docs/multipath.md)")
+    group: str | None = Field(default=None, description="a name under topology.groups: the node takes that group's keys it does not set itself")
+    # A filesystem view of its own (docs/routers.md)
+    binds: list[str] = Field(default_factory=list, description="src:dst[:ro]: a file or folder of the machine at dst in the node's own view (src relative to the topology file)")
+    startup_config: str | None = Field(default=None, alias="startup-config", description="frr: the router's frr.conf, a file (relative to the topology file) or the text itself")
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")
@@ -322,6 +325,7 @@ class Dynamics(_Strict):
 class TopologyBody(_Strict):
     defaults: NodeSpec = Field(default_factory=NodeSpec)
     kinds: dict[NodeKind, NodeSpec] = Field(default_factory=dict)
+    groups: dict[str, NodeSpec] = Field(default_factory=dict, description="containerlab's groups: node beats group beats kind beats defaults")
     nodes: dict[str, NodeSpec] = Field(default_factory=dict)
     links: list[LinkSpec] = Field(default_factory=list)
 
@@ -354,7 +358,7 @@ class Topology(_Strict):
 ALLOWED_KEYS: dict[str, list[str]] = {
     "top": [*Topology.model_fields, *IGNORED_TOP_KEYS],
     "body": list(TopologyBody.model_fields),
-    "node": [*NodeSpec.model_fields, *IGNORED_NODE_KEYS],
+    "node": [*(f.alias or n for n, f in NodeSpec.model_fields.items()), *IGNORED_NODE_KEYS],
     "link": [*LinkSpec.model_fields, *IGNORED_LINK_KEYS],
     "wire": list(WireSpec.model_fields),
     "params": list(WireParams.model_fields),

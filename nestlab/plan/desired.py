@@ -12,10 +12,12 @@ it through the small surface documented on ``LinkMode``'s hooks.
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Callable
 from dataclasses import replace
 
-from .. import links, runtimes
+from .. import links, names, runtimes
+from ..backends import frr
 from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
 from ..model.modes import link_mode, node_host, node_kind, parent_of, shares_host_stack
@@ -165,9 +167,12 @@ class Builder:
                 shares = spec.component_of
             elif shares:
                 self.machine(host)
+            view = self._view(name, kind, spec)
+            if kind == "frr":  # a router forwards (its own sysctls still win)
+                sysctls = {**frr.SYSCTLS, **sysctls}
             self.plan.nodes[name] = NodeObj(
                 name,
-                kind,
+                view.pop("kind", kind),
                 pairs(sysctls),
                 pairs(env),
                 tuple(exec_),
@@ -181,7 +186,17 @@ class Builder:
                 image=spec.image,
                 cgroup=bool(spec.resources or spec.components or spec.component_of or spec.image),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
+                **view,
             )
+
+    def _view(self, name: str, kind: str, spec) -> dict:
+        """A node's own filesystem view: its binds, and for a router its /etc/frr and /run/frr."""
+        binds = [_bind(b) for b in spec.binds]
+        if kind == "frr":
+            own = (os.path.join(names.node_dir(self.t.name, name), "etc", "frr"), frr.CONFIG_DIR, False)
+            return {"kind": "linux", "view": True, "binds": (own, *binds), "run_dirs": ((frr.RUN_DIR, "frr"),),
+                    "router": "frr", "config": spec.startup_config or ""}
+        return {"view": True, "binds": tuple(binds)} if binds else {}
 
     def _wires(self) -> list:
         """Wire ends as (key, key, mtu, rate); a wire of 1 or 3+ NICs gets a switch ``wireN``."""
@@ -272,3 +287,9 @@ def mobile_nodes(topology: Topology) -> list[str]:
 
 def _nth(values, j):
     return [values[j]] if values and j < len(values) and values[j] else None
+
+
+def _bind(text: str) -> tuple[str, str, bool]:
+    """``src:dst[:ro|rw]`` (sources already made absolute by the model)."""
+    parts = text.split(":")
+    return parts[0], parts[1], len(parts) > 2 and parts[2] == "ro"

@@ -10,7 +10,7 @@ link mode needs no new field here.  Change objects with :func:`dataclasses.repla
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -66,6 +66,13 @@ class NodeObj:
     image: str | None = None
     cgroup: bool = False  # has a cgroup of its own (limits, usage)
     resources: Pairs = field(default=(), compare=False)  # changed live, never by recreating
+    # A filesystem view of its own (a mount namespace): (source, destination, read-only) binds, and
+    # folders made in its fresh /run or /tmp with their owner (path, user)
+    view: bool = False
+    binds: tuple[tuple[str, str, bool], ...] = ()
+    run_dirs: tuple[tuple[str, str], ...] = ()
+    router: str | None = None  # "frr": FRR runs in the node, configured by ``config`` (its frr.conf)
+    config: str | None = None
     # Multipath TCP: (subflows, add_addr_accepted, endpoint kind) and the endpoints as (address, device)
     mptcp: tuple = ()
     mptcp_endpoints: tuple[tuple[str, str], ...] = ()
@@ -158,9 +165,9 @@ class Plan:
 
     def to_json(self) -> dict:
         return {
-            "nodes": [asdict(n) for n in self.nodes.values()],
-            "links": [asdict(x) for x in self.links.values()],
-            "attachments": [asdict(x) for x in self.attachments.values()],
+            "nodes": [_plain(n) for n in self.nodes.values()],
+            "links": [_plain(x) for x in self.links.values()],
+            "attachments": [_plain(x) for x in self.attachments.values()],
         }
 
     @classmethod
@@ -178,6 +185,15 @@ class Plan:
 
 
 _NESTED = {"a": EndObj, "b": EndObj, "end": EndObj, "bridges": HostBridge}
+
+
+def _plain(obj) -> dict:
+    """A plan object as JSON-ready data (what ``asdict`` gives, without its deep copies: the objects are frozen)."""
+    out = dict(obj.__dict__)
+    for name, value in out.items():
+        if name in _NESTED:
+            out[name] = [_plain(x) for x in value] if isinstance(value, tuple) else _plain(value)
+    return out
 
 
 def _build(cls, data: dict):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from .. import names
 from ..errors import LabError
-from ..backends import cgroups, containers, namespaces
+from ..backends import cgroups, containers, namespaces, views
 from ..backends.netlink import Netlink
 from ..plan.objects import NodeObj
 from ..registry import Registry
@@ -35,14 +35,20 @@ class Runtime:
         """Make (or adopt) the node's network and UTS namespaces and start what runs in them; returns
         an fd on the network namespace and a netlink socket inside it (``ap.path(node)``, ``ap.lab``, ``ap.tree``)."""
         share = ap.path(node.shares) if node.shares else None
-        return namespaces.create(ap.path(node.name), names.uts_path(ap.lab, node.name), hostname(node), sysctls, share_net=share)
+        uts = names.uts_path(ap.lab, node.name)
+        handles = namespaces.create(ap.path(node.name), uts, hostname(node), sysctls, share_net=share)
+        if node.view:
+            owners = {path: views.owner(user) for path, user in node.run_dirs}
+            views.create(names.view_path(ap.lab, node.name), ap.path(node.name), uts, node.binds, owners)
+        return handles
 
     def stop(self, lab: str, node: NodeObj) -> None:
         """Release what :meth:`start` started beyond the namespaces (which the caller unpins)."""
 
     def popen(self, lab: str, node: NodeObj, cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
         """Start a process inside the node (in ``cgroup_files``, the node's own cgroup if it has one)."""
-        return containers.popen_in(names.netns_path(lab, node.name), names.uts_path(lab, node.name), cgroup_files, args, **kwargs)
+        view = names.view_path(lab, node.name) if node.view else None
+        return containers.popen_in(names.netns_path(lab, node.name), names.uts_path(lab, node.name), cgroup_files, args, view=view, **kwargs)
 
     def remove_leftovers(self, lab: str) -> None:
         """Cleanup by marker: remove whatever of ``lab``'s this runtime keeps outside the lab's folder."""

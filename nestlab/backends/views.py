@@ -1,0 +1,84 @@
+"""A node's own filesystem view: a mount namespace in which /run, /var/run and /tmp are fresh
+tmpfs and chosen folders (``binds``) are the node's own, over the machine's filesystem.
+
+Two FRR routers on one machine both want /etc/frr and /run/frr: in their views each sees its own.
+The view is made from a short-lived thread (a thread may change its mount namespace only with
+its own filesystem state), pinned on a file under ``/run/nestlab/LAB/mnt/`` (a private mount,
+so nothing propagates back), and entered the same way by ``exec``, ``cmd``, ``shell`` and bench tools.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Sequence
+
+from . import containers, libc, namespaces
+
+FRESH = ("/run", "/tmp")  # tmpfs in every view (/var/run is a link to /run on Debian)
+HIDDEN = ("/run/netns", "/run/nestlab")  # mounts under /run the view drops before covering /run
+Bind = tuple[str, str, bool]  # (source on the machine, destination in the view, read-only)
+
+
+def _private_dir(path: str) -> None:
+    """Make ``path`` a private mount of its own (a mount namespace may only be pinned where no
+    propagation could carry it into itself)."""
+    os.makedirs(path, exist_ok=True)
+    with open("/proc/self/mountinfo") as fh:
+        mounted = any(line.split()[4] == path for line in fh)
+    if not mounted:
+        libc.mount(path, path, libc.MS_BIND)
+    libc.mount("", path, libc.MS_PRIVATE, "none")
+
+
+def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]]) -> None:
+    """Make a node's view and pin it at ``pin``.  ``owners``: folders to create in the fresh /run or
+    /tmp with their (uid, gid), e.g. ``{"/run/frr": (frr, frr)}``."""
+    _private_dir(os.path.dirname(pin))
+
+    def build() -> int:
+        namespaces.join(net_path, uts_path)
+        libc.unshare(libc.CLONE_NEWNS)
+        libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted here leaks out
+        # Sources are held open first: they may lie under /run, which the view covers.
+        held = [(os.open(source, os.O_PATH | os.O_CLOEXEC), os.path.isdir(source), target, read_only) for source, target, read_only in binds]
+        hidden = [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in HIDDEN if os.path.isdir(path)]
+        try:
+            for path in FRESH:
+                libc.mount("nestlab", path, 0, "tmpfs", "mode=0755" if path == "/run" else "mode=1777")
+            for path, (uid, gid) in owners.items():
+                os.makedirs(path, exist_ok=True)
+                os.chown(path, uid, gid)
+            for fd, is_dir, target, read_only in held:
+                if not os.path.lexists(target):  # only under a fresh tmpfs (the model refuses other missing targets)
+                    if is_dir:
+                        os.makedirs(target, exist_ok=True)
+                    else:
+                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        open(target, "a").close()
+                libc.mount(f"/proc/self/fd/{fd}", target, libc.MS_BIND | libc.MS_REC)
+                if read_only:
+                    libc.mount("", target, libc.MS_BIND | libc.MS_REMOUNT | libc.MS_RDONLY, "none")
+            for fd in hidden:  # under the fresh /run, but the copy would still hold every namespace pinned there
+                libc.umount(f"/proc/self/fd/{fd}")
+        finally:
+            for fd in [h[0] for h in held] + hidden:
+                os.close(fd)
+        return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+    fd = containers.in_thread(build)
+    try:
+        open(pin, "a").close()
+        try:
+            libc.mount(f"/proc/self/fd/{fd}", pin, libc.MS_BIND)
+        except OSError:
+            os.unlink(pin)
+            raise
+    finally:
+        os.close(fd)
+
+
+def owner(user: str) -> tuple[int, int]:
+    """A user's (uid, gid), for a folder made in a view."""
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid

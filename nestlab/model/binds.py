@@ -1,0 +1,64 @@
+"""A node's own filesystem view: ``binds:`` checked and made absolute, an FRR router's
+``startup-config`` read (a file beside the topology, or the text itself).
+
+A bind's source must exist; its destination must exist on the machine, or lie under /run or
+/tmp, which are the node's own tmpfs (a view never creates paths on the machine's disk).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..backends.views import FRESH, HIDDEN
+from .errors import Problem
+from .modes import node_kind
+from .schema import Topology
+from .yamlsource import Located
+
+_NEVER = ("/", "/proc", "/sys", "/dev", *HIDDEN)
+FRR_CONFIG = "/etc/frr/frr.conf"
+
+
+def resolve_binds(topology: Topology, source: str, located: Located, notices: list[Problem]) -> list[Problem]:
+    base = Path(source).parent if os.path.exists(source) else Path.cwd()
+    problems: list[Problem] = []
+    for name, spec in topology.topology.nodes.items():
+        if spec.component_of:
+            continue
+        path = ("topology", "nodes", name)
+        kind = node_kind(topology, name)
+        if spec.binds and (spec.image or (spec.runtime or "namespace") != "namespace"):
+            problems.append(located.problem(path + ("binds",), "binds need the default runtime (namespace): a node with image: has a root filesystem of its own"))
+            continue
+        kept = []
+        for i, text in enumerate(spec.binds):
+            where = path + ("binds", i)
+            parts = text.split(":")
+            if len(parts) not in (2, 3) or not all(parts[:2]) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+                problems.append(located.problem(where, f"'{text}' is not src:dst[:ro|rw]"))
+                continue
+            src = (base / os.path.expanduser(parts[0])).resolve()
+            dst = os.path.normpath(parts[1])
+            if not src.exists():
+                problems.append(located.problem(where, f"bind source '{parts[0]}' does not exist (looked for {src})"))
+            elif not os.path.isabs(parts[1]) or dst in _NEVER or dst.startswith(tuple(h + "/" for h in HIDDEN)):
+                problems.append(located.problem(where, f"bind destination '{parts[1]}' is not allowed: give an absolute path other than /, /proc, /sys, /dev, /run/netns, /run/nestlab"))
+            elif not os.path.exists(dst) and not dst.startswith(tuple(f + "/" for f in FRESH)):
+                problems.append(located.problem(where, f"bind destination '{dst}' does not exist on this machine: a node's view only adds new paths under /run and /tmp (its own tmpfs)"))
+            elif kind == "frr" and dst == FRR_CONFIG and not spec.startup_config:
+                spec.startup_config = src.read_text()  # the router's own frr.conf, so `nestlab save` can write it back
+            else:
+                kept.append(":".join([str(src), dst, *parts[2:]]))
+        spec.binds = kept
+        if spec.startup_config is not None:
+            if kind != "frr":
+                notices.append(located.problem(path + ("startup-config",), "ignored: startup-config is for kind: frr nodes", key=True))
+                spec.startup_config = None
+            elif "\n" not in spec.startup_config:
+                file = (base / os.path.expanduser(spec.startup_config)).resolve()
+                if file.is_file():
+                    spec.startup_config = file.read_text()
+                elif "/" in spec.startup_config or spec.startup_config.endswith((".conf", ".cfg", ".txt")):
+                    problems.append(located.problem(path + ("startup-config",), f"startup-config '{spec.startup_config}' does not exist (looked for {file})"))
+    return problems
