@@ -225,9 +225,9 @@ class Applier:
         for node in changes.add_nodes:
             if node.kind == "ovs" and node.flows:
                 ovs.Switch(self.lab, node.name).add_flows(list(node.flows))
-        for node in changes.add_nodes:
-            if node.router == "frr":
-                frr.start(node.name, lambda args, node=node.name, **kw: self.popen(node, args, **kw))
+        routers = {n.name: (lambda args, node=n.name, **kw: self.popen(node, args, **kw)) for n in changes.add_nodes if n.router == "frr"}
+        if routers:
+            frr.start(routers)
         for node in changes.add_nodes:
             if node.mptcp:
                 mptcp.configure(self.path(node.name), *node.mptcp, list(node.mptcp_endpoints))

@@ -80,12 +80,17 @@ def run_dir_owner() -> tuple[int, int]:
     return user.pw_uid, user.pw_gid
 
 
-def start(node: str, popen: Popen) -> None:
-    """Start the node's FRR (watchfrr and its daemons) inside the node."""
-    proc = popen([INIT, "start"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out, _ = proc.communicate(timeout=60)
-    if proc.returncode != 0:
-        raise LabError(f"FRR did not start in {node}: {out.strip()[-400:]}")
+def start(routers: dict[str, Popen]) -> None:
+    """Start every router's FRR (watchfrr and its daemons) inside it, all at once (each init
+    script spends most of its time waiting for its daemons)."""
+    procs = {node: popen([INIT, "start"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for node, popen in routers.items()}
+    failed = []
+    for node, proc in procs.items():
+        out, _ = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            failed.append(f"{node}: {out.strip()[-300:]}")
+    if failed:
+        raise LabError("FRR did not start in " + "; ".join(failed))
 
 
 def running_config(node: str, popen: Popen) -> str:
