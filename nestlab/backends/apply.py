@@ -21,7 +21,7 @@ from .. import links, names, runtimes
 from ..errors import LabError
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
-from . import cgroups, frr, mptcp, namespaces, netlink, ovs, shaping
+from . import cgroups, frr, mptcp, namespaces, netlink, ovs, shaping, views
 from .netlink import Netlink, Request
 
 Progress = Callable[[str, int, int], None]
@@ -160,6 +160,8 @@ class Applier:
 
     def _create_nodes(self, nodes: list[NodeObj], made: list[NodeObj]) -> None:
         namespaces.prepare(names.uts_dir(self.lab))
+        if any(n.view for n in nodes):
+            views.prepare(names.view_dir(self.lab))
         ordered = sorted(nodes, key=lambda n: (_ORDER.get(n.kind, 2), n.shares is not None))
         for i, node in enumerate(ordered, 1):
             sysctls = dict(node.sysctls)

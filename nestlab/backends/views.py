@@ -20,9 +20,9 @@ HIDDEN = ("/run/netns", "/run/nestlab")  # mounts under /run the view drops befo
 Bind = tuple[str, str, bool]  # (source on the machine, destination in the view, read-only)
 
 
-def _private_dir(path: str) -> None:
-    """Make ``path`` a private mount of its own (a mount namespace may only be pinned where no
-    propagation could carry it into itself)."""
+def prepare(path: str) -> None:
+    """Make the folder views are pinned in a private mount of its own (a mount namespace may only
+    be pinned where no propagation could carry it into itself); once per deploy."""
     os.makedirs(path, exist_ok=True)
     with open("/proc/self/mountinfo") as fh:
         mounted = any(line.split()[4] == path for line in fh)
@@ -33,8 +33,7 @@ def _private_dir(path: str) -> None:
 
 def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]]) -> None:
     """Make a node's view and pin it at ``pin``.  ``owners``: folders to create in the fresh /run or
-    /tmp with their (uid, gid), e.g. ``{"/run/frr": (frr, frr)}``."""
-    _private_dir(os.path.dirname(pin))
+    /tmp with their (uid, gid), e.g. ``{"/run/frr": (frr, frr)}``.  Call :func:`prepare` on the pin's folder first."""
 
     def build() -> int:
         namespaces.join(net_path, uts_path)
