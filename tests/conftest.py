@@ -12,7 +12,7 @@ import pytest
 
 import machine
 from nestlab import Lab
-from nestlab.backends import cgroups
+from nestlab.backends import cgroups, rtdump
 from nestlab.lab import cleanup, state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +94,7 @@ def leftovers() -> list[str]:
         found += [f"mount {line.split()[4]}" for line in fh if "/run/nestlab/" in line.split()[4]]
     found += [f"process {pid} ({cmd[:60]})" for pid, cmd in _processes() if "/run/nestlab/" in cmd]
     found += [f"cgroup {path}" for paths in cgroups.lab_cgroups().values() for path in paths]
+    found += [f"interface {name} of this machine" for name in rtdump.marked()]
     if os.environ.get("DOCKER_HOST"):  # set by the docker_engine fixture while its engine runs
         listed = subprocess.run(["docker", "ps", "-aq", "--filter", "label=nestlab.lab"], capture_output=True, text=True)
         found += [f"docker container {cid}" for cid in listed.stdout.split()]

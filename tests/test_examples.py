@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -123,3 +124,16 @@ def test_observe_example_draws_captures_and_streams(tmp_path):
     assert "events:  2 down, 2 up" in result.stdout
     assert (tmp_path / "vxlan.pcapng").stat().st_size > 0
     assert leftovers() == []
+
+
+def test_clab_stages_example_waits_for_the_server(tmp_path):
+    page = Path("/tmp/clab-stages-page")
+    page.unlink(missing_ok=True)
+    result = run_cli("deploy", "-t", "examples/clab-stages.yml", timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "Directory listing" in page.read_text(), "client fetched the page as soon as it configured: web was healthy first"
+        assert run_cli("exec", "--lab", "clab-stages", "client", "--", "ping", "-c1", "-W1", "172.20.20.2").returncode == 0
+    finally:
+        run_cli("destroy", "--lab", "clab-stages")
+        page.unlink(missing_ok=True)

@@ -163,7 +163,7 @@ topology:
   kinds:
     linux: {image: alpine:3}
   nodes:
-    srv: {kind: linux, image: nginx, exec: ["ip addr add 10.9.0.10/24 dev eth1"]}
+    srv: {kind: linux, image: "wbitt/network-multitool:latest", exec: ["ip addr add 10.9.0.10/24 dev eth1"]}
     cli: {kind: linux, binds: ["/tmp:/tmp"]}
     br-1: {kind: bridge}
   links:
@@ -176,7 +176,7 @@ topology:
     )
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 0, result.stderr
-    for ignored in ("mgmt: ignored", "image: ignored", "type: ignored"):
+    for ignored in ("mgmt: ignored", "image: ignored"):
         assert ignored in result.stderr
     assert ":3:1: mgmt" in result.stderr  # notices carry file:line:col
     assert run_cli("exec", "--lab", lab_name, "cli", "--", "ping", "-c1", "-W1", "10.9.0.10").returncode == 0

@@ -26,7 +26,7 @@ from .netlink import Netlink, Request
 
 Progress = Callable[[str, int, int], None]
 REAL = None  # the namespace key of this machine's own network stack (real interfaces)
-_REAL_NETNS = "/proc/1/ns/net"
+_REAL_NETNS = "/proc/self/ns/net"  # this machine: where nestlab itself runs (PID 1 may be out of reach in a sandbox)
 
 # Switch namespaces need no IPv6 on their ports; no namespace of ours sends bridged traffic through iptables
 # unless a host bridge asks for it (bridge_netfilter).

@@ -191,11 +191,13 @@ def set_state(index: int, up: bool) -> Request:
     return Request(RTM_NEWLINK, 0, body, f"set interface {index} {'up' if up else 'down'}")
 
 
-def set_up(name: str) -> Request:
-    """Bring an interface up by name (``lo`` is always ifindex 1)."""
+def set_up(name: str, alias: str | None = None) -> Request:
+    """Bring an interface up by name (``lo`` is always ifindex 1), marking it with ``alias`` if given
+    (a new link's own IFLA_IFALIAS is not kept by the kernel: only a change sets it)."""
     if name == "lo":
         return Request(RTM_NEWLINK, 0, ifinfo(1, up=True), "set lo up")
-    return Request(RTM_NEWLINK, 0, ifinfo(up=True) + name_attr(IFLA_IFNAME, name), f"set {name} up")
+    marker = name_attr(IFLA_IFALIAS, alias) if alias else b""
+    return Request(RTM_NEWLINK, 0, ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + marker, f"set {name} up")
 
 
 def set_master(name: str, master: int) -> Request:

@@ -12,10 +12,11 @@ import socket
 import struct
 from dataclasses import dataclass, field
 
+from .. import names
 from .netlink import RTM_GETADDR, RTM_GETLINK, Netlink, attr, attrs
 
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_MASTER, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_STATS64, IFLA_CARRIER = 1, 3, 4, 10, 16, 18, 23, 33
-IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS = 29, 1 << 3
+IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS, IFLA_IFALIAS = 29, 1 << 3, 20
 IFLA_INFO_KIND = 1
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 OPERSTATES = ("UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN", "TESTING", "DORMANT", "UP")
@@ -41,6 +42,7 @@ class LinkInfo:
     rx_bytes: int = 0
     tx_bytes: int = 0
     addresses: list[str] = field(default_factory=list)
+    alias: str = ""  # the owner marker nestlab writes on what it creates outside its namespaces
 
 
 def parse_link(body: bytes) -> LinkInfo:
@@ -57,6 +59,8 @@ def parse_link(body: bytes) -> LinkInfo:
         struct.unpack("=I", a[IFLA_MASTER])[0] if IFLA_MASTER in a else None,
         kind.rstrip(b"\0").decode() if kind else None,
     )
+    if IFLA_IFALIAS in a:
+        info.alias = a[IFLA_IFALIAS].rstrip(b"\0").decode(errors="replace")
     if IFLA_STATS64 in a:
         info.rx_packets, info.tx_packets, info.rx_bytes, info.tx_bytes = _STATS.unpack_from(a[IFLA_STATS64])
     return info
@@ -80,3 +84,13 @@ def interfaces(nl: Netlink, counters: bool = True) -> list[LinkInfo]:
         if index in found and not address.startswith("fe80:"):
             found[index].addresses.append(address)
     return sorted(found.values(), key=lambda i: i.index)
+
+
+def marked(lab: str | None = None) -> list[str]:
+    """Interfaces of the calling thread's namespace that carry a lab's marker (``lab``'s, or any lab's)."""
+    nl = Netlink()
+    try:
+        found = interfaces(nl, counters=False)
+    finally:
+        nl.close()
+    return [i.name for i in found if i.alias == names.alias(lab) or (lab is None and i.alias.startswith(names.alias("")))]

@@ -7,7 +7,7 @@ import shutil
 
 from .. import names
 from .. import runtimes
-from ..backends import cgroups, namespaces
+from ..backends import cgroups, namespaces, netlink, rtdump
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -33,6 +33,7 @@ def remove_lab(lab: str) -> int:
     udir = names.uts_dir(lab)
     if os.path.isdir(udir):
         paths += [e.path for e in os.scandir(udir)]
+    _remove_interfaces(lab)  # ends in this machine's namespace (host:IF): before the namespaces, so none outlives destroy
     namespaces.remove_pinned(paths)
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
@@ -43,3 +44,19 @@ def remove_lab(lab: str) -> int:
     except OSError:
         pass
     return len([p for p in paths if p.startswith(names.NETNS_DIR)])
+
+
+def _remove_interfaces(lab: str) -> None:
+    """Delete the lab's marked interfaces in this machine's own namespace (a veth's peer goes with it)."""
+    names_ = rtdump.marked(lab)
+    if not names_:
+        return
+    nl = netlink.Netlink()
+    try:
+        for name in names_:
+            try:
+                nl.run(netlink.del_link(name))
+            except netlink.NetlinkError:  # already gone with its peer's namespace
+                pass
+    finally:
+        nl.close()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import errno
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -231,12 +230,9 @@ class Lab:
                                    f"{'nothing was left behind' if current is None else 'the lab is as it was'}") from exc
                 raise
             self._record("running", self.plan)
-        for node in changes.add_nodes:
-            for command in node.exec:
-                proc = Node(self, node.name).popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                out, _ = proc.communicate(timeout=300)
-                if on_exec:
-                    on_exec(node.name, command, proc.returncode, out)
+        from . import startup
+
+        startup.run(self, [node.name for node in changes.add_nodes if node.kind != "machine"], on_exec)
         return changes
 
     def _record(self, status: str, plan: Plan) -> None:

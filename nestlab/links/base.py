@@ -47,6 +47,7 @@ class LinkMode:
     ends: int = 2  # 2: joins two endpoints; 1: attaches one node to an interface (``parent:``) of its host
     needs_parent: bool = False  # (one end) parent: is required
     moves_parent: bool = False  # (one end) the parent interface itself moves into the node (phys)
+    real_host: bool = False  # (one end) without hosts:, the host side is this machine, not an emulated host
     stage: Stage = Stage.CABLES
     separate_ends: bool = False  # (two ends) each end is a device of its own; else deleting one end removes the pair
     options: dict[str, tuple[Any, Any]] = {}  # link keys this mode owns: name -> (annotation, pydantic Field)

@@ -3,9 +3,9 @@ directory, an image made by ``nestlab image build`` (a bare name), or, with ``ru
 a Docker image reference.
 
 Paths are made absolute against the topology file's folder, so a running lab's state
-still finds them.  A containerlab-style reference such as ``alpine:3`` without
-``runtime: docker`` is ignored with a note (the node runs as namespaces), so
-containerlab files keep loading.
+still finds them.  A containerlab-style reference to a general-purpose image such as ``alpine:3``
+without ``runtime: docker`` is ignored with a note (the node runs as namespaces on this machine's
+tools); any other reference is an error naming ``runtime: docker`` and ``nestlab image build``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,14 @@ from .yamlsource import Located
 
 
 FRR_IMAGE = "frrouting/frr"  # docker.io/frrouting/frr:v8.4.1, quay.io/frrouting/frr:...
+# General-purpose images whose tools this machine has too: such a node runs as namespaces on the host's files.
+TOOL_IMAGES = ("alpine", "busybox", "debian", "ubuntu", "network-multitool", "netshoot", "centos", "fedora", "rockylinux", "almalinux")
+
+
+def _repository(ref: str) -> str:
+    """``alpine`` of ``docker.io/library/alpine:3.19@sha256:...``."""
+    name = ref.split("@")[0].rsplit("/", 1)[-1]
+    return name.split(":")[0]
 
 
 def resolve_paths(topology: Topology, source: str, located: Located, notices: list[Problem]) -> list[Problem]:
@@ -53,7 +61,10 @@ def resolve_paths(topology: Topology, source: str, located: Located, notices: li
             continue
         elif spec.runtime == "runc":
             problems.append(located.problem(path, f"no image named '{spec.image}' (built images: {', '.join(sorted(os.listdir(IMAGE_ROOT))) if os.path.isdir(IMAGE_ROOT) else 'none'}); build it with `nestlab image build {spec.image}` or give a path"))
-        else:
-            notices.append(located.problem(path, f"ignored: image '{spec.image}' is neither a local image nor a built one; set runtime: docker to run it with Docker", key=True))
+        elif _repository(spec.image) in TOOL_IMAGES:
+            notices.append(located.problem(path, f"ignored: image '{spec.image}': the node runs as namespaces with this machine's tools (set runtime: docker to run the image itself)", key=True))
             spec.image = None
+        else:
+            problems.append(located.problem(path, f"image '{spec.image}' is no local or built image, and not a general-purpose one ({', '.join(TOOL_IMAGES)}) whose tools this "
+                                                  f"machine has: set runtime: docker to run it with Docker, or make a root filesystem with `nestlab image build`"))
     return problems

@@ -11,11 +11,12 @@ from pathlib import Path as FsPath
 from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
-from . import images
+from . import clab, images
 from .binds import resolve_binds
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
 from .paths import expand_paths
+from .stages import check_stages
 from .schema import (
     ALLOWED_KEYS,
     IFNAMSIZ,
@@ -47,7 +48,11 @@ def load_file(path: str | FsPath) -> Loaded:
 
 
 def load_text(text: str, source: str = "<topology>") -> Loaded:
-    located = load_yaml(text, source)
+    line = clab.template_line(text)
+    if line is not None:
+        raise TopologyError(source, [Problem((), "this file is a Go template ({{ ... }}), which nestlab does not render; render it first "
+                                                  "(containerlab's --vars, or gomplate) and deploy the result", line, text.splitlines()[line - 1].index("{{") + 1)])
+    located = load_yaml(clab.expand_env(text), source)
     return load_data(located, source)
 
 
@@ -59,12 +64,15 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
     if not isinstance(data, dict):
         raise TopologyError(source, [located.problem((), "the top level must be a mapping with `name:` and `topology:`")])
     notices: list[Problem] = []
+    data, problems = clab.normalize(data, located, notices)
+    if problems:
+        raise TopologyError(source, problems)
     data = _strip_ignored(data, located, notices)
     try:
         topology = Topology.model_validate(data)
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
-    problems = apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located) or check(topology, located)
+    problems = apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located) or check(topology, located) or check_stages(topology, located)
     if not problems:
         problems = images.resolve_paths(topology, source, located, notices) + resolve_binds(topology, source, located, notices)
     if problems:
@@ -89,7 +97,7 @@ def _strip_ignored(data: dict, located: Located, notices: list[Problem]) -> dict
     if not isinstance(body, dict):
         return data
     body = dict(body)
-    for section in ("nodes", "kinds"):
+    for section in ("nodes", "kinds", "groups"):
         if isinstance(body.get(section), dict):
             body[section] = {
                 name: _drop(spec, IGNORED_NODE_KEYS, ("topology", section, name), located, notices)
@@ -124,6 +132,10 @@ def _allowed_for(path: Path) -> list[str]:
         return ALLOWED_KEYS["host"]
     if "resources" in path:
         return ALLOWED_KEYS["resources"]
+    if "healthcheck" in path:
+        return ALLOWED_KEYS["healthcheck"]
+    if "stages" in path:
+        return ALLOWED_KEYS["stage"]
     if "components" in path:
         return ALLOWED_KEYS["component"]
     return ALLOWED_KEYS["node"]

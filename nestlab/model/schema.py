@@ -40,22 +40,36 @@ IMPLICIT_HOST = "local"
 
 # containerlab keys that load but have no effect yet: the CLI says so on every deploy.
 IGNORED_NODE_KEYS = {
-    "cmd": "nodes have no container entrypoint; use exec:",
-    "entrypoint": "nodes have no container entrypoint; use exec:",
-    "ports": "nodes are not reachable from outside the lab",
-    "mgmt-ipv4": "there is no management network",
-    "mgmt-ipv6": "there is no management network",
-    "labels": "labels are not used",
+    "ports": "nodes are not reachable from outside the lab (no port forwarding from the host)",
+    "mgmt-ipv4": "there is no management network (links to mgmt-net:IF are a lab bridge)",
+    "mgmt-ipv6": "there is no management network (links to mgmt-net:IF are a lab bridge)",
     "license": "only linux, frr, bridge and ovs kinds exist",
     "user": "commands run as the deploying user",
     "restart-policy": "nodes are not restarted",
     "network-mode": "every node gets its own network namespace",
+    "type": "node types belong to vendor kinds nestlab does not run",
+    "dns": "nodes use the machine's /etc/resolv.conf",
+    "aliases": "nodes have no management network to be named on",
+    "certificate": "nestlab issues no TLS certificates",
+    "cgroup-parent": "nestlab places each node in its lab's own cgroup",
+    "image-pull-policy": "namespace nodes pull no images",
+    "auto-remove": "nodes live until the lab is destroyed",
+    "extras": "no vendor kind reads extras",
+    "devices": "nodes see the machine's /dev",
+    "cap-add": "commands run as root with every capability",
+    "shm-size": "nodes share the machine's /dev/shm",
+    "publish": "nodes are not published outside the machine",
+    "sandbox": "no VM sandbox is used",
+    "kernel": "no VM sandbox is used",
+    "enforce-startup-config": "startup-config is always applied",
+    "suppress-startup-config": "startup-config is always applied",
 }
 IGNORED_TOP_KEYS = {
-    "mgmt": "there is no management network (nodes have no route to the host)",
+    "mgmt": "there is no management network (links to mgmt-net:IF join a lab bridge)",
     "prefix": "namespace names are always nestlab.LAB.NODE",
+    "settings": "nestlab has no certificate authority or per-lab settings",
 }
-IGNORED_LINK_KEYS = {"type": "use mode: to choose how an endpoint is attached", "vars": "link vars are not used", "labels": "not used"}
+IGNORED_LINK_KEYS = {"vars": "link vars feed templates, which nestlab does not render", "labels": "link labels are not used"}
 
 
 def _net_sysctls(value: dict) -> dict:
@@ -113,6 +127,47 @@ class ComponentSpec(_Strict):
     _net_only = _parsed_by(_net_sysctls, "sysctls")
 
 
+StageName = Literal["create", "create-links", "configure", "healthy", "exit"]
+STAGES: tuple[str, ...] = StageName.__args__
+
+
+class WaitFor(_Strict):
+    node: str
+    stage: StageName = "create"
+
+
+class StageExec(_Strict):
+    command: str
+    phase: Literal["on-enter", "on-exit"] = "on-enter"
+    target: Literal["container", "host"] = Field(default="container", description="host: run on this machine, not in the node")
+
+
+class StageSpec(_Strict):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    wait_for: list[WaitFor] = Field(default_factory=list, alias="wait-for")
+    exec: list[StageExec] = Field(default_factory=list)
+
+
+class Healthcheck(_Strict):
+    """Docker's healthcheck: ``test: [CMD-SHELL, "cmd"]`` or ``[CMD, arg, ...]``; times in seconds."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    test: list[str] = Field(min_length=1)
+    interval: float = Field(default=1, gt=0)
+    timeout: float = Field(default=5, gt=0)
+    retries: int = Field(default=3, ge=1)
+    start_period: float = Field(default=0, ge=0, alias="start-period")
+
+    @field_validator("test")
+    @classmethod
+    def _form(cls, value):
+        if value[0] not in ("CMD", "CMD-SHELL", "NONE") or (value[0] != "NONE" and len(value) < 2):
+            raise ValueError('test must be ["CMD-SHELL", "command"], ["CMD", "program", "arg", ...] or ["NONE"]')
+        return value
+
+
 class NodeSpec(_Strict):
     """One node. ``kind`` falls back to ``topology.kinds`` / ``topology.defaults``, then ``linux``."""
 
@@ -145,6 +200,13 @@ class NodeSpec(_Strict):
     # A filesystem view of its own (docs/routers.md)
     binds: list[str] = Field(default_factory=list, description="src:dst[:ro]: a file or folder of the machine at dst in the node's own view (src relative to the topology file)")
     startup_config: str | None = Field(default=None, alias="startup-config", description="frr: the router's frr.conf, a file (relative to the topology file) or the text itself")
+    # containerlab's start-up keys (docs/compat.md)
+    cmd: str | list[str] | None = Field(default=None, description="the node's main process, started after its links are up and kept running")
+    entrypoint: str | None = Field(default=None, description="put before cmd (containerlab/Docker entrypoint)")
+    startup_delay: float | None = Field(default=None, alias="startup-delay", ge=0, le=3600, description="seconds to wait before the node's stages, cmd and exec")
+    stages: dict[StageName, StageSpec] = Field(default_factory=dict, description="containerlab stages: wait-for other nodes' stages, exec on entering/leaving")
+    healthcheck: Healthcheck | None = Field(default=None, description="the test that makes the node healthy (Docker's healthcheck)")
+    labels: dict[str, str | int | float | bool] = Field(default_factory=dict, description="free-form labels, shown by inspect --format json")
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")
@@ -358,7 +420,7 @@ class Topology(_Strict):
 ALLOWED_KEYS: dict[str, list[str]] = {
     "top": [*Topology.model_fields, *IGNORED_TOP_KEYS],
     "body": list(TopologyBody.model_fields),
-    "node": [*(f.alias or n for n, f in NodeSpec.model_fields.items()), *IGNORED_NODE_KEYS],
+    "node": [*(f.alias or n for n, f in NodeSpec.model_fields.items() if n != "component_of"), *IGNORED_NODE_KEYS],
     "link": [*LinkSpec.model_fields, *IGNORED_LINK_KEYS],
     "wire": list(WireSpec.model_fields),
     "params": list(WireParams.model_fields),
@@ -367,5 +429,7 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "dynamics": list(Dynamics.model_fields),
     "host": list(HostSpec.model_fields),
     "resources": list(Resources.model_fields),
+    "stage": [f.alias or n for n, f in StageSpec.model_fields.items()],
+    "healthcheck": [f.alias or n for n, f in Healthcheck.model_fields.items()],
     "component": list(ComponentSpec.model_fields),
 }

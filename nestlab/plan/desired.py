@@ -245,7 +245,7 @@ class Builder:
                 self.seg.member(key, _nth(link.ipv4, j), _nth(link.ipv6, j))
         if mode.ends == 1:
             host, _parent = self.attach_point(link)
-            if host is not None and host not in self.body.nodes:
+            if host is not None and host not in self.body.nodes and not (mode.real_host and not self.t.hosts):
                 self.machine(host)
         mode.join(self, link, keys)
 

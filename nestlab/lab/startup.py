@@ -1,0 +1,142 @@
+"""Take freshly deployed nodes through their stages (nestlab/model/stages.py): a thread per node waits
+for the stages it names in ``wait-for``, runs its stage ``exec`` on entering and leaving, starts its
+``cmd`` and runs its ``exec`` in configure, and polls its healthcheck.  Nodes without any of that
+simply run their ``exec`` in turn, as before stages existed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+from .. import names
+from ..errors import LabError
+from ..model.schema import STAGES, Healthcheck
+from ..model.stages import Startup, startup_of
+from .node import Node
+
+ExecReport = Callable[[str, str, int, str], None]
+TIMEOUT = 600.0  # the longest a node waits for another's stage
+
+
+def run(lab, added: list[str], on_exec: ExecReport | None) -> None:
+    """Run the start-up of the nodes ``added`` by a deploy (exec results go to ``on_exec``)."""
+    nodes = lab.topology.topology.nodes
+    startups = {name: startup_of(lab.topology, name) if name in nodes else Startup() for name in added}
+    if all(s.plain for s in startups.values()):
+        for name in added:
+            for command in lab.plan.nodes[name].exec:
+                _report(on_exec, name, command, *_run_in(lab, name, command))
+        return
+    _Stages(lab, startups, on_exec).run()
+
+
+def _run_in(lab, name: str, command: str) -> tuple[int, str]:
+    proc = Node(lab, name).popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    out, _ = proc.communicate(timeout=300)
+    return proc.returncode, out
+
+
+def _report(on_exec: ExecReport | None, name: str, command: str, code: int, out: str) -> None:
+    if on_exec:
+        on_exec(name, command, code, out)
+
+
+class _Stages:
+    def __init__(self, lab, startups: dict[str, Startup], on_exec: ExecReport | None):
+        self.lab = lab
+        self.startups = startups
+        self.on_exec = on_exec
+        self.done = {(n, s): threading.Event() for n in startups for s in STAGES}
+        self.cmds: dict[str, subprocess.Popen] = {}
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+        self.deadline = time.monotonic() + TIMEOUT
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._guarded, args=(name,), name=f"stages-{name}") for name in self.startups]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if self.errors:
+            raise LabError(f"lab {self.lab.name} is deployed, but its start-up failed: " + "; ".join(self.errors)
+                           + f" (see the nodes' output, then `nestlab destroy --lab {self.lab.name}`)")
+
+    def _guarded(self, name: str) -> None:
+        try:
+            self._node(name)
+        except Exception as exc:  # noqa: BLE001 - any failure of one node is reported, and releases the others
+            with self.lock:
+                self.errors.append(f"{name}: {exc}")
+            for event in self.done.values():
+                event.set()
+
+    def _node(self, name: str) -> None:
+        startup = self.startups[name]
+        time.sleep(startup.delay)
+        exit_waited = any(w.node == name and w.stage == "exit" for s in self.startups.values() for spec in s.stages.values() for w in spec.wait_for)
+        for stage in STAGES:
+            spec = startup.stages.get(stage)
+            for wait in spec.wait_for if spec else []:
+                event = self.done.get((wait.node, wait.stage))
+                if event is None:
+                    continue  # a node that was already running: its stages are long past
+                if not event.wait(max(0.0, self.deadline - time.monotonic())):
+                    raise LabError(f"waited {TIMEOUT:.0f} s for {wait.node} to finish its {wait.stage} stage")
+                if self.errors:
+                    return
+            self._execs(name, spec, "on-enter")
+            if stage == "configure":
+                if startup.cmd:
+                    self.cmds[name] = self._start(name, startup.cmd)
+                for command in self.lab.plan.nodes[name].exec:
+                    self._say(name, command, *_run_in(self.lab, name, command))
+            elif stage == "healthy" and startup.health and startup.health.test[0] != "NONE":
+                self._healthy(name, startup.health)
+            elif stage == "exit" and exit_waited and name in self.cmds:
+                self.cmds[name].wait(timeout=max(0.0, self.deadline - time.monotonic()))
+            self._execs(name, spec, "on-exit")
+            self.done[(name, stage)].set()
+
+    def _execs(self, name: str, spec, phase: str) -> None:
+        for step in spec.exec if spec else []:
+            if step.phase != phase:
+                continue
+            if step.target == "host":
+                proc = subprocess.run(["sh", "-c", step.command], capture_output=True, text=True, timeout=300)
+                self._say(f"{name} (on the host)", step.command, proc.returncode, proc.stdout + proc.stderr)
+            else:
+                self._say(name, step.command, *_run_in(self.lab, name, step.command))
+
+    def _start(self, name: str, cmd: str) -> subprocess.Popen:
+        """The node's main process, in a session of its own, its output in the node's folder (cmd.log)."""
+        folder = names.node_dir(self.lab.name, name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "cmd.log"), "ab") as log:
+            return Node(self.lab, name).popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _healthy(self, name: str, check: Healthcheck) -> None:
+        time.sleep(check.start_period)
+        args = ["sh", "-c", check.test[1]] if check.test[0] == "CMD-SHELL" else check.test[1:]
+        out = ""
+        for attempt in range(check.retries):
+            if attempt:
+                time.sleep(check.interval)
+            proc = Node(self.lab, name).popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+            try:
+                out, _ = proc.communicate(timeout=check.timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out = proc.communicate()[0] + f"(timed out after {check.timeout:g} s)"
+                continue
+            if proc.returncode == 0:
+                return
+        raise LabError(f"not healthy: {' '.join(check.test[1:])!r} failed {check.retries} times (last output: {out.strip()[-200:]!r})")
+
+    def _say(self, name: str, command: str, code: int, out: str) -> None:
+        with self.lock:
+            _report(self.on_exec, name, command, code, out)

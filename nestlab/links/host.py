@@ -1,0 +1,55 @@
+"""host: a veth from a node to its host, the host's end named by ``host_interface`` (containerlab's ``host:IF``).
+
+Without ``hosts:`` the host is this machine: the end sits in the root namespace, carries the
+lab's marker, and goes with the node.  Nothing is bridged or routed on the host's side.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from ..backends import netlink
+from ..plan.objects import AttachObj
+from .base import LinkMode, Stage, register, up_and_address
+
+
+class Host(LinkMode):
+    name = "host"
+    summary = "a veth from the node to its host (this machine without hosts:), the host's end named host_interface"
+    ends = 1
+    real_host = True
+    stage = Stage.ATTACH
+    options = {"host_interface": (str | None, Field(default=None, description="host: the name of the veth's end on the host"))}
+
+    def check(self, ctx, link, path):
+        if not link.host_interface:
+            return [ctx.problem(path + ("mode",), "mode: host needs host_interface: NAME, the veth's end on the host (containerlab: host:NAME)")]
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$", link.host_interface):
+            return [ctx.problem(path + ("host_interface",), f"'{link.host_interface}' is not an interface name (1-15 letters, digits, '.', '-', '_')")]
+        if link.parent:
+            return [ctx.problem(path + ("parent",), "mode: host makes its own interface on the host; drop parent:")]
+        return []
+
+    def join(self, b, link, keys):
+        """The host's end takes no address: nothing to join."""
+
+    def plan_options(self, link):
+        return (("host_interface", link.host_interface),)
+
+    def build(self, b, link, ends):
+        node = ends[0].node
+        host = b.host_of(node) if b.t.hosts else None
+        return AttachObj(ends[0], self.name, host, None, self.plan_options(link), link.mtu)
+
+    def create(self, ap, objs, made, changes):
+        for att in objs:
+            name = att.option("host_interface")
+            ap.queue(att.host, netlink.new_veth(name, att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu), netlink.set_up(name, alias=ap.alias))
+            made.append(att)
+        ap.flush()
+        up_and_address(ap, [att.end for att in objs])
+
+
+register(Host())
