@@ -171,3 +171,53 @@ def test_bad_containerlab_input_is_refused_with_its_line(case, topo_file):
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"{path.name}{where}" in result.stderr and what in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and root_links() == before
+
+
+KATHARA = {
+    "lab.conf": 'LAB_DESCRIPTION="two FRR routers with static routes between two LANs"\n\n'
+                'r1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\n\nr2[0]="B"\nr2[1]="C"\nr2[image]="kathara/frr"\n\n'
+                'pc1[0]="A"\npc1[image]="kathara/base"\npc1[ipv6]="false"\npc3[0]="A"\npc2[0]="C"\n',
+    "r1.startup": "ip address add 10.1.0.1/24 dev eth0\nip address add 10.2.0.1/24 dev eth1\nsystemctl start frr\n",
+    "r2.startup": "ip address add 10.2.0.2/24 dev eth0\nip address add 10.3.0.1/24 dev eth1\nsystemctl start frr\n",
+    "pc1.startup": "ip address add 10.1.0.10/24 dev eth0\nip route add default via 10.1.0.1\n",
+    "pc3.startup": "ip address add 10.1.0.30/24 dev eth0\n",
+    "pc2.startup": "ip address add 10.3.0.10/24 dev eth0\nip route add default via 10.3.0.1\n",
+    "r1/etc/frr/frr.conf": "hostname r1\nip route 10.3.0.0/24 10.2.0.2\n",
+    "r2/etc/frr/frr.conf": "hostname r2\nip route 10.1.0.0/24 10.2.0.1\n",
+    "pc1/tmp/hello.txt": "from pc1's folder\n",
+    "pc1/var/www/html/index.html": "not on this machine\n",
+}
+
+
+@pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
+def test_kathara_lab_runs_from_its_folder(tmp_path):
+    folder = tmp_path / "kathara-static"
+    for rel, text in KATHARA.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    result = run_cli("deploy", "-t", str(folder), timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "lab.conf:3:1: r1: ignored: r1.startup: `systemctl start frr`: nestlab starts the router" in result.stderr
+        assert "pc1: ignored: pc1/var/www/html/index.html" in result.stderr and "[ipv6]" in result.stderr
+        lab = Lab.running("kathara-static")
+        assert lab.plan.nodes["cd-A"].kind == "bridge", "collision domain A has three devices: a bridge"
+        assert "cd-B" not in lab.plan.nodes, "B joins two devices: a veth pair"
+        # Static routes from each router's own etc/frr/frr.conf carry pc1's ping across both routers.
+        deadline = time.monotonic() + 30
+        while "1 received" not in (out := lab.nodes["pc1"].cmd("ping -c1 -W1 10.3.0.10")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "1 received" in out, lab.nodes["r1"].cmd("vtysh -c 'show ip route'")
+        assert "1 received" in lab.nodes["pc3"].cmd("ping -c1 -W1 10.1.0.10")
+        assert lab.nodes["pc1"].cmd("cat /tmp/hello.txt") == "from pc1's folder\n"
+        assert "hello.txt" not in lab.nodes["pc3"].cmd("ls /tmp"), "a device's folder is its own"
+    finally:
+        run_cli("destroy", "--lab", "kathara-static")
+
+
+def test_bad_kathara_line_is_refused_with_its_line(tmp_path):
+    (tmp_path / "lab.conf").write_text('r1[0]="A"\nr1 0 = B\n')
+    before = root_links()
+    result = run_cli("deploy", "-t", str(tmp_path / "lab.conf"))
+    assert result.returncode == 2 and "lab.conf:2:1" in result.stderr and "Kathará assignment" in result.stderr, result.stderr
+    assert root_links() == before and not state.labs()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 
 from ..errors import LabError
 from ..model.errors import TopologyError
@@ -52,7 +53,7 @@ def print_json(data) -> None:
     """JSON on standard output, indented, written as is (rich's highlighting takes seconds for a large lab)."""
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
-TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML).", exists=False, dir_okay=False)
+TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML), or a Kathará lab (its folder or its lab.conf).", exists=False)
 LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
 
 
@@ -63,10 +64,10 @@ def reported() -> Iterator[None]:
         yield
     except TopologyError as exc:
         for problem in exc.problems:
-            err.print(f"[red]error[/red] {problem.render(exc.source)}", soft_wrap=True)
+            err.print(f"[red]error[/red] {escape(problem.render(exc.source))}", soft_wrap=True)
         raise typer.Exit(2)
     except LabError as exc:
-        err.print(f"[red]error[/red] {exc}", soft_wrap=True)
+        err.print(f"[red]error[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1)
     except PermissionError as exc:
         err.print(f"[red]error[/red] {exc}: nestlab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run it with sudo")
@@ -92,7 +93,7 @@ def resolve(topo: Path | None, lab: str | None) -> Lab:
 
 def notices(lab: Lab) -> None:
     for notice in lab.notices:
-        err.print(f"[yellow]note[/yellow] {notice.render(lab.source)}", soft_wrap=True)
+        err.print(f"[yellow]note[/yellow] {escape(notice.render(lab.source))}", soft_wrap=True)
 
 
 @contextmanager

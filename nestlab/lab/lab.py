@@ -64,7 +64,8 @@ class Lab:
         from ..model.load import load_file
 
         lab = cls.__new__(cls)
-        lab._set(load_file(path), str(path))
+        loaded = load_file(path)
+        lab._set(loaded, loaded.source)  # a Kathará lab's folder: its lab.conf
         return lab
 
     @classmethod

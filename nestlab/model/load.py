@@ -11,7 +11,7 @@ from pathlib import Path as FsPath
 from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
-from . import clab, images
+from . import clab, images, kathara
 from .binds import resolve_binds
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
@@ -39,6 +39,12 @@ class Loaded:
 
 
 def load_file(path: str | FsPath) -> Loaded:
+    """A topology file, or a Kathará lab (its folder or its lab.conf)."""
+    if kathara.is_lab(path):
+        located, source, notes = kathara.load(path)
+        loaded = load_data(located, source)
+        loaded.notices[:0] = notes
+        return loaded
     path = FsPath(path)
     try:
         text = path.read_text()
