@@ -82,7 +82,7 @@ def _bytes(count: int | None) -> str:
 
 @app.command()
 def deploy(
-    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file (YAML)."),
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file (YAML), or a Kathará lab: its folder or lab.conf (docs/compat.md)."),
     reconfigure: bool = typer.Option(False, "--reconfigure", help="Destroy the running lab first, then deploy from scratch."),
     fmt: str = typer.Option("summary", "--format", help="Output: summary (the table too for small labs), table or json (what inspect says)."),
     table: bool = typer.Option(False, "--table", help="Print the full table of nodes and interfaces, whatever the lab's size."),

@@ -48,12 +48,12 @@ def remove_lab(lab: str) -> int:
 
 def _remove_interfaces(lab: str) -> None:
     """Delete the lab's marked interfaces in this machine's own namespace (a veth's peer goes with it)."""
-    names_ = rtdump.marked(lab)
-    if not names_:
+    found = rtdump.marked(lab)
+    if not found:
         return
     nl = netlink.Netlink()
     try:
-        for name in names_:
+        for name in found:
             try:
                 nl.run(netlink.del_link(name))
             except netlink.NetlinkError:  # already gone with its peer's namespace

@@ -55,6 +55,8 @@ class _Stages:
         self.errors: list[str] = []
         self.lock = threading.Lock()
         self.deadline = time.monotonic() + TIMEOUT
+        # Stage exit waits for cmd to end only where another node waits for that.
+        self.exit_waited = {w.node for s in startups.values() for spec in s.stages.values() for w in spec.wait_for if w.stage == "exit"}
 
     def run(self) -> None:
         threads = [threading.Thread(target=self._guarded, args=(name,), name=f"stages-{name}") for name in self.startups]
@@ -78,7 +80,6 @@ class _Stages:
     def _node(self, name: str) -> None:
         startup = self.startups[name]
         time.sleep(startup.delay)
-        exit_waited = any(w.node == name and w.stage == "exit" for s in self.startups.values() for spec in s.stages.values() for w in spec.wait_for)
         for stage in STAGES:
             spec = startup.stages.get(stage)
             for wait in spec.wait_for if spec else []:
@@ -97,7 +98,7 @@ class _Stages:
                     self._say(name, command, *_run_in(self.lab, name, command))
             elif stage == "healthy" and startup.health and startup.health.test[0] != "NONE":
                 self._healthy(name, startup.health)
-            elif stage == "exit" and exit_waited and name in self.cmds:
+            elif stage == "exit" and name in self.exit_waited and name in self.cmds:
                 self.cmds[name].wait(timeout=max(0.0, self.deadline - time.monotonic()))
             self._execs(name, spec, "on-exit")
             self.done[(name, stage)].set()

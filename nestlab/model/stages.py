@@ -8,6 +8,7 @@ healthcheck passes, at once without one) and exit (its ``cmd`` has ended).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 from .errors import Path, Problem
@@ -44,17 +45,11 @@ def startup_of(topology: Topology, name: str) -> Startup:
     layers = [body.defaults, body.kinds.get(kind) or body.kinds.get("host" if kind == "linux" else kind), body.nodes[name]]
     cmd = _last(layers, "cmd")
     if isinstance(cmd, list):
-        cmd = " ".join(_quote(part) for part in cmd)
+        cmd = shlex.join(cmd)
     entry = _last(layers, "entrypoint")
     if entry:
         cmd = f"{entry} {cmd}" if cmd else entry
     return Startup(cmd, float(_last(layers, "startup_delay") or 0), _last(layers, "stages") or {}, _last(layers, "healthcheck"))
-
-
-def _quote(part: str) -> str:
-    import shlex
-
-    return shlex.quote(part)
 
 
 def check_stages(topology: Topology, located: Located) -> list[Problem]:
