@@ -19,7 +19,7 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 SO_RCVBUFFORCE = 33
 RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK, RTM_NEWADDR, RTM_DELADDR, RTM_GETADDR, RTM_NEWROUTE = 16, 17, 18, 20, 21, 22, 24
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x300, 0x200, 0x400
-IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 3, 4, 5, 10
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
 IFLA_NUM_TX_QUEUES, IFLA_NUM_RX_QUEUES = 31, 32
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
@@ -74,21 +74,27 @@ def new_bridge(name: str, alias: str) -> Request:
 
 
 def new_veth(
-    name: str, peer: str, peer_ns_fd: int, *, alias: str, mtu: int | None = None, master: int | None = None
+    name: str, peer: str, peer_ns_fd: int, *, alias: str, mtu: int | None = None, master: int | None = None,
+    macs: tuple[str | None, str | None] = (None, None),
 ) -> Request:
-    """A veth pair: ``name`` in the socket's namespace, ``peer`` created directly in ``peer_ns_fd``."""
+    """A veth pair: ``name`` in the socket's namespace, ``peer`` created directly in ``peer_ns_fd``;
+    ``macs``: the two ends' MAC addresses, where given."""
     common = name_attr(IFLA_IFALIAS, alias) + (u32_attr(IFLA_MTU, mtu) if mtu else b"")
     # One queue each way, as veth ends up with anyway: asked for at birth, the kernel skips shrinking
     # the per-CPU default after registration, which waits for an RCU grace period per end.
     common += u32_attr(IFLA_NUM_TX_QUEUES, 1) + u32_attr(IFLA_NUM_RX_QUEUES, 1)
     # The peer cannot be set up here: veth_open() runs before the pair is joined (ENOTCONN).
-    peer_body = ifinfo() + name_attr(IFLA_IFNAME, peer) + u32_attr(IFLA_NET_NS_FD, peer_ns_fd) + common
+    peer_body = ifinfo() + name_attr(IFLA_IFNAME, peer) + u32_attr(IFLA_NET_NS_FD, peer_ns_fd) + common + _mac_attr(macs[1])
     data = attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer_body))
     linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "veth") + data)
-    body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + common + linkinfo
+    body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + common + _mac_attr(macs[0]) + linkinfo
     if master:
         body += u32_attr(IFLA_MASTER, master)
     return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"create veth {name}<->{peer}")
+
+
+def _mac_attr(mac: str | None) -> bytes:
+    return attr(IFLA_ADDRESS, bytes.fromhex(mac.replace(":", ""))) if mac else b""
 
 
 def sublink(kind: str, name: str, data: bytes, *, alias: str, parent: int = 0, ns_fd: int | None = None, mtu: int | None = None) -> Request:

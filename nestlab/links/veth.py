@@ -16,6 +16,8 @@ class Veth(LinkMode):
 
     def check(self, ctx, link, path):
         a, b = (ep.partition(":")[0] for ep in link.endpoints)
+        if link.macs is not None and len(link.macs) != 2:
+            return [ctx.problem(path + ("macs",), "macs needs one entry per endpoint (2); use null to let the kernel choose")]
         where = ctx.host(a), ctx.host(b)
         # Between two nodes that share their hosts' stacks, a veth is a cable between the hosts (a wire).
         cable = self.name == "veth" and ctx.shares_stack(a) and ctx.shares_stack(b)
@@ -29,7 +31,7 @@ class Veth(LinkMode):
         # Create each veth from its bridge side (if any) so the port is enslaved at birth.
         oriented = [(ln.b, ln.a) if ap.bridge(ln.b.node) and not ap.bridge(ln.a.node) else (ln.a, ln.b) for ln in objs]
         for i, (link, (a, b)) in enumerate(zip(objs, oriented), 1):
-            ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node)))
+            ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node), macs=(a.mac, b.mac)))
             made.append(link)
             if i % ap.CHUNK == 0:  # each batch names at most CHUNK namespace fds
                 ap.flush()

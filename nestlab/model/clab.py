@@ -6,7 +6,8 @@
 * special endpoints: ``host:IF`` (a veth to this machine, mode: host), ``mgmt-net:IF`` (a port of
   the lab's management bridge, a ``kind: bridge`` node named mgmt-net), ``macvlan:PARENT``
   (mode: macvlan on a real interface, which still needs ``allow_host_interfaces: true``);
-* the extended link form (``type: veth|host|mgmt-net|macvlan|dummy`` with ``endpoint(s)``).
+* the extended link form (``type: veth|host|mgmt-net|macvlan|dummy`` with ``endpoint(s)``; an
+  endpoint's ``mac`` goes to the link's ``macs``).
 """
 
 from __future__ import annotations
@@ -116,15 +117,15 @@ def _link(link: dict, path, located: Located, notices: list[Problem], problems: 
     endpoints = link.get("endpoints")
     if not isinstance(endpoints, list):
         return link
-    for j, ep in enumerate(endpoints):
-        if isinstance(ep, dict) and "mac" in ep:
-            notices.append(located.problem(path + ("endpoints", j, "mac"), "ignored: the kernel chooses MAC addresses", key=True))
+    macs = [ep.get("mac") if isinstance(ep, dict) else None for ep in endpoints]
+    if any(macs):
+        link = {**link, "macs": macs}
     special = [j for j, ep in enumerate(endpoints) if isinstance(ep, str) and ep.partition(":")[0] in ("host", "macvlan") and ep.partition(":")[0] not in defined]
     if len(endpoints) != 2 or len(special) != 1:
         return link
     j = special[0]
     kind, _, name = endpoints[j].partition(":")
-    kept = {k: v for k, v in link.items() if k not in ("ipv4", "ipv6")}
+    kept = {k: v for k, v in link.items() if k not in ("ipv4", "ipv6", "macs")}
     kept["endpoints"] = [endpoints[1 - j]]
     for family in ("ipv4", "ipv6"):
         if isinstance(link.get(family), list) and len(link[family]) == 2:

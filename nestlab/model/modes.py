@@ -135,6 +135,8 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
         ends = [ep.partition(":")[0] for ep in link.endpoints]
         if any(n not in body.nodes for n in ends):
             continue  # reported by the endpoint checks
+        if link.macs and name != "veth":
+            bad(base + ("macs",), f"macs applies to veth links only (this link is mode: {name})")
         for key, takers in owners.items():
             if getattr(link, key) not in (None, []) and name not in takers:
                 bad(base + (key,), f"'{key}' applies to mode: {' or '.join(takers)} links only (this link is mode: {name})")

@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
@@ -297,6 +298,15 @@ class _LinkBase(_Strict):
     mtu: int | None = Field(default=None, ge=68, le=65535)
     params: LinkParams | None = Field(default=None, description="rate, delay, loss... (see docs/shaping.md)")
     paths: int | None = Field(default=None, ge=1, le=64, description="endpoints are two nodes: N parallel links NODE:p1..pN, each its own subnet")
+    macs: list[str | None] | None = Field(default=None, description="veth: each endpoint's MAC address (containerlab's endpoint mac:), null for the kernel's choice")
+
+    @field_validator("macs")
+    @classmethod
+    def _macs(cls, value):
+        for mac in value or []:
+            if mac is not None and (not re.match(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$", mac) or int(mac[:2], 16) & 1):
+                raise ValueError(f"'{mac}' is not a unicast MAC address such as 02:00:00:00:00:01")
+        return value
 
     @field_validator("endpoints", mode="before")
     @classmethod

@@ -67,7 +67,8 @@ class Builder:
         for mode in modes:
             mode.prepare(self)
         for link in sorted(self._links, key=lambda ln: links.get(link_mode(self.t, ln)).stage):  # tunnels after their paths
-            obj = links.get(link_mode(self.t, link)).build(self, link, [self._end(tuple(ep.split(":", 1))) for ep in link.endpoints])
+            ends = [replace(self._end(tuple(ep.split(":", 1))), mac=mac) for ep, mac in zip(link.endpoints, link.macs or [None] * len(link.endpoints))]
+            obj = links.get(link_mode(self.t, link)).build(self, link, ends)
             if obj is not None:
                 self.plan.add(obj)
         for mode in modes:

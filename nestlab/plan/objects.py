@@ -88,6 +88,7 @@ class EndObj:
     iface: str
     ipv4: tuple[str, ...] = ()
     ipv6: tuple[str, ...] = ()
+    mac: str | None = None  # the interface's address at birth; None: the kernel picks one
 
     @property
     def ref(self) -> str:
