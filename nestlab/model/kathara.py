@@ -20,6 +20,8 @@ import os
 import re
 from pathlib import Path as FsPath
 
+from ..backends.views import FRESH
+from .binds import FRR_CONFIG
 from .errors import Path, Problem, TopologyError
 from .yamlsource import Located
 
@@ -172,7 +174,7 @@ def _tree(root: FsPath) -> tuple[list[str], list[str]]:
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = file.relative_to(root).as_posix()
         dst = "/" + rel
-        if os.path.exists(dst) or dst.startswith(("/tmp/", "/run/")) or dst == "/etc/frr/frr.conf":
+        if os.path.exists(dst) or dst.startswith(tuple(f + "/" for f in FRESH)) or dst == FRR_CONFIG:
             binds.append(f"{file.resolve()}:{dst}")
         else:
             missing.append(rel)
