@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, root_links, run_cli
 
-from nestlab import Lab
+from nestlab import Lab, names
 from nestlab.backends import cgroups
-from nestlab.lab import state
+from nestlab.lab import cleanup, state
 
 SMOKE = ROOT / "tests" / "fixtures" / "clab-smoke"
 
@@ -26,7 +28,7 @@ topology:
   nodes:
     a:
       group: small
-      cmd: sh -c "echo started > STAMP/a.cmd; exec sleep 600"
+      cmd: sh -c "echo started >> STAMP/a.cmd; exec sleep 600"
       stages:
         configure:
           wait-for: [{node: b, stage: healthy}]
@@ -66,6 +68,18 @@ def test_containerlab_shapes_deploy_wait_connect_and_leave_nothing(topo_file, tm
             time.sleep(0.1)
         assert (tmp_path / "a.cmd").read_text() == "started\n"
         assert "sleep 600" in lab.nodes["a"].cmd("ps -eo args"), "cmd keeps running"
+        # Restarted on request: the old session ends, the new one runs the same cmd.
+        pid_file = os.path.join(names.node_dir(lab.name, "a"), "cmd.pid")
+        old = int(open(pid_file).read().split()[0])
+        restarted = run_cli("node", "restart", "--lab", lab.name, "a")
+        assert restarted.returncode == 0, restarted.stderr
+        new = int(open(pid_file).read().split()[0])
+        assert new != old and not _alive(old) and _alive(new)
+        while (tmp_path / "a.cmd").read_text().count("started") < 2 and time.monotonic() < deadline + 10:
+            time.sleep(0.1)
+        assert (tmp_path / "a.cmd").read_text() == "started\nstarted\n"
+        refused = run_cli("node", "restart", "--lab", lab.name, "c")
+        assert refused.returncode == 1 and "has no cmd" in refused.stderr, refused.stderr
         # groups + cpu/memory: the group's limits reach the node's cgroup.
         limits = cgroups.Tree(lab.name).limits("a")
         assert limits["cpus"] == "0.5" and limits["memory"] == str(64 << 20), limits
@@ -81,6 +95,15 @@ def test_containerlab_shapes_deploy_wait_connect_and_leave_nothing(topo_file, tm
     finally:
         lab.destroy()
     assert host_if not in root_links(), "the host's end went with the lab"
+
+
+def _alive(pid: int) -> bool:
+    """A process that runs (a zombie waiting for its parent does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in "ZX"
+    except FileNotFoundError:
+        return False
 
 
 def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
@@ -140,12 +163,12 @@ topology:
   nodes:
     a: {stages: {boot: {}}}
 """, ":5:", "create-links"),
-    "a Go template": ("""
+    "a Go template beyond the subset": ("""
 name: {name}
 topology:
   nodes:
-    a: {kind: {{ .kind }}}
-""", ":5:", "Go template"),
+    a: {kind: {{ template "kind" }}}
+""", ":5:", "render the file with containerlab"),
     "a macvlan endpoint on a real interface": ("""
 name: {name}
 topology:
@@ -164,6 +187,20 @@ topology:
   nodes: {a: {}}
   links: [{type: vxlan, endpoint: {node: a, interface: eth1}, remote: 10.0.0.9, vni: 9}]
 """, ":5:", "not supported"),
+    "a port on the machine's real address": ("""
+name: {name}
+allow_host_ports: true
+topology:
+  nodes: {a: {ports: ["0.0.0.0:8080:80"]}}
+""", ":5:", "loopback only"),
+    "a host port forwarded twice": ("""
+name: {name}
+allow_host_ports: true
+topology:
+  nodes:
+    a: {ports: ["18080:80"]}
+    b: {ports: ["18080:81"]}
+""", ":7:", "already forwarded to a"),
 }
 
 
@@ -176,6 +213,69 @@ def test_bad_containerlab_input_is_refused_with_its_line(case, topo_file):
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"{path.name}{where}" in result.stderr and what in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and root_links() == before
+
+
+PORTS = """
+name: {name}
+allow_host_ports: true
+topology:
+  nodes:
+    web:
+      cmd: python3 -m http.server 80 --bind 127.0.0.1 --directory DIR
+      ports: ["HTTP:80", "127.0.0.1:UDP:53/udp"]
+"""
+
+
+def _free_port(kind: int) -> int:
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_ports_forward_loopback_to_the_node_only_when_allowed(topo_file, tmp_path, lab_name):
+    (tmp_path / "index.html").write_text("served by the node\n")
+    http, udp = _free_port(socket.SOCK_STREAM), _free_port(socket.SOCK_DGRAM)
+    text = PORTS.replace("DIR", str(tmp_path)).replace("HTTP", str(http)).replace("UDP", str(udp))
+    lab = Lab.from_file(topo_file(text))
+    lab.deploy()
+    try:
+        # TCP: this machine's 127.0.0.1:http reaches the node's own loopback, where its cmd serves.
+        deadline, body = time.monotonic() + 10, None
+        while body is None and time.monotonic() < deadline:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{http}/index.html", timeout=2).read()
+            except OSError:
+                time.sleep(0.2)
+        assert body == b"served by the node\n"
+        # UDP: a datagram to 127.0.0.1:udp reaches a server on the node's port 53 and its answer comes back.
+        server = lab.nodes["web"].popen(["python3", "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                                         "s.bind(('127.0.0.1', 53)); print('ready', flush=True); d, a = s.recvfrom(99); s.sendto(d.upper(), a)"],
+                                        stdout=subprocess.PIPE, text=True)
+        assert server.stdout.readline() == "ready\n"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(5)
+            sock.sendto(b"query", ("127.0.0.1", udp))
+            assert sock.recvfrom(99)[0] == b"QUERY"
+        server.wait(timeout=5)
+        # Only loopback: the machine's other addresses do not listen.
+        assert f"127.0.0.1:{http}" in subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout
+        # The same port again: a clear error, and the second lab leaves nothing.
+        clash = topo_file(text.replace("name: {name}", "name: {name}b"), "clash.yml")
+        result = run_cli("deploy", "-t", str(clash))
+        assert result.returncode == 1 and f"127.0.0.1:{http}/tcp" in result.stderr and "in use" in result.stderr, result.stderr
+        assert f"{lab.name}b" not in state.labs() and not cleanup.marked_namespaces(f"{lab.name}b")
+    finally:
+        lab.destroy()
+        cleanup.remove_lab(f"{lab.name}b")
+    assert f":{http} " not in subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout, "the forwarder went with the lab"
+    # Without allow_host_ports, ports: is a note and nothing listens.
+    quiet = topo_file(text.replace("allow_host_ports: true", ""), "quiet.yml")
+    result = run_cli("deploy", "-t", str(quiet))
+    try:
+        assert result.returncode == 0 and "ports are forwarded from this machine only with allow_host_ports" in result.stderr
+        assert f":{http} " not in subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout
+    finally:
+        run_cli("destroy", "--lab", lab.name)
 
 
 KATHARA = {

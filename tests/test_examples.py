@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 import sys
 
@@ -137,3 +139,27 @@ def test_clab_stages_example_waits_for_the_server(tmp_path):
     finally:
         run_cli("destroy", "--lab", "clab-stages")
         page.unlink(missing_ok=True)
+
+
+def _get(url: str, within: float = 10.0) -> bytes:
+    """The page at ``url``, retried while its server starts."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return urllib.request.urlopen(url, timeout=2).read()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_clab_template_example_renders_forwards_and_restarts():
+    result = run_cli("deploy", "-t", "examples/clab-template.clab.yml", timeout=120)
+    try:
+        assert result.returncode == 0 and "variables from examples/clab-template.clab_vars.yml" in result.stderr, result.stderr
+        assert b"Directory listing" in _get("http://127.0.0.1:18080/"), "web's port 80 through this machine's loopback"
+        assert "1 received" in run_cli("exec", "--lab", "clab-template", "h4", "--", "ping", "-c1", "-W1", "10.0.7.1").stdout
+        assert run_cli("node", "restart", "--lab", "clab-template", "web").returncode == 0
+        assert b"Directory listing" in _get("http://127.0.0.1:18080/"), "served again by the restarted cmd"
+    finally:
+        run_cli("destroy", "--lab", "clab-template")

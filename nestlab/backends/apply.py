@@ -16,12 +16,13 @@ import resource
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import links, names, runtimes
 from ..errors import LabError
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
-from . import cgroups, frr, mptcp, namespaces, netlink, ovs, shaping, views
+from . import cgroups, containers, frr, mptcp, namespaces, netlink, ovs, portfwd, shaping, views
 from .netlink import Netlink, Request
 
 Progress = Callable[[str, int, int], None]
@@ -163,18 +164,30 @@ class Applier:
         if any(n.view for n in nodes):
             views.prepare(names.view_dir(self.lab))
         ordered = sorted(nodes, key=lambda n: (_ORDER.get(n.kind, 2), n.shares is not None))
+        with ThreadPoolExecutor(2) as pool:  # the kernel makes namespaces in parallel; two cores
+            started = {n.name: pool.submit(runtimes.get(n.runtime).start, self, n, _sysctls(n)) for n in ordered if _plain(n)}
+            try:
+                self._start_nodes(ordered, started, made)
+            finally:
+                for name, future in started.items():  # rolled back with the rest: made, or released
+                    if future.cancel() or name in self.sockets:
+                        continue
+                    if future.exception() is None:
+                        made.append(next(n for n in ordered if n.name == name))
+                        self.adopt(name, future.result())
+
+    def _start_nodes(self, ordered: list[NodeObj], started: dict[str, Future], made: list[NodeObj]) -> None:
         for i, node in enumerate(ordered, 1):
-            sysctls = dict(node.sysctls)
-            if node.kind in ("bridge", "ovs"):
-                sysctls = {**_BRIDGE_SYSCTLS, **sysctls}
-            if node.kind in ("bridge", "ovs", "machine"):
-                sysctls = {**_present(_BRIDGE_NF, "0"), **sysctls}
-            made.append(node)
-            if node.router == "frr":  # its /etc/frr, bound into its view
-                frr.write(self.lab, node.name, node.config or "", node.name.replace("/", "-"))
-            if node.cgroup:
-                self.tree.create(node.name, dict(node.resources), self._has_children(node))
-            self.adopt(node.name, runtimes.get(node.runtime).start(self, node, sysctls))
+            if node.name in started:
+                self.adopt(node.name, started[node.name].result())
+                made.append(node)
+            else:
+                made.append(node)
+                if node.router == "frr":  # its /etc/frr, bound into its view
+                    frr.write(self.lab, node.name, node.config or "", node.name.replace("/", "-"))
+                if node.cgroup:
+                    self.tree.create(node.name, dict(node.resources), self._has_children(node))
+                self.adopt(node.name, runtimes.get(node.runtime).start(self, node, _sysctls(node)))
             nl = self.sockets[node.name]
             if node.kind == "bridge":
                 _, _, self.bridge_index[node.name] = nl.run(netlink.set_up("lo"), netlink.new_bridge(node.name, self.alias), netlink.get_link(node.name))
@@ -231,6 +244,9 @@ class Applier:
         if routers:
             frr.start(routers)
         for node in changes.add_nodes:
+            if node.ports:
+                self._forward(node)
+        for node in changes.add_nodes:
             if node.mptcp:
                 mptcp.configure(self.path(node.name), *node.mptcp, list(node.mptcp_endpoints))
         shaper = shaping.Shaper()
@@ -242,6 +258,17 @@ class Applier:
                 shape_link(shaper, self.lab, link, reset=True)
         finally:
             shaper.close()
+
+    def _forward(self, node: NodeObj) -> None:
+        """Start the node's port forwarder inside its network namespace, holding its loopback listeners."""
+        listeners = portfwd.listen(node.name, node.ports)
+        try:
+            containers.popen_in(self.path(node.name), names.uts_path(self.lab, node.name), [], portfwd.command(listeners),
+                                pass_fds=[sock.fileno() for sock, _, _ in listeners], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            for sock, _, _ in listeners:
+                sock.close()
 
     # -- deletion ----------------------------------------------------------------
     def run_quiet(self, node: str | None, req: Request, quiet: bool) -> None:
@@ -275,6 +302,20 @@ class Applier:
             self.tree.remove(node.name)
         if node.kind == "ovs":
             shutil.rmtree(ovs.run_dir(self.lab, node.name), ignore_errors=True)
+
+
+def _sysctls(node: NodeObj) -> dict[str, str]:
+    sysctls = dict(node.sysctls)
+    if node.kind in ("bridge", "ovs"):
+        sysctls = {**_BRIDGE_SYSCTLS, **sysctls}
+    if node.kind in ("bridge", "ovs", "machine"):
+        sysctls = {**_present(_BRIDGE_NF, "0"), **sysctls}
+    return sysctls
+
+
+def _plain(node: NodeObj) -> bool:
+    """A node that is only its namespaces (no view, cgroup, router, shared stack or other runtime): made ahead, in parallel."""
+    return (node.runtime == "namespace" and node.kind == "linux" and not (node.view or node.cgroup or node.router or node.shares))
 
 
 def shape_link(shaper: shaping.Shaper, lab: str, link: LinkObj, reset: bool = False) -> None:

@@ -86,6 +86,8 @@ def deploy(
     reconfigure: bool = typer.Option(False, "--reconfigure", help="Destroy the running lab first, then deploy from scratch."),
     fmt: str = typer.Option("summary", "--format", help="Output: summary (the table too for small labs), table or json (what inspect says)."),
     table: bool = typer.Option(False, "--table", help="Print the full table of nodes and interfaces, whatever the lab's size."),
+    vars_files: list[Path] = typer.Option([], "--vars", help="Variables (YAML/JSON) for a Go-template topology, as containerlab's --vars; "
+                                                             "repeat to merge. Default: NAME_vars.yml beside the file."),
 ):
     """Create the lab described by a topology file.
 
@@ -102,7 +104,7 @@ def deploy(
     from ..lab.lab import Lab
 
     with reported():
-        lab = Lab.from_file(topo)
+        lab = Lab.from_file(topo, vars_files)
         notices(lab)
         if reconfigure:
             lab.destroy()
@@ -449,7 +451,7 @@ def run(
                 lab.destroy()
 
 
-node_app = typer.Typer(help="Change or show a running node's cgroup limits and usage.", no_args_is_help=True)
+node_app = typer.Typer(help="Change or show a running node's cgroup limits and usage; restart its cmd.", no_args_is_help=True)
 app.add_typer(node_app, name="node")
 
 
@@ -477,6 +479,25 @@ def node_set(
             raise LabError(f"lab {the_lab.name} has no node {node} (nodes: {', '.join(the_lab.nodes)})")
         limits = the_lab.nodes[node].set(**given)
         err.print(f"node {node}: limits now " + ", ".join(f"{k}={v}" for k, v in limits.items()))
+
+
+@node_app.command("restart")
+def node_restart(
+    node: str = typer.Argument(..., help="The node whose cmd: to restart."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+):
+    """Restart a node's main process (its cmd:, as containerlab's), e.g. after editing a file it reads.
+
+    Its whole session gets SIGTERM, then SIGKILL after 5 s; the new one appends to
+    /run/nestlab/LAB/nodes/NODE/cmd.log.  Example: nestlab node restart --lab web srv
+    """
+    from ..lab.startup import restart_cmd
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        pid = restart_cmd(the_lab, node)
+        err.line(f"{node}: cmd restarted (pid {pid})")
 
 
 @node_app.command("show")

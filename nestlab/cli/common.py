@@ -50,8 +50,9 @@ err = _Console(stderr=True)
 
 
 def print_json(data) -> None:
-    """JSON on standard output, indented, written as is (rich's highlighting takes seconds for a large lab)."""
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    """JSON on standard output, written as is (rich's highlighting takes seconds for a large lab): indented
+    for a terminal, one line for a pipe or file (the C encoder; ``| jq .`` indents it again)."""
+    sys.stdout.write(json.dumps(data, indent=2 if sys.stdout.isatty() else None) + "\n")
 
 TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML), or a Kathará lab (its folder or its lab.conf).", exists=False)
 LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")

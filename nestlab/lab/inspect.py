@@ -21,6 +21,10 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     modes = {(end.node, end.iface): "wire" if plan.nodes[end.node].kind == "machine" or plan.nodes[other.node].kind == "machine" else link.mode for link in plan.links.values() for end, other in ((link.a, link.b), (link.b, link.a))}
     modes.update({(a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")]) for a in plan.attachments.values()})
     nodes = []
+    components: dict[str, list[str]] = {}
+    for name, o in plan.nodes.items():
+        if o.parent:
+            components.setdefault(o.parent, []).append(name)
     tree = cgroups.Tree(lab.name) if any(o.cgroup for o in plan.nodes.values()) else None
     chosen = sorted((o for o in plan.nodes.values() if only is None or o.name in only), key=lambda o: o.kind != "machine")
     paths = {o.name: names.netns_path(lab.name, o.name) for o in chosen}
@@ -40,7 +44,7 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
                 entry["usage"] = tree.usage(obj.name)
                 entry["limits"] = tree.limits(obj.name)
         entry["runtime"] = obj.runtime
-        entry["components"] = [n for n, o in plan.nodes.items() if o.parent == obj.name]
+        entry["components"] = components.get(obj.name, [])
         nodes.append(entry)
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
 

@@ -20,7 +20,7 @@ import copy
 import errno
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from typing import TYPE_CHECKING
@@ -59,12 +59,13 @@ class Lab:
 
     # -- building ---------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> Lab:
-        """Load and check a topology file; errors name file, line and column."""
+    def from_file(cls, path: str | os.PathLike, vars_files: Sequence[str | os.PathLike] = ()) -> Lab:
+        """Load and check a topology file; errors name file, line and column.  A Go-template topology
+        (containerlab's) is rendered with ``vars_files``, or the ``NAME_vars.yml`` beside it."""
         from ..model.load import load_file
 
         lab = cls.__new__(cls)
-        loaded = load_file(path)
+        loaded = load_file(path, vars_files)
         lab._set(loaded, loaded.source)  # a Kathará lab's folder: its lab.conf
         return lab
 

@@ -7,6 +7,7 @@ simply run their ``exec`` in turn, as before stages existed.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -43,6 +44,68 @@ def _run_in(lab, name: str, command: str) -> tuple[int, str]:
 def _report(on_exec: ExecReport | None, name: str, command: str, code: int, out: str) -> None:
     if on_exec:
         on_exec(name, command, code, out)
+
+
+def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:
+    """The node's main process, in a session of its own, its output in the node's folder (cmd.log), its pid
+    and start time in cmd.pid (for :func:`restart_cmd`)."""
+    folder = names.node_dir(lab.name, name)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "cmd.log"), "ab") as log:
+        proc = Node(lab, name).popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(os.path.join(folder, "cmd.pid"), "w") as fh:
+        fh.write(f"{proc.pid} {_start_time(proc.pid)}\n")
+    return proc
+
+
+def restart_cmd(lab, name: str, grace: float = 5.0) -> int:
+    """Stop the node's ``cmd`` (its whole session: SIGTERM, SIGKILL after ``grace`` seconds) if it still runs,
+    and start it again; returns the new pid."""
+    if name not in lab.plan.nodes:
+        raise LabError(f"lab {lab.name} has no node '{name}'")
+    cmd = startup_of(lab.topology, name).cmd if name in lab.topology.topology.nodes else None
+    if not cmd:
+        raise LabError(f"node {name} has no cmd: (containerlab's main process) to restart; give it one in the topology")
+    pid = _running_cmd(lab.name, name)
+    if pid is not None:
+        _stop_session(pid, grace)
+    return start_cmd(lab, name, cmd).pid
+
+
+def _running_cmd(lab: str, name: str) -> int | None:
+    """The pid of the node's cmd while that very process (same start time: pids are reused) is alive."""
+    try:
+        with open(os.path.join(names.node_dir(lab, name), "cmd.pid")) as fh:
+            pid, started = (int(x) for x in fh.read().split())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if _start_time(pid) == started else None
+
+
+def _start_time(pid: int) -> int | None:
+    """A live (not zombie) process's start time in clock ticks since boot, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None if fields[0] in "ZX" else int(fields[19])
+
+
+def _stop_session(pid: int, grace: float) -> None:
+    """SIGTERM to the session's process group, then SIGKILL to whatever of it is left once the leader has
+    ended or ``grace`` has passed."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while _start_time(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 class _Stages:
@@ -93,7 +156,7 @@ class _Stages:
             self._execs(name, spec, "on-enter")
             if stage == "configure":
                 if startup.cmd:
-                    self.cmds[name] = self._start(name, startup.cmd)
+                    self.cmds[name] = start_cmd(self.lab, name, startup.cmd)
                 for command in self.lab.plan.nodes[name].exec:
                     self._say(name, command, *_run_in(self.lab, name, command))
             elif stage == "healthy" and startup.health and startup.health.test[0] != "NONE":
@@ -112,13 +175,6 @@ class _Stages:
                 self._say(f"{name} (on the host)", step.command, proc.returncode, proc.stdout + proc.stderr)
             else:
                 self._say(name, step.command, *_run_in(self.lab, name, step.command))
-
-    def _start(self, name: str, cmd: str) -> subprocess.Popen:
-        """The node's main process, in a session of its own, its output in the node's folder (cmd.log)."""
-        folder = names.node_dir(self.lab.name, name)
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "cmd.log"), "ab") as log:
-            return Node(self.lab, name).popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def _healthy(self, name: str, check: Healthcheck) -> None:
         time.sleep(check.start_period)

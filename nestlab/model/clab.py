@@ -1,7 +1,7 @@
 """containerlab's spellings rewritten into nestlab's before the schema sees them.
 
 * ``${VAR}``, ``${VAR:=default}``, ``${VAR:-default}`` in the file text come from the environment;
-  a Go template (``{{ .var }}``) is refused, since nestlab renders none;
+  a Go template (``{{ .var }}``) is rendered first (model/gotemplate.py, with its vars file);
 * node ``cpu``/``memory``/``cpu-set`` become ``resources``; an empty node (``n1:``) is ``{}``;
 * special endpoints: ``host:IF`` (a veth to this machine, mode: host), ``mgmt-net:IF`` (a port of
   the lab's management bridge, a ``kind: bridge`` node named mgmt-net), ``macvlan:PARENT``

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import copy
+import glob
 import ipaddress
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
+from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
-from . import clab, images, kathara
+from . import clab, gotemplate, images, kathara
 from .binds import resolve_binds
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
 from .paths import expand_paths
+from .ports import check_ports
 from .stages import check_stages
 from .schema import (
     ALLOWED_KEYS,
@@ -38,8 +43,10 @@ class Loaded:
     notices: list[Problem] = field(default_factory=list)
 
 
-def load_file(path: str | FsPath) -> Loaded:
-    """A topology file, or a Kathará lab (its folder or its lab.conf)."""
+def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = ()) -> Loaded:
+    """A topology file, or a Kathará lab (its folder or its lab.conf).  A file holding Go template actions is
+    rendered first with the variables of ``vars_files`` (as containerlab's ``--vars``), or else of the
+    ``NAME_vars.yml``/``.yaml``/``.json`` files beside it (``NAME``: the file name without its last extension)."""
     if kathara.is_lab(path):
         located, source, notes = kathara.load(path)
         loaded = load_data(located, source)
@@ -50,16 +57,54 @@ def load_file(path: str | FsPath) -> Loaded:
         text = path.read_text()
     except OSError as exc:
         raise TopologyError(str(path), [Problem((), f"cannot read the topology file: {exc.strerror}")]) from None
-    return load_text(text, str(path))
+    if clab.template_line(text) is None:
+        return load_text(text, str(path))
+    found = [FsPath(f) for f in vars_files] or sorted(f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*")
+                                                     if f.suffix in (".yaml", ".yml", ".json"))
+    return load_text(text, str(path), _template_vars(found), [str(f) for f in found])
 
 
-def load_text(text: str, source: str = "<topology>") -> Loaded:
+def load_text(text: str, source: str = "<topology>", template_vars: Any = None, vars_files: Sequence[str] = ()) -> Loaded:
+    """A topology given as text; Go template actions in it are rendered with ``template_vars`` first."""
     line = clab.template_line(text)
-    if line is not None:
-        raise TopologyError(source, [Problem((), "this file is a Go template ({{ ... }}), which nestlab does not render; render it first "
-                                                  "(containerlab's --vars, or gomplate) and deploy the result", line, text.splitlines()[line - 1].index("{{") + 1)])
-    located = load_yaml(clab.expand_env(text), source)
-    return load_data(located, source)
+    if line is None:
+        return load_data(load_yaml(clab.expand_env(text), source), source)
+    try:
+        text = gotemplate.render(text, template_vars)
+    except gotemplate.TemplateError as exc:
+        raise TopologyError(source, [Problem((), f"Go template: {exc}", exc.line, 1)]) from None
+    try:
+        loaded = load_data(load_yaml(clab.expand_env(text), source), source)
+    except TopologyError as exc:
+        raise TopologyError(f"{source} (as rendered from its Go template; lines count in the rendered text)", exc.problems) from None
+    used = f"variables from {', '.join(vars_files)}" if vars_files else "no variables file (NAME_vars.yml beside it, or --vars)"
+    loaded.notices.insert(0, Problem((), f"rendered as a Go template with {used}", line, 1))
+    return loaded
+
+
+def _template_vars(files: list[FsPath]) -> Any:
+    """The variables of containerlab's vars files, merged in order (None, Go's nil, without any)."""
+    merged: Any = None
+    for file in files:
+        try:
+            data = yaml.safe_load(file.read_text())
+        except OSError as exc:
+            raise TopologyError(str(file), [Problem((), f"cannot read the template variables: {exc.strerror}")]) from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            raise TopologyError(str(file), [Problem((), f"not YAML/JSON: {getattr(exc, 'problem', exc)}", mark and mark.line + 1,
+                                                    mark and mark.column + 1)]) from None
+        if data is not None and not isinstance(data, dict):
+            raise TopologyError(str(file), [Problem((), "template variables must be a mapping (name: value)", 1, 1)])
+        merged = _merge(merged or {}, data or {})
+    return merged
+
+
+def _merge(into: dict, more: dict) -> dict:
+    out = dict(into)
+    for key, value in more.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
@@ -78,7 +123,8 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         topology = Topology.model_validate(data)
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
-    problems = apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located) or check(topology, located) or check_stages(topology, located)
+    problems = (apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located)
+                or check(topology, located) or check_stages(topology, located) or check_ports(topology, located, notices))
     if not problems:
         problems = images.resolve_paths(topology, source, located, notices) + resolve_binds(topology, source, located, notices)
     if problems:

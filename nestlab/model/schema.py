@@ -41,7 +41,6 @@ IMPLICIT_HOST = "local"
 
 # containerlab keys that load but have no effect yet: the CLI says so on every deploy.
 IGNORED_NODE_KEYS = {
-    "ports": "nodes are not reachable from outside the lab (no port forwarding from the host)",
     "mgmt-ipv4": "there is no management network (links to mgmt-net:IF are a lab bridge)",
     "mgmt-ipv6": "there is no management network (links to mgmt-net:IF are a lab bridge)",
     "license": "only linux, frr, bridge and ovs kinds exist",
@@ -97,7 +96,7 @@ def _rate_up_to_400g(value: str) -> None:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 COMPONENT_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
@@ -144,7 +143,7 @@ class StageExec(_Strict):
 
 
 class StageSpec(_Strict):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     wait_for: list[WaitFor] = Field(default_factory=list, alias="wait-for")
     exec: list[StageExec] = Field(default_factory=list)
@@ -153,7 +152,7 @@ class StageSpec(_Strict):
 class Healthcheck(_Strict):
     """Docker's healthcheck: ``test: [CMD-SHELL, "cmd"]`` or ``[CMD, arg, ...]``; times in seconds."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     test: list[str] = Field(min_length=1)
     interval: float = Field(default=1, gt=0)
@@ -172,7 +171,7 @@ class Healthcheck(_Strict):
 class NodeSpec(_Strict):
     """One node. ``kind`` falls back to ``topology.kinds`` / ``topology.defaults``, then ``linux``."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
     kind: NodeKind | None = None
     exec: list[str] = Field(default_factory=list, description="shell commands run in the node after deploy")
@@ -207,6 +206,7 @@ class NodeSpec(_Strict):
     startup_delay: float | None = Field(default=None, alias="startup-delay", ge=0, le=3600, description="seconds to wait before the node's stages, cmd and exec")
     stages: dict[StageName, StageSpec] = Field(default_factory=dict, description="containerlab stages: wait-for other nodes' stages, exec on entering/leaving")
     healthcheck: Healthcheck | None = Field(default=None, description="the test that makes the node healthy (Docker's healthcheck)")
+    ports: list[str | int] = Field(default_factory=list, description="[127.0.0.1:]HOST:NODE[/tcp|/udp]: this machine's loopback port forwarded to the node (with allow_host_ports: true)")
     labels: dict[str, str | int | float | bool] = Field(default_factory=dict, description="free-form labels, shown by inspect --format json")
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
@@ -410,6 +410,7 @@ class Topology(_Strict):
     allow_host_interfaces: bool = Field(
         default=False, description="let parent: name a real interface of this machine (never needed for emulated hosts)"
     )
+    allow_host_ports: bool = Field(default=False, description="forward nodes' ports: from this machine's loopback (127.0.0.1)")
     hosts: dict[str, HostSpec] = Field(default_factory=dict)
     wires: list[WireSpec] = Field(default_factory=list)
     topology: TopologyBody

@@ -22,6 +22,7 @@ from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
 from ..model.modes import link_mode, node_host, node_kind, parent_of, shares_host_stack
 from ..model.nesting import is_flat
+from ..model.ports import parse as parse_port
 from ..model.schema import LinkParams, LinkSpec, Topology
 from ..model.visibility import pair_link_names
 from .objects import EndObj, LinkObj, NodeObj, Plan, pairs
@@ -187,6 +188,7 @@ class Builder:
                 image=spec.image,
                 cgroup=bool(spec.resources or spec.components or spec.component_of or spec.image),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
+                ports=tuple(parse_port(p) for p in spec.ports) if self.t.allow_host_ports else (),
                 **view,
             )
 

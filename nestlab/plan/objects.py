@@ -76,6 +76,7 @@ class NodeObj:
     # Multipath TCP: (subflows, add_addr_accepted, endpoint kind) and the endpoints as (address, device)
     mptcp: tuple = ()
     mptcp_endpoints: tuple[tuple[str, str], ...] = ()
+    ports: tuple[tuple[int, int, str], ...] = ()  # (this machine's loopback port, the node's port, tcp/udp) forwarded
 
     @property
     def deps(self) -> set[str]:
@@ -197,6 +198,9 @@ def _plain(obj) -> dict:
     return out
 
 
+_FIELDS: dict[type, set[str]] = {}
+
+
 def _build(cls, data: dict):
     """A dataclass from its ``asdict`` form (lists back to tuples, nested objects rebuilt)."""
     def value(name, v):
@@ -204,7 +208,7 @@ def _build(cls, data: dict):
             return tuple(_build(_NESTED[name], x) for x in v) if isinstance(v, list) else _build(_NESTED[name], v)
         return _tuple(v)
 
-    known = {f.name for f in fields(cls)}
+    known = _FIELDS.get(cls) or _FIELDS.setdefault(cls, {f.name for f in fields(cls)})
     return cls(**{k: value(k, v) for k, v in data.items() if k in known})
 
 
