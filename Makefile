@@ -3,7 +3,7 @@
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr openssh-server openssh-client
 APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
 MPT    := mpt/nestlab-mpt
@@ -46,6 +46,7 @@ deps: $(VENV)/.installed $(MPT)
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  case "$$missing" in *" frr"*) ! command -v systemctl >/dev/null || systemctl disable --now frr 2>/dev/null || true;; esac; \
+	  case "$$missing" in *" openssh-server"*) ! command -v systemctl >/dev/null || systemctl disable --now ssh 2>/dev/null || true;; esac; \
 	fi
 
 $(VENV)/.installed: pyproject.toml

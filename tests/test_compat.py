@@ -181,11 +181,17 @@ topology:
   nodes: {a: {}, b: {}}
   links: [{type: veth, endpoints: [{node: a, interface: eth1, mac: "01:00:5e:00:00:01"}, {node: b, interface: eth1}]}]
 """, ":5:", "not a unicast MAC"),
-    "a type: vxlan link": ("""
+    "a type: vxlan link without its vni": ("""
 name: {name}
 topology:
   nodes: {a: {}}
-  links: [{type: vxlan, endpoint: {node: a, interface: eth1}, remote: 10.0.0.9, vni: 9}]
+  links: [{type: vxlan, endpoint: {node: a, interface: eth1}, remote: 10.0.0.9}]
+""", ":5:", "needs vni"),
+    "an unknown link type": ("""
+name: {name}
+topology:
+  nodes: {a: {}}
+  links: [{type: gretap, endpoint: {node: a, interface: eth1}, remote: 10.0.0.9}]
 """, ":5:", "not supported"),
     "a port on the machine's real address": ("""
 name: {name}

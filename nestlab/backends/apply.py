@@ -164,17 +164,17 @@ class Applier:
         if any(n.view for n in nodes):
             views.prepare(names.view_dir(self.lab))
         ordered = sorted(nodes, key=lambda n: (_ORDER.get(n.kind, 2), n.shares is not None))
-        with ThreadPoolExecutor(2) as pool:  # the kernel makes namespaces in parallel; two cores
-            started = {n.name: pool.submit(runtimes.get(n.runtime).start, self, n, _sysctls(n)) for n in ordered if _plain(n)}
-            try:
-                self._start_nodes(ordered, started, made)
-            finally:
-                for name, future in started.items():  # rolled back with the rest: made, or released
-                    if future.cancel() or name in self.sockets:
-                        continue
-                    if future.exception() is None:
-                        made.append(next(n for n in ordered if n.name == name))
-                        self.adopt(name, future.result())
+        pool = _makers()
+        started = {n.name: pool.submit(runtimes.get(n.runtime).start, self, n, _sysctls(n)) for n in ordered if _plain(n)}
+        try:
+            self._start_nodes(ordered, started, made)
+        finally:
+            for name, future in started.items():  # rolled back with the rest: made, or released
+                if future.cancel() or name in self.sockets:
+                    continue
+                if future.exception() is None:
+                    made.append(next(n for n in ordered if n.name == name))
+                    self.adopt(name, future.result())
 
     def _start_nodes(self, ordered: list[NodeObj], started: dict[str, Future], made: list[NodeObj]) -> None:
         for i, node in enumerate(ordered, 1):
@@ -256,6 +256,9 @@ class Applier:
                     shape_link(shaper, self.lab, link)
             for link in changes.reshape:
                 shape_link(shaper, self.lab, link, reset=True)
+            for att in changes.add_attachments:
+                if att.shape:
+                    shaper.apply(self.path(att.end.node), att.end.iface, dict(att.shape))
         finally:
             shaper.close()
 
@@ -302,6 +305,17 @@ class Applier:
             self.tree.remove(node.name)
         if node.kind == "ovs":
             shutil.rmtree(ovs.run_dir(self.lab, node.name), ignore_errors=True)
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _makers() -> ThreadPoolExecutor:
+    """Two threads that make plain namespaces while the caller makes the rest: the kernel makes namespaces
+    in parallel.  Kept for the process's life, as each thread holds fds on its own namespaces."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(2, thread_name_prefix="nestlab-netns"))
+    return _POOL[0]
 
 
 def _sysctls(node: NodeObj) -> dict[str, str]:

@@ -13,6 +13,7 @@ import typer
 
 from ..errors import LabError
 from .bench import bench_app, compare_cmd, report_cmd
+from .servers import ServersOpt, k8s_app, plan, servers_app
 from .common import LabOpt, TopoOpt, err, node_of, notices, out, print_json, progress_bar, reported, resolve
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def _table(report: dict) -> Table:
         cpu = f"{usage['cpu_s']:.2f}" if usage else ""
         memory = f"{usage['memory_bytes'] / 2**20:.1f} MiB" if usage else ""
         for i, iface in enumerate(ifaces):
-            head = [node["name"], kind, node["host"] or "", node["state"], cpu, memory] if i == 0 else [""] * 6
+            head = [node["name"], kind, node["host"] or node.get("server") or "", node["state"], cpu, memory] if i == 0 else [""] * 6
             if iface is None:
                 table.add_row(*head, "", "", "", "", "", "")
             else:
@@ -88,6 +89,7 @@ def deploy(
     table: bool = typer.Option(False, "--table", help="Print the full table of nodes and interfaces, whatever the lab's size."),
     vars_files: list[Path] = typer.Option([], "--vars", help="Variables (YAML/JSON) for a Go-template topology, as containerlab's --vars; "
                                                              "repeat to merge. Default: NAME_vars.yml beside the file."),
+    servers: Path | None = ServersOpt,
 ):
     """Create the lab described by a topology file.
 
@@ -104,11 +106,14 @@ def deploy(
     from ..lab.lab import Lab
 
     with reported():
-        lab = Lab.from_file(topo, vars_files)
+        lab = Lab.from_file(topo, vars_files, servers)
         notices(lab)
         if reconfigure:
             lab.destroy()
         started = time.perf_counter()
+        if lab.topology.servers:
+            _deploy_split(lab, started)
+            return
         with progress_bar("deploying") as progress:
             changes = lab.deploy(progress=progress, on_exec=_print_exec)
         took = time.perf_counter() - started
@@ -125,6 +130,20 @@ def deploy(
 
 
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
+
+
+def _deploy_split(lab: Lab, started: float) -> None:
+    """Deploy a lab on servers: and say where everything went."""
+    from collections import Counter
+
+    split = lab.deploy()
+    counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
+    tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
+    err.line(f"lab {lab.name}: {len(lab.plan.nodes)} nodes on {len(lab.topology.servers)} servers "
+             f"({', '.join(f'{s}: {counts.get(s, 0)}' for s in sorted(lab.topology.servers))}), "
+             f"{tunnels} VXLAN tunnels (MTU {split.mtu}) in {time.perf_counter() - started:.2f} s")
+    out.line(f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs on the node's server);  "
+             f"nestlab destroy --lab {lab.name}")
 
 
 def _summary(lab: Lab) -> str:
@@ -256,9 +275,13 @@ def exec_cmd(
 @app.command()
 def shell(node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."), topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Open an interactive shell inside a node (exit it to come back)."""
+    from ..lab import multi
+
     with reported():
         the_lab = resolve(topo, lab)
         target = node_of(the_lab, node)
+        if remote := multi.remote_for(the_lab.name, node):  # on its server, with a terminal
+            raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)
         prompt = f"[{the_lab.name}/{node}] \\w# "
         proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})
         raise typer.Exit(_wait(proc))
@@ -274,8 +297,9 @@ def _wait(proc) -> int:
 
 @app.command()
 def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
-    """Remove a lab: its processes, namespaces, links and state. Nothing else is touched."""
-    from ..lab import cleanup
+    """Remove a lab: its processes, namespaces, links and state (on every server, for a lab split
+    across servers). Nothing else is touched."""
+    from ..lab import cleanup, multi
     from ..lab import state
 
     with reported():
@@ -283,9 +307,13 @@ def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
             name = lab
         else:
             name = resolve(topo, lab).name
+        split = multi.record(name)
         with state.locked(name):
             removed = cleanup.remove_lab(name)
-        err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
+        if split:
+            err.line(f"lab {name}: removed from servers {', '.join(sorted(split['servers']))}")
+        else:
+            err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
 
 
 @app.command()
@@ -583,6 +611,17 @@ def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
 
 
 app.add_typer(bench_app, name="bench")
+app.command(name="plan")(plan)
+app.add_typer(servers_app, name="servers")
+app.add_typer(k8s_app, name="k8s")
+
+
+@app.command()
+def version():
+    """Print nestlab's version."""
+    from .. import __version__
+
+    out.line(__version__)
 app.command("report")(report_cmd)
 app.command("compare")(compare_cmd)
 

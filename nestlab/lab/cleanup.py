@@ -8,6 +8,7 @@ import shutil
 from .. import names
 from .. import runtimes
 from ..backends import cgroups, namespaces, netlink, rtdump
+from . import multi
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -26,7 +27,9 @@ def _mounts_under(prefix: str) -> list[str]:
 
 
 def remove_lab(lab: str) -> int:
-    """Remove everything marked as ``lab``'s; returns how many namespaces went."""
+    """Remove everything marked as ``lab``'s (on every server, for a lab split across servers); returns
+    how many namespaces went here."""
+    multi.remove_remote(lab)
     for name in runtimes.REGISTRY:
         runtimes.get(name).remove_leftovers(lab)
     paths = marked_namespaces(lab)

@@ -6,6 +6,7 @@ import os
 
 from .. import names
 from ..backends import cgroups, mptcp, namespaces, ovs, rtdump
+from . import multi
 from .lab import Lab
 
 
@@ -17,6 +18,10 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     per node with a cgroup, CPU seconds and memory used (components included) and limits;
     per node with ``mptcp:``, its connections and their subflows.  ``only``: just those nodes.
     """
+    if multi.record(lab.name):  # split across servers: each server reads its share
+        report = multi.inspect(lab.name)
+        report["nodes"] = [n for n in report["nodes"] if only is None or n["name"] in only]
+        return report
     plan = lab.plan
     modes = {(end.node, end.iface): "wire" if plan.nodes[end.node].kind == "machine" or plan.nodes[other.node].kind == "machine" else link.mode for link in plan.links.values() for end, other in ((link.a, link.b), (link.b, link.a))}
     modes.update({(a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")]) for a in plan.attachments.values()})

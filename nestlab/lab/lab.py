@@ -29,7 +29,7 @@ from .. import names
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..plan.objects import Plan
-from . import cleanup, state
+from . import cleanup, multi, state
 from .node import Node
 
 # Checking, planning and applying are imported when first used: a command on a running lab
@@ -59,13 +59,24 @@ class Lab:
 
     # -- building ---------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | os.PathLike, vars_files: Sequence[str | os.PathLike] = ()) -> Lab:
+    def from_file(cls, path: str | os.PathLike, vars_files: Sequence[str | os.PathLike] = (), servers: str | os.PathLike | None = None) -> Lab:
         """Load and check a topology file; errors name file, line and column.  A Go-template topology
-        (containerlab's) is rendered with ``vars_files``, or the ``NAME_vars.yml`` beside it."""
-        from ..model.load import load_file
+        (containerlab's) is rendered with ``vars_files``, or the ``NAME_vars.yml`` beside it.  ``servers``:
+        an inventory file whose ``servers:`` (and ``stitch:``) replace the file's (docs/servers.md)."""
+        from ..model.load import load_data, load_file
+        from ..model.servers import load_inventory
 
         lab = cls.__new__(cls)
         loaded = load_file(path, vars_files)
+        if servers is not None:
+            found, stitch = load_inventory(servers)
+            raw = loaded.topology.model_dump(mode="json")
+            raw["servers"] = {name: spec.model_dump() for name, spec in found.items()}
+            if stitch:
+                raw["stitch"] = stitch.model_dump()
+            notes = loaded.notices
+            loaded = load_data(raw, loaded.source)
+            loaded.notices = notes
         lab._set(loaded, loaded.source)  # a Kathará lab's folder: its lab.conf
         return lab
 
@@ -190,13 +201,19 @@ class Lab:
 
     # -- lifecycle ----------------------------------------------------------------
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes:
-        """Create what is missing, remove what is no longer wanted; returns what was changed.
+        """Create what is missing, remove what is no longer wanted; returns what was changed (for a lab
+        on servers:, where each node went: a :class:`~nestlab.lab.multi.Split`).
 
         Deploying an already running, identical lab changes nothing.
         """
         from ..backends.apply import Applier
         from ..backends.netlink import NetlinkError
         from ..plan.diff import diff
+
+        if self.topology.servers:  # split across servers: each deploys its share (lab/multi.py)
+            return multi.deploy(self, progress)
+        if pinned := sorted(n for n, spec in self.topology.topology.nodes.items() if spec.server):
+            raise LabError(f"{', '.join(pinned[:5])} name a server: but the lab has no servers: give them in the file or with --servers FILE")
 
         with state.locked(self.name):
             current = state.read(self.name)

@@ -12,6 +12,7 @@ from .. import names, runtimes
 from ..backends import cgroups, namespaces
 from ..errors import LabError
 from ..plan.objects import NodeObj, Plan
+from . import multi
 
 
 class LabView(Protocol):
@@ -100,6 +101,9 @@ class Node:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
         if isinstance(args, str):
             args = ["sh", "-c", args]
+        remote = multi.remote_for(self.lab.name, self.name)
+        if remote:  # a lab split across servers: the node's own server runs it
+            return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab.name, self.name, "--", *args), **kwargs)
         kwargs["env"] = self.environ(kwargs.get("env"))
         path = names.netns_path(self.lab.name, self.name)
         if not os.path.exists(path):

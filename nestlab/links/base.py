@@ -81,7 +81,7 @@ class LinkMode:
             state = link.params.state if link.params else None
             return LinkObj(ends[0], ends[1], link.mtu, self.name, shape_a, shape_b, state, self.plan_options(link))
         host, parent = b.attach_point(link)
-        return AttachObj(ends[0], self.name, host, parent, self.plan_options(link), link.mtu)
+        return AttachObj(ends[0], self.name, host, parent, self.plan_options(link), link.mtu, shape=shapes(link.params)[0])
 
     def plan_options(self, link) -> tuple[tuple[str, str], ...]:
         """The mode's own keys of ``link`` as plan options (defaults filled in)."""

@@ -11,7 +11,7 @@ import re
 from pydantic import Field
 
 from ..backends import netlink
-from ..plan.objects import AttachObj
+from ..plan.objects import AttachObj, shapes
 from .base import LinkMode, Stage, register, up_and_address
 
 
@@ -41,7 +41,7 @@ class Host(LinkMode):
     def build(self, b, link, ends):
         node = ends[0].node
         host = b.host_of(node) if b.t.hosts else None
-        return AttachObj(ends[0], self.name, host, None, self.plan_options(link), link.mtu)
+        return AttachObj(ends[0], self.name, host, None, self.plan_options(link), link.mtu, shape=shapes(link.params)[0])
 
     def create(self, ap, objs, made, changes):
         for att in objs:
@@ -49,6 +49,9 @@ class Host(LinkMode):
             ap.queue(att.host, netlink.new_veth(name, att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu), netlink.set_up(name, alias=ap.alias))
             made.append(att)
         ap.flush()
+        for att in objs:  # from a switch node, the node's end is one of its ports
+            if master := ap.bridge(att.end.node):
+                ap.queue(att.end.node, netlink.set_master(att.end.iface, master))
         up_and_address(ap, [att.end for att in objs])
 
 

@@ -6,8 +6,8 @@
 * special endpoints: ``host:IF`` (a veth to this machine, mode: host), ``mgmt-net:IF`` (a port of
   the lab's management bridge, a ``kind: bridge`` node named mgmt-net), ``macvlan:PARENT``
   (mode: macvlan on a real interface, which still needs ``allow_host_interfaces: true``);
-* the extended link form (``type: veth|host|mgmt-net|macvlan|dummy`` with ``endpoint(s)``; an
-  endpoint's ``mac`` goes to the link's ``macs``).
+* the extended link form (``type: veth|host|mgmt-net|macvlan|vxlan|dummy`` with ``endpoint(s)``; an
+  endpoint's ``mac`` goes to the link's ``macs``; ``type: vxlan`` is mode vxlan-remote).
 """
 
 from __future__ import annotations
@@ -110,9 +110,15 @@ def _link(link: dict, path, located: Located, notices: list[Problem], problems: 
                 if "mode" in link:
                     link["macvlan_mode"] = link.pop("mode")
             link["endpoints"] = [ours, f"{kind}:{other}"]
+        elif kind in ("vxlan", "vxlan-stitch"):  # one node's end tunnelled to another machine
+            endpoint = link.pop("endpoint", None) or {}
+            link["endpoints"] = [f"{endpoint.get('node')}:{endpoint.get('interface')}" if isinstance(endpoint, dict) else str(endpoint)]
+            link["mode"] = "vxlan-remote"
+            if "udp-port" in link:
+                link["port"] = link.pop("udp-port")
         elif kind != "veth":
-            problems.append(located.problem(path + ("type",), f"type: {kind} links are not supported; nestlab links nodes with veth (and host:, mgmt-net:, macvlan: endpoints); "
-                                                              "vxlan between nodes is mode: vxlan on emulated hosts (docs/modes.md)"))
+            problems.append(located.problem(path + ("type",), f"type: {kind} links are not supported; nestlab links nodes with veth (and host:, mgmt-net:, macvlan: endpoints, "
+                                                              "and type: vxlan to another machine)"))
             return None
     endpoints = link.get("endpoints")
     if not isinstance(endpoints, list):

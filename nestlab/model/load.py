@@ -21,6 +21,7 @@ from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
 from .paths import expand_paths
 from .ports import check_ports
+from .servers import check_servers
 from .stages import check_stages
 from .schema import (
     ALLOWED_KEYS,
@@ -124,7 +125,8 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
     problems = (apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located)
-                or check(topology, located) or check_stages(topology, located) or check_ports(topology, located, notices))
+                or check(topology, located) or check_stages(topology, located) or check_ports(topology, located, notices)
+                or check_servers(topology, located))
     if not problems:
         problems = images.resolve_paths(topology, source, located, notices) + resolve_binds(topology, source, located, notices)
     if problems:
@@ -182,6 +184,10 @@ def _allowed_for(path: Path) -> list[str]:
         return ALLOWED_KEYS["shape" if "set" in path else "schedule"]
     if path[:1] == ("hosts",):
         return ALLOWED_KEYS["host"]
+    if path[:1] == ("servers",):
+        return ALLOWED_KEYS["server"]
+    if path[:1] == ("stitch",):
+        return ALLOWED_KEYS["stitch"]
     if "resources" in path:
         return ALLOWED_KEYS["resources"]
     if "healthcheck" in path:

@@ -197,6 +197,7 @@ class NodeSpec(_Strict):
     nesting: Literal["nested", "flat"] = Field(default="nested", description="flat: components are processes sharing the node's stack")
     mptcp: MptcpSpec | None = Field(default=None, description="Multipath TCP limits and endpoints (docs/multipath.md)")
     group: str | None = Field(default=None, description="a name under topology.groups: the node takes that group's keys it does not set itself")
+    server: str | None = Field(default=None, description="the server (under servers:) the node runs on; default: placed by nestlab")
     # A filesystem view of its own (docs/routers.md)
     binds: list[str] = Field(default_factory=list, description="src:dst[:ro]: a file or folder of the machine at dst in the node's own view (src relative to the topology file)")
     startup_config: str | None = Field(default=None, alias="startup-config", description="frr: the router's frr.conf, a file (relative to the topology file) or the text itself")
@@ -351,6 +352,34 @@ class HostSpec(_Strict):
     _net_only = _parsed_by(_net_sysctls, "sysctls")
 
 
+class ServerSpec(_Strict):
+    """A machine a lab is split across (docs/servers.md): reached over SSH, running nestlab itself."""
+
+    address: str = Field(description="where SSH reaches it (name or IP)")
+    user: str = Field(default="root", description="SSH user (nestlab runs as root there)")
+    port: int = Field(default=22, ge=1, le=65535, description="SSH port")
+    key: str | None = Field(default=None, description="SSH identity file (relative to the file that names it)")
+    weight: float = Field(default=1.0, gt=0, description="its share of the nodes, relative to the other servers'")
+    nestlab: str = Field(default="nestlab", description="the nestlab command on that server")
+    underlay: str | None = Field(default=None, description="its IPv4 address for VXLAN between servers (default: address)")
+    ssh_options: list[str] = Field(default_factory=list, description="extra ssh -o options, e.g. UserKnownHostsFile=...")
+
+    @field_validator("underlay")
+    @classmethod
+    def _underlay(cls, value):
+        if value is not None:
+            ipaddress.IPv4Address(value)
+        return value
+
+
+class Stitch(_Strict):
+    """How links cut between servers are joined: VXLAN on ``port``, VNIs counted from ``vni``."""
+
+    port: int = Field(default=4789, ge=1, le=65535, description="UDP port of the VXLAN tunnels between servers")
+    vni: int = Field(default=100000, ge=1, le=16000000, description="the first VNI of the lab's range (one per cut link)")
+    mtu: int = Field(default=1500, ge=1280, le=65535, description="the underlay's MTU; stitched links get 50 bytes less")
+
+
 class ScheduledChange(_Strict):
     """One timed change at ``at`` (from the start of ``nestlab run``).
 
@@ -412,6 +441,8 @@ class Topology(_Strict):
     )
     allow_host_ports: bool = Field(default=False, description="forward nodes' ports: from this machine's loopback (127.0.0.1)")
     hosts: dict[str, HostSpec] = Field(default_factory=dict)
+    servers: dict[str, ServerSpec] = Field(default_factory=dict, description="machines the lab is split across (or --servers FILE)")
+    stitch: Stitch = Field(default_factory=Stitch, description="VXLAN between servers")
     wires: list[WireSpec] = Field(default_factory=list)
     topology: TopologyBody
     schedule: list[ScheduledChange] = Field(default_factory=list, description="timed link changes played by nestlab run")
@@ -439,6 +470,8 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "schedule": list(ScheduledChange.model_fields),
     "dynamics": list(Dynamics.model_fields),
     "host": list(HostSpec.model_fields),
+    "server": list(ServerSpec.model_fields),
+    "stitch": list(Stitch.model_fields),
     "resources": list(Resources.model_fields),
     "stage": [f.alias or n for n, f in StageSpec.model_fields.items()],
     "healthcheck": [f.alias or n for n, f in Healthcheck.model_fields.items()],

@@ -146,6 +146,7 @@ class AttachObj:
     options: Pairs = ()
     mtu: int | None = None
     gateway: str | None = None
+    shape: Pairs = ()  # what the node's end does to what it sends (the link's params)
 
     @property
     def key(self) -> str:

@@ -1,0 +1,179 @@
+"""A lab split across servers (docs/servers.md): placed, split into shares, each share deployed by the
+server's own nestlab over SSH, all or nothing.
+
+This machine keeps ``/run/nestlab/LAB/servers.json`` (written before any server is touched, so a
+cleanup from here always knows where to go) and the lab's state; each server keeps its share as an
+ordinary lab of the same name, marked as usual, so ``nestlab cleanup`` there works on its own.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+
+import yaml
+
+from .. import names
+from ..backends.ssh import Remote, each
+from ..errors import LabError
+from ..plan.placement import Placement, place
+from ..plan.split import VXLAN_HEADERS, Share, shares
+from . import state
+
+RECORD = "servers.json"
+
+
+@dataclass
+class Split:
+    placement: Placement
+    shares: dict[str, Share]
+    mtu: int  # of links and ports that cross servers
+
+
+def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = None) -> Split:
+    """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
+    on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
+    topo = lab.topology
+    servers = servers or topo.servers
+    if not servers:
+        raise LabError("this lab names no servers: add servers: to the file or pass --servers FILE")
+    pins = {name: spec.server for name, spec in topo.topology.nodes.items() if spec.server}
+    for node, server in pins.items():
+        if server not in servers:
+            raise LabError(f"node {node} is pinned to server {server}, which is not one of {', '.join(sorted(servers))}")
+    placed = place(lab.plan, {name: spec.weight for name, spec in servers.items()}, pins)
+    if underlay is None:
+        underlay = {}
+        for name, spec in servers.items():
+            try:
+                underlay[name] = str(ipaddress.IPv4Address(spec.underlay or spec.address))
+            except ValueError:
+                raise LabError(f"server {name}: address {spec.address} is not an IPv4 address; give underlay: IP for its VXLAN tunnels") from None
+    raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
+    parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu)
+    return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
+
+
+def remotes(servers: dict, base: str) -> dict[str, Remote]:
+    """A connection per server (``servers``: name -> ServerSpec or its JSON); relative keys from ``base``."""
+    out = {}
+    for name, spec in servers.items():
+        spec = spec if isinstance(spec, dict) else spec.model_dump()
+        key = spec.get("key")
+        out[name] = Remote(name, spec["address"], spec["user"], spec["port"], os.path.join(base, key) if key else None,
+                           spec["ssh_options"], spec["nestlab"])
+    return out
+
+
+def deploy(lab, progress=None) -> Split:
+    """Deploy every share at once; if any server fails, clean every server and name the one that failed."""
+    plan = split(lab)
+    base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
+    servers = {name: spec.model_dump() for name, spec in lab.topology.servers.items()}
+    conns = remotes(servers, base)
+    with state.locked(lab.name):
+        _write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "deploying"})
+        if progress:
+            progress("servers", 0, len(conns))
+        answers = each(conns.values(), lambda r: _deploy_share(r, lab.name, plan.shares[r.name]))
+        failed = {name: _cause(answer) for name, answer in answers.items() if _cause(answer)}
+        if failed:
+            each(conns.values(), lambda r: _clean(r, lab.name))
+            shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
+            first = sorted(failed)[0]
+            more = f" (and {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
+            raise LabError(f"server {first}{more}: {failed[first]}; every server was cleaned up, nothing is left")
+        state.write(state.LabState(lab.name, "running", os.getpid(), lab.source, time.time(), lab._raw, lab.plan))
+        _write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "running"})
+    if progress:
+        progress("servers", len(conns), len(conns))
+    return plan
+
+
+def _deploy_share(remote: Remote, lab: str, share: Share):
+    path = f"{names.lab_dir(lab)}/share.yml"
+    script = f'mkdir -p {names.lab_dir(lab)} && cat > {path} && exec "$@"'
+    return remote.run(["sh", "-c", script, "sh", *remote.nestlab_cmd("deploy", "-t", path)], stdin=yaml.safe_dump(share.topology, sort_keys=False))
+
+
+def _cause(answer) -> str | None:
+    """Why a server's command failed (its last error lines), or None if it did not."""
+    if isinstance(answer, BaseException):
+        return f"{type(answer).__name__}: {answer}"
+    if answer.returncode == 0:
+        return None
+    lines = [ln for ln in answer.stderr.splitlines() if ln.strip() and not ln.startswith("note ")]
+    if answer.returncode == 255:
+        return "SSH failed: " + (lines[-1] if lines else "no answer")
+    return " / ".join(lines[-3:]) or f"exit {answer.returncode}"
+
+
+def _clean(remote: Remote, lab: str):
+    return remote.run(remote.nestlab_cmd("cleanup", lab), timeout=300)
+
+
+def record(lab: str) -> dict | None:
+    """What this machine knows of a lab's servers, or None for a lab on this machine only."""
+    try:
+        with open(os.path.join(names.lab_dir(lab), RECORD)) as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return None
+
+
+def _write_record(lab: str, data: dict) -> None:
+    os.makedirs(names.lab_dir(lab), exist_ok=True)
+    tmp = os.path.join(names.lab_dir(lab), RECORD + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, os.path.join(names.lab_dir(lab), RECORD))
+
+
+def remove_remote(lab: str) -> None:
+    """Clean the lab's share on every server it was sent to; a server out of reach is an error naming it
+    (the record stays, so a later ``nestlab cleanup LAB`` tries again)."""
+    found = record(lab)
+    if not found:
+        return
+    conns = remotes(found["servers"], found["base"])
+    answers = each(conns.values(), lambda r: _clean(r, lab))
+    failed = {name: cause for name, answer in answers.items() if (cause := _cause(answer))}
+    for remote in conns.values():
+        remote.close()
+    if failed:
+        raise LabError("; ".join(f"server {name}: {cause}" for name, cause in sorted(failed.items()))
+                       + f"; run `nestlab cleanup {lab}` again once it is reachable, or `nestlab cleanup {lab}` on it")
+
+
+def remote_for(lab: str, node: str) -> Remote | None:
+    """The connection to the server that runs ``node`` of a split lab (None for a lab on this machine)."""
+    found = record(lab)
+    if not found:
+        return None
+    server = found["placement"].get(node.split("/", 1)[0])
+    if server is None:
+        raise LabError(f"lab {lab} has no node '{node}'")
+    return remotes({server: found["servers"][server]}, found["base"])[server]
+
+
+def inspect(lab: str) -> dict:
+    """Every server's ``inspect`` of its share, merged, each node with its server."""
+    found = record(lab) or {}
+    conns = remotes(found.get("servers", {}), found.get("base", "/"))
+    answers = each(conns.values(), lambda r: r.run(r.nestlab_cmd("inspect", "--lab", lab, "--format", "json"), timeout=120))
+    by_name: dict[str, dict] = {}
+    for server, answer in sorted(answers.items()):
+        if (cause := _cause(answer)):
+            raise LabError(f"server {server}: {cause}")
+        for node in json.loads(answer.stdout)["nodes"]:
+            interfaces = [{**i, "server": server} for i in node["interfaces"]]
+            if node["name"] in by_name:  # a switch copied onto several servers: one node, every server's ports
+                by_name[node["name"]]["interfaces"] += [i for i in interfaces if i["name"] != node["name"]]
+            else:
+                by_name[node["name"]] = {**node, "interfaces": interfaces, "server": found["placement"].get(node["name"].split("/", 1)[0])}
+    current = state.read(lab)
+    return {"lab": lab, "source": current.source if current else None, "nodes": list(by_name.values())}

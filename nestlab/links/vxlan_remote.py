@@ -1,0 +1,71 @@
+"""vxlan-remote: a node's interface tunnelled in VXLAN to another machine (containerlab's ``type: vxlan``).
+
+The device is born in the node; its UDP socket stays in this machine's namespace and sends to
+``remote`` (the kernel picks the source by route).  It is how a lab split across servers joins
+the two halves of a cut link, and how a bridge replicated on several servers is stitched.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import struct
+
+from pydantic import Field
+
+from ..backends import netlink
+from ..plan.objects import AttachObj
+from .base import KernelFeature, LinkMode, Stage, register, up_and_address
+from .vxlan import IFLA_VXLAN_GROUP, IFLA_VXLAN_ID, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT, Vxlan
+
+OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
+
+
+class VxlanRemote(LinkMode):
+    name = "vxlan-remote"
+    summary = "the node's interface tunnelled in VXLAN to another machine's address (remote:, vni:, port:)"
+    ends = 1
+    real_host = True
+    stage = Stage.ATTACH
+    options = {"remote": (str | None, Field(default=None, description="vxlan-remote: the other machine's address (IPv4)")),
+               "vni": Vxlan.options["vni"], "port": Vxlan.options["port"]}
+    features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
+
+    def check(self, ctx, link, path):
+        try:
+            ipaddress.IPv4Address(link.remote or "")
+        except ValueError:
+            return [ctx.problem(path + ("remote",), f"mode: vxlan-remote needs remote: the other machine's IPv4 address (got {link.remote!r})")]
+        if not link.vni:
+            return [ctx.problem(path + ("vni",), "mode: vxlan-remote needs vni: the identifier both ends use")]
+        if link.parent:
+            return [ctx.problem(path + ("parent",), "mode: vxlan-remote finds its way to remote: by route; drop parent:")]
+        return []
+
+    def join(self, b, link, keys):
+        """The far end is on another machine: nothing here to share a segment with."""
+
+    def plan_options(self, link):
+        return (("port", str(link.port or 4789)), ("remote", link.remote), ("vni", str(link.vni)))
+
+    def build(self, b, link, ends):
+        host = b.host_of(ends[0].node) if b.t.hosts else None
+        obj = super().build(b, link, ends)
+        return AttachObj(obj.end, self.name, host, None, obj.options, link.mtu or 1500 - OVERHEAD, shape=obj.shape)
+
+    def create(self, ap, objs, made, changes):
+        for att in objs:
+            data = (netlink.u32_attr(IFLA_VXLAN_ID, int(att.option("vni")))
+                    + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(att.option("remote")))
+                    + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(att.option("port"))))
+                    + netlink.attr(IFLA_VXLAN_LEARNING, b"\0"))
+            ap.queue(att.host, netlink.sublink("vxlan", att.end.iface, data, alias=ap.alias, ns_fd=ap.fd(att.end.node), mtu=att.mtu))
+            made.append(att)
+        ap.flush()
+        for att in objs:  # a switch's end is one of its ports
+            if master := ap.bridge(att.end.node):
+                ap.queue(att.end.node, netlink.set_master(att.end.iface, master))
+        up_and_address(ap, [att.end for att in objs])
+
+
+register(VxlanRemote())

@@ -1,0 +1,60 @@
+"""``servers:`` (in the topology, or an inventory file given with ``--servers``): the machines a lab is
+split across, and the rules that tie nodes to them."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .errors import Problem, TopologyError
+from .schema import NAME_PATTERN, ServerSpec, Stitch, Topology
+from .yamlsource import Located, load_yaml
+
+
+def check_servers(topology: Topology, located: Located) -> list[Problem]:
+    """Server names, ``server:`` pins naming one, and no emulated ``hosts:`` beside real servers."""
+    problems = []
+    for name in topology.servers:
+        if not re.match(NAME_PATTERN, name) or len(name) > 20:
+            problems.append(located.problem(("servers", name), f"server name '{name}' may use only letters, digits, '-' and '_' (at most 20)", key=True))
+    if topology.servers and topology.hosts:
+        problems.append(located.problem(("servers",), "a lab runs either on emulated hosts: inside one machine or on servers:, not both", key=True))
+    for node, spec in topology.topology.nodes.items():  # without servers: here, an inventory (--servers) will say
+        if spec.server and topology.servers and spec.server not in topology.servers:
+            problems.append(located.problem(("topology", "nodes", node, "server"),
+                                            f"server '{spec.server}' is not under servers: (known: {', '.join(topology.servers)})"))
+    return problems
+
+
+def load_inventory(path: str | os.PathLike) -> tuple[dict[str, ServerSpec], Stitch | None]:
+    """An inventory file: ``servers:`` (as in a topology) and optionally ``stitch:``; keys are checked with file:line."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise TopologyError(source, [Problem((), f"cannot read the inventory: {exc.strerror}")]) from None
+    located = load_yaml(text, source)
+    data = located.data
+    if not isinstance(data, dict) or not isinstance(data.get("servers"), dict) or not data["servers"]:
+        raise TopologyError(source, [located.problem((), "an inventory is a mapping with servers: NAME: {address: ..., ...}")])
+    problems = [located.problem((key,), f"unknown key '{key}'; allowed here: servers, stitch", key=True) for key in data if key not in ("servers", "stitch")]
+    servers = {}
+    for name, spec in data["servers"].items():
+        try:
+            servers[str(name)] = ServerSpec.model_validate(spec if isinstance(spec, dict) else {"address": spec})
+        except ValidationError as exc:
+            for err in exc.errors():
+                problems.append(located.problem(("servers", name, *err["loc"]), err["msg"].removeprefix("Value error, ")))
+    stitch = None
+    if "stitch" in data:
+        try:
+            stitch = Stitch.model_validate(data["stitch"])
+        except ValidationError as exc:
+            problems += [located.problem(("stitch", *err["loc"]), err["msg"]) for err in exc.errors()]
+    if problems:
+        raise TopologyError(source, problems)
+    base = os.path.dirname(os.path.abspath(source))
+    return {name: spec.model_copy(update={"key": os.path.join(base, spec.key)}) if spec.key else spec for name, spec in servers.items()}, stitch

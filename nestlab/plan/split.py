@@ -1,0 +1,137 @@
+"""A lab's share per server: a topology each server deploys with nestlab itself.
+
+Each share holds the server's nodes (with their components), every link whose ends are both
+there, with the addresses the whole lab's plan gave them (so no server picks its own), and:
+
+* per link cut between two servers, a ``vxlan-remote`` end on each side, to the other server's
+  underlay address, on a VNI of its own from the lab's range, with each side's shaping;
+* per switch whose ports sit on several servers, a copy of the switch on each of them, joined to
+  the switch's own server by a ``vxlan-remote`` port (a star: no loops).
+
+Links and ports that cross servers lose 50 bytes of MTU to the VXLAN headers; so do all ports of a
+switch that spans servers, so no frame fits one port and not the next.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+
+from ..errors import LabError
+from .objects import AttachObj, EndObj, LinkObj, Plan
+from .placement import Placement
+
+VXLAN_HEADERS = 50
+_LOCAL_MODES = {"veth", "host"}  # modes a share can hold as they are (the rest need emulated hosts)
+
+
+@dataclass
+class Share:
+    server: str
+    topology: dict
+    stitched: list[str] = field(default_factory=list)  # what this share tunnels, for the report
+
+
+def shares(raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], port: int, vni: int, mtu: int) -> dict[str, Share]:
+    """Every server's share of the lab ``raw`` (its checked topology as data) planned as ``plan``."""
+    if raw.get("schedule") or raw.get("dynamics") or raw.get("wires"):
+        raise LabError("schedule:, dynamics: and wires: are not split across servers yet; deploy this lab on one machine")
+    servers = sorted(set(placed.server_of.values()) | set(underlay))
+    nodes = raw["topology"]["nodes"]
+    out = {s: Share(s, _frame(raw)) for s in servers}
+    for name, spec in nodes.items():
+        out[placed.server(name)].topology["topology"]["nodes"][name] = _without_server(spec)
+    spans = placed.spans
+    fits = mtu - VXLAN_HEADERS
+    narrow = set(spans)  # switches whose every port must fit the stitched MTU
+    next_vni = itertools.count(vni)
+    for switch, others in sorted(spans.items()):
+        home = placed.server(switch)
+        for other in others:
+            out[other].topology["topology"]["nodes"][switch] = _without_server(nodes[switch])
+            ident = next(next_vni)
+            port_name = f"st{ident}"[:15]
+            for here, there in ((home, other), (other, home)):
+                out[here].topology["topology"]["links"].append(_half(EndObj(switch, port_name), underlay[there], ident, port, fits, ()))
+                out[here].stitched.append(f"{switch}:{port_name} -> {there} (vni {ident})")
+    cut = {frozenset(pair) for pair in placed.cut}
+    for link in plan.links.values():
+        if link.mode not in _LOCAL_MODES:
+            raise LabError(f"link {link.a.ref} - {link.b.ref}: mode {link.mode} is not split across servers yet; use veth links")
+        if frozenset((link.a.ref, link.b.ref)) in cut:
+            ident = next(next_vni)
+            for end, shape, other in ((link.a, link.shape_a, link.b), (link.b, link.shape_b, link.a)):
+                there = placed.server(other.node)
+                half = _half(end, underlay[there], ident, port, min(link.mtu or fits, fits), shape)
+                out[placed.server(end.node)].topology["topology"]["links"].append(half)
+                out[placed.server(end.node)].stitched.append(f"{end.ref} -> {there}:{other.ref} (vni {ident})")
+            continue
+        narrowed = fits if {link.a.node, link.b.node} & narrow else None
+        out[_holder(link, placed)].topology["topology"]["links"].append(_link(link, narrowed))
+    for att in plan.attachments.values():
+        out[placed.server(att.end.node)].topology["topology"]["links"].append(_attachment(att))
+    return out
+
+
+def _holder(link: LinkObj, placed: Placement) -> str:
+    """The server a link that is not cut lives on: its ends', or, for a port of a switch copied onto
+    another server, that server's (where the copy is)."""
+    sa, sb = placed.server(link.a.node), placed.server(link.b.node)
+    if sa == sb:
+        return sa
+    return sb if sb in placed.spans.get(link.a.node, ()) else sa
+
+
+def _frame(raw: dict) -> dict:
+    """A share's top level: the lab's, without servers and with addresses fixed by the whole lab's plan."""
+    body = {k: v for k, v in raw["topology"].items() if k not in ("nodes", "links")}
+    top = {k: v for k, v in raw.items() if k not in ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts")}
+    return copy.deepcopy({**top, "ipv4_pool": None, "topology": {**body, "nodes": {}, "links": []}})
+
+
+def _without_server(spec: dict) -> dict:
+    return copy.deepcopy({k: v for k, v in spec.items() if k != "server"})
+
+
+def _addresses(ends: tuple[EndObj, ...]) -> dict:
+    out = {}
+    for family in ("ipv4", "ipv6"):
+        values = [getattr(end, family) for end in ends]
+        if any(len(v) > 1 for v in values):
+            raise LabError(f"{ends[0].ref}: several {family} addresses on one end are not split across servers yet")
+        out[family] = [v[0] if v else None for v in values]
+    return out
+
+
+def _link(link: LinkObj, narrowed: int | None) -> dict:
+    params = {"a": dict(link.shape_a), "b": dict(link.shape_b)} if link.shape_a or link.shape_b else None
+    if link.state:
+        params = {**(params or {}), "state": link.state}
+    out = {"endpoints": [link.a.ref, link.b.ref], "mode": link.mode, **_addresses(link.ends), **dict(link.options)}
+    mtu = min(x for x in (link.mtu, narrowed) if x) if (link.mtu or narrowed) else None
+    if mtu:
+        out["mtu"] = mtu
+    if params:
+        out["params"] = params
+    if link.a.mac or link.b.mac:
+        out["macs"] = [link.a.mac, link.b.mac]
+    return out
+
+
+def _half(end: EndObj, remote: str, ident: int, port: int, mtu: int, shape) -> dict:
+    out = {"endpoints": [end.ref], "mode": "vxlan-remote", "remote": remote, "vni": ident, "port": port, "mtu": mtu, **_addresses((end,))}
+    if shape:
+        out["params"] = dict(shape)
+    return out
+
+
+def _attachment(att: AttachObj) -> dict:
+    if att.mode not in _LOCAL_MODES | {"vxlan-remote"} or att.host is not None:
+        raise LabError(f"{att.end.ref}: mode {att.mode} is not split across servers yet")
+    out = {"endpoints": [att.end.ref], "mode": att.mode, **_addresses((att.end,)), **dict(att.options)}
+    if att.mtu:
+        out["mtu"] = att.mtu
+    if att.shape:
+        out["params"] = dict(att.shape)
+    return out

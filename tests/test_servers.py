@@ -1,0 +1,282 @@
+"""Labs split across servers: placement, the plan command, Kubernetes manifests, and whole labs on
+emulated servers (namespaces with their own sshd) pinging, measuring and failing across them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+from conftest import run_cli
+
+from nestlab import Lab
+from nestlab.errors import LabError
+from nestlab.lab import emulate, multi, state
+from nestlab.lab.k8s import render
+from nestlab.model.schema import ServerSpec
+from nestlab.plan.placement import place
+
+pytestmark = pytest.mark.skipif(not os.path.exists(emulate.SSHD), reason="needs Debian's openssh-server (make deps installs it)")
+
+
+def two_clusters(n: int = 8) -> Lab:
+    """Two rings of ``n`` nodes with chords, joined by one link a0-b0."""
+    lab = Lab("clusters")
+    for c in "ab":
+        for i in range(n):
+            lab.add_node(f"{c}{i}")
+        for i in range(n):
+            lab.add_link(f"{c}{i}:r{(i + 1) % n}", f"{c}{(i + 1) % n}:l{i}")
+            if i < n // 2:
+                lab.add_link(f"{c}{i}:c{i + n // 2}", f"{c}{i + n // 2}:c{i}")
+    lab.add_link("a0:x", "b0:x")
+    return lab
+
+
+def test_placement_cuts_the_one_link_between_two_clusters_and_keeps_pins():
+    lab = two_clusters()
+    placed = place(lab.plan, {"s1": 1, "s2": 1}, {})
+    assert placed.cut == [("a0:x", "b0:x")]
+    assert len({placed.server_of[f"a{i}"] for i in range(8)}) == 1 and len({placed.server_of[f"b{i}"] for i in range(8)}) == 1
+    pinned = place(lab.plan, {"s1": 1, "s2": 1, "s3": 1}, {"a3": "s3", "b5": "s1"})
+    assert pinned.server_of["a3"] == "s3" and pinned.server_of["b5"] == "s1"
+    counts = [list(pinned.server_of.values()).count(s) for s in ("s1", "s2", "s3")]
+    assert max(counts) - min(counts) <= 2, counts
+    weighted = place(lab.plan, {"s1": 3, "s2": 1}, {})
+    assert list(weighted.server_of.values()).count("s1") == 12
+
+
+def test_a_node_bigger_than_any_share_is_refused():
+    lab = Lab("big")
+    lab.add_node("n1", components={f"c{i}": {} for i in range(6)})
+    lab.add_node("h1")
+    lab.add_node("h2")
+    lab.add_link("n1:eth1", "h1:eth1")
+    with pytest.raises(LabError, match="n1 has 7 nodes with its components, more than any server's share"):
+        place(lab.plan, {"s1": 1, "s2": 1}, {})
+
+
+INVENTORY = """servers:
+  s1: {address: 198.18.7.1}
+  s2: {address: 198.18.7.2, weight: 1}
+"""
+
+
+def test_plan_prints_the_split_and_bad_inventories_name_their_line(tmp_path, topo_file):
+    topo = topo_file("name: {name}\ntopology:\n  nodes:\n    a: {server: s1}\n    b: {server: s2}\n    c: {}\n"
+                     "  links:\n    - endpoints: [a:eth1, b:eth1]\n    - endpoints: [b:eth2, c:eth1]\n")
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text(INVENTORY)
+    result = run_cli("plan", "-t", str(topo), "--servers", str(inventory), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["servers"]["s1"][0] == "a" and "b" in report["servers"]["s2"] and report["cut"][0] == ["a:eth1", "b:eth1"]
+    assert report["stitched_mtu"] == 1450
+    shares = yaml.safe_load(run_cli("plan", "-t", str(topo), "--servers", str(inventory), "--format", "yaml").stdout)
+    half = next(ln for ln in shares["s1"]["topology"]["links"] if ln["endpoints"] == ["a:eth1"])
+    assert half["mode"] == "vxlan-remote" and half["remote"] == "198.18.7.2" and half["mtu"] == 1450
+    inventory.write_text("servers:\n  s1: {address: 198.18.7.1}\n  s2: {adress: 198.18.7.2}\n")
+    bad = run_cli("plan", "-t", str(topo), "--servers", str(inventory))
+    assert bad.returncode == 2 and "inv.yml:3:" in bad.stderr and "adress" in bad.stderr, bad.stderr
+    unknown = topo_file("name: {name}\nservers: {s1: {address: 198.18.7.1}}\ntopology:\n  nodes:\n    a: {server: s9}\n", "unknown.yml")
+    bad = run_cli("plan", "-t", str(unknown))
+    assert bad.returncode == 2 and "unknown.yml:5:" in bad.stderr and "server 's9' is not under servers:" in bad.stderr, bad.stderr
+
+
+def test_kubernetes_manifests_are_valid_and_split_like_the_ssh_path():
+    lightkube = pytest.importorskip("lightkube.codecs", reason="lightkube validates the manifests (make deps installs it)")
+    lab = two_clusters()
+    manifests, parts = render(lab, 3, "nestlab:test")
+    for manifest in manifests:
+        obj = lightkube.from_dict(manifest)  # required fields and types, by the Kubernetes API models
+        assert obj.to_dict() == manifest, f"{manifest['kind']} has keys the API does not know"
+    kinds = [m["kind"] for m in manifests]
+    assert kinds == ["ConfigMap", "Service", "Pod", "Pod", "Pod"]
+    ssh = multi.split(lab, {s: ServerSpec(address=f"198.18.7.{i}") for i, s in enumerate(("s1", "s2", "s3"), 1)})
+    assert ssh.placement.server_of == parts.placement.server_of and ssh.placement.cut == parts.placement.cut
+    shares = {k.removesuffix(".yml"): yaml.safe_load(v) for k, v in manifests[0]["data"].items()}
+    for server, share in ssh.shares.items():
+        assert set(shares[server]["topology"]["nodes"]) == set(share.topology["topology"]["nodes"])
+        remotes = {ln.get("remote") for ln in shares[server]["topology"]["links"]} - {None}
+        assert all(re.fullmatch(r"\$\{NESTLAB_PEER_S\d\}", r) for r in remotes), remotes
+
+
+# -- on emulated servers ------------------------------------------------------------------------------
+@pytest.fixture
+def servers(tmp_path):
+    """Three emulated servers, removed (with everything inside them) after the test."""
+    name = "srv" + os.urandom(3).hex()
+    inventory = tmp_path / "inv.yml"
+    emulate.emulate(3, name, copy_to=str(inventory))
+    try:
+        yield inventory
+    finally:
+        emulate.destroy(name)
+
+
+def share_labs(inventory) -> dict[str, list[str]]:
+    """The labs each server holds, asked over SSH."""
+    found = {}
+    for name, remote in multi.remotes(_full(inventory)["servers"], "/").items():
+        answer = remote.run(remote.nestlab_cmd("inspect", "--all", "--format", "json"))
+        assert answer.returncode == 0, answer.stderr
+        found[name] = [row["lab"] for row in json.loads(answer.stdout)]
+    return found
+
+
+def _full(inventory) -> dict:
+    """The inventory with every server's defaults filled in."""
+    data = yaml.safe_load(inventory.read_text())
+    data["servers"] = {name: ServerSpec.model_validate(spec).model_dump() for name, spec in data["servers"].items()}
+    return data
+
+
+def thirty(name: str) -> str:
+    """30 hosts on three chained switches (one L2 segment), plus a cut veth pair, pinned to span all servers."""
+    nodes = {"sw1": {"kind": "bridge"}, "sw2": {"kind": "bridge"}, "sw3": {"kind": "bridge"}}
+    links = [{"endpoints": ["sw1:up", "sw2:down"]}, {"endpoints": ["sw2:up", "sw3:down"]}]
+    for i in range(1, 29):
+        nodes[f"h{i}"] = {"sysctls": {"net.ipv4.icmp_echo_ignore_broadcasts": 0}}
+        links.append({"endpoints": [f"h{i}:eth1", f"sw{1 + (i - 1) // 10}:p{i}"], "ipv4": [f"10.0.9.{i}/24", None]})
+    for i, server in ((1, "s2"), (2, "s3"), (11, "s1"), (12, "s3"), (21, "s1"), (22, "s2")):
+        nodes[f"h{i}"]["server"] = server  # every switch has ports on every server
+    nodes["x"] = {"server": "s1"}
+    nodes["y"] = {"server": "s3"}
+    links.append({"endpoints": ["x:eth1", "y:eth1"], "ipv4": ["10.0.8.1/30", "10.0.8.2/30"], "params": {"rate": "1gbit"}})
+    nodes["x2"] = {"server": "s1"}
+    nodes["y2"] = {"server": "s1"}
+    links.append({"endpoints": ["x2:eth1", "y2:eth1"], "ipv4": ["10.0.8.5/30", "10.0.8.6/30"], "params": {"rate": "1gbit"}})
+    return yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}})
+
+
+def _pings(lab: str, node: str, targets: list[str]) -> str:
+    loop = " ".join(targets)
+    script = f'for ip in {loop}; do (ping -c1 -W3 $ip >/dev/null && echo ok $ip || echo FAIL $ip) & done; wait'
+    return run_cli("exec", "--lab", lab, node, "--", "sh", "-c", script, timeout=120).stdout
+
+
+def test_thirty_nodes_on_three_servers_reach_each_other_and_leave_nothing(servers, topo_file, lab_name):
+    topo = topo_file(thirty(lab_name))
+    result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "35 nodes on 3 servers" in result.stderr and "MTU 1450" in result.stderr, result.stderr
+        report = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json").stdout)
+        on = {n["name"]: n["server"] for n in report["nodes"]}
+        pins = {"h1": "s2", "h2": "s3", "h11": "s1", "h12": "s3", "h21": "s1", "h22": "s2", "x": "s1", "y": "s3"}
+        assert {node: on[node] for node in pins} == pins
+        hosts = [f"10.0.9.{i}" for i in range(1, 29)]
+        for i in range(1, 29):  # every host pings every other, most of them on other servers
+            answer = _pings(lab_name, f"h{i}", [ip for ip in hosts if ip != f"10.0.9.{i}"])
+            assert answer.count("ok ") == 27, (f"h{i}", answer)
+        # A broadcast crosses the stitched switches: answers come from hosts on every server.
+        broadcast = run_cli("exec", "--lab", lab_name, "h5", "--", "ping", "-b", "-c2", "-W2", "10.0.9.255").stdout
+        answering = {int(ip.rsplit(".", 1)[1]) for ip in re.findall(r"from (10\.0\.9\.\d+)", broadcast)}
+        assert {on[f"h{i}"] for i in answering} == {"s1", "s2", "s3"}, broadcast
+        assert "1 received" in run_cli("exec", "--lab", lab_name, "x", "--", "ping", "-c1", "-W2", "10.0.8.2").stdout
+        assert " mtu 1450 " in run_cli("exec", "--lab", lab_name, "x", "--", "ip", "-o", "link", "show", "eth1").stdout
+    finally:
+        destroyed = run_cli("destroy", "--lab", lab_name, timeout=300)
+    assert destroyed.returncode == 0 and "removed from servers s1, s2, s3" in destroyed.stderr, destroyed.stderr
+    assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
+    assert lab_name not in state.labs()
+
+
+@pytest.mark.throughput
+def test_stitched_link_carries_nine_tenths_of_the_same_link_on_one_server(servers, topo_file, lab_name):
+    topo = topo_file(thirty(lab_name))
+    assert run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300).returncode == 0
+    try:
+        rates = {}
+        for client, server_ip, server in (("x", "10.0.8.2", "y"), ("x2", "10.0.8.6", "y2")):
+            daemon = subprocess.Popen([*_exec(lab_name, server), "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+            answer = run_cli("exec", "--lab", lab_name, client, "--", "iperf3", "-c", server_ip, "-t", "3", "-J", timeout=60)
+            daemon.wait(timeout=30)
+            rates[client] = json.loads(answer.stdout)["end"]["sum_received"]["bits_per_second"]
+        assert rates["x"] >= 0.9 * rates["x2"], rates
+        assert rates["x2"] <= 1.05e9, "both are shaped at 1gbit"
+    finally:
+        run_cli("destroy", "--lab", lab_name, timeout=300)
+
+
+def _exec(lab: str, node: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "nestlab.cli.app", "exec", "--lab", lab, node, "--"]
+
+
+def test_a_server_failing_mid_deploy_is_named_and_every_server_is_cleaned(servers, topo_file, lab_name):
+    topo = topo_file(thirty(lab_name))
+    # s2's nestlab is killed while it deploys its share.
+    killed = []
+
+    def killer():
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            for pid, cmd in _processes():
+                if "deploy -t /run/nestlab/" + lab_name in cmd and _server_of(pid, servers) == "s2":
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    break
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
+    thread.join()
+    assert killed, "s2's deploy was not caught running"
+    assert result.returncode == 1 and "server s2" in result.stderr and "every server was cleaned up" in result.stderr, result.stderr
+    assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
+    assert lab_name not in state.labs()
+    # An unreachable server: named, nothing made anywhere.
+    data = yaml.safe_load(servers.read_text())
+    data["servers"]["s3"]["address"] = "198.18.0.250"
+    servers.write_text(yaml.safe_dump(data))
+    result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
+    assert result.returncode == 1 and "server s3: SSH failed" in result.stderr, result.stderr
+    data["servers"]["s3"]["address"] = "198.18.0.3"
+    servers.write_text(yaml.safe_dump(data))
+    assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
+
+
+def _processes():
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                    yield int(entry.name), fh.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+
+
+def _server_of(pid: int, inventory) -> str | None:
+    """Which emulated server a process runs in (by its network namespace)."""
+    try:
+        ino = os.stat(f"/proc/{pid}/ns/net").st_ino
+    except FileNotFoundError:
+        return None
+    emulation = yaml.safe_load(inventory.read_text())["servers"]["s1"]["key"].split("/")[3]  # /run/nestlab/NAME/client/...
+    for server in ("s1", "s2", "s3"):
+        if os.stat(f"/run/netns/nestlab.{emulation}.{server}").st_ino == ino:
+            return server
+    return None
+
+
+def test_servers_example_runs_on_emulated_servers(servers):
+    planned = run_cli("plan", "-t", "examples/servers.yml", "--servers", str(servers))
+    assert planned.returncode == 0 and "cut links: 1; switches spanning servers: 1" in planned.stdout, planned.stdout + planned.stderr
+    result = run_cli("deploy", "-t", "examples/servers.yml", "--servers", str(servers), timeout=300)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "1 received" in run_cli("exec", "--lab", "servers-demo", "h1", "--", "ping", "-c1", "-W2", "10.0.3.6").stdout
+        assert "1 received" in run_cli("exec", "--lab", "servers-demo", "a", "--", "ping", "-c1", "-W2", "10.0.4.2").stdout
+    finally:
+        run_cli("destroy", "--lab", "servers-demo", timeout=300)
+    assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
