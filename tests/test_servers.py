@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -201,7 +202,7 @@ def test_stitched_link_carries_nine_tenths_of_the_same_link_on_one_server(server
             daemon.wait(timeout=30)
             rates[client] = json.loads(answer.stdout)["end"]["sum_received"]["bits_per_second"]
         assert rates["x"] >= 0.9 * rates["x2"], rates
-        assert rates["x2"] <= 1.05e9, "both are shaped at 1gbit"
+        assert max(rates.values()) <= 1.05e9, f"both are shaped at 1gbit, the stitched one on each server: {rates}"
     finally:
         run_cli("destroy", "--lab", lab_name, timeout=300)
 
@@ -277,6 +278,11 @@ def test_servers_example_runs_on_emulated_servers(servers):
         assert result.returncode == 0, result.stderr
         assert "1 received" in run_cli("exec", "--lab", "servers-demo", "h1", "--", "ping", "-c1", "-W2", "10.0.3.6").stdout
         assert "1 received" in run_cli("exec", "--lab", "servers-demo", "a", "--", "ping", "-c1", "-W2", "10.0.4.2").stdout
+        # This machine's record lost: each server still cleans its share on its own.
+        shutil.rmtree("/run/nestlab/servers-demo")
+        assert share_labs(servers) == {"s1": ["servers-demo"], "s2": ["servers-demo"], "s3": ["servers-demo"]}
+        for remote in multi.remotes(_full(servers)["servers"], "/").values():
+            assert remote.run(remote.nestlab_cmd("cleanup", "servers-demo")).returncode == 0
     finally:
         run_cli("destroy", "--lab", "servers-demo", timeout=300)
     assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
