@@ -74,6 +74,7 @@ def test_plan_prints_the_split_and_bad_inventories_name_their_line(tmp_path, top
                      "  links:\n    - endpoints: [a:eth1, b:eth1]\n    - endpoints: [b:eth2, c:eth1]\n")
     inventory = tmp_path / "inv.yml"
     inventory.write_text(INVENTORY)
+    (tmp_path / "good.yml").write_text(INVENTORY)
     result = run_cli("plan", "-t", str(topo), "--servers", str(inventory), "--format", "json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -88,6 +89,10 @@ def test_plan_prints_the_split_and_bad_inventories_name_their_line(tmp_path, top
     unknown = topo_file("name: {name}\nservers: {s1: {address: 198.18.7.1}}\ntopology:\n  nodes:\n    a: {server: s9}\n", "unknown.yml")
     bad = run_cli("plan", "-t", str(unknown))
     assert bad.returncode == 2 and "unknown.yml:5:" in bad.stderr and "server 's9' is not under servers:" in bad.stderr, bad.stderr
+    waiting = topo_file("name: {name}\ntopology:\n  nodes:\n    a: {server: s1, stages: {configure: {wait-for: [{node: b}]}}}\n"
+                        "    b: {server: s2}\n", "waiting.yml")
+    bad = run_cli("plan", "-t", str(waiting), "--servers", str(inventory.with_name("good.yml")))
+    assert bad.returncode == 1 and "waits for b (configure), which runs on another server" in bad.stderr, bad.stderr
 
 
 def test_kubernetes_manifests_are_valid_and_split_like_the_ssh_path():
@@ -218,14 +223,18 @@ def test_a_server_failing_mid_deploy_is_named_and_every_server_is_cleaned(server
     # s2's nestlab is killed while it deploys its share.
     killed = []
 
+    emulation = yaml.safe_load(servers.read_text())["servers"]["s1"]["key"].split("/")[3]  # /run/nestlab/NAME/client/...
+    started = f"/run/nestlab/{emulation}/nodes/s2/run/{lab_name}/uts"  # s2's own /run/nestlab: it has begun making namespaces
+
     def killer():
         deadline = time.monotonic() + 60
         while not killed and time.monotonic() < deadline:
-            for pid, cmd in _processes():
-                if "deploy -t /run/nestlab/" + lab_name in cmd and _server_of(pid, servers) == "s2":
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                    break
+            if os.path.isdir(started):
+                for pid, cmd in _processes():
+                    if "deploy -t /dev/stdin" in cmd and _server_of(pid, emulation) == "s2":
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                        break
             time.sleep(0.005)
 
     thread = threading.Thread(target=killer)
@@ -257,13 +266,12 @@ def _processes():
                 continue
 
 
-def _server_of(pid: int, inventory) -> str | None:
+def _server_of(pid: int, emulation: str) -> str | None:
     """Which emulated server a process runs in (by its network namespace)."""
     try:
         ino = os.stat(f"/proc/{pid}/ns/net").st_ino
     except FileNotFoundError:
         return None
-    emulation = yaml.safe_load(inventory.read_text())["servers"]["s1"]["key"].split("/")[3]  # /run/nestlab/NAME/client/...
     for server in ("s1", "s2", "s3"):
         if os.stat(f"/run/netns/nestlab.{emulation}.{server}").st_ino == ino:
             return server
@@ -285,4 +293,18 @@ def test_servers_example_runs_on_emulated_servers(servers):
             assert remote.run(remote.nestlab_cmd("cleanup", "servers-demo")).returncode == 0
     finally:
         run_cli("destroy", "--lab", "servers-demo", timeout=300)
+    assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
+
+
+def test_an_ovs_switch_spanning_servers_is_one_switch(servers, topo_file, lab_name):
+    topo = topo_file("name: {name}\ntopology:\n  nodes:\n    sw: {kind: ovs, server: s1}\n    h1: {server: s1}\n"
+                     "    h2: {server: s2}\n    h3: {server: s3}\n  links:\n"
+                     + "".join(f'    - {{endpoints: ["h{i}:eth1", "sw:p{i}"], ipv4: ["10.0.5.{i}/24", null]}}\n' for i in (1, 2, 3)))
+    result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
+    try:
+        assert result.returncode == 0 and "2 VXLAN tunnels" in result.stderr, result.stderr
+        assert "1 received" in run_cli("exec", "--lab", lab_name, "h2", "--", "ping", "-c1", "-W3", "10.0.5.3").stdout
+        assert "1 received" in run_cli("exec", "--lab", lab_name, "h1", "--", "ping", "-c1", "-W3", "10.0.5.2").stdout
+    finally:
+        run_cli("destroy", "--lab", lab_name, timeout=300)
     assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}

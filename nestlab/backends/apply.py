@@ -235,6 +235,9 @@ class Applier:
             for end in link.ends:
                 if self.nodes[end.node].kind == "ovs":
                     ports.setdefault(end.node, []).append(end.iface)
+        for att in changes.add_attachments:
+            if self.nodes[att.end.node].kind == "ovs" and links.get(att.mode).switch_port:
+                ports.setdefault(att.end.node, []).append(att.end.iface)
         for switch, names_ in ports.items():
             ovs.Switch(self.lab, switch).add_ports(names_)
         for node in changes.add_nodes:

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import shutil
+import subprocess
 import time
 from dataclasses import dataclass
 
@@ -70,16 +71,26 @@ def remotes(servers: dict, base: str) -> dict[str, Remote]:
 
 
 def deploy(lab, progress=None) -> Split:
-    """Deploy every share at once; if any server fails, clean every server and name the one that failed."""
-    plan = split(lab)
+    """Deploy every share at once; if any server fails, clean every server and name the one that failed.
+
+    Each server's nestlab is started first, reading its share from standard input, so its start-up
+    and the SSH handshake overlap with placing and splitting the lab here."""
     base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
     servers = {name: spec.model_dump() for name, spec in lab.topology.servers.items()}
     conns = remotes(servers, base)
+    procs = {name: r.popen(r.nestlab_cmd("deploy", "-t", "/dev/stdin"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for name, r in conns.items()}
+    try:
+        plan = split(lab)
+    except BaseException:
+        for proc in procs.values():  # an empty share: each server refuses it and makes nothing
+            proc.communicate("", timeout=60)
+        raise
     with state.locked(lab.name):
         _write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "deploying"})
         if progress:
             progress("servers", 0, len(conns))
-        answers = each(conns.values(), lambda r: _deploy_share(r, lab.name, plan.shares[r.name]))
+        answers = each(conns.values(), lambda r: _send_share(procs[r.name], plan.shares[r.name]))
         failed = {name: _cause(answer) for name, answer in answers.items() if _cause(answer)}
         if failed:
             each(conns.values(), lambda r: _clean(r, lab.name))
@@ -94,10 +105,10 @@ def deploy(lab, progress=None) -> Split:
     return plan
 
 
-def _deploy_share(remote: Remote, lab: str, share: Share):
-    path = f"{names.lab_dir(lab)}/share.yml"
-    script = f'mkdir -p {names.lab_dir(lab)} && cat > {path} && exec "$@"'
-    return remote.run(["sh", "-c", script, "sh", *remote.nestlab_cmd("deploy", "-t", path)], stdin=yaml.safe_dump(share.topology, sort_keys=False))
+def _send_share(proc: subprocess.Popen, share: Share) -> subprocess.CompletedProcess:
+    text = yaml.dump(share.topology, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+    out, err = proc.communicate(text, timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _cause(answer) -> str | None:

@@ -48,6 +48,7 @@ class LinkMode:
     needs_parent: bool = False  # (one end) parent: is required
     moves_parent: bool = False  # (one end) the parent interface itself moves into the node (phys)
     real_host: bool = False  # (one end) without hosts:, the host side is this machine, not an emulated host
+    switch_port: bool = False  # (one end) on a switch node, the node's end is one of the switch's ports
     stage: Stage = Stage.CABLES
     separate_ends: bool = False  # (two ends) each end is a device of its own; else deleting one end removes the pair
     options: dict[str, tuple[Any, Any]] = {}  # link keys this mode owns: name -> (annotation, pydantic Field)

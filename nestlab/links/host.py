@@ -20,6 +20,7 @@ class Host(LinkMode):
     summary = "a veth from the node to its host (this machine without hosts:), the host's end named host_interface"
     ends = 1
     real_host = True
+    switch_port = True
     stage = Stage.ATTACH
     options = {"host_interface": (str | None, Field(default=None, description="host: the name of the veth's end on the host"))}
 

@@ -26,6 +26,7 @@ class VxlanRemote(LinkMode):
     summary = "the node's interface tunnelled in VXLAN to another machine's address (remote:, vni:, port:)"
     ends = 1
     real_host = True
+    switch_port = True
     stage = Stage.ATTACH
     options = {"remote": (str | None, Field(default=None, description="vxlan-remote: the other machine's address (IPv4)")),
                "vni": Vxlan.options["vni"], "port": Vxlan.options["port"]}

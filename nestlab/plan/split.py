@@ -23,7 +23,7 @@ from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
 
 VXLAN_HEADERS = 50
-_LOCAL_MODES = {"veth", "host"}  # modes a share can hold as they are (the rest need emulated hosts)
+_LOCAL_MODES = {"veth", "ovs", "host"}  # modes a share can hold as they are (the rest need emulated hosts)
 
 
 @dataclass
@@ -42,6 +42,11 @@ def shares(raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], p
     out = {s: Share(s, _frame(raw)) for s in servers}
     for name, spec in nodes.items():
         out[placed.server(name)].topology["topology"]["nodes"][name] = _without_server(spec)
+        for stage, wanted in (spec.get("stages") or {}).items():
+            for wait in wanted.get("wait_for") or []:
+                if placed.server(wait["node"]) != placed.server(name):
+                    raise LabError(f"node {name} waits for {wait['node']} ({stage}), which runs on another server; "
+                                   "pin both to one server with server:")
     spans = placed.spans
     fits = mtu - VXLAN_HEADERS
     narrow = set(spans)  # switches whose every port must fit the stitched MTU
