@@ -106,13 +106,17 @@ def deploy(
     from ..lab.lab import Lab
 
     with reported():
-        lab = Lab.from_file(topo, vars_files, servers)
+        started = time.perf_counter()
+        if servers:  # known before the topology: each server's nestlab starts while it loads
+            _deploy_split(topo, vars_files, servers, reconfigure, started)
+            return
+        lab = Lab.from_file(topo, vars_files)
         notices(lab)
         if reconfigure:
             lab.destroy()
         started = time.perf_counter()
         if lab.topology.servers:
-            _deploy_split(lab, started)
+            _deploy_split(topo, vars_files, None, False, started, lab)
             return
         with progress_bar("deploying") as progress:
             changes = lab.deploy(progress=progress, on_exec=_print_exec)
@@ -132,11 +136,29 @@ def deploy(
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
 
 
-def _deploy_split(lab: Lab, started: float) -> None:
-    """Deploy a lab on servers: and say where everything went."""
+def _deploy_split(topo: Path, vars_files: list[Path], servers: Path | None, reconfigure: bool, started: float, lab: Lab | None = None) -> None:
+    """Deploy a lab on servers (an inventory's, or its file's) and say where everything went."""
     from collections import Counter
 
-    split = lab.deploy()
+    from ..lab import multi
+    from ..lab.lab import Lab
+    from ..model.servers import load_inventory
+
+    starting = None
+    if servers:
+        found, _ = load_inventory(servers)
+        starting = multi.Starting({name: spec.model_dump() for name, spec in found.items()}, str(servers.parent.resolve()))
+    try:
+        if lab is None:
+            lab = Lab.from_file(topo, vars_files, servers)
+            notices(lab)
+        if reconfigure:
+            lab.destroy()
+    except BaseException:
+        if starting:
+            starting.abandon()
+        raise
+    split = multi.deploy(lab, starting=starting)
     counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
     tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
     err.line(f"lab {lab.name}: {len(lab.plan.nodes)} nodes on {len(lab.topology.servers)} servers "

@@ -70,21 +70,39 @@ def remotes(servers: dict, base: str) -> dict[str, Remote]:
     return out
 
 
-def deploy(lab, progress=None) -> Split:
-    """Deploy every share at once; if any server fails, clean every server and name the one that failed.
+class Starting:
+    """Each server's nestlab, started and reading its share from standard input: its start-up and the SSH
+    handshake overlap with loading, placing and splitting the lab here."""
 
-    Each server's nestlab is started first, reading its share from standard input, so its start-up
-    and the SSH handshake overlap with placing and splitting the lab here."""
+    def __init__(self, servers: dict, base: str):
+        self.servers = servers
+        self.conns = remotes(servers, base)
+        self.procs = {name: r.popen(r.nestlab_cmd("deploy", "-t", "/dev/stdin"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for name, r in self.conns.items()}
+
+    def abandon(self) -> None:
+        """Send every server an empty share: each refuses it and makes nothing."""
+        for proc in self.procs.values():
+            try:
+                proc.communicate("", timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+
+
+def deploy(lab, progress=None, starting: Starting | None = None) -> Split:
+    """Deploy every share at once; if any server fails, clean every server and name the one that failed.
+    ``starting``: the servers' nestlab already started (for these very servers), else started here."""
     base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
     servers = {name: spec.model_dump() for name, spec in lab.topology.servers.items()}
-    conns = remotes(servers, base)
-    procs = {name: r.popen(r.nestlab_cmd("deploy", "-t", "/dev/stdin"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for name, r in conns.items()}
+    if starting is None or starting.servers != servers:
+        if starting:
+            starting.abandon()
+        starting = Starting(servers, base)
+    conns, procs = starting.conns, starting.procs
     try:
         plan = split(lab)
     except BaseException:
-        for proc in procs.values():  # an empty share: each server refuses it and makes nothing
-            proc.communicate("", timeout=60)
+        starting.abandon()
         raise
     with state.locked(lab.name):
         _write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "deploying"})
