@@ -14,7 +14,7 @@ from ..backends.views import FRESH, HIDDEN
 from .errors import Problem
 from .modes import node_kind
 from .schema import Topology
-from .yamlsource import Located
+from .yamlsource import Located, read_source
 
 _NEVER = ("/", "/proc", "/sys", "/dev", *HIDDEN)
 FRR_CONFIG = "/etc/frr/frr.conf"
@@ -47,7 +47,7 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
             elif not os.path.exists(dst) and not dst.startswith(tuple(f + "/" for f in FRESH)):
                 problems.append(located.problem(where, f"bind destination '{dst}' does not exist on this machine: a node's view only adds new paths under /run and /tmp (its own tmpfs)"))
             elif kind == "frr" and dst == FRR_CONFIG and not spec.startup_config:
-                spec.startup_config = src.read_text()  # the router's own frr.conf, so `nestlab save` can write it back
+                spec.startup_config = read_source(src, "the router's frr.conf")  # so `nestlab save` can write it back
             else:
                 kept.append(":".join([str(src), dst, *parts[2:]]))
         spec.binds = kept
@@ -58,7 +58,7 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
             elif "\n" not in spec.startup_config:
                 file = (base / os.path.expanduser(spec.startup_config)).resolve()
                 if file.is_file():
-                    spec.startup_config = file.read_text()
+                    spec.startup_config = read_source(file, "the startup-config")
                 elif "/" in spec.startup_config or spec.startup_config.endswith((".conf", ".cfg", ".txt")):
                     problems.append(located.problem(path + ("startup-config",), f"startup-config '{spec.startup_config}' does not exist (looked for {file})"))
     return problems

@@ -23,7 +23,7 @@ from pathlib import Path as FsPath
 from ..backends.views import FRESH
 from .binds import FRR_CONFIG
 from .errors import Path, Problem, TopologyError
-from .yamlsource import Located
+from .yamlsource import Located, read_source
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\[([A-Za-z0-9_]+)\]\s*=\s*(.*?)\s*$")
 _META = re.compile(r"^\s*LAB_[A-Z_]+\s*=")
@@ -51,10 +51,7 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
     conf = conf / "lab.conf" if conf.is_dir() else conf
     folder = conf.parent.resolve()
     source = str(conf)
-    try:
-        lines = conf.read_text().splitlines()
-    except OSError as exc:
-        raise TopologyError(source, [Problem((), f"cannot read the lab: {exc.strerror}")]) from None
+    lines = read_source(conf, "the lab").splitlines()
     located = Located(None)
     problems: list[Problem] = []
     devices: dict[str, dict] = {}
@@ -152,7 +149,7 @@ def _number(text: str) -> bool:
 
 
 def _startup(path: FsPath) -> str:
-    return path.read_text() + "\n" if path.is_file() else ""
+    return read_source(path, "the start-up file") + "\n" if path.is_file() else ""
 
 
 def _filter(script: str) -> tuple[str, list[str]]:
@@ -185,7 +182,7 @@ def _deps(path: FsPath) -> dict[str, list[str]]:
     if not path.is_file():
         return {}
     deps = {}
-    for line in path.read_text().splitlines():
+    for line in read_source(path, "lab.dep").splitlines():
         dev, sep, others = line.split("#", 1)[0].partition(":")
         if sep and dev.strip():
             deps[dev.strip()] = others.split()

@@ -32,7 +32,7 @@ from .schema import (
     NAME_PATTERN,
     Topology,
 )
-from .yamlsource import Located, load_yaml
+from .yamlsource import Located, load_yaml, read_source
 
 
 @dataclass
@@ -54,10 +54,7 @@ def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = ()) -> Lo
         loaded.notices[:0] = notes
         return loaded
     path = FsPath(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise TopologyError(str(path), [Problem((), f"cannot read the topology file: {exc.strerror}")]) from None
+    text = read_source(path)
     if clab.template_line(text) is None:
         return load_text(text, str(path))
     found = [FsPath(f) for f in vars_files] or sorted(f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*")
@@ -88,9 +85,7 @@ def _template_vars(files: list[FsPath]) -> Any:
     merged: Any = None
     for file in files:
         try:
-            data = yaml.safe_load(file.read_text())
-        except OSError as exc:
-            raise TopologyError(str(file), [Problem((), f"cannot read the template variables: {exc.strerror}")]) from None
+            data = yaml.safe_load(read_source(file, "the template variables"))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise TopologyError(str(file), [Problem((), f"not YAML/JSON: {getattr(exc, 'problem', exc)}", mark and mark.line + 1,

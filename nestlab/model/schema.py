@@ -343,6 +343,20 @@ class WireSpec(_Strict):
     params: WireParams = Field(default_factory=WireParams)
     ipv4: list[str | None] | None = None
 
+    @field_validator("ipv4")
+    @classmethod
+    def _addresses(cls, value):
+        for cidr in value or []:
+            if cidr is None:
+                continue
+            try:
+                ipaddress.IPv4Interface(cidr)
+            except ValueError:
+                raise ValueError(f"'{cidr}' is not an IPv4 address with a prefix length, e.g. 10.1.0.1/24") from None
+            if "/" not in cidr:
+                raise ValueError(f"'{cidr}' needs a prefix length, e.g. {cidr}/24")
+        return value
+
 
 class HostSpec(_Strict):
     """An emulated physical machine: a namespace whose NICs come from ``wires:``."""

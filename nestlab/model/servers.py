@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from pydantic import ValidationError
 
 from .errors import Problem, TopologyError
 from .schema import NAME_PATTERN, ServerSpec, Stitch, Topology
-from .yamlsource import Located, load_yaml
+from .yamlsource import Located, load_yaml, read_source
 
 
 def check_servers(topology: Topology, located: Located) -> list[Problem]:
@@ -32,11 +31,7 @@ def check_servers(topology: Topology, located: Located) -> list[Problem]:
 def load_inventory(path: str | os.PathLike) -> tuple[dict[str, ServerSpec], Stitch | None]:
     """An inventory file: ``servers:`` (as in a topology) and optionally ``stitch:``; keys are checked with file:line."""
     source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise TopologyError(source, [Problem((), f"cannot read the inventory: {exc.strerror}")]) from None
-    located = load_yaml(text, source)
+    located = load_yaml(read_source(path, "the inventory"), source)
     data = located.data
     if not isinstance(data, dict) or not isinstance(data.get("servers"), dict) or not data["servers"]:
         raise TopologyError(source, [located.problem((), "an inventory is a mapping with servers: NAME: {address: ..., ...}")])

@@ -21,6 +21,7 @@ import yaml
 
 from .errors import Problem, TopologyError
 from .units import parse_time
+from .yamlsource import read_source
 
 Pair = frozenset
 
@@ -40,7 +41,7 @@ def load(path: str | Path, nodes: list[str]) -> list[Step]:
     """Read a graph file; every node it names must be one of ``nodes``."""
     source = str(path)
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.safe_load(read_source(path, "the visibility graph"))
     except (OSError, yaml.YAMLError) as exc:
         raise TopologyError(source, [Problem((), f"cannot read the visibility graph: {exc}")]) from None
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):

@@ -54,8 +54,24 @@ def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, p
     return loader.construct_object(node, deep=True)
 
 
+def read_source(path, what: str = "the topology file") -> str:
+    """A file's text; unreadable or not UTF-8 is a :class:`TopologyError` (the latter with the bad byte's line and column)."""
+    source = str(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise TopologyError(source, [Problem((), f"cannot read {what}: {exc.strerror}")]) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TopologyError(source, [Problem((), f"{what} is not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8", line, col)]) from None
+
+
 def load_yaml(text: str, source: str) -> Located:
-    """Parse ``text``; malformed YAML and duplicate keys raise :class:`TopologyError`."""
+    """Parse ``text``; malformed YAML (control characters included) and duplicate keys raise :class:`TopologyError`."""
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
@@ -63,13 +79,25 @@ def load_yaml(text: str, source: str) -> Located:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
         raise TopologyError(source, [Problem((), f"malformed YAML: {exc.problem or exc.context}", line, col)]) from None
+    except yaml.YAMLError as exc:  # the reader's: a character YAML does not allow, at a position in the text
+        position = getattr(exc, "position", 0) or 0
+        line, col = text.count("\n", 0, position) + 1, position - (text.rfind("\n", 0, position) + 1) + 1
+        char = getattr(exc, "character", None)
+        code = ord(char) if isinstance(char, str) else char
+        what = f"character {code:#06x} is not allowed in YAML ({getattr(exc, 'reason', 'unacceptable')})" if isinstance(code, int) else str(exc)
+        raise TopologyError(source, [Problem((), f"malformed YAML: {what}; remove it", line, col)]) from None
     finally:
         loader.dispose()
     loc = Located(None)
     if root is None:
         raise TopologyError(source, [Problem((), "the file is empty; a topology needs at least `name:` and `topology:`")])
     problems: list[Problem] = []
-    loc.data = _build(root, (), loc, loader, problems)
+    try:
+        loc.data = _build(root, (), loc, loader, problems)
+    except yaml.MarkedYAMLError as exc:  # a value no safe constructor takes: a tag (!x), a bad timestamp...
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        raise TopologyError(source, [Problem((), f"malformed YAML: {exc.problem or exc.context}", line, col)]) from None
     if problems:
         raise TopologyError(source, problems)
     return loc

@@ -1,0 +1,132 @@
+"""Fuzzed topology files (issue 16, first part): mutated example files and generated near-valid topologies.
+
+Every input either loads (and plans) or is refused with a TopologyError/LabError: never another
+exception, which the CLI would show as a traceback.  Hypothesis generates the cases; the run is
+derandomized so CI sees the same cases every time, and NESTLAB_FUZZ_EXAMPLES scales it up (a stress
+run: NESTLAB_FUZZ_EXAMPLES=10000).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+from conftest import ROOT, root_links, run_cli
+
+from nestlab import Lab
+from nestlab.errors import LabError
+from nestlab.lab import state
+from nestlab.model.errors import TopologyError
+
+hypothesis = pytest.importorskip("hypothesis", reason="Hypothesis generates the cases (make deps installs it)")
+from hypothesis import HealthCheck, event, given, settings, strategies as st  # noqa: E402
+
+EXAMPLES = int(os.environ.get("NESTLAB_FUZZ_EXAMPLES", "250"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1000, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SEEDS = [p.read_bytes() for p in sorted((ROOT / "examples").glob("*.yml")) + sorted((ROOT / "tests" / "fixtures" / "clab-smoke").glob("*.yml"))]
+TOKENS = [b"\x00", b"\xff", b"\xc3", b"{{", b"}}", b"{{ .x }}", b"${X}", b": ", b"- ", b"\t", b"&a ", b"*a", b"!!python/object:os.system ",
+          b"? ", b"[", b"]", b"{", b"}", b"'", b'"', b"\n  ", b"\n", b"#", b"~", b"null", b"-1", b"1e999", b"nan", b"0x10", b"\xef\xbb\xbf"]
+
+
+def accepts_or_refuses(path) -> None:
+    """Load and plan ``path``; a refusal must be ours (with a location), nothing else may escape."""
+    try:
+        lab = Lab.from_file(path)
+        lab.plan
+    except (TopologyError, LabError) as exc:
+        event(f"refused: {type(exc).__name__}")
+        return
+    event("loaded and planned")
+
+
+mutation = st.tuples(st.sampled_from(["insert", "delete", "replace", "duplicate", "truncate"]), st.floats(0, 1),
+                     st.one_of(st.sampled_from(TOKENS), st.binary(min_size=1, max_size=6)))
+
+
+@FUZZ
+@given(seed=st.sampled_from(SEEDS), edits=st.lists(mutation, min_size=1, max_size=4))
+def test_mutated_files_load_or_are_refused_cleanly(tmp_path_factory, seed, edits):
+    data = seed
+    for op, where, payload in edits:
+        at = int(where * len(data))
+        if op == "insert":
+            data = data[:at] + payload + data[at:]
+        elif op == "delete":
+            data = data[:at] + data[at + len(payload):]
+        elif op == "replace":
+            data = data[:at] + payload + data[at + len(payload):]
+        elif op == "duplicate":
+            line_start = data.rfind(b"\n", 0, at) + 1
+            line_end = data.find(b"\n", at)
+            data = data[:line_end] + data[line_start - 1 if line_start else 0:line_end] + data[line_end:] if line_end > 0 else data
+        else:
+            data = data[:at]
+    path = tmp_path_factory.mktemp("fuzz") / "lab.yml"
+    path.write_bytes(data)
+    accepts_or_refuses(path)
+
+
+NAMES = st.sampled_from(["h1", "h2", "sw", "r1", "n-1", "bad name", "", "x" * 20, "a/b", "local", "mgmt-net"])
+IFACES = st.sampled_from(["eth1", "eth2", "lo", "", "toolonginterfacename0", "p1", "e1-1"])
+ENDPOINT = st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), st.text(max_size=6),
+                     st.sampled_from(["host:veth9", "macvlan:eth0", "mgmt-net:m1"]),
+                     st.fixed_dictionaries({"node": NAMES, "interface": IFACES}, optional={"mac": st.sampled_from(["02:00:00:00:00:01", "01:00:5e:00:00:01", "zz"])}))
+SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-3, 70000), st.floats(allow_nan=True), st.text(max_size=6))
+NODE = st.fixed_dictionaries({}, optional={
+    "kind": st.one_of(st.sampled_from(["linux", "bridge", "ovs", "frr", "host", "bogus"]), SCALAR),
+    "exec": st.one_of(st.lists(st.text(max_size=5), max_size=2), SCALAR),
+    "sysctls": st.dictionaries(st.sampled_from(["net.ipv4.ip_forward", "kernel.x", "net.bogus", ""]), SCALAR, max_size=2),
+    "mode": st.sampled_from(["netns", "none", "host", "x"]),
+    "resources": st.fixed_dictionaries({}, optional={"cpus": SCALAR, "memory": st.sampled_from(["64m", "1G", "-1", "x", 5]), "pids": SCALAR}),
+    "cpu": SCALAR, "memory": st.sampled_from(["64Mb", "1G", "x"]),
+    "ports": st.lists(st.sampled_from(["80:80", "0.0.0.0:1:1", "99999:1", "a:b", "8080:80/udp", 80]), max_size=2),
+    "server": st.sampled_from(["s1", "s9"]), "cmd": st.one_of(st.text(max_size=5), st.lists(st.text(max_size=3), max_size=2)),
+    "stages": st.dictionaries(st.sampled_from(["create", "configure", "boot"]),
+                              st.fixed_dictionaries({}, optional={"wait-for": st.lists(st.fixed_dictionaries({"node": NAMES}, optional={"stage": st.sampled_from(["healthy", "exit", "x"])}), max_size=2)}), max_size=2),
+    "components": st.dictionaries(st.sampled_from(["c1", "C!", "self", "gnab"]), st.just({}), max_size=2),
+    "binds": st.lists(st.sampled_from(["/etc/hosts:/etc/hosts:ro", "nope:/x", "/tmp:/run/x", "a"]), max_size=2),
+    "group": st.sampled_from(["g1", "missing"]), "startup-delay": SCALAR, "labels": st.dictionaries(st.text(max_size=3), SCALAR, max_size=2),
+})
+LINK = st.fixed_dictionaries({"endpoints": st.lists(ENDPOINT, max_size=3)}, optional={
+    "ipv4": st.lists(st.one_of(st.none(), st.sampled_from(["10.0.0.1/24", "300.1.1.1/24", "x", "10.0.0.1", "10.0.0.2/24"])), max_size=3),
+    "ipv6": st.lists(st.one_of(st.none(), st.sampled_from(["fd00::1/64", "zz::/64"])), max_size=3),
+    "mtu": SCALAR, "paths": SCALAR, "type": st.sampled_from(["veth", "vxlan", "dummy", "gretap"]),
+    "params": st.fixed_dictionaries({}, optional={"rate": st.sampled_from(["1gbit", "0", "x", "500gbit", "10mbit"]), "delay": st.sampled_from(["10ms", "-1ms", "x"]),
+                                                  "loss": SCALAR, "state": st.sampled_from(["up", "down", "sideways"]), "a": st.fixed_dictionaries({}, optional={"rate": st.just("1mbit")})}),
+    "mode": st.sampled_from(["veth", "bridge", "macvlan", "vxlan", "vxlan-remote", "host", "bogus"]), "remote": st.sampled_from(["198.18.0.9", "x"]),
+    "vni": SCALAR, "parent": st.sampled_from(["server:nic0", "eth0", "x:y"]), "host_interface": st.sampled_from(["v1", "bad name"]),
+})
+TOPOLOGY = st.fixed_dictionaries(
+    {"name": st.one_of(NAMES, SCALAR), "topology": st.fixed_dictionaries({"nodes": st.dictionaries(NAMES, st.one_of(NODE, st.none()), max_size=5),
+                                                                           "links": st.lists(LINK, max_size=5)},
+                                                                          optional={"groups": st.dictionaries(st.sampled_from(["g1", "g2"]), NODE, max_size=1),
+                                                                                    "kinds": st.dictionaries(st.sampled_from(["linux", "bridge"]), NODE, max_size=1),
+                                                                                    "defaults": NODE})},
+    optional={"ipv4_pool": st.sampled_from(["10.0.0.0/8", "10.0.0.0/31", "x", None]), "allow_host_ports": SCALAR,
+              "servers": st.dictionaries(st.sampled_from(["s1", "s 2"]), st.fixed_dictionaries({"address": st.sampled_from(["198.18.0.1", "host.example"])}, optional={"weight": SCALAR}), max_size=2),
+              "hosts": st.dictionaries(st.sampled_from(["server", "h1"]), st.just({}), max_size=1), "bogus": SCALAR})
+
+
+@FUZZ
+@given(data=TOPOLOGY)
+def test_generated_topologies_load_or_are_refused_cleanly(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("gen") / "lab.yml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    accepts_or_refuses(path)
+
+
+@pytest.mark.parametrize("content, where", [
+    (b"name: x\x00\ntopology: {}\n", ":1:8:"),
+    (b"\xff\xfe name", ":1:1:"),
+    (b"name: ok\ntopology:\n  nodes:\n    h1: {kind: \xc3}\n", ":4:"),
+    (b"name: t\ntopology:\n  nodes: {{ range .x }}\n", ":3:"),
+])
+def test_refused_bytes_exit_2_with_their_line_and_make_nothing(tmp_path, content, where):
+    path = tmp_path / "lab.yml"
+    path.write_bytes(content)
+    before, labs = root_links(), state.labs()
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2 and f"lab.yml{where}" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert root_links() == before and state.labs() == labs
