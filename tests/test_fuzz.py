@@ -109,8 +109,37 @@ TOPOLOGY = st.fixed_dictionaries(
               "hosts": st.dictionaries(st.sampled_from(["server", "h1"]), st.just({}), max_size=1), "bogus": SCALAR})
 
 
+@st.composite
+def near_valid(draw):
+    """A valid lab (hosts and switches, links between them, addresses or not), then one key made wrong or odd."""
+    hosts = [f"h{i}" for i in range(draw(st.integers(1, 6)))]
+    switches = [f"sw{i}" for i in range(draw(st.integers(0, 2)))]
+    nodes = {h: {} for h in hosts} | {s: {"kind": "bridge"} for s in switches}
+    links, used = [], set()
+    for _ in range(draw(st.integers(0, 8))):
+        a, b = draw(st.sampled_from(hosts)), draw(st.sampled_from(hosts + switches))
+        ia, ib = f"eth{len([u for u in used if u[0] == a]) + 1}", f"p{len(used)}"
+        if a == b:
+            continue
+        used |= {(a, ia), (b, ib)}
+        link = {"endpoints": [f"{a}:{ia}", f"{b}:{ib}"]}
+        if draw(st.booleans()):
+            link["params"] = {"rate": draw(st.sampled_from(["10mbit", "1gbit"])), "delay": draw(st.sampled_from(["1ms", "0ms"]))}
+        if draw(st.booleans()):
+            link["mtu"] = draw(st.integers(1280, 9000))
+        links.append(link)
+    data = {"name": "fz", "ipv4_pool": draw(st.sampled_from(["10.200.0.0/16", "10.0.0.0/29", "192.168.0.0/24"])),
+            "topology": {"nodes": nodes, "links": links}}
+    if draw(st.booleans()):  # one odd key, anywhere
+        where = draw(st.sampled_from(["node", "link", "top"]))
+        key, value = draw(st.sampled_from(["kind", "mode", "mtu", "ipv4", "exec", "sysctls", "bogus", "params"])), draw(SCALAR)
+        target = (nodes[draw(st.sampled_from(hosts))] if where == "node" else links[0] if where == "link" and links else data)
+        target[key] = value
+    return data
+
+
 @FUZZ
-@given(data=TOPOLOGY)
+@given(data=st.one_of(TOPOLOGY, near_valid()))
 def test_generated_topologies_load_or_are_refused_cleanly(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("gen") / "lab.yml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
