@@ -92,7 +92,7 @@ def leftovers() -> list[str]:
     found += [f"state of lab {lab}" for lab in state.labs() if os.path.isdir(f"/run/nestlab/{lab}")]
     with open("/proc/self/mountinfo") as fh:
         found += [f"mount {line.split()[4]}" for line in fh if "/run/nestlab/" in line.split()[4]]
-    found += [f"process {pid} ({cmd[:60]})" for pid, cmd in _processes() if "/run/nestlab/" in cmd]
+    found += [f"process {pid} ({cmd[:60]})" for pid, cmd in processes() if "/run/nestlab/" in cmd]
     found += [f"cgroup {path}" for paths in cgroups.lab_cgroups().values() for path in paths]
     found += [f"interface {name} of this machine" for name in rtdump.marked()]
     if os.environ.get("DOCKER_HOST"):  # set by the docker_engine fixture while its engine runs
@@ -101,7 +101,8 @@ def leftovers() -> list[str]:
     return found
 
 
-def _processes():
+def processes():
+    """(pid, command line) of every process on this machine."""
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:

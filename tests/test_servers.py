@@ -14,7 +14,7 @@ import time
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import processes, run_cli
 
 from nestlab import Lab
 from nestlab.errors import LabError
@@ -230,7 +230,7 @@ def test_a_server_failing_mid_deploy_is_named_and_every_server_is_cleaned(server
         deadline = time.monotonic() + 60
         while not killed and time.monotonic() < deadline:
             if os.path.isdir(started):
-                for pid, cmd in _processes():
+                for pid, cmd in processes():
                     if "deploy -t /dev/stdin" in cmd and _server_of(pid, emulation) == "s2":
                         os.kill(pid, signal.SIGKILL)
                         killed.append(pid)
@@ -254,16 +254,6 @@ def test_a_server_failing_mid_deploy_is_named_and_every_server_is_cleaned(server
     data["servers"]["s3"]["address"] = "198.18.0.3"
     servers.write_text(yaml.safe_dump(data))
     assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
-
-
-def _processes():
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                    yield int(entry.name), fh.read().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
 
 
 def _server_of(pid: int, emulation: str) -> str | None:
