@@ -21,7 +21,9 @@ import yaml
 from .. import names
 from ..backends import cgroups, netlink
 from ..errors import LabError
-from . import cleanup, state
+from ..backends.ssh import CONTROL_DIR
+from ..model.schema import ServerSpec
+from . import cleanup, multi, state
 from .lab import Lab
 
 SUBNET = "198.18.0.0/24"  # RFC 2544's benchmarking range: not routed anywhere
@@ -98,7 +100,20 @@ def destroy(name: str = "servers") -> int:
         if pid:
             subprocess.run(["nsenter", "-t", str(pid), "-m", "-n", *shlex.split(_nestlab_here()), "cleanup", "--all"],
                            capture_output=True, timeout=300)
-    return cleanup.remove_lab(name)
+    if os.path.exists(inventory_path(name)):  # this machine's master connections to them
+        with open(inventory_path(name)) as fh:
+            for remote in multi.remotes(_filled(yaml.safe_load(fh)["servers"]), "/").values():
+                remote.close()
+    removed = cleanup.remove_lab(name)
+    try:
+        os.rmdir(CONTROL_DIR)
+    except OSError:
+        pass
+    return removed
+
+
+def _filled(servers: dict) -> dict:
+    return {server: ServerSpec.model_validate(spec).model_dump() for server, spec in servers.items()}
 
 
 def _keygen(path: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import yaml
 
 from .. import names
-from ..backends.ssh import Remote, each
+from ..backends.ssh import CONTROL_DIR, Remote, each
 from ..errors import LabError
 from ..plan.placement import Placement, place
 from ..plan.split import VXLAN_HEADERS, Share, shares
@@ -109,7 +109,7 @@ def deploy(lab, progress=None, starting: Starting | None = None) -> Split:
         if progress:
             progress("servers", 0, len(conns))
         answers = each(conns.values(), lambda r: _send_share(procs[r.name], plan.shares[r.name]))
-        failed = {name: _cause(answer) for name, answer in answers.items() if _cause(answer)}
+        failed = {name: cause for name, answer in answers.items() if (cause := _cause(answer))}
         if failed:
             each(conns.values(), lambda r: _clean(r, lab.name))
             shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
@@ -173,6 +173,10 @@ def remove_remote(lab: str) -> None:
     failed = {name: cause for name, answer in answers.items() if (cause := _cause(answer))}
     for remote in conns.values():
         remote.close()
+    try:
+        os.rmdir(CONTROL_DIR)  # once no master connection is left
+    except OSError:
+        pass
     if failed:
         raise LabError("; ".join(f"server {name}: {cause}" for name, cause in sorted(failed.items()))
                        + f"; run `nestlab cleanup {lab}` again once it is reachable, or `nestlab cleanup {lab}` on it")
