@@ -1,0 +1,78 @@
+"""Labs from several processes at once (issue 16): two labs cycled side by side never touch each other's
+objects; the same lab deployed twice at once is built once (the other waits or is refused), never half."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, leftovers, run_cli
+
+from nestlab.lab import state
+
+STAR = """name: {name}
+topology:
+  nodes:
+    sw: {{kind: bridge}}
+{hosts}
+  links:
+{links}
+"""
+
+
+def star(name: str, hosts: int, net: int) -> str:
+    return STAR.format(name=name, hosts="".join(f"    h{i}: {{}}\n" for i in range(1, hosts + 1)),
+                       links="".join(f'    - {{endpoints: ["h{i}:eth1", "sw:p{i}"], ipv4: ["10.{net}.0.{i}/24", null]}}\n' for i in range(1, hosts + 1)))
+
+
+CYCLE = """
+import subprocess, sys
+cli = [sys.executable, "-m", "nestlab.cli.app"]
+for round in range({rounds}):
+    for args in (["deploy", "-t", "{path}"], ["exec", "--lab", "{name}", "h1", "--", "ping", "-c1", "-W2", "10.{net}.0.{hosts}"],
+                 ["destroy", "--lab", "{name}"]):
+        done = subprocess.run([*cli, *args], capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"round {{round}}: {{' '.join(args)}}: {{done.stdout[-300:]}} {{done.stderr[-300:]}}")
+"""
+
+
+def test_two_labs_cycled_side_by_side_never_touch_each_other(tmp_path, lab_name):
+    procs = []
+    for k, net in ((1, 71), (2, 72)):
+        name = f"{lab_name}{k}"
+        path = tmp_path / f"{name}.yml"
+        path.write_text(star(name, 8, net))
+        script = CYCLE.format(rounds=20, path=path, name=name, net=net, hosts=8)
+        procs.append(subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, err
+    finally:
+        for k in (1, 2):
+            run_cli("destroy", "--lab", f"{lab_name}{k}")
+    assert leftovers() == []
+
+
+def test_the_same_lab_deployed_twice_at_once_is_built_once(tmp_path, lab_name):
+    path = tmp_path / "lab.yml"
+    path.write_text(star(lab_name, 30, 73))
+    try:
+        for _ in range(5):
+            both = [subprocess.Popen([sys.executable, "-m", "nestlab.cli.app", "deploy", "-t", str(path)], cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+            results = [(p.wait(timeout=300), p.stderr.read()) for p in both]
+            codes = sorted(code for code, _ in results)
+            assert codes[0] == 0, results
+            # The other one either found the lab built ("nothing to change") or was told the lab is busy.
+            other = [err for code, err in results if code != 0 or "nothing to change" in err]
+            assert codes == [0, 0] or any("is busy" in err for err in other), results
+            report = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json", check=True).stdout)
+            assert len(report["nodes"]) == 31 and all(n["state"] == "running" for n in report["nodes"]), "never half a lab"
+            assert "1 received" in run_cli("exec", "--lab", lab_name, "h1", "--", "ping", "-c1", "-W2", "10.73.0.30").stdout
+            assert run_cli("destroy", "--lab", lab_name).returncode == 0
+            assert lab_name not in state.labs()
+    finally:
+        run_cli("destroy", "--lab", lab_name)
