@@ -40,8 +40,9 @@ def remove_lab(lab: str) -> int:
     namespaces.remove_pinned(paths)
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
-    shutil.rmtree(names.lab_dir(lab), ignore_errors=True)
     cgroups.Tree(lab).remove()
+    # Last: the folder holds the lock; a deploy of the same lab waiting for it starts only when all is gone.
+    shutil.rmtree(names.lab_dir(lab), ignore_errors=True)
     try:
         os.rmdir(names.STATE_ROOT)  # only when no other lab is left
     except OSError:
