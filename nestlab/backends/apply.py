@@ -178,11 +178,10 @@ class Applier:
 
     def _start_nodes(self, ordered: list[NodeObj], started: dict[str, Future], made: list[NodeObj]) -> None:
         for i, node in enumerate(ordered, 1):
+            made.append(node)
             if node.name in started:
                 self.adopt(node.name, started[node.name].result())
-                made.append(node)
             else:
-                made.append(node)
                 if node.router == "frr":  # its /etc/frr, bound into its view
                     frr.write(self.lab, node.name, node.config or "", node.name.replace("/", "-"))
                 if node.cgroup:

@@ -644,6 +644,8 @@ def version():
     from .. import __version__
 
     out.line(__version__)
+
+
 app.command("report")(report_cmd)
 app.command("compare")(compare_cmd)
 

@@ -22,7 +22,6 @@ from .. import names
 from ..backends import cgroups, netlink
 from ..errors import LabError
 from ..backends.ssh import CONTROL_DIR
-from ..model.schema import ServerSpec
 from . import cleanup, multi, state
 from .lab import Lab
 
@@ -102,7 +101,7 @@ def destroy(name: str = "servers") -> int:
                            capture_output=True, timeout=300)
     if os.path.exists(inventory_path(name)):  # this machine's master connections to them
         with open(inventory_path(name)) as fh:
-            for remote in multi.remotes(_filled(yaml.safe_load(fh)["servers"]), "/").values():
+            for remote in multi.remotes(yaml.safe_load(fh)["servers"], "/").values():
                 remote.close()
     removed = cleanup.remove_lab(name)
     try:
@@ -111,9 +110,6 @@ def destroy(name: str = "servers") -> int:
         pass
     return removed
 
-
-def _filled(servers: dict) -> dict:
-    return {server: ServerSpec.model_validate(spec).model_dump() for server, spec in servers.items()}
 
 
 def _keygen(path: str) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 from ..errors import LabError
 from ..model.schema import ServerSpec
 from .multi import Split, split
@@ -27,8 +29,6 @@ def render(lab, count: int, image: str, namespace: str = "default") -> tuple[lis
     shares = [f"s{i}" for i in range(1, count + 1)]
     servers = {s: ServerSpec(address=s) for s in shares}
     parts = split(lab, servers, {s: "${" + _peer_var(s) + "}" for s in shares})
-    import yaml
-
     name = lab.name.lower()
     labels = {"app.kubernetes.io/name": "nestlab", LABEL: name}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-shares", "namespace": namespace, "labels": labels},

@@ -21,6 +21,7 @@ import yaml
 from .. import names
 from ..backends.ssh import CONTROL_DIR, Remote, each
 from ..errors import LabError
+from ..model.schema import ServerSpec
 from ..plan.placement import Placement, place
 from ..plan.split import VXLAN_HEADERS, Share, shares
 from . import state
@@ -60,13 +61,13 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
 
 
 def remotes(servers: dict, base: str) -> dict[str, Remote]:
-    """A connection per server (``servers``: name -> ServerSpec or its JSON); relative keys from ``base``."""
+    """A connection per server (``servers``: name -> ServerSpec, or its data with defaults left out); relative
+    keys from ``base``."""
     out = {}
     for name, spec in servers.items():
-        spec = spec if isinstance(spec, dict) else spec.model_dump()
-        key = spec.get("key")
-        out[name] = Remote(name, spec["address"], spec["user"], spec["port"], os.path.join(base, key) if key else None,
-                           spec["ssh_options"], spec["nestlab"])
+        spec = ServerSpec.model_validate(spec) if isinstance(spec, dict) else spec
+        out[name] = Remote(name, spec.address, spec.user, spec.port, os.path.join(base, spec.key) if spec.key else None,
+                           spec.ssh_options, spec.nestlab)
     return out
 
 

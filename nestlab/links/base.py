@@ -116,6 +116,13 @@ class LinkMode:
             ap.run_quiet(end.node, netlink.del_link(end.iface), quiet)
 
 
+def into_switches(ap, ends: Iterable[EndObj]) -> None:
+    """Queue each end made inside a ``kind: bridge`` node as a port of its bridge."""
+    for end in ends:
+        if master := ap.bridge(end.node):
+            ap.queue(end.node, netlink.set_master(end.iface, master))
+
+
 def up_and_address(ap, ends: Iterable[EndObj], routes: dict[str, str] | None = None) -> None:
     """Bring freshly made interfaces up and give them their addresses (and default routes)."""
     ends = list(ends)

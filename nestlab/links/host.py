@@ -12,7 +12,7 @@ from pydantic import Field
 
 from ..backends import netlink
 from ..plan.objects import AttachObj, shapes
-from .base import LinkMode, Stage, register, up_and_address
+from .base import LinkMode, Stage, into_switches, register, up_and_address
 
 
 class Host(LinkMode):
@@ -50,9 +50,7 @@ class Host(LinkMode):
             ap.queue(att.host, netlink.new_veth(name, att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu), netlink.set_up(name, alias=ap.alias))
             made.append(att)
         ap.flush()
-        for att in objs:  # from a switch node, the node's end is one of its ports
-            if master := ap.bridge(att.end.node):
-                ap.queue(att.end.node, netlink.set_master(att.end.iface, master))
+        into_switches(ap, [att.end for att in objs])
         up_and_address(ap, [att.end for att in objs])
 
 

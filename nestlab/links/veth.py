@@ -7,7 +7,7 @@ with the peer created directly in the other namespace; one batch per namespace.
 from __future__ import annotations
 
 from ..backends import netlink
-from .base import LinkMode, register
+from .base import LinkMode, into_switches, register
 
 
 class Veth(LinkMode):
@@ -37,9 +37,7 @@ class Veth(LinkMode):
                 ap.flush()
         ap.flush()
         ap.progress("links", len(objs) // 3, len(objs))
-        for a, b in oriented:
-            if master := ap.bridge(b.node):
-                ap.queue(b.node, netlink.set_master(b.iface, master))
+        into_switches(ap, [b for _, b in oriented])
         ap.address([end for pair in oriented for end in pair], up=[b for _, b in oriented if not ap.bridge(b.node)])
         ap.progress("links", len(objs), len(objs))
 

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..backends import netlink
 from ..plan.objects import AttachObj
-from .base import KernelFeature, LinkMode, Stage, register, up_and_address
+from .base import KernelFeature, LinkMode, Stage, into_switches, register, up_and_address
 from .vxlan import IFLA_VXLAN_GROUP, IFLA_VXLAN_ID, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT, Vxlan
 
 OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
@@ -63,9 +63,7 @@ class VxlanRemote(LinkMode):
             ap.queue(att.host, netlink.sublink("vxlan", att.end.iface, data, alias=ap.alias, ns_fd=ap.fd(att.end.node), mtu=att.mtu))
             made.append(att)
         ap.flush()
-        for att in objs:  # a switch's end is one of its ports
-            if master := ap.bridge(att.end.node):
-                ap.queue(att.end.node, netlink.set_master(att.end.iface, master))
+        into_switches(ap, [att.end for att in objs])
         up_and_address(ap, [att.end for att in objs])
 
 

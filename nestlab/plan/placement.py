@@ -148,11 +148,8 @@ def _result(plan: Plan, server_of: dict[str, str]) -> Placement:
         if switch is None:
             placed.cut.append((link.a.ref, link.b.ref))
         else:
-            other = b if end_server(server_of, switch) == a else a
+            other = b if server_of[unit(switch)] == a else a
             if other not in placed.spans.setdefault(switch, []):
                 placed.spans[switch].append(other)
     return placed
 
-
-def end_server(server_of: dict[str, str], node: str) -> str:
-    return server_of[unit(node)]
