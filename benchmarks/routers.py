@@ -6,7 +6,10 @@ filesystem view alone (nodes with a bind, no daemon).
 * ``plain``: N nodes in a ring, no view (the baseline);
 * ``views``: the same with one bind each (a mount namespace per node, no daemon);
 * ``frr``: N ``kind: frr`` routers in a ring, OSPF on every link (hello 1 s, dead 4 s);
-  converged = every router has its two neighbours Full.
+  converged = every router has its two neighbours Full;
+* ``FRR alone``: FRR's own cost, without nestlab: the same daemons and configuration started
+  by the same script in N bare namespaces (``unshare``, each with its own /run/frr),
+  all at once.  ``frr`` deploy minus ``plain`` deploy against this is nestlab's overhead.
 
 Memory per node is nestlab.bench.memory's: kernel growth while the lab runs plus the
 proportional set size of every process inside the lab.
@@ -19,7 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +32,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from nestlab import Lab  # noqa: E402
+from nestlab.backends import frr  # noqa: E402
 from nestlab.bench.memory import kernel_kb, lab_pss_kb  # noqa: E402
 
 OSPF = "interface eth1\n ip ospf hello-interval 1\n ip ospf dead-interval 4\ninterface eth2\n ip ospf hello-interval 1\n ip ospf dead-interval 4\nrouter ospf\n network 10.0.0.0/8 area 0\n"
@@ -44,6 +50,34 @@ def ring(case: str, n: int) -> Lab:
     with open(path, "w") as fh:
         fh.write(f"name: bench-{case}{n}\nipv4_pool: 10.0.0.0/8\ntopology:\n  nodes:\n{nodes}  links:\n{links}")
     return Lab.from_file(path)
+
+
+def frr_alone(n: int) -> float:
+    """Seconds to start FRR (frr.START) in N bare network and mount namespaces at once, each with
+    its own /etc/frr and /run/frr; the daemons are killed (their namespaces go with them)."""
+    etc = tempfile.mkdtemp(prefix="nestlab-frr-alone-")
+    files = {"frr.conf": OSPF, "daemons": frr.daemons_file(frr.daemons_for(OSPF)), "vtysh.conf": "service integrated-vtysh-config\n"}
+    for name, text in files.items():
+        with open(os.path.join(etc, name), "w") as fh:
+            fh.write(text)
+    uid, gid = frr.run_dir_owner()
+    for path in [etc, *(os.path.join(etc, f) for f in files)]:
+        os.chown(path, uid, gid)
+    script = (f"ip link set lo up && mount -t tmpfs -o mode=755,uid={uid},gid={gid} tmpfs {frr.RUN_DIR} && "
+              f"mount --bind {etc} {frr.CONFIG_DIR} && ( {frr.START} ) >/dev/null 2>&1; cat {frr.RUN_DIR}/*.pid")
+    pids: list[str] = []
+    try:
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen(["unshare", "--net", "--mount", "sh", "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        for proc in procs:
+            pids += proc.communicate()[0].split()
+        took = time.perf_counter() - t0
+        if len(pids) != 3 * n:
+            raise SystemExit(f"FRR alone: {len(pids)} daemons of {3 * n} started")
+        return took
+    finally:
+        subprocess.run(["kill", "-9", *pids], capture_output=True)
+        shutil.rmtree(etc)
 
 
 def full_neighbours(lab: Lab, router: str) -> int:
@@ -100,6 +134,10 @@ def main() -> None:
             conv = f"{r['converged']:.2f} s" if r["converged"] is not None else "-"
             print(f"| {n} | {case} | {r['deploy']:.2f} s | {conv} | {r['kb_per_node'] / 1024:.1f} MiB | {r['destroy']:.2f} s | "
                   f"{r['deploy'] / rows['plain']['deploy']:.2f} |", flush=True)
+        alone = statistics.median(frr_alone(n) for _ in range(args.reps))
+        print(f"| {n} | FRR alone (no nestlab) | {alone:.2f} s | - | - | - | - |", flush=True)
+        print(f"\n{n} routers: frr deploy - plain deploy = {rows['frr']['deploy'] - rows['plain']['deploy']:.2f} s, "
+              f"FRR alone {alone:.2f} s ({(rows['frr']['deploy'] - rows['plain']['deploy']) / alone:.2f}x)\n", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ run: NESTLAB_FUZZ_EXAMPLES=10000).
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -159,3 +160,153 @@ def test_refused_bytes_exit_2_with_their_line_and_make_nothing(tmp_path, content
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 2 and f"lab.yml{where}" in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert root_links() == before and state.labs() == labs
+
+
+def mutate(data: bytes, edits) -> bytes:
+    """Apply byte edits (as in test_mutated_files...) to ``data``."""
+    for op, where, payload in edits:
+        at = int(where * len(data))
+        if op == "insert":
+            data = data[:at] + payload + data[at:]
+        elif op in ("delete", "duplicate"):
+            data = data[:at] + data[at + len(payload):]
+        elif op == "replace":
+            data = data[:at] + payload + data[at + len(payload):]
+        else:
+            data = data[:at]
+    return data
+
+
+EDITS = st.lists(mutation, min_size=1, max_size=4)
+KATHARA = (b'r1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\nr1[mem]="256m"\nr1[cpus]="0.5"\n'
+           b'h1[0]="A"\nh2[0]="B"\nh2[bridged]=true\nLAB_NAME="fz"\n')
+STARTUP = b"ip address add 10.0.0.2/24 dev eth0\nip route add default via 10.0.0.1\n"
+
+
+@FUZZ
+@given(conf=EDITS, startup=st.one_of(st.none(), EDITS))
+def test_mutated_kathara_labs_load_or_are_refused_cleanly(tmp_path_factory, conf, startup):
+    folder = tmp_path_factory.mktemp("kathara")
+    (folder / "lab.conf").write_bytes(mutate(KATHARA, conf))
+    (folder / "h1.startup").write_bytes(mutate(STARTUP, startup) if startup else STARTUP)
+    (folder / "r1" / "etc" / "frr").mkdir(parents=True)
+    (folder / "r1" / "etc" / "frr" / "frr.conf").write_text("router ospf\n network 10.0.0.0/8 area 0\n")
+    accepts_or_refuses(folder)
+
+
+INVENTORY = b"servers:\n  s1: {address: 198.18.0.11}\n  s2: {address: 198.18.0.12, weight: 2, port: 2222}\nstitch: {port: 4789, vni: 100000, mtu: 1500}\n"
+
+
+@FUZZ
+@given(edits=EDITS)
+def test_mutated_inventories_load_or_are_refused_cleanly(tmp_path_factory, edits):
+    from nestlab.model.servers import load_inventory
+
+    path = tmp_path_factory.mktemp("inv") / "servers.yml"
+    path.write_bytes(mutate(INVENTORY, edits))
+    try:
+        load_inventory(path)
+    except (TopologyError, LabError):
+        event("refused")
+
+
+API_NAMES = st.one_of(NAMES, st.text(max_size=8))
+
+
+@FUZZ
+@given(name=API_NAMES, nodes=st.lists(st.tuples(API_NAMES, st.sampled_from(["linux", "bridge", "ovs", "x"]), NODE), max_size=4),
+       links=st.lists(st.tuples(st.lists(st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), st.text(max_size=6)), min_size=1, max_size=3),
+                                st.dictionaries(st.sampled_from(["mtu", "mode", "vni", "parent", "params", "bogus"]), SCALAR, max_size=2)), max_size=4))
+def test_python_api_calls_build_or_are_refused_cleanly(name, nodes, links):
+    """The Python API (Lab, add_node, add_link, plan) refuses bad arguments with our errors only."""
+    try:
+        lab = Lab(name)
+        for node, kind, spec in nodes:
+            lab.add_node(node, kind, **{k.replace("-", "_"): v for k, v in spec.items() if k != "kind"})
+        for endpoints, options in links:
+            lab.add_link(*endpoints, **options)
+        lab.plan
+    except (TopologyError, LabError):
+        event("refused")
+        return
+    event("planned")
+
+
+SHAPES = {"rate": ["10mbit", "1gbit", "0", "-5mbit", "x", "none", "99999999gbit", ""], "burst": ["64kb", "0", "x", "none"],
+          "queue": [0, 1, 100, -1, 10**9], "delay": ["20ms", "none", "-1ms", "x"], "loss": ["10%", "200%", "x"],
+          "jitter": ["5ms", "x"], "distribution": ["normal", "x"], "mtu": [68, 1500, 9000, 0, 70000, -1], "qdisc": ["htb", "tbf", "x"],
+          "state": ["up", "down", "x"]}
+
+
+@pytest.fixture
+def two_nodes(lab_from):
+    """One running lab for all of a test's examples (Hypothesis calls the test once per example)."""
+    return lab_from("name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n")
+
+
+@FUZZ
+@given(params=st.dictionaries(st.sampled_from(sorted(SHAPES)), st.none(), min_size=1, max_size=4).flatmap(
+           lambda keys: st.fixed_dictionaries({k: st.one_of(st.sampled_from(SHAPES[k]), st.text(max_size=6)) for k in keys})),
+       direction=st.sampled_from(["both", "a", "b", "x"]))
+def test_link_set_arguments_apply_or_are_refused_cleanly(two_nodes, params, direction):
+    """``nestlab link set`` arguments on a running lab: applied, or refused with our errors only."""
+    try:
+        two_nodes.link("a:eth1", "b:eth1").set(direction=direction, **params)
+        event("applied")
+    except (TopologyError, LabError):
+        event("refused")
+
+
+@FUZZ
+@given(tool=st.one_of(st.sampled_from(["iperf3", "sockperf", "ping"]), st.text(max_size=6)), duration=st.floats(allow_nan=True),
+       parallel=st.integers(-5, 500), size=st.one_of(st.none(), st.integers(-10, 70000)),
+       bitrate=st.one_of(st.none(), st.sampled_from(["500M", "1G", "10", "1.5k", "x", "-1M", ""]), st.text(max_size=5)),
+       cpu=st.one_of(st.none(), st.integers(-2, 64)), fmt=st.sampled_from(["table", "json", "yaml"]))
+def test_bench_run_options_are_taken_or_refused_before_anything_runs(tool, duration, parallel, size, bitrate, cpu, fmt):
+    from nestlab.bench import tools
+
+    try:
+        tools.check_run(tool, duration, parallel, size, bitrate, cpu, fmt)
+    except LabError:
+        event("refused")
+        return
+    assert tool in ("iperf3", "sockperf", "ping") and 0 < duration <= 86400 and 1 <= parallel <= 128
+    event("taken")
+
+
+@pytest.fixture(scope="module")
+def state_seed(tmp_path_factory):
+    """A real state file: a small lab's, written by deploying it (and destroyed at once)."""
+    path = tmp_path_factory.mktemp("state") / "lab.yml"
+    path.write_text("name: fzseed\ntopology:\n  nodes: {a: {}, sw: {kind: bridge}}\n  links:\n    - {endpoints: [a:eth1, sw:p1], params: {rate: 10mbit}}\n")
+    lab = Lab.from_file(path)
+    with lab.deployed():
+        with open(os.path.join(state.names.lab_dir("fzseed"), "state.json"), "rb") as fh:
+            return fh.read()
+
+
+@FUZZ
+@given(edits=EDITS)
+def test_damaged_state_files_are_refused_and_cleaned(state_seed, edits):
+    """A state file damaged any way: reading it is a LabError pointing at cleanup (or a state), and
+    cleanup removes the lab's folder whatever it holds."""
+    from nestlab.lab import cleanup, multi
+
+    folder = state.names.lab_dir("fzdamaged")
+    os.makedirs(folder, exist_ok=True)
+    try:
+        with open(os.path.join(folder, "state.json"), "wb") as fh:
+            fh.write(mutate(state_seed, edits))
+        with open(os.path.join(folder, multi.RECORD), "wb") as fh:
+            fh.write(mutate(b'{"servers": {}, "base": "/", "placement": {}}', edits))
+        for read in (state.read, multi.record):
+            try:
+                read("fzdamaged")
+                event(f"{read.__module__}: read")
+            except LabError as exc:
+                assert "cleanup fzdamaged" in str(exc)
+                event(f"{read.__module__}: refused")
+    finally:
+        with contextlib.suppress(LabError):
+            cleanup.remove_lab("fzdamaged")
+    assert not os.path.exists(folder)

@@ -36,10 +36,22 @@ def _joiner(cgroup_files: Sequence[str]) -> tuple[Callable[[], None] | None, lis
     return join, fds
 
 
+# What a process started in a node keeps of its caller's environment: paths, locale, terminal and
+# nestlab's own settings.  Anything else (tokens, cloud keys, an SSH agent's socket) stays out
+# unless passed by name (``nestlab exec --env NAME``, or ``env=`` in Python).
+KEPT_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "VIRTUAL_ENV"})
+
+
+def node_env(given: dict[str, str] | None) -> dict[str, str]:
+    """The environment of a process started in a node: the kept part of ours, then ``given``."""
+    kept = {k: v for k, v in os.environ.items() if k in KEPT_ENV or k.startswith(("LC_", "NESTLAB_"))}
+    return {**kept, **(given or {})}
+
+
 def _popen(cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
     join, fds = _joiner(cgroup_files)
     try:
-        return subprocess.Popen(args, preexec_fn=join, **kwargs)
+        return subprocess.Popen(args, preexec_fn=join, **{**kwargs, "env": node_env(kwargs.get("env"))})
     finally:
         for fd in fds:
             os.close(fd)
@@ -89,7 +101,7 @@ def spawn(init_pid: int, cgroup_files: Sequence[str], args: Sequence[str], **kwa
             libc.unshare(libc.CLONE_FS)  # a thread may change its mount namespace only with its own fs state
             for fd, (_kind, flag) in zip(fds, _ENTER):
                 libc.setns(fd, flag)
-            return subprocess.Popen(args, preexec_fn=join, **kwargs)
+            return subprocess.Popen(args, preexec_fn=join, **{**kwargs, "env": node_env(kwargs.get("env"))})
         finally:
             for fd in fds + cgroup_fds:
                 os.close(fd)

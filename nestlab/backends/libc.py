@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+
+from ..errors import LabError
 
 CLONE_FS = 0x00000200
 CLONE_NEWNS = 0x00020000
@@ -29,7 +32,19 @@ def _check(ret: int, what: str) -> None:
 
 
 def unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), "unshare")
+    """unshare(2); the kernel's per-user limit on namespaces (ENOSPC) is a LabError naming the limit."""
+    if _libc.unshare(flags) == 0:
+        return
+    code = ctypes.get_errno()
+    if code != errno.ENOSPC:
+        raise OSError(code, f"unshare: {os.strerror(code)}")
+    limits = []
+    for flag, kind in ((CLONE_NEWNET, "net"), (CLONE_NEWUTS, "uts"), (CLONE_NEWNS, "mnt"), (CLONE_NEWPID, "pid"), (CLONE_NEWIPC, "ipc")):
+        if flags & flag:
+            with open(f"/proc/sys/user/max_{kind}_namespaces") as fh:
+                limits.append(f"user.max_{kind}_namespaces = {fh.read().strip()}")
+    raise LabError(f"the kernel's limit on namespaces is reached ({', '.join(limits)}): raise it with "
+                   f"`sysctl -w {limits[0].split(' = ')[0]}=N` or deploy fewer nodes")
 
 
 def setns(fd: int, nstype: int) -> None:

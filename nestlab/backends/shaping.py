@@ -187,7 +187,8 @@ class Shaper:
                     f"shaping {ifname}: {exc.args[-1] if exc.args else exc} - delay/jitter/loss need netem "
                     "(CONFIG_NET_SCH_NETEM) and rates need HTB (CONFIG_NET_SCH_HTB); see `nestlab doctor`"
                 ) from None
-            raise
+            given = ", ".join(f"{k}={v}" for k, v in sorted(shape.items()))
+            raise LabError(f"shaping {ifname}: the kernel refused {given} ({os.strerror(exc.code)})") from None
 
     def delete(self, path: str, ifname: str) -> None:
         self._fast(path).run(netlink.del_link(ifname))

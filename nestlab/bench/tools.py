@@ -24,6 +24,30 @@ def require(tool: str) -> str:
     return path
 
 
+_BITRATE = re.compile(r"\d+(\.\d+)?[KMGT]?", re.IGNORECASE)
+
+
+def check_run(tool: str, duration: float, parallel: int, size: int | None, bitrate: str | None, cpu: int | None, fmt: str) -> None:
+    """Refuse ``nestlab bench run`` options no tool would take, before anything runs."""
+    problems = []
+    if tool not in ("iperf3", "sockperf", "ping"):
+        problems.append(f"--tool {tool!r}: iperf3, sockperf or ping")
+    if not 0 < duration <= 86400:
+        problems.append(f"--duration {duration:g}: above 0 and at most 86400 seconds")
+    if not 1 <= parallel <= 128:
+        problems.append(f"--parallel {parallel}: 1 to 128 streams (iperf3's limit)")
+    if size is not None and not 1 <= size <= 65507:
+        problems.append(f"--size {size}: 1 to 65507 bytes (the largest UDP payload)")
+    if bitrate is not None and not _BITRATE.fullmatch(bitrate):
+        problems.append(f"--bitrate {bitrate!r}: a number with an optional K, M, G or T, e.g. 500M")
+    if cpu is not None and not 0 <= cpu < (os.cpu_count() or 1):
+        problems.append(f"--cpu {cpu}: this machine's CPUs are 0 to {(os.cpu_count() or 1) - 1}")
+    if fmt not in ("table", "json"):
+        problems.append(f"--format {fmt!r}: table or json")
+    if problems:
+        raise LabError("; ".join(problems))
+
+
 _RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 _SENT = re.compile(r"(\d+) packets transmitted, (\d+) received")
 

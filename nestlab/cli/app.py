@@ -31,6 +31,18 @@ app = typer.Typer(
 )
 
 
+# Commands that only read files or what any user may see; every other one changes the machine.
+_READ_ONLY = {"inspect", "plan", "version", "report", "compare", "modes", "graph", "k8s", "mobility", "link", "node"}
+
+
+@app.callback()
+def _needs_root(ctx: typer.Context) -> None:
+    """Refuse a command that changes the machine before it starts, when not run as root."""
+    if ctx.invoked_subcommand not in _READ_ONLY and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv):
+        err.print(f"[red]error[/red] nestlab {ctx.invoked_subcommand} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run it with sudo")
+        raise typer.Exit(1)
+
+
 def _table(report: dict) -> Table:
     from rich.table import Table
 
@@ -225,9 +237,12 @@ def inspect_cmd(
         if all_labs:
             rows = []
             for name in state.labs():
-                current = state.read(name)
+                try:
+                    current = state.read(name)
+                    status = current.status if current else "orphaned (run nestlab cleanup)"
+                except LabError:
+                    current, status = None, "damaged state (run nestlab cleanup)"
                 nodes = len(cleanup.marked_namespaces(name))
-                status = current.status if current else "orphaned (run nestlab cleanup)"
                 rows.append({"lab": name, "status": status, "namespaces": nodes, "source": current.source if current else None})
             if fmt == "json":
                 print_json(rows)
@@ -276,18 +291,24 @@ def exec_cmd(
     command: list[str] = typer.Argument(..., help="Command and its arguments (put them after --)."),
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
+    env: list[str] = typer.Option([], "--env", "-e", metavar="NAME[=VALUE]", help="Pass NAME from your environment (or set it to VALUE); repeat for more."),
 ):
     """Run a command inside a node; its exit code becomes nestlab's.
 
+    The command gets the node's `env:` and, of your environment, only PATH, HOME, USER, SHELL,
+    TERM, locale, PYTHONPATH and NESTLAB_* settings: tokens and keys stay out unless passed with --env.
+
     Example: nestlab exec --lab quickstart h1 -- ping -c1 10.0.0.2
     A component of a nested node: nestlab exec --lab manet drone1/gnab -- ps ax
+    Passing a variable: nestlab exec -e API_TOKEN --lab quickstart h1 -- ./client.sh
     """
     with reported():
         target = node_of(resolve(topo, lab), node)
         if command and command[0] == "--":
             command = command[1:]
+        passed = dict(item.split("=", 1) if "=" in item else (item, os.environ.get(item, "")) for item in env)
         try:
-            proc = target.popen(command)
+            proc = target.popen(command, env=passed)
         except FileNotFoundError:
             err.print(f"[red]error[/red] {command[0]}: command not found in node {node}")
             raise typer.Exit(127)

@@ -114,6 +114,7 @@ def bench_run(
 
 
     with reported():
+        tools.check_run(tool, duration, parallel, size, bitrate, cpu, fmt)
         the_lab = resolve(topo, lab)
         client, server = node_of(the_lab, src), node_of(the_lab, dst)
         target = _address(server, address)
@@ -128,7 +129,7 @@ def bench_run(
             command = tools.iperf3_command(target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp, cpu=cpu)
             (ran,) = run_together([Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30)
             result = tools.parse_iperf3(ran.stdout)
-        elif tool == "sockperf":
+        else:  # sockperf (check_run took only the three)
             tools.require("sockperf")
             results_ = {}
             for test in ("throughput", "ping-pong"):
@@ -137,8 +138,6 @@ def bench_run(
                 results_[test] = tools.parse_sockperf(ran.stdout)
             result = {"pps": results_["throughput"]["pps"], "mbps": results_["throughput"]["mbps"],
                       **{k: v for k, v in results_["ping-pong"].items() if k.startswith("latency_")}}
-        else:
-            raise LabError(f"--tool must be iperf3, sockperf or ping, not '{tool}'")
         result = {"tool": tool, "from": src, "to": dst, "address": target, **result}
         if fmt == "json":
             print_json(result)

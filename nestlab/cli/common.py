@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from collections.abc import Iterator
@@ -73,6 +74,11 @@ def reported() -> Iterator[None]:
     except PermissionError as exc:
         err.print(f"[red]error[/red] {exc}: nestlab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run it with sudo")
         raise typer.Exit(1)
+    except OSError as exc:  # the machine refused (a full disk, a limit): say what, without a traceback
+        hint = {errno.ENOSPC: ": the filesystem is full; free space and run the command again",
+                errno.EMFILE: ": too many open files; raise the limit (ulimit -n)"}.get(exc.errno or 0, "")
+        err.print(f"[red]error[/red] {escape(str(exc))}{hint}", soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def resolve(topo: Path | None, lab: str | None) -> Lab:
@@ -85,11 +91,19 @@ def resolve(topo: Path | None, lab: str | None) -> Lab:
         return Lab.from_file(topo)
     if lab:
         return Lab.running(lab)
-    labs = [name for name in state.labs() if (s := state.read(name)) and s.status == "running"]
+    labs = [name for name in state.labs() if _running(state, name)]
     if len(labs) == 1:
         return Lab.running(labs[0])
     listing = ", ".join(labs) if labs else "none is running"
     raise LabError(f"say which lab: -t FILE or --lab NAME (running labs: {listing})")
+
+
+def _running(state, name: str) -> bool:
+    try:
+        found = state.read(name)
+    except LabError:  # damaged: not one to pick without being named
+        return False
+    return bool(found and found.status == "running")
 
 
 def notices(lab: Lab) -> None:

@@ -29,7 +29,11 @@ def _mounts_under(prefix: str) -> list[str]:
 def remove_lab(lab: str) -> int:
     """Remove everything marked as ``lab``'s (on every server, for a lab split across servers); returns
     how many namespaces went here."""
-    multi.remove_remote(lab)
+    try:
+        multi.remove_remote(lab)
+        damaged = None
+    except multi.DamagedRecord as exc:  # what is on this machine can still go
+        damaged = exc
     for name in runtimes.REGISTRY:
         runtimes.get(name).remove_leftovers(lab)
     paths = marked_namespaces(lab)
@@ -47,6 +51,8 @@ def remove_lab(lab: str) -> int:
         os.rmdir(names.STATE_ROOT)  # only when no other lab is left
     except OSError:
         pass
+    if damaged:
+        raise damaged
     return len([p for p in paths if p.startswith(names.NETNS_DIR)])
 
 

@@ -91,9 +91,10 @@ class Lab:
 
     @classmethod
     def running(cls, name: str) -> Lab:
-        """The lab ``name`` as it was deployed (from its state on this machine)."""
+        """The lab ``name`` as it was deployed (from its state on this machine).  While a deploy
+        changes it, the state holds what ran before the change, which is there to use meanwhile."""
         current = state.read(name)
-        if current is None or current.status != "running":
+        if current is None or not (current.status == "running" or (current.status == "deploying" and current.plan.nodes)):
             raise LabError(f"no lab named '{name}' is running here (`nestlab inspect --all` lists labs)")
         lab = cls.__new__(cls)
         lab.source = current.source or "<python>"
@@ -236,10 +237,20 @@ class Lab:
                 if current is None:
                     cleanup.remove_lab(self.name)
                 raise
-            self._record("deploying", current.plan if current else Plan())
+            commit, drop = None, None
+            try:  # the finished state is written first: a full disk stops the deploy before anything changes
+                commit, drop = state.prepared(self._state("running", self.plan))
+                self._record("deploying", current.plan if current else Plan())
+            except OSError:
+                if drop:
+                    drop()
+                if current is None:
+                    cleanup.remove_lab(self.name)
+                raise
             try:
                 Applier(self.name, {**have.nodes, **self.plan.nodes}, progress).apply(changes)
             except BaseException as exc:
+                drop()
                 if current is None:
                     cleanup.remove_lab(self.name)
                 else:
@@ -248,16 +259,17 @@ class Lab:
                     raise LabError(f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno, '')}; "
                                    f"{'nothing was left behind' if current is None else 'the lab is as it was'}") from exc
                 raise
-            self._record("running", self.plan)
+            commit()
         from . import startup
 
         startup.run(self, [node.name for node in changes.add_nodes if node.kind != "machine"], on_exec)
         return changes
 
+    def _state(self, status: str, plan: Plan) -> state.LabState:
+        return state.LabState(self.name, status, os.getpid(), self.source, time.time(), self._raw, plan)
+
     def _record(self, status: str, plan: Plan) -> None:
-        state.write(
-            state.LabState(self.name, status, os.getpid(), self.source, time.time(), self._raw, plan)
-        )
+        state.write(self._state(status, plan))
 
     def save(self, to: str | os.PathLike | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the

@@ -63,8 +63,10 @@ class LinkHandle:
         """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
         new_state = params.pop("state", None)
         mtu = params.pop("mtu", None)
-        if mtu is not None and not 68 <= int(mtu) <= 65535:
-            raise TopologyError("<link set>", [Problem(("mtu",), f"{mtu} is outside 68..65535")])
+        if mtu is not None and not (str(mtu).isdigit() and 68 <= int(mtu) <= 65535):
+            raise TopologyError("<link set>", [Problem(("mtu",), f"{mtu!r} is not a number in 68..65535")])
+        if direction not in ("both", "a", "b"):
+            raise TopologyError("<link set>", [Problem(("direction",), f"{direction!r}: both, a or b")])
         try:
             LinkParams.model_validate({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
         except ValidationError as exc:
@@ -93,18 +95,19 @@ class LinkHandle:
         what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": int(mtu)} if mtu is not None else {})}
 
         def commit(scheduled: float | None = None) -> float:
-            started = time.perf_counter()
-            with self._shaping() as shaper:
-                for path, iface, new_shape in ends:
-                    if new_shape is not None:
-                        shaper.apply(path, iface, new_shape)
-                    if mtu is not None:
-                        shaper.set_mtu(path, iface, int(mtu))
-                    if new_state:
-                        shaper.set_state(path, iface, new_state == "up")
-                applied, spent = time.time(), (time.perf_counter() - started) * 1000
-            self.obj = updated
-            _store(self.lab, updated)
+            with state.locked(self.lab.name, create=False):  # not in the middle of a deploy or destroy
+                started = time.perf_counter()
+                with self._shaping() as shaper:
+                    for path, iface, new_shape in ends:
+                        if new_shape is not None:
+                            shaper.apply(path, iface, new_shape)
+                        if mtu is not None:
+                            shaper.set_mtu(path, iface, int(mtu))
+                        if new_state:
+                            shaper.set_state(path, iface, new_state == "up")
+                    applied, spent = time.time(), (time.perf_counter() - started) * 1000
+                self.obj = updated
+                _store(self.lab, updated)
             events.record(self.lab.name, what, applied, spent, scheduled)
             return spent
 

@@ -146,13 +146,24 @@ def _clean(remote: Remote, lab: str):
     return remote.run(remote.nestlab_cmd("cleanup", lab), timeout=300)
 
 
+class DamagedRecord(LabError):
+    """servers.json cannot be read: the servers it named are unknown here."""
+
+
 def record(lab: str) -> dict | None:
     """What this machine knows of a lab's servers, or None for a lab on this machine only."""
+    path = os.path.join(names.lab_dir(lab), RECORD)
     try:
-        with open(os.path.join(names.lab_dir(lab), RECORD)) as fh:
-            return json.load(fh)
+        with open(path, "rb") as fh:
+            found = json.loads(fh.read())
+        if not isinstance(found, dict) or not {"servers", "base", "placement"} <= set(found):
+            raise ValueError("not a servers record")
+        return found
     except FileNotFoundError:
         return None
+    except ValueError as exc:
+        raise DamagedRecord(f"{path} is damaged ({exc}): the lab's servers are unknown here; "
+                            f"run `nestlab cleanup {lab}` on each of them") from None
 
 
 def _write_record(lab: str, data: dict) -> None:

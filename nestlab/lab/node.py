@@ -95,7 +95,8 @@ class Node:
         return linked + attached
 
     def environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        return {**os.environ, **dict(self.obj.env), **(extra or {})}
+        """The node's ``env`` and then ``extra`` (on top of what a node keeps of ours: containers.node_env)."""
+        return {**dict(self.obj.env), **(extra or {})}
 
     def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -35,20 +37,25 @@ def _path(lab: str) -> str:
 
 
 def read(lab: str) -> LabState | None:
+    """The lab's state, None if it has none; a damaged state file is a LabError pointing at cleanup
+    (which finds the lab by its marker, not by this file)."""
     try:
-        with open(_path(lab)) as fh:
-            data = json.load(fh)
+        with open(_path(lab), "rb") as fh:
+            data = json.loads(fh.read())
+        plan = Plan.from_json(data["plan"])
+        for key, live in _read_live(lab).items():
+            if live.get("removed"):
+                plan.links.pop(key, None)
+            elif key in plan.links:
+                plan.links[key] = dataclasses.replace(
+                    plan.links[key], shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"]
+                )
+        return LabState(**{**data, "plan": plan})
     except FileNotFoundError:
         return None
-    plan = Plan.from_json(data["plan"])
-    for key, live in _read_live(lab).items():
-        if live.get("removed"):
-            plan.links.pop(key, None)
-        elif key in plan.links:
-            plan.links[key] = dataclasses.replace(
-                plan.links[key], shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"]
-            )
-    return LabState(**{**data, "plan": plan})
+    except (ValueError, LookupError, TypeError, AttributeError) as exc:
+        raise LabError(f"the state of lab '{lab}' is damaged ({type(exc).__name__}: {str(exc)[:120]}); "
+                       f"`nestlab cleanup {lab}` removes the lab by its marker") from None
 
 
 def write(state: LabState) -> None:
@@ -96,22 +103,64 @@ def _pairs(items) -> tuple:
 
 def _atomic(path: str, text: str) -> None:
     tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
+    _written(tmp, text)
     os.replace(tmp, path)
 
 
-@contextmanager
-def locked(lab: str) -> Iterator[None]:
-    """Hold the lab's lock: one deploy/destroy/cleanup of a lab at a time."""
-    namespaces.in_memory(names.STATE_ROOT)
-    os.makedirs(names.lab_dir(lab), exist_ok=True)
-    fd = os.open(os.path.join(names.lab_dir(lab), "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+def _written(path: str, text: str) -> None:
+    """Write a file whole, or leave none (a full disk must not leave half a file)."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LabError(f"lab '{lab}' is busy: another nestlab process is deploying or destroying it") from None
+        with open(path, "w") as fh:
+            fh.write(text)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        raise
+
+
+def prepared(state: LabState) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Write the whole state beside the current one now, so a full disk stops a deploy before it
+    changes anything; returns (commit: put it in place, a rename that needs no space; drop)."""
+    path = _path(state.lab)
+    tmp = f"{path}.next"
+    _written(tmp, json.dumps(state.to_json()))
+
+    def commit() -> None:
+        os.replace(tmp, path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_live_path(state.lab))
+
+    def drop() -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+    return commit, drop
+
+
+LOCK_WAIT = 120.0  # seconds a command waits for another one changing the same lab
+
+
+@contextmanager
+def locked(lab: str, wait: float = LOCK_WAIT, create: bool = True) -> Iterator[None]:
+    """Hold the lab's lock: one deploy/destroy/cleanup/link change of a lab at a time.  Waits up to
+    ``wait`` seconds for another holder; ``create=False`` for a lab that must already exist."""
+    if create:
+        namespaces.in_memory(names.STATE_ROOT)
+        os.makedirs(names.lab_dir(lab), exist_ok=True)
+    try:
+        fd = os.open(os.path.join(names.lab_dir(lab), "lock"), os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    except FileNotFoundError:
+        raise LabError(f"lab {lab} is not running") from None
+    deadline = time.monotonic() + wait
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LabError(f"lab '{lab}' is busy: another nestlab process has been changing it for {wait:g} s") from None
+                time.sleep(0.02)
         yield
     finally:
         os.close(fd)
