@@ -15,6 +15,7 @@ import pytest
 from conftest import NESTLAB, ROOT, leftovers, run_cli
 
 from nestlab import Lab, names
+from nestlab.errors import LabError
 from nestlab.backends import libc
 
 
@@ -124,4 +125,36 @@ def test_a_low_open_file_limit_is_raised_or_named_before_anything_is_made(topo_f
         assert run_cli("destroy", "-t", str(path)).returncode == 0
     else:
         _refused(result, "open files and the limit is 64", "ulimit -n")
+    assert leftovers() == []
+
+
+def test_bench_results_on_a_full_disk_keep_what_finished(tmp_path):
+    """A suite writing to a 64 KiB tmpfs: stopped with a clear error when it fills, the lab gone,
+    and results.json holding every measurement finished before."""
+    from nestlab.bench import results, scenario
+    from nestlab.bench.suite import Suite
+
+    def build(cell) -> Lab:
+        lab = Lab(f"fz{os.getpid()}")
+        lab.add_node("a")
+        lab.add_node("b")
+        lab.add_link("a:eth1", "b:eth1")
+        return lab
+
+    def measure(lab, cell, duration, recorder):
+        out = lab.nodes["a"].cmd(f"ping -c1 -W1 {lab.nodes['b'].intf('eth1').ip}")
+        recorder.raw(f"ping-{cell['n']}", ["ping"], out + "x" * 6000)  # raw output fills the disk in a few cells
+        return [{"pair": "a-b", "received": int("1 received" in out)}]
+
+    suite = Suite("fz", "fuzz", "none", {"n": list(range(40))}, {"n": [0]}, 1, 1, 1.0, 1.0, build, lambda cell: (), measure, [])
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    libc.mount("tmpfs", str(disk), 0, "tmpfs", "size=64k")
+    try:
+        with pytest.raises(LabError, match="is full: stopped after"):
+            scenario.run(suite, disk / "out")
+        meta, rows = results.load(disk / "out")
+        assert meta["interrupted"] and 1 <= len(rows) < 40 and all(r["received"] == 1 for r in rows)
+    finally:
+        libc.umount(str(disk))
     assert leftovers() == []

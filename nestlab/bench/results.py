@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import platform
@@ -28,14 +29,21 @@ def machine() -> dict:
 
 
 def write(folder: Path, meta: dict, rows: list[dict]) -> None:
-    (folder / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    """results.json and results.csv, each replaced whole or not at all (a full disk keeps the last)."""
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
-    with open(folder / "results.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    for name, content in (("results.json", json.dumps({"meta": meta, "rows": rows}, indent=1)), ("results.csv", text.getvalue())):
+        tmp = folder / f".{name}.tmp"
+        try:
+            tmp.write_text(content)
+            tmp.replace(folder / name)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def load(folder: Path) -> tuple[dict, list[dict]]:

@@ -9,6 +9,7 @@ current measurement, keeps every finished cell, destroys the lab and still write
 
 from __future__ import annotations
 
+import errno
 import itertools
 import time
 from collections.abc import Callable
@@ -42,7 +43,8 @@ def run(suite: Suite, out: Path, *, quick: bool = False, reps: int | None = None
     rows: list[Row] = []
     meta = results.machine() | {
         "suite": suite.name, "title": suite.title, "paper": suite.paper, "quick": quick, "reps": reps, "duration_s": duration,
-        "cells": len(todo), "skipped": [{"cell": c, "why": w} for c, w in skipped], "started": time.time(), "interrupted": False,
+        "cells": len(todo), "skipped": [{"cell": c, "why": w} for c, w in skipped], "started": time.time(),
+        "interrupted": True,  # until every cell is done: what is written part-way says so
     }
     total, done = len(todo) * reps, 0
     groups: dict[tuple, list[Cell]] = {}
@@ -62,15 +64,26 @@ def run(suite: Suite, out: Path, *, quick: bool = False, reps: int | None = None
                         for row in measured:
                             rows.append({**cell, "rep": rep, **row})
                         done += 1
+                        results.write(out, meta, rows)  # each finished measurement kept at once
                         if progress:
                             progress(", ".join(f"{k}={v}" for k, v in cell.items()), done, total)
             finally:
                 lab.destroy()
+        meta["interrupted"] = False
     except KeyboardInterrupt:
-        meta["interrupted"] = True
+        pass
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise LabError(f"the disk holding {out} is full: stopped after {done} of {total} measurements; "
+                       f"results.json keeps those finished before it filled") from None
     finally:
         meta["finished"] = time.time()
         meta["commands"] = sorted(set(recorder.commands))
-        results.write(out, meta, rows)
-        report.render(out, suite)
+        try:
+            results.write(out, meta, rows)
+            report.render(out, suite)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or not meta["interrupted"]:
+                raise
     return out
