@@ -245,12 +245,12 @@ def messages(data: bytes | memoryview) -> list[tuple[int, int, bytes]]:
 
 def attrs(body: bytes, offset: int) -> dict[int, bytes]:
     """The rtattrs of a message body from ``offset`` on, by type (nested ones left packed)."""
-    found = {}
-    while offset + _RTA.size <= len(body):
-        length, kind = _RTA.unpack_from(body, offset)
-        if length < _RTA.size:
+    found, unpack, end = {}, _RTA.unpack_from, len(body) - 4  # locals: this loop runs for every attribute of a dump
+    while offset <= end:
+        length, kind = unpack(body, offset)
+        if length < 4:
             break
-        found[kind & 0x3FFF] = body[offset + _RTA.size : offset + length]
+        found[kind & 0x3FFF] = body[offset + 4 : offset + length]
         offset += (length + 3) & ~3
     return found
 

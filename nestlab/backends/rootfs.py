@@ -7,12 +7,10 @@ serves every node.  Tarballs and OCI image layouts are unpacked once into
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -51,6 +49,8 @@ def resolve(image: str) -> str:
 
 
 def _cached(path: Path, kind: str, unpack: Callable[[Path, Path], None]) -> str:
+    import hashlib  # here, like tarfile below: every command loads this module (with the runc runtime)
+
     st = path.stat()
     key = hashlib.sha256(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
     dest = Path(CACHE) / f"{kind}-{key}"
@@ -63,6 +63,8 @@ def _cached(path: Path, kind: str, unpack: Callable[[Path, Path], None]) -> str:
 
 
 def _unpack_tar(path: Path, dest: Path) -> None:
+    import tarfile
+
     try:
         with tarfile.open(path) as tar:
             tar.extractall(dest, filter="tar" if hasattr(tarfile, "tar_filter") else None)

@@ -15,16 +15,17 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import yaml
 
 from .. import names
 from ..backends.ssh import CONTROL_DIR, Remote, each
 from ..errors import LabError
-from ..model.schema import ServerSpec
-from ..plan.placement import Placement, place
-from ..plan.split import VXLAN_HEADERS, Share, shares
 from . import state
+
+if TYPE_CHECKING:  # the schema and the splitter load only for a lab that spans servers
+    from ..plan.placement import Placement
+    from ..plan.split import Share
 
 RECORD = "servers.json"
 
@@ -39,6 +40,9 @@ class Split:
 def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = None) -> Split:
     """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
     on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
+    from ..plan.placement import place
+    from ..plan.split import VXLAN_HEADERS, shares
+
     topo = lab.topology
     servers = servers or topo.servers
     if not servers:
@@ -63,6 +67,8 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
 def remotes(servers: dict, base: str) -> dict[str, Remote]:
     """A connection per server (``servers``: name -> ServerSpec, or its data with defaults left out); relative
     keys from ``base``."""
+    from ..model.schema import ServerSpec
+
     out = {}
     for name, spec in servers.items():
         spec = ServerSpec.model_validate(spec) if isinstance(spec, dict) else spec
@@ -125,6 +131,8 @@ def deploy(lab, progress=None, starting: Starting | None = None) -> Split:
 
 
 def _send_share(proc: subprocess.Popen, share: Share) -> subprocess.CompletedProcess:
+    import yaml
+
     text = yaml.dump(share.topology, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
     out, err = proc.communicate(text, timeout=600)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
