@@ -33,9 +33,12 @@ TOKENS = [b"\x00", b"\xff", b"\xc3", b"{{", b"}}", b"{{ .x }}", b"${X}", b": ", 
 
 def accepts_or_refuses(path) -> None:
     """Load and plan ``path``; a refusal must be ours (with a location), nothing else may escape."""
+    from nestlab.lab import schedule
+
     try:
         lab = Lab.from_file(path)
         lab.plan
+        schedule.timeline(lab)
     except (TopologyError, LabError) as exc:
         event(f"refused: {type(exc).__name__}")
         return
@@ -99,6 +102,11 @@ LINK = st.fixed_dictionaries({"endpoints": st.lists(ENDPOINT, max_size=3)}, opti
     "mode": st.sampled_from(["veth", "bridge", "macvlan", "vxlan", "vxlan-remote", "host", "bogus"]), "remote": st.sampled_from(["198.18.0.9", "x"]),
     "vni": SCALAR, "parent": st.sampled_from(["server:nic0", "eth0", "x:y"]), "host_interface": st.sampled_from(["v1", "bad name"]),
 })
+SCHEDULE = st.lists(st.fixed_dictionaries({"at": st.one_of(st.sampled_from(["0s", "1.5s", "20ms", "-1s", "1e9s", "x"]), SCALAR)}, optional={
+    "link": st.lists(st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), SCALAR), max_size=3), "node": NAMES,
+    "action": st.sampled_from(["add", "remove", "stop", "start", "x"]), "state": st.sampled_from(["up", "down", "x"]),
+    "set": st.fixed_dictionaries({}, optional={"rate": st.sampled_from(["10mbit", "0", "x"]), "delay": st.sampled_from(["5ms", "x"]), "bogus": SCALAR}),
+    "direction": st.sampled_from(["both", "a", "b", "x"])}), max_size=4)
 TOPOLOGY = st.fixed_dictionaries(
     {"name": st.one_of(NAMES, SCALAR), "topology": st.fixed_dictionaries({"nodes": st.dictionaries(NAMES, st.one_of(NODE, st.none()), max_size=5),
                                                                            "links": st.lists(LINK, max_size=5)},
@@ -107,7 +115,8 @@ TOPOLOGY = st.fixed_dictionaries(
                                                                                     "defaults": NODE})},
     optional={"ipv4_pool": st.sampled_from(["10.0.0.0/8", "10.0.0.0/31", "x", None]), "allow_host_ports": SCALAR,
               "servers": st.dictionaries(st.sampled_from(["s1", "s 2"]), st.fixed_dictionaries({"address": st.sampled_from(["198.18.0.1", "host.example"])}, optional={"weight": SCALAR}), max_size=2),
-              "hosts": st.dictionaries(st.sampled_from(["server", "h1"]), st.just({}), max_size=1), "bogus": SCALAR})
+              "hosts": st.dictionaries(st.sampled_from(["server", "h1"]), st.just({}), max_size=1), "bogus": SCALAR,
+              "schedule": SCHEDULE, "dynamics": st.fixed_dictionaries({"graph": st.sampled_from(["missing.txt", ""])}, optional={"nodes": st.lists(NAMES, max_size=2)})})
 
 
 @st.composite
@@ -131,10 +140,15 @@ def near_valid(draw):
         links.append(link)
     data = {"name": "fz", "ipv4_pool": draw(st.sampled_from(["10.200.0.0/16", "10.0.0.0/29", "192.168.0.0/24"])),
             "topology": {"nodes": nodes, "links": links}}
+    if links and draw(st.booleans()):  # a schedule over the lab's own links
+        a, b = links[0]["endpoints"]
+        data["schedule"] = [{"at": f"{0.5 * i}s", "link": [a, b], **({"state": draw(st.sampled_from(["down", "up"]))} if i % 2 else {"set": {"rate": "5mbit"}})}
+                            for i in range(1, draw(st.integers(1, 4)) + 1)]
     if draw(st.booleans()):  # one odd key, anywhere
-        where = draw(st.sampled_from(["node", "link", "top"]))
+        where = draw(st.sampled_from(["node", "link", "top", "schedule"]))
         key, value = draw(st.sampled_from(["kind", "mode", "mtu", "ipv4", "exec", "sysctls", "bogus", "params"])), draw(SCALAR)
-        target = (nodes[draw(st.sampled_from(hosts))] if where == "node" else links[0] if where == "link" and links else data)
+        target = (nodes[draw(st.sampled_from(hosts))] if where == "node" else links[0] if where == "link" and links
+                  else data["schedule"][0] if where == "schedule" and data.get("schedule") else data)
         target[key] = value
     return data
 

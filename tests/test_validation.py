@@ -175,6 +175,8 @@ def test_bad_mode_use_is_refused(topo_file, body, expected):
         ('{at: soon, link: ["a:e1", "b:e1"], state: down}', "'soon' is not a time such as 20ms, 1.5s or 500us"),
         ('{at: 1s, link: ["a:e1", "b:e1"]}', "say what happens to the link: set:, state: or action:"),
         ('{at: 1s, link: ["a:e1", "b:e1"], set: {rate: 1mbit, jiter: 1ms}}', "unknown key 'jiter'"),
+        ('{at: 1s, link: ["a:e1", "c:e9"], state: down}', "no link of the file joins a:e1 and c:e9"),
+        ('{at: 1s, node: c, action: stop}', "node 'c' is not under topology.nodes"),
     ],
 )
 def test_bad_schedule_is_refused(topo_file, entry, expected):

@@ -292,7 +292,23 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                     problems.append(located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}"))
                 else:
                     seen_addr[ip.ip] = path[:3]
-    return problems + check_modes(topology, located)
+    return problems + check_modes(topology, located) + _check_schedule(topology, located)
+
+
+def _check_schedule(topology: Topology, located: Located) -> list[Problem]:
+    """A schedule names nodes and links of the file (found at load, not when ``nestlab run`` reaches them).
+    Links made later from the file (``paths:`` fans, ``dynamics:`` radio links) are left to the run."""
+    body = topology.topology
+    if topology.dynamics or any(link.paths for link in body.links):
+        return []
+    pairs = {frozenset(link.endpoints) for link in body.links if len(link.endpoints) == 2}
+    problems = []
+    for i, change in enumerate(topology.schedule):
+        if change.node is not None and change.node not in body.nodes:
+            problems.append(located.problem(("schedule", i, "node"), f"node '{change.node}' is not under topology.nodes"))
+        if change.link and frozenset(change.link) not in pairs:
+            problems.append(located.problem(("schedule", i, "link"), f"no link of the file joins {change.link[0]} and {change.link[1]}"))
+    return problems
 
 
 def _parse_cidr(cidr: str, family: str):
