@@ -62,9 +62,14 @@ class LinkHandle:
     def prepare(self, *, direction: str = "both", **params) -> Callable[[float | None], float]:
         """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
         new_state = params.pop("state", None)
-        mtu = params.pop("mtu", None)
-        if mtu is not None and not (str(mtu).isdigit() and 68 <= int(mtu) <= 65535):
-            raise TopologyError("<link set>", [Problem(("mtu",), f"{mtu!r} is not a number in 68..65535")])
+        given_mtu = mtu = params.pop("mtu", None)
+        if mtu is not None:
+            try:
+                mtu = int(str(mtu), 10)
+            except ValueError:
+                mtu = -1
+            if not 68 <= mtu <= 65535:
+                raise TopologyError("<link set>", [Problem(("mtu",), f"{given_mtu!r} is not a number in 68..65535")])
         if direction not in ("both", "a", "b"):
             raise TopologyError("<link set>", [Problem(("direction",), f"{direction!r}: both, a or b")])
         try:
