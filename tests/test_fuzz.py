@@ -45,14 +45,9 @@ def accepts_or_refuses(path) -> None:
     event("loaded and planned")
 
 
-mutation = st.tuples(st.sampled_from(["insert", "delete", "replace", "duplicate", "truncate"]), st.floats(0, 1),
-                     st.one_of(st.sampled_from(TOKENS), st.binary(min_size=1, max_size=6)))
-
-
-@FUZZ
-@given(seed=st.sampled_from(SEEDS), edits=st.lists(mutation, min_size=1, max_size=4))
-def test_mutated_files_load_or_are_refused_cleanly(tmp_path_factory, seed, edits):
-    data = seed
+def mutate(data: bytes, edits) -> bytes:
+    """Apply byte edits to ``data``: insert, delete or replace bytes at a point, duplicate the line
+    there, or cut the file there."""
     for op, where, payload in edits:
         at = int(where * len(data))
         if op == "insert":
@@ -67,8 +62,18 @@ def test_mutated_files_load_or_are_refused_cleanly(tmp_path_factory, seed, edits
             data = data[:line_end] + data[line_start - 1 if line_start else 0:line_end] + data[line_end:] if line_end > 0 else data
         else:
             data = data[:at]
+    return data
+
+
+mutation = st.tuples(st.sampled_from(["insert", "delete", "replace", "duplicate", "truncate"]), st.floats(0, 1),
+                     st.one_of(st.sampled_from(TOKENS), st.binary(min_size=1, max_size=6)))
+
+
+@FUZZ
+@given(seed=st.sampled_from(SEEDS), edits=st.lists(mutation, min_size=1, max_size=4))
+def test_mutated_files_load_or_are_refused_cleanly(tmp_path_factory, seed, edits):
     path = tmp_path_factory.mktemp("fuzz") / "lab.yml"
-    path.write_bytes(data)
+    path.write_bytes(mutate(seed, edits))
     accepts_or_refuses(path)
 
 
@@ -174,21 +179,6 @@ def test_refused_bytes_exit_2_with_their_line_and_make_nothing(tmp_path, content
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 2 and f"lab.yml{where}" in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert root_links() == before and state.labs() == labs
-
-
-def mutate(data: bytes, edits) -> bytes:
-    """Apply byte edits (as in test_mutated_files...) to ``data``."""
-    for op, where, payload in edits:
-        at = int(where * len(data))
-        if op == "insert":
-            data = data[:at] + payload + data[at:]
-        elif op in ("delete", "duplicate"):
-            data = data[:at] + data[at + len(payload):]
-        elif op == "replace":
-            data = data[:at] + payload + data[at + len(payload):]
-        else:
-            data = data[:at]
-    return data
 
 
 EDITS = st.lists(mutation, min_size=1, max_size=4)
