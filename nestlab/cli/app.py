@@ -14,7 +14,7 @@ import typer
 from ..errors import LabError
 from .bench import bench_app, compare_cmd, report_cmd
 from .servers import ServersOpt, k8s_app, plan, servers_app
-from .common import LabOpt, TopoOpt, err, node_of, notices, out, print_json, progress_bar, reported, resolve
+from .common import NEEDS_ROOT, LabOpt, TopoOpt, err, node_of, notices, out, print_json, progress_bar, reported, resolve
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -39,7 +39,7 @@ _READ_ONLY = {"inspect", "plan", "version", "report", "compare", "modes", "graph
 def _needs_root(ctx: typer.Context) -> None:
     """Refuse a command that changes the machine before it starts, when not run as root."""
     if ctx.invoked_subcommand not in _READ_ONLY and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv):
-        err.print(f"[red]error[/red] nestlab {ctx.invoked_subcommand} needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run it with sudo")
+        err.print(f"[red]error[/red] nestlab {ctx.invoked_subcommand} {NEEDS_ROOT}")
         raise typer.Exit(1)
 
 

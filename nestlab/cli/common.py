@@ -59,6 +59,9 @@ TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML), or a Ka
 LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
 
 
+NEEDS_ROOT = "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run it with sudo"
+
+
 @contextmanager
 def reported() -> Iterator[None]:
     """Turn nestlab errors into a message and an exit code (2: bad topology, 1: anything else)."""
@@ -72,7 +75,7 @@ def reported() -> Iterator[None]:
         err.print(f"[red]error[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1)
     except PermissionError as exc:
-        err.print(f"[red]error[/red] {exc}: nestlab needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); run it with sudo")
+        err.print(f"[red]error[/red] {exc}: nestlab {NEEDS_ROOT}")
         raise typer.Exit(1)
     except OSError as exc:  # the machine refused (a full disk, a limit): say what, without a traceback
         hint = {errno.ENOSPC: ": the filesystem is full; free space and run the command again",

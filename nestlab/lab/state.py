@@ -61,10 +61,13 @@ def read(lab: str) -> LabState | None:
 def write(state: LabState) -> None:
     """Write the whole state; live link changes recorded since are now part of it."""
     _atomic(_path(state.lab), json.dumps(state.to_json()))  # dumps uses the C encoder; dump(fh) does not
-    try:
-        os.unlink(_live_path(state.lab))
-    except FileNotFoundError:
-        pass
+    _live_merged(state.lab)
+
+
+def _live_merged(lab: str) -> None:
+    """The live link changes are part of the whole state just written: their file goes."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_live_path(lab))
 
 
 def write_link(lab: str, link, removed: bool = False) -> None:
@@ -127,8 +130,7 @@ def prepared(state: LabState) -> tuple[Callable[[], None], Callable[[], None]]:
 
     def commit() -> None:
         os.replace(tmp, path)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(_live_path(state.lab))
+        _live_merged(state.lab)
 
     def drop() -> None:
         with contextlib.suppress(FileNotFoundError):
