@@ -177,6 +177,13 @@ def run_cli(*args: str, check: bool = False, timeout: float | None = None) -> su
     return subprocess.run([*NESTLAB, *args], capture_output=True, text=True, timeout=timeout or CLI_TIMEOUT, check=check, cwd=ROOT)
 
 
+def star(name: str, hosts: int, extra: str = "") -> str:
+    """A lab ``name``: hosts h0.. on one bridge sw (``extra``: more node lines)."""
+    nodes = "".join(f"    h{i}: {{}}\n" for i in range(hosts))
+    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(hosts))
+    return f"name: {name}\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{nodes}{extra}  links:\n{links}"
+
+
 def root_links() -> set[str]:
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     return {line.split(": ")[1].split("@")[0] for line in out.splitlines()}

@@ -9,16 +9,10 @@ import time
 import uuid
 
 import pytest
-from conftest import NESTLAB, ROOT, leftovers, root_links, run_cli
+from conftest import NESTLAB, ROOT, leftovers, root_links, run_cli, star
 
 from nestlab import Lab, LabError
 from nestlab.lab import cleanup
-
-
-def star(name: str, hosts: int, extra: str = "") -> str:
-    nodes = "".join(f"    h{i}: {{}}\n" for i in range(hosts))
-    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(hosts))
-    return f"name: {name}\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{nodes}{extra}  links:\n{links}"
 
 
 @pytest.fixture

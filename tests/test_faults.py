@@ -12,17 +12,11 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from conftest import NESTLAB, ROOT, leftovers, run_cli
+from conftest import NESTLAB, ROOT, leftovers, run_cli, star
 
 from nestlab import Lab, names
 from nestlab.errors import LabError
 from nestlab.backends import libc
-
-
-def star(hosts: int) -> str:
-    nodes = "".join(f"    h{i}: {{}}\n" for i in range(hosts))
-    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(hosts))
-    return f"name: {{name}}\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{nodes}  links:\n{links}"
 
 
 @contextlib.contextmanager
@@ -48,7 +42,7 @@ def _refused(result: subprocess.CompletedProcess, *words: str) -> None:
 
 
 def test_full_disk_refuses_a_deploy_and_keeps_a_running_lab(topo_file, lab_name):
-    small, big = topo_file(star(3), "small.yml"), topo_file(star(12), "big.yml")
+    small, big = topo_file(star(lab_name, 3), "small.yml"), topo_file(star(lab_name, 12), "big.yml")
     with small_disk() as filler:
         fill(filler)
         _refused(run_cli("deploy", "-t", str(small)), "No space left")
@@ -79,8 +73,8 @@ def _netns_in_use() -> int:
 
 
 @pytest.mark.kernel("user-limits")
-def test_namespace_limit_is_a_clear_error_and_nothing_is_left(topo_file):
-    path = topo_file(star(40))
+def test_namespace_limit_is_a_clear_error_and_nothing_is_left(topo_file, lab_name):
+    path = topo_file(star(lab_name, 40))
     limit_file = "/proc/sys/user/max_net_namespaces"
     with open(limit_file) as fh:
         old = fh.read().strip()
@@ -103,7 +97,7 @@ def test_a_missing_tool_is_named(topo_file, tmp_path, lab_name):
         for entry in os.scandir(folder):
             if entry.name != "iperf3" and not (bin_dir / entry.name).exists():
                 (bin_dir / entry.name).symlink_to(entry.path)
-    assert run_cli("deploy", "-t", str(topo_file(star(2)))).returncode == 0
+    assert run_cli("deploy", "-t", str(topo_file(star(lab_name, 2)))).returncode == 0
     env = {**os.environ, "PATH": str(bin_dir)}
     result = subprocess.run([*NESTLAB, "bench", "run", "--lab", lab_name, "--from", "h0", "--to", "h1", "--duration", "1"],
                             capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
@@ -113,10 +107,10 @@ def test_a_missing_tool_is_named(topo_file, tmp_path, lab_name):
     assert run_cli("destroy", "--lab", lab_name).returncode == 0
 
 
-def test_a_low_open_file_limit_is_raised_or_named_before_anything_is_made(topo_file):
+def test_a_low_open_file_limit_is_raised_or_named_before_anything_is_made(topo_file, lab_name):
     """100 nodes need more than 64 fds (a namespace and a netlink socket each): nestlab raises its
     own limit where root may; where it may not (a container), it says so before making anything."""
-    path = topo_file(star(100))
+    path = topo_file(star(lab_name, 100))
     low = ["prlimit", "--nofile=64"]
     may_raise = subprocess.run([*low, sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))"]).returncode == 0
     result = subprocess.run([*low, *NESTLAB, "deploy", "-t", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)

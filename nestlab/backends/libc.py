@@ -33,11 +33,9 @@ def _check(ret: int, what: str) -> None:
 
 def unshare(flags: int) -> None:
     """unshare(2); the kernel's per-user limit on namespaces (ENOSPC) is a LabError naming the limit."""
-    if _libc.unshare(flags) == 0:
-        return
-    code = ctypes.get_errno()
-    if code != errno.ENOSPC:
-        raise OSError(code, f"unshare: {os.strerror(code)}")
+    ret = _libc.unshare(flags)
+    if ret == 0 or ctypes.get_errno() != errno.ENOSPC:
+        return _check(ret, "unshare")
     limits = []
     for flag, kind in ((CLONE_NEWNET, "net"), (CLONE_NEWUTS, "uts"), (CLONE_NEWNS, "mnt"), (CLONE_NEWPID, "pid"), (CLONE_NEWIPC, "ipc")):
         if flags & flag:

@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-
 from .. import names
 from ..backends.ssh import CONTROL_DIR, Remote, each
 from ..errors import LabError
