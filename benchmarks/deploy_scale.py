@@ -24,6 +24,7 @@ Usage (root):  python benchmarks/deploy_scale.py [--sizes 10,100,500] [--reps 3]
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import re
 import shutil
@@ -191,6 +192,9 @@ def time_shell(n: int, reps: int) -> dict:
 
 
 def shell_table(sizes: list[int], reps: int) -> None:
+    # Bytecode as an installed package has it (pip compiles it; a source tree with PYTHONDONTWRITEBYTECODE
+    # set would compile every changed module again on each call).
+    compileall.compile_dir(os.path.join(os.path.dirname(__file__), "..", "nestlab"), quiet=1)
     print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs, median of {reps}; CLI calls timed from the shell\n")
     print("| star | deploy (shell) | kernel floor | deploy / floor | inspect --format json | destroy | deploying process peak | memory per node |")
     print("|---|---|---|---|---|---|---|---|")

@@ -22,17 +22,13 @@ from .. import links, names, runtimes
 from ..errors import LabError
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
-from . import cgroups, containers, frr, mptcp, namespaces, netlink, ovs, portfwd, shaping, views
+from . import cgroups, containers, frr, mptcp, namespaces, netlink, ovs, shaping, spares, sysctl, views
 from .netlink import Netlink, Request
 
 Progress = Callable[[str, int, int], None]
 REAL = None  # the namespace key of this machine's own network stack (real interfaces)
 _REAL_NETNS = "/proc/self/ns/net"  # this machine: where nestlab itself runs (PID 1 may be out of reach in a sandbox)
 
-# Switch namespaces need no IPv6 on their ports; no namespace of ours sends bridged traffic through iptables
-# unless a host bridge asks for it (bridge_netfilter).
-_BRIDGE_SYSCTLS = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
-_BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.bridge.bridge-nf-call-arptables")
 _ORDER = {"machine": 0, "bridge": 1, "ovs": 1, "linux": 2}
 
 
@@ -40,7 +36,7 @@ class Applier:
     """Applies changes to one lab; holds one netlink socket per namespace it touches.
 
     Link modes and runtimes use: ``lab``, ``alias``, ``nodes``, ``tree``, ``path``, ``fd``, ``queue``,
-    ``flush``, ``run``, ``run_quiet``, ``address``, ``bridge``, ``popen`` and ``progress``.
+    ``flush``, ``run``, ``run_quiet``, ``address``, ``bridge``, ``popen``, ``progress`` and ``wired``.
     """
 
     CHUNK = 1024  # most namespace fds one batch should name (see fd())
@@ -54,6 +50,7 @@ class Applier:
         self.fds: dict[str | None, int] = {}  # namespace fds named by queued requests, closed after each flush
         self.queues: dict[str | None, list[Request]] = {}
         self.bridge_index: dict[str, int] = {}
+        self.wired: set = set()  # keys of new links the spares' helper already made (see _claim_wired)
         self._tree: cgroups.Tree | None = None
 
     @property
@@ -144,6 +141,7 @@ class Applier:
             for node in sorted(changes.del_nodes, key=lambda n: -n.name.count("/")):  # components before their node
                 self.delete_node(node)
             self._create_nodes(changes.add_nodes, made_nodes)
+            self._claim_wired(changes.add_links, made)
             for mode, objs in links.by_stage(changes.add_links + changes.add_attachments):
                 mode.create(self, objs, made, changes)
             self._finish(changes)
@@ -164,8 +162,10 @@ class Applier:
         if any(n.view for n in nodes):
             views.prepare(names.view_dir(self.lab))
         ordered = sorted(nodes, key=lambda n: (_ORDER.get(n.kind, 2), n.shares is not None))
-        pool = _makers()
-        started = {n.name: pool.submit(runtimes.get(n.runtime).start, self, n, _sysctls(n)) for n in ordered if _plain(n)}
+        started = {}
+        if not spares.coming():  # spares need only pinning: threads would only wait for each other
+            pool = _makers()
+            started = {n.name: pool.submit(runtimes.get(n.runtime).start, self, n, sysctl.of_node(n.kind, dict(n.sysctls))) for n in ordered if _plain(n)}
         try:
             self._start_nodes(ordered, started, made)
         finally:
@@ -186,42 +186,61 @@ class Applier:
                     frr.write(self.lab, node.name, node.config or "", node.name.replace("/", "-"))
                 if node.cgroup:
                     self.tree.create(node.name, dict(node.resources), self._has_children(node))
-                self.adopt(node.name, runtimes.get(node.runtime).start(self, node, _sysctls(node)))
+                self.adopt(node.name, runtimes.get(node.runtime).start(self, node, sysctl.of_node(node.kind, dict(node.sysctls))))
             nl = self.sockets[node.name]
             if node.kind == "bridge":
-                _, _, self.bridge_index[node.name] = nl.run(netlink.set_up("lo"), netlink.new_bridge(node.name, self.alias), netlink.get_link(node.name))
-            elif not node.shares:
-                self.queue(node.name, netlink.set_up("lo"))
+                # A fresh namespace: a bridge already in it is the one the spares' helper made there.
+                _, self.bridge_index[node.name] = nl.run(netlink.new_bridge(node.name, self.alias, exclusive=False),
+                                                         netlink.get_link(node.name))
             if node.kind == "ovs":
                 ovs.Switch(self.lab, node.name).start(node.datapath or "auto", node.controller)
             if i % 32 == 0 or i == len(ordered):
                 self.progress("nodes", i, len(ordered))
 
+    def _claim_wired(self, add_links: list[LinkObj], made: list[LinkObj | AttachObj]) -> None:
+        """Keep the cables the spares' helper made that a new link is exactly (their mode then skips them:
+        :attr:`wired`), and remove the others before any link is made."""
+        if not spares.coming():
+            return
+        veth = links.get("veth")
+        wanted = {}
+        for ln in add_links:
+            if ln.mode == "veth" and ln.mtu is None and not (ln.a.mac or ln.b.mac):
+                main, peer = veth.orient(self, ln)
+                wanted[(main.node, main.iface, peer.node, peer.iface, self.bridge(main.node) is not None)] = ln
+        for cable, main_taken, peer_taken in spares.wired():
+            link = wanted.get(tuple(cable))
+            if link and main_taken and peer_taken:
+                self.wired.add(link.key)
+                made.append(link)
+            elif main_taken or peer_taken:  # deleting either end deletes the pair
+                end = (cable.main, cable.main_if) if main_taken else (cable.peer, cable.peer_if)
+                self.queue(end[0], netlink.del_link(end[1]))
+        self.flush()
+
     def address(self, ends: list[EndObj], routes: dict[str, str] | None = None, up: Sequence[EndObj] = ()) -> None:
         """Add the ends' addresses (after flushing whatever is queued), then bring ``up`` up, then add
-        ``routes`` (node -> default gateway).
+        ``routes`` (node -> default gateway), then wait for each end to carry traffic: one batch per
+        namespace, in that order.
 
-        Up comes last so a lab's first packets (IPv6 DAD, MLD reports, which a bridge floods to every
-        port) start when the lab is wired and addressed, not while the rest is still being made.
+        Up comes after the wiring so a lab's first packets (IPv6 DAD, MLD reports, which a bridge floods
+        to every port) start when the lab is wired, not while the rest is still being made.
         """
         lookups = [(end, self.queue(end.node, netlink.get_link(end.iface))) for end in ends if end.ipv4 or end.ipv6]
         answers = self.flush()
         for end, slot in lookups:
             index = answers[end.node][slot]
             self.queue(end.node, *(netlink.new_addr(index, cidr, end.ref) for cidr in end.ipv4 + end.ipv6))
-        if up:
-            self.flush()  # every address first: an interface going up sets kernel workers off that hold the RTNL lock
         for end in up:
             self.queue(end.node, netlink.set_up(end.iface))
         for node, gateway in (routes or {}).items():
             self.queue(node, netlink.route(gateway))
-        self.flush()
         if up:
             # Asking for a link makes the kernel finish its carrier change now (rtnl_getlink runs the
             # link watch for it): until then the interface has no queue and drops what it is given.
             for end in ends:
                 self.queue(end.node, netlink.get_link(end.iface))
-            self.flush()
+        self.flush()
 
     def _finish(self, changes: Changes) -> None:
         """Hosts' routes, OVS ports and flows, MPTCP endpoints, link shaping."""
@@ -266,6 +285,8 @@ class Applier:
 
     def _forward(self, node: NodeObj) -> None:
         """Start the node's port forwarder inside its network namespace, holding its loopback listeners."""
+        from . import portfwd  # asyncio, for the forwarder's own process: 15 ms no other deploy needs
+
         listeners = portfwd.listen(node.name, node.ports)
         try:
             containers.popen_in(self.path(node.name), names.uts_path(self.lab, node.name), [], portfwd.command(listeners),
@@ -320,15 +341,6 @@ def _makers() -> ThreadPoolExecutor:
     return _POOL[0]
 
 
-def _sysctls(node: NodeObj) -> dict[str, str]:
-    sysctls = dict(node.sysctls)
-    if node.kind in ("bridge", "ovs"):
-        sysctls = {**_BRIDGE_SYSCTLS, **sysctls}
-    if node.kind in ("bridge", "ovs", "machine"):
-        sysctls = {**_present(_BRIDGE_NF, "0"), **sysctls}
-    return sysctls
-
-
 def _plain(node: NodeObj) -> bool:
     """A node that is only its namespaces (no view, cgroup, router, shared stack or other runtime): made ahead, in parallel."""
     return (node.runtime == "namespace" and node.kind == "linux" and not (node.view or node.cgroup or node.router or node.shares))
@@ -355,7 +367,3 @@ def _enough_files(count: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(count, ceiling), max(hard, min(count, ceiling))))
     except (OSError, ValueError) as exc:
         raise LabError(f"this lab needs {count} open files and the limit is {soft} ({exc}); raise it with `ulimit -n {count}`") from None
-
-
-def _present(keys: tuple[str, ...], value: str) -> dict[str, str]:
-    return {k: value for k in keys if os.path.exists("/proc/sys/" + k.replace(".", "/"))}

@@ -13,13 +13,13 @@ import errno
 import fcntl
 import os
 import signal
+import stat
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import LabError
-from . import libc
+from . import libc, netlink, spares, sysctl
 from .netlink import Netlink
 
 NETNS_DIR = "/run/netns"
@@ -83,8 +83,7 @@ def prepare(uts_dir: str) -> None:
 
 
 def _pin(kind: str, target: str) -> None:
-    fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
-    os.close(fd)
+    os.mknod(target, 0o444 | stat.S_IFREG)  # an empty file to mount on (one call; an existing one is an error)
     try:
         libc.mount(_SELF + kind, target, libc.MS_BIND)
     except OSError:
@@ -134,25 +133,15 @@ def _returning() -> Iterator[None]:
         libc.setns(home.uts, libc.CLONE_NEWUTS)
 
 
-def write_sysctl(key: str, value: str) -> None:
-    """Write a sysctl as seen from the calling thread's namespaces."""
-    try:
-        with open("/proc/sys/" + key.replace(".", "/"), "w") as fh:
-            fh.write(str(value))
-    except FileNotFoundError:
-        raise LabError(f"sysctl {key} does not exist in a network namespace of this kernel") from None
-    except OSError as exc:
-        raise LabError(f"sysctl {key}={value}: {exc.strerror}") from None
-
-
 def create(
-    net_path: str, uts_path: str, hostname: str, sysctls: dict[str, str], share_net: str | None = None
+    node: str, net_path: str, uts_path: str, hostname: str, sysctls: dict[str, str], share_net: str | None = None
 ) -> tuple[int, Netlink]:
-    """Create and pin a network + UTS namespace (only UTS when ``share_net`` names a namespace to join).
+    """Create and pin ``node``'s network + UTS namespace (only UTS when ``share_net`` names a namespace to join).
 
-    Returns an fd on the network namespace and a netlink socket inside it;
-    ``sysctls`` are applied before returning.
+    Returns an fd on the network namespace and a netlink socket inside it; the loopback is up and
+    ``sysctls`` are applied before returning.  The node's spare made ahead (:mod:`.spares`) is used when there is one.
     """
+    spare = None if share_net else spares.take(node)
     with _returning():
         if share_net:
             fd = os.open(share_net, os.O_RDONLY)
@@ -161,6 +150,13 @@ def create(
             finally:
                 os.close(fd)
             libc.unshare(libc.CLONE_NEWUTS)
+        elif spare:
+            try:
+                libc.setns(spare.net, libc.CLONE_NEWNET)
+                libc.setns(spare.uts, libc.CLONE_NEWUTS)
+            finally:
+                os.close(spare.net)
+                os.close(spare.uts)
         else:
             libc.unshare(libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
         libc.sethostname(hostname)
@@ -168,8 +164,13 @@ def create(
         try:
             _pin("uts", uts_path)
             for key, value in sysctls.items():
-                write_sysctl(key, value)
-            nl = Netlink()
+                sysctl.write(key, value)
+            if spare:
+                nl = Netlink(sock=spare.sock)
+            else:
+                nl = Netlink()
+                if not share_net:
+                    nl.run(netlink.set_up("lo"))
             fd = os.open(_SELF + "net", os.O_RDONLY)
         except BaseException:
             unpin(uts_path)
@@ -179,7 +180,8 @@ def create(
 
 
 def adopt(pid: int, net_path: str, uts_path: str, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-    """Pin the network and UTS namespaces of a process started elsewhere (a Docker container) as a node's."""
+    """Pin the network and UTS namespaces of a process started elsewhere (a Docker container) as a node's,
+    its loopback up."""
     pinned = []
     try:
         for kind, target in (("net", net_path), ("uts", uts_path)):
@@ -189,8 +191,15 @@ def adopt(pid: int, net_path: str, uts_path: str, sysctls: dict[str, str]) -> tu
             libc.mount(f"/proc/{pid}/ns/{kind}", target, libc.MS_BIND)
         with entered(net_path):
             for key, value in sysctls.items():
-                write_sysctl(key, value)
-        return open_netlink(net_path)
+                sysctl.write(key, value)
+        fd, nl = open_netlink(net_path)
+        try:
+            nl.run(netlink.set_up("lo"))
+        except BaseException:
+            os.close(fd)
+            nl.close()
+            raise
+        return fd, nl
     except BaseException:
         for target in pinned:
             unpin(target)

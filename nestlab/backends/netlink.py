@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
 from dataclasses import dataclass
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3
@@ -67,10 +68,11 @@ class Request:
     what: str
 
 
-def new_bridge(name: str, alias: str) -> Request:
+def new_bridge(name: str, alias: str, exclusive: bool = True) -> Request:
+    """A bridge, up (``exclusive=False``: or the one of that name already there, set up the same way)."""
     linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "bridge"))
     body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + name_attr(IFLA_IFALIAS, alias) + linkinfo
-    return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"create bridge {name}")
+    return Request(RTM_NEWLINK, NLM_F_CREATE | (NLM_F_EXCL if exclusive else 0), body, f"create bridge {name}")
 
 
 def new_veth(
@@ -255,18 +257,31 @@ def attrs(body: bytes, offset: int) -> dict[int, bytes]:
     return found
 
 
-class Netlink:
-    """A NETLINK_ROUTE socket in the namespace of the thread that created it (``groups``: multicast to join)."""
+_local = threading.local()
 
-    def __init__(self, groups: int = 0) -> None:
-        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        try:  # past net.core.rmem_max (root may): multicast bursts and dump answers must not overflow it
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
-        except PermissionError:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-        self.sock.bind((0, groups))
+
+def _buffer() -> bytearray:
+    """This thread's receive buffer (one per socket would hold 64 KiB per node of a deploy)."""
+    try:
+        return _local.buf
+    except AttributeError:
+        _local.buf = bytearray(1 << 16)
+        return _local.buf
+
+
+class Netlink:
+    """A NETLINK_ROUTE socket in the namespace of the thread that created it (``groups``: multicast to join),
+    or ``sock``, one a :class:`Netlink` made in another process (see :mod:`.spares`)."""
+
+    def __init__(self, groups: int = 0, sock: socket.socket | None = None) -> None:
+        self.sock = sock or socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        if sock is None:
+            try:  # past net.core.rmem_max (root may): multicast bursts and dump answers must not overflow it
+                self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+            except PermissionError:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+            self.sock.bind((0, groups))
         self._seq = 0
-        self._buf = bytearray(1 << 16)
 
     def close(self) -> None:
         self.sock.close()
@@ -277,8 +292,9 @@ class Netlink:
         self.sock.send(_HDR.pack(_HDR.size + len(body), mtype, NLM_F_REQUEST | NLM_F_DUMP, self._seq, 0) + body)
         found = []
         while True:
-            n = self.sock.recv_into(self._buf)
-            for kind, seq, payload in messages(memoryview(self._buf)[:n]):
+            buf = _buffer()
+            n = self.sock.recv_into(buf)
+            for kind, seq, payload in messages(memoryview(buf)[:n]):
                 if seq != self._seq:
                     continue
                 if kind == NLMSG_DONE:
@@ -317,10 +333,10 @@ class Netlink:
     def _exchange(self, batch: bytearray, count: int, first: int, requests, results: list[int], errors: list) -> None:
         """One ``sendmsg`` of ``count`` messages, and their answers into ``results``/``errors``."""
         self.sock.send(batch)
-        pending = count
+        pending, buf = count, _buffer()
         while pending:
-            n = self.sock.recv_into(self._buf)
-            view = memoryview(self._buf)[:n]
+            n = self.sock.recv_into(buf)
+            view = memoryview(buf)[:n]
             off = 0
             while off < n:
                 length, mtype, _flags, seq, _pid = _HDR.unpack_from(view, off)

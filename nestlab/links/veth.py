@@ -27,10 +27,16 @@ class Veth(LinkMode):
                     "use mode: vxlan (or gretap, geneve), or attach each node to its host's NIC (mode: macvlan/bridge with parent:)")]
         return []
 
+    @staticmethod
+    def orient(ap, link):
+        """``(main, peer)``: the end a pair is created from, its bridge side if it has one (enslaved at birth)."""
+        return (link.b, link.a) if ap.bridge(link.b.node) and not ap.bridge(link.a.node) else (link.a, link.b)
+
     def create(self, ap, objs, made, changes):
-        # Create each veth from its bridge side (if any) so the port is enslaved at birth.
-        oriented = [(ln.b, ln.a) if ap.bridge(ln.b.node) and not ap.bridge(ln.a.node) else (ln.a, ln.b) for ln in objs]
+        oriented = [self.orient(ap, ln) for ln in objs]
         for i, (link, (a, b)) in enumerate(zip(objs, oriented), 1):
+            if link.key in ap.wired:  # made ahead, while the file was being checked (backends/spares.py)
+                continue
             ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node), macs=(a.mac, b.mac)))
             made.append(link)
             if i % ap.CHUNK == 0:  # each batch names at most CHUNK namespace fds

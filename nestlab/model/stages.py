@@ -67,7 +67,7 @@ def check_stages(topology: Topology, located: Located) -> list[Problem]:
                     problems.append(located.problem(path + ("node",), f"{name} waits for its own {wait.stage} stage; a node's stages already run in order"))
                 else:
                     after.setdefault((name, stage), []).append(((wait.node, wait.stage), path))
-    if problems:
+    if problems or not after:  # without waits between nodes, each node's stages are a line: no circle
         return problems
     # A stage also follows the node's previous stage.
     for name in nodes:

@@ -36,7 +36,7 @@ class Runtime:
         an fd on the network namespace and a netlink socket inside it (``ap.path(node)``, ``ap.lab``, ``ap.tree``)."""
         share = ap.path(node.shares) if node.shares else None
         uts = names.uts_path(ap.lab, node.name)
-        handles = namespaces.create(ap.path(node.name), uts, hostname(node), sysctls, share_net=share)
+        handles = namespaces.create(node.name, ap.path(node.name), uts, hostname(node), sysctls, share_net=share)
         if node.view:
             owners = {path: views.owner(user) for path, user in node.run_dirs}
             views.create(names.view_path(ap.lab, node.name), ap.path(node.name), uts, node.binds, owners)

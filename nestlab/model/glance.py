@@ -1,0 +1,61 @@
+"""A glance at a topology file before it is checked: the namespaces and plain cables it asks for.
+
+``nestlab deploy`` hands this to a helper that makes them while the file is checked
+(backends/spares.py).  It is a guess, never an error: whatever the checked plan wants differently
+is made the usual way, and what the helper made that the plan does not want is removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_PLAIN_KEYS = {"kind"}  # a node spec with nothing else is a plain host or bridge
+
+
+@dataclass
+class Glance:
+    name: str | None = None
+    nodes: list[str] = field(default_factory=list)  # nodes nestlab makes namespaces for itself, in file order
+    extra: int = 0  # more namespaces, for nested components
+    bridges: list[str] = field(default_factory=list)  # of those, plain ``kind: bridge`` nodes
+    cables: list[tuple[str, str, str, str]] = field(default_factory=list)  # links given by their endpoints alone, between plain nodes
+
+
+def glance(path) -> Glance:
+    """What the file at ``path`` asks for; an empty :class:`Glance` for anything but a plain YAML topology
+    on this machine alone (a Kathará folder, a Go template, a lab on servers, images from defaults)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.load(fh, Loader=_Loader)
+        topology = data["topology"]
+        nodes, links = topology["nodes"], topology.get("links") or []
+        if not isinstance(data["name"], str) or not isinstance(nodes, dict) or not isinstance(links, list):
+            return Glance()
+    except Exception:  # unreadable, not YAML, another layout
+        return Glance()
+    if "servers" in data or any("image" in str(topology.get(key)) for key in ("defaults", "kinds", "groups")):
+        return Glance(data["name"])
+    found = Glance(data["name"])
+    plain = set()
+    for name, spec in nodes.items():
+        spec = spec or {}
+        if not isinstance(spec, dict) or "image" in spec or spec.get("runtime", "namespace") != "namespace":
+            continue
+        found.nodes.append(str(name))
+        components = spec.get("components")
+        if isinstance(components, dict) and spec.get("nesting") != "flat":
+            found.extra += len(components)
+        if set(spec) <= _PLAIN_KEYS and spec.get("kind", "linux") in ("linux", "host", "bridge"):
+            plain.add(name)
+            if spec.get("kind") == "bridge":
+                found.bridges.append(name)
+    for link in links:
+        ends = link.get("endpoints") if isinstance(link, dict) and set(link) == {"endpoints"} else None
+        if isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) and e.count(":") == 1 for e in ends):
+            (a, ia), (b, ib) = (e.split(":") for e in ends)
+            if a in plain and b in plain and a != b and ia and ib:
+                found.cables.append((a, ia, b, ib))
+    return found
