@@ -26,6 +26,9 @@ def test_deploy_summarises_and_inspect_picks_and_pages(topo_file, lab_name):
     assert sorted(n["name"] for n in some["nodes"]) == [f"h{i}" for i in range(10, 20)]
     first = run_cli("inspect", "--lab", lab_name, check=True)
     assert "page 1 of 2 (50 nodes a page): --page 2 for more" in first.stderr
+    # The switch's 61 interfaces (itself and 60 ports): 11 rows and a count, all of them with --node.
+    assert "... 50 more" in first.stdout and "(--node sw lists them all)" in first.stdout and " p9 " in first.stdout
+    assert " p10 " not in first.stdout and " p59 " in run_cli("inspect", "--lab", lab_name, "--node", "sw", check=True).stdout
     second = run_cli("inspect", "--lab", lab_name, "--page", "2", check=True)
     assert "h59" in second.stdout and "h5 " not in second.stdout
     assert "no node of lab" in run_cli("inspect", "--lab", lab_name, "--filter", "zz*").stderr

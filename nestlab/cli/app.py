@@ -47,7 +47,10 @@ def _needs_root(ctx: typer.Context) -> None:
         raise typer.Exit(1)
 
 
-def _table(report: dict) -> Table:
+IFACES_SHOWN = 12  # in a table, a node with more interfaces (a switch's ports) shows this many and a count
+
+
+def _table(report: dict, every_interface: bool = False) -> Table:
     from rich.table import Table
 
     table = Table(title=f"lab {report['lab']}", title_justify="left")
@@ -61,7 +64,8 @@ def _table(report: dict) -> Table:
         usage = node.get("usage") or {}
         cpu = f"{usage['cpu_s']:.2f}" if usage else ""
         memory = f"{usage['memory_bytes'] / 2**20:.1f} MiB" if usage else ""
-        for i, iface in enumerate(ifaces):
+        more = len(ifaces) - IFACES_SHOWN + 1 if len(ifaces) > IFACES_SHOWN and not every_interface else 0
+        for i, iface in enumerate(ifaces[:len(ifaces) - more]):
             head = [node["name"], kind, node["host"] or node.get("server") or "", node["state"], cpu, memory] if i == 0 else [""] * 6
             if iface is None:
                 table.add_row(*head, "", "", "", "", "", "")
@@ -75,6 +79,8 @@ def _table(report: dict) -> Table:
                     " ".join(iface["addresses"]),
                     iface["master"] or "",
                 )
+        if more:
+            table.add_row(*[""] * 6, f"... {more} more", "", "", "", f"(--node {node['name']} lists them all)", "")
     return table
 
 
@@ -225,11 +231,11 @@ def _print_exec(node: str, command: str, code: int, output: str) -> None:
         err.print(output.rstrip(), markup=False, soft_wrap=True)
 
 
-def _show(report: dict, fmt: str) -> None:
+def _show(report: dict, fmt: str, every_interface: bool = False) -> None:
     if fmt == "json":
         print_json(report)
     elif fmt == "table":
-        out.print(_table(report))
+        out.print(_table(report, every_interface))
         if any(node.get("mptcp") for node in report["nodes"]):
             out.print(_subflow_table(report))
     else:
@@ -255,7 +261,6 @@ def inspect_cmd(
     from ..lab import cleanup
     from ..lab import state
     from ..lab.inspect import inspect
-    from rich.table import Table
 
     with reported():
         if all_labs:
@@ -271,6 +276,8 @@ def inspect_cmd(
             if fmt == "json":
                 print_json(rows)
             else:
+                from rich.table import Table
+
                 table = Table("lab", "status", "namespaces", "source")
                 for row in rows:
                     table.add_row(row["lab"], row["status"], str(row["namespaces"]), row["source"] or "")
@@ -287,7 +294,7 @@ def inspect_cmd(
             _show(report, fmt)
             err.print(f"page {page} of {pages} ({per_page} nodes a page): --page {page + 1 if page < pages else 1} for more, --node/--filter to pick")
             return
-        _show(report, fmt)
+        _show(report, fmt, every_interface=bool(node))
 
 
 def _matching(lab: Lab, nodes: list[str], pattern: str | None) -> set[str] | None:
