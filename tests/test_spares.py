@@ -160,6 +160,14 @@ def test_glance_says_what_to_make_ahead(tmp_path):
     assert looked(star("g", 3).replace("topology:\n", "topology:\n  defaults: {image: alpine}\n")) == Glance("g")
     assert looked("name: [unclosed\n") == Glance()
     assert glance(tmp_path) == Glance()  # a folder: a Kathará lab
+    reader, writer = os.pipe()  # what a server's nestlab deploys: -t /dev/stdin, read once, by the deploy
+    os.write(writer, star("g", 1).encode())
+    os.close(writer)
+    try:
+        assert glance(f"/proc/self/fd/{reader}") == Glance()
+        assert os.read(reader, 100).startswith(b"name: g")
+    finally:
+        os.close(reader)
     assert glance(tmp_path / "missing.yml") == Glance()
 
 

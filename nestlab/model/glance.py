@@ -7,6 +7,7 @@ is made the usual way, and what the helper made that the plan does not want is r
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import yaml
@@ -28,6 +29,8 @@ def glance(path) -> Glance:
     """What the file at ``path`` asks for; an empty :class:`Glance` for anything but a plain YAML topology
     on this machine alone (a Kathará folder, a Go template, a lab on servers, images from defaults)."""
     try:
+        if not os.path.isfile(path):  # a pipe (/dev/stdin) is the deploy's to read, once; a folder is a Kathará lab
+            return Glance()
         with open(path, encoding="utf-8") as fh:
             data = yaml.load(fh, Loader=_Loader)
         topology = data["topology"]
