@@ -80,6 +80,15 @@ def test_the_helper_wires_cables_between_spares():
         _close(list(got.values()))
 
 
+def test_a_helper_with_nothing_to_make_says_so():
+    spares.start(lambda: spares.Ahead("", ()))
+    try:
+        assert not spares.coming()  # the applier then makes namespaces itself, in parallel
+        assert spares.take("a") is None and spares.wired() == []
+    finally:
+        spares.stop()
+
+
 def test_stop_ends_the_helper_before_it_is_done():
     spares.start(lambda: spares.Ahead("nestlab:t", [f"n{i}" for i in range(100_000)]))
     helper = spares._helper.pid

@@ -75,6 +75,7 @@ _unnamed: list[Spare] = []
 _taken: set[str] = set()
 _wired: list[Cable] = []
 _ended = True  # the helper has sent everything it will send
+_count: int | None = None  # how many spares the helper said it makes
 
 
 def start(ahead: Callable[[], Ahead]) -> None:
@@ -84,7 +85,7 @@ def start(ahead: Callable[[], Ahead]) -> None:
     overlaps the caller's.  ``ahead`` should need no import the caller has not done (another thread
     may hold an import lock at the fork).  A second call while a helper runs does nothing.
     """
-    global _helper, _ended
+    global _helper, _ended, _count
     if _helper is not None:
         return
     # Datagrams keep the messages apart; a pair's sender is bounded only by its buffer: room for a large lab.
@@ -103,7 +104,7 @@ def start(ahead: Callable[[], Ahead]) -> None:
             os._exit(0)
     theirs.close()
     ours.settimeout(_HUNG)
-    _helper, _ended = _Helper(ours, pid), False
+    _helper, _ended, _count = _Helper(ours, pid), False, None
     _named.clear()
     _unnamed.clear()
     _taken.clear()
@@ -122,10 +123,14 @@ def _make(channel: socket.socket, ahead: Callable[[], Ahead], parent: int) -> No
     except (OSError, ValueError):
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     bridges, cabled = set(want.bridges), {n for c in want.cables for n in (c[0], c[2])}
-    order = [n for n in want.nodes if n in bridges] + [n for n in want.nodes if n not in bridges] + [""] * want.extra
+    order = ([n for n in want.nodes if n in bridges] + [n for n in want.nodes if n not in bridges] + [""] * want.extra)[:hard]
     held: dict[str, int] = {}  # cabled node -> fd on its namespace
     masters: dict[str, int] = {}
-    for name in order[:hard]:  # no more than a deploy could pin
+    try:
+        channel.send(b"count\0%d" % len(order))
+    except OSError:
+        return
+    for name in order:  # no more than a deploy could pin
         try:
             libc.unshare(libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
             net, uts = os.open("/proc/self/ns/net", os.O_RDONLY), os.open("/proc/self/ns/uts", os.O_RDONLY)
@@ -187,8 +192,11 @@ def _wire(channel: socket.socket, want: Ahead, held: dict[str, int], masters: di
 
 
 def coming() -> bool:
-    """Whether a helper runs (its spares may still come)."""
-    return _helper is not None
+    """Whether a helper runs and makes spares (it says how many as soon as it has glanced at the file)."""
+    with _lock:
+        while _helper is not None and _count is None and not _ended and _receive():
+            pass
+        return _helper is not None and bool(_count)
 
 
 def take(node: str) -> Spare | None:
@@ -220,12 +228,15 @@ def wired() -> list[tuple[Cable, bool, bool]]:
 
 def _receive() -> bool:
     """Read one message of the helper's; False once it has nothing more (or is gone, or hung: then it is stopped)."""
-    global _ended
+    global _ended, _count
     try:
         message, fds, _, _ = socket.recv_fds(_helper.channel, _RECV, 3)
     except OSError:
         message, fds = b"", []
     kind, _, rest = message.partition(b"\0")
+    if kind == b"count":
+        _count = int(rest)
+        return True
     if kind == b"spare" and len(fds) == 3:
         spare = Spare(fds[0], fds[1], socket.socket(fileno=fds[2]))
         if rest:
