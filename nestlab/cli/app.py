@@ -21,9 +21,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from ..backends import spares
-    from ..model.glance import Glance
-
     from ..lab.lab import Lab
+    from ..model.glance import Glance
 
 app = typer.Typer(
     help="Build, use and tear down networks of namespace containers.\n\n"
@@ -138,6 +137,7 @@ def deploy(
 
 
 def _deploy(topo: Path, reconfigure: bool, fmt: str, table: bool, vars_files: list[Path], servers: Path | None, started: float) -> None:
+    """What `deploy` does once its helper is started: load, deploy (here or on servers), say what was made."""
     from ..lab.lab import Lab
 
     if servers:  # known before the topology: each server's nestlab starts while it loads

@@ -44,10 +44,10 @@ def glance(path) -> Glance:
     found = Glance(data["name"])
     plain = set()
     for name, spec in nodes.items():
-        spec = spec or {}
+        name, spec = str(name), spec or {}
         if not isinstance(spec, dict) or "image" in spec or spec.get("runtime", "namespace") != "namespace":
             continue
-        found.nodes.append(str(name))
+        found.nodes.append(name)
         components = spec.get("components")
         if isinstance(components, dict) and spec.get("nesting") != "flat":
             found.extra += len(components)
