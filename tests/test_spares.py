@@ -11,24 +11,14 @@ import time
 from conftest import ROOT, processes, run_cli, star
 
 from nestlab import names
-from nestlab.backends import netlink, spares
+from nestlab.backends import rtdump, spares
 from nestlab.backends.netlink import Netlink
 from nestlab.cli.app import _ahead
 from nestlab.model.glance import Glance, glance
 
-RTM_GETLINK, IFF_UP = 18, 1
-IFLA_IFNAME, IFLA_MASTER = 3, 10
-
-
-def _links(spare: spares.Spare) -> dict[str, tuple[int, int | None]]:
-    """name -> (flags, master ifindex) of every interface the spare's own netlink socket sees."""
-    found = {}
-    for _, body in Netlink(sock=spare.sock).dump(RTM_GETLINK, netlink.ifinfo()):
-        flags = netlink._IFINFO.unpack_from(body)[3]
-        attrs = netlink.attrs(body, netlink._IFINFO.size)
-        master = attrs.get(IFLA_MASTER)
-        found[attrs[IFLA_IFNAME].rstrip(b"\0").decode()] = (flags, int.from_bytes(master, "little") if master else None)
-    return found
+def _links(spare: spares.Spare) -> dict[str, rtdump.LinkInfo]:
+    """Every interface the spare's own netlink socket sees, by name."""
+    return {info.name: info for info in rtdump.interfaces(Netlink(sock=spare.sock), counters=False)}
 
 
 def _close(got: list[spares.Spare]) -> None:
@@ -53,7 +43,7 @@ def test_spares_are_separate_namespaces_with_their_loopback_up():
         for spare in got:
             links = _links(spare)
             assert list(links) == ["lo"]  # a loopback and nothing else: the socket is inside the spare
-            assert links["lo"][0] & IFF_UP
+            assert links["lo"].admin_up
     finally:
         _close(got)
 
@@ -72,9 +62,8 @@ def test_the_helper_wires_cables_between_spares():
         assert sorted(made) == [(spares.Cable("sw", "p1", "h1", "eth1", True), True, True),
                                 (spares.Cable("sw", "p2", "h2", "eth1", True), True, True)]
         bridge = _links(got["sw"])
-        sw_index = Netlink(sock=got["sw"].sock).run(netlink.get_link("sw"))[0]
-        assert bridge["p1"][1] == sw_index and bridge["p2"][1] == sw_index
-        assert bridge["sw"][0] & IFF_UP
+        assert bridge["p1"].master == bridge["sw"].index and bridge["p2"].master == bridge["sw"].index
+        assert bridge["sw"].admin_up
         assert set(_links(got["h1"])) == {"lo", "eth1"} and set(_links(got["h2"])) == {"lo", "eth1"}
     finally:
         _close(list(got.values()))

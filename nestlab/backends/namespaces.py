@@ -82,10 +82,11 @@ def prepare(uts_dir: str) -> None:
     os.makedirs(uts_dir, exist_ok=True)
 
 
-def _pin(kind: str, target: str) -> None:
-    os.mknod(target, 0o444 | stat.S_IFREG)  # an empty file to mount on (one call; an existing one is an error)
+def _pin(source: str, target: str) -> None:
+    """Bind-mount the namespace file ``source`` on a new file ``target`` (an existing one is an error)."""
+    os.mknod(target, 0o444 | stat.S_IFREG)  # one call, where open and close are two
     try:
-        libc.mount(_SELF + kind, target, libc.MS_BIND)
+        libc.mount(source, target, libc.MS_BIND)
     except OSError:
         os.unlink(target)
         raise
@@ -160,9 +161,9 @@ def create(
         else:
             libc.unshare(libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
         libc.sethostname(hostname)
-        _pin("net", net_path)
+        _pin(_SELF + "net", net_path)
         try:
-            _pin("uts", uts_path)
+            _pin(_SELF + "uts", uts_path)
             for key, value in sysctls.items():
                 sysctl.write(key, value)
             if spare:
@@ -185,10 +186,8 @@ def adopt(pid: int, net_path: str, uts_path: str, sysctls: dict[str, str]) -> tu
     pinned = []
     try:
         for kind, target in (("net", net_path), ("uts", uts_path)):
-            fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            os.close(fd)
+            _pin(f"/proc/{pid}/ns/{kind}", target)
             pinned.append(target)
-            libc.mount(f"/proc/{pid}/ns/{kind}", target, libc.MS_BIND)
         with entered(net_path):
             for key, value in sysctls.items():
                 sysctl.write(key, value)
