@@ -90,6 +90,20 @@ class Cluster:
                                    f"not Ready in time: {state}; its kubelet: {why(first)}")
             time.sleep(0.5)
 
+    def wait_service_account(self, name: str, deadline: float, why: Callable[[], str] = lambda: "") -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        while True:
+            try:
+                self.core.read_namespaced_service_account(name, self.namespace, _request_timeout=5)
+                return
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise ClusterError(f"read service account {name}: {_api_reason(exc, self.namespace)}") from None
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no service account {name} in namespace {self.namespace} in time (the controller manager: {why()})")
+            time.sleep(0.3)
+
     # -- objects -------------------------------------------------------------------------------
     def create(self, obj: dict) -> None:
         kind, name = obj["kind"], obj["metadata"]["name"]
@@ -128,20 +142,27 @@ class Cluster:
         return False
 
     # -- exec ----------------------------------------------------------------------------------
-    def exec(self, pod: str, command: list[str], timeout: float = 600, container: str | None = None) -> tuple[int, str, str]:
-        """Run ``command`` in ``pod`` through the API (exit code, stdout, stderr)."""
+    def exec(self, pod: str, command: list[str], timeout: float = 600, on_out: Callable[[str], None] | None = None,
+             on_err: Callable[[str], None] | None = None) -> tuple[int, str, str]:
+        """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr); with ``on_out``/``on_err``
+        the output goes there as it comes instead."""
         from kubernetes.stream import stream
 
         client = self.call(f"exec in pod {pod}", stream, self.core.connect_get_namespaced_pod_exec, pod, self.namespace,
-                           command=command, container=container, stderr=True, stdin=False, stdout=True, tty=False,
+                           command=command, stderr=True, stdin=False, stdout=True, tty=False,
                            _preload_content=False, _request_timeout=timeout)
-        out, err = [], []
+        out: list[str] = []
+        err: list[str] = []
+        on_out = on_out or out.append
+        on_err = on_err or err.append
         deadline = time.monotonic() + timeout
         try:
             while client.is_open():
                 client.update(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
-                out.append(client.read_stdout(timeout=0) if client.peek_stdout() else "")
-                err.append(client.read_stderr(timeout=0) if client.peek_stderr() else "")
+                if client.peek_stdout():
+                    on_out(client.read_stdout(timeout=0))
+                if client.peek_stderr():
+                    on_err(client.read_stderr(timeout=0))
                 if time.monotonic() > deadline:
                     raise ClusterError(f"exec in pod {pod}: no answer after {timeout:.0f} s")
             code = client.returncode

@@ -14,7 +14,8 @@ import typer
 from .. import names
 from ..errors import LabError
 from .bench import bench_app, compare_cmd, report_cmd
-from .servers import ServersOpt, k8s_app, plan, servers_app
+from .k8s import k8s_app
+from .servers import ServersOpt, plan, servers_app
 from .common import NEEDS_ROOT, LabOpt, TopoOpt, err, node_of, notices, out, print_json, progress_bar, reported, resolve
 
 if TYPE_CHECKING:
@@ -373,7 +374,7 @@ def _wait(proc) -> int:
 def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Remove a lab: its processes, namespaces, links and state (on every server, for a lab split
     across servers). Nothing else is touched."""
-    from ..lab import cleanup, multi
+    from ..lab import cleanup, k8s, multi
     from ..lab import state
 
     with reported():
@@ -382,10 +383,13 @@ def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
         else:
             name = resolve(topo, lab).name
         split = multi.record(name)
+        pods = k8s.record(name)
         with state.locked(name):
             removed = cleanup.remove_lab(name)
         if split:
             err.line(f"lab {name}: removed from servers {', '.join(sorted(split['servers']))}")
+        elif pods:
+            err.line(f"lab {name}: pods {', '.join(sorted(pods['pods'].values()))} deleted (namespace {pods['namespace']})")
         else:
             err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
 

@@ -134,37 +134,3 @@ def check(
                              f"kernel lacks: {', '.join(row['missing']) or 'nothing'}")
         if not all(row["ok"] for row in rows):
             raise typer.Exit(1)
-
-
-k8s_app = typer.Typer(help="Run a lab on Kubernetes: the same split as on SSH servers, as manifests.", no_args_is_help=True)
-
-
-@k8s_app.command("render")
-def k8s_render(
-    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file."),
-    count: int = typer.Option(2, "--servers", help="How many shares (pods) to split the lab into."),
-    image: str = typer.Option("nestlab:latest", "--image", help="A container image with nestlab and iproute2 (docs/servers.md shows one)."),
-    namespace: str = typer.Option("default", "--namespace", help="Kubernetes namespace of the objects."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the manifests here (default: standard output)."),
-):
-    """Write Kubernetes manifests that run the lab split in --servers shares: a ConfigMap with the
-    shares, a headless Service, and one privileged pod per share running nestlab on it; VXLAN
-    between the pods' addresses.  Apply with kubectl apply -f FILE; kubectl delete -f FILE runs
-    nestlab destroy in each pod first.
-
-    Example: nestlab k8s render -t lab.yml --servers 3 -o lab-k8s.yaml
-    """
-    import yaml
-
-    from ..lab.k8s import render
-    from ..lab.lab import Lab
-
-    with reported():
-        lab = Lab.from_file(topo)
-        manifests, parts = render(lab, count, image, namespace)
-        text = yaml.safe_dump_all(manifests, sort_keys=False)
-        if output:
-            output.write_text(text)
-            err.line(f"lab {lab.name}: {count} pods, {len(parts.placement.cut)} cut links; manifests in {output}")
-        else:
-            out.line(text)

@@ -8,7 +8,7 @@ import shutil
 from .. import names
 from .. import runtimes
 from ..backends import cgroups, namespaces, netlink, rtdump
-from . import multi
+from . import k8s, multi
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -31,6 +31,7 @@ def remove_lab(lab: str) -> int:
     how many namespaces went here."""
     try:
         multi.remove_remote(lab)
+        k8s.remove(lab)
         damaged = None
     except multi.DamagedRecord as exc:  # what is on this machine can still go
         damaged = exc

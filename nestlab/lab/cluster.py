@@ -279,7 +279,7 @@ def _node_files(name: str, i: int, count: int, images: list[str]) -> None:
         "address": node_ip(i), "port": 10250, "readOnlyPort": 0, "healthzPort": 0,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False}, "x509": {"clientCAFile": f"{inside}/pki/ca.crt"}},
         "authorization": {"mode": "AlwaysAllow"},  # only holders of a certificate from the cluster's CA reach it
-        "makeIPTablesUtilChains": False, "serializeImagePulls": False, "resolvConf": "/etc/resolv.conf",
+        "makeIPTablesUtilChains": False, "serializeImagePulls": False, "resolvConf": "",  # pods ask no DNS server of this machine
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
         "nodeStatusUpdateFrequency": "4s", "syncFrequency": "10s", "fileCheckFrequency": "10s",
@@ -373,6 +373,9 @@ def _wait_ready(kubeconfig: str, count: int, deadline: float, name: str, log: Ca
     log(f"waiting for {count} nodes to be Ready")
     api.wait_nodes_ready([f"node{i}" for i in range(1, count + 1)], deadline,
                          why=lambda node: _last_lines(os.path.join(names.node_dir(name, node), "kubelet.log")))
+    log("waiting for the controller manager (the default service account, which every pod needs)")
+    api.wait_service_account("default", deadline,
+                             why=lambda: _last_lines(os.path.join(names.node_dir(name, "control"), "kube-controller-manager.log")))
 
 
 def _last_lines(path: str, count: int = 3) -> str:

@@ -6,7 +6,7 @@ import os
 
 from .. import names
 from ..backends import cgroups, mptcp, namespaces, ovs, rtdump
-from . import multi
+from . import k8s, multi
 from .lab import Lab
 
 
@@ -18,8 +18,8 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     per node with a cgroup, CPU seconds and memory used (components included) and limits;
     per node with ``mptcp:``, its connections and their subflows.  ``only``: just those nodes.
     """
-    if multi.record(lab.name):  # split across servers: each server reads its share
-        report = multi.inspect(lab.name)
+    if multi.record(lab.name) or k8s.record(lab.name):  # split across servers or pods: each reads its share
+        report = multi.inspect(lab.name) if multi.record(lab.name) else k8s.inspect(lab.name)
         report["nodes"] = [n for n in report["nodes"] if only is None or n["name"] in only]
         return report
     plan = lab.plan

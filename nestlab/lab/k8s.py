@@ -1,65 +1,395 @@
-"""``nestlab k8s render``: the same split as on SSH servers, as Kubernetes manifests.
+"""Labs on Kubernetes (docs/servers.md): the same split as on SSH servers, one pod per share.
 
-Per share, one privileged pod running nestlab on its share (from a ConfigMap); the pods find each
-other through a headless Service (``SHARE.LAB`` in DNS) and the share's VXLAN tunnels point at
-``${NESTLAB_PEER_<share>}``, which the pod's start script fills in from DNS before deploying.
-Deleting a pod runs ``nestlab destroy`` in it first (a preStop hook).  CI validates these manifests
-against the Kubernetes API models; it does not run a cluster.
+``render`` writes and ``deploy`` creates the same objects:
+
+* a ConfigMap ``LAB-shares`` holding each share's topology, whose tunnels point at
+  ``${NESTLAB_PEER_<SHARE>}``;
+* a headless Service ``LAB`` (``SHARE.LAB`` in a cluster's DNS, for clusters that have it);
+* per share a privileged pod ``LAB-SHARE`` (pinned to the Kubernetes node its share is named after, if
+  it is), whose start script waits for its peers' addresses (from DNS, or written into
+  ``/run/nestlab-k8s/peers.env`` by ``nestlab k8s deploy`` once the pods have addresses), then runs
+  ``nestlab deploy`` on its share and records the result; ready once that succeeded.  Deleting a
+  pod runs ``nestlab destroy`` in it first (preStop); the lab dies with the pod in any case.
+
+This machine keeps ``/run/nestlab/LAB/k8s.json`` (written before anything is created: a cleanup
+always knows where to look) and the lab's state, so ``inspect``, ``exec``, ``graph``, ``capture``,
+``events`` and ``destroy`` find the lab as they find one on SSH servers.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
-import yaml
 
+from .. import names
 from ..errors import LabError
-from ..model.schema import ServerSpec
+from . import state
 from .multi import Split, split
 
 LABEL = "nestlab.io/lab"
+SHARE = "nestlab.io/share"
+RECORD = "k8s.json"
+RUN = "/run/nestlab-k8s"  # inside a pod: peers.env, deploy.log, rc
+_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerError",
+            "CreateContainerConfigError", "RunContainerError", "CrashLoopBackOff"}
 
 
-def render(lab, count: int, image: str, namespace: str = "default") -> tuple[list[dict], Split]:
-    """The manifests (ConfigMap, headless Service, one Pod per share) and the split they carry."""
+def _dns_label(lab_name: str) -> str:
+    name = lab_name.lower()
+    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 50:
+        raise LabError(f"lab name '{lab_name}' must be a DNS label (letters, digits, '-') to name Kubernetes objects")
+    return name
+
+
+def share_names(lab, count: int) -> list[str]:
+    """The shares: every Kubernetes node a node is pinned to (``server: node2``), then s1, s2, ... up to ``count``."""
+    pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
+    for share in pinned:
+        if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", share):
+            raise LabError(f"server: {share} cannot name a Kubernetes node (lower-case letters, digits and '-')")
+    generic = (f"s{i}" for i in range(1, 10_000) if f"s{i}" not in pinned)
+    return pinned + [next(generic) for _ in range(max(0, count - len(pinned)))]
+
+
+def _peer_var(share: str) -> str:
+    return "NESTLAB_PEER_" + share.upper().replace("-", "_")
+
+
+def render(lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None) -> tuple[list[dict], Split]:
+    """The manifests (ConfigMap, headless Service, one Pod per share) and the split they carry; ``nodes``:
+    the cluster's node names, which a share named after one is pinned to (default: the pinned shares)."""
+    import yaml
+
+    from ..model.schema import ServerSpec
+
     if count < 1:
         raise LabError("--servers must be at least 1")
-    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", lab.name.lower()) or len(lab.name) > 50:
-        raise LabError(f"lab name '{lab.name}' must be a DNS label (letters, digits, '-') to name Kubernetes objects")
-    shares = [f"s{i}" for i in range(1, count + 1)]
-    servers = {s: ServerSpec(address=s) for s in shares}
-    parts = split(lab, servers, {s: "${" + _peer_var(s) + "}" for s in shares})
-    name = lab.name.lower()
+    name = _dns_label(lab.name)
+    shares = share_names(lab, count)
+    pinned = {s for s in shares if (s in nodes if nodes is not None else not re.match(r"^s\d+$", s))}
+    parts = split(lab, {s: ServerSpec(address=s) for s in shares}, {s: "${" + _peer_var(s) + "}" for s in shares})
     labels = {"app.kubernetes.io/name": "nestlab", LABEL: name}
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-shares", "namespace": namespace, "labels": labels},
               "data": {f"{s}.yml": yaml.safe_dump(parts.shares[s].topology, sort_keys=False) for s in shares}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace, "labels": labels},
                "spec": {"clusterIP": "None", "selector": {LABEL: name}, "publishNotReadyAddresses": True,
                         "ports": [{"name": "vxlan", "port": lab.topology.stitch.port, "protocol": "UDP"}]}}
-    pods = [_pod(lab.name, name, s, shares, image, namespace, labels) for s in shares]
+    pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned) for s in shares]
     return [config, service, *pods], parts
 
 
-def _peer_var(share: str) -> str:
-    return f"NESTLAB_PEER_{share.upper()}"
-
-
-def _pod(lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict) -> dict:
-    resolve = "".join(f'until {_peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${_peer_var(s)}" ]; do sleep 1; done\n'
-                      f"export {_peer_var(s)}\n" for s in shares)
-    script = f"set -e\n{resolve}nestlab deploy -t /etc/nestlab/{share}.yml\nexec sleep infinity\n"
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{name}-{share}", "namespace": namespace, "labels": {**labels, "nestlab.io/share": share}},
-        "spec": {
-            "hostname": share, "subdomain": name, "terminationGracePeriodSeconds": 60, "restartPolicy": "Never",
-            "containers": [{
-                "name": "nestlab", "image": image, "command": ["sh", "-c", script],
-                "securityContext": {"privileged": True},
-                "volumeMounts": [{"name": "share", "mountPath": "/etc/nestlab", "readOnly": True}],
-                "readinessProbe": {"exec": {"command": ["nestlab", "inspect", "--lab", lab, "--format", "json"]}, "periodSeconds": 5},
-                "lifecycle": {"preStop": {"exec": {"command": ["nestlab", "destroy", "--lab", lab]}}},
-            }],
-            "volumes": [{"name": "share", "configMap": {"name": f"{name}-shares"}}],
-        },
+def _pod(lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict, pinned: bool) -> dict:
+    resolve = " && ".join(f'{_peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${_peer_var(s)}" ]' for s in shares)
+    script = (f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
+              f"until [ -s {RUN}/peers.env ]; do  # written by nestlab k8s deploy, or found in the cluster's DNS\n"
+              f"  if {resolve}; then {{ {'; '.join(f'echo {_peer_var(s)}=${_peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
+              f"  sleep 0.2\ndone\n"
+              f"set -a; . {RUN}/peers.env; set +a\n"
+              f"nestlab deploy -t /etc/nestlab/{share}.yml > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
+              f"cat {RUN}/deploy.log\nsleep infinity & wait\n")
+    spec: dict = {
+        "hostname": share, "subdomain": name, "terminationGracePeriodSeconds": 30, "restartPolicy": "Never",
+        "enableServiceLinks": False, "automountServiceAccountToken": False,
+        "containers": [{
+            "name": "nestlab", "image": image, "command": ["sh", "-c", script],
+            "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "share", "mountPath": "/etc/nestlab", "readOnly": True}],
+            "readinessProbe": {"exec": {"command": ["sh", "-c", f"exit $(cat {RUN}/rc)"]}, "periodSeconds": 2},
+            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", f"[ ! -e {RUN}/rc ] || nestlab destroy --lab {lab}"]}}},
+        }],
+        "volumes": [{"name": "share", "configMap": {"name": f"{name}-shares"}}],
     }
+    if pinned:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": share}
+    else:  # spread the lab's pods over the nodes when it can
+        spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {LABEL: name}}, "topologyKey": "kubernetes.io/hostname"}}]}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{share}", "namespace": namespace, "labels": {**labels, SHARE: share}}, "spec": spec}
+
+
+# -- the record ----------------------------------------------------------------------------------
+
+
+def record(lab: str) -> dict | None:
+    """What this machine knows of a lab running on Kubernetes, or None."""
+    try:
+        with open(os.path.join(names.lab_dir(lab), RECORD)) as fh:
+            found = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return None
+    return found if isinstance(found, dict) and "pods" in found else None
+
+
+def _write_record(lab: str, data: dict) -> None:
+    os.makedirs(names.lab_dir(lab), exist_ok=True)
+    tmp = os.path.join(names.lab_dir(lab), RECORD + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, os.path.join(names.lab_dir(lab), RECORD))
+
+
+def _cluster(found: dict, timeout: float = 60):
+    from ..backends.kube import Cluster
+
+    return Cluster(found.get("kubeconfig"), found["namespace"], timeout)
+
+
+# -- deploy --------------------------------------------------------------------------------------
+
+
+def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, image: str | None = None, count: int | None = None,
+           timeout: float = 300, progress: Callable[[str], None] = lambda _m: None) -> Split:
+    """Create the lab's objects, give each pod its peers, wait until every share is deployed and every
+    stitched link answers; all or nothing (a failure deletes every pod and names its cause)."""
+    from ..backends.kube import Cluster, ClusterError
+    from .k8s_images import NESTLAB_REF
+
+    deadline = time.monotonic() + timeout
+    kube = Cluster(kubeconfig, namespace, timeout)
+    name = _dns_label(lab.name)
+    if record(lab.name) or state.read(lab.name):
+        raise LabError(f"lab {lab.name} is already running: `nestlab destroy --lab {lab.name}` first")
+    nodes = kube.nodes()
+    ready = sorted(n for n, v in nodes.items() if v["ready"] and v["schedulable"])
+    pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
+    for share in pinned:
+        if share not in nodes:
+            raise LabError(f"server: {share} names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})")
+    if not ready:
+        raise ClusterError(f"the cluster at {kube.server} has no Ready node")
+    count = count or max(len(pinned), min(len(ready), len(lab.plan.nodes)))
+    manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, set(nodes))
+    pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
+    found = {"kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None, "namespace": kube.namespace, "pods": pods,
+             "placement": parts.placement.server_of, "status": "deploying"}
+    selector = f"{LABEL}={name}"
+    with state.locked(lab.name):
+        _write_record(lab.name, found)
+        try:
+            if kube.pods(selector):
+                raise ClusterError(f"pods of a lab {name} already run in namespace {kube.namespace}: `nestlab k8s destroy` them first")
+            progress(f"creating {len(pods)} pods in namespace {kube.namespace}")
+            for manifest in manifests:
+                kube.create(manifest)
+            addresses = _wait_running(kube, pods, selector, deadline, progress)
+            progress("deploying each share")
+            _deploy_shares(kube, pods, addresses, deadline)
+            progress("checking the stitched links")
+            _check_stitches(kube, lab, parts, pods, addresses, deadline)
+        except BaseException as exc:
+            try:
+                kube.delete_all(selector, time.monotonic() + 120, grace=1)
+            except ClusterError as cleanup:
+                raise ClusterError(f"{exc}; and cleaning up failed: {cleanup}") from None
+            import shutil
+
+            shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
+            if isinstance(exc, LabError):
+                raise type(exc)(f"{exc}; every pod of the lab was deleted, nothing is left") from None
+            raise
+        state.write(state.LabState(lab.name, "running", os.getpid(), lab.source, time.time(), lab._raw, lab.plan))
+        _write_record(lab.name, {**found, "status": "running", "addresses": addresses})
+    return parts
+
+
+def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, progress) -> dict[str, str]:
+    """Each share's pod address once every pod runs; a pod that cannot run is an error naming why."""
+    from ..backends.kube import ClusterError
+
+    shown = None
+    while True:
+        seen = {p.metadata.labels.get(SHARE): p for p in kube.pods(selector)}
+        addresses, waiting = {}, []
+        for share, pod_name in sorted(pods.items()):
+            pod = seen.get(share)
+            if pod is None:
+                raise ClusterError(f"pod {pod_name} was deleted while the lab was deploying")
+            if (why := _cannot_run(pod)):
+                raise ClusterError(f"pod {pod_name}: {why}")
+            if pod.status.phase == "Running" and pod.status.pod_ip:
+                addresses[share] = pod.status.pod_ip
+            else:
+                waiting.append(f"{pod_name} ({_pending_reason(pod)})")
+        if not waiting:
+            return addresses
+        if time.monotonic() > deadline:
+            raise ClusterError(f"pods not running before the timeout: {', '.join(waiting[:3])}")
+        if (line := f"{len(addresses)}/{len(pods)} pods running") != shown:
+            progress(line)
+            shown = line
+        time.sleep(0.3)
+
+
+def _cannot_run(pod) -> str | None:
+    status = pod.status
+    for cond in status.conditions or []:
+        if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+            return f"cannot be scheduled: {cond.message}"
+    if status.phase in ("Failed", "Succeeded"):
+        return f"ended ({status.phase}{': ' + status.message if status.message else ''})"
+    for c in status.container_statuses or []:
+        if c.state.waiting and c.state.waiting.reason in _WAITING:
+            return f"on node {pod.spec.node_name}: {c.state.waiting.reason}: {c.state.waiting.message or ''}".rstrip(": ")
+        if c.state.terminated:
+            return f"its container ended (exit {c.state.terminated.exit_code}, {c.state.terminated.reason})"
+    return None
+
+
+def _pending_reason(pod) -> str:
+    for c in pod.status.container_statuses or []:
+        if c.state.waiting:
+            return c.state.waiting.reason or "waiting"
+    return pod.status.phase or "Pending"
+
+
+def _each(pods: dict[str, str], work: Callable[[str, str], object]) -> dict[str, object]:
+    """``work(share, pod)`` for every share at once; per share its result or the exception it raised."""
+    def guarded(item):
+        try:
+            return work(*item)
+        except Exception as exc:  # noqa: BLE001 - reported per share by the caller
+            return exc
+
+    with ThreadPoolExecutor(max(1, len(pods))) as pool:
+        return dict(zip(pods, pool.map(guarded, pods.items())))
+
+
+def _deploy_shares(kube, pods: dict[str, str], addresses: dict[str, str], deadline: float) -> None:
+    from ..backends.kube import ClusterError
+
+    peers = "".join(f"{_peer_var(s)}={ip}\n" for s, ip in sorted(addresses.items()))
+    script = (f'printf %s "$1" > {RUN}/peers.tmp && mv {RUN}/peers.tmp {RUN}/peers.env\n'
+              f"while [ ! -e {RUN}/rc ]; do sleep 0.1; done\n"
+              f"cat {RUN}/deploy.log >&2; exit $(cat {RUN}/rc)")
+    answers = _each(pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", peers], max(5.0, deadline - time.monotonic())))
+    failed = {}
+    for share, answer in answers.items():
+        if isinstance(answer, BaseException):
+            failed[share] = str(answer)
+        elif answer[0] != 0:
+            lines = [ln for ln in answer[2].splitlines() if ln.strip() and not ln.startswith("note ")]
+            failed[share] = " / ".join(lines[-3:]) or f"exit {answer[0]}"
+    if failed:
+        first = sorted(failed)[0]
+        raise ClusterError(f"share {first} (pod {pods[first]}): {failed[first]}")
+
+
+def _check_stitches(kube, lab, parts: Split, pods: dict[str, str], addresses: dict[str, str], deadline: float) -> None:
+    """Every cut link whose far end has an IPv4 address answers a ping across its tunnel; every pod reaches
+    every other pod's address (the underlay of the rest)."""
+    from ..backends.kube import ClusterError
+
+    placed = parts.placement
+    probes: dict[str, list[tuple[str, str, str]]] = {s: [] for s in pods}  # share -> (node, address, what)
+    cut = {frozenset(pair) for pair in placed.cut}
+    for link in lab.plan.links.values():
+        if frozenset((link.a.ref, link.b.ref)) not in cut:
+            continue
+        for near, far in ((link.a, link.b), (link.b, link.a)):
+            if far.ipv4:
+                probes[placed.server(near.node)].append((near.node, far.ipv4[0].split("/")[0], f"{near.ref} -> {far.ref}"))
+                break
+    tries = 20  # a second or so: the far side's addresses settle
+    for share in pods:
+        for other, ip in addresses.items():
+            if other != share:
+                probes[share].append(("", ip, f"pod {pods[share]} -> pod {pods[other]}"))
+
+    def run(share: str, pod: str):
+        lines = []
+        for node, ip, what in probes[share]:
+            ping = f"ping -c1 -W0.5 {ip}" if not node else f"nestlab exec --lab {shlex.quote(lab.name)} {shlex.quote(node)} -- ping -c1 -W0.5 {ip}"
+            lines.append(f"i=0; until {ping} >/dev/null 2>&1; do i=$((i+1)); [ $i -lt {tries} ] || {{ echo {shlex.quote(what)}; break; }}; done")
+        if not lines:
+            return 0, "", ""
+        return kube.exec(pod, ["sh", "-c", "\n".join(lines)], max(5.0, deadline - time.monotonic()))
+
+    for share, answer in _each(pods, run).items():
+        if isinstance(answer, BaseException):
+            raise ClusterError(f"share {share}: {answer}")
+        if answer[1].strip():
+            raise ClusterError(f"no answer across {answer[1].split(chr(10))[0]} (share {share}, pod {pods[share]})")
+
+
+# -- a running lab -------------------------------------------------------------------------------
+
+
+def remove(lab: str, timeout: float = 120) -> bool:
+    """Delete the lab's pods (each runs nestlab destroy first) and wait until they are gone; False if the
+    lab is not on a cluster.  The record stays if the cluster cannot be reached, for a later try."""
+    found = record(lab)
+    if not found:
+        return False
+    kube = _cluster(found, timeout)
+    kube.delete_all(f"{LABEL}={_dns_label(lab)}", time.monotonic() + timeout)
+    os.unlink(os.path.join(names.lab_dir(lab), RECORD))
+    return True
+
+
+def inspect(lab: str) -> dict:
+    """Every share's ``inspect``, merged, each node with its share's pod and Kubernetes node."""
+    found = record(lab) or {}
+    kube = _cluster(found)
+    where = {p.metadata.name: p.spec.node_name for p in kube.pods(f"{LABEL}={_dns_label(lab)}")}
+    answers = _each(found["pods"], lambda _s, pod: kube.exec(pod, ["nestlab", "inspect", "--lab", lab, "--format", "json"], 120))
+    by_name: dict[str, dict] = {}
+    for share, answer in sorted(answers.items()):
+        pod = found["pods"][share]
+        if isinstance(answer, BaseException) or answer[0]:
+            raise LabError(f"pod {pod}: {answer if isinstance(answer, BaseException) else answer[2].strip()[-300:]}")
+        for node in json.loads(answer[1])["nodes"]:
+            interfaces = [{**i, "server": pod} for i in node["interfaces"]]
+            if node["name"] in by_name:  # a switch copied onto several shares
+                by_name[node["name"]]["interfaces"] += [i for i in interfaces if i["name"] != node["name"]]
+            else:
+                by_name[node["name"]] = {**node, "interfaces": interfaces, "server": pod, "k8s_node": where.get(pod)}
+    current = state.read(lab)
+    return {"lab": lab, "source": current.source if current else None, "nodes": list(by_name.values())}
+
+
+class PodRemote:
+    """A share's pod, with the interface of an SSH server (:class:`~nestlab.backends.ssh.Remote`)."""
+
+    def __init__(self, found: dict, pod: str):
+        self.found, self.name = found, pod
+
+    def nestlab_cmd(self, *args: str) -> list[str]:
+        return ["nestlab", *args]
+
+    def popen(self, args, tty: bool = False, **kwargs) -> subprocess.Popen:
+        """A local process that stands for ``args`` in the pod (its output and exit code are the command's)."""
+        if tty:
+            raise LabError(f"an interactive shell on a lab on Kubernetes: kubectl exec -it -n {self.found['namespace']} {self.name} -- "
+                           + shlex.join(args))
+        relay = [sys.executable, "-m", "nestlab.lab.k8s_exec", self.found.get("kubeconfig") or "", self.found["namespace"], self.name, "--", *args]
+        return subprocess.Popen(relay, **kwargs)
+
+    def run(self, args, stdin: str | None = None, timeout: float = 600, tty: bool = False) -> subprocess.CompletedProcess:
+        proc = self.popen(args, tty, stdin=subprocess.PIPE if stdin else None, stdout=None if tty else subprocess.PIPE,
+                          stderr=None if tty else subprocess.PIPE, text=True)
+        out, err = proc.communicate(stdin, timeout=timeout)
+        return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+    def close(self) -> None:
+        pass
+
+
+def remote_for(lab: str, node: str) -> PodRemote | None:
+    """The pod that runs ``node`` of a lab on Kubernetes (None for a lab not on a cluster)."""
+    found = record(lab)
+    if not found:
+        return None
+    share = found["placement"].get(node.split("/", 1)[0])
+    if share is None:
+        raise LabError(f"lab {lab} has no node '{node}'")
+    return PodRemote(found, found["pods"][share])

@@ -12,7 +12,7 @@ from .. import names, runtimes
 from ..backends import cgroups, namespaces
 from ..errors import LabError
 from ..plan.objects import NodeObj, Plan
-from . import multi
+from . import k8s, multi
 
 
 class LabView(Protocol):
@@ -102,7 +102,7 @@ class Node:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
         if isinstance(args, str):
             args = ["sh", "-c", args]
-        remote = multi.remote_for(self.lab.name, self.name)
+        remote = multi.remote_for(self.lab.name, self.name) or k8s.remote_for(self.lab.name, self.name)
         if remote:  # a lab split across servers: the node's own server runs it
             return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab.name, self.name, "--", *args), **kwargs)
         kwargs["env"] = self.environ(kwargs.get("env"))

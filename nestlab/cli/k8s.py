@@ -1,0 +1,156 @@
+"""``nestlab k8s ...``: labs on Kubernetes, and a cluster on this machine to run them on (docs/servers.md)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from .common import err, out, reported
+
+k8s_app = typer.Typer(help="Run labs on Kubernetes: deploy, destroy, render manifests; a cluster on this machine (cluster up/down).",
+                      no_args_is_help=True)
+cluster_app = typer.Typer(help="A Kubernetes cluster built from source on this machine (make k8s), for CI, demos and trying labs.",
+                          no_args_is_help=True)
+k8s_app.add_typer(cluster_app, name="cluster")
+
+KubeconfigOpt = typer.Option(None, "--kubeconfig", help="The cluster's kubeconfig (default: $KUBECONFIG, then ~/.kube/config).")
+NamespaceOpt = typer.Option(None, "--namespace", "-n", help="Kubernetes namespace (default: the kubeconfig context's, else default).")
+TimeoutOpt = typer.Option(300.0, "--timeout", help="Seconds to wait for the cluster before giving up (and cleaning up).")
+
+
+def _say(message: str) -> None:
+    err.line(message)
+
+
+@k8s_app.command("deploy")
+def deploy(
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
+    image: str | None = typer.Option(None, "--image", help="Image with nestlab in it (default: localhost/nestlab:VERSION, "
+                                                          "which `k8s cluster up` and `k8s image` build from this checkout)."),
+    count: int | None = typer.Option(None, "--servers", help="How many shares (pods); default: one per Ready node, at most one per lab node."),
+    timeout: float = TimeoutOpt,
+):
+    """Deploy a lab on a Kubernetes cluster: split as on SSH servers, one privileged pod per share, VXLAN
+    between the pods.  A node's server: may name a Kubernetes node to pin it there.  Waits until every
+    share is deployed and every stitched link answers; if anything fails, every pod is deleted.
+
+    Then: nestlab inspect / exec / graph / destroy --lab NAME work as for any lab.
+
+    Example: nestlab k8s cluster up --nodes 3 --kubeconfig kc.yaml ; nestlab k8s deploy -t lab.yml --kubeconfig kc.yaml
+    """
+    from collections import Counter
+
+    from ..lab import k8s
+    from ..lab.lab import Lab
+    from .common import notices
+
+    started = time.perf_counter()
+    with reported():
+        lab = Lab.from_file(topo)
+        notices(lab)
+        parts = k8s.deploy(lab, str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say)
+        found = k8s.record(lab.name) or {}
+        counts = Counter(parts.placement.server(n) for n in lab.plan.nodes)
+        tunnels = sum(len(s.stitched) for s in parts.shares.values()) // 2
+        pods = found.get("pods", {})
+        err.line(f"lab {lab.name}: {len(lab.plan.nodes)} nodes in {len(pods)} pods "
+                 f"({', '.join(f'{pods[s]}: {counts.get(s, 0)}' for s in sorted(pods))}), "
+                 f"{tunnels} VXLAN tunnels (MTU {parts.mtu}) in {time.perf_counter() - started:.2f} s")
+        out.line(f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs in the node's pod);  "
+                 f"nestlab destroy --lab {lab.name}")
+
+
+@k8s_app.command("render")
+def render(
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file."),
+    count: int = typer.Option(2, "--servers", help="How many shares (pods) to split the lab into."),
+    image: str | None = typer.Option(None, "--image", help="A container image with nestlab (default: localhost/nestlab:VERSION; see k8s image)."),
+    namespace: str = typer.Option("default", "--namespace", "-n", help="Kubernetes namespace of the objects."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the manifests here (default: standard output)."),
+):
+    """Write the manifests nestlab k8s deploy creates: a ConfigMap with the shares, a headless Service,
+    and one privileged pod per share running nestlab on it, VXLAN between the pods' addresses.  With
+    kubectl apply -f FILE, the pods find each other through the cluster's DNS; kubectl delete -f FILE
+    runs nestlab destroy in each pod first.
+
+    Example: nestlab k8s render -t lab.yml --servers 3 -o lab-k8s.yaml
+    """
+    import yaml
+
+    from ..lab.k8s import render as make
+    from ..lab.k8s_images import NESTLAB_REF
+    from ..lab.lab import Lab
+
+    with reported():
+        lab = Lab.from_file(topo)
+        manifests, parts = make(lab, count, image or NESTLAB_REF, namespace)
+        text = yaml.safe_dump_all(manifests, sort_keys=False)
+        if output:
+            output.write_text(text)
+            err.line(f"lab {lab.name}: {count} pods, {len(parts.placement.cut)} cut links; manifests in {output}")
+        else:
+            out.line(text)
+
+
+@k8s_app.command("image")
+def image(output: Path | None = typer.Option(None, "-o", "--output", help="Also copy the OCI archive here.")):
+    """Build the nestlab image from this checkout (Debian base, nestlab's dependencies, nestlab; each layer
+    cached) as an OCI archive, and print its path.  Load it into a cluster's nodes with
+    `ctr -n k8s.io images import FILE` (containerd) or push it with skopeo; `k8s cluster up` does this itself.
+    """
+    import shutil
+
+    from ..lab.k8s_images import NESTLAB_REF, nestlab_image
+
+    with reported():
+        path = nestlab_image(_say)
+        if output:
+            shutil.copy(path, output)
+        err.line(f"image {NESTLAB_REF}")
+        out.line(str(output or path))
+
+
+@cluster_app.command("up")
+def cluster_up(
+    nodes: int = typer.Option(3, "--nodes", help="How many nodes (node1 .. nodeN)."),
+    kubeconfig: Path = typer.Option(..., "--kubeconfig", help="Where to write the cluster's admin kubeconfig."),
+    name: str = typer.Option("k8s", "--name", help="The cluster's name (it is a nestlab lab of that name)."),
+    timeout: float = TimeoutOpt,
+):
+    """Start a Kubernetes cluster on this machine: etcd, kube-apiserver, kube-controller-manager and
+    kube-scheduler in one namespace, and N nodes, each an emulated server with its own containerd and
+    kubelet, pods on every node reaching each other; the nestlab image from this checkout is loaded
+    into every node.  Binaries come from `make k8s` (Kubernetes built from source) and Debian.
+
+    Example: nestlab k8s cluster up --nodes 3 --kubeconfig kc.yaml ; kubectl --kubeconfig kc.yaml get nodes
+    """
+    from ..lab import cluster
+
+    started = time.perf_counter()
+    with reported():
+        path = cluster.up(nodes, str(kubeconfig), name, timeout, _say)
+        err.line(f"cluster {name}: {nodes} nodes Ready in {time.perf_counter() - started:.1f} s; kubeconfig: {path}")
+        out.line(f"next: kubectl --kubeconfig {path} get nodes;  nestlab k8s deploy -t LAB.yml --kubeconfig {path};  "
+                 f"nestlab k8s cluster down --kubeconfig {path}")
+
+
+@cluster_app.command("down")
+def cluster_down(
+    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="The kubeconfig cluster up wrote (names the cluster; removed)."),
+    name: str | None = typer.Option(None, "--name", help="The cluster's name, instead of --kubeconfig."),
+):
+    """Remove a cluster made by cluster up: every process, mount, namespace, interface and cgroup of it, its
+    files, and the kubeconfig it wrote (the built binaries and images stay in /var/cache/nestlab)."""
+    from ..errors import LabError
+    from ..lab import cluster
+
+    with reported():
+        which = name or (cluster.name_in(str(kubeconfig)) if kubeconfig else None)
+        if which is None:
+            raise LabError("say which cluster: --kubeconfig FILE (as written by cluster up) or --name NAME")
+        removed = cluster.down(which, str(kubeconfig) if kubeconfig else None)
+        err.line(f"cluster {which}: {'removed' if removed else 'nothing to remove'}")
