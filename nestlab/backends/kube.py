@@ -115,31 +115,32 @@ class Cluster:
         return self.call("list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector).items
 
     def delete_all(self, selector: str, deadline: float, grace: int = 30) -> None:
-        """Delete the pods, services and config maps carrying ``selector`` and wait until no pod is left."""
+        """Delete the pods, services and config maps carrying ``selector`` and wait until no pod is left; a pod
+        whose node is not Ready (no kubelet left to stop it) is removed from the API at once."""
         from kubernetes.client.exceptions import ApiException
 
-        body = self._client.V1DeleteOptions(grace_period_seconds=grace, propagation_policy="Background")
-        for pod in self.pods(selector):
+        def delete_pod(name: str, seconds: int) -> None:
+            body = self._client.V1DeleteOptions(grace_period_seconds=seconds, propagation_policy="Background")
             try:
-                self.call(f"delete pod {pod.metadata.name}", self.core.delete_namespaced_pod, pod.metadata.name, self.namespace, body=body)
-            except ClusterError:
-                if not self._gone(self.core.read_namespaced_pod, pod.metadata.name, ApiException):
-                    raise
+                self.core.delete_namespaced_pod(name, self.namespace, body=body, _request_timeout=30)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise ClusterError(f"delete pod {name}: {_api_reason(exc, self.namespace)}") from None
+
+        for pod in self.pods(selector):
+            delete_pod(pod.metadata.name, grace)
         for listing, delete, kind in ((self.core.list_namespaced_service, self.core.delete_namespaced_service, "service"),
                                       (self.core.list_namespaced_config_map, self.core.delete_namespaced_config_map, "config map")):
             for item in self.call(f"list {kind}s", listing, self.namespace, label_selector=selector).items:
                 self.call(f"delete {kind} {item.metadata.name}", delete, item.metadata.name, self.namespace)
         while pods := self.pods(selector):
+            ready = {n for n, v in self.nodes().items() if v["ready"]}
+            for pod in pods:
+                if pod.spec.node_name and pod.spec.node_name not in ready or not pod.spec.node_name:
+                    delete_pod(pod.metadata.name, 0)
             if time.monotonic() > deadline:
                 raise ClusterError(f"pods {', '.join(p.metadata.name for p in pods)} still terminating after the timeout")
             time.sleep(0.3)
-
-    def _gone(self, read, name: str, api_exception) -> bool:
-        try:
-            read(name, self.namespace, _request_timeout=10)
-        except api_exception as exc:
-            return exc.status == 404
-        return False
 
     # -- exec ----------------------------------------------------------------------------------
     def exec(self, pod: str, command: list[str], timeout: float = 600, on_out: Callable[[str], None] | None = None,

@@ -164,9 +164,13 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
     pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
     for share in pinned:
         if share not in nodes:
-            raise LabError(f"server: {share} names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})")
+            _pin_error(lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})")
     if not ready:
         raise ClusterError(f"the cluster at {kube.server} has no Ready node")
+    for share in pinned:
+        if share not in ready:
+            raise ClusterError(f"node {share}, which nodes of the lab are pinned to, is not Ready or not schedulable "
+                               f"({nodes[share]['why'] or 'cordoned'})")
     count = count or max(len(pinned), min(len(ready), len(lab.plan.nodes)))
     manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, set(nodes))
     pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
@@ -202,6 +206,21 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
     return parts
 
 
+def _pin_error(lab, share: str, message: str) -> None:
+    """A ``server:`` naming no Kubernetes node: a file error at the first node pinned there (exit 2)."""
+    from ..model.clab import expand_env
+    from ..model.errors import Problem, TopologyError
+    from ..model.yamlsource import load_yaml, read_source
+
+    node = next(n for n, spec in lab.topology.topology.nodes.items() if spec.server == share)
+    path = ("topology", "nodes", node, "server")
+    try:
+        problem = load_yaml(expand_env(read_source(lab.source)), lab.source).problem(path, f"server '{share}' {message}")
+    except (OSError, LabError, ValueError):  # not a plain file (a Kathará folder, stdin): no position to give
+        problem = Problem(path, f"server '{share}' {message}")
+    raise TopologyError(lab.source, [problem])
+
+
 def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, progress) -> dict[str, str]:
     """Each share's pod address once every pod runs; a pod that cannot run is an error naming why."""
     from ..backends.kube import ClusterError
@@ -209,6 +228,7 @@ def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, pr
     shown = None
     while True:
         seen = {p.metadata.labels.get(SHARE): p for p in kube.pods(selector)}
+        nodes = kube.nodes()
         addresses, waiting = {}, []
         for share, pod_name in sorted(pods.items()):
             pod = seen.get(share)
@@ -216,6 +236,9 @@ def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, pr
                 raise ClusterError(f"pod {pod_name} was deleted while the lab was deploying")
             if (why := _cannot_run(pod)):
                 raise ClusterError(f"pod {pod_name}: {why}")
+            if pod.spec.node_name and not nodes.get(pod.spec.node_name, {}).get("ready"):
+                raise ClusterError(f"pod {pod_name}: its node {pod.spec.node_name} is not Ready "
+                                   f"({nodes.get(pod.spec.node_name, {}).get('why') or 'gone'})")
             if pod.status.phase == "Running" and pod.status.pod_ip:
                 addresses[share] = pod.status.pod_ip
             else:
