@@ -16,7 +16,7 @@ import time
 import pytest
 import yaml
 
-from conftest import leftovers, processes, run_cli
+from conftest import NESTLAB, ROOT, leftovers, processes, run_cli
 from nestlab import names
 from nestlab.backends import pki
 from nestlab.lab import cluster, state
@@ -78,28 +78,13 @@ def _kubectl(kubeconfig: str, *args: str, check: bool = False) -> subprocess.Com
                           capture_output=True, text=True, timeout=120, check=check)
 
 
-LAB = """name: {name}
-topology:
-  nodes:
-    sw: {{kind: bridge, server: node1}}
-    h1: {{server: node1}}
-    h2: {{server: node2}}
-    h3: {{server: node3}}
-    a: {{server: node2}}
-    b: {{server: node3}}
-  links:
-    - {{endpoints: ["h1:eth1", "sw:p1"], ipv4: ["10.0.3.1/24", null]}}
-    - {{endpoints: ["h2:eth1", "sw:p2"], ipv4: ["10.0.3.2/24", null]}}
-    - {{endpoints: ["h3:eth1", "sw:p3"], ipv4: ["10.0.3.3/24", null]}}
-    - endpoints: ["a:eth1", "b:eth1"]
-      ipv4: ["10.0.4.1/30", "10.0.4.2/30"]
-      params: {{rate: 40mbit}}
-"""
+EXAMPLE = ROOT / "examples" / "k8s.yml"  # nodes on node1..node3, a bridge on node1, a shaped link cut between node2 and node3
+LAB = EXAMPLE.read_text()
 
 
 def _lab(tmp_path, name: str, text: str = LAB):
     path = tmp_path / f"{name}.yml"
-    path.write_text(text.format(name=name))
+    path.write_text(text.replace("name: k8s-demo", f"name: {name}"))
     return path
 
 
@@ -110,43 +95,52 @@ def _one_line_error(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_a_lab_across_three_nodes_pings_shapes_survives_a_deleted_pod_and_goes(kube, tmp_path):
-    topo = _lab(tmp_path, "e2e")
-    done = run_cli("k8s", "deploy", "-t", str(topo), "--kubeconfig", kube, "--timeout", "240", timeout=300)
+def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_pod_and_goes(kube, tmp_path):
+    done = run_cli("k8s", "deploy", "-t", str(EXAMPLE), "--kubeconfig", kube, "--timeout", "240", timeout=300)
     assert done.returncode == 0, done.stderr
     assert "6 nodes in 3 pods" in done.stderr
     pods = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in json.loads(_kubectl(kube, "get", "pods", "-o", "json").stdout)["items"]}
-    assert pods == {"e2e-node1": "node1", "e2e-node2": "node2", "e2e-node3": "node3"}
+    assert pods == {"k8s-demo-node1": "node1", "k8s-demo-node2": "node2", "k8s-demo-node3": "node3"}
+    lab = "k8s-demo"
 
     for src, dst in (("h2", "10.0.3.1"), ("h3", "10.0.3.2"), ("a", "10.0.4.2")):  # across the stitched bridge and the cut link
-        ping = run_cli("exec", "--lab", "e2e", src, "--", "ping", "-c2", "-W2", dst)
+        ping = run_cli("exec", "--lab", lab, src, "--", "ping", "-c2", "-W2", dst)
         assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
-    report = json.loads(run_cli("inspect", "--lab", "e2e", "--format", "json", check=True).stdout)
+    report = json.loads(run_cli("inspect", "--lab", lab, "--format", "json", check=True).stdout)
     assert {n["name"]: n["k8s_node"] for n in report["nodes"]} == {"sw": "node1", "h1": "node1", "h2": "node2", "h3": "node3",
                                                                   "a": "node2", "b": "node3"}
+    assert "flowchart" in run_cli("graph", "--lab", lab, "--format", "mermaid", check=True).stdout
 
-    server = subprocess.Popen([*_nestlab(), "exec", "--lab", "e2e", "b", "--", "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+    pcap = tmp_path / "h1.pcapng"
+    capture = subprocess.Popen([*NESTLAB, "capture", "--lab", lab, "h1:eth1", "-f", "icmp", "-c", "4", "-w", str(pcap)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events = subprocess.Popen([*NESTLAB, "events", "--lab", lab, "--format", "json", "-d", "8"], stdout=subprocess.PIPE, text=True)
+    time.sleep(3)
+    run_cli("exec", "--lab", lab, "h3", "--", "ping", "-c3", "-i0.3", "10.0.3.1")
+    run_cli("exec", "--lab", lab, "b", "--", "ip", "link", "set", "eth1", "down")
+    run_cli("exec", "--lab", lab, "b", "--", "ip", "link", "set", "eth1", "up")
+    assert capture.wait(timeout=60) == 0, capture.stderr.read()
+    seen = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "ip.src", "-e", "ip.dst"], capture_output=True, text=True).stdout
+    assert "10.0.3.3\t10.0.3.1" in seen, seen
+    lines = [json.loads(line) for line in events.communicate(timeout=60)[0].splitlines()]
+    assert any(e.get("node") == "b" and "eth1" in json.dumps(e) for e in lines), lines
+
+    server = subprocess.Popen([*NESTLAB, "exec", "--lab", lab, "b", "--", "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(1)
-        client = run_cli("exec", "--lab", "e2e", "a", "--", "iperf3", "-c", "10.0.4.2", "-t", "3", "-J")
+        client = run_cli("exec", "--lab", lab, "a", "--", "iperf3", "-c", "10.0.4.2", "-t", "3", "-J")
         assert client.returncode == 0, client.stderr
         rate = json.loads(client.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
     finally:
         server.wait(timeout=30)
     assert 30 < rate <= 42, f"the file asks 40 Mbit/s across the stitched link; measured {rate:.1f}"
 
-    _kubectl(kube, "delete", "pod", "e2e-node3", "--wait=false", check=True)  # by hand, mid-lab
-    gone = run_cli("destroy", "--lab", "e2e")
+    _kubectl(kube, "delete", "pod", "k8s-demo-node3", "--wait=false", check=True)  # by hand, mid-lab
+    gone = run_cli("destroy", "--lab", lab)
     assert gone.returncode == 0, gone.stderr
     assert "deleted" in gone.stderr
-    assert not os.path.exists(names.lab_dir("e2e"))
-    assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.io/lab=e2e", "-o", "name").stdout.strip()
-
-
-def _nestlab():
-    from conftest import NESTLAB
-
-    return NESTLAB
+    assert not os.path.exists(names.lab_dir(lab))
+    assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", f"nestlab.io/lab={lab}", "-o", "name").stdout.strip()
 
 
 def test_render_writes_exactly_what_deploy_creates(kube, tmp_path):

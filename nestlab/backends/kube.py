@@ -143,17 +143,17 @@ class Cluster:
             time.sleep(0.3)
 
     # -- exec ----------------------------------------------------------------------------------
-    def exec(self, pod: str, command: list[str], timeout: float = 600, on_out: Callable[[str], None] | None = None,
-             on_err: Callable[[str], None] | None = None) -> tuple[int, str, str]:
+    def exec(self, pod: str, command: list[str], timeout: float = 600, on_out: Callable | None = None,
+             on_err: Callable | None = None, binary: bool = False) -> tuple[int, str, str]:
         """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr); with ``on_out``/``on_err``
-        the output goes there as it comes instead."""
+        the output goes there as it comes instead (as bytes with ``binary``)."""
         from kubernetes.stream import stream
 
         client = self.call(f"exec in pod {pod}", stream, self.core.connect_get_namespaced_pod_exec, pod, self.namespace,
-                           command=command, stderr=True, stdin=False, stdout=True, tty=False,
+                           command=command, stderr=True, stdin=False, stdout=True, tty=False, binary=binary,
                            _preload_content=False, _request_timeout=timeout)
-        out: list[str] = []
-        err: list[str] = []
+        out: list = []
+        err: list = []
         on_out = on_out or out.append
         on_err = on_err or err.append
         deadline = time.monotonic() + timeout
@@ -169,7 +169,8 @@ class Cluster:
             code = client.returncode
         finally:
             client.close()
-        return (code if code is not None else 1), "".join(out), "".join(err)
+        joined = (b"" if binary else "").join
+        return (code if code is not None else 1), joined(out), joined(err)
 
 
 def _api_reason(exc, namespace: str) -> str:

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import tarfile
-import tempfile
 from dataclasses import dataclass
 
 from ..errors import LabError
@@ -65,8 +64,7 @@ def archive(ref: str, layers: list[Layer], dest: str, entrypoint: list[str], env
     index = {"schemaVersion": 2, "manifests": [{
         "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
         "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref.rpartition(":")[2]}}]}
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), suffix=".partial")
-    os.close(fd)
+    tmp = dest + ".partial"
     with tarfile.open(tmp, "w") as tar:
         _add_bytes(tar, "oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
         _add_bytes(tar, "index.json", json.dumps(index).encode())

@@ -834,6 +834,9 @@ def capture(
       nestlab capture --lab quickstart h1:eth1 --link -w - | tshark -r -
       nestlab capture --lab quickstart s1:p1 -w - | wireshark -k -i -
     """
+    import contextlib
+
+    from ..lab import k8s
     from ..observe import capture as cap
 
     with reported():
@@ -851,6 +854,15 @@ def capture(
                 if not far:
                     raise LabError(f"{ref} is not an end of a link between two nodes; --link needs one")
                 ends.append((far[0].node, far[0].iface))
+        if k8s.record(found.name):  # in the pods holding them
+            by_pod = k8s.pods_of(found.name, [f"{node}:{iface}" for node, iface in dict.fromkeys(ends)])
+            if len(by_pod) > 1:
+                raise LabError(f"those interfaces are in pods {', '.join(sorted(by_pod))}: capture each pod's in a command of its own")
+            (pod, refs), = by_pod.items()
+            args = ["capture", "--lab", found.name, *refs, "-w", "-", *(["-f", bpf] if bpf else []),
+                    *(["-c", str(count)] if count else []), *(["-d", str(duration)] if duration is not None else [])]
+            with open(write, "wb") if write != "-" else contextlib.nullcontext(sys.stdout.buffer) as fh:
+                raise typer.Exit(k8s.relay(found.name, {pod: args}, fh, by_line=False))
         taps = []
         try:
             for node, iface in dict.fromkeys(ends):
@@ -889,6 +901,7 @@ def events_cmd(
       nestlab events --lab manet
       nestlab events --lab manet --format json --since 0 --no-follow > changes.jsonl
     """
+    from ..lab import k8s
     from ..model.units import parse_time
     from ..observe.stream import Stream
 
@@ -896,6 +909,10 @@ def events_cmd(
         found = resolve(topo, lab)
         if fmt not in ("text", "json"):
             raise LabError(f"--format must be text or json, not '{fmt}'")
+        if (pods := k8s.record(found.name)):  # every pod's events, merged as they come
+            args = ["events", "--lab", found.name, "--format", fmt, *(["--since", since] if since is not None else []),
+                    "--follow" if follow else "--no-follow", *(["-d", str(duration)] if duration is not None else [])]
+            raise typer.Exit(k8s.relay(found.name, {pod: args for pod in pods["pods"].values()}, sys.stdout.buffer, count, duration=duration))
         if not found.is_running:
             raise LabError(f"lab {found.name} is not running here; deploy it first")
         start = time.time()

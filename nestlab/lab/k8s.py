@@ -416,3 +416,59 @@ def remote_for(lab: str, node: str) -> PodRemote | None:
     if share is None:
         raise LabError(f"lab {lab} has no node '{node}'")
     return PodRemote(found, found["pods"][share])
+
+
+def relay(lab: str, commands: dict[str, list[str]], out, count: int | None = None, by_line: bool = True,
+          duration: float | None = None) -> int:
+    """Run ``nestlab ARGS`` in several pods of a lab on a cluster (``commands``: pod -> ARGS), their output
+    merged into ``out`` as it comes, whole lines at a time (at most ``count``, for at most ``duration``
+    seconds), or as it arrives with ``by_line`` false (binary output of one pod); returns the worst exit
+    code (0 when this side ended them)."""
+    import queue
+    import threading
+
+    found = record(lab) or {}
+    lines: queue.Queue = queue.Queue()
+    procs = [PodRemote(found, pod).popen(["nestlab", *args], stdout=subprocess.PIPE) for pod, args in commands.items()]
+
+    def pump(proc) -> None:
+        for piece in proc.stdout if by_line else iter(lambda: proc.stdout.read1(1 << 16), b""):
+            lines.put(piece)
+        lines.put(None)
+
+    for proc in procs:
+        threading.Thread(target=pump, args=(proc,), daemon=True).start()
+    ended = seen = 0
+    deadline = None if duration is None else time.monotonic() + duration
+    cut = False
+    try:
+        while ended < len(procs) and (count is None or seen < count):
+            try:
+                line = lines.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                ended += 1
+                continue
+            out.write(line)
+            out.flush()
+            seen += 1
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                cut = True
+                proc.terminate()
+    codes = [proc.wait() for proc in procs]
+    return 0 if cut else max(codes)
+
+
+def pods_of(lab: str, refs: list[str]) -> dict[str, list[str]]:
+    """The pods holding ``refs`` (NODE or NODE:IF) of a lab on a cluster, each with its refs (in the order given)."""
+    found = record(lab) or {}
+    by_pod: dict[str, list[str]] = {}
+    for node in refs:
+        share = found["placement"].get(node.split(":", 1)[0].split("/", 1)[0])
+        if share is None:
+            raise LabError(f"lab {lab} has no node '{node}'")
+        by_pod.setdefault(found["pods"][share], []).append(node)
+    return by_pod

@@ -1,5 +1,5 @@
 """``python -m nestlab.lab.k8s_exec KUBECONFIG NAMESPACE POD -- CMD...``: a local process standing for a
-command in a pod (its output as it comes, its exit code), as ``ssh`` stands for one on a server."""
+command in a pod (its output as it comes, byte for byte, and its exit code), as ``ssh`` stands for one on a server."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ def main(argv: list[str]) -> int:
         return 2
 
     def to(stream):
-        def write(text: str) -> None:
-            stream.write(text)
+        def write(data: bytes) -> None:
+            stream.write(data)
             stream.flush()
         return write
 
     try:
-        code, _out, _err = Cluster(kubeconfig or None, namespace).exec(pod, command, timeout=24 * 3600,
-                                                                        on_out=to(sys.stdout), on_err=to(sys.stderr))
+        code, _out, _err = Cluster(kubeconfig or None, namespace).exec(pod, command, timeout=24 * 3600, binary=True,
+                                                                        on_out=to(sys.stdout.buffer), on_err=to(sys.stderr.buffer))
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 255

@@ -2,7 +2,7 @@
 
 ``nestlab`` has three layers, each cached under ``/var/cache/nestlab/k8s/layers`` by what it holds:
 
-* a Debian base (debootstrap minbase with Python, iproute2, ping, iperf3), by suite and packages;
+* a Debian base (debootstrap minbase with Python, iproute2, ping, iperf3, libpcap), by suite and packages;
 * nestlab's dependencies (pip, from pyproject.toml, less matplotlib: plots are drawn where nestlab is
   run from, not in the pods), by their list;
 * nestlab itself (this checkout's package, compiled), by the content of its files.
@@ -26,7 +26,7 @@ from ..errors import LabError
 CACHE = "/var/cache/nestlab/k8s"
 SUITE = "bookworm"  # Python 3.11, as nestlab needs, and the dependencies' cp311 wheels
 MIRROR = os.environ.get("NESTLAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-PACKAGES = ["python3", "iproute2", "iputils-ping", "iperf3", "procps"]
+PACKAGES = ["python3", "iproute2", "iputils-ping", "iperf3", "procps", "libpcap0.8"]  # libpcap: capture filters
 NOT_IN_IMAGE = {"matplotlib"}
 NESTLAB_REF = f"localhost/nestlab:{__version__}"
 PAUSE_REF = "localhost/pause:nestlab"
@@ -44,6 +44,9 @@ def _cached_layer(name: str, key: str, fill: Callable[[str], None]) -> oci.Layer
     tar = os.path.join(folder, f"{name}-{key}.tar")
     if os.path.exists(tar):
         return oci.layer(tar)
+    for old in os.listdir(folder):  # one version of each layer is kept
+        if old.startswith(f"{name}-") and old != os.path.basename(tar):
+            os.unlink(os.path.join(folder, old))
     staging = tar + ".d"
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)
@@ -160,5 +163,8 @@ def _archive(ref: str, layers: list[oci.Layer], entrypoint: list[str]) -> str:
     dest = os.path.join(CACHE, "images", f"{name}-{_key(*(lay.digest for lay in layers))}.tar")
     if not os.path.exists(dest):
         os.makedirs(os.path.dirname(dest), exist_ok=True)
+        for old in os.listdir(os.path.dirname(dest)):  # the image's earlier builds
+            if old.startswith(f"{name}-"):
+                os.unlink(os.path.join(os.path.dirname(dest), old))
         oci.archive(ref, layers, dest, entrypoint)
     return dest
