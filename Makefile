@@ -69,7 +69,7 @@ K8S_VERSION := v1.34.2
 K8S_CACHE   := /var/cache/nestlab
 K8S_BIN     := $(K8S_CACHE)/k8s/$(K8S_VERSION)/bin
 K8S_CMDS    := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
-APT_K8S     := etcd-server containerd runc containernetworking-plugins conntrack
+APT_K8S     := etcd-server containerd runc containernetworking-plugins openssl
 K8S_STAMP   := $(K8S_BIN)/.built-$(shell cat k8s/go.mod k8s/go.sum k8s/pause/main.go 2>/dev/null | sha256sum | cut -c1-16)
 K8S_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=34 -X $(p).gitTreeState=clean)
 

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import names
 from ..errors import LabError
 from . import state
-from .multi import Split, split
+from .multi import Split, pin_error, split
 
 LABEL = "nestlab.io/lab"
 SHARE = "nestlab.io/share"
@@ -164,7 +164,7 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
     pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
     for share in pinned:
         if share not in nodes:
-            _pin_error(lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})")
+            pin_error(lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})")
     if not ready:
         raise ClusterError(f"the cluster at {kube.server} has no Ready node")
     for share in pinned:
@@ -204,21 +204,6 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
         state.write(state.LabState(lab.name, "running", os.getpid(), lab.source, time.time(), lab._raw, lab.plan))
         _write_record(lab.name, {**found, "status": "running", "addresses": addresses})
     return parts
-
-
-def _pin_error(lab, share: str, message: str) -> None:
-    """A ``server:`` naming no Kubernetes node: a file error at the first node pinned there (exit 2)."""
-    from ..model.clab import expand_env
-    from ..model.errors import Problem, TopologyError
-    from ..model.yamlsource import load_yaml, read_source
-
-    node = next(n for n, spec in lab.topology.topology.nodes.items() if spec.server == share)
-    path = ("topology", "nodes", node, "server")
-    try:
-        problem = load_yaml(expand_env(read_source(lab.source)), lab.source).problem(path, f"server '{share}' {message}")
-    except (OSError, LabError, ValueError):  # not a plain file (a Kathará folder, stdin): no position to give
-        problem = Problem(path, f"server '{share}' {message}")
-    raise TopologyError(lab.source, [problem])
 
 
 def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, progress) -> dict[str, str]:

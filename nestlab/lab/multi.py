@@ -44,12 +44,15 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
 
     topo = lab.topology
     servers = servers or topo.servers
+    pins = {name: spec.server for name, spec in topo.topology.nodes.items() if spec.server}
+    if not servers and pins:
+        pin_error(lab, next(iter(pins.values())), "is named here, but this lab has no servers: add servers: to the file or pass "
+                  "--servers FILE (on Kubernetes, nestlab k8s deploy takes it as a node's name)")
     if not servers:
         raise LabError("this lab names no servers: add servers: to the file or pass --servers FILE")
-    pins = {name: spec.server for name, spec in topo.topology.nodes.items() if spec.server}
     for node, server in pins.items():
         if server not in servers:
-            raise LabError(f"node {node} is pinned to server {server}, which is not one of {', '.join(sorted(servers))}")
+            pin_error(lab, server, f"is not one of the servers {', '.join(sorted(servers))}")
     placed = place(lab.plan, {name: spec.weight for name, spec in servers.items()}, pins)
     if underlay is None:
         underlay = {}
@@ -61,6 +64,21 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
     raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
     parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu)
     return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
+
+
+def pin_error(lab, server: str, message: str) -> None:
+    """A ``server:`` that cannot be honoured: a file error at the first node pinned there (exit 2, file:line:col)."""
+    from ..model.clab import expand_env
+    from ..model.errors import Problem, TopologyError
+    from ..model.yamlsource import load_yaml, read_source
+
+    node = next(n for n, spec in lab.topology.topology.nodes.items() if spec.server == server)
+    path = ("topology", "nodes", node, "server")
+    try:
+        problem = load_yaml(expand_env(read_source(lab.source)), lab.source).problem(path, f"server '{server}' {message}")
+    except (OSError, LabError, ValueError):  # not a plain file (a Kathará folder, stdin, the Python API): no position to give
+        problem = Problem(path, f"server '{server}' {message}")
+    raise TopologyError(lab.source, [problem])
 
 
 def remotes(servers: dict, base: str) -> dict[str, Remote]:
