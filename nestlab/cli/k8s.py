@@ -9,7 +9,7 @@ import typer
 
 from .common import err, out, reported
 
-k8s_app = typer.Typer(help="Run labs on Kubernetes: deploy, destroy, render manifests; a cluster on this machine (cluster up/down).",
+k8s_app = typer.Typer(help="Run labs on Kubernetes: deploy, render manifests, build the image; a cluster on this machine (cluster up/down).",
                       no_args_is_help=True)
 cluster_app = typer.Typer(help="A Kubernetes cluster built from source on this machine (make k8s), for CI, demos and trying labs.",
                           no_args_is_help=True)

@@ -334,7 +334,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
              *routes,
              f"containerd --config {inside}/containerd.toml > {inside}/containerd.log 2>&1 &",
              "until [ -S /run/containerd/containerd.sock ]; do sleep 0.1; done",
-             *(f"ctr -n k8s.io images import --no-unpack {image} > /dev/null" for image in images),
+             *(f"ctr -n k8s.io images import {image} > /dev/null  # unpacked here, once, not when a lab's first pod starts" for image in images),
              f"exec {BIN}/kubelet --config {inside}/kubelet.yaml --kubeconfig {inside}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
              f"--hostname-override {node} --node-ip {node_ip(i)} > {inside}/kubelet.log 2>&1"]
     _write(os.path.join(home, "start.sh"), "\n".join(start) + "\n")

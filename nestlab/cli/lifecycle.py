@@ -1,0 +1,249 @@
+"""`nestlab deploy`, `destroy`, `save`, `cleanup`, `demo`: a lab's life."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from .. import names
+from ..errors import LabError
+from .common import LabOpt, TopoOpt, err, notices, out, progress_bar, reported, resolve
+from .servers import ServersOpt
+from .tables import show
+
+if TYPE_CHECKING:
+    from ..backends import spares
+    from ..lab.lab import Lab
+    from ..model.glance import Glance
+
+commands = typer.Typer()
+
+
+@commands.command()
+def deploy(
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file (YAML), or a Kathará lab: its folder or lab.conf (docs/compat.md)."),
+    reconfigure: bool = typer.Option(False, "--reconfigure", help="Destroy the running lab first, then deploy from scratch."),
+    fmt: str = typer.Option("summary", "--format", help="Output: summary (the table too for small labs), table or json (what inspect says)."),
+    table: bool = typer.Option(False, "--table", help="Print the full table of nodes and interfaces, whatever the lab's size."),
+    vars_files: list[Path] = typer.Option([], "--vars", help="Variables (YAML/JSON) for a Go-template topology, as containerlab's --vars; "
+                                                             "repeat to merge. Default: NAME_vars.yml beside the file."),
+    servers: Path | None = ServersOpt,
+):
+    """Create the lab described by a topology file.
+
+    Deploying a lab that already runs reconciles it: nodes and links that
+    changed are recreated, new ones added, removed ones deleted; an unchanged
+    lab is left alone.  A deploy that fails half-way removes what it created.
+    It ends with a summary (counts by kind and mode, time, what to run next); the
+    table of nodes and interfaces follows for labs of up to 40 nodes, or with --table.
+
+    Example: nestlab deploy -t examples/quickstart.yml
+    (the file format is described in docs/topology.md)
+    """
+    from ..backends import spares
+    from ..model.glance import glance
+
+    started = time.perf_counter()
+    if not servers:  # this machine's namespaces are made while the rest loads (backends/spares.py)
+        spares.start(lambda: _ahead(glance(topo), reconfigure))
+    with reported():
+        try:
+            _deploy(topo, reconfigure, fmt, table, vars_files, servers, started)
+        finally:
+            spares.stop()
+
+
+def _deploy(topo: Path, reconfigure: bool, fmt: str, table: bool, vars_files: list[Path], servers: Path | None, started: float) -> None:
+    """What `deploy` does once its helper is started: load, deploy (here or on servers), say what was made."""
+    from ..lab.lab import Lab
+
+    if servers:  # known before the topology: each server's nestlab starts while it loads
+        _deploy_split(topo, vars_files, servers, reconfigure, started)
+        return
+    lab = Lab.from_file(topo, vars_files)
+    notices(lab)
+    if reconfigure:
+        lab.destroy()
+    started = time.perf_counter()
+    if lab.topology.servers:
+        _deploy_split(topo, vars_files, None, False, started, lab)
+        return
+    with progress_bar("deploying") as progress:
+        changes = lab.deploy(progress=progress, on_exec=_print_exec)
+    took = time.perf_counter() - started
+    if not changes:
+        err.line(f"lab {lab.name} is already running as described; nothing to change")
+    else:
+        err.line(f"lab {lab.name}: {changes.summary()} in {took:.2f} s")
+    if fmt == "summary":
+        out.line(_summary(lab))
+    if fmt != "summary" or table or len(lab.plan.nodes) <= SMALL_LAB:
+        from ..lab.inspect import inspect
+
+        show(inspect(lab), "table" if table or fmt == "summary" else fmt)
+
+
+SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
+
+
+def _ahead(glanced: Glance, reconfigure: bool) -> spares.Ahead:
+    """What a deploy will make, from a glance at its file: nothing to reconcile a running lab."""
+    from ..backends import spares  # imported before the fork: no import lock is taken here
+
+    if not glanced.name or (os.path.isdir(names.lab_dir(glanced.name)) and not reconfigure):
+        return spares.Ahead("", ())
+    return spares.Ahead(names.alias(glanced.name), glanced.nodes, glanced.extra, glanced.bridges, glanced.cables)
+
+
+def _deploy_split(topo: Path, vars_files: list[Path], servers: Path | None, reconfigure: bool, started: float, lab: Lab | None = None) -> None:
+    """Deploy a lab on servers (an inventory's, or its file's) and say where everything went."""
+    from collections import Counter
+
+    from ..lab import multi
+    from ..lab.lab import Lab
+    from ..model.servers import load_inventory
+
+    starting = None
+    if servers:
+        found, _ = load_inventory(servers)
+        starting = multi.Starting({name: spec.model_dump() for name, spec in found.items()}, str(servers.parent.resolve()))
+    try:
+        if lab is None:
+            lab = Lab.from_file(topo, vars_files, servers)
+            notices(lab)
+        if reconfigure:
+            lab.destroy()
+    except BaseException:
+        if starting:
+            starting.abandon()
+        raise
+    split = multi.deploy(lab, starting=starting)
+    counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
+    tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
+    err.line(f"lab {lab.name}: {len(lab.plan.nodes)} nodes on {len(lab.topology.servers)} servers "
+             f"({', '.join(f'{s}: {counts.get(s, 0)}' for s in sorted(lab.topology.servers))}), "
+             f"{tunnels} VXLAN tunnels (MTU {split.mtu}) in {time.perf_counter() - started:.2f} s")
+    out.line(f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs on the node's server);  "
+             f"nestlab destroy --lab {lab.name}")
+
+
+def _summary(lab: Lab) -> str:
+    """What the lab holds, counted by kind and mode, and where to look next."""
+    from collections import Counter
+
+    plan = lab.plan
+    kinds = Counter(o.kind if o.runtime == "namespace" else f"{o.kind} [{o.runtime}]" for o in plan.nodes.values())
+    modes = Counter(x.mode for x in plan.links.values()) + Counter(x.mode for x in plan.attachments.values())
+    counted = lambda c: ", ".join(f"{n} {k}" for k, n in c.most_common())  # noqa: E731
+    return (f"lab {lab.name}: {len(plan.nodes)} namespaces ({counted(kinds)}); "
+            f"{len(plan.links) + len(plan.attachments)} links ({counted(modes) or 'none'})\n"
+            f"next: nestlab inspect --lab {lab.name} [--node NAME | --filter 'h1*'];  nestlab graph --lab {lab.name} --serve;  "
+            f"nestlab exec --lab {lab.name} NODE -- CMD;  nestlab destroy --lab {lab.name}")
+
+
+def _print_exec(node: str, command: str, code: int, output: str) -> None:
+    colour = "green" if code == 0 else "red"
+    err.print(f"[{colour}]exec[/{colour}] {node}: {command} (exit {code})", soft_wrap=True)
+    if output.strip():
+        err.print(output.rstrip(), markup=False, soft_wrap=True)
+
+
+
+@commands.command()
+def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
+    """Remove a lab: its processes, namespaces, links and state (on every server, for a lab split
+    across servers). Nothing else is touched."""
+    from ..lab import cleanup, k8s, multi, state
+
+    with reported():
+        if lab and not topo:
+            name = lab
+        else:
+            name = resolve(topo, lab).name
+        split = multi.record(name)
+        pods = k8s.record(name)
+        with state.locked(name):
+            removed = cleanup.remove_lab(name)
+        if split:
+            err.line(f"lab {name}: removed from servers {', '.join(sorted(split['servers']))}")
+        elif pods:
+            err.line(f"lab {name}: pods {', '.join(sorted(pods['pods'].values()))} deleted (namespace {pods['namespace']})")
+        else:
+            err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
+
+
+@commands.command()
+def save(
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    to: Path | None = typer.Option(None, "--to", help="Also write DIR/NODE/frr.conf (e.g. beside the topology, to deploy from next time)."),
+):
+    """Save each router's running configuration (like clab save).
+
+    Every kind: frr node's `show running-config` replaces its frr.conf in the lab's folder
+    (what `vtysh -c "write memory"` in the node would do), and with --to goes to DIR/NODE/frr.conf.
+    Example: nestlab save --lab ospf --to saved/
+    """
+    with reported():
+        written = resolve(topo, lab).save(to)
+        if not written:
+            raise LabError("this lab has no router (kind: frr) to save")
+        for node, path in written.items():
+            err.line(f"{node}: {path}")
+
+
+@commands.command(name="cleanup")
+def cleanup_cmd(
+    name: str | None = typer.Argument(None, help="Lab to clean up."),
+    all_labs: bool = typer.Option(False, "--all", help="Every nestlab lab on this machine, running or not."),
+):
+    """Remove what a lab left behind after its process died (e.g. a deploy killed half-way).
+
+    Only objects carrying nestlab's marker are removed: namespaces named
+    nestlab.LAB.*, mounts and state under /run/nestlab/LAB, and processes
+    running inside those namespaces.
+    """
+    from ..lab import cleanup, state
+
+    with reported():
+        if bool(name) == all_labs:
+            raise LabError("name one lab, or pass --all")
+        for lab in state.labs() if all_labs else [name]:
+            with state.locked(lab):
+                removed = cleanup.remove_lab(lab)
+            err.print(f"lab {lab}: removed {removed} namespaces")
+
+
+
+@commands.command()
+def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--topo", help="Topology to demonstrate.")):
+    """Deploy a topology, measure ping and TCP between its first two hosts, destroy it."""
+    from rich.table import Table
+
+    from ..bench import tools
+    from ..lab.lab import Lab
+
+    with reported():
+        lab = Lab.from_file(topo)
+        notices(lab)
+        hosts = [n for n in lab.nodes.values() if n.kind == "linux" and n.intfs()]
+        if len(hosts) < 2:
+            raise LabError(f"{topo}: the demo needs two linux nodes with links")
+        a, b = hosts[:2]
+        target = b.intfs()[0].ip
+        started = time.perf_counter()
+        with lab.deployed():
+            err.print(f"deployed lab {lab.name} ({len(lab.nodes)} nodes) in {time.perf_counter() - started:.2f} s")
+            rtt = tools.ping(a, target, count=10)
+            tcp = tools.iperf3(a, b, target, seconds=3)
+        table = Table("measurement", "value", title=f"{a.name} -> {b.name} ({target})", title_justify="left")
+        table.add_row("ping received", f"{rtt['received']}/{rtt['sent']}")
+        table.add_row("RTT min/avg/max", f"{rtt['rtt_min_ms']:.3f} / {rtt['rtt_avg_ms']:.3f} / {rtt['rtt_max_ms']:.3f} ms")
+        table.add_row("TCP throughput (iperf3, 3 s)", f"{tcp['mbps']:.0f} Mbit/s")
+        table.add_row("TCP retransmits", str(tcp["retransmits"]))
+        out.print(table)
+        err.print(f"lab {lab.name} destroyed; nothing left behind")

@@ -1,0 +1,207 @@
+"""`nestlab link ...`, `run`, `node ...`: change a running lab's links and nodes, run schedules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..errors import LabError
+from .common import LabOpt, TopoOpt, err, notices, out, print_json, reported, resolve
+
+commands = typer.Typer()
+
+
+link_app = typer.Typer(help="Change or show a running lab's links live (shaping, up/down).", no_args_is_help=True)
+commands.add_typer(link_app, name="link")
+
+
+@link_app.command("set")
+def link_set(
+    a: str = typer.Argument(..., help="One endpoint, NODE:IFACE."),
+    b: str = typer.Argument(..., help="The other endpoint."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    rate: str | None = typer.Option(None, help="e.g. 10mbit, 20gbit (HTB, 64-bit)."),
+    burst: str | None = typer.Option(None, help="HTB burst, e.g. 64kb."),
+    queue: int | None = typer.Option(None, help="Queue length in packets."),
+    delay: str | None = typer.Option(None, help="e.g. 20ms (netem)."),
+    jitter: str | None = typer.Option(None, help="e.g. 5ms (netem, needs --delay)."),
+    distribution: str | None = typer.Option(None, help="Of the jitter: uniform, normal, pareto, paretonormal."),
+    loss: str | None = typer.Option(None, help="e.g. 10% (netem)."),
+    corrupt: str | None = typer.Option(None, help="e.g. 1% (netem)."),
+    duplicate: str | None = typer.Option(None, help="e.g. 1% (netem)."),
+    reorder: str | None = typer.Option(None, help="e.g. 25% (netem, needs --delay)."),
+    mtu: int | None = typer.Option(None, help="MTU of both ends."),
+    qdisc: str | None = typer.Option(None, help="htb (default) or tbf: what enforces the rate."),
+    down: bool = typer.Option(False, "--down", help="Take the link down (both ends)."),
+    up: bool = typer.Option(False, "--up", help="Bring the link up again."),
+    direction: str = typer.Option("both", help="both, a (what A sends) or b (what B sends)."),
+):
+    """Change a link while the lab runs; the new setting replaces the old one in place.
+
+    Only the options given change; "none" removes one (e.g. --delay none).
+
+    Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
+    """
+    with reported():
+        given = dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, distribution=distribution, loss=loss, corrupt=corrupt,
+                     duplicate=duplicate, reorder=reorder, mtu=mtu, qdisc=qdisc)
+        params = {k: v for k, v in given.items() if v is not None}
+        if down and up:
+            raise LabError("give --down or --up, not both")
+        if down or up:
+            params["state"] = "down" if down else "up"
+        if not params:
+            raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
+        spent = resolve(topo, lab).link(a, b).set(direction=direction, **params)
+        err.print(f"link {a} {b}: {', '.join(f'{k}={v}' for k, v in params.items())} applied in {spent:.1f} ms")
+
+
+@link_app.command("show")
+def link_show(
+    a: str | None = typer.Argument(None, help="One endpoint (omit to show every link)."),
+    b: str | None = typer.Argument(None, help="The other endpoint."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    fmt: str = typer.Option("table", "--format", help="Output: table or json."),
+):
+    """Show links' shaping as planned and as the kernel has it."""
+    from rich.table import Table
+
+    from ..lab import state
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        current = state.read(the_lab.name)
+        links = current.plan.links.values() if current else the_lab.plan.links.values()
+        chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
+        if a is not None and not chosen:
+            raise LabError(f"lab {the_lab.name} has no link between {a} and {b}")
+        from ..backends.shaping import Shaper
+        from ..lab.links import LinkHandle
+
+        shaper = Shaper()  # one for every link, and each link as already read (not the state again per link)
+        try:
+            shown = [LinkHandle(the_lab, x.a.ref, x.b.ref, shaper, obj=x).show() for x in chosen]
+        finally:
+            shaper.close()
+        if fmt == "json":
+            print_json(shown)
+            return
+        table = Table("link", "state", "sender", "planned", "kernel", title=f"links of {the_lab.name}", title_justify="left")
+        for item in shown:
+            for i, (sender, shape) in enumerate(item["sends"].items()):
+                kernel = item["kernel"][sender]
+                seen = ", ".join(f"{k}={v}" for k, v in kernel.items())
+                table.add_row(item["link"] if i == 0 else "", item["state"] if i == 0 else "", sender,
+                              ", ".join(f"{k}={v}" for k, v in shape.items()) or "unshaped", seen)
+        out.print(table)
+
+
+@commands.command()
+def run(
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file with a schedule: section."),
+    loops: int = typer.Option(1, "--loops", min=1, help="Play the schedule this many times."),
+    keep: bool = typer.Option(False, "--keep", help="Leave the lab running afterwards."),
+):
+    """Deploy a lab and play its schedule: timed link changes on a drift-free clock.
+
+    Each change is printed and logged (/run/nestlab/LAB/events.jsonl) with how late it was
+    applied. Ctrl-C stops; the lab is destroyed unless --keep.
+
+    Example schedule entry:  - {at: 2.5s, link: ["a:eth1", "b:eth1"], set: {rate: 10mbit}}
+    """
+    from ..lab.lab import Lab
+    from ..lab.schedule import play
+
+    with reported():
+        lab = Lab.from_file(topo)
+        notices(lab)
+        if not lab.topology.schedule and not lab.topology.dynamics:
+            raise LabError(f"{topo} has no schedule: or dynamics: section; see docs/shaping.md")
+        lab.deploy()
+        try:
+            played = play(lab, loops, lambda p: err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"))
+            worst = max(p.late_ms + p.apply_ms for p in played)
+            err.print(f"{len(played)} changes; worst lateness including apply time {worst:.2f} ms")
+        except KeyboardInterrupt:
+            err.print("stopped")
+        finally:
+            if not keep:
+                lab.destroy()
+
+
+node_app = typer.Typer(help="Change or show a running node's cgroup limits and usage; restart its cmd.", no_args_is_help=True)
+commands.add_typer(node_app, name="node")
+
+
+@node_app.command("set")
+def node_set(
+    node: str = typer.Argument(..., help="A node or component, e.g. drone1 or drone1/gnab."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    cpus: str | None = typer.Option(None, help="CPU time in cores, e.g. 0.5 (CFS quota; none lifts it)."),
+    cpu_shares: str | None = typer.Option(None, "--cpu-shares", help="Weight under contention, 2..262144 (1024 = default)."),
+    memory: str | None = typer.Option(None, help="Hard memory limit, e.g. 256m (none lifts it)."),
+    pids: str | None = typer.Option(None, help="Most processes and threads at once."),
+    cpuset: str | None = typer.Option(None, help='CPUs allowed, e.g. "0" or "0-1".'),
+):
+    """Change a node's or component's limits while the lab runs (written to its cgroup at once).
+
+    A node's limits bound all its components. Example: nestlab node set drone1/gnab --cpus 0.5 --memory 128m
+    """
+    with reported():
+        given = {k: v for k, v in dict(cpus=cpus, cpu_shares=cpu_shares, memory=memory, pids=pids, cpuset=cpuset).items() if v is not None}
+        if not given:
+            raise LabError("nothing to change: give e.g. --cpus 0.5 or --memory 256m")
+        the_lab = resolve(topo, lab)
+        if node not in the_lab.nodes:
+            raise LabError(f"lab {the_lab.name} has no node {node} (nodes: {', '.join(the_lab.nodes)})")
+        limits = the_lab.nodes[node].set(**given)
+        err.print(f"node {node}: limits now " + ", ".join(f"{k}={v}" for k, v in limits.items()))
+
+
+@node_app.command("restart")
+def node_restart(
+    node: str = typer.Argument(..., help="The node whose cmd: to restart."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+):
+    """Restart a node's main process (its cmd:, as containerlab's), e.g. after editing a file it reads.
+
+    Its whole session gets SIGTERM, then SIGKILL after 5 s; the new one appends to
+    /run/nestlab/LAB/nodes/NODE/cmd.log.  Example: nestlab node restart --lab web srv
+    """
+    from ..lab.startup import restart_cmd
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        pid = restart_cmd(the_lab, node)
+        err.line(f"{node}: cmd restarted (pid {pid})")
+
+
+@node_app.command("show")
+def node_show(
+    node: str | None = typer.Argument(None, help="A node or component (omit for every node with a cgroup)."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    fmt: str = typer.Option("table", "--format", help="Output: table or json."),
+):
+    """Show CPU seconds, memory in use and limits per node and component, read from their cgroups."""
+    from rich.table import Table
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        chosen = [n for name, n in the_lab.nodes.items() if (node is None or name == node) and n.obj.cgroup]
+        if node is not None and not chosen:
+            raise LabError(f"lab {the_lab.name} has no node {node} with a cgroup")
+        rows = [{"node": n.name, **n.usage(), "limits": n.limits()} for n in chosen]
+        if fmt == "json":
+            print_json(rows)
+            return
+        table = Table("node", "cpu s", "memory MiB", "cpus limit", "memory limit", "pids limit", title=f"lab {the_lab.name}", title_justify="left")
+        for row in rows:
+            lim = row["limits"]
+            table.add_row(row["node"], f"{row.get('cpu_s', 0):.2f}", f"{row.get('memory_bytes', 0) / 2**20:.1f}", lim.get("cpus", ""), lim.get("memory", ""), lim.get("pids", ""))
+        out.print(table)

@@ -1,0 +1,170 @@
+"""`nestlab image ...`, `doctor`, `modes`, `version`, `mobility ...`: this machine, its images and what it offers."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import typer
+
+from ..errors import LabError
+from .common import err, out, print_json, reported
+
+commands = typer.Typer()
+
+
+image_app = typer.Typer(help="Root filesystems for image: nodes (runc).", no_args_is_help=True)
+commands.add_typer(image_app, name="image")
+
+
+@image_app.command("build")
+def image_build(
+    name: str = typer.Argument(..., help="Image name; nodes use it as image: NAME."),
+    debian: str = typer.Option("bookworm", "--debian", help="Debian suite to bootstrap."),
+    packages: str = typer.Option("iproute2,iputils-ping", "--packages", help="Comma-separated extra packages, e.g. iperf3,iproute2."),
+    mirror: str = typer.Option("http://deb.debian.org/debian", "--mirror", help="Debian archive to fetch from."),
+):
+    """Build a Debian base image with debootstrap (minbase + --packages) into /var/lib/nestlab/images/NAME.
+
+    Example: nestlab image build radio --debian bookworm --packages iperf3,iproute2
+    """
+    from ..backends import rootfs
+
+    with reported():
+        import re
+
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
+            raise LabError(f"image name '{name}' may use only letters, digits, '.', '-' and '_'")
+        started = time.perf_counter()
+        with err.status(f"debootstrap {debian} for image {name}") as status:
+            path = rootfs.build(name, debian, [p for p in packages.split(",") if p], mirror, lambda line: status.update(f"debootstrap: {line[:100]}"))
+        err.print(f"image {name}: {path} in {time.perf_counter() - started:.0f} s; use it as image: {name}")
+
+
+@image_app.command("ls")
+def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
+    """List images made by nestlab image build."""
+    from rich.table import Table
+
+    from ..backends import rootfs
+
+    with reported():
+        images = rootfs.listing()
+        if fmt == "json":
+            print_json(images)
+            return
+        table = Table("name", "suite", "packages", "path")
+        for image in images:
+            table.add_row(image["name"], image.get("suite", ""), ",".join(image.get("packages", [])), image["path"])
+        out.print(table)
+
+
+@image_app.command("rm")
+def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
+    """Delete an image made by nestlab image build (nodes running on it keep their copy-on-write view until destroyed)."""
+    from ..backends import rootfs
+
+    with reported():
+        rootfs.remove(name)
+        err.print(f"image {name} removed")
+
+
+
+@commands.command()
+def version():
+    """Print nestlab's version."""
+    from .. import __version__
+
+    out.line(__version__)
+
+
+
+
+mobility_app = typer.Typer(help="Generate visibility graphs for dynamics: (MANETs).", no_args_is_help=True)
+commands.add_typer(mobility_app, name="mobility")
+
+
+@mobility_app.command("random-waypoint")
+def random_waypoint_cmd(
+    nodes: int = typer.Option(12, "--nodes", min=2, help="Number of nodes, named n1..nN."),
+    area: str = typer.Option("1000x1000", "--area", help="WIDTHxHEIGHT in metres."),
+    radio_range: float = typer.Option(250, "--range", help="Radio range in metres."),
+    duration: float = typer.Option(300, "--duration", help="Seconds."),
+    step: float = typer.Option(1.0, "--step", help="Seconds between positions."),
+    speed: str = typer.Option("1-20", "--speed", help="MIN-MAX speed in m/s."),
+    pause: float = typer.Option(2.0, "--pause", help="Seconds nodes wait at each waypoint."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed, for a reproducible graph."),
+):
+    """Write a random-waypoint visibility graph (YAML) to stdout.
+
+    Example: nestlab mobility random-waypoint --nodes 12 --area 1000x1000 --range 250 --duration 300 > graph.yml
+    """
+    import yaml
+
+    from ..model.visibility import random_waypoint
+
+    with reported():
+        try:
+            width, height = (float(x) for x in area.lower().split("x"))
+            low, high = (float(x) for x in speed.split("-"))
+        except ValueError:
+            raise LabError("--area is WIDTHxHEIGHT (e.g. 1000x1000) and --speed MIN-MAX (e.g. 1-20)") from None
+        graph = random_waypoint(nodes, width, height, radio_range, duration, step, (low, high), pause, seed)
+        sys.stdout.write(yaml.safe_dump(graph, default_flow_style=None, sort_keys=False))
+
+
+@commands.command()
+def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
+    """What this kernel and machine support: attachment modes, qdiscs, MPTCP, cgroups, OVS, tools.
+
+    Each kernel feature is tried in a throw-away namespace; a missing one names
+    the kernel option that provides it, a missing tool the Debian package.
+    A deploy that needs something listed as missing stops before creating anything.
+    """
+    from rich.table import Table
+
+    from ..backends import probe
+
+    with reported():
+        features = probe.features()
+        if fmt == "json":
+            print_json([f.to_json() for f in features])
+            return
+        table = Table("group", "feature", "", "detail", "fix", title="nestlab doctor", title_justify="left")
+        for f in features:
+            table.add_row(f.group, f.name, "[green]yes[/green]" if f.ok else "[red]no[/red]", f.detail, f.fix)
+        out.print(table)
+
+
+
+@commands.command()
+def modes(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
+    """Every link mode (the words of a link's mode:) and node runtime (runtime:), from their registries.
+
+    Per mode: how many endpoints it takes, the link keys it owns, the kernel features it needs and
+    whether this machine has them (tried as `nestlab doctor` does).  docs/architecture.md shows how
+    to add one: a module in nestlab/links or nestlab/runtimes.
+    """
+    from rich.table import Table
+
+    from .. import links, runtimes
+    from ..backends import probe
+
+    with reported():
+        probed = probe.kernel()
+        rows = [{"mode": m.name, "endpoints": m.ends, "keys": list(m.options), "summary": m.summary,
+                 "kernel": {name: {"config": f.config, "here": probed[name][0]} for name, f in m.features.items()}}
+                for m in map(links.get, links.names())]
+        kinds = [{"runtime": r.name, "selectable": r.selectable, "summary": r.summary} for r in map(runtimes.get, sorted(runtimes.REGISTRY))]
+        if fmt == "json":
+            print_json({"modes": rows, "runtimes": kinds})
+            return
+        table = Table("mode", "ends", "keys", "kernel (here)", "what it is", title="link modes (nestlab/links)", title_justify="left")
+        for r in rows:
+            kernel = " ".join(f"{f['config']} ({'yes' if f['here'] else '[red]no[/red]'})" for f in r["kernel"].values())
+            table.add_row(r["mode"], str(r["endpoints"]), ", ".join(r["keys"]), kernel, r["summary"])
+        out.print(table)
+        table = Table("runtime", "what it is", title="node runtimes (nestlab/runtimes)", title_justify="left")
+        for k in kinds:
+            table.add_row(k["runtime"] + ("" if k["selectable"] else " (chosen by nestlab)"), k["summary"])
+        out.print(table)

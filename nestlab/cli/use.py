@@ -1,0 +1,144 @@
+"""`nestlab inspect`, `exec`, `shell`: look at and work in a running lab."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from ..errors import LabError
+from .common import LabOpt, TopoOpt, err, node_of, out, print_json, reported, resolve
+from .tables import show
+
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
+
+commands = typer.Typer()
+
+
+@commands.command(name="inspect")
+def inspect_cmd(
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    all_labs: bool = typer.Option(False, "--all", help="List every lab on this machine."),
+    fmt: str = typer.Option("table", "--format", help="Output: table or json."),
+    node: list[str] = typer.Option([], "--node", help="Only this node (repeat for more)."),
+    pattern: str | None = typer.Option(None, "--filter", help="Only nodes whose name matches this pattern, e.g. 'drone1*' or '*/gnab'."),
+    page: int = typer.Option(1, "--page", min=1, help="Which page of the table (of --per-page nodes)."),
+    per_page: int = typer.Option(50, "--per-page", min=1, help="Nodes per page of the table (JSON has every match)."),
+):
+    """Show nodes, interfaces, addresses and states of a running lab, read from the kernel; with MPTCP, each connection's subflows.
+
+    Large labs: pick nodes with --node or --filter (only their namespaces are read), and page
+    through the table with --page.
+    """
+    from ..lab import cleanup, state
+    from ..lab.inspect import inspect
+
+    with reported():
+        if all_labs:
+            rows = []
+            for name in state.labs():
+                try:
+                    current = state.read(name)
+                    status = current.status if current else "orphaned (run nestlab cleanup)"
+                except LabError:
+                    current, status = None, "damaged state (run nestlab cleanup)"
+                nodes = len(cleanup.marked_namespaces(name))
+                rows.append({"lab": name, "status": status, "namespaces": nodes, "source": current.source if current else None})
+            if fmt == "json":
+                print_json(rows)
+            else:
+                from rich.table import Table
+
+                table = Table("lab", "status", "namespaces", "source")
+                for row in rows:
+                    table.add_row(row["lab"], row["status"], str(row["namespaces"]), row["source"] or "")
+                out.print(table)
+            return
+        found = resolve(topo, lab)
+        wanted = _matching(found, node, pattern)
+        report = inspect(found, wanted)
+        if fmt == "table" and len(report["nodes"]) > per_page:
+            pages = -(-len(report["nodes"]) // per_page)
+            if page > pages:
+                raise LabError(f"--page {page}: there are {pages} pages of {per_page} nodes")
+            report["nodes"] = report["nodes"][(page - 1) * per_page : page * per_page]
+            show(report, fmt)
+            err.print(f"page {page} of {pages} ({per_page} nodes a page): --page {page + 1 if page < pages else 1} for more, --node/--filter to pick")
+            return
+        show(report, fmt, every_interface=bool(node))
+
+
+def _matching(lab: Lab, nodes: list[str], pattern: str | None) -> set[str] | None:
+    """The node names --node and --filter pick (None: every node)."""
+    if not nodes and pattern is None:
+        return None
+    import fnmatch
+
+    known = set(lab.plan.nodes)
+    missing = [n for n in nodes if n not in known]
+    if missing:
+        raise LabError(f"lab {lab.name} has no node {', '.join(missing)}")
+    picked = set(nodes) | ({n for n in known if fnmatch.fnmatchcase(n, pattern)} if pattern else set())
+    if not picked:
+        raise LabError(f"no node of lab {lab.name} matches '{pattern}'")
+    return picked
+
+
+@commands.command(
+    name="exec",
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+)
+def exec_cmd(
+    node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."),
+    command: list[str] = typer.Argument(..., help="Command and its arguments (put them after --)."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    env: list[str] = typer.Option([], "--env", "-e", metavar="NAME[=VALUE]", help="Pass NAME from your environment (or set it to VALUE); repeat for more."),
+):
+    """Run a command inside a node; its exit code becomes nestlab's.
+
+    The command gets the node's `env:` and, of your environment, only PATH, HOME, USER, SHELL,
+    TERM, locale, PYTHONPATH and NESTLAB_* settings: tokens and keys stay out unless passed with --env.
+
+    Example: nestlab exec --lab quickstart h1 -- ping -c1 10.0.0.2
+    A component of a nested node: nestlab exec --lab manet drone1/gnab -- ps ax
+    Passing a variable: nestlab exec -e API_TOKEN --lab quickstart h1 -- ./client.sh
+    """
+    with reported():
+        target = node_of(resolve(topo, lab), node)
+        if command and command[0] == "--":
+            command = command[1:]
+        passed = dict(item.split("=", 1) if "=" in item else (item, os.environ.get(item, "")) for item in env)
+        try:
+            proc = target.popen(command, env=passed)
+        except FileNotFoundError:
+            err.print(f"[red]error[/red] {command[0]}: command not found in node {node}")
+            raise typer.Exit(127)
+        raise typer.Exit(_wait(proc))
+
+
+@commands.command()
+def shell(node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."), topo: Path | None = TopoOpt, lab: str | None = LabOpt):
+    """Open an interactive shell inside a node (exit it to come back)."""
+    from ..lab import k8s, multi
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        target = node_of(the_lab, node)
+        if remote := multi.remote_for(the_lab.name, node) or k8s.remote_for(the_lab.name, node):  # on its server, with a terminal
+            raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)
+        prompt = f"[{the_lab.name}/{node}] \\w# "
+        proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})
+        raise typer.Exit(_wait(proc))
+
+
+def _wait(proc) -> int:
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue  # the child got the same SIGINT and decides for itself
