@@ -13,7 +13,7 @@ from conftest import ROOT, processes, run_cli, star
 from nestlab import names
 from nestlab.backends import rtdump, spares
 from nestlab.backends.netlink import Netlink
-from nestlab.cli.app import _ahead
+from nestlab.cli.lifecycle import _ahead
 from nestlab.model.glance import Glance, glance
 
 def _links(spare: spares.Spare) -> dict[str, rtdump.LinkInfo]:

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import names
 from ..errors import LabError
 from . import state
-from .multi import Split, pin_error, split
+from .multi import Split, holder, pin_error, split
 
 LABEL = "nestlab.io/lab"
 SHARE = "nestlab.io/share"
@@ -397,10 +397,7 @@ def remote_for(lab: str, node: str) -> PodRemote | None:
     found = record(lab)
     if not found:
         return None
-    share = found["placement"].get(node.split("/", 1)[0])
-    if share is None:
-        raise LabError(f"lab {lab} has no node '{node}'")
-    return PodRemote(found, found["pods"][share])
+    return PodRemote(found, found["pods"][holder(found, lab, node)])
 
 
 def relay(lab: str, commands: dict[str, list[str]], out, count: int | None = None, by_line: bool = True,
@@ -451,9 +448,6 @@ def pods_of(lab: str, refs: list[str]) -> dict[str, list[str]]:
     """The pods holding ``refs`` (NODE or NODE:IF) of a lab on a cluster, each with its refs (in the order given)."""
     found = record(lab) or {}
     by_pod: dict[str, list[str]] = {}
-    for node in refs:
-        share = found["placement"].get(node.split(":", 1)[0].split("/", 1)[0])
-        if share is None:
-            raise LabError(f"lab {lab} has no node '{node}'")
-        by_pod.setdefault(found["pods"][share], []).append(node)
+    for ref in refs:
+        by_pod.setdefault(found["pods"][holder(found, lab, ref)], []).append(ref)
     return by_pod

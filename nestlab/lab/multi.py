@@ -219,14 +219,20 @@ def remove_remote(lab: str) -> None:
                        + f"; run `nestlab cleanup {lab}` again once it is reachable, or `nestlab cleanup {lab}` on it")
 
 
+def holder(found: dict, lab: str, ref: str) -> str:
+    """The server (or share) holding ``ref`` (a node, component or NODE:IF) of a lab placed as ``found`` records."""
+    held = found["placement"].get(ref.split(":", 1)[0].split("/", 1)[0])
+    if held is None:
+        raise LabError(f"lab {lab} has no node '{ref.split(':', 1)[0]}'")
+    return held
+
+
 def remote_for(lab: str, node: str) -> Remote | None:
     """The connection to the server that runs ``node`` of a split lab (None for a lab on this machine)."""
     found = record(lab)
     if not found:
         return None
-    server = found["placement"].get(node.split("/", 1)[0])
-    if server is None:
-        raise LabError(f"lab {lab} has no node '{node}'")
+    server = holder(found, lab, node)
     return remotes({server: found["servers"][server]}, found["base"])[server]
 
 
