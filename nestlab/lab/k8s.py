@@ -77,16 +77,55 @@ def render(lab, count: int, image: str, namespace: str = "default", nodes: set[s
     pinned = {s for s in shares if (s in nodes if nodes is not None else not re.match(r"^s\d+$", s))}
     parts = split(lab, {s: ServerSpec(address=s) for s in shares}, {s: "${" + _peer_var(s) + "}" for s in shares})
     labels = {"app.kubernetes.io/name": "nestlab", LABEL: name}
+    files: dict[str, str] = {}  # ConfigMap key -> the file's text, for every file a share binds
+    layout: dict[str, str] = {}  # ConfigMap key -> its path under /etc/nestlab
+    for share in shares:
+        _ship_binds(parts.shares[share].topology, files, layout)
+    data = {f"{s}.yml": yaml.safe_dump(parts.shares[s].topology, sort_keys=False) for s in shares} | files
+    if sum(len(v) for v in data.values()) > _CONFIGMAP_BYTES:
+        raise LabError(f"the shares and the files they bind come to more than {_CONFIGMAP_BYTES // 1024} KiB, "
+                       "which a ConfigMap cannot hold: bind fewer or smaller files")
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-shares", "namespace": namespace, "labels": labels},
-              "data": {f"{s}.yml": yaml.safe_dump(parts.shares[s].topology, sort_keys=False) for s in shares}}
+              "data": data}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace, "labels": labels},
                "spec": {"clusterIP": "None", "selector": {LABEL: name}, "publishNotReadyAddresses": True,
                         "ports": [{"name": "vxlan", "port": lab.topology.stitch.port, "protocol": "UDP"}]}}
-    pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned) for s in shares]
+    items = [{"key": f"{s}.yml", "path": f"{s}.yml"} for s in shares] + [{"key": k, "path": v} for k, v in sorted(layout.items())]
+    pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned, items) for s in shares]
     return [config, service, *pods], parts
 
 
-def _pod(lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict, pinned: bool) -> dict:
+_CONFIGMAP_BYTES = 1000 * 1024  # the API refuses a ConfigMap over 1 MiB
+
+
+def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -> None:
+    """Point every bind of a share at a copy under /etc/nestlab/files/ in the pod, each file of it put in
+    ``files`` (by ConfigMap key) and ``layout`` (key -> its path in the volume): the pods do not share
+    this machine's disk."""
+    import hashlib
+
+    for spec in topology["topology"]["nodes"].values():
+        binds = []
+        for text in spec.get("binds") or []:
+            src, dst, *mode = text.split(":")
+            folder = "files/" + hashlib.sha256(src.encode()).hexdigest()[:12]
+            paths = [src] if os.path.isfile(src) else sorted(os.path.join(top, f) for top, _d, fs in os.walk(src) for f in fs)
+            for path in paths:
+                rel = os.path.basename(src) if path == src else os.path.join(os.path.basename(src), os.path.relpath(path, src))
+                key = f"{folder[6:]}-{re.sub(r'[^-._a-zA-Z0-9]', '_', rel)}"
+                try:
+                    with open(path) as fh:
+                        files[key] = fh.read()
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise LabError(f"bind {text}: {path} cannot be sent to a pod as text ({exc})") from None
+                layout[key] = f"{folder}/{rel}"
+            binds.append(":".join([f"/etc/nestlab/{folder}/{os.path.basename(src)}", dst, *mode]))
+        if binds:
+            spec["binds"] = binds
+
+
+def _pod(lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict, pinned: bool,
+         items: list[dict]) -> dict:
     resolve = " && ".join(f'{_peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${_peer_var(s)}" ]' for s in shares)
     script = (f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
               f"until [ -s {RUN}/peers.env ]; do  # written by nestlab k8s deploy, or found in the cluster's DNS\n"
@@ -106,7 +145,7 @@ def _pod(lab: str, name: str, share: str, shares: list[str], image: str, namespa
             "readinessProbe": {"exec": {"command": ["sh", "-c", f"exit $(cat {RUN}/rc)"]}, "periodSeconds": 2},
             "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", f"[ ! -e {RUN}/rc ] || nestlab destroy --lab {lab}"]}}},
         }],
-        "volumes": [{"name": "share", "configMap": {"name": f"{name}-shares"}}],
+        "volumes": [{"name": "share", "configMap": {"name": f"{name}-shares", "items": items}}],
     }
     if pinned:
         spec["nodeSelector"] = {"kubernetes.io/hostname": share}

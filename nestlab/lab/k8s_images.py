@@ -2,7 +2,7 @@
 
 ``nestlab`` has three layers, each cached under ``/var/cache/nestlab/k8s/layers`` by what it holds:
 
-* a Debian base (debootstrap minbase with Python, iproute2, ping, iperf3, libpcap), by suite and packages;
+* a Debian base (debootstrap minbase with Python, iproute2, ping, iperf3, libpcap, FRR), by suite and packages;
 * nestlab's dependencies (pip, from pyproject.toml, less matplotlib: plots are drawn where nestlab is
   run from, not in the pods), by their list;
 * nestlab itself (this checkout's package, compiled), by the content of its files.
@@ -26,7 +26,7 @@ from ..errors import LabError
 CACHE = "/var/cache/nestlab/k8s"
 SUITE = "bookworm"  # Python 3.11, as nestlab needs, and the dependencies' cp311 wheels
 MIRROR = os.environ.get("NESTLAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-PACKAGES = ["python3", "iproute2", "iputils-ping", "iperf3", "procps", "libpcap0.8"]  # libpcap: capture filters
+PACKAGES = ["python3", "iproute2", "iputils-ping", "iperf3", "procps", "libpcap0.8", "frr"]  # libpcap: capture filters; frr: kind: frr
 NOT_IN_IMAGE = {"matplotlib"}
 NESTLAB_REF = f"localhost/nestlab:{__version__}"
 PAUSE_REF = "localhost/pause:nestlab"
