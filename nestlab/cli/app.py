@@ -9,6 +9,7 @@ import typer
 
 from . import lifecycle, live, machine, observe, use
 from .bench import bench_app, compare_cmd, report_cmd
+from .clab import clab_app, compat_app
 from .common import NEEDS_ROOT, err
 from .k8s import k8s_app
 from .servers import plan, servers_app
@@ -47,6 +48,8 @@ measure.command("plan")(plan)
 app.add_typer(measure)  # bench, report, compare; plan (servers)
 app.add_typer(servers_app, name="servers")
 app.add_typer(k8s_app, name="k8s")
+app.add_typer(clab_app, name="clab")  # containerlab's commands (nestlab compat install-cli makes it `containerlab`)
+app.add_typer(compat_app, name="compat")
 app.add_typer(machine.commands)  # image, doctor, modes, version, mobility
 
 

@@ -1,0 +1,62 @@
+"""`nestlab clab ...` answers containerlab's commands, flags and JSON, so tools that drive containerlab drive nestlab."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from conftest import run_cli
+from nestlab.lab import state
+
+TOPO = """name: {name}
+topology:
+  kinds:
+    linux: {image: alpine:3}
+  nodes:
+    n1: {kind: linux, labels: {role: client}}
+    n2: {kind: linux}
+    br: {kind: bridge}
+  links:
+    - endpoints: ["n1:eth1", "n2:eth1"]
+    - endpoints: ["n1:eth2", "br:p1"]
+"""
+
+
+def test_deploy_inspect_exec_destroy_as_containerlab_does(topo_file, lab_name):
+    path = topo_file(TOPO)
+    deployed = run_cli("clab", "deploy", "-t", str(path), "--max-workers", "4", "-d")
+    assert deployed.returncode == 0, deployed.stderr
+
+    listed = json.loads(run_cli("clab", "inspect", "-t", str(path), "--format", "json", check=True).stdout)
+    assert list(listed) == [lab_name]
+    rows = {c["name"]: c for c in listed[lab_name]}
+    assert set(rows) == {f"clab-{lab_name}-n1", f"clab-{lab_name}-n2", f"clab-{lab_name}-br"}
+    n1 = rows[f"clab-{lab_name}-n1"]
+    assert {k: n1[k] for k in ("lab_name", "kind", "image", "state", "absLabPath")} == {
+        "lab_name": lab_name, "kind": "linux", "image": "alpine:3", "state": "running", "absLabPath": str(path)}
+    assert len(n1["container_id"]) == 12 and rows[f"clab-{lab_name}-br"]["kind"] == "bridge"
+
+    ran = json.loads(run_cli("clab", "exec", "--name", lab_name, "--label", "role=client", "--cmd", "ip -j link show eth1",
+                             "--format", "json", check=True).stdout)
+    assert list(ran) == [f"clab-{lab_name}-n1"]  # the label picked n1 only
+    (result,) = ran[f"clab-{lab_name}-n1"]
+    assert result["return-code"] == 0 and result["stdout"][0]["ifname"] == "eth1"  # JSON output stays JSON, as in containerlab
+    plain = run_cli("clab", "exec", "-t", str(path), "--label", "clab-node-name=n2", "--cmd", "hostname")
+    assert plain.stdout.strip() == "n2" and f"node=clab-{lab_name}-n2" in plain.stderr
+
+    gone = run_cli("clab", "destroy", "-t", str(path), "--cleanup")
+    assert gone.returncode == 0, gone.stderr
+    assert lab_name not in state.labs()
+
+
+def test_install_cli_makes_a_containerlab_command(tmp_path):
+    done = run_cli("compat", "install-cli", "--dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    version = subprocess.run([str(tmp_path / "containerlab"), "version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and "version: 0." in version.stdout
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "containerlab").write_text("#!/bin/sh\necho the real one\n")
+    refused = run_cli("compat", "install-cli", "--dir", str(tmp_path / "other"))
+    assert refused.returncode == 1 and "--force" in refused.stderr
+    assert os.access(tmp_path / "containerlab", os.X_OK)
