@@ -43,9 +43,10 @@ _WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidIma
 
 
 def _dns_label(lab_name: str) -> str:
-    name = lab_name.lower()
-    if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", name) or len(name) > 50:
-        raise LabError(f"lab name '{lab_name}' must be a DNS label (letters, digits, '-') to name Kubernetes objects")
+    """The lab's name as Kubernetes objects take it: lower case, '-' for any other character, at most 50."""
+    name = re.sub(r"[^a-z0-9-]", "-", lab_name.lower())[:50].strip("-")
+    if not name:
+        raise LabError(f"lab name '{lab_name}' has no letter or digit to name Kubernetes objects after")
     return name
 
 
