@@ -49,6 +49,7 @@ class Cluster:
         self.api = client.ApiClient(conf)
         self.core = client.CoreV1Api(self.api)
         self._client = client
+        self._conf = conf
 
     def call(self, what: str, fn: Callable, *args, **kwargs):
         """``fn(*args)`` with this cluster's timeout; its failure as one line naming ``what``."""
@@ -149,7 +150,10 @@ class Cluster:
         the output goes there as it comes instead (as bytes with ``binary``)."""
         from kubernetes.stream import stream
 
-        client = self.call(f"exec in pod {pod}", stream, self.core.connect_get_namespaced_pod_exec, pod, self.namespace,
+        # stream() swaps its ApiClient's request method while it runs: an exec on a client of its own, so
+        # execs in parallel threads and the calls around them never see each other's
+        own = self._client.CoreV1Api(self._client.ApiClient(self._conf))
+        client = self.call(f"exec in pod {pod}", stream, own.connect_get_namespaced_pod_exec, pod, self.namespace,
                            command=command, stderr=True, stdin=False, stdout=True, tty=False, binary=binary,
                            _preload_content=False, _request_timeout=timeout)
         out: list = []

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import names
 from ..errors import LabError
 from . import state
-from .multi import Split, holder, pin_error, split
+from .multi import Split, holder, pin_error, split, write_record
 
 LABEL = "nestlab.io/lab"
 SHARE = "nestlab.io/share"
@@ -170,14 +170,6 @@ def record(lab: str) -> dict | None:
     return found if isinstance(found, dict) and "pods" in found else None
 
 
-def _write_record(lab: str, data: dict) -> None:
-    os.makedirs(names.lab_dir(lab), exist_ok=True)
-    tmp = os.path.join(names.lab_dir(lab), RECORD + ".tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, os.path.join(names.lab_dir(lab), RECORD))
-
-
 def _cluster(found: dict, timeout: float = 60):
     from ..backends.kube import Cluster
 
@@ -218,7 +210,7 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
              "placement": parts.placement.server_of, "status": "deploying"}
     selector = f"{LABEL}={name}"
     with state.locked(lab.name):
-        _write_record(lab.name, found)
+        write_record(lab.name, found, RECORD)
         try:
             if kube.pods(selector):
                 raise ClusterError(f"pods of a lab {name} already run in namespace {kube.namespace}: `nestlab k8s destroy` them first")
@@ -242,7 +234,7 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
                 raise type(exc)(f"{exc}; every pod of the lab was deleted, nothing is left") from None
             raise
         state.write(state.LabState(lab.name, "running", os.getpid(), lab.source, time.time(), lab._raw, lab.plan))
-        _write_record(lab.name, {**found, "status": "running", "addresses": addresses})
+        write_record(lab.name, {**found, "status": "running", "addresses": addresses}, RECORD)
     return parts
 
 

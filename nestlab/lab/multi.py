@@ -129,7 +129,7 @@ def deploy(lab, progress=None, starting: Starting | None = None) -> Split:
         starting.abandon()
         raise
     with state.locked(lab.name):
-        _write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "deploying"})
+        write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "deploying"})
         if progress:
             progress("servers", 0, len(conns))
         answers = each(conns.values(), lambda r: _send_share(procs[r.name], plan.shares[r.name]))
@@ -141,7 +141,7 @@ def deploy(lab, progress=None, starting: Starting | None = None) -> Split:
             more = f" (and {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
             raise LabError(f"server {first}{more}: {failed[first]}; every server was cleaned up, nothing is left")
         state.write(state.LabState(lab.name, "running", os.getpid(), lab.source, time.time(), lab._raw, lab.plan))
-        _write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "running"})
+        write_record(lab.name, {"servers": servers, "base": base, "placement": plan.placement.server_of, "status": "running"})
     if progress:
         progress("servers", len(conns), len(conns))
     return plan
@@ -191,12 +191,13 @@ def record(lab: str) -> dict | None:
                             f"run `nestlab cleanup {lab}` on each of them") from None
 
 
-def _write_record(lab: str, data: dict) -> None:
+def write_record(lab: str, data: dict, record: str = RECORD) -> None:
+    """Write a lab's record (where its shares went) whole, or not at all."""
     os.makedirs(names.lab_dir(lab), exist_ok=True)
-    tmp = os.path.join(names.lab_dir(lab), RECORD + ".tmp")
+    tmp = os.path.join(names.lab_dir(lab), record + ".tmp")
     with open(tmp, "w") as fh:
         json.dump(data, fh)
-    os.replace(tmp, os.path.join(names.lab_dir(lab), RECORD))
+    os.replace(tmp, os.path.join(names.lab_dir(lab), record))
 
 
 def remove_remote(lab: str) -> None:
