@@ -95,6 +95,9 @@ def up(count: int, kubeconfig: str, name: str = "k8s", timeout: float = 300, log
         raise LabError("the cluster needs " + ", ".join(missing) + ": run `make k8s`")
     if state.read(name) or cleanup.marked_namespaces(name) or os.path.isdir(names.lab_dir(name)):
         raise LabError(f"lab '{name}' already exists: `nestlab k8s cluster down --name {name}` first")
+    if running := [other for other in state.labs() if record(other)]:
+        raise LabError(f"cluster {running[0]} already runs on this machine ({UNDERLAY}, one cluster at a time): "
+                       f"`nestlab k8s cluster down --name {running[0]}` first")
     kubeconfig = os.path.abspath(kubeconfig)
     started = time.monotonic()
     try:
