@@ -137,7 +137,7 @@ class Cluster:
         while pods := self.pods(selector):
             ready = {n for n, v in self.nodes().items() if v["ready"]}
             for pod in pods:
-                if pod.spec.node_name and pod.spec.node_name not in ready or not pod.spec.node_name:
+                if pod.spec.node_name not in ready:  # unscheduled, or its node gone: no kubelet will stop it
                     delete_pod(pod.metadata.name, 0)
             if time.monotonic() > deadline:
                 raise ClusterError(f"pods {', '.join(p.metadata.name for p in pods)} still terminating after the timeout")

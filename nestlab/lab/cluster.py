@@ -24,6 +24,7 @@ import base64
 import ipaddress
 import json
 import os
+import shlex
 import shutil
 import signal
 import time
@@ -243,18 +244,12 @@ def _control_files(name: str) -> None:
             "--initial-advertise-peer-urls=http://127.0.0.1:2380", "--initial-cluster=control=http://127.0.0.1:2380"]
     script = ["set -e", "ip link set lo up",
               f"mount -t tmpfs -o mode=0700 etcd {home}/etcd  # etcd's fsyncs go to memory: the cluster lives as long as the lab",
-              f"{_cmd(etcd)} > {home}/etcd.log 2>&1 &",
-              f"{_cmd(api)} > {home}/kube-apiserver.log 2>&1 &",
-              f"{_cmd(manager)} > {home}/kube-controller-manager.log 2>&1 &",
-              f"{_cmd(scheduler)} > {home}/kube-scheduler.log 2>&1 &",
+              f"{shlex.join(etcd)} > {home}/etcd.log 2>&1 &",
+              f"{shlex.join(api)} > {home}/kube-apiserver.log 2>&1 &",
+              f"{shlex.join(manager)} > {home}/kube-controller-manager.log 2>&1 &",
+              f"{shlex.join(scheduler)} > {home}/kube-scheduler.log 2>&1 &",
               "wait"]
     _write(os.path.join(home, "start.sh"), "\n".join(script) + "\n")
-
-
-def _cmd(args: list[str]) -> str:
-    import shlex
-
-    return shlex.join(args)
 
 
 def _write(path: str, text: str) -> None:

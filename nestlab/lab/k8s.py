@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-
 from .. import names
 from ..errors import LabError
 from . import state
@@ -109,11 +108,12 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
         binds = []
         for text in spec.get("binds") or []:
             src, dst, *mode = text.split(":")
-            folder = "files/" + hashlib.sha256(src.encode()).hexdigest()[:12]
+            digest = hashlib.sha256(src.encode()).hexdigest()[:12]
+            folder = f"files/{digest}"
             paths = [src] if os.path.isfile(src) else sorted(os.path.join(top, f) for top, _d, fs in os.walk(src) for f in fs)
             for path in paths:
                 rel = os.path.basename(src) if path == src else os.path.join(os.path.basename(src), os.path.relpath(path, src))
-                key = f"{folder[6:]}-{re.sub(r'[^-._a-zA-Z0-9]', '_', rel)}"
+                key = f"{digest}-{re.sub(r'[^-._a-zA-Z0-9]', '_', rel)}"
                 try:
                     with open(path) as fh:
                         files[key] = fh.read()
@@ -213,7 +213,8 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
         write_record(lab.name, found, RECORD)
         try:
             if kube.pods(selector):
-                raise ClusterError(f"pods of a lab {name} already run in namespace {kube.namespace}: `nestlab k8s destroy` them first")
+                raise ClusterError(f"pods of a lab {name} already run in namespace {kube.namespace}: "
+                                   f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {selector}` first")
             progress(f"creating {len(pods)} pods in namespace {kube.namespace}")
             for manifest in manifests:
                 kube.create(manifest)
