@@ -4,7 +4,7 @@
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr openssh-server openssh-client
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr openssh-server openssh-client nginx curl
 APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
 MPT    := mpt/nestlab-mpt
@@ -45,9 +45,11 @@ deps: $(VENV)/.installed $(MPT)
 	@missing=""; for p in $(APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	  case "$$missing" in *" frr"*) ! command -v systemctl >/dev/null || systemctl disable --now frr 2>/dev/null || true;; esac; \
-	  case "$$missing" in *" openssh-server"*) ! command -v systemctl >/dev/null || systemctl disable --now ssh 2>/dev/null || true;; esac; \
+	  # No service starts on installing (nginx would listen on the machine's port 80): Debian's policy-rc.d.
+	  guard=""; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; guard=1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; status=$$?; \
+	  if [ -n "$$guard" ]; then rm -f /usr/sbin/policy-rc.d; fi; [ $$status -eq 0 ] || exit $$status; \
+	  for service in frr ssh nginx; do ! command -v systemctl >/dev/null || systemctl disable --now $$service 2>/dev/null || true; done; \
 	fi
 
 $(VENV)/.installed: pyproject.toml

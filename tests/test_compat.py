@@ -12,13 +12,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, root_links, run_cli
+from conftest import NESTLAB, ROOT, processes, root_links, run_cli
 
 from nestlab import Lab, names
 from nestlab.backends import cgroups
 from nestlab.lab import cleanup, state
 
 SMOKE = ROOT / "tests" / "fixtures" / "clab-smoke"
+FORMS = ROOT / "tests" / "fixtures" / "clab-forms"
 
 SHAPES = """
 name: {name}
@@ -169,12 +170,25 @@ topology:
   nodes:
     a: {kind: {{ template "kind" }}}
 """, ":5:", "render the file with containerlab"),
-    "a macvlan endpoint on a real interface": ("""
+    "a macvlan endpoint on an interface the machine lacks": ("""
 name: {name}
 topology:
   nodes: {a: {}}
-  links: [{endpoints: ["a:eth1", "macvlan:${NESTLAB_NO_SUCH_VAR:=ens3}"]}]
-""", ":5:", "allow_host_interfaces"),
+  links: [{endpoints: ["a:eth1", "macvlan:${NESTLAB_NO_SUCH_VAR:=nlt-nosuchif}"]}]
+""", ":5:", "this machine has no interface nlt-nosuchif"),
+    "a macvlan endpoint the file forbids": ("""
+name: {name}
+allow_host_interfaces: false
+topology:
+  nodes: {a: {}}
+  links: [{endpoints: ["a:eth1", "macvlan:lo"]}]
+""", ":6:", "allow_host_interfaces: false"),
+    "a bridge inside a node that is not there": ("""
+name: {name}
+topology:
+  nodes:
+    br0|zz: {kind: bridge}
+""", ":5:", "needs kind: bridge and a node 'zz'"),
     "a multicast MAC": ("""
 name: {name}
 topology:
@@ -310,7 +324,7 @@ def test_kathara_lab_runs_from_its_folder(tmp_path):
     try:
         assert result.returncode == 0, result.stderr
         assert "lab.conf:3:1: r1: ignored: r1.startup: `systemctl start frr`: nestlab starts the router" in result.stderr
-        assert "pc1: ignored: pc1/var/www/html/index.html" in result.stderr and "[ipv6]" in result.stderr
+        assert "[ipv6]" in result.stderr
         lab = Lab.running("kathara-static")
         assert lab.plan.nodes["cd-A"].kind == "bridge", "collision domain A has three devices: a bridge"
         assert "cd-B" not in lab.plan.nodes, "B joins two devices: a veth pair"
@@ -322,6 +336,8 @@ def test_kathara_lab_runs_from_its_folder(tmp_path):
         assert "1 received" in lab.nodes["pc3"].cmd("ping -c1 -W1 10.1.0.10")
         assert lab.nodes["pc1"].cmd("cat /tmp/hello.txt") == "from pc1's folder\n"
         assert "hello.txt" not in lab.nodes["pc3"].cmd("ls /tmp"), "a device's folder is its own"
+        assert lab.nodes["pc1"].cmd("cat /var/www/html/index.html") == "not on this machine\n", "a path the machine lacks is the device's"
+        assert not os.path.exists("/var/www/html/index.html")
     finally:
         run_cli("destroy", "--lab", "kathara-static")
 
@@ -332,3 +348,129 @@ def test_bad_kathara_line_is_refused_with_its_line(tmp_path):
     result = run_cli("deploy", "-t", str(tmp_path / "lab.conf"))
     assert result.returncode == 2 and "lab.conf:2:1" in result.stderr and "Kathará assignment" in result.stderr, result.stderr
     assert root_links() == before and not state.labs()
+
+
+def _form(name: str, tmp_path: Path, lab_name: str) -> Path:
+    """A fixture of tests/fixtures/clab-forms copied with its folder, under a lab name of this test's."""
+    folder = tmp_path / "forms"
+    shutil.copytree(FORMS, folder)
+    path = folder / f"{name}.clab.yml"
+    path.write_text(path.read_text().replace(f"name: {name}\n", f"name: {lab_name}\n", 1))
+    return path
+
+
+def test_a_server_image_runs_as_the_machines_program_in_a_root_of_its_own(tmp_path, lab_name):
+    """nginx:stable-alpine is this machine's nginx; binds add /greeting.txt in the node only; an alpine
+    node's ash and apk work; endpoint ipv4/mac come from the extended form."""
+    if not shutil.which("nginx"):
+        pytest.fail("needs Debian's nginx: the Makefile's install list has it (make deps)")
+    log = Path("/var/log/nginx/access.log")
+    logged = log.stat().st_size if log.exists() else 0
+    result = run_cli("deploy", "-t", str(_form("server-image", tmp_path, lab_name)), timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "image 'nginx:stable-alpine' runs as this machine's nginx (nginx -g 'daemon off;') in a root of the node's own" in result.stderr
+        lab = Lab.running(lab_name)
+        web, client = lab.nodes["web"], lab.nodes["client"]
+        deadline, page = time.monotonic() + 15, ""
+        while "served by nestlab" not in page and time.monotonic() < deadline:
+            page = client.cmd("curl -s -m 2 http://192.168.77.2/")
+            time.sleep(0.2)
+        assert page == "served by nestlab's server-image test\n"
+        assert web.cmd("cat /greeting.txt") == "hello from a path this machine lacks\n"
+        assert not os.path.exists("/greeting.txt"), "the bind's new path is the node's, not the machine's"
+        assert "02:00:00:00:77:01" in client.cmd("ip link show eth1")
+        assert client.cmd("cat /tmp/greeting") == "hello from ash\n", "cmd ran under ash"
+        assert "exec client: apk add curl (exit 0)" in result.stderr
+        assert (log.stat().st_size if log.exists() else 0) == logged, "nginx logged in the node's root, not the machine's"
+    finally:
+        gone = run_cli("destroy", "--lab", lab_name)
+    assert gone.returncode == 0, gone.stderr
+    assert not [pid for pid, cmd in processes() if cmd.startswith("nginx: master")], "nginx went with its node"
+
+
+def test_a_bridge_inside_a_node_joins_its_ports(tmp_path, lab_name):
+    result = run_cli("deploy", "-t", str(_form("bridge-in-node", tmp_path, lab_name)), timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "the bridge br0 is made inside r1 by r1's first exec commands (ports: c1port, c2port)" in result.stderr
+        lab = Lab.running(lab_name)
+        assert "master br0" in lab.nodes["r1"].cmd("ip link show c1port")
+        assert "1 received" in lab.nodes["c1"].cmd("ping -c1 -W2 192.168.78.12"), "c1 reaches c2 across r1's bridge"
+        assert "1 received" in lab.nodes["c2"].cmd("ping -c1 -W2 192.168.78.1"), "and r1 itself on the bridge"
+    finally:
+        run_cli("destroy", "--lab", lab_name)
+
+
+def test_host_endpoints_as_containerlab_takes_them(tmp_path, lab_name):
+    """macvlan:IF with no flag (on a veth of this test's, its far end in a namespace of this test's: nothing
+    leaves the machine), a host: name longer than 15 characters, the extended host form's mac."""
+    far = f"nlt-{lab_name}"
+    parent = f"nlt{lab_name[1:7]}p"
+    subprocess.run(["ip", "netns", "add", far], check=True)
+    try:
+        subprocess.run(["ip", "link", "add", parent, "type", "veth", "peer", "name", "far0", "netns", far], check=True)
+        subprocess.run(["ip", "link", "set", parent, "up"], check=True)
+        subprocess.run(["ip", "-n", far, "address", "add", "192.168.79.1/24", "dev", "far0"], check=True)
+        subprocess.run(["ip", "-n", far, "link", "set", "far0", "up"], check=True)
+        long_name = f"{lab_name}_a_rather_long_host_interface"
+        env = {**os.environ, "HOST_LINK": parent, "LONG_NAME": long_name, "SHORT_NAME": f"{lab_name[:6]}e2"}
+        result = subprocess.run([*NESTLAB, "deploy", "-t", str(_form("host-forms", tmp_path, lab_name))], capture_output=True, text=True, env=env, timeout=120)
+        try:
+            assert result.returncode == 0, result.stderr
+            assert f"macvlan:{parent}: the node's traffic leaves this machine on {parent}" in result.stderr
+            lab = Lab.running(lab_name)
+            assert "1 received" in lab.nodes["m1"].cmd("ping -c1 -W2 192.168.79.1"), "the macvlan reaches the parent's far end"
+            shown = subprocess.run(["ip", "link", "show", long_name], capture_output=True, text=True)
+            assert shown.returncode == 0 and f"altname {long_name}" in shown.stdout, shown.stderr
+            assert "02:00:00:00:79:02" in lab.nodes["h1"].cmd("ip link show eth2")
+        finally:
+            gone = run_cli("destroy", "--lab", lab_name)
+        assert gone.returncode == 0, gone.stderr
+        assert subprocess.run(["ip", "link", "show", long_name], capture_output=True).returncode != 0, "the long-named end went with its node"
+    finally:
+        subprocess.run(["ip", "link", "del", parent], capture_output=True)
+        subprocess.run(["ip", "netns", "del", far], check=True)
+
+
+def test_extended_vxlan_keys_reach_the_remote_vtep(tmp_path, lab_name):
+    """type: vxlan-stitch with dst-port/src-port/mtu, deployed from a namespace of this test's (its own
+    "machine") whose only route leads to another namespace of this test's, the remote VTEP."""
+    here, far = f"nlt-{lab_name}-m", f"nlt-{lab_name}-r"
+    for ns in (here, far):
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        sh = lambda ns, cmd: subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", cmd], check=True)  # noqa: E731
+        subprocess.run(["ip", "-n", here, "link", "add", "up0", "type", "veth", "peer", "name", "up1", "netns", far], check=True)
+        sh(here, "ip link set lo up && ip address add 172.31.78.1/24 dev up0 && ip link set up0 up")
+        sh(far, "ip link set lo up && ip address add 172.31.78.12/24 dev up1 && ip link set up1 up && "
+                "ip link add vx0 type vxlan id 200 remote 172.31.78.1 dstport 14792 && ip address add 10.78.0.2/24 dev vx0 && ip link set vx0 up")
+        inside = ["nsenter", f"--net=/run/netns/{here}", *NESTLAB]
+        result = subprocess.run([*inside, "deploy", "-t", str(_form("vxlan-stitch", tmp_path, lab_name))], capture_output=True, text=True, timeout=120)
+        try:
+            assert result.returncode == 0, result.stderr
+            lab = Lab.running(lab_name)
+            shown = lab.nodes["l1"].cmd("ip -d link show eth1")
+            assert "vxlan id 200 remote 172.31.78.12" in shown and "dstport 14792" in shown and "srcport 14793 14793" in shown and "mtu 1400" in shown, shown
+            assert "1 received" in lab.nodes["l1"].cmd("ping -c1 -W2 10.78.0.2"), "frames cross the tunnel both ways"
+        finally:
+            gone = subprocess.run([*inside, "destroy", "--lab", lab_name], capture_output=True, text=True, timeout=120)
+        assert gone.returncode == 0, gone.stderr
+    finally:
+        for ns in (here, far):
+            subprocess.run(["ip", "netns", "del", ns], check=True)
+
+
+def test_a_failing_exec_is_reported_not_stray(tmp_path, lab_name):
+    result = run_cli("deploy", "-t", str(_form("failing-exec", tmp_path, lab_name)), timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        lines = result.stderr.splitlines()
+        at = lines.index("exec n1: ip link add d1 type nestlabnosuchkind (exit 2)")
+        assert lines[at + 1] == "  │ Error: Unknown device type."
+        assert "this kernel has no 'nestlabnosuchkind' interfaces" in lines[at + 2]
+        assert "exec n1: echo still here (exit 0)" in result.stderr
+        assert f"lab {lab_name}: 1 exec command failed (on n1); the lab is up" in result.stderr
+        assert not [line for line in lines if line.startswith("Error")], "no line of a node's output reads as nestlab's"
+    finally:
+        run_cli("destroy", "--lab", lab_name)

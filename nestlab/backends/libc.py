@@ -1,4 +1,4 @@
-"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, sethostname."""
+"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, pivot_root, sethostname."""
 
 from __future__ import annotations
 
@@ -62,6 +62,10 @@ def umount(target: str) -> None:
         err = ctypes.get_errno()
         if err not in (22, 2):  # EINVAL: not a mount point, ENOENT: gone
             raise OSError(err, f"umount {target}: {os.strerror(err)}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    _check(_libc.syscall(155, new_root.encode(), put_old.encode()), f"pivot_root {new_root}")  # SYS_pivot_root on x86-64
 
 
 def sethostname(name: str) -> None:

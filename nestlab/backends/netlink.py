@@ -23,6 +23,7 @@ NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x300
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
 IFLA_NUM_TX_QUEUES, IFLA_NUM_RX_QUEUES = 31, 32
+IFLA_PROP_LIST, IFLA_ALT_IFNAME, RTM_NEWLINKPROP, NLA_F_NESTED = 52, 53, 108, 0x8000
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 RTA_DST, RTA_GATEWAY = 1, 5
@@ -212,6 +213,12 @@ def set_master(name: str, master: int) -> Request:
     """Enslave an interface (by name) to a bridge and bring it up."""
     body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + u32_attr(IFLA_MASTER, master)
     return Request(RTM_NEWLINK, 0, body, f"attach {name} to its bridge")
+
+
+def add_alt_name(name: str, alt: str) -> Request:
+    """Give interface ``name`` a second name (up to 127 characters; ``ip link show ALT`` finds it)."""
+    props = attr(IFLA_PROP_LIST | NLA_F_NESTED, name_attr(IFLA_ALT_IFNAME, alt))
+    return Request(RTM_NEWLINKPROP, NLM_F_CREATE | NLM_F_EXCL, ifinfo() + name_attr(IFLA_IFNAME, name) + props, f"name {name} also {alt}")
 
 
 def get_link(name: str) -> Request:

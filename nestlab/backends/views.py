@@ -5,6 +5,11 @@ Two FRR routers on one machine both want /etc/frr and /run/frr: in their views e
 The view is made from a short-lived thread (a thread may change its mount namespace only with
 its own filesystem state), pinned on a file under ``/run/nestlab/LAB/mnt/`` (a private mount,
 so nothing propagates back), and entered the same way by ``exec``, ``cmd``, ``shell`` and bench tools.
+
+A view may also have a root of its own (``own_root``, or a bind whose destination the machine lacks
+outside /run and /tmp, such as containerlab's ``file:/file.txt``): the machine's root filesystem
+under an overlay whose upper layer is a tmpfs, with the machine's other mounts (/proc, /sys, /dev,
+...) bound in.  What the node writes there, and the paths its binds add, stay in the node.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from . import containers, libc, namespaces
 
 FRESH = ("/run", "/tmp")  # tmpfs in every view (/var/run is a link to /run on Debian)
 HIDDEN = ("/run/netns", "/run/nestlab")  # mounts under /run the view drops before covering /run
+OLD_ROOT = "/.nestlab-old"  # where a view with a root of its own keeps the machine's until its binds are made
 Bind = tuple[str, str, bool]  # (source on the machine, destination in the view, read-only)
 
 
@@ -31,9 +37,15 @@ def prepare(path: str) -> None:
     libc.mount("", path, libc.MS_PRIVATE, "none")
 
 
-def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]]) -> None:
+def needs_own_root(binds: Sequence[Bind]) -> bool:
+    """A bind adds a path the machine lacks outside the fresh /run and /tmp."""
+    return any(not os.path.lexists(target) and not target.startswith(tuple(f + "/" for f in FRESH)) for _, target, _ in binds)
+
+
+def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]], own_root: bool = False) -> None:
     """Make a node's view and pin it at ``pin``.  ``owners``: folders to create in the fresh /run or
     /tmp with their (uid, gid), e.g. ``{"/run/frr": (frr, frr)}``.  Call :func:`prepare` on the pin's folder first."""
+    own_root = own_root or needs_own_root(binds)
 
     def build() -> int:
         namespaces.join(net_path, uts_path)
@@ -41,15 +53,17 @@ def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners
         libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted here leaks out
         # Sources are held open first: they may lie under /run, which the view covers.
         held = [(os.open(source, os.O_PATH | os.O_CLOEXEC), os.path.isdir(source), target, read_only) for source, target, read_only in binds]
-        hidden = [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in HIDDEN if os.path.isdir(path)]
+        hidden = [] if own_root else [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in HIDDEN if os.path.isdir(path)]
         try:
+            if own_root:
+                _overlay_root()
             for path in FRESH:
                 libc.mount("nestlab", path, 0, "tmpfs", "mode=0755" if path == "/run" else "mode=1777")
             for path, (uid, gid) in owners.items():
                 os.makedirs(path, exist_ok=True)
                 os.chown(path, uid, gid)
             for fd, is_dir, target, read_only in held:
-                if not os.path.lexists(target):  # only under a fresh tmpfs (the model refuses other missing targets)
+                if not os.path.lexists(target):  # under a fresh tmpfs, or in the view's own root
                     if is_dir:
                         os.makedirs(target, exist_ok=True)
                     else:
@@ -60,6 +74,8 @@ def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners
                     libc.mount("", target, libc.MS_BIND | libc.MS_REMOUNT | libc.MS_RDONLY, "none")
             for fd in hidden:  # under the fresh /run, but the copy would still hold every namespace pinned there
                 libc.umount(f"/proc/self/fd/{fd}")
+            if own_root:
+                _drop_old_root()
         finally:
             for fd in [h[0] for h in held] + hidden:
                 os.close(fd)
@@ -75,6 +91,33 @@ def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners
             raise
     finally:
         os.close(fd)
+
+
+def _overlay_root() -> None:
+    """Make the calling thread's (new, private) mount namespace's root the machine's root under a
+    tmpfs-backed overlay, every other mount of the machine but /run and /tmp (fresh in any view) bound in."""
+    with open("/proc/self/mountinfo") as fh:
+        table = [line.split() for line in fh]
+    root_id = [row[0] for row in table if row[4] == "/"][-1]  # the topmost mount on /
+    tops = sorted({row[4] for row in table if row[1] == root_id and row[4] != "/" and row[4] not in FRESH})
+    stage = "/tmp"  # covered by a fresh tmpfs in the view anyway
+    libc.mount("nestlab", stage, 0, "tmpfs", "mode=0700")
+    for part in ("upper", "work", "root"):
+        os.mkdir(f"{stage}/{part}")
+    libc.mount("overlay", f"{stage}/root", 0, "overlay", f"lowerdir=/,upperdir={stage}/upper,workdir={stage}/work")
+    for path in tops:
+        target = f"{stage}/root{path}"
+        if os.path.isdir(target) or os.path.isfile(target):
+            libc.mount(path, target, libc.MS_BIND | libc.MS_REC)
+    os.mkdir(f"{stage}/root{OLD_ROOT}")
+    libc.pivot_root(f"{stage}/root", f"{stage}/root{OLD_ROOT}")
+    os.chdir("/")
+
+
+def _drop_old_root() -> None:
+    """Detach the machine's root from the view (once the binds, whose sources lie below it, are made)."""
+    libc.umount(OLD_ROOT)
+    os.rmdir(OLD_ROOT)
 
 
 def owner(user: str) -> tuple[int, int]:

@@ -72,13 +72,15 @@ def _deploy(topo: Path, reconfigure: bool, fmt: str, table: bool, vars_files: li
     if lab.topology.servers:
         _deploy_split(topo, vars_files, None, False, started, lab)
         return
+    execs = ExecReport()
     with progress_bar("deploying") as progress:
-        changes = lab.deploy(progress=progress, on_exec=_print_exec)
+        changes = lab.deploy(progress=progress, on_exec=execs.show)
     took = time.perf_counter() - started
     if not changes:
         err.line(f"lab {lab.name} is already running as described; nothing to change")
     else:
         err.line(f"lab {lab.name}: {changes.summary()} in {took:.2f} s")
+    execs.summary(lab.name)
     if fmt == "summary":
         out.line(_summary(lab))
     if fmt != "summary" or table or len(lab.plan.nodes) <= SMALL_LAB:
@@ -145,12 +147,39 @@ def _summary(lab: Lab) -> str:
             f"nestlab exec --lab {lab.name} NODE -- CMD;  nestlab destroy --lab {lab.name}")
 
 
-def _print_exec(node: str, command: str, code: int, output: str) -> None:
-    colour = "green" if code == 0 else "red"
-    err.print(f"[{colour}]exec[/{colour}] {node}: {command} (exit {code})", soft_wrap=True)
-    if output.strip():
-        err.print(output.rstrip(), markup=False, soft_wrap=True)
+class ExecReport:
+    """A node's ``exec`` commands as they finish: a header, the output indented below it (so no line of it
+    reads as nestlab's own), a cause for the kernel's terse refusals, and the failures counted at the end."""
 
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+
+    def show(self, node: str, command: str, code: int, output: str) -> None:
+        colour = "green" if code == 0 else "yellow"
+        err.print(f"[{colour}]exec[/{colour}] {node}: {command} (exit {code})", soft_wrap=True)
+        for line in output.rstrip().splitlines():
+            err.print(f"  │ {line}", markup=False, soft_wrap=True, highlight=False)
+        if code:
+            self.failed.append(node)
+            cause = _exec_cause(command, output)
+            if cause:
+                err.print(f"  [yellow]→[/yellow] {cause}", soft_wrap=True)
+
+    def summary(self, lab: str) -> None:
+        if self.failed:
+            nodes = sorted(set(self.failed))
+            err.print(f"[yellow]lab {lab}: {len(self.failed)} exec command{'s' if len(self.failed) > 1 else ''} failed[/yellow] "
+                      f"(on {', '.join(nodes[:10])}{', ...' if len(nodes) > 10 else ''}); the lab is up, their output is above", soft_wrap=True)
+
+
+def _exec_cause(command: str, output: str) -> str | None:
+    """Why the kernel refused an ``ip link add ... type KIND``: this kernel lacks KIND."""
+    import re
+
+    found = re.search(r"\btype\s+(\S+)", command)
+    if "Unknown device type" in output and found:
+        return f"this kernel has no '{found.group(1)}' interfaces (its module is missing); `nestlab doctor` lists what it has"
+    return None
 
 
 @commands.command()

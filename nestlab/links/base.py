@@ -51,6 +51,7 @@ class LinkMode:
     switch_port: bool = False  # (one end) on a switch node, the node's end is one of the switch's ports
     stage: Stage = Stage.CABLES
     separate_ends: bool = False  # (two ends) each end is a device of its own; else deleting one end removes the pair
+    takes_macs: bool = False  # its ends' MAC addresses may be chosen (``macs:``, containerlab's endpoint ``mac:``)
     options: dict[str, tuple[Any, Any]] = {}  # link keys this mode owns: name -> (annotation, pydantic Field)
     features: dict[str, KernelFeature] = {}  # kernel features it needs, probed by doctor and before a deploy
 

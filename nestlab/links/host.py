@@ -1,11 +1,14 @@
 """host: a veth from a node to its host, the host's end named by ``host_interface`` (containerlab's ``host:IF``).
 
 Without ``hosts:`` the host is this machine: the end sits in the root namespace, carries the
-lab's marker, and goes with the node.  Nothing is bridged or routed on the host's side.
+lab's marker, and goes with the node.  Nothing is bridged or routed on the host's side.  A name
+longer than the kernel's 15 characters is, as containerlab does it, the interface's second name
+(``ip link show LONG-NAME`` finds it); its first is the name's start and a digest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from pydantic import Field
@@ -20,6 +23,7 @@ class Host(LinkMode):
     summary = "a veth from the node to its host (this machine without hosts:), the host's end named host_interface"
     ends = 1
     real_host = True
+    takes_macs = True
     switch_port = True
     stage = Stage.ATTACH
     options = {"host_interface": (str | None, Field(default=None, description="host: the name of the veth's end on the host"))}
@@ -27,8 +31,8 @@ class Host(LinkMode):
     def check(self, ctx, link, path):
         if not link.host_interface:
             return [ctx.problem(path + ("mode",), "mode: host needs host_interface: NAME, the veth's end on the host (containerlab: host:NAME)")]
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$", link.host_interface):
-            return [ctx.problem(path + ("host_interface",), f"'{link.host_interface}' is not an interface name (1-15 letters, digits, '.', '-', '_')")]
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}$", link.host_interface):
+            return [ctx.problem(path + ("host_interface",), f"'{link.host_interface}' is not an interface name (1-127 letters, digits, '.', '-', '_')")]
         if link.parent:
             return [ctx.problem(path + ("parent",), "mode: host makes its own interface on the host; drop parent:")]
         return []
@@ -46,12 +50,22 @@ class Host(LinkMode):
 
     def create(self, ap, objs, made, changes):
         for att in objs:
-            name = att.option("host_interface")
-            ap.queue(att.host, netlink.new_veth(name, att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu), netlink.set_up(name, alias=ap.alias))
+            wanted = att.option("host_interface")
+            name = kernel_name(wanted)
+            ap.queue(att.host, netlink.new_veth(name, att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu, macs=(None, att.end.mac)), netlink.set_up(name, alias=ap.alias))
+            if name != wanted:
+                ap.queue(att.host, netlink.add_alt_name(name, wanted))
             made.append(att)
         ap.flush()
         into_switches(ap, [att.end for att in objs])
         up_and_address(ap, [att.end for att in objs])
+
+
+def kernel_name(wanted: str) -> str:
+    """``wanted`` if the kernel takes it as a name, else its first 8 characters, '-' and a 6-digit digest."""
+    if len(wanted) <= 15:
+        return wanted
+    return f"{wanted[:8]}-{hashlib.sha256(wanted.encode()).hexdigest()[:6]}"
 
 
 register(Host())

@@ -12,6 +12,7 @@ from .base import LinkMode, into_switches, register
 
 class Veth(LinkMode):
     name = "veth"
+    takes_macs = True
     summary = "a veth pair between two nodes on one host (the default)"
 
     def check(self, ctx, link, path):

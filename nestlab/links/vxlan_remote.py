@@ -18,18 +18,20 @@ from ..plan.objects import AttachObj
 from .base import KernelFeature, LinkMode, Stage, into_switches, register, up_and_address
 from .vxlan import IFLA_VXLAN_GROUP, IFLA_VXLAN_ID, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT, Vxlan
 
+IFLA_VXLAN_PORT_RANGE = 10
 OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
 
 
 class VxlanRemote(LinkMode):
     name = "vxlan-remote"
-    summary = "the node's interface tunnelled in VXLAN to another machine's address (remote:, vni:, port:)"
+    summary = "the node's interface tunnelled in VXLAN to another machine's address (remote:, vni:, port:, src_port:)"
     ends = 1
     real_host = True
     switch_port = True
     stage = Stage.ATTACH
     options = {"remote": (str | None, Field(default=None, description="vxlan-remote: the other machine's address (IPv4)")),
-               "vni": Vxlan.options["vni"], "port": Vxlan.options["port"]}
+               "vni": Vxlan.options["vni"], "port": Vxlan.options["port"],
+               "src_port": (int | None, Field(default=None, ge=1, le=65535, description="vxlan-remote: the UDP source port (default: the kernel's range)"))}
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
 
     def check(self, ctx, link, path):
@@ -47,7 +49,8 @@ class VxlanRemote(LinkMode):
         """The far end is on another machine: nothing here to share a segment with."""
 
     def plan_options(self, link):
-        return (("port", str(link.port or 4789)), ("remote", link.remote), ("vni", str(link.vni)))
+        chosen = (("src_port", str(link.src_port)),) if link.src_port else ()
+        return (("port", str(link.port or 4789)), ("remote", link.remote), ("vni", str(link.vni)), *chosen)
 
     def build(self, b, link, ends):
         host = b.host_of(ends[0].node) if b.t.hosts else None
@@ -60,6 +63,8 @@ class VxlanRemote(LinkMode):
                     + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(att.option("remote")))
                     + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(att.option("port"))))
                     + netlink.attr(IFLA_VXLAN_LEARNING, b"\0"))
+            if att.option("src_port"):
+                data += netlink.attr(IFLA_VXLAN_PORT_RANGE, struct.pack("!HH", int(att.option("src_port")), int(att.option("src_port"))))
             ap.queue(att.host, netlink.sublink("vxlan", att.end.iface, data, alias=ap.alias, ns_fd=ap.fd(att.end.node), mtu=att.mtu))
             made.append(att)
         ap.flush()

@@ -1,8 +1,8 @@
 """A node's own filesystem view: ``binds:`` checked and made absolute, an FRR router's
 ``startup-config`` read (a file beside the topology, or the text itself).
 
-A bind's source must exist; its destination must exist on the machine, or lie under /run or
-/tmp, which are the node's own tmpfs (a view never creates paths on the machine's disk).
+A bind's source must exist.  A destination the machine lacks outside /run and /tmp (the node's own
+tmpfs) gives the node a root of its own (backends/views.py): a view never creates paths on the machine's disk.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..backends.views import FRESH, HIDDEN
+from ..backends.views import HIDDEN
 from .errors import Problem
 from .modes import node_kind
 from .schema import Topology
@@ -44,8 +44,6 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
                 problems.append(located.problem(where, f"bind source '{parts[0]}' does not exist (looked for {src})"))
             elif not os.path.isabs(parts[1]) or dst in _NEVER or dst.startswith(tuple(h + "/" for h in HIDDEN)):
                 problems.append(located.problem(where, f"bind destination '{parts[1]}' is not allowed: give an absolute path other than /, /proc, /sys, /dev, /run/netns, /run/nestlab"))
-            elif not os.path.exists(dst) and not dst.startswith(tuple(f + "/" for f in FRESH)):
-                problems.append(located.problem(where, f"bind destination '{dst}' does not exist on this machine: a node's view only adds new paths under /run and /tmp (its own tmpfs)"))
             elif kind == "frr" and dst == FRR_CONFIG and not spec.startup_config:
                 spec.startup_config = read_source(src, "the router's frr.conf")  # so `nestlab save` can write it back
             else:

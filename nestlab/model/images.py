@@ -3,14 +3,21 @@ directory, an image made by ``nestlab image build`` (a bare name), or, with ``ru
 a Docker image reference.
 
 Paths are made absolute against the topology file's folder, so a running lab's state
-still finds them.  A containerlab-style reference to a general-purpose image such as ``alpine:3``
-without ``runtime: docker`` is ignored with a note (the node runs as namespaces on this machine's
-tools); any other reference is an error naming ``runtime: docker`` and ``nestlab image build``.
+still finds them.  A containerlab-style reference without ``runtime: docker`` is mapped, with a note:
+
+* a general-purpose image such as ``alpine:3``: the node runs as namespaces on this machine's tools
+  (for alpine and busybox, with ``ash`` and a do-nothing ``apk add`` first on its PATH: alpine_bin/);
+* a server image in :data:`SERVER_IMAGES` such as ``nginx:stable-alpine``: this machine's program of
+  that name is the node's ``cmd`` (unless the file gives one), in a root of the node's own, so what
+  it writes stays in the node; without the program, Docker runs the image if it has it locally;
+* anything else is an error naming ``runtime: docker`` and ``nestlab image build``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 from .. import runtimes
@@ -22,7 +29,16 @@ from .yamlsource import Located
 
 FRR_IMAGE = "frrouting/frr"  # docker.io/frrouting/frr:v8.4.1, quay.io/frrouting/frr:...
 # General-purpose images whose tools this machine has too: such a node runs as namespaces on the host's files.
+ALPINE_BIN = str(Path(__file__).with_name("alpine_bin"))
+ALPINE_PATH = f"{ALPINE_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOL_IMAGES = ("alpine", "busybox", "debian", "ubuntu", "network-multitool", "netshoot", "centos", "fedora", "rockylinux", "almalinux")
+
+# Server images run as this machine's program (Debian package): image -> (program, the image's default cmd, package).
+SERVER_IMAGES = {
+    "nginx": ("nginx", "nginx -g 'daemon off;'", "nginx"),
+    "httpd": ("apache2ctl", "apache2ctl -D FOREGROUND", "apache2"),
+    "redis": ("redis-server", "redis-server --protected-mode no", "redis-server"),
+}
 
 
 def _repository(ref: str) -> str:
@@ -61,10 +77,46 @@ def resolve_paths(topology: Topology, source: str, located: Located, notices: li
             continue
         elif spec.runtime == "runc":
             problems.append(located.problem(path, f"no image named '{spec.image}' (built images: {', '.join(sorted(os.listdir(IMAGE_ROOT))) if os.path.isdir(IMAGE_ROOT) else 'none'}); build it with `nestlab image build {spec.image}` or give a path"))
+        elif _repository(spec.image) in SERVER_IMAGES:
+            problem = _server_image(body, spec, path, located, notices)
+            if problem:
+                problems.append(problem)
         elif _repository(spec.image) in TOOL_IMAGES:
             notices.append(located.problem(path, f"ignored: image '{spec.image}': the node runs as namespaces with this machine's tools (set runtime: docker to run the image itself)", key=True))
+            if _repository(spec.image) in ("alpine", "busybox"):
+                spec.env.setdefault("PATH", ALPINE_PATH)
             spec.image = None
         else:
             problems.append(located.problem(path, f"image '{spec.image}' is no local or built image, and not a general-purpose one ({', '.join(TOOL_IMAGES)}) whose tools this "
                                                   f"machine has: set runtime: docker to run it with Docker, or make a root filesystem with `nestlab image build`"))
     return problems
+
+
+def _server_image(body, spec, path, located: Located, notices: list[Problem]) -> Problem | None:
+    """A server image as this machine's program in a root of the node's own; else Docker's copy of the image."""
+    program, cmd, package = SERVER_IMAGES[_repository(spec.image)]
+    if shutil.which(program):
+        kind = body.kinds.get(spec.kind or "linux")
+        default = spec.cmd is None and body.defaults.cmd is None and (kind is None or kind.cmd is None)
+        notices.append(located.problem(path, f"image '{spec.image}' runs as this machine's {program}" + (f" ({cmd})" if default else "")
+                                             + " in a root of the node's own (set runtime: docker to run the image itself)", key=True))
+        spec.image, spec.own_root = None, True
+        if default:
+            spec.cmd = cmd
+        return None
+    if _docker_has(spec.image):
+        notices.append(located.problem(path, f"image '{spec.image}' runs with Docker (this machine has no {program}; Docker has the image)", key=True))
+        spec.runtime = "docker"
+        return None
+    return located.problem(path, f"image '{spec.image}' runs as this machine's {program}, which is not installed: `apt install {package}`, "
+                                 "or set runtime: docker (Docker pulls the image)")
+
+
+def _docker_has(image: str) -> bool:
+    """Docker is running and has ``image`` locally (no pull)."""
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=5).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False

@@ -20,8 +20,6 @@ import os
 import re
 from pathlib import Path as FsPath
 
-from ..backends.views import FRESH
-from .binds import FRR_CONFIG
 from .errors import Path, Problem, TopologyError
 from .yamlsource import Located, read_source
 
@@ -113,8 +111,7 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
                   for cmd in skipped]
         if script.strip():
             spec["exec"] = [script]
-        spec["binds"], missing = _tree(folder / dev)
-        notes += [(line, dev, f"ignored: {dev}/{rel}: /{rel} does not exist on this machine, and a view adds new paths only under /run and /tmp") for rel in missing]
+        spec["binds"] = _tree(folder / dev)
         spec["sysctls"] = {"net.ipv4.ip_forward": "1", **spec.get("sysctls", {})}  # as Kathará's devices have it
         nodes[dev] = spec
     links = []
@@ -163,19 +160,12 @@ def _filter(script: str) -> tuple[str, list[str]]:
     return "\n".join(kept).strip() + "\n" if any(k.strip() for k in kept) else "", skipped
 
 
-def _tree(root: FsPath) -> tuple[list[str], list[str]]:
-    """Binds of every file under a device's folder onto the same path, and the paths that cannot be bound."""
-    binds, missing = [], []
+def _tree(root: FsPath) -> list[str]:
+    """Binds of every file under a device's folder onto the same path (a path this machine lacks gives
+    the device a root of its own, backends/views.py)."""
     if not root.is_dir():
-        return binds, missing
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = file.relative_to(root).as_posix()
-        dst = "/" + rel
-        if os.path.exists(dst) or dst.startswith(tuple(f + "/" for f in FRESH)) or dst == FRR_CONFIG:
-            binds.append(f"{file.resolve()}:{dst}")
-        else:
-            missing.append(rel)
-    return binds, missing
+        return []
+    return [f"{file.resolve()}:/{file.relative_to(root).as_posix()}" for file in sorted(p for p in root.rglob("*") if p.is_file())]
 
 
 def _deps(path: FsPath) -> dict[str, list[str]]:

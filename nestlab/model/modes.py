@@ -135,8 +135,9 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
         ends = [ep.partition(":")[0] for ep in link.endpoints]
         if any(n not in body.nodes for n in ends):
             continue  # reported by the endpoint checks
-        if link.macs and name != "veth":
-            bad(base + ("macs",), f"macs applies to veth links only (this link is mode: {name})")
+        if link.macs and not mode.takes_macs:
+            takers = " or ".join(m for m in links.names() if links.get(m).takes_macs)
+            bad(base + ("macs",), f"macs applies to mode: {takers} links only (this link is mode: {name})")
         for key, takers in owners.items():
             if getattr(link, key) not in (None, []) and name not in takers:
                 bad(base + (key,), f"'{key}' applies to mode: {' or '.join(takers)} links only (this link is mode: {name})")

@@ -200,6 +200,7 @@ class NodeSpec(_Strict):
     server: str | None = Field(default=None, description="the server (under servers:) the node runs on; default: placed by nestlab")
     # A filesystem view of its own (docs/routers.md)
     binds: list[str] = Field(default_factory=list, description="src:dst[:ro]: a file or folder of the machine at dst in the node's own view (src relative to the topology file)")
+    own_root: bool = Field(default=False, description="the node sees the machine's files under a writable layer of its own (set for server images)")
     startup_config: str | None = Field(default=None, alias="startup-config", description="frr: the router's frr.conf, a file (relative to the topology file) or the text itself")
     # containerlab's start-up keys (docs/compat.md)
     cmd: str | list[str] | None = Field(default=None, description="the node's main process, started after its links are up and kept running")

@@ -199,7 +199,7 @@ class Builder:
             own = (os.path.join(names.node_dir(self.t.name, name), "etc", "frr"), frr.CONFIG_DIR, False)
             return {"kind": "linux", "view": True, "binds": (own, *binds), "run_dirs": ((frr.RUN_DIR, "frr"),),
                     "router": "frr", "config": spec.startup_config or ""}
-        return {"view": True, "binds": tuple(binds)} if binds else {}
+        return {"view": True, "binds": tuple(binds), "own_root": spec.own_root} if binds or spec.own_root else {}
 
     def _wires(self) -> list:
         """Wire ends as (key, key, mtu, rate); a wire of 1 or 3+ NICs gets a switch ``wireN``."""

@@ -69,6 +69,7 @@ class NodeObj:
     # A filesystem view of its own (a mount namespace): (source, destination, read-only) binds, and
     # folders made in its fresh /run or /tmp with their owner (path, user)
     view: bool = False
+    own_root: bool = False  # the view's root is the machine's under a writable layer of the node's
     binds: tuple[tuple[str, str, bool], ...] = ()
     run_dirs: tuple[tuple[str, str], ...] = ()
     router: str | None = None  # "frr": FRR runs in the node, configured by ``config`` (its frr.conf)

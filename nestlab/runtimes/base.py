@@ -39,7 +39,7 @@ class Runtime:
         handles = namespaces.create(node.name, ap.path(node.name), uts, hostname(node), sysctls, share_net=share)
         if node.view:
             owners = {path: views.owner(user) for path, user in node.run_dirs}
-            views.create(names.view_path(ap.lab, node.name), ap.path(node.name), uts, node.binds, owners)
+            views.create(names.view_path(ap.lab, node.name), ap.path(node.name), uts, node.binds, owners, node.own_root)
         return handles
 
     def stop(self, lab: str, node: NodeObj) -> None:
