@@ -41,11 +41,11 @@ bench: deps
 	$(PY) benchmarks/mode_overhead.py
 	$(PY) benchmarks/nested_scale.py
 
+# No service starts while packages install (nginx would listen on the machine's port 80): Debian's policy-rc.d.
 deps: $(VENV)/.installed $(MPT)
 	@missing=""; for p in $(APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
-	  # No service starts on installing (nginx would listen on the machine's port 80): Debian's policy-rc.d.
 	  guard=""; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; guard=1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; status=$$?; \
 	  if [ -n "$$guard" ]; then rm -f /usr/sbin/policy-rc.d; fi; [ $$status -eq 0 ] || exit $$status; \
