@@ -1,7 +1,9 @@
 """Fuzzed topology files (issue 16, first part): mutated example files and generated near-valid topologies.
 
-Every input either loads (and plans) or is refused with a TopologyError/LabError: never another
-exception, which the CLI would show as a traceback.  Hypothesis generates the cases; the run is
+Every input file either loads (and plans) or is refused with a TopologyError that names the line of
+every problem (the CLI exits 2 with file:line:col): never a LabError (exit 1) or another exception,
+which the CLI would show as a traceback.  Topology files, Go templates and their variables, Kathará
+labs (lab.conf, lab.dep, startup files) and server inventories are fuzzed alike.  Hypothesis generates the cases; the run is
 derandomized so CI sees the same cases every time, and NESTLAB_FUZZ_EXAMPLES scales it up (a stress
 run: NESTLAB_FUZZ_EXAMPLES=10000).
 """
@@ -26,7 +28,10 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st  # 
 EXAMPLES = int(os.environ.get("NESTLAB_FUZZ_EXAMPLES", "250"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1000, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-SEEDS = [p.read_bytes() for p in sorted((ROOT / "examples").glob("*.yml")) + sorted((ROOT / "tests" / "fixtures" / "clab-smoke").glob("*.yml"))]
+FIXTURES = ROOT / "tests" / "fixtures"
+SEEDS = [p.read_bytes() for p in sorted((ROOT / "examples").glob("*.yml")) + sorted((FIXTURES / "clab-smoke").glob("*.yml"))
+         + sorted((FIXTURES / "clab-forms").glob("*.yml"))]
+TEMPLATES = [(p.read_bytes(), p.with_name(p.name.replace(".gotmpl", "_vars.yaml")).read_bytes()) for p in sorted((FIXTURES / "clab-templates").glob("*.gotmpl"))]
 TOKENS = [b"\x00", b"\xff", b"\xc3", b"{{", b"}}", b"{{ .x }}", b"${X}", b": ", b"- ", b"\t", b"&a ", b"*a", b"!!python/object:os.system ",
           b"? ", b"[", b"]", b"{", b"}", b"'", b'"', b"\n  ", b"\n", b"#", b"~", b"null", b"-1", b"1e999", b"nan", b"0x10", b"\xef\xbb\xbf"]
 
@@ -39,10 +44,17 @@ def accepts_or_refuses(path) -> None:
         lab = Lab.from_file(path)
         lab.plan
         schedule.timeline(lab)
-    except (TopologyError, LabError) as exc:
-        event(f"refused: {type(exc).__name__}")
+    except TopologyError as exc:
+        event("refused")
+        placed(exc)
         return
     event("loaded and planned")
+
+
+def placed(exc: TopologyError) -> None:
+    """A refused file names the line of every problem (the CLI then exits 2 with file:line:col)."""
+    unplaced = [p.render(exc.source) for p in exc.problems if p.line is None]
+    assert not unplaced, unplaced
 
 
 def mutate(data: bytes, edits) -> bytes:
@@ -75,6 +87,17 @@ def test_mutated_files_load_or_are_refused_cleanly(tmp_path_factory, seed, edits
     path = tmp_path_factory.mktemp("fuzz") / "lab.yml"
     path.write_bytes(mutate(seed, edits))
     accepts_or_refuses(path)
+
+
+@FUZZ
+@given(seed=st.sampled_from(TEMPLATES), template=st.lists(mutation, max_size=3), variables=st.lists(mutation, max_size=3))
+def test_mutated_go_templates_and_their_variables_load_or_are_refused_cleanly(tmp_path_factory, seed, template, variables):
+    """containerlab's Go-template topologies and their _vars files, mutated: rendered and loaded, or refused at a line
+    of the template, of the variables file or of the rendered text."""
+    folder = tmp_path_factory.mktemp("tmpl")
+    (folder / "lab.clab.gotmpl").write_bytes(mutate(seed[0], template))
+    (folder / "lab.clab_vars.yaml").write_bytes(mutate(seed[1], variables))
+    accepts_or_refuses(folder / "lab.clab.gotmpl")
 
 
 NAMES = st.sampled_from(["h1", "h2", "sw", "r1", "n-1", "bad name", "", "x" * 20, "a/b", "local", "mgmt-net"])
@@ -193,6 +216,7 @@ def test_mutated_kathara_labs_load_or_are_refused_cleanly(tmp_path_factory, conf
     folder = tmp_path_factory.mktemp("kathara")
     (folder / "lab.conf").write_bytes(mutate(KATHARA, conf))
     (folder / "h1.startup").write_bytes(mutate(STARTUP, startup) if startup else STARTUP)
+    (folder / "lab.dep").write_bytes(mutate(b"h1: r1\nh2: r1 h1\n", startup) if startup else b"h1: r1\n")
     (folder / "r1" / "etc" / "frr").mkdir(parents=True)
     (folder / "r1" / "etc" / "frr" / "frr.conf").write_text("router ospf\n network 10.0.0.0/8 area 0\n")
     accepts_or_refuses(folder)
@@ -210,8 +234,9 @@ def test_mutated_inventories_load_or_are_refused_cleanly(tmp_path_factory, edits
     path.write_bytes(mutate(INVENTORY, edits))
     try:
         load_inventory(path)
-    except (TopologyError, LabError):
+    except TopologyError as exc:
         event("refused")
+        placed(exc)
 
 
 API_NAMES = st.one_of(NAMES, st.text(max_size=8))

@@ -74,9 +74,9 @@ class Lab:
             raw["servers"] = {name: spec.model_dump() for name, spec in found.items()}
             if stitch:
                 raw["stitch"] = stitch.model_dump()
-            notes = loaded.notices
+            notes, located = loaded.notices, loaded.located
             loaded = load_data(raw, loaded.source)
-            loaded.notices = notes
+            loaded.notices, loaded.located = notes, located
         lab._set(loaded, loaded.source)  # a Kathará lab's folder: its lab.conf
         return lab
 
@@ -102,6 +102,7 @@ class Lab:
         lab._raw = current.topology
         lab._topology = None  # checked again only when something asks for it
         lab._plan = current.plan  # what runs, live changes included
+        lab._located = None
         return lab
 
     def _set(self, loaded: Loaded, source: str) -> None:
@@ -110,6 +111,7 @@ class Lab:
         self._raw = loaded.topology.model_dump(mode="json")
         self._topology: Topology | None = loaded.topology
         self._plan: Plan | None = None
+        self._located = loaded.located
 
     @property
     def topology(self) -> Topology:
@@ -123,9 +125,15 @@ class Lab:
     def plan(self) -> Plan:
         """The kernel objects this lab asks for (kinds resolved, addresses assigned)."""
         if self._plan is None:
+            from ..model.errors import TopologyError
             from ..plan.desired import desired
 
-            self._plan = desired(self.topology, self.source)
+            try:
+                self._plan = desired(self.topology, self.source)
+            except TopologyError as exc:  # planning knows what is wrong; the file knows where
+                if self._located is None:
+                    raise
+                raise TopologyError(exc.source, [p if p.line is not None else self._located.problem(p.path, p.message) for p in exc.problems]) from None
         return self._plan
 
     @property

@@ -81,8 +81,10 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
             spec["image"] = value
         elif key in ("mem", "memory"):
             spec.setdefault("resources", {})["memory"] = value
+            at(node + ("resources", "memory"), number)
         elif key == "cpus":
             spec.setdefault("resources", {})["cpus"] = float(value) if _number(value) else value
+            at(node + ("resources", "cpus"), number)
         elif key == "sysctl":
             name, _, setting = value.partition("=")
             spec.setdefault("sysctls", {})[name.strip()] = setting.strip()
@@ -90,6 +92,7 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
         elif key == "env":
             name, _, setting = value.partition("=")
             spec.setdefault("env", {})[name.strip()] = setting.strip()
+            at(node + ("env", name.strip()), number)
         elif key in _NOTED:
             spec.setdefault("_notes", []).append((number, dev, f"ignored: [{key}]: {_NOTED[key]}"))
         else:
@@ -130,9 +133,8 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
             at(("topology", "links", len(links)), line)
             port = f"{dev}-{iface}" if len(dev) + len(iface) < 15 else f"p{j}"
             links.append({"endpoints": [f"{dev}:{iface}", f"{switch}:{port}"]})
-    for dev, waits in _deps(folder / "lab.dep").items():
-        if dev in nodes:
-            nodes[dev]["stages"] = {"configure": {"wait-for": [{"node": w, "stage": "configure"} for w in waits]}}
+    for dev, waits in _deps(conf.parent / "lab.dep", devices).items():
+        nodes[dev]["stages"] = {"configure": {"wait-for": [{"node": w, "stage": "configure"} for w in waits]}}
     located.data = {"name": lab_name(folder), "ipv4_pool": None, "topology": {"nodes": nodes, "links": links}}
     return located, source, [Problem((dev,), message, line, 1) for line, dev, message in sorted(notes)]
 
@@ -168,12 +170,21 @@ def _tree(root: FsPath) -> list[str]:
     return [f"{file.resolve()}:/{file.relative_to(root).as_posix()}" for file in sorted(p for p in root.rglob("*") if p.is_file())]
 
 
-def _deps(path: FsPath) -> dict[str, list[str]]:
+def _deps(path: FsPath, devices: dict) -> dict[str, list[str]]:
+    """``lab.dep``'s ``dev: other ...`` lines; a name that is no device of lab.conf is refused at its line."""
     if not path.is_file():
         return {}
-    deps = {}
-    for line in read_source(path, "lab.dep").splitlines():
+    deps, problems = {}, []
+    for number, line in enumerate(read_source(path, "lab.dep").splitlines(), 1):
         dev, sep, others = line.split("#", 1)[0].partition(":")
-        if sep and dev.strip():
-            deps[dev.strip()] = others.split()
+        if not sep or not dev.strip():
+            if line.split("#", 1)[0].strip():
+                problems.append(Problem((), f"'{line.strip()}' is not a dependency such as r1: r2 r3", number, 1))
+            continue
+        for name, column in [(dev.strip(), line.index(dev.strip()) + 1), *((w, line.index(w, len(dev) + 1) + 1) for w in others.split())]:
+            if name not in devices:
+                problems.append(Problem((), f"'{name}' is not a device of lab.conf ({', '.join(sorted(devices)[:8])}{', ...' if len(devices) > 8 else ''})", number, column))
+        deps[dev.strip()] = others.split()
+    if problems:
+        raise TopologyError(str(path), problems)
     return deps

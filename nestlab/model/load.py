@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
@@ -42,6 +41,7 @@ class Loaded:
     topology: Topology
     source: str
     notices: list[Problem] = field(default_factory=list)
+    located: Located | None = None  # where each key came from, for problems found later (planning)
 
 
 def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = ()) -> Loaded:
@@ -84,12 +84,8 @@ def _template_vars(files: list[FsPath]) -> Any:
     """The variables of containerlab's vars files, merged in order (None, Go's nil, without any)."""
     merged: Any = None
     for file in files:
-        try:
-            data = yaml.safe_load(read_source(file, "the template variables"))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise TopologyError(str(file), [Problem((), f"not YAML/JSON: {getattr(exc, 'problem', exc)}", mark and mark.line + 1,
-                                                    mark and mark.column + 1)]) from None
+        text = read_source(file, "the template variables")
+        data = load_yaml(text, str(file)).data if text.strip() else None  # its problems at their line and column
         if data is not None and not isinstance(data, dict):
             raise TopologyError(str(file), [Problem((), "template variables must be a mapping (name: value)", 1, 1)])
         merged = _merge(merged or {}, data or {})
@@ -123,10 +119,20 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
                 or check(topology, located) or check_stages(topology, located) or check_ports(topology, located, notices)
                 or check_servers(topology, located))
     if not problems:
-        problems = images.resolve_paths(topology, source, located, notices) + resolve_binds(topology, source, located, notices)
+        problems = (images.resolve_paths(topology, source, located, notices) + resolve_binds(topology, source, located, notices)
+                    + _graph_exists(topology, source, located))
     if problems:
         raise TopologyError(source, problems)
-    return Loaded(topology, source, notices)
+    return Loaded(topology, source, notices, located)
+
+
+def _graph_exists(topology: Topology, source: str, located: Located) -> list[Problem]:
+    """``dynamics.graph`` names a file (relative to the topology's folder)."""
+    graph = topology.dynamics and topology.dynamics.graph
+    if not graph:
+        return []
+    full = FsPath(graph) if FsPath(graph).is_absolute() else FsPath(source).parent / graph
+    return [] if full.is_file() else [located.problem(("dynamics", "graph"), f"the visibility graph '{graph}' does not exist (looked for {full})")]
 
 
 def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, notices: list[Problem]) -> dict:

@@ -90,7 +90,7 @@ def load_yaml(text: str, source: str) -> Located:
         loader.dispose()
     loc = Located(None)
     if root is None:
-        raise TopologyError(source, [Problem((), "the file is empty; a topology needs at least `name:` and `topology:`")])
+        raise TopologyError(source, [Problem((), "the file is empty; a topology needs at least `name:` and `topology:`", 1, 1)])
     problems: list[Problem] = []
     try:
         loc.data = _build(root, (), loc, loader, problems)
