@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import time
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from nestlab.lab import state
 
 TOPO = """name: {name}
@@ -60,3 +62,31 @@ def test_install_cli_makes_a_containerlab_command(tmp_path):
     refused = run_cli("compat", "install-cli", "--dir", str(tmp_path / "other"))
     assert refused.returncode == 1 and "--force" in refused.stderr
     assert os.access(tmp_path / "containerlab", os.X_OK)
+
+
+def test_netlabs_lab_runs_through_the_containerlab_command(tmp_path, lab_name):
+    """netlab's own output (`netlab create`, provider clab: clab.yml binding its scripts to /etc/config, a path this
+    machine lacks), deployed and configured the way netlab drives containerlab: deploy, exec each script, OSPF Full."""
+    folder = tmp_path / "netlab"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "netlab-frr", folder)
+    topo = folder / "clab.yml"
+    topo.write_text(topo.read_text().replace("name: nlt\n", f"name: {lab_name}\n", 1))
+    result = run_cli("clab", "deploy", "-t", str(topo), timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        for router in ("r1", "r2"):
+            for script in ("bash /etc/config/01-initial.sh", "vtysh -f /etc/config/02-ospf.sh"):
+                done = run_cli("clab", "exec", "--name", lab_name, "--label", f"clab-node-name={router}", "--cmd", script, "--format", "json")
+                assert done.returncode == 0 and json.loads(done.stdout)[f"clab-{lab_name}-{router}"][0]["return-code"] == 0, done.stdout + done.stderr
+        deadline, routes = time.monotonic() + 60, ""
+        while "10.0.0.2/32" not in routes and time.monotonic() < deadline:
+            time.sleep(1)
+            routes = run_cli("exec", "--lab", lab_name, "r1", "--", "vtysh", "-c", "show ip route ospf").stdout
+        assert "10.0.0.2/32" in routes, run_cli("exec", "--lab", lab_name, "r1", "--", "vtysh", "-c", "show ip ospf neighbor").stdout
+        assert "1 received" in run_cli("exec", "--lab", lab_name, "r1", "--", "ping", "-c1", "-W2", "-I", "10.0.0.1", "10.0.0.2").stdout
+        assert run_cli("exec", "--lab", lab_name, "r1", "--", "ip", "-br", "address", "show", "eth1").stdout.split()[2:] == ["10.1.0.1/30"], \
+            "only netlab's address: a clab.yml gets none of nestlab's automatic ones"
+        assert not os.path.exists("/etc/config"), "the scripts' folder is the nodes', not the machine's"
+    finally:
+        gone = run_cli("clab", "destroy", "--name", lab_name, "--cleanup")
+    assert gone.returncode == 0 and lab_name not in state.labs(), gone.stderr

@@ -95,6 +95,7 @@ def test_binds_give_a_node_its_own_files(lab_from, tmp_path):
         "    a: {binds: ['site:/run/www:ro']}\n"
         "    b: {binds: ['motd:/tmp/motd']}\n"
         "    c: {}\n"
+        "    d: {binds: ['motd:/etc/nestlab-nowhere/motd']}\n"
         "  links: [{endpoints: [a:eth1, b:eth1]}]\n"
     )
     assert lab.nodes["a"].cmd("cat /run/www/index.html") == "hello from a\n"
@@ -104,13 +105,18 @@ def test_binds_give_a_node_its_own_files(lab_from, tmp_path):
     assert "No such file" in lab.nodes["a"].cmd("cat /tmp/scratch 2>&1"), "each view has its own /tmp"
     assert not Path("/tmp/scratch").exists() and not Path("/run/www").exists(), "nothing reaches the machine"
     assert "nestlab" not in lab.nodes["c"].cmd("findmnt -n -o FSTYPE /tmp || true"), "a node without binds keeps the machine's /tmp"
+    # A path the machine lacks: the node gets a root of its own, the machine's files under a layer of the node's.
+    assert lab.nodes["d"].cmd("cat /etc/nestlab-nowhere/motd") == "node b\n"
+    lab.nodes["d"].cmd("echo mine > /etc/nestlab-scratch")
+    assert lab.nodes["d"].cmd("cat /etc/nestlab-scratch") == "mine\n" and not Path("/etc/nestlab-scratch").exists()
+    assert not Path("/etc/nestlab-nowhere").exists() and "No such file" in lab.nodes["c"].cmd("cat /etc/nestlab-nowhere/motd 2>&1")
+    assert lab.nodes["d"].cmd("findmnt -n -o FSTYPE /") == "overlay\n" and "1 received" in lab.nodes["d"].cmd("ping -c1 -W1 127.0.0.1")
 
 
 @pytest.mark.parametrize(
     ("node", "message"),
     [
         ("{binds: ['missing:/tmp/x']}", "bind source 'missing' does not exist"),
-        ("{binds: ['lab.yml:/etc/nestlab-nowhere/x']}", "does not exist on this machine"),
         ("{binds: ['lab.yml:/proc']}", "is not allowed"),
         ("{binds: ['lab.yml']}", "is not src:dst"),
         ("{kind: frr, startup-config: r9.conf}", "startup-config 'r9.conf' does not exist"),

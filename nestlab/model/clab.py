@@ -1,5 +1,7 @@
 """containerlab's spellings rewritten into nestlab's before the schema sees them.
 
+* a file named ``*clab.yml`` (``.yaml``, ``.gotmpl``; netlab writes ``clab.yml``) gets no automatic link addresses unless it
+  sets ``ipv4_pool``: containerlab addresses only what the file (or its exec) addresses;
 * ``${VAR}``, ``${VAR:=default}``, ``${VAR:-default}`` in the file text come from the environment;
   a Go template (``{{ .var }}``) is rendered first (model/gotemplate.py, with its vars file);
 * node ``cpu``/``memory``/``cpu-set`` become ``resources``; an empty node (``n1:``) is ``{}``;
@@ -22,6 +24,7 @@ import re
 from .errors import Problem
 from .yamlsource import Located
 
+FILE_ENDINGS = ("clab.yml", "clab.yaml", "clab.gotmpl")  # containerlab's names (X.clab.yml, netlab's clab.yml): no automatic link addresses
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}")
 MGMT = "mgmt-net"
 _RESOURCES = {"cpu": "cpus", "memory": "memory", "cpu-set": "cpuset"}

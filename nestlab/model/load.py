@@ -110,6 +110,8 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
     data, problems = clab.normalize(data, located, notices)
     if problems:
         raise TopologyError(source, problems)
+    if source.endswith(clab.FILE_ENDINGS) and "ipv4_pool" not in data:
+        data = {**data, "ipv4_pool": None}  # containerlab addresses no link by itself
     data = _strip_ignored(data, located, notices)
     try:
         topology = Topology.model_validate(data)
