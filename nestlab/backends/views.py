@@ -99,7 +99,8 @@ def _overlay_root() -> None:
     with open("/proc/self/mountinfo") as fh:
         table = [line.split() for line in fh]
     root_id = [row[0] for row in table if row[4] == "/"][-1]  # the topmost mount on /
-    tops = sorted({row[4] for row in table if row[1] == root_id and row[4] != "/" and row[4] not in FRESH})
+    fresh = tuple(f + "/" for f in FRESH)  # covered by the view's own /run and /tmp
+    tops = sorted({row[4] for row in table if row[1] == root_id and row[4] != "/" and row[4] not in FRESH and not row[4].startswith(fresh)})
     stage = "/tmp"  # covered by a fresh tmpfs in the view anyway
     libc.mount("nestlab", stage, 0, "tmpfs", "mode=0700")
     for part in ("upper", "work", "root"):
