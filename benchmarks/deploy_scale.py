@@ -110,30 +110,37 @@ def _batch(lines: list[str], netns: str | None = None) -> None:
 
 
 def time_floor(n: int, reps: int) -> dict:
+    """The same kernel objects from ``ip -batch``, set up as nestlab sets them up: no IPv6 on the switches'
+    ports, no link-local addresses on the hosts' interfaces (a quiet lab, model/ipv6.py)."""
     deploys, destroys = [], []
     leaves = _leaves(n)
     for _ in range(reps):
         hosts = [f"floor-h{i}" for i in range(n)]
         t0 = time.perf_counter()
-        _batch([f"netns add {h}" for h in hosts] + ["netns add floor-sw", "netns add floor-all"])
-        _batch([f"link add e{i} netns floor-all type veth peer name p{i} netns floor-sw" for i in range(n)])
-        bridges = ["link add br0 type bridge", "link set br0 up"]
-        if leaves > 1:  # one bridge per 1 000 ports, each joined to br0 by a veth
-            for k in range(leaves):
-                bridges += [f"link add br{k + 1} type bridge", f"link set br{k + 1} up",
-                            f"link add u{k} type veth peer name c{k}", f"link set u{k} master br{k + 1} up", f"link set c{k} master br0 up"]
-        _batch(bridges + [f"link set p{i} master br{i // _PORTS + 1 if leaves > 1 else 0} up" for i in range(n)], "floor-sw")
-        _batch(
-            ["link set lo up"]
-            + [f"addr add 10.{64 + i // 65536}.{i // 256 % 256}.{i % 256}/10 dev e{i}" for i in range(n)]
-            + [f"link set e{i} up" for i in range(n)],
-            "floor-all",
-        )
-        t1 = time.perf_counter()
-        _batch([f"netns del {h}" for h in hosts] + ["netns del floor-sw", "netns del floor-all"])
+        try:
+            _batch([f"netns add {h}" for h in hosts] + ["netns add floor-sw", "netns add floor-all"])
+            for ns, key in (("floor-sw", "disable_ipv6"), ("floor-all", "addr_gen_mode")):
+                subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.default.{key}=1"], check=True)
+            _batch([f"link add e{i} netns floor-all type veth peer name p{i} netns floor-sw" for i in range(n)])
+            bridges = ["link add br0 type bridge", "link set br0 up"]
+            if leaves > 1:  # one bridge per 1 000 ports, each joined to br0 by a veth
+                for k in range(leaves):
+                    bridges += [f"link add br{k + 1} type bridge", f"link set br{k + 1} up",
+                                f"link add u{k} type veth peer name c{k}", f"link set u{k} master br{k + 1} up", f"link set c{k} master br0 up"]
+            _batch(bridges + [f"link set p{i} master br{i // _PORTS + 1 if leaves > 1 else 0} up" for i in range(n)], "floor-sw")
+            _batch(
+                ["link set lo up"]
+                + [f"addr add 10.{64 + i // 65536}.{i // 256 % 256}.{i % 256}/10 dev e{i}" for i in range(n)]
+                + [f"link set e{i} up" for i in range(n)],
+                "floor-all",
+            )
+            t1 = time.perf_counter()
+        finally:  # whatever happened, nothing of the floor's stays
+            done = time.perf_counter()
+            _batch([f"netns del {h}" for h in hosts + ["floor-sw", "floor-all"] if os.path.exists(f"/run/netns/{h}")])
         t2 = time.perf_counter()
         deploys.append(t1 - t0)
-        destroys.append(t2 - t1)
+        destroys.append(t2 - done)
         settle(n)
     return {"deploy": statistics.median(deploys), "destroy": statistics.median(destroys)}
 
@@ -171,9 +178,18 @@ def _timed(*args: str) -> tuple[float, int]:
     return time.perf_counter() - t0, usage.ru_maxrss
 
 
+def _first_ping(lab: str, n: int) -> float:
+    """Whether the first host's first ping to the last host, right after the deploy, is answered (1.0) or not (0.0)."""
+    cli = [sys.executable, "-m", "nestlab.cli.app", "exec", "--lab", lab]
+    where = os.path.join(os.path.dirname(__file__), "..")
+    shown = subprocess.run([*cli, f"h{n - 1}", "--", "ip", "-4", "-o", "addr", "show", "eth1"], capture_output=True, text=True, cwd=where).stdout
+    address = shown.split("inet ")[1].split("/")[0]
+    return float(subprocess.run([*cli, "h0", "--", "ping", "-c1", "-W2", address], capture_output=True, cwd=where).returncode == 0)
+
+
 def time_shell(n: int, reps: int) -> dict:
     """The CLI from the shell: deploy, inspect (JSON), destroy of a star of ``n``, and the memory per node."""
-    found: dict[str, list] = {"deploy": [], "inspect": [], "destroy": [], "peak_kb": [], "kb_per_node": []}
+    found: dict[str, list] = {"deploy": [], "inspect": [], "destroy": [], "peak_kb": [], "kb_per_node": [], "first_ping": []}
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as fh:
         fh.write(star_text(n))
     try:
@@ -184,6 +200,7 @@ def time_shell(n: int, reps: int) -> dict:
             found["deploy"].append(took)
             found["peak_kb"].append(peak)
             found["inspect"].append(_timed("inspect", "--lab", f"shell-star{n}", "--format", "json")[0])
+            found["first_ping"].append(_first_ping(f"shell-star{n}", n))
             found["destroy"].append(_timed("destroy", "--lab", f"shell-star{n}")[0])
             settle(n)
     finally:
@@ -196,13 +213,13 @@ def shell_table(sizes: list[int], reps: int) -> None:
     # set would compile every changed module again on each call).
     compileall.compile_dir(os.path.join(os.path.dirname(__file__), "..", "nestlab"), quiet=1)
     print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs, median of {reps}; CLI calls timed from the shell\n")
-    print("| star | deploy (shell) | kernel floor | deploy / floor | inspect --format json | destroy | deploying process peak | memory per node |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| star | deploy (shell) | kernel floor | deploy / floor | inspect --format json | first ping answered | destroy | deploying process peak | memory per node |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
         ours = time_shell(n, reps)
         floor = time_floor(n, reps)
         print(f"| {n} | {ours['deploy']:.2f} s | {floor['deploy']:.2f} s | {ours['deploy'] / floor['deploy']:.2f} | {ours['inspect']:.2f} s | "
-              f"{ours['destroy']:.2f} s | {ours['peak_kb'] / 1024:.0f} MiB | {ours['kb_per_node']:.0f} KiB |", flush=True)
+              f"{ours['first_ping']:.0%} | {ours['destroy']:.2f} s | {ours['peak_kb'] / 1024:.0f} MiB | {ours['kb_per_node']:.0f} KiB |", flush=True)
 
 
 def time_mininet(n: int) -> dict | None:

@@ -24,6 +24,7 @@ IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
 IFLA_NUM_TX_QUEUES, IFLA_NUM_RX_QUEUES = 31, 32
 IFLA_PROP_LIST, IFLA_ALT_IFNAME, RTM_NEWLINKPROP, NLA_F_NESTED = 52, 53, 108, 0x8000
+IFLA_AF_SPEC, IFLA_INET6_ADDR_GEN_MODE, IN6_ADDR_GEN_MODE_NONE = 26, 8, 1
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 RTA_DST, RTA_GATEWAY = 1, 5
@@ -78,10 +79,10 @@ def new_bridge(name: str, alias: str, exclusive: bool = True) -> Request:
 
 def new_veth(
     name: str, peer: str, peer_ns_fd: int, *, alias: str, mtu: int | None = None, master: int | None = None,
-    macs: tuple[str | None, str | None] = (None, None),
+    macs: tuple[str | None, str | None] = (None, None), up: bool = True,
 ) -> Request:
-    """A veth pair: ``name`` in the socket's namespace, ``peer`` created directly in ``peer_ns_fd``;
-    ``macs``: the two ends' MAC addresses, where given."""
+    """A veth pair: ``name`` in the socket's namespace (up unless ``up`` is False), ``peer`` created directly in
+    ``peer_ns_fd``; ``macs``: the two ends' MAC addresses, where given."""
     common = name_attr(IFLA_IFALIAS, alias) + (u32_attr(IFLA_MTU, mtu) if mtu else b"")
     # One queue each way, as veth ends up with anyway: asked for at birth, the kernel skips shrinking
     # the per-CPU default after registration, which waits for an RCU grace period per end.
@@ -90,7 +91,7 @@ def new_veth(
     peer_body = ifinfo() + name_attr(IFLA_IFNAME, peer) + u32_attr(IFLA_NET_NS_FD, peer_ns_fd) + common + _mac_attr(macs[1])
     data = attr(IFLA_INFO_DATA, attr(VETH_INFO_PEER, peer_body))
     linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "veth") + data)
-    body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + common + _mac_attr(macs[0]) + linkinfo
+    body = ifinfo(up=up) + name_attr(IFLA_IFNAME, name) + common + _mac_attr(macs[0]) + linkinfo
     if master:
         body += u32_attr(IFLA_MASTER, master)
     return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"create veth {name}<->{peer}")
@@ -207,6 +208,12 @@ def set_up(name: str, alias: str | None = None) -> Request:
         return Request(RTM_NEWLINK, 0, ifinfo(1, up=True), "set lo up")
     marker = name_attr(IFLA_IFALIAS, alias) if alias else b""
     return Request(RTM_NEWLINK, 0, ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + marker, f"set {name} up")
+
+
+def no_link_local(name: str) -> Request:
+    """Make interface ``name`` generate no IPv6 link-local address when it comes up (before it does)."""
+    inet6 = attr(socket.AF_INET6, attr(IFLA_INET6_ADDR_GEN_MODE, bytes([IN6_ADDR_GEN_MODE_NONE])))
+    return Request(RTM_NEWLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name) + attr(IFLA_AF_SPEC, inet6), f"no link-local address on {name}")
 
 
 def set_master(name: str, master: int) -> Request:

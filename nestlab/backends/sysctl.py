@@ -6,9 +6,10 @@ import os
 
 from ..errors import LabError
 
-# Switch namespaces need no IPv6 on their ports; no namespace of ours sends bridged traffic through iptables
+# Switch namespaces need no IPv6 on their ports and send no IGMP reports; no namespace of ours sends bridged traffic through iptables
 # unless a host bridge asks for it (bridge_netfilter).
-_NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+_NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1",
+            "net.ipv4.igmp_link_local_mcast_reports": "0"}  # nor the bridge's own IGMP report, flooded to every port
 _BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-ip6tables", "net.bridge.bridge-nf-call-arptables")
 
 

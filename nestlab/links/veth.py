@@ -35,17 +35,19 @@ class Veth(LinkMode):
 
     def create(self, ap, objs, made, changes):
         oriented = [self.orient(ap, ln) for ln in objs]
+        quiet = {a.node for a, _ in oriented if not ap.nodes[a.node].link_local}  # up only once told not to make a link-local address
         for i, (link, (a, b)) in enumerate(zip(objs, oriented), 1):
             if link.key in ap.wired:  # made ahead, while the file was being checked (backends/spares.py)
                 continue
-            ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node), macs=(a.mac, b.mac)))
+            ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node), macs=(a.mac, b.mac),
+                                              up=a.node not in quiet))
             made.append(link)
             if i % ap.CHUNK == 0:  # each batch names at most CHUNK namespace fds
                 ap.flush()
         ap.flush()
         ap.progress("links", len(objs) // 3, len(objs))
         into_switches(ap, [b for _, b in oriented])
-        ap.address([end for pair in oriented for end in pair], up=[b for _, b in oriented if not ap.bridge(b.node)])
+        ap.address([end for pair in oriented for end in pair], up=[a for a, _ in oriented if a.node in quiet] + [b for _, b in oriented if not ap.bridge(b.node)])
         ap.progress("links", len(objs), len(objs))
 
 

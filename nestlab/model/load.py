@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import Path, Problem, TopologyError
-from . import clab, gotemplate, images, kathara
+from . import clab, gotemplate, images, ipv6, kathara
 from .binds import resolve_binds
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
@@ -117,6 +117,7 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         topology = Topology.model_validate(data)
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
+    topology._hosts_ipv6 = ipv6.resolve(data)  # noqa: SLF001 - the loader is the one to work it out
     problems = (apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located)
                 or check(topology, located) or check_stages(topology, located) or check_ports(topology, located, notices)
                 or check_servers(topology, located))

@@ -21,7 +21,7 @@ import ipaddress
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
 
 from .. import links, runtimes
 from .units import parse_percent, parse_rate, parse_size, parse_time
@@ -455,6 +455,15 @@ class Topology(_Strict):
         default=False, description="let parent: name a real interface of this machine (never needed for emulated hosts)"
     )
     allow_host_ports: bool = Field(default=False, description="forward nodes' ports: from this machine's loopback (127.0.0.1)")
+    ipv6: bool | Literal["auto", "quiet"] = Field(
+        default="auto", description="hosts' IPv6: true (link-local addresses, the kernel's defaults), quiet (none until a command adds one), "
+                                    "false (off); auto: quiet unless the lab uses IPv6 (docs/performance.md)")
+    _hosts_ipv6: bool | str = PrivateAttr(default=True)  # ipv6: with auto worked out (model/ipv6.py), set by the loader
+
+    @property
+    def hosts_ipv6(self) -> bool | str:
+        """``ipv6:`` with ``auto`` worked out: True, "quiet" or False (model/ipv6.py)."""
+        return self._hosts_ipv6
     hosts: dict[str, HostSpec] = Field(default_factory=dict)
     servers: dict[str, ServerSpec] = Field(default_factory=dict, description="machines the lab is split across (or --servers FILE)")
     stitch: Stitch = Field(default_factory=Stitch, description="VXLAN between servers")

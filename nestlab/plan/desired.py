@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from .. import links, names, runtimes
 from ..backends import frr
+from ..model import ipv6
 from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
 from ..model.modes import link_mode, node_host, node_kind, parent_of, shares_host_stack
@@ -172,6 +173,8 @@ class Builder:
             view = self._view(name, kind, spec)
             if kind == "frr":  # a router forwards (its own sysctls still win)
                 sysctls = {**frr.SYSCTLS, **sysctls}
+            elif kind == "linux" and not shares and self.t.hosts_ipv6 is False:  # ipv6: false (model/ipv6.py)
+                sysctls = {**ipv6.OFF_SYSCTLS, **sysctls}
             self.plan.nodes[name] = NodeObj(
                 name,
                 view.pop("kind", kind),
@@ -189,6 +192,7 @@ class Builder:
                 cgroup=bool(spec.resources or spec.components or spec.component_of or spec.image),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
                 ports=tuple(parse_port(p) for p in spec.ports) if self.t.allow_host_ports else (),
+                link_local=not (kind == "linux" and not shares and self.t.hosts_ipv6 == "quiet"),
                 **view,
             )
 

@@ -78,6 +78,7 @@ class NodeObj:
     mptcp: tuple = ()
     mptcp_endpoints: tuple[tuple[str, str], ...] = ()
     ports: tuple[tuple[int, int, str], ...] = ()  # (this machine's loopback port, the node's port, tcp/udp) forwarded
+    link_local: bool = True  # its interfaces make IPv6 link-local addresses (False in a quiet lab's hosts: model/ipv6.py)
 
     @property
     def deps(self) -> set[str]:

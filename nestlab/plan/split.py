@@ -19,6 +19,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from ..errors import LabError
+from ..model import ipv6
 from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
 
@@ -89,10 +90,11 @@ def _holder(link: LinkObj, placed: Placement) -> str:
 
 
 def _frame(raw: dict) -> dict:
-    """A share's top level: the lab's, without servers and with addresses fixed by the whole lab's plan."""
+    """A share's top level: the lab's, without servers, with addresses fixed by the whole lab's plan and its hosts'
+    IPv6 as the whole lab's."""
     body = {k: v for k, v in raw["topology"].items() if k not in ("nodes", "links")}
     top = {k: v for k, v in raw.items() if k not in ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts")}
-    return copy.deepcopy({**top, "ipv4_pool": None, "topology": {**body, "nodes": {}, "links": []}})
+    return copy.deepcopy({**top, "ipv4_pool": None, "ipv6": ipv6.resolve(raw), "topology": {**body, "nodes": {}, "links": []}})
 
 
 def _without_server(spec: dict) -> dict:
