@@ -163,6 +163,20 @@ def htb_class(index: int, handle: int, parent: int, bits: int, burst: int) -> Re
 
 
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
+TCA_HTB_INIT, TC_H_ROOT = 2, 0xFFFFFFFF
+
+
+def htb_root(index: int, default_minor: int = 1) -> Request:
+    """Create or replace an HTB root qdisc 1: whose unclassified traffic goes to class 1:``default_minor``."""
+    glob = struct.pack("=IIIII", 3, 10, default_minor, 0, 0)  # struct tc_htb_glob: version, rate2quantum, defcls, debug, direct_pkts
+    body = _TCMSG.pack(socket.AF_UNSPEC, index, 0x10000, TC_H_ROOT, 0) + name_attr(TCA_KIND, "htb") + attr(TCA_OPTIONS, attr(TCA_HTB_INIT, glob))
+    return Request(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, body, f"set an HTB root on interface {index}")
+
+
+def pfifo(index: int, handle: int, parent: int, limit: int) -> Request:
+    """Create or replace a pfifo qdisc of ``limit`` packets."""
+    body = _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "pfifo") + attr(TCA_OPTIONS, struct.pack("=I", limit))
+    return Request(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, body, f"set pfifo on interface {index}")
 TCA_NETEM_CORR, TCA_NETEM_DELAY_DIST, TCA_NETEM_REORDER, TCA_NETEM_CORRUPT = 1, 2, 3, 4
 
 

@@ -1,4 +1,4 @@
-"""Link shaping through pyroute2's tc support: HTB (64-bit rates) with a netem or fifo child.
+"""Link shaping: HTB (64-bit rates) with a netem or fifo child.
 
 Every shaped interface gets the same tree, so any later change is a ``replace``
 of an existing object and never leaves a moment without shaping::
@@ -7,9 +7,10 @@ of an existing object and never leaves a moment without shaping::
     root 1: tbf (rate, burst)                   -> qdisc 10: netem | pfifo     (with qdisc: tbf)
 
 No rate means the class runs at 400gbit, i.e. unlimited.  Sockets are kept per
-namespace, so a change costs one or two netlink round trips.  The two frequent
-live changes (a class's rate, link up/down) are hand-packed (``netlink.py``):
-through pyroute2 each took ~3 ms here, hand-packed ~0.1 ms.
+namespace, so a change costs one or two netlink round trips.  The HTB tree (root, class, fifo),
+up/down and a netem with a distribution are hand-packed (``netlink.py``): through pyroute2 each took
+~3 ms here, hand-packed ~0.1 ms, and a shell's ``nestlab link set --rate`` does not import pyroute2
+(~150 ms).  TBF, a uniform netem and removing the tree go through pyroute2's tc support.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+import sys
 from dataclasses import dataclass
 
 from ..errors import LabError
@@ -83,6 +85,12 @@ class Qdisc:
         return struct.unpack_from("=I", self.options, offset)[0]
 
 
+def _refused(exc: BaseException) -> bool:
+    """A kernel refusal, through nestlab's netlink or pyroute2's (which is imported only when a change needs it)."""
+    pyroute2 = sys.modules.get("pyroute2.netlink.exceptions")
+    return isinstance(exc, netlink.NetlinkError) or (pyroute2 is not None and isinstance(exc, pyroute2.NetlinkError))
+
+
 class Shaper:
     """Applies shapes and link states inside a lab's namespaces, reusing one pyroute2 socket per namespace."""
 
@@ -139,14 +147,12 @@ class Shaper:
 
     def apply(self, path: str, ifname: str, shape: dict) -> None:
         """Make ``ifname``'s egress follow ``shape`` (an empty shape removes all shaping)."""
-        from pyroute2.netlink.exceptions import NetlinkError
-
-        ipr, index, key = self._ipr(path), self.index(path, ifname), (path, ifname)
+        index, key = self.index(path, ifname), (path, ifname)
         if not shape:
             try:
-                ipr.tc("del", index=index, handle="1:", root=True)
-            except NetlinkError as exc:
-                if exc.code not in (errno.ENOENT, errno.EINVAL):
+                self._ipr(path).tc("del", index=index, handle="1:", root=True)
+            except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError, imported only when needed
+                if not _refused(exc) or exc.code not in (errno.ENOENT, errno.EINVAL):
                     raise
             self._root[key] = ""
             self._child.pop(key, None)
@@ -158,13 +164,13 @@ class Shaper:
             if self._root.get(key) is None:
                 self._root[key] = next((q.kind for q in self.qdiscs(path, index) if q.handle == 0x10000), "")
             if self._root[key] not in (want, ""):  # switching htb <-> tbf cannot be done in place
-                ipr.tc("del", index=index, handle="1:", root=True)
+                self._ipr(path).tc("del", index=index, handle="1:", root=True)
                 self._child.pop(key, None)
             if want == "tbf":  # TBF root (32-bit rates in pyroute2), replaced in place
-                ipr.tc("replace", "tbf", index=index, handle="1:", rate=f"{bits}bit", burst=burst, latency="50ms")
+                self._ipr(path).tc("replace", "tbf", index=index, handle="1:", rate=f"{bits}bit", burst=burst, latency="50ms")
             else:
                 if self._root[key] != "htb":
-                    ipr.tc("replace", "htb", index=index, handle="1:", default=1)
+                    self._fast(path).run(netlink.htb_root(index))
                 self._fast(path).run(netlink.htb_class(index, 0x10001, 0x10000, bits, burst))
             self._root[key] = want
             netem = netem_options(shape)
@@ -175,11 +181,13 @@ class Shaper:
                     table = distribution_table(shape["distribution"])
                     self._fast(path).run(netlink.netem(index, 0x100000, 0x10001, limit=limit, table=table, **netem))
                 elif netem:
-                    ipr.tc("replace", "netem", index=index, parent="1:1", handle="10:", limit=limit, **netem)
+                    self._ipr(path).tc("replace", "netem", index=index, parent="1:1", handle="10:", limit=limit, **netem)
                 else:
-                    ipr.tc("replace", "pfifo", index=index, parent="1:1", handle="10:", limit=limit)
+                    self._fast(path).run(netlink.pfifo(index, 0x100000, 0x10001, limit))
                 self._child[key] = child
-        except (NetlinkError, netlink.NetlinkError) as exc:
+        except Exception as exc:  # noqa: BLE001 - ours or pyroute2's NetlinkError, imported only when needed
+            if not _refused(exc):
+                raise
             self._root.pop(key, None)
             self._child.pop(key, None)
             if "delay" in shape or exc.code == errno.ENOENT:

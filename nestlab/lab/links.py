@@ -17,11 +17,10 @@ from contextlib import contextmanager
 from pydantic import ValidationError
 
 from .. import names
-from ..backends import probe, shaping
+from ..backends import shaping
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..model.schema import LinkParams
-from .. import links
 from ..plan.objects import LinkObj
 from . import events, state
 from .node import LabView
@@ -76,7 +75,7 @@ class LinkHandle:
             LinkParams.model_validate({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
         except ValidationError as exc:
             raise TopologyError("<link set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
-        if set(params) & set(shaping.NETEM_KEYS) and (missing := probe.missing_for({"netem"})):
+        if set(params) & set(shaping.NETEM_KEYS) and (missing := _probe().missing_for({"netem"})):
             raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
         sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[direction]
         shape = {"a": dict(self.obj.shape_a), "b": dict(self.obj.shape_b)}
@@ -122,6 +121,8 @@ class LinkHandle:
         """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
         started = time.perf_counter()
         with self._shaping() as shaper:
+            from .. import links  # the link modes: only a removal needs them
+
             for end in links.get(self.obj.mode).devices(self.obj):
                 shaper.delete(names.netns_path(self.lab.name, end.node), end.iface)
             for end in (self.obj.a, self.obj.b):
@@ -172,3 +173,10 @@ def _store(lab: LabView, link: LinkObj) -> None:
     if not os.path.exists(names.lab_dir(lab.name)):
         raise LabError(f"lab {lab.name} is not running")
     state.write_link(lab.name, link)
+
+
+def _probe():
+    """backends.probe, which loads every link mode: only a change that needs netem asks it."""
+    from ..backends import probe
+
+    return probe
