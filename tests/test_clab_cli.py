@@ -78,11 +78,12 @@ def test_netlabs_lab_runs_through_the_containerlab_command(tmp_path, lab_name):
             for script in ("bash /etc/config/01-initial.sh", "vtysh -f /etc/config/02-ospf.sh"):
                 done = run_cli("clab", "exec", "--name", lab_name, "--label", f"clab-node-name={router}", "--cmd", script, "--format", "json")
                 assert done.returncode == 0 and json.loads(done.stdout)[f"clab-{lab_name}-{router}"][0]["return-code"] == 0, done.stdout + done.stderr
-        deadline, routes = time.monotonic() + 60, ""
-        while "10.0.0.2/32" not in routes and time.monotonic() < deadline:
-            time.sleep(1)
-            routes = run_cli("exec", "--lab", lab_name, "r1", "--", "vtysh", "-c", "show ip route ospf").stdout
-        assert "10.0.0.2/32" in routes, run_cli("exec", "--lab", lab_name, "r1", "--", "vtysh", "-c", "show ip ospf neighbor").stdout
+        for router, far in (("r1", "10.0.0.2/32"), ("r2", "10.0.0.1/32")):  # both ways: the ping's answer needs r2's route
+            deadline, routes = time.monotonic() + 60, ""
+            while f"O>* {far}" not in routes and time.monotonic() < deadline:  # selected and in the kernel's table (*)
+                time.sleep(1)
+                routes = run_cli("exec", "--lab", lab_name, router, "--", "vtysh", "-c", "show ip route ospf").stdout
+            assert f"O>* {far}" in routes, routes + run_cli("exec", "--lab", lab_name, router, "--", "vtysh", "-c", "show ip ospf neighbor").stdout
         assert "1 received" in run_cli("exec", "--lab", lab_name, "r1", "--", "ping", "-c1", "-W2", "-I", "10.0.0.1", "10.0.0.2").stdout
         assert run_cli("exec", "--lab", lab_name, "r1", "--", "ip", "-br", "address", "show", "eth1").stdout.split()[2:] == ["10.1.0.1/30"], \
             "only netlab's address: a clab.yml gets none of nestlab's automatic ones"
