@@ -61,7 +61,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The multipath tunnel daemon (Go, standard library only; Debian's golang-go is enough).
-$(MPT): mpt/main.go mpt/go.mod
+$(MPT): $(wildcard mpt/*.go) mpt/go.mod
 	@test -x $(GO) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null; }
 	cd mpt && GOFLAGS=-mod=mod $(GO) build -trimpath -o nestlab-mpt .
 

@@ -7,6 +7,9 @@
 // carries keepalive requests (GRE protocol 0x88B5) that the peer echoes; a path without an
 // echo for -dead is skipped until echoes return.  Datagrams from anyone but a path's peer,
 // and malformed ones, are dropped and counted.  Counters are written as JSON to -stats.
+//
+// The UDP side moves datagrams in batches (sendmmsg, recvmmsg: datapath.go, mmsg.go), so a busy
+// tunnel costs about one system call per packet, its read or write on the tun device.
 package main
 
 import (
@@ -14,12 +17,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,11 +41,12 @@ const (
 type path struct {
 	Local, Remote, Dev string
 	Weight             int
-	fd                 int              // UDP socket bound to Local:port (and Dev)
-	peer               syscall.Sockaddr // Remote:port
-	peerIP             net.IP
-	peerPort           int
-	current            int // smooth WRR state (tun reader only)
+	fd                 int                    // UDP socket bound to Local:port (and Dev)
+	peer               syscall.Sockaddr       // Remote:port
+	rawPeer            syscall.RawSockaddrAny // the same, as the kernel gives a sender
+	out                *sender                // datagrams queued for this path (tun reader only)
+	in                 *receiver              // (path reader only)
+	current            int                    // smooth WRR state (tun reader only)
 	alive              atomic.Bool
 	lastEcho           atomic.Int64
 	rttNs              atomic.Int64
@@ -145,7 +146,6 @@ func openPath(spec string, port int) (*path, error) {
 	if remote == nil || net.ParseIP(p.Local) == nil {
 		return nil, fmt.Errorf("addresses must be IPs")
 	}
-	p.peerIP, p.peerPort = remote, port
 	family := syscall.AF_INET
 	local, err := sockaddr(net.ParseIP(p.Local), port)
 	if err == nil {
@@ -174,6 +174,8 @@ func openPath(spec string, port int) (*path, error) {
 		return nil, err
 	}
 	p.fd = fd
+	p.rawPeer, _ = rawAddr(p.peer)
+	p.out, p.in = newSender(fd, p.peer, batchSize), newReceiver(fd, batchSize/4)
 	return p, nil
 }
 
@@ -205,187 +207,6 @@ func openTun(name string) (int, string, error) {
 		return -1, "", errno
 	}
 	return fd, strings.TrimRight(string(ifr[:16]), "\x00"), nil
-}
-
-// forward reads packets from the tun device and sends each on the path the scheduler picks.
-func (t *tunnel) forward() {
-	buf := make([]byte, 65536+greLen)
-	for {
-		n, err := syscall.Read(t.tun, buf[greLen:])
-		if err != nil {
-			if err == syscall.EINTR {
-				continue
-			}
-			fmt.Fprintf(os.Stderr, "nestlab-mpt: reading tun: %v\n", err)
-			os.Exit(1)
-		}
-		if n < 1 {
-			continue
-		}
-		proto := uint16(protoIPv4)
-		if buf[greLen]>>4 == 6 {
-			proto = protoIPv6
-		}
-		binary.BigEndian.PutUint32(buf[:greLen], uint32(proto))
-		p := t.pick(buf[greLen : greLen+n])
-		if p == nil {
-			t.noPath.Add(1)
-			continue
-		}
-		if err := syscall.Sendto(p.fd, buf[:greLen+n], 0, p.peer); err == nil {
-			p.txPackets.Add(1)
-			p.txBytes.Add(uint64(n))
-		}
-	}
-}
-
-// pick: smooth weighted round robin over the live paths, or a flow hash weighted the same way.
-// With no live path, every path is a candidate (a tunnel whose peer is not up yet still tries).
-func (t *tunnel) pick(pkt []byte) *path {
-	live := t.live[:0]
-	for _, p := range t.paths {
-		if p.alive.Load() {
-			live = append(live, p)
-		}
-	}
-	t.live = live
-	if len(live) == 0 {
-		live = t.paths
-	}
-	if t.hash {
-		total := 0
-		for _, p := range live {
-			total += p.Weight
-		}
-		slot := int(flowHash(pkt) % uint32(total))
-		for _, p := range live {
-			if slot < p.Weight {
-				return p
-			}
-			slot -= p.Weight
-		}
-	}
-	var best *path
-	total := 0
-	for _, p := range live {
-		p.current += p.Weight
-		total += p.Weight
-		if best == nil || p.current > best.current {
-			best = p
-		}
-	}
-	best.current -= total
-	return best
-}
-
-// flowHash hashes addresses, protocol and (TCP/UDP) ports of an IPv4 or IPv6 packet.
-func flowHash(pkt []byte) uint32 {
-	h := fnv.New32a()
-	switch {
-	case len(pkt) >= 20 && pkt[0]>>4 == 4:
-		ihl := int(pkt[0]&0x0f) * 4
-		h.Write(pkt[12:20])
-		h.Write(pkt[9:10])
-		if (pkt[9] == 6 || pkt[9] == 17) && len(pkt) >= ihl+4 {
-			h.Write(pkt[ihl : ihl+4])
-		}
-	case len(pkt) >= 40 && pkt[0]>>4 == 6:
-		h.Write(pkt[8:40])
-		h.Write(pkt[6:7])
-		if (pkt[6] == 6 || pkt[6] == 17) && len(pkt) >= 44 {
-			h.Write(pkt[40:44])
-		}
-	}
-	return h.Sum32()
-}
-
-// receive decapsulates what arrives on every path into the tun device.  One thread waits on
-// all path sockets (epoll) and drains the ready ones before waiting again, so a busy tunnel
-// costs about one wake-up per burst rather than one per packet.  It takes one datagram from
-// each ready path in turn: draining one path's socket before the next would deliver packets
-// in per-path batches, out of the order round robin sent them in.
-func (t *tunnel) receive() {
-	runtime.LockOSThread()
-	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nestlab-mpt: epoll: %v\n", err)
-		os.Exit(1)
-	}
-	for i, p := range t.paths {
-		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(i)}
-		if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.fd, &ev); err != nil {
-			fmt.Fprintf(os.Stderr, "nestlab-mpt: epoll: %v\n", err)
-			os.Exit(1)
-		}
-	}
-	events := make([]syscall.EpollEvent, len(t.paths))
-	active := make([]int, 0, len(t.paths))
-	buf := make([]byte, 65536+greLen)
-	for {
-		ready, err := syscall.EpollWait(epfd, events, -1)
-		if err != nil {
-			continue // EINTR
-		}
-		active = active[:0]
-		for _, ev := range events[:ready] {
-			active = append(active, int(ev.Fd))
-		}
-		sort.Ints(active)
-		for len(active) > 0 { // one datagram from each ready path in turn: the order the sender striped them
-			still := active[:0]
-			for _, index := range active {
-				p := t.paths[index]
-				n, from, err := syscall.Recvfrom(p.fd, buf, syscall.MSG_DONTWAIT)
-				if err != nil {
-					continue // EAGAIN: drained
-				}
-				t.decapsulate(index, p, buf[:n], from)
-				still = append(still, index)
-			}
-			active = still
-		}
-	}
-}
-
-func (t *tunnel) decapsulate(index int, p *path, pkt []byte, from syscall.Sockaddr) {
-	if !p.isPeer(from) {
-		t.foreign.Add(1)
-		return
-	}
-	if len(pkt) < greLen || pkt[0] != 0 || pkt[1] != 0 { // no checksum, key or sequence bits; version 0
-		t.malformed.Add(1)
-		return
-	}
-	body := pkt[greLen:]
-	switch binary.BigEndian.Uint16(pkt[2:4]) {
-	case protoIPv4, protoIPv6:
-		version := byte(4)
-		if binary.BigEndian.Uint16(pkt[2:4]) == protoIPv6 {
-			version = 6
-		}
-		if len(body) < 20 || body[0]>>4 != version {
-			t.malformed.Add(1)
-			return
-		}
-		if _, err := syscall.Write(t.tun, body); err == nil {
-			p.rxPackets.Add(1)
-			p.rxBytes.Add(uint64(len(body)))
-		}
-	case protoKeepalive:
-		t.onKeepalive(index, p, body)
-	default:
-		t.malformed.Add(1)
-	}
-}
-
-func (p *path) isPeer(from syscall.Sockaddr) bool {
-	switch sa := from.(type) {
-	case *syscall.SockaddrInet4:
-		return sa.Port == p.peerPort && net.IP(sa.Addr[:]).Equal(p.peerIP)
-	case *syscall.SockaddrInet6:
-		return sa.Port == p.peerPort && net.IP(sa.Addr[:]).Equal(p.peerIP)
-	}
-	return false
 }
 
 func (t *tunnel) onKeepalive(index int, p *path, body []byte) {

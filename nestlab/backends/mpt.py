@@ -24,6 +24,9 @@ from ..plan.objects import EndObj, LinkObj
 from . import namespaces
 
 _BUILT = Path(__file__).resolve().parents[2] / "mpt" / "nestlab-mpt"
+# Packets the tun device holds for its daemon (the kernel's default is 500): about 40 ms at the
+# 100 000 packets/s of 12 x 100 Mbit/s, so the daemon's turns off a busy CPU drop nothing.
+TXQUEUELEN = 4000
 
 
 def binary() -> str:
@@ -73,7 +76,7 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
             for cidr in end.ipv4:
                 address, prefix = cidr.split("/")
                 ipr.addr("add", index=index, address=address, prefixlen=int(prefix))
-            ipr.link("set", index=index, mtu=link.mtu or 1468, state="up")
+            ipr.link("set", index=index, mtu=link.mtu or 1468, txqlen=TXQUEUELEN, state="up")
 
 
 def stop(lab: str, link: LinkObj) -> None:

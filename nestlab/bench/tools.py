@@ -62,6 +62,15 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> dict[str, float]:
+    """The machine's CPU time so far, all cores, by kind: user, system (with hard interrupts), softirq, idle (with I/O wait), steal."""
+    with open("/proc/stat") as fh:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in fh.readline().split()[1:9])
+    tick = os.sysconf("SC_CLK_TCK")
+    return {"user": (user + nice) / tick, "system": (system + irq) / tick, "softirq": softirq / tick, "idle": (idle + iowait) / tick,
+            "steal": steal / tick}
+
+
 def parse_ping(text: str) -> dict:
     """iputils ping summary -> sent, received, loss_pct and rtt_{min,avg,max,mdev}_ms."""
     sent = _SENT.search(text)

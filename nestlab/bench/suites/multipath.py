@@ -13,7 +13,8 @@ one iperf3 connection a -> b of each ``method``:
 ``placement``: ``containerised`` runs the tool in nodes with their own network stack;
 ``native`` in nodes sharing their emulated host's stack (the paper's native and host-network
 containers).  Rows: each path's share of the bytes ``a`` sent, and the total with retransmits,
-the share of N x 100 Mbit/s reached and, through the tunnel, its daemons' CPU per Gbit/s.
+the share of N x 100 Mbit/s reached and, through the tunnel, its daemons' CPU per Gbit/s; and
+where the machine's CPU went meanwhile (user, system, softirq, idle, steal; the daemons' share).
 """
 
 from __future__ import annotations
@@ -74,10 +75,11 @@ def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
 def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     """One connection a -> b: per-path shares of what a sent, then the total."""
     paths = cell["paths"]
-    sent_before, cpu_before = tx_bytes(lab, "a", paths), tunnel_cpu_seconds(lab)
+    sent_before, cpu_before, machine_before = tx_bytes(lab, "a", paths), tunnel_cpu_seconds(lab), tools.machine_cpu_seconds()
     result = run_iperf3(lab, cell, duration, rec)
     sent = [after - before for after, before in zip(tx_bytes(lab, "a", paths), sent_before)]
     cpu = tunnel_cpu_seconds(lab) - cpu_before
+    machine = {kind: seconds - machine_before[kind] for kind, seconds in tools.machine_cpu_seconds().items()}
     total = sum(sent) or 1
     rows = [{"pair": k + 1, "share_pct": 100 * s / total} for k, s in enumerate(sent)]
     capacity = RATE_MBIT * (1 if cell["method"] == "tcp" else paths)
@@ -86,9 +88,12 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         "pair": "all", "mbps": result["mbps"], "capacity_pct": 100 * result["mbps"] / capacity, "retransmits": result["retransmits"],
         "lost_pct": result["lost_pct"], "paths_used": used, "evenness_pct": 100 * min(s / total for s in sent[:used]) * used if used else 0.0,
     }
+    whole = sum(machine.values()) or 1.0  # where the machine's CPU went meanwhile, % of all its cores
+    summary |= {f"cpu_{kind}_pct": 100 * seconds / whole for kind, seconds in machine.items()}
     if cell["method"].startswith("mpt-"):
         seconds = duration + 1  # iperf3's -O 1 warm-up second ran the tunnel too
         summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / (result["mbps"] / 1000) if result["mbps"] else None
+        summary["cpu_daemons_pct"] = 100 * cpu / whole
     return [*rows, summary]
 
 
@@ -116,6 +121,10 @@ FIGURES = [
     _line("retransmits", "TCP retransmits per connection, containerised", "retransmits", "segments", "method", {"placement": "containerised"},
           higher_is_better=False),
     _line("tunnel-cpu", "MPT tunnel: CPU of both daemons per Gbit/s carried (% of one core)", "tunnel_cpu_pct_per_gbps", "% core per Gbit/s",
+          "method", {"placement": "containerised"}, higher_is_better=False),
+    _line("machine-idle", "Where the CPU went: the machine's idle share while each method ran (all cores), containerised", "cpu_idle_pct", "%",
+          "method", {"placement": "containerised"}),
+    _line("machine-softirq", "Where the CPU went: softirq share (packets moved by the kernel), containerised", "cpu_softirq_pct", "%",
           "method", {"placement": "containerised"}, higher_is_better=False),
 ]
 
