@@ -267,6 +267,29 @@ SHAPES = {"rate": ["10mbit", "1gbit", "0", "-5mbit", "x", "none", "99999999gbit"
           "state": ["up", "down", "x"]}
 
 
+@FUZZ
+@given(key=st.sampled_from(sorted(set(SHAPES) - {"mtu"})), value=st.data())
+def test_link_set_checks_each_value_as_the_schema_does(key, value):
+    """`nestlab link set` checks values without pydantic (model/shape_keys.py): it refuses exactly what the
+    schema's LinkParams refuses, and says why."""
+    from pydantic import ValidationError
+
+    from nestlab.model import shape_keys
+    from nestlab.model.schema import LinkParams
+
+    given = value.draw(st.one_of(st.sampled_from(SHAPES[key]), st.text(max_size=8),
+                                 st.from_regex(r"\A\s?-?[0-9]{1,12}(\.[0-9]{1,3})?\s?(k|m|g|t|kb|mb|us|ms|s|%|bit|mbit|gbit|Bps)?\s?\Z")))
+    try:
+        LinkParams.model_validate({key: given})
+        schema_takes = True
+    except ValidationError:
+        schema_takes = False
+    found = shape_keys.problems({key: given})
+    assert (not found) == schema_takes, (key, given, found)
+    assert all(message for _, message in found)
+    event("taken" if schema_takes else "refused")
+
+
 @pytest.fixture
 def two_nodes(lab_from):
     """One running lab for all of a test's examples (Hypothesis calls the test once per example)."""

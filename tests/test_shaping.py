@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+import sys
 import threading
 import time
 
@@ -156,6 +157,30 @@ def test_bad_values_are_clear_errors(lab_from, option, value, message):
     lab = lab_from(pair())
     result = run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", option, value)
     assert result.returncode == 2 and message in result.stderr and option.strip("-") in result.stderr, result.stderr
+
+
+def test_link_set_from_the_shell_goes_the_quick_way_and_falls_back_to_say_what_is_wrong(lab_from):
+    """`nestlab link set --lab` loads neither typer, rich nor pydantic (cli/quick.py), and applies what the full command would;
+    what it does not take goes to the full command, which says what is wrong."""
+    lab = lab_from(pair())
+    script = ("import sys; from nestlab.cli import quick; code = quick.link_set(sys.argv[1:]); "
+              "print(code, sorted(m for m in ('typer', 'rich', 'pydantic') if m in sys.modules))")
+    quick = subprocess.run([sys.executable, "-c", script, "--lab", lab.name, "b:eth1", "a:eth1", "--rate=30mbit", "--queue", "40", "--direction", "a"],
+                           capture_output=True, text=True, check=True)
+    assert quick.stdout.split(None, 1) == ["0", "[]\n"], quick.stdout + quick.stderr
+    assert "rate=30mbit, queue=40 applied in" in quick.stderr
+    shown = json.loads(run_cli("link", "show", "--lab", lab.name, "--format", "json", check=True).stdout)[0]
+    assert shown["kernel"]["b:eth1"]["rate_bps"] == 30_000_000 and shown["kernel"]["b:eth1"]["queue"] == 40, shown
+    assert shown["kernel"]["a:eth1"].get("rate_bps") != 30_000_000, "--direction a is what b:eth1 (named first) sends"
+    far = lab.nodes["b"].intf("eth1").ip
+    assert ping(lab.nodes["a"], far)
+    assert run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", "--down").returncode == 0
+    assert not ping(lab.nodes["a"], far), "down through the quick way"
+    for args, code, says in ((["--rate", "10furlongs"], 2, "rate: '10furlongs' is not a rate"), (["--queue", "0"], 2, "queue"),
+                             (["--up", "--down"], 1, "not both"), (["--rate", "1mbit", "-t", "x.yml"], 1, "not both")):
+        result = run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", *args)
+        assert result.returncode == code and says in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+    assert run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth9", "--rate", "1mbit").returncode == 1
 
 
 def test_bad_params_in_the_file_name_the_field(topo_file):

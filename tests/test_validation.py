@@ -100,7 +100,7 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 def test_the_cli_starts_without_importing_pyroute2():
     """pyroute2 costs every CLI call 0.2 s to import (a minute in the VM tier); only the commands that use it may pay."""
-    code = "import sys, nestlab.cli.app; print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyroute2'))"
+    code = "import sys, nestlab.cli.app; nestlab.cli.app.build(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyroute2'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == "[]", out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,6 +67,15 @@ LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t)
 
 
 NEEDS_ROOT = "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run it with sudo"
+# Commands that only read files or what any user may see; every other one changes the machine.
+_READ_ONLY = {"inspect", "plan", "version", "report", "compare", "modes", "graph", "k8s", "mobility", "link", "node"}
+
+
+def needs_root(ctx: typer.Context) -> None:
+    """Refuse a command that changes the machine before it starts, when not run as root."""
+    if ctx.invoked_subcommand not in _READ_ONLY and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv):
+        err.print(f"[red]error[/red] nestlab {ctx.invoked_subcommand} {NEEDS_ROOT}")
+        raise typer.Exit(1)
 
 
 @contextmanager

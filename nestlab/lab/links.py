@@ -14,16 +14,18 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends import shaping
 from ..errors import LabError
+from ..model import shape_keys
 from ..model.errors import Problem, TopologyError
-from ..model.schema import LinkParams
 from ..plan.objects import LinkObj
 from . import events, state
-from .node import LabView
+
+if TYPE_CHECKING:
+    from .node import LabView
 
 CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
 
@@ -71,11 +73,10 @@ class LinkHandle:
                 raise TopologyError("<link set>", [Problem(("mtu",), f"{given_mtu!r} is not a number in 68..65535")])
         if direction not in ("both", "a", "b"):
             raise TopologyError("<link set>", [Problem(("direction",), f"{direction!r}: both, a or b")])
-        try:
-            LinkParams.model_validate({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
-        except ValidationError as exc:
-            raise TopologyError("<link set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
-        if set(params) & set(shaping.NETEM_KEYS) and (missing := _probe().missing_for({"netem"})):
+        wrong = shape_keys.problems({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
+        if wrong:
+            raise TopologyError("<link set>", [Problem((key,), message) for key, message in wrong])
+        if {k for k, v in params.items() if v != CLEAR} & set(shaping.NETEM_KEYS) and (missing := _probe().missing_for({"netem"})):
             raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
         sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[direction]
         shape = {"a": dict(self.obj.shape_a), "b": dict(self.obj.shape_b)}

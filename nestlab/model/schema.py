@@ -24,7 +24,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
 
 from .. import links, runtimes
-from .units import parse_percent, parse_rate, parse_size, parse_time
+from . import shape_keys
+from .units import parse_rate, parse_size, parse_time
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 IFNAMSIZ = 15
@@ -88,11 +89,6 @@ def _parsed_by(parser, *fields: str):
         return value
 
     return field_validator(*fields)(classmethod(check))
-
-
-def _rate_up_to_400g(value: str) -> None:
-    if parse_rate(value) > 400 * 10**9:
-        raise ValueError(f"'{value}' is above 400gbit")
 
 
 class _Strict(BaseModel):
@@ -240,12 +236,12 @@ class Shape(_Strict):
     """What one direction of a link does to packets (the sending endpoint's egress)."""
 
     rate: str | None = Field(default=None, description="1kbit..400gbit, HTB with 64-bit rates")
-    qdisc: Literal["htb", "tbf"] | None = Field(default=None, description="what enforces the rate: htb (default) or tbf (up to 34gbit)")
+    qdisc: Literal[*shape_keys.QDISCS] | None = Field(default=None, description="what enforces the rate: htb (default) or tbf (up to 34gbit)")
     burst: str | int | None = Field(default=None, description="HTB burst, e.g. 64kb (default: rate/HZ + MTU)")
     queue: int | None = Field(default=None, ge=1, description="queue length in packets")
     delay: str | None = Field(default=None, description="e.g. 20ms (netem)")
     jitter: str | None = Field(default=None, description="e.g. 5ms, needs delay (netem)")
-    distribution: Literal["uniform", "normal", "pareto", "paretonormal"] | None = Field(
+    distribution: Literal[*shape_keys.DISTRIBUTIONS] | None = Field(
         default=None, description="of the jitter (netem; default uniform)"
     )
     loss: str | float | None = Field(default=None, description="e.g. 10% (netem)")
@@ -254,10 +250,10 @@ class Shape(_Strict):
     duplicate: str | float | None = None
     reorder: str | float | None = Field(default=None, description="share of packets sent early, needs delay (netem)")
 
-    _rate = _parsed_by(_rate_up_to_400g, "rate")
-    _burst = _parsed_by(parse_size, "burst")
-    _times = _parsed_by(parse_time, "delay", "jitter")
-    _shares = _parsed_by(parse_percent, "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
+    _rate = _parsed_by(shape_keys.PARSERS["rate"], "rate")
+    _burst = _parsed_by(shape_keys.PARSERS["burst"], "burst")
+    _times = _parsed_by(shape_keys.PARSERS["delay"], "delay", "jitter")
+    _shares = _parsed_by(shape_keys.PARSERS["loss"], "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
 
 
 class LinkParams(Shape):
@@ -266,11 +262,11 @@ class LinkParams(Shape):
     @model_validator(mode="after")
     def _tbf_rate(self):
         for shape in (self, self.a, self.b):
-            if shape is not None and (shape.qdisc or self.qdisc) == "tbf" and shape.rate and parse_rate(shape.rate) > 34 * 10**9:
+            if shape is not None and (shape.qdisc or self.qdisc) == "tbf" and shape.rate and parse_rate(shape.rate) > shape_keys.TBF_MAX_BITS:
                 raise ValueError(f"qdisc: tbf takes rates up to 34gbit ({shape.rate} given); use the default htb")
         return self
 
-    state: Literal["up", "down"] | None = None
+    state: Literal[*shape_keys.STATES] | None = None
     a: Shape | None = None
     b: Shape | None = None
 
