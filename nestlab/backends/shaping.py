@@ -101,6 +101,7 @@ class Shaper:
         self._child: dict[tuple[str, str], tuple] = {}  # last known leaf qdisc, to skip replacing it unchanged
         self._netlink: dict[str, tuple] = {}  # hand-packed fast path: rate changes and up/down
         self._states: dict[str, dict[int, str]] = {}  # operational states by ifindex, per namespace, for show()
+        self._shown: dict[str, dict[int, list[Qdisc]]] = {}  # qdiscs by ifindex, per namespace, for show()
 
     def _ipr(self, path: str):
         if path not in self._sockets:
@@ -116,14 +117,18 @@ class Shaper:
         return self._netlink[path][1]
 
     def qdiscs(self, path: str, index: int) -> list[Qdisc]:
-        """The qdiscs on interface ``index``.  The kernel dumps a namespace's qdiscs whole: only the
-        headers are read to pick this interface's (a switch namespace may hold thousands)."""
-        found = []
+        """The qdiscs on interface ``index``."""
+        return self._qdisc_table(path, index).get(index, [])
+
+    def _qdisc_table(self, path: str, index: int | None = None) -> dict[int, list[Qdisc]]:
+        """A namespace's qdiscs by interface index (only ``index``'s if given).  The kernel dumps them
+        whole: only the headers are read to pick one interface's (a switch namespace may hold thousands)."""
+        found: dict[int, list[Qdisc]] = {}
         for _type, body in self._fast(path).dump(netlink.RTM_GETQDISC, _TCMSG.pack(0, 0, 0, 0, 0)):
             _family, ifindex, handle, parent, _info = _TCMSG.unpack_from(body)
-            if ifindex == index:
+            if index is None or ifindex == index:
                 a = netlink.attrs(body, _TCMSG.size)
-                found.append(Qdisc(handle, parent, a.get(_TCA_KIND, b"").rstrip(b"\0").decode(), a.get(_TCA_OPTIONS, b"")))
+                found.setdefault(ifindex, []).append(Qdisc(handle, parent, a.get(_TCA_KIND, b"").rstrip(b"\0").decode(), a.get(_TCA_OPTIONS, b"")))
         return found
 
     def index(self, path: str, ifname: str) -> int:
@@ -214,10 +219,11 @@ class Shaper:
 
     def show(self, path: str, ifname: str) -> dict:
         """The shaping in force on ``ifname``, read back from the kernel (each namespace's interfaces
-        are dumped once per Shaper: use a fresh one for a fresh reading)."""
+        and qdiscs are dumped once per Shaper: use a fresh one for a fresh reading)."""
         index, nl = self.index(path, ifname), self._fast(path)
         if path not in self._states:
             self._states[path] = {i.index: i.state for i in rtdump.interfaces(nl, counters=False)}
+            self._shown[path] = self._qdisc_table(path)
         out: dict = {"state": self._states[path].get(index, "missing").lower()}
         for _type, body in nl.dump(_RTM_GETTCLASS, _TCMSG.pack(0, index, 0, 0, 0)):
             a = netlink.attrs(body, _TCMSG.size)
@@ -226,7 +232,7 @@ class Shaper:
                 # TCA_HTB_RATE64 when the rate passes 32 bits, else the tc_ratespec in TCA_HTB_PARMS (rate at byte 8)
                 rate = struct.unpack("=Q", opts[6])[0] if 6 in opts else struct.unpack_from("=I", opts[1], 8)[0]
                 out["rate_bps"] = rate * 8
-        for q in self.qdiscs(path, index):
+        for q in self._shown[path].get(index, []):
             if q.kind == "netem":  # struct tc_netem_qopt: latency, limit, loss, gap, duplicate, jitter
                 out["netem"] = {"limit": q.u32(4), "loss_u32": q.u32(8), "duplicate_u32": q.u32(16)}
             elif q.kind == "pfifo" and q.parent == 0x10001:

@@ -20,10 +20,9 @@ _FLAGS = {"up", "down"}
 
 @dataclass
 class _RunningLab:
-    """What a LinkHandle needs of a lab: its name and its plan (as its state has it)."""
+    """What a LinkHandle given its link needs of a lab: its name."""
 
     name: str
-    plan: object
 
 
 def parse(argv: list[str]) -> tuple[str, str, dict[str, str], set[str]] | None:
@@ -73,14 +72,11 @@ def link_set(argv: list[str]) -> int | None:
         params["state"] = "up" if "up" in flags else "down"
     if not params:
         return None
+    link = state.read_link(name, a, b)
+    if link is None:
+        return None
     try:
-        current = state.read(name)
-        if current is None or current.status != "running":
-            return None
-        link = next((x for x in current.plan.links.values() if {x.a.ref, x.b.ref} == {a, b}), None)
-        if link is None:
-            return None
-        commit = LinkHandle(_RunningLab(name, current.plan), a, b, obj=link).prepare(direction=direction, **params)
+        commit = LinkHandle(_RunningLab(name), a, b, obj=link).prepare(direction=direction, **params)
     except (LabError, TopologyError):
         return None  # said better by the full command
     try:

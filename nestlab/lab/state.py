@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .. import names
 from ..backends import namespaces
 from ..errors import LabError
-from ..plan.objects import Plan
+from ..plan.objects import LinkObj, Plan
 
 
 @dataclass
@@ -56,6 +56,24 @@ def read(lab: str) -> LabState | None:
     except (ValueError, LookupError, TypeError, AttributeError) as exc:
         raise LabError(f"the state of lab '{lab}' is damaged ({type(exc).__name__}: {str(exc)[:120]}); "
                        f"`nestlab cleanup {lab}` removes the lab by its marker") from None
+
+
+def read_link(lab: str, a: str, b: str) -> LinkObj | None:
+    """The link between ``a`` and ``b`` of a running lab as its state has it (live changes included), read
+    without building the rest of the plan; None if the lab is not running, has no such link, or its state
+    cannot be read (``read`` says why)."""
+    try:
+        with open(_path(lab), "rb") as fh:
+            data = json.loads(fh.read())
+        link = Plan.link_from_json(data["plan"], a, b) if data["status"] == "running" else None
+        live = _read_live(lab).get(link.key) if link else None
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+        return None
+    if live is None:
+        return link
+    if live.get("removed"):
+        return None
+    return dataclasses.replace(link, shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"])
 
 
 def write(state: LabState) -> None:

@@ -182,6 +182,14 @@ class Plan:
         attachments = [_build(AttachObj, x) for x in data.get("attachments", [])]
         return cls({n.name: n for n in nodes}, {x.key: x for x in links}, {x.key: x for x in attachments})
 
+    @staticmethod
+    def link_from_json(data: dict, a: str, b: str) -> LinkObj | None:
+        """Only the link between endpoints ``a`` and ``b`` (either order) of a plan in JSON form, or None."""
+        for x in data["links"]:
+            if {f"{x['a']['node']}:{x['a']['iface']}", f"{x['b']['node']}:{x['b']['iface']}"} == {a, b}:
+                return _build(LinkObj, x)
+        return None
+
     def switches(self, kind: str) -> set[str]:
         return {n for n, o in self.nodes.items() if o.kind == kind}
 
