@@ -139,7 +139,8 @@ def operations(folder: str, name: str) -> dict[str, Operation]:
         "deploy": Operation([], deploy),
         "reconcile": Operation([["deploy", "-t", paths["small"]]], deploy),
         "destroy": Operation([deploy], ["destroy", "--lab", name]),
-        "link set": Operation([deploy], ["link", "set", "--lab", name, "h0:eth1", "sw:p0", "--rate", "10mbit", "--queue", "50"]),
+        # -t: the full command, long enough to be killed in its work (`--lab` goes the quick way, 40 ms, through the same LinkHandle)
+        "link set": Operation([deploy], ["link", "set", "-t", paths["lab"], "h0:eth1", "sw:p0", "--rate", "10mbit", "--queue", "50"]),
         "schedule": Operation([], ["run", "-t", paths["schedule"]]),
         "nested deploy": Operation([], ["deploy", "-t", paths["nested"]]),
         "bench": Operation([deploy], ["bench", "run", "--lab", name, "--from", "h0", "--to", "h1", "--duration", "1"]),

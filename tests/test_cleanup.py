@@ -122,3 +122,20 @@ def test_fifty_cycles_leave_nothing_and_leak_no_fds(topo_file, lab_name):
 def test_cleanup_needs_a_target():
     result = subprocess.run([*NESTLAB, "cleanup"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 1 and "name one lab, or pass --all" in result.stderr
+
+
+def test_cleanup_kills_a_tool_left_working_on_the_labs_folder(topo_file, lab_name):
+    """A tool a killed deploy left running on the lab's folder (an ovs-vsctl waits up to 30 s for its switch) goes
+    with the lab; one working on another folder does not."""
+    assert run_cli("deploy", "-t", str(topo_file(star(lab_name, 2)))).returncode == 0
+    folder = os.path.join("/run/nestlab", lab_name)
+    ours = subprocess.Popen(["sh", "-c", "sleep 60", f"{folder}/ovs/sw/db.sock"])
+    theirs = subprocess.Popen(["sh", "-c", "sleep 60", f"{folder}-not-ours/db.sock"])
+    try:
+        assert run_cli("cleanup", lab_name).returncode == 0
+        assert ours.wait(timeout=5) == -signal.SIGKILL
+        assert theirs.poll() is None
+    finally:
+        for proc in (ours, theirs):
+            proc.kill()
+            proc.wait()

@@ -1,9 +1,10 @@
-"""Remove a lab by its markers: its namespaces, its pinned mounts, its state directory."""
+"""Remove a lab by its markers: its namespaces, its pinned mounts, tools left working on its folder, its state directory."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 
 from .. import names
 from .. import runtimes
@@ -26,6 +27,21 @@ def _mounts_under(prefix: str) -> list[str]:
     return [p for p in points if p.startswith(prefix)]
 
 
+def _kill_tools_of(lab: str) -> None:
+    """Kill processes outside the lab's namespaces that work on its folder: a tool a killed deploy left
+    running (an ``ovs-vsctl`` waits up to 30 s for a switch that is gone)."""
+    folder = os.fsencode(names.lab_dir(lab) + "/")
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                if folder in fh.read():
+                    os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:  # gone meanwhile
+            continue
+
+
 def remove_lab(lab: str) -> int:
     """Remove everything marked as ``lab``'s (on every server, for a lab split across servers); returns
     how many namespaces went here."""
@@ -42,6 +58,7 @@ def remove_lab(lab: str) -> int:
     if os.path.isdir(udir):
         paths += [e.path for e in os.scandir(udir)]
     _remove_interfaces(lab)  # ends in this machine's namespace (host:IF): before the namespaces, so none outlives destroy
+    _kill_tools_of(lab)
     namespaces.remove_pinned(paths)
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
