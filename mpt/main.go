@@ -43,7 +43,7 @@ type path struct {
 	Weight             int
 	fd                 int                    // UDP socket bound to Local:port (and Dev)
 	peer               syscall.Sockaddr       // Remote:port
-	rawPeer            syscall.RawSockaddrAny // the same, as the kernel gives a sender
+	rawPeer            syscall.RawSockaddrAny // the same, raw: what a msghdr points at and the kernel gives a sender
 	out                *sender                // datagrams queued for this path (tun reader only)
 	in                 *receiver              // (path reader only)
 	current            int                    // smooth WRR state (tun reader only)
@@ -174,8 +174,9 @@ func openPath(spec string, port int) (*path, error) {
 		return nil, err
 	}
 	p.fd = fd
-	p.rawPeer, _ = rawAddr(p.peer)
-	p.out, p.in = newSender(fd, p.peer, batchSize), newReceiver(fd, batchSize/4)
+	var rawLen uint32
+	p.rawPeer, rawLen = rawAddr(p.peer)
+	p.out, p.in = newSender(fd, p.peer, &p.rawPeer, rawLen, batchSize), newReceiver(fd, batchSize/4)
 	return p, nil
 }
 

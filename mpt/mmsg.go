@@ -32,7 +32,8 @@ type mmsghdr struct {
 // datagrams (the last may be shorter) as one message with UDP_SEGMENT where the kernel has it.
 type sender struct {
 	fd    int
-	to    syscall.RawSockaddrAny
+	peer  syscall.Sockaddr        // for the rare datagram sent on its own
+	to    *syscall.RawSockaddrAny // the same, as a msghdr points at it
 	toLen uint32
 	gso   bool
 	pkts  [][]byte
@@ -42,10 +43,9 @@ type sender struct {
 	segs  []int // datagrams in each message
 }
 
-func newSender(fd int, to syscall.Sockaddr, size int) *sender {
-	s := &sender{fd: fd, pkts: make([][]byte, 0, size), msgs: make([]mmsghdr, size), iovs: make([]syscall.Iovec, size),
-		ctrl: make([][cmsgSpaceLen]byte, size), segs: make([]int, size)}
-	s.to, s.toLen = rawAddr(to)
+func newSender(fd int, peer syscall.Sockaddr, to *syscall.RawSockaddrAny, toLen uint32, size int) *sender {
+	s := &sender{fd: fd, peer: peer, to: to, toLen: toLen, pkts: make([][]byte, 0, size), msgs: make([]mmsghdr, size),
+		iovs: make([]syscall.Iovec, size), ctrl: make([][cmsgSpaceLen]byte, size), segs: make([]int, size)}
 	// The kernel has UDP segmentation offload if it takes the option (Linux >= 4.18).
 	s.gso = syscall.SetsockoptInt(fd, solUDP, udpSegment, 0) == nil
 	return s
@@ -80,7 +80,7 @@ func (s *sender) flush() (sent int, bytes uint64) {
 		if errno != 0 { // message m was refused
 			if s.segs[m] > 1 {
 				for _, pkt := range s.pkts[first : first+s.segs[m]] {
-					if syscall.Sendto(s.fd, pkt, 0, sockaddrOf(&s.to)) == nil {
+					if syscall.Sendto(s.fd, pkt, 0, s.peer) == nil {
 						sent++
 						bytes += uint64(len(pkt))
 					}
@@ -104,7 +104,7 @@ func (s *sender) flush() (sent int, bytes uint64) {
 // message makes message m of the datagrams pkts[i:i+run], segmented at size if run > 1.
 func (s *sender) message(m, i, run, size int) {
 	h := &s.msgs[m].hdr
-	*h = syscall.Msghdr{Name: (*byte)(unsafe.Pointer(&s.to)), Namelen: s.toLen, Iov: &s.iovs[i], Iovlen: uint64(run)}
+	*h = syscall.Msghdr{Name: (*byte)(unsafe.Pointer(s.to)), Namelen: s.toLen, Iov: &s.iovs[i], Iovlen: uint64(run)}
 	for j := i; j < i+run; j++ {
 		s.iovs[j].Base = &s.pkts[j][0]
 		s.iovs[j].SetLen(len(s.pkts[j]))
@@ -195,19 +195,6 @@ func rawAddr(sa syscall.Sockaddr) (syscall.RawSockaddrAny, uint32) {
 		return raw, syscall.SizeofSockaddrInet6
 	}
 	return raw, 0
-}
-
-// sockaddrOf converts back (for the rare datagram sent on its own).
-func sockaddrOf(raw *syscall.RawSockaddrAny) syscall.Sockaddr {
-	switch raw.Addr.Family {
-	case syscall.AF_INET:
-		r := (*syscall.RawSockaddrInet4)(unsafe.Pointer(raw))
-		return &syscall.SockaddrInet4{Port: int(htons(r.Port)), Addr: r.Addr}
-	case syscall.AF_INET6:
-		r := (*syscall.RawSockaddrInet6)(unsafe.Pointer(raw))
-		return &syscall.SockaddrInet6{Port: int(htons(r.Port)), Addr: r.Addr}
-	}
-	return nil
 }
 
 // sameAddr: whether the sender the kernel filled in is the raw address want (family, port, address).

@@ -44,12 +44,11 @@ def read(lab: str) -> LabState | None:
             data = json.loads(fh.read())
         plan = Plan.from_json(data["plan"])
         for key, live in _read_live(lab).items():
-            if live.get("removed"):
-                plan.links.pop(key, None)
-            elif key in plan.links:
-                plan.links[key] = dataclasses.replace(
-                    plan.links[key], shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"]
-                )
+            if key in plan.links:
+                if (changed := _with_live(plan.links[key], live)) is None:
+                    del plan.links[key]
+                else:
+                    plan.links[key] = changed
         return LabState(**{**data, "plan": plan})
     except FileNotFoundError:
         return None
@@ -69,8 +68,11 @@ def read_link(lab: str, a: str, b: str) -> LinkObj | None:
         live = _read_live(lab).get(link.key) if link else None
     except (OSError, ValueError, LookupError, TypeError, AttributeError):
         return None
-    if live is None:
-        return link
+    return link if live is None else _with_live(link, live)
+
+
+def _with_live(link: LinkObj, live: dict) -> LinkObj | None:
+    """``link`` with its recorded live change (shaping, state, MTU); None if the change removed it."""
     if live.get("removed"):
         return None
     return dataclasses.replace(link, shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"])

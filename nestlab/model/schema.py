@@ -262,8 +262,8 @@ class LinkParams(Shape):
     @model_validator(mode="after")
     def _tbf_rate(self):
         for shape in (self, self.a, self.b):
-            if shape is not None and (shape.qdisc or self.qdisc) == "tbf" and shape.rate and parse_rate(shape.rate) > shape_keys.TBF_MAX_BITS:
-                raise ValueError(f"qdisc: tbf takes rates up to 34gbit ({shape.rate} given); use the default htb")
+            if shape is not None and (wrong := shape_keys.tbf_problem(shape.qdisc or self.qdisc, shape.rate)):
+                raise ValueError(f"qdisc: {wrong}")
         return self
 
     state: Literal[*shape_keys.STATES] | None = None

@@ -2,7 +2,7 @@
 
 The schema's ``Shape`` validates a topology's ``params:`` with these same parsers and choices;
 ``nestlab link set`` checks a live change with :func:`problems`, so a shell loop of changes does
-not load the schema (tests/test_shaping.py holds the two to the same answers).
+not load the schema (tests/test_fuzz.py holds the two to the same answers).
 """
 
 from __future__ import annotations
@@ -68,7 +68,13 @@ def problems(params: dict[str, str | int | float]) -> list[tuple[str, str]]:
             check(value)
         except ValueError as exc:
             found.append((key, str(exc)))
-    rate = params.get("rate")
-    if params.get("qdisc") == "tbf" and rate is not None and not found and parse_rate(rate) > TBF_MAX_BITS:
-        found.append(("qdisc", f"tbf takes rates up to 34gbit ({rate} given); use the default htb"))
+    if not found and (wrong := tbf_problem(params.get("qdisc"), params.get("rate"))):
+        found.append(("qdisc", wrong))
     return found
+
+
+def tbf_problem(qdisc: str | None, rate: str | int | None) -> str | None:
+    """What is wrong with a rate TBF cannot enforce (its rates stop at 34gbit), or None."""
+    if qdisc == "tbf" and rate and parse_rate(rate) > TBF_MAX_BITS:
+        return f"tbf takes rates up to 34gbit ({rate} given); use the default htb"
+    return None
