@@ -37,8 +37,14 @@ def cli(tree: str, *args: str) -> float:
     """Seconds one CLI call takes from the shell, run from ``tree`` (its nestlab is the one imported)."""
     env = {**os.environ, "PYTHONPATH": tree}
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "nestlab.cli.app", *args], cwd=tree, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "nestlab.cli.app", *args],
+        cwd=tree,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - started
 
 
@@ -55,8 +61,10 @@ def main() -> None:
             star_file = os.path.join(tmp, "star500.yml")
             with open(star_file, "w") as fh:
                 fh.write(star(500))
-            cases = {"star500": (star_file, "ab-star500"),
-                     "manet 12x5 nested": (os.path.join(ROOT, "examples", "nestednet-manet.yml"), "nestednet-manet")}
+            cases = {
+                "star500": (star_file, "ab-star500"),
+                "manet 12x5 nested": (os.path.join(ROOT, "examples", "nestednet-manet.yml"), "nestednet-manet"),
+            }
             sides = {"before": before, "after": ROOT}
             for tree in sides.values():  # bytecode as installed packages have it, on both sides
                 compileall.compile_dir(os.path.join(tree, "nestlab"), quiet=1)
@@ -75,8 +83,10 @@ def main() -> None:
     for case, per_side in times.items():
         for step in ("deploy", "destroy"):
             b, a = per_side["before"][step], per_side["after"][step]
-            print(f"| {case} | {step} | {statistics.median(b):.2f} s ({min(b):.2f}-{max(b):.2f}) | "
-                  f"{statistics.median(a):.2f} s ({min(a):.2f}-{max(a):.2f}) | {statistics.median(a) / statistics.median(b):.2f} |")
+            print(
+                f"| {case} | {step} | {statistics.median(b):.2f} s ({min(b):.2f}-{max(b):.2f}) | "
+                f"{statistics.median(a):.2f} s ({min(a):.2f}-{max(a):.2f}) | {statistics.median(a) / statistics.median(b):.2f} |"
+            )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(times, fh, indent=1)

@@ -101,7 +101,7 @@ def _batch(lines: list[str], netns: str | None = None) -> None:
     """``ip -batch``, 1 000 lines per process (``ip`` keeps an fd per ``netns NAME`` it resolves)."""
     for start in range(0, len(lines), 1000):
         with tempfile.NamedTemporaryFile("w", suffix=".batch", delete=False) as fh:
-            fh.write("\n".join(lines[start:start + 1000]) + "\n")
+            fh.write("\n".join(lines[start : start + 1000]) + "\n")
         try:
             cmd = ["ip", *(["-n", netns] if netns else []), "-batch", fh.name]
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -125,8 +125,13 @@ def time_floor(n: int, reps: int) -> dict:
             bridges = ["link add br0 type bridge", "link set br0 up"]
             if leaves > 1:  # one bridge per 1 000 ports, each joined to br0 by a veth
                 for k in range(leaves):
-                    bridges += [f"link add br{k + 1} type bridge", f"link set br{k + 1} up",
-                                f"link add u{k} type veth peer name c{k}", f"link set u{k} master br{k + 1} up", f"link set c{k} master br0 up"]
+                    bridges += [
+                        f"link add br{k + 1} type bridge",
+                        f"link set br{k + 1} up",
+                        f"link add u{k} type veth peer name c{k}",
+                        f"link set u{k} master br{k + 1} up",
+                        f"link set c{k} master br0 up",
+                    ]
             _batch(bridges + [f"link set p{i} master br{i // _PORTS + 1 if leaves > 1 else 0} up" for i in range(n)], "floor-sw")
             _batch(
                 ["link set lo up"]
@@ -170,8 +175,11 @@ def star_text(n: int) -> str:
 def _timed(*args: str) -> tuple[float, int]:
     """Seconds and peak KiB of one CLI call, timed from the shell."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "nestlab.cli.app", *args], stdout=subprocess.DEVNULL,
-                            cwd=os.path.join(os.path.dirname(__file__), ".."))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nestlab.cli.app", *args],
+        stdout=subprocess.DEVNULL,
+        cwd=os.path.join(os.path.dirname(__file__), ".."),
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status):
         raise RuntimeError(f"nestlab {' '.join(args)} failed")
@@ -182,9 +190,13 @@ def _first_ping(lab: str, n: int) -> float:
     """Whether the first host's first ping to the last host, right after the deploy, is answered (1.0) or not (0.0)."""
     cli = [sys.executable, "-m", "nestlab.cli.app", "exec", "--lab", lab]
     where = os.path.join(os.path.dirname(__file__), "..")
-    shown = subprocess.run([*cli, f"h{n - 1}", "--", "ip", "-4", "-o", "addr", "show", "eth1"], capture_output=True, text=True, cwd=where).stdout
+    shown = subprocess.run(
+        [*cli, f"h{n - 1}", "--", "ip", "-4", "-o", "addr", "show", "eth1"], capture_output=True, text=True, cwd=where
+    ).stdout
     address = shown.split("inet ")[1].split("/")[0]
-    return float(subprocess.run([*cli, "h0", "--", "ping", "-c1", "-W2", address], capture_output=True, cwd=where).returncode == 0)
+    return float(
+        subprocess.run([*cli, "h0", "--", "ping", "-c1", "-W2", address], capture_output=True, cwd=where).returncode == 0
+    )
 
 
 def time_shell(n: int, reps: int) -> dict:
@@ -213,13 +225,18 @@ def shell_table(sizes: list[int], reps: int) -> None:
     # set would compile every changed module again on each call).
     compileall.compile_dir(os.path.join(os.path.dirname(__file__), "..", "nestlab"), quiet=1)
     print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs, median of {reps}; CLI calls timed from the shell\n")
-    print("| star | deploy (shell) | kernel floor | deploy / floor | inspect --format json | first ping answered | destroy | deploying process peak | memory per node |")
+    print(
+        "| star | deploy (shell) | kernel floor | deploy / floor | inspect --format json | first ping answered | destroy | deploying process peak | memory per node |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
         ours = time_shell(n, reps)
         floor = time_floor(n, reps)
-        print(f"| {n} | {ours['deploy']:.2f} s | {floor['deploy']:.2f} s | {ours['deploy'] / floor['deploy']:.2f} | {ours['inspect']:.2f} s | "
-              f"{ours['first_ping']:.0%} | {ours['destroy']:.2f} s | {ours['peak_kb'] / 1024:.0f} MiB | {ours['kb_per_node']:.0f} KiB |", flush=True)
+        print(
+            f"| {n} | {ours['deploy']:.2f} s | {floor['deploy']:.2f} s | {ours['deploy'] / floor['deploy']:.2f} | {ours['inspect']:.2f} s | "
+            f"{ours['first_ping']:.0%} | {ours['destroy']:.2f} s | {ours['peak_kb'] / 1024:.0f} MiB | {ours['kb_per_node']:.0f} KiB |",
+            flush=True,
+        )
 
 
 def time_mininet(n: int) -> dict | None:
@@ -229,7 +246,21 @@ def time_mininet(n: int) -> dict | None:
     try:
         t0 = time.perf_counter()
         out = subprocess.run(
-            ["ip", "netns", "exec", "bench-mininet", "mn", "--switch", "lxbr", "--controller", "none", "--topo", f"single,{n}", "--test", "none"],
+            [
+                "ip",
+                "netns",
+                "exec",
+                "bench-mininet",
+                "mn",
+                "--switch",
+                "lxbr",
+                "--controller",
+                "none",
+                "--topo",
+                f"single,{n}",
+                "--test",
+                "none",
+            ],
             capture_output=True,
             text=True,
             check=True,

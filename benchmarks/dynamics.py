@@ -72,10 +72,32 @@ def run_subprocess(lab: Lab, plan: list[tuple[int, dict]]) -> tuple[list[float],
     started = time.perf_counter()
     for node, params in plan:
         t0 = time.perf_counter()
-        for ns, dev in ((f"nestlab.{lab.name}.n{node}", "eth1"), (f"nestlab.{lab.name}.sw", f"p{node}")):  # both ends, as nestlab does
+        for ns, dev in (
+            (f"nestlab.{lab.name}.n{node}", "eth1"),
+            (f"nestlab.{lab.name}.sw", f"p{node}"),
+        ):  # both ends, as nestlab does
             if "rate" in params:
-                subprocess.run(["ip", "netns", "exec", ns, "tc", "class", "replace", "dev", dev, "parent", "1:", "classid", "1:1",
-                                "htb", "rate", params["rate"]], check=True)
+                subprocess.run(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        "tc",
+                        "class",
+                        "replace",
+                        "dev",
+                        dev,
+                        "parent",
+                        "1:",
+                        "classid",
+                        "1:1",
+                        "htb",
+                        "rate",
+                        params["rate"],
+                    ],
+                    check=True,
+                )
             else:
                 subprocess.run(["ip", "-n", ns, "link", "set", "dev", dev, params["state"]], check=True)
         latencies.append((time.perf_counter() - t0) * 1000)
@@ -129,8 +151,10 @@ def main() -> None:
     )
     for name, lat, total in rows:
         print(f"| {name} | {statistics.median(lat):.2f} | {percentile(lat, 99):.2f} | {len(lat) / total:.0f} |")
-    print(f"\nratio (subprocess / nestlab): median latency {statistics.median(theirs) / statistics.median(ours):.1f}x, "
-          f"throughput {(len(ours) / ours_total) / (len(theirs) / theirs_total):.1f}x")
+    print(
+        f"\nratio (subprocess / nestlab): median latency {statistics.median(theirs) / statistics.median(ours):.1f}x, "
+        f"throughput {(len(ours) / ours_total) / (len(theirs) / theirs_total):.1f}x"
+    )
 
 
 if __name__ == "__main__":

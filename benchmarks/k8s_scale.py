@@ -83,8 +83,10 @@ def main() -> None:
         down, _ = phases(["k8s", "cluster", "down", "--kubeconfig", kubeconfig, "--name", "bk8s"])
 
     base = rows[0][1]
-    print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs; {args.nodes} nodes (10 switches in a chain), "
-          f"median of {args.reps}; CLI calls timed from the shell\n")
+    print(
+        f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs; {args.nodes} nodes (10 switches in a chain), "
+        f"median of {args.reps}; CLI calls timed from the shell\n"
+    )
     print("| where | deploy | / this machine | destroy |")
     print("|---|---|---|---|")
     for label, deploy, destroy in rows:

@@ -43,15 +43,28 @@ def topology(mode: str, cross: bool) -> str:
     if mode in ("veth", "vxlan"):
         return head + nodes + f'  links: [{{endpoints: ["s1:eth1", "c1:eth1"], mode: {mode}}}]\n'
     if mode == "ovs" and cross:  # an OVS switch per host, the host's NIC moved in as its uplink
-        return head + nodes + "    sw: {kind: ovs, host: server}\n    sw2: {kind: ovs, host: client}\n" + (
-            '  links: [{endpoints: ["s1:eth1", "sw:p1"]}, {endpoints: ["c1:eth1", "sw2:p1"]},\n'
-            '          {endpoints: ["sw:up"], mode: phys, parent: "server:nic0"}, {endpoints: ["sw2:up"], mode: phys, parent: "client:nic0"}]\n'
+        return (
+            head
+            + nodes
+            + "    sw: {kind: ovs, host: server}\n    sw2: {kind: ovs, host: client}\n"
+            + (
+                '  links: [{endpoints: ["s1:eth1", "sw:p1"]}, {endpoints: ["c1:eth1", "sw2:p1"]},\n'
+                '          {endpoints: ["sw:up"], mode: phys, parent: "server:nic0"}, {endpoints: ["sw2:up"], mode: phys, parent: "client:nic0"}]\n'
+            )
         )
     if mode == "ovs":
-        return head + nodes + "    sw: {kind: ovs, host: server}\n" + '  links: [{endpoints: ["s1:eth1", "sw:p1"]}, {endpoints: ["c1:eth1", "sw:p2"]}]\n'
+        return (
+            head
+            + nodes
+            + "    sw: {kind: ovs, host: server}\n"
+            + '  links: [{endpoints: ["s1:eth1", "sw:p1"]}, {endpoints: ["c1:eth1", "sw:p2"]}]\n'
+        )
     parent = ["server:nic0", f"{chost}:nic0"]
-    return head + nodes + "  links:\n" + "".join(
-        f'    - {{endpoints: ["{n}:eth1"], mode: {mode}, parent: "{p}"}}\n' for n, p in zip(("s1", "c1"), parent)
+    return (
+        head
+        + nodes
+        + "  links:\n"
+        + "".join(f'    - {{endpoints: ["{n}:eth1"], mode: {mode}, parent: "{p}"}}\n' for n, p in zip(("s1", "c1"), parent))
     )
 
 

@@ -38,15 +38,33 @@ def build(ref: str, out: str) -> str:
     src = tempfile.mkdtemp(prefix="mpt-src-")
     tar = subprocess.run(["git", "-C", ROOT, "archive", ref, "mpt"], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", src], input=tar, check=True)
-    subprocess.run(["go", "build", "-trimpath", "-o", out, "."], cwd=os.path.join(src, "mpt"), check=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
+    subprocess.run(
+        ["go", "build", "-trimpath", "-o", out, "."],
+        cwd=os.path.join(src, "mpt"),
+        check=True,
+        env={**os.environ, "GOFLAGS": "-mod=mod"},
+    )
     return out
 
 
 def measure(lab, method: str, duration: float) -> dict:
     cell = {"placement": "containerised", "paths": PATHS, "method": method}
     summary = multipath.measure(lab, cell, duration, Discard())[-1]
-    return {key: summary.get(key) for key in ("mbps", "capacity_pct", "retransmits", "lost_pct", "cpu_daemons_pct", "cpu_user_pct",
-                                               "cpu_system_pct", "cpu_softirq_pct", "cpu_steal_pct", "cpu_idle_pct")}
+    return {
+        key: summary.get(key)
+        for key in (
+            "mbps",
+            "capacity_pct",
+            "retransmits",
+            "lost_pct",
+            "cpu_daemons_pct",
+            "cpu_user_pct",
+            "cpu_system_pct",
+            "cpu_softirq_pct",
+            "cpu_steal_pct",
+            "cpu_idle_pct",
+        )
+    }
 
 
 class Discard:
@@ -64,9 +82,12 @@ def run(variant: str, binary: str, txqueuelen: int, results: list, duration: flo
         for method in methods:
             r = measure(lab, method, duration)
             results.append({"variant": variant, "method": method, **r})
-            print(f"{variant:10} {method:8} {r['mbps']:6.0f} Mbit/s {r['capacity_pct']:5.1f} %  retransmits {r['retransmits'] or 0:5}  "
-                  f"CPU: daemons {r['cpu_daemons_pct'] or 0:4.1f}  user {r['cpu_user_pct']:4.1f}  system {r['cpu_system_pct']:4.1f}  "
-                  f"softirq {r['cpu_softirq_pct']:4.1f}  steal {r['cpu_steal_pct']:4.1f}  idle {r['cpu_idle_pct']:4.1f}", flush=True)
+            print(
+                f"{variant:10} {method:8} {r['mbps']:6.0f} Mbit/s {r['capacity_pct']:5.1f} %  retransmits {r['retransmits'] or 0:5}  "
+                f"CPU: daemons {r['cpu_daemons_pct'] or 0:4.1f}  user {r['cpu_user_pct']:4.1f}  system {r['cpu_system_pct']:4.1f}  "
+                f"softirq {r['cpu_softirq_pct']:4.1f}  steal {r['cpu_steal_pct']:4.1f}  idle {r['cpu_idle_pct']:4.1f}",
+                flush=True,
+            )
     finally:
         lab.destroy()
 
@@ -89,16 +110,20 @@ def main() -> None:
         for variant in order if r % 2 == 0 else order[::-1]:
             methods = ["mpt-udp", "mpt-tcp"] + (["mptcp"] if variant == "after" else [])
             run(variant, *variants[variant], results, args.duration, methods)
-    print(f"\n{'variant':10} {'method':8} {'Mbit/s median (range)':>22} {'% of 1200':>9} {'retransmits':>11} {'daemons % CPU':>13} {'idle %':>6}")
+    print(
+        f"\n{'variant':10} {'method':8} {'Mbit/s median (range)':>22} {'% of 1200':>9} {'retransmits':>11} {'daemons % CPU':>13} {'idle %':>6}"
+    )
     for variant in order:
         for method in ("mpt-udp", "mpt-tcp", "mptcp"):
             rows = [r for r in results if r["variant"] == variant and r["method"] == method]
             if not rows:
                 continue
             mbps = [r["mbps"] for r in rows]
-            print(f"{variant:10} {method:8} {statistics.median(mbps):8.0f} ({min(mbps):.0f}-{max(mbps):.0f}){'':4} "
-                  f"{statistics.median(r['capacity_pct'] for r in rows):9.1f} {statistics.median(r['retransmits'] or 0 for r in rows):11.0f} "
-                  f"{statistics.median(r['cpu_daemons_pct'] or 0 for r in rows):13.1f} {statistics.median(r['cpu_idle_pct'] for r in rows):6.1f}")
+            print(
+                f"{variant:10} {method:8} {statistics.median(mbps):8.0f} ({min(mbps):.0f}-{max(mbps):.0f}){'':4} "
+                f"{statistics.median(r['capacity_pct'] for r in rows):9.1f} {statistics.median(r['retransmits'] or 0 for r in rows):11.0f} "
+                f"{statistics.median(r['cpu_daemons_pct'] or 0 for r in rows):13.1f} {statistics.median(r['cpu_idle_pct'] for r in rows):6.1f}"
+            )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)

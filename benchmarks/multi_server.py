@@ -40,15 +40,19 @@ def sites(name: str, nodes: int) -> dict:
     topo["links"] += [{"endpoints": [f"sw{k}:up", f"sw{k + 1}:down"]} for k in range(count - 1)]
     for i in range(nodes - count):
         topo["nodes"][f"h{i}"] = {}
-        topo["links"].append({"endpoints": [f"h{i}:eth1", f"sw{i % count}:p{i}"], "ipv4": [f"10.66.{i // 250}.{i % 250 + 1}/16", None]})
+        topo["links"].append(
+            {"endpoints": [f"h{i}:eth1", f"sw{i % count}:p{i}"], "ipv4": [f"10.66.{i // 250}.{i % 250 + 1}/16", None]}
+        )
     return {"name": name, "topology": topo}
 
 
 def pair(name: str) -> dict:
     """Two links shaped at 1 Gbit/s: x-y cut between s1 and s2, x2-y2 inside s1."""
     nodes = {"x": {"server": "s1"}, "y": {"server": "s2"}, "x2": {"server": "s1"}, "y2": {"server": "s1"}}
-    links = [{"endpoints": ["x:eth1", "y:eth1"], "ipv4": ["10.67.0.1/30", "10.67.0.2/30"], "params": {"rate": "1gbit"}},
-             {"endpoints": ["x2:eth1", "y2:eth1"], "ipv4": ["10.67.0.5/30", "10.67.0.6/30"], "params": {"rate": "1gbit"}}]
+    links = [
+        {"endpoints": ["x:eth1", "y:eth1"], "ipv4": ["10.67.0.1/30", "10.67.0.2/30"], "params": {"rate": "1gbit"}},
+        {"endpoints": ["x2:eth1", "y2:eth1"], "ipv4": ["10.67.0.5/30", "10.67.0.6/30"], "params": {"rate": "1gbit"}},
+    ]
     return {"name": name, "topology": {"nodes": nodes, "links": links}}
 
 
@@ -72,8 +76,12 @@ def timed_deploys(topo_path: str, reps: int, inventory: str | None, name: str) -
 def link_figures(name: str) -> dict:
     out = {}
     for label, client, server, address in (("stitched", "x", "y", "10.67.0.2"), ("local", "x2", "y2", "10.67.0.6")):
-        daemon = subprocess.Popen([*NESTLAB, "exec", "--lab", name, server, "--", "iperf3", "-s", "-1"], cwd=ROOT,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        daemon = subprocess.Popen(
+            [*NESTLAB, "exec", "--lab", name, server, "--", "iperf3", "-s", "-1"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1)
         _, answer = cli("exec", "--lab", name, client, "--", "iperf3", "-c", address, "-t", "3", "-J")
         daemon.wait(timeout=30)
@@ -112,13 +120,17 @@ def main() -> None:
         finally:
             emulate.destroy(f"bsrv{count}")
     base = rows[0][1]
-    print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs; {args.nodes} nodes, median of {args.reps}; CLI calls timed from the shell\n")
+    print(
+        f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs; {args.nodes} nodes, median of {args.reps}; CLI calls timed from the shell\n"
+    )
     print("| where | deploy | / this machine | destroy |")
     print("|---|---|---|---|")
     for label, deploy, destroy in rows:
         print(f"| {label} | {deploy:.2f} s | {deploy / base:.2f} | {destroy:.2f} s |")
     limit = 1.5 * base + 1
-    print(f"\n3 servers: {rows[-1][1]:.2f} s against the target 1.5 x {base:.2f} + 1 = {limit:.2f} s: {'met' if rows[-1][1] <= limit else 'MISSED'}\n")
+    print(
+        f"\n3 servers: {rows[-1][1]:.2f} s against the target 1.5 x {base:.2f} + 1 = {limit:.2f} s: {'met' if rows[-1][1] <= limit else 'MISSED'}\n"
+    )
     print("| link (1 Gbit/s) | TCP throughput | RTT |")
     print("|---|---|---|")
     for label in ("local", "stitched"):

@@ -113,7 +113,13 @@ def main() -> None:
 
     def row(case: str, containers: int, result, base=None) -> None:
         dep, des, mem = result
-        line = {"case": case, "containers": containers, "deploy_s": dep, "destroy_s": des, "mem_per_container_kb": mem / containers}
+        line = {
+            "case": case,
+            "containers": containers,
+            "deploy_s": dep,
+            "destroy_s": des,
+            "mem_per_container_kb": mem / containers,
+        }
         if base:
             line["deploy_vs_plain"] = dep / base[0]
             line["mem_vs_plain"] = (mem / containers) / (base[2] / containers) if base[2] > 0 else float("nan")
@@ -121,7 +127,9 @@ def main() -> None:
         print(
             f"{case:28} {containers:4d} containers  deploy {dep:6.3f} s  destroy {des:6.3f} s  "
             f"{mem / containers:7.0f} KiB/container"
-            + (f"  (x{line['deploy_vs_plain']:.2f} time, x{line['mem_vs_plain']:.2f} memory vs plain namespaces)" if base else ""),
+            + (
+                f"  (x{line['deploy_vs_plain']:.2f} time, x{line['mem_vs_plain']:.2f} memory vs plain namespaces)" if base else ""
+            ),
             flush=True,
         )
 
@@ -129,11 +137,11 @@ def main() -> None:
     row("plain namespaces 12x5", 60, base)
     for nesting in ("nested", "flat"):
         example = os.path.join(ROOT, "examples", "nestednet-manet.yml" if nesting == "nested" else "nestednet-manet-flat.yml")
-        row(f"manet {nesting} 12x5, ovs main", 60, measure(lambda: Lab.from_file(example), args.reps), base)
-        row(f"manet {nesting} 12x5, bridge main", 60, measure(lambda: bridge_main(example), args.reps), base)
+        row(f"manet {nesting} 12x5, ovs main", 60, measure(lambda example=example: Lab.from_file(example), args.reps), base)
+        row(f"manet {nesting} 12x5, bridge main", 60, measure(lambda example=example: bridge_main(example), args.reps), base)
     for k in (5, 10, 15, 20, 25):
-        base_k = measure(lambda: plain_lab(2, k), args.reps)
-        row(f"2 x {k} components", 2 * k, measure(lambda: components_lab(2, k), args.reps), base_k)
+        base_k = measure(lambda k=k: plain_lab(2, k), args.reps)
+        row(f"2 x {k} components", 2 * k, measure(lambda k=k: components_lab(2, k), args.reps), base_k)
     if not args.no_containers:
         with tempfile.TemporaryDirectory() as tmp:
             root = busybox_rootfs(tmp)
@@ -143,14 +151,21 @@ def main() -> None:
             if shutil.which("docker") and subprocess.run(["docker", "version"], capture_output=True).returncode == 0:
                 tar = subprocess.run(["tar", "-C", root, "-c", "."], capture_output=True, check=True).stdout
                 subprocess.run(["docker", "import", "-", "nestlab-bench-bb:1"], input=tar, capture_output=True, check=True)
-                row("5 docker nodes (busybox)", 5, measure(lambda: image_lab("bench-docker", 5, runtime="docker", image="nestlab-bench-bb:1"), args.reps), plain)
+                row(
+                    "5 docker nodes (busybox)",
+                    5,
+                    measure(lambda: image_lab("bench-docker", 5, runtime="docker", image="nestlab-bench-bb:1"), args.reps),
+                    plain,
+                )
             else:
                 print("docker rows skipped: no reachable Docker engine (set DOCKER_HOST)")
     print("\n| case | containers | deploy s | destroy s | KiB per container | time vs plain | memory vs plain |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['containers']} | {r['deploy_s']:.3f} | {r['destroy_s']:.3f} | {r['mem_per_container_kb']:.0f} | "
-              f"{r.get('deploy_vs_plain', 1):.2f} | {r.get('mem_vs_plain', 1):.2f} |")
+        print(
+            f"| {r['case']} | {r['containers']} | {r['deploy_s']:.3f} | {r['destroy_s']:.3f} | {r['mem_per_container_kb']:.0f} | "
+            f"{r.get('deploy_vs_plain', 1):.2f} | {r.get('mem_vs_plain', 1):.2f} |"
+        )
 
 
 if __name__ == "__main__":

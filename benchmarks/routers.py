@@ -40,7 +40,11 @@ OSPF = "interface eth1\n ip ospf hello-interval 1\n ip ospf dead-interval 4\nint
 
 def ring(case: str, n: int) -> Lab:
     """N nodes in a ring, r{i}:eth1 -- r{i+1}:eth2, each link its own /30 from 10.0.0.0/8."""
-    extra = {"plain": "{}", "views": "{binds: ['/etc/os-release:/tmp/os-release:ro']}", "frr": "{kind: frr, startup-config: ospf.conf}"}[case]
+    extra = {
+        "plain": "{}",
+        "views": "{binds: ['/etc/os-release:/tmp/os-release:ro']}",
+        "frr": "{kind: frr, startup-config: ospf.conf}",
+    }[case]
     nodes = "".join(f"    r{i}: {extra}\n" for i in range(n))
     links = "".join(f"    - endpoints: [r{i}:eth1, r{(i + 1) % n}:eth2]\n" for i in range(n))
     folder = tempfile.mkdtemp(prefix="nestlab-routers-")
@@ -56,19 +60,28 @@ def frr_alone(n: int) -> float:
     """Seconds to start FRR (frr.START) in N bare network and mount namespaces at once, each with
     its own /etc/frr and /run/frr; the daemons are killed (their namespaces go with them)."""
     etc = tempfile.mkdtemp(prefix="nestlab-frr-alone-")
-    files = {"frr.conf": OSPF, "daemons": frr.daemons_file(frr.daemons_for(OSPF)), "vtysh.conf": "service integrated-vtysh-config\n"}
+    files = {
+        "frr.conf": OSPF,
+        "daemons": frr.daemons_file(frr.daemons_for(OSPF)),
+        "vtysh.conf": "service integrated-vtysh-config\n",
+    }
     for name, text in files.items():
         with open(os.path.join(etc, name), "w") as fh:
             fh.write(text)
     uid, gid = frr.run_dir_owner()
     for path in [etc, *(os.path.join(etc, f) for f in files)]:
         os.chown(path, uid, gid)
-    script = (f"ip link set lo up && mount -t tmpfs -o mode=755,uid={uid},gid={gid} tmpfs {frr.RUN_DIR} && "
-              f"mount --bind {etc} {frr.CONFIG_DIR} && ( {frr.START} ) >/dev/null 2>&1; cat {frr.RUN_DIR}/*.pid")
+    script = (
+        f"ip link set lo up && mount -t tmpfs -o mode=755,uid={uid},gid={gid} tmpfs {frr.RUN_DIR} && "
+        f"mount --bind {etc} {frr.CONFIG_DIR} && ( {frr.START} ) >/dev/null 2>&1; cat {frr.RUN_DIR}/*.pid"
+    )
     pids: list[str] = []
     try:
         t0 = time.perf_counter()
-        procs = [subprocess.Popen(["unshare", "--net", "--mount", "sh", "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        procs = [
+            subprocess.Popen(["unshare", "--net", "--mount", "sh", "-c", script], stdout=subprocess.PIPE, text=True)
+            for _ in range(n)
+        ]
         for proc in procs:
             pids += proc.communicate()[0].split()
         took = time.perf_counter() - t0
@@ -132,12 +145,18 @@ def main() -> None:
         rows = {case: measure(case, n, args.reps) for case in ("plain", "views", "frr")}
         for case, r in rows.items():
             conv = f"{r['converged']:.2f} s" if r["converged"] is not None else "-"
-            print(f"| {n} | {case} | {r['deploy']:.2f} s | {conv} | {r['kb_per_node'] / 1024:.1f} MiB | {r['destroy']:.2f} s | "
-                  f"{r['deploy'] / rows['plain']['deploy']:.2f} |", flush=True)
+            print(
+                f"| {n} | {case} | {r['deploy']:.2f} s | {conv} | {r['kb_per_node'] / 1024:.1f} MiB | {r['destroy']:.2f} s | "
+                f"{r['deploy'] / rows['plain']['deploy']:.2f} |",
+                flush=True,
+            )
         alone = statistics.median(frr_alone(n) for _ in range(args.reps))
         print(f"| {n} | FRR alone (no nestlab) | {alone:.2f} s | - | - | - | - |", flush=True)
-        print(f"\n{n} routers: frr deploy - plain deploy = {rows['frr']['deploy'] - rows['plain']['deploy']:.2f} s, "
-              f"FRR alone {alone:.2f} s ({(rows['frr']['deploy'] - rows['plain']['deploy']) / alone:.2f}x)\n", flush=True)
+        print(
+            f"\n{n} routers: frr deploy - plain deploy = {rows['frr']['deploy'] - rows['plain']['deploy']:.2f} s, "
+            f"FRR alone {alone:.2f} s ({(rows['frr']['deploy'] - rows['plain']['deploy']) / alone:.2f}x)\n",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -36,9 +36,11 @@ HOSTS = 47
 def topology(name: str) -> str:
     hosts = "".join(f"    h{i}: {{}}\n" for i in range(HOSTS))
     links = "".join(f'    - {{endpoints: ["h{i}:eth1", "sw:p{i}"], params: {{rate: 100mbit}}}}\n' for i in range(HOSTS))
-    return (f"name: {name}\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{hosts}"
-            "    n1: {resources: {cpus: 1, memory: 256m}, components: {gnab: {}, iphy: {}}}\n"
-            f"  links:\n{links}    - {{endpoints: [\"n1/iphy:radio\", \"sw:pn1\"], params: {{rate: 100mbit}}}}\n")
+    return (
+        f"name: {name}\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{hosts}"
+        "    n1: {resources: {cpus: 1, memory: 256m}, components: {gnab: {}, iphy: {}}}\n"
+        f'  links:\n{links}    - {{endpoints: ["n1/iphy:radio", "sw:pn1"], params: {{rate: 100mbit}}}}\n'
+    )
 
 
 def leftovers(lab: str) -> list[str]:
@@ -55,9 +57,15 @@ def sample() -> dict[str, float]:
         rss = next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
     with open("/proc/net/dev") as fh:
         interfaces = len(fh.readlines()) - 2
-    return {"fds": len(os.listdir("/proc/self/fd")), "threads": threading.active_count(), "tasks": len(os.listdir("/proc/self/task")),
-            "rss_kb": rss, "slab_kb": meminfo["Slab"], "interfaces": interfaces,
-            "netns": len(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else 0}
+    return {
+        "fds": len(os.listdir("/proc/self/fd")),
+        "threads": threading.active_count(),
+        "tasks": len(os.listdir("/proc/self/task")),
+        "rss_kb": rss,
+        "slab_kb": meminfo["Slab"],
+        "interfaces": interfaces,
+        "netns": len(os.listdir(NETNS_DIR)) if os.path.isdir(NETNS_DIR) else 0,
+    }
 
 
 def cycles(path: str, count: int, every: int = 10, check: int = 100) -> Iterator[dict[str, float]]:
@@ -105,7 +113,10 @@ def main() -> None:
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     first, second, last = rows[0], rows[1] if len(rows) > 1 else rows[0], rows[-1]
     print(f"\n{args.cycles} cycles of a {HOSTS + 4}-node lab, kernel {os.uname().release}: 0 leftovers after every cycle\n")
-    print("| measure | after cycle 1 | after cycle " + f"{second['cycle']} | after cycle {last['cycle']} | change from cycle {second['cycle']} |")
+    print(
+        "| measure | after cycle 1 | after cycle "
+        + f"{second['cycle']} | after cycle {last['cycle']} | change from cycle {second['cycle']} |"
+    )
     print("|---|---|---|---|---|")
     for key in ("seconds", "fds", "threads", "tasks", "rss_kb", "slab_kb", "interfaces", "netns"):
         print(f"| {key} | {first[key]} | {second[key]} | {last[key]} | {last[key] - second[key]:+g} |")

@@ -12,7 +12,13 @@ from __future__ import annotations
 import importlib
 
 __version__ = "0.1.0"
-_WHERE = {"Lab": ".lab.lab", "Interface": ".lab.node", "Node": ".lab.node", "LabError": ".errors", "TopologyError": ".model.errors"}
+_WHERE = {
+    "Lab": ".lab.lab",
+    "Interface": ".lab.node",
+    "Node": ".lab.node",
+    "LabError": ".errors",
+    "TopologyError": ".model.errors",
+}
 __all__ = [*_WHERE, "__version__"]
 
 

@@ -15,10 +15,26 @@ Lab and node names cannot contain ``.``, so a namespace name always tells its la
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from .backends.namespaces import NETNS_DIR
+NETNS_DIR = "/run/netns"  # where ip netns (and nestlab) pin network namespaces
 
 STATE_ROOT = "/run/nestlab"
+HIDDEN = ("/run/netns", "/run/nestlab")  # mounts under /run a node's own view drops before covering /run
+IMAGE_ROOT = "/var/lib/nestlab/images"  # where `nestlab image build NAME` puts images
+_TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
+
+
+def built(name: str) -> Path:
+    """Where ``nestlab image build NAME`` puts an image."""
+    return Path(IMAGE_ROOT) / name
+
+
+def looks_like_path(value: str) -> bool:
+    """Whether an ``image:`` value is a path (a rootfs folder, a tarball, an OCI layout) rather than a name."""
+    return value.startswith(("/", "./", "../", "~")) or value.endswith(_TARBALL)
+
+
 NETNS_PREFIX = "nestlab."
 
 

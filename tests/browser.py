@@ -20,13 +20,25 @@ class Browser:
     def __init__(self, url: str, width: int = 1280, height: int = 800):
         self.profile = tempfile.mkdtemp(prefix="nestlab-chromium-")
         self.proc = subprocess.Popen(
-            [shutil.which("chromium") or "chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={self.profile}", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                shutil.which("chromium") or "chromium",
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                f"--user-data-dir={self.profile}",
+                "--remote-debugging-port=0",
+                "--remote-debugging-address=127.0.0.1",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         port = self._port()
-        with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/json/new?{url}", method="PUT"), timeout=30) as reply:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"http://127.0.0.1:{port}/json/new?{url}", method="PUT"), timeout=30
+        ) as reply:
             target = json.load(reply)
         self.ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=30)
         self.seq = 0

@@ -8,9 +8,9 @@ import sys
 import uuid
 from pathlib import Path
 
+import machine
 import pytest
 
-import machine
 from nestlab import Lab
 from nestlab.backends import cgroups, rtdump
 from nestlab.lab import cleanup, state
@@ -174,7 +174,9 @@ CLI_TIMEOUT = 900 if IN_VM else 120
 
 
 def run_cli(*args: str, check: bool = False, timeout: float | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*NESTLAB, *args], capture_output=True, text=True, timeout=timeout or CLI_TIMEOUT, check=check, cwd=ROOT)
+    return subprocess.run(
+        [*NESTLAB, *args], capture_output=True, text=True, timeout=timeout or CLI_TIMEOUT, check=check, cwd=ROOT
+    )
 
 
 def star(name: str, hosts: int, extra: str = "") -> str:

@@ -1,8 +1,10 @@
-"""The layout keeps its promises (docs/architecture.md): one-way layers, no import circles, and the
-registries of link modes and runtimes are what the schema, the docs and the CLI offer."""
+"""The layout keeps its promises (docs/architecture.md): one-way layers, no import circles, node kinds,
+link modes and runtimes are plug-ins the schema, the docs and the CLI offer, kind names are compared
+only by the kinds themselves, the plug-ins' seams are typed, and ruff finds nothing."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -11,15 +13,19 @@ from typing import get_args
 
 from conftest import ROOT, run_cli
 
-from nestlab import links, runtimes
+from nestlab.model.modes import option_owners
 from nestlab.model.schema import LinkSpec, NodeSpec
+from nestlab.registry import KINDS, LINK_MODES, RUNTIMES
 
 PACKAGE = ROOT / "nestlab"
+BIN = Path(sys.executable).parent
+# Readers and writers of other tools' formats speak those tools' kind names (containerlab, Kathará, netlab).
+FOREIGN = {"model/clab.py", "model/kathara.py", "model/gotemplate.py", "cli/clab.py"}
 
 
 def test_the_layer_contracts_hold():
     """pyproject.toml's [tool.importlinter] contracts (the layers of docs/architecture.md), checked by import-linter."""
-    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run([str(BIN / "lint-imports"), "--no-cache"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
 
 
@@ -27,7 +33,7 @@ def test_no_import_circles():
     """No module of nestlab reaches itself through its imports (any import, at the top or in a function), by grimp's graph."""
     import grimp
 
-    graph = grimp.build_graph("nestlab", cache_dir=None)
+    graph = grimp.build_graph("nestlab", cache_dir=None, exclude_type_checking_imports=True)  # those load nothing
     circles = set()
     for module in graph.modules:
         for imported in graph.find_modules_directly_imported_by(module):
@@ -39,21 +45,90 @@ def test_no_import_circles():
     assert not circles, "\n".join(sorted(circles))
 
 
+def test_reading_a_topology_loads_no_kernel_code():
+    """The schema and the loader (with every plug-in's declarations) import nothing of nestlab.backends."""
+    code = "import sys, nestlab.model.load; print(sorted(m for m in sys.modules if m.startswith('nestlab.backends')))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
+
+
 def test_the_schema_offers_what_the_registries_hold():
-    assert set(get_args(get_args(LinkSpec.model_fields["mode"].annotation)[0])) == set(links.names())
-    assert set(get_args(get_args(NodeSpec.model_fields["runtime"].annotation)[0])) == set(runtimes.selectable())
-    for key in links.option_owners():
+    assert set(get_args(get_args(LinkSpec.model_fields["mode"].annotation)[0])) == set(LINK_MODES.names())
+    assert set(get_args(get_args(NodeSpec.model_fields["runtime"].annotation)[0])) == {
+        r.name for r in RUNTIMES.values() if r.selectable
+    }
+    written = {w for w in KINDS.words() if not KINDS.get(w).machine}
+    assert set(get_args(get_args(NodeSpec.model_fields["kind"].annotation)[0])) == written
+    for key in option_owners():
         assert key in LinkSpec.model_fields, key
+    for kind in KINDS.values():
+        for key in kind.options:
+            assert key in NodeSpec.model_fields, key
 
 
-def test_every_mode_and_runtime_is_documented_and_listed():
+def test_every_plug_in_is_documented_and_listed():
     modes_doc = (ROOT / "docs" / "modes.md").read_text()
-    for name in links.names():
+    for name in LINK_MODES.names():
         assert f"| `{name}`" in modes_doc, f"docs/modes.md has no row for mode {name}"
-        assert links.get(name).summary, name
+        assert LINK_MODES.get(name).summary, name
+    kinds_doc = (ROOT / "docs" / "kinds.md").read_text()
+    for kind in KINDS.values():
+        assert f"| `{kind.name}`" in kinds_doc, f"docs/kinds.md has no row for kind {kind.name}"
+        assert kind.summary, kind.name
     listing = json.loads(run_cli("modes", "--format", "json", check=True).stdout)
-    assert [m["mode"] for m in listing["modes"]] == links.names()
-    assert {r["runtime"] for r in listing["runtimes"]} == set(runtimes.REGISTRY)
+    assert [m["mode"] for m in listing["modes"]] == LINK_MODES.names()
+    assert {r["runtime"] for r in listing["runtimes"]} == set(RUNTIMES.names())
+    assert [k["kind"] for k in listing["kinds"]] == KINDS.names()
     nesting = (ROOT / "docs" / "nesting.md").read_text() + (ROOT / "docs" / "architecture.md").read_text()
-    for name in runtimes.REGISTRY:
+    for name in RUNTIMES.names():
         assert f"`{name}`" in nesting, f"runtime {name} is not documented"
+
+
+def _kind_comparisons(path: Path) -> list[str]:
+    """``x.kind == "ovs"``, ``kind in ("bridge", "ovs")``: a comparison of something named kind with a kind's word."""
+    words = set(KINDS.words())
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        constants = {
+            c.value for side in sides for c in ast.walk(side) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        }
+        if constants & words and any("kind" in ast.unparse(side) for side in sides):
+            found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_only_kinds_compare_kind_names():
+    """Outside nestlab/kinds and the foreign-format readers, code asks a kind what it is (KINDS.get(k).switch), never its name."""
+    found = [
+        hit
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not str(path.relative_to(PACKAGE)).startswith("kinds/") and str(path.relative_to(PACKAGE)) not in FOREIGN
+        for hit in _kind_comparisons(path)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_check_finds_a_kind_comparison(tmp_path):
+    """The check above is not blind: it finds the forms it is for."""
+    sample = PACKAGE / "_sample_for_test.py"
+    sample.write_text('def f(obj, kind):\n    return obj.kind == "ovs" or kind in ("bridge", "linux")\n')
+    try:
+        assert len(_kind_comparisons(sample)) == 2
+    finally:
+        sample.unlink()
+
+
+def test_the_plug_in_seams_type_check():
+    """mypy, strict on nestlab/kinds, nestlab/links and nestlab/runtimes (pyproject.toml's [tool.mypy])."""
+    result = subprocess.run([str(BIN / "mypy")], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-1000:]
+
+
+def test_ruff_finds_nothing():
+    """ruff's lint and format, at the project's configured rules and line length."""
+    for args in (["check", "nestlab", "tests", "benchmarks"], ["format", "--check", "nestlab", "tests", "benchmarks"]):
+        result = subprocess.run([str(BIN / "ruff"), *args], capture_output=True, text=True, cwd=ROOT)
+        assert result.returncode == 0, " ".join(args) + "\n" + result.stdout[-4000:] + result.stderr[-1000:]

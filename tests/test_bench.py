@@ -40,7 +40,9 @@ def test_iperf3_and_ping_captures_are_parsed():
     raw = json.loads((FIXTURES / "iperf3-tcp.json").read_text())["end"]["sum_received"]["bits_per_second"]
     assert math.isclose(tcp["mbps"], raw / 1e6) and tcp["retransmits"] is not None and tcp["lost_pct"] is None
     intervals = tools.iperf3_intervals((FIXTURES / "iperf3-tcp.json").read_text())
-    assert [round(s) for s, _, _ in intervals] == [0, 1] and abs(statistics.fmean(m for _, _, m in intervals) - tcp["mbps"]) / tcp["mbps"] < 0.01
+    assert [round(s) for s, _, _ in intervals] == [0, 1] and abs(
+        statistics.fmean(m for _, _, m in intervals) - tcp["mbps"]
+    ) / tcp["mbps"] < 0.01
     udp = tools.parse_iperf3((FIXTURES / "iperf3-udp.json").read_text())
     assert udp["lost_pct"] is not None and 0 < udp["mbps"] <= 101
     ping = tools.parse_ping((FIXTURES / "ping.txt").read_text())
@@ -89,14 +91,37 @@ def test_barrier_starts_pairs_together(lab_from):
 def test_bench_run_measures_the_configured_rate_and_pingall(lab_from, lab_name):
     lab_from(PAIR)
     runs = []
-    for cpu in ("0", str(os.cpu_count() - 1), "0"):  # the best of three, pinned (--cpu): a host that steals CPU time starves HTB's dequeues at times
-        result = run_cli("bench", "run", "--lab", lab_name, "--from", "a", "--to", "b", "--tool", "iperf3", "--cpu", cpu, "--duration", "3", "--format", "json")
+    for cpu in (
+        "0",
+        str(os.cpu_count() - 1),
+        "0",
+    ):  # the best of three, pinned (--cpu): a host that steals CPU time starves HTB's dequeues at times
+        result = run_cli(
+            "bench",
+            "run",
+            "--lab",
+            lab_name,
+            "--from",
+            "a",
+            "--to",
+            "b",
+            "--tool",
+            "iperf3",
+            "--cpu",
+            cpu,
+            "--duration",
+            "3",
+            "--format",
+            "json",
+        )
         assert result.returncode == 0, result.stderr
         runs.append(json.loads(result.stdout)["mbps"])
         if runs[-1] >= 100 * 1448 / 1514 * 0.85:
             break
     assert 100 * 1448 / 1514 * 0.85 <= max(runs) and max(runs) <= 100 * 1.02, runs  # HTB counts whole frames
-    result = run_cli("bench", "run", "--lab", lab_name, "--from", "a", "--to", "b", "--tool", "sockperf", "--duration", "1", "--format", "json")
+    result = run_cli(
+        "bench", "run", "--lab", lab_name, "--from", "a", "--to", "b", "--tool", "sockperf", "--duration", "1", "--format", "json"
+    )
     assert result.returncode == 0, result.stderr
     measured = json.loads(result.stdout)
     assert measured["pps"] > 0 and measured["latency_avg_us"] > 0
@@ -117,8 +142,16 @@ def test_lxc_modes_quick_suite_end_to_end(tmp_path):
     assert all(row["pps"] > 0 and row["latency_avg_us"] > 0 for row in data["rows"] if row["pair"] != "all")
     assert (folder / "results.csv").read_text().startswith("mode,pairs,payload,placement,rep")
     assert len(list((folder / "raw").iterdir())) > 10
-    ten = [row["pps_started_ns"] for row in data["rows"] if row["pairs"] == 10 and row["pair"] != "all" and row["rep"] == 0
-           and row["mode"] == "macvlan" and row["payload"] == 28 and row["placement"] == "same"]
+    ten = [
+        row["pps_started_ns"]
+        for row in data["rows"]
+        if row["pairs"] == 10
+        and row["pair"] != "all"
+        and row["rep"] == 0
+        and row["mode"] == "macvlan"
+        and row["payload"] == 28
+        and row["placement"] == "same"
+    ]
     assert len(ten) == 10 and (max(ten) - min(ten)) / 1e6 < 50  # the ten pairs started together
     _check_report_in_chromium(folder / "report.html")
     again = run_cli("report", str(folder))
@@ -131,13 +164,19 @@ def _check_report_in_chromium(report: Path) -> None:
     """Render the report in headless Chromium and check every figure and table is in the rendered page."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "the report test needs Debian's chromium (make deps installs it)"
-    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", report.as_uri()],
-                         capture_output=True, text=True, timeout=120).stdout
+    dom = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", report.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     for fig in (5, 7, 9, 11):  # --quick measures the paper's 28-byte figures
         section = re.search(rf'<section class="figure" id="fig{fig}">(.*?)</section>', dom, re.S)
         assert section, f"figure {fig} missing from the rendered report"
         body = section.group(1)
-        assert "<svg" in body and 'class="ours"' in body and 'class="paper"' in body and "ranking" in body, f"figure {fig} incomplete"
+        assert "<svg" in body and 'class="ours"' in body and 'class="paper"' in body and "ranking" in body, (
+            f"figure {fig} incomplete"
+        )
     assert 'class="meta"' in dom
 
 
@@ -149,9 +188,14 @@ def test_ctrl_c_keeps_finished_cells_and_leaves_nothing(tmp_path):
 
     folder = tmp_path / "run"
     # SIGINT as a terminal delivers it: with the default action, even where a launcher made it ignored.
-    proc = subprocess.Popen([*NESTLAB, "bench", "lxc-modes", "--quick", "--out", str(folder)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [*NESTLAB, "bench", "lxc-modes", "--quick", "--out", str(folder)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(folder.glob("raw/*ping-pong*pair0*")):  # the first cell's last measurement is in
@@ -182,8 +226,11 @@ def test_kernel_modules_suite_builds_every_cell_and_judges_claims():
         if not (cell["pairs"] > 4 or suite.unavailable(cell)):
             assert suite.build(cell).plan.nodes  # every topology of the matrix is valid
     fig = next(f for f in suite.figures if f.id == "fig5-1-mtu1500")
-    ours = {("macvlan", 1): stats.summarize([29.9, 30.0, 30.1]), ("veth-bridge-nf", 1): stats.summarize([9.9, 10.0, 10.1]),
-            ("ovs", 1): stats.summarize([5.0, 5.0, 5.0])}
+    ours = {
+        ("macvlan", 1): stats.summarize([29.9, 30.0, 30.1]),
+        ("veth-bridge-nf", 1): stats.summarize([9.9, 10.0, 10.1]),
+        ("ovs", 1): stats.summarize([5.0, 5.0, 5.0]),
+    }
     assert "ranking agrees" in report.agreement(fig, ours)[0]
     ours[("veth-bridge-nf", 1)] = stats.summarize([39.9, 40.0, 40.1])
     assert "ranking differs" in report.agreement(fig, ours)[0]
@@ -203,9 +250,13 @@ def test_nested_suite_measures_each_experiment_nested_and_flat(tmp_path):
 
     suite = SUITES["nested"]
     both = ["nested", "flat"]
-    axes = [{"experiment": ["intra"], "nesting": both, "connections": [2]}, {"experiment": ["inter"], "nesting": both, "connections": [1]},
-            {"experiment": ["stress"], "nesting": both}, {"experiment": ["scale"], "nesting": ["nested"], "iphys": [5]},
-            {"experiment": ["startup"], "nesting": both, "size": ["12x4"]}]
+    axes = [
+        {"experiment": ["intra"], "nesting": both, "connections": [2]},
+        {"experiment": ["inter"], "nesting": both, "connections": [1]},
+        {"experiment": ["stress"], "nesting": both},
+        {"experiment": ["scale"], "nesting": ["nested"], "iphys": [5]},
+        {"experiment": ["startup"], "nesting": both, "size": ["12x4"]},
+    ]
     folder = scenario.run(dataclasses.replace(suite, quick_axes=axes), tmp_path / "run", quick=True, reps=1)
     _, rows = results.load(folder)
     assert not [r for r in rows if r.get("error")]
@@ -227,4 +278,6 @@ def test_nested_suite_measures_each_experiment_nested_and_flat(tmp_path):
     assert startup["nested"]["memory_per_node_mb"] > startup["flat"]["memory_per_node_mb"] > 0
     page = (folder / "report.html").read_text()
     for fig in suite.figures:
-        assert f'id="{fig.id}"' in page and "No measurements" not in page.split(f'id="{fig.id}"')[1].split("</section>")[0], fig.id
+        assert f'id="{fig.id}"' in page and "No measurements" not in page.split(f'id="{fig.id}"')[1].split("</section>")[0], (
+            fig.id
+        )

@@ -35,7 +35,9 @@ def _packets(path):
 
 
 def _capture(lab, *args):
-    return subprocess.Popen([*NESTLAB, "capture", "--lab", lab.name, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [*NESTLAB, "capture", "--lab", lab.name, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def _wait_capturing(proc):
@@ -57,7 +59,9 @@ def test_capture_exactly_the_echo_requests_and_replies(lab_from, tmp_path):
     times = [t for _, _, t in packets]
     assert times == sorted(times) and times[-1] - times[0] == pytest.approx(0.4, abs=0.15), "kernel timestamps, 0.2 s apart"
     if shutil.which("tshark"):
-        listing = subprocess.run(["tshark", "-r", str(out), "-T", "fields", "-e", "icmp.type"], capture_output=True, text=True, check=True)
+        listing = subprocess.run(
+            ["tshark", "-r", str(out), "-T", "fields", "-e", "icmp.type"], capture_output=True, text=True, check=True
+        )
         assert listing.stdout.split() == ["8", "0", "8", "0", "8", "0"]
 
 
@@ -66,8 +70,12 @@ def test_a_whole_link_into_one_file_through_a_pipe(lab_from, tmp_path):
     lab = lab_from(LAB)
     out = tmp_path / "link.pcapng"
     with open(out, "wb") as fh:
-        proc = subprocess.Popen([*NESTLAB, "capture", "--lab", lab.name, "b:eth1", "--link", "-f", "icmp", "-d", "3", "-w", "-"],
-                                cwd=ROOT, stdout=fh, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [*NESTLAB, "capture", "--lab", lab.name, "b:eth1", "--link", "-f", "icmp", "-d", "3", "-w", "-"],
+            cwd=ROOT,
+            stdout=fh,
+            stderr=subprocess.PIPE,
+        )
         _wait_capturing(proc)
         lab.nodes["a"].cmd("ping -c 2 -i 0.2 10.7.0.2", check=True)
         assert proc.wait(timeout=30) == 0
@@ -79,9 +87,12 @@ def test_a_whole_link_into_one_file_through_a_pipe(lab_from, tmp_path):
 
 def test_capture_errors_are_clear(lab_from):
     lab = lab_from(LAB)
-    for args, message in ((["a:eth9", "-w", "-"], "a has no interface 'eth9'"), (["zz:eth1", "-w", "-"], "no running node, switch or host 'zz'"),
-                          (["a:eth1", "-f", "icmp and and", "-w", "-"], "capture filter 'icmp and and'"),
-                          (["a:eth1"], "-w FILE.pcapng")):
+    for args, message in (
+        (["a:eth9", "-w", "-"], "a has no interface 'eth9'"),
+        (["zz:eth1", "-w", "-"], "no running node, switch or host 'zz'"),
+        (["a:eth1", "-f", "icmp and and", "-w", "-"], "capture filter 'icmp and and'"),
+        (["a:eth1"], "-w FILE.pcapng"),
+    ):
         result = run_cli("capture", "--lab", lab.name, *args)
         assert result.returncode == 1 and message in result.stderr, (args, result.stderr)
 

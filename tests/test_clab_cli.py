@@ -9,6 +9,7 @@ import subprocess
 import time
 
 from conftest import ROOT, run_cli
+
 from nestlab.lab import state
 
 TOPO = """name: {name}
@@ -36,11 +37,29 @@ def test_deploy_inspect_exec_destroy_as_containerlab_does(topo_file, lab_name):
     assert set(rows) == {f"clab-{lab_name}-n1", f"clab-{lab_name}-n2", f"clab-{lab_name}-br"}
     n1 = rows[f"clab-{lab_name}-n1"]
     assert {k: n1[k] for k in ("lab_name", "kind", "image", "state", "absLabPath")} == {
-        "lab_name": lab_name, "kind": "linux", "image": "alpine:3", "state": "running", "absLabPath": str(path)}
+        "lab_name": lab_name,
+        "kind": "linux",
+        "image": "alpine:3",
+        "state": "running",
+        "absLabPath": str(path),
+    }
     assert len(n1["container_id"]) == 12 and rows[f"clab-{lab_name}-br"]["kind"] == "bridge"
 
-    ran = json.loads(run_cli("clab", "exec", "--name", lab_name, "--label", "role=client", "--cmd", "ip -j link show eth1",
-                             "--format", "json", check=True).stdout)
+    ran = json.loads(
+        run_cli(
+            "clab",
+            "exec",
+            "--name",
+            lab_name,
+            "--label",
+            "role=client",
+            "--cmd",
+            "ip -j link show eth1",
+            "--format",
+            "json",
+            check=True,
+        ).stdout
+    )
     assert list(ran) == [f"clab-{lab_name}-n1"]  # the label picked n1 only
     (result,) = ran[f"clab-{lab_name}-n1"]
     assert result["return-code"] == 0 and result["stdout"][0]["ifname"] == "eth1"  # JSON output stays JSON, as in containerlab
@@ -76,17 +95,27 @@ def test_netlabs_lab_runs_through_the_containerlab_command(tmp_path, lab_name):
         assert result.returncode == 0, result.stderr
         for router in ("r1", "r2"):
             for script in ("bash /etc/config/01-initial.sh", "vtysh -f /etc/config/02-ospf.sh"):
-                done = run_cli("clab", "exec", "--name", lab_name, "--label", f"clab-node-name={router}", "--cmd", script, "--format", "json")
-                assert done.returncode == 0 and json.loads(done.stdout)[f"clab-{lab_name}-{router}"][0]["return-code"] == 0, done.stdout + done.stderr
+                done = run_cli(
+                    "clab", "exec", "--name", lab_name, "--label", f"clab-node-name={router}", "--cmd", script, "--format", "json"
+                )
+                assert done.returncode == 0 and json.loads(done.stdout)[f"clab-{lab_name}-{router}"][0]["return-code"] == 0, (
+                    done.stdout + done.stderr
+                )
         for router, far in (("r1", "10.0.0.2/32"), ("r2", "10.0.0.1/32")):  # both ways: the ping's answer needs r2's route
             deadline, routes = time.monotonic() + 60, ""
             while f"O>* {far}" not in routes and time.monotonic() < deadline:  # selected and in the kernel's table (*)
                 time.sleep(1)
                 routes = run_cli("exec", "--lab", lab_name, router, "--", "vtysh", "-c", "show ip route ospf").stdout
-            assert f"O>* {far}" in routes, routes + run_cli("exec", "--lab", lab_name, router, "--", "vtysh", "-c", "show ip ospf neighbor").stdout
-        assert "1 received" in run_cli("exec", "--lab", lab_name, "r1", "--", "ping", "-c1", "-W2", "-I", "10.0.0.1", "10.0.0.2").stdout
-        assert run_cli("exec", "--lab", lab_name, "r1", "--", "ip", "-br", "address", "show", "eth1").stdout.split()[2:] == ["10.1.0.1/30"], \
-            "only netlab's address: a clab.yml gets none of nestlab's automatic ones"
+            assert f"O>* {far}" in routes, (
+                routes + run_cli("exec", "--lab", lab_name, router, "--", "vtysh", "-c", "show ip ospf neighbor").stdout
+            )
+        assert (
+            "1 received"
+            in run_cli("exec", "--lab", lab_name, "r1", "--", "ping", "-c1", "-W2", "-I", "10.0.0.1", "10.0.0.2").stdout
+        )
+        assert run_cli("exec", "--lab", lab_name, "r1", "--", "ip", "-br", "address", "show", "eth1").stdout.split()[2:] == [
+            "10.1.0.1/30"
+        ], "only netlab's address: a clab.yml gets none of nestlab's automatic ones"
         assert not os.path.exists("/etc/config"), "the scripts' folder is the nodes', not the machine's"
     finally:
         gone = run_cli("clab", "destroy", "--name", lab_name, "--cleanup")

@@ -111,8 +111,13 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
     """containerlab's tests/01-smoke: stages (wait-for across four nodes, host exec, healthcheck), a bridge and
     host: endpoints, mgmt-net:, empty node entries, startup-delay."""
     made = [p for p in ("/tmp/host-exec-test", "/tmp/time") if not os.path.exists(p)]
-    labs = {"stages": "stages", "03-linux-nodes-to-bridge-and-host": "03-bridge-and-host", "16-mgmtnetinterface": "mgmtnetif",
-            "node-filter": "node-filter", "stages-race": "stages-race"}
+    labs = {
+        "stages": "stages",
+        "03-linux-nodes-to-bridge-and-host": "03-bridge-and-host",
+        "16-mgmtnetinterface": "mgmtnetif",
+        "node-filter": "node-filter",
+        "stages-race": "stages-race",
+    }
     for name, lab in labs.items():
         folder = tmp_path / name
         folder.mkdir()
@@ -125,7 +130,11 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
             if name == "stages":
                 out = result.stdout + result.stderr
                 # node4 exits create-links (uname) before it is healthy; node3 exits create only after node4 is healthy.
-                assert out.index("exec node4: uname -n") < out.index("hey I am exiting healthy stage") < out.index("exec node3: ls /sys/class/net/")
+                assert (
+                    out.index("exec node4: uname -n")
+                    < out.index("hey I am exiting healthy stage")
+                    < out.index("exec node3: ls /sys/class/net/")
+                )
                 assert "exec node1 (on the host): bash -c 'echo foo > /tmp/host-exec-test' (exit 0)" in out
                 assert Path("/tmp/host-exec-test").read_text() == "foo\n"
                 assert "n3eth1" in root_links()
@@ -142,7 +151,8 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
 
 
 BAD = {
-    "a wait-for circle": ("""
+    "a wait-for circle": (
+        """
 name: {name}
 topology:
   nodes:
@@ -151,76 +161,123 @@ topology:
       stages:
         create:
           wait-for: [{node: a, stage: healthy}]
-""", ":5:", "circle"),
-    "a wait-for on a missing node": ("""
+""",
+        ":5:",
+        "circle",
+    ),
+    "a wait-for on a missing node": (
+        """
 name: {name}
 topology:
   nodes:
     a: {stages: {create: {wait-for: [{node: zz}]}}}
-""", ":5:", "node 'zz'"),
-    "an unknown stage": ("""
+""",
+        ":5:",
+        "node 'zz'",
+    ),
+    "an unknown stage": (
+        """
 name: {name}
 topology:
   nodes:
     a: {stages: {boot: {}}}
-""", ":5:", "create-links"),
-    "a Go template beyond the subset": ("""
+""",
+        ":5:",
+        "create-links",
+    ),
+    "a Go template beyond the subset": (
+        """
 name: {name}
 topology:
   nodes:
     a: {kind: {{ template "kind" }}}
-""", ":5:", "render the file with containerlab"),
-    "a macvlan endpoint on an interface the machine lacks": ("""
+""",
+        ":5:",
+        "render the file with containerlab",
+    ),
+    "a macvlan endpoint on an interface the machine lacks": (
+        """
 name: {name}
 topology:
   nodes: {a: {}}
   links: [{endpoints: ["a:eth1", "macvlan:${NESTLAB_NO_SUCH_VAR:=nlt-nosuchif}"]}]
-""", ":5:", "this machine has no interface nlt-nosuchif"),
-    "a macvlan endpoint the file forbids": ("""
+""",
+        ":5:",
+        "this machine has no interface nlt-nosuchif",
+    ),
+    "a macvlan endpoint the file forbids": (
+        """
 name: {name}
 allow_host_interfaces: false
 topology:
   nodes: {a: {}}
   links: [{endpoints: ["a:eth1", "macvlan:lo"]}]
-""", ":6:", "allow_host_interfaces: false"),
-    "a bridge inside a node that is not there": ("""
+""",
+        ":6:",
+        "allow_host_interfaces: false",
+    ),
+    "a bridge inside a node that is not there": (
+        """
 name: {name}
 topology:
   nodes:
     br0|zz: {kind: bridge}
-""", ":5:", "needs kind: bridge and a node 'zz'"),
-    "a multicast MAC": ("""
+""",
+        ":5:",
+        "needs kind: bridge and a node 'zz'",
+    ),
+    "a multicast MAC": (
+        """
 name: {name}
 topology:
   nodes: {a: {}, b: {}}
   links: [{type: veth, endpoints: [{node: a, interface: eth1, mac: "01:00:5e:00:00:01"}, {node: b, interface: eth1}]}]
-""", ":5:", "not a unicast MAC"),
-    "a type: vxlan link without its vni": ("""
+""",
+        ":5:",
+        "not a unicast MAC",
+    ),
+    "a type: vxlan link without its vni": (
+        """
 name: {name}
 topology:
   nodes: {a: {}}
   links: [{type: vxlan, endpoint: {node: a, interface: eth1}, remote: 10.0.0.9}]
-""", ":5:", "needs vni"),
-    "an unknown link type": ("""
+""",
+        ":5:",
+        "needs vni",
+    ),
+    "an unknown link type": (
+        """
 name: {name}
 topology:
   nodes: {a: {}}
   links: [{type: gretap, endpoint: {node: a, interface: eth1}, remote: 10.0.0.9}]
-""", ":5:", "not supported"),
-    "a port on the machine's real address": ("""
+""",
+        ":5:",
+        "not supported",
+    ),
+    "a port on the machine's real address": (
+        """
 name: {name}
 allow_host_ports: true
 topology:
   nodes: {a: {ports: ["0.0.0.0:8080:80"]}}
-""", ":5:", "loopback only"),
-    "a host port forwarded twice": ("""
+""",
+        ":5:",
+        "loopback only",
+    ),
+    "a host port forwarded twice": (
+        """
 name: {name}
 allow_host_ports: true
 topology:
   nodes:
     a: {ports: ["18080:80"]}
     b: {ports: ["18080:81"]}
-""", ":7:", "already forwarded to a"),
+""",
+        ":7:",
+        "already forwarded to a",
+    ),
 }
 
 
@@ -268,9 +325,16 @@ def test_ports_forward_loopback_to_the_node_only_when_allowed(topo_file, tmp_pat
                 time.sleep(0.2)
         assert body == b"served by the node\n"
         # UDP: a datagram to 127.0.0.1:udp reaches a server on the node's port 53 and its answer comes back.
-        server = lab.nodes["web"].popen(["python3", "-c", "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
-                                         "s.bind(('127.0.0.1', 53)); print('ready', flush=True); d, a = s.recvfrom(99); s.sendto(d.upper(), a)"],
-                                        stdout=subprocess.PIPE, text=True)
+        server = lab.nodes["web"].popen(
+            [
+                "python3",
+                "-c",
+                "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                "s.bind(('127.0.0.1', 53)); print('ready', flush=True); d, a = s.recvfrom(99); s.sendto(d.upper(), a)",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert server.stdout.readline() == "ready\n"
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.settimeout(5)
@@ -287,7 +351,9 @@ def test_ports_forward_loopback_to_the_node_only_when_allowed(topo_file, tmp_pat
     finally:
         lab.destroy()
         cleanup.remove_lab(f"{lab.name}b")
-    assert f":{http} " not in subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout, "the forwarder went with the lab"
+    assert f":{http} " not in subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout, (
+        "the forwarder went with the lab"
+    )
     # Without allow_host_ports, ports: is a note and nothing listens.
     quiet = topo_file(text.replace("allow_host_ports: true", ""), "quiet.yml")
     result = run_cli("deploy", "-t", str(quiet))
@@ -300,8 +366,8 @@ def test_ports_forward_loopback_to_the_node_only_when_allowed(topo_file, tmp_pat
 
 KATHARA = {
     "lab.conf": 'LAB_DESCRIPTION="two FRR routers with static routes between two LANs"\n\n'
-                'r1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\n\nr2[0]="B"\nr2[1]="C"\nr2[image]="kathara/frr"\n\n'
-                'pc1[0]="A"\npc1[image]="kathara/base"\npc1[ipv6]="false"\npc3[0]="A"\npc2[0]="C"\n',
+    'r1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\n\nr2[0]="B"\nr2[1]="C"\nr2[image]="kathara/frr"\n\n'
+    'pc1[0]="A"\npc1[image]="kathara/base"\npc1[ipv6]="false"\npc3[0]="A"\npc2[0]="C"\n',
     "r1.startup": "ip address add 10.1.0.1/24 dev eth0\nip address add 10.2.0.1/24 dev eth1\nsystemctl start frr\n",
     "r2.startup": "ip address add 10.2.0.2/24 dev eth0\nip address add 10.3.0.1/24 dev eth1\nsystemctl start frr\n",
     "pc1.startup": "ip address add 10.1.0.10/24 dev eth0\nip route add default via 10.1.0.1\n",
@@ -336,7 +402,9 @@ def test_kathara_lab_runs_from_its_folder(tmp_path):
         assert "1 received" in lab.nodes["pc3"].cmd("ping -c1 -W1 10.1.0.10")
         assert lab.nodes["pc1"].cmd("cat /tmp/hello.txt") == "from pc1's folder\n"
         assert "hello.txt" not in lab.nodes["pc3"].cmd("ls /tmp"), "a device's folder is its own"
-        assert lab.nodes["pc1"].cmd("cat /var/www/html/index.html") == "not on this machine\n", "a path the machine lacks is the device's"
+        assert lab.nodes["pc1"].cmd("cat /var/www/html/index.html") == "not on this machine\n", (
+            "a path the machine lacks is the device's"
+        )
         assert not os.path.exists("/var/www/html/index.html")
     finally:
         run_cli("destroy", "--lab", "kathara-static")
@@ -369,7 +437,10 @@ def test_a_server_image_runs_as_the_machines_program_in_a_root_of_its_own(tmp_pa
     result = run_cli("deploy", "-t", str(_form("server-image", tmp_path, lab_name)), timeout=120)
     try:
         assert result.returncode == 0, result.stderr
-        assert "image 'nginx:stable-alpine' runs as this machine's nginx (nginx -g 'daemon off;') in a root of the node's own" in result.stderr
+        assert (
+            "image 'nginx:stable-alpine' runs as this machine's nginx (nginx -g 'daemon off;') in a root of the node's own"
+            in result.stderr
+        )
         lab = Lab.running(lab_name)
         web, client = lab.nodes["web"], lab.nodes["client"]
         deadline, page = time.monotonic() + 15, ""
@@ -415,7 +486,13 @@ def test_host_endpoints_as_containerlab_takes_them(tmp_path, lab_name):
         subprocess.run(["ip", "-n", far, "link", "set", "far0", "up"], check=True)
         long_name = f"{lab_name}_a_rather_long_host_interface"
         env = {**os.environ, "HOST_LINK": parent, "LONG_NAME": long_name, "SHORT_NAME": f"{lab_name[:6]}e2"}
-        result = subprocess.run([*NESTLAB, "deploy", "-t", str(_form("host-forms", tmp_path, lab_name))], capture_output=True, text=True, env=env, timeout=120)
+        result = subprocess.run(
+            [*NESTLAB, "deploy", "-t", str(_form("host-forms", tmp_path, lab_name))],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         try:
             assert result.returncode == 0, result.stderr
             assert f"macvlan:{parent}: the node's traffic leaves this machine on {parent}" in result.stderr
@@ -427,7 +504,9 @@ def test_host_endpoints_as_containerlab_takes_them(tmp_path, lab_name):
         finally:
             gone = run_cli("destroy", "--lab", lab_name)
         assert gone.returncode == 0, gone.stderr
-        assert subprocess.run(["ip", "link", "show", long_name], capture_output=True).returncode != 0, "the long-named end went with its node"
+        assert subprocess.run(["ip", "link", "show", long_name], capture_output=True).returncode != 0, (
+            "the long-named end went with its node"
+        )
     finally:
         subprocess.run(["ip", "link", "del", parent], capture_output=True)
         subprocess.run(["ip", "netns", "del", far], check=True)
@@ -443,15 +522,25 @@ def test_extended_vxlan_keys_reach_the_remote_vtep(tmp_path, lab_name):
         sh = lambda ns, cmd: subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", cmd], check=True)  # noqa: E731
         subprocess.run(["ip", "-n", here, "link", "add", "up0", "type", "veth", "peer", "name", "up1", "netns", far], check=True)
         sh(here, "ip link set lo up && ip address add 172.31.78.1/24 dev up0 && ip link set up0 up")
-        sh(far, "ip link set lo up && ip address add 172.31.78.12/24 dev up1 && ip link set up1 up && "
-                "ip link add vx0 type vxlan id 200 remote 172.31.78.1 dstport 14792 && ip address add 10.78.0.2/24 dev vx0 && ip link set vx0 up")
+        sh(
+            far,
+            "ip link set lo up && ip address add 172.31.78.12/24 dev up1 && ip link set up1 up && "
+            "ip link add vx0 type vxlan id 200 remote 172.31.78.1 dstport 14792 && ip address add 10.78.0.2/24 dev vx0 && ip link set vx0 up",
+        )
         inside = ["nsenter", f"--net=/run/netns/{here}", *NESTLAB]
-        result = subprocess.run([*inside, "deploy", "-t", str(_form("vxlan-stitch", tmp_path, lab_name))], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [*inside, "deploy", "-t", str(_form("vxlan-stitch", tmp_path, lab_name))], capture_output=True, text=True, timeout=120
+        )
         try:
             assert result.returncode == 0, result.stderr
             lab = Lab.running(lab_name)
             shown = lab.nodes["l1"].cmd("ip -d link show eth1")
-            assert "vxlan id 200 remote 172.31.78.12" in shown and "dstport 14792" in shown and "srcport 14793 14793" in shown and "mtu 1400" in shown, shown
+            assert (
+                "vxlan id 200 remote 172.31.78.12" in shown
+                and "dstport 14792" in shown
+                and "srcport 14793 14793" in shown
+                and "mtu 1400" in shown
+            ), shown
             assert "1 received" in lab.nodes["l1"].cmd("ping -c1 -W2 10.78.0.2"), "frames cross the tunnel both ways"
         finally:
             gone = subprocess.run([*inside, "destroy", "--lab", lab_name], capture_output=True, text=True, timeout=120)

@@ -23,8 +23,13 @@ topology:
 
 
 def star(name: str, hosts: int, net: int) -> str:
-    return STAR.format(name=name, hosts="".join(f"    h{i}: {{}}\n" for i in range(1, hosts + 1)),
-                       links="".join(f'    - {{endpoints: ["h{i}:eth1", "sw:p{i}"], ipv4: ["10.{net}.0.{i}/24", null]}}\n' for i in range(1, hosts + 1)))
+    return STAR.format(
+        name=name,
+        hosts="".join(f"    h{i}: {{}}\n" for i in range(1, hosts + 1)),
+        links="".join(
+            f'    - {{endpoints: ["h{i}:eth1", "sw:p{i}"], ipv4: ["10.{net}.0.{i}/24", null]}}\n' for i in range(1, hosts + 1)
+        ),
+    )
 
 
 CYCLE = """
@@ -46,7 +51,9 @@ def test_two_labs_cycled_side_by_side_never_touch_each_other(tmp_path, lab_name)
         path = tmp_path / f"{name}.yml"
         path.write_text(star(name, 8, net))
         script = CYCLE.format(rounds=20, path=path, name=name, net=net, hosts=8)
-        procs.append(subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     try:
         for proc in procs:
             _, err = proc.communicate(timeout=600)
@@ -62,8 +69,16 @@ def test_the_same_lab_deployed_twice_at_once_is_built_once(tmp_path, lab_name):
     path.write_text(star(lab_name, 30, 73))
     try:
         for _ in range(5):
-            both = [subprocess.Popen([sys.executable, "-m", "nestlab.cli.app", "deploy", "-t", str(path)], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+            both = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "nestlab.cli.app", "deploy", "-t", str(path)],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(2)
+            ]
             results = [(p.wait(timeout=300), p.stderr.read()) for p in both]
             # The second waits for the first (state.locked) and then finds the lab built.
             assert [code for code, _ in results] == [0, 0] and any("nothing to change" in err for _, err in results), results
@@ -86,8 +101,13 @@ def test_exec_and_link_set_during_a_reconcile_are_safe(tmp_path, lab_name):
     try:
         assert run_cli("deploy", "-t", str(small)).returncode == 0
         for round_ in range(3):
-            reconcile = subprocess.Popen([sys.executable, "-m", "nestlab.cli.app", "deploy", "-t", str(big if round_ % 2 == 0 else small)],
-                                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            reconcile = subprocess.Popen(
+                [sys.executable, "-m", "nestlab.cli.app", "deploy", "-t", str(big if round_ % 2 == 0 else small)],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             rates = []
             while reconcile.poll() is None or not rates:
                 rate = f"{10 + len(rates)}mbit"
@@ -100,12 +120,18 @@ def test_exec_and_link_set_during_a_reconcile_are_safe(tmp_path, lab_name):
             assert reconcile.returncode == 0, err
             # The later command wins (the reconcile puts back the file's shaping if it took the lab
             # after a link set), and what the lab records is what the kernel does.
-            (link,) = json.loads(run_cli("link", "show", "--lab", lab_name, "h1:eth1", "sw:p1", "--format", "json", check=True).stdout)
+            (link,) = json.loads(
+                run_cli("link", "show", "--lab", lab_name, "h1:eth1", "sw:p1", "--format", "json", check=True).stdout
+            )
             recorded = link["sends"]["h1:eth1"].get("rate")
-            assert link["kernel"]["h1:eth1"].get("rate_bps") == (int(recorded.removesuffix("mbit")) * 10**6 if recorded else None), link
+            assert link["kernel"]["h1:eth1"].get("rate_bps") == (
+                int(recorded.removesuffix("mbit")) * 10**6 if recorded else None
+            ), link
             assert recorded in (None, *rates), (recorded, rates)
             report = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json", check=True).stdout)
-            assert len(report["nodes"]) == (65 if round_ % 2 == 0 else 5) and all(n["state"] == "running" for n in report["nodes"])
+            assert len(report["nodes"]) == (65 if round_ % 2 == 0 else 5) and all(
+                n["state"] == "running" for n in report["nodes"]
+            )
     finally:
         run_cli("destroy", "--lab", lab_name)
     assert leftovers() == []

@@ -8,8 +8,8 @@ import threading
 import time
 
 import yaml
-
 from conftest import run_cli
+
 from nestlab.lab import events
 from nestlab.lab.schedule import play
 from nestlab.model.visibility import in_range, load, random_waypoint
@@ -58,8 +58,21 @@ def test_graph_from_positions_and_range():
 
 
 def test_random_waypoint_is_reproducible_and_in_bounds(tmp_path):
-    result = run_cli("mobility", "random-waypoint", "--nodes", "5", "--area", "500x300", "--range", "100",
-                     "--duration", "20", "--seed", "7", check=True)
+    result = run_cli(
+        "mobility",
+        "random-waypoint",
+        "--nodes",
+        "5",
+        "--area",
+        "500x300",
+        "--range",
+        "100",
+        "--duration",
+        "20",
+        "--seed",
+        "7",
+        check=True,
+    )
     data = yaml.safe_load(result.stdout)
     assert data == yaml.safe_load(yaml.safe_dump(random_waypoint(5, 500, 300, 100, 20, seed=7)))
     assert len(data["steps"]) == 21

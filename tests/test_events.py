@@ -25,8 +25,13 @@ schedule:
 
 
 def _stream(lab):
-    proc = subprocess.Popen([*NESTLAB, "events", "--lab", lab.name, "--format", "json"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*NESTLAB, "events", "--lab", lab.name, "--format", "json"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stderr.readline().startswith("streaming events of lab"), "the stream is listening"
     return proc
 
@@ -46,7 +51,11 @@ def test_a_scheduled_flap_yields_exactly_its_down_and_up_events(lab_from):
         time.sleep(0.5)
     finally:
         seen = _stop(proc)
-    flaps = [(e["node"], e["event"], e["time"]) for e in seen if e.get("interface") == "eth1" and e["node"] in ("a", "b") and e["event"] in ("up", "down")]
+    flaps = [
+        (e["node"], e["event"], e["time"])
+        for e in seen
+        if e.get("interface") == "eth1" and e["node"] in ("a", "b") and e["event"] in ("up", "down")
+    ]
     assert {(n, ev) for n, ev, _ in flaps[:2]} == {("a", "down"), ("b", "down")}, flaps
     assert {(n, ev) for n, ev, _ in flaps[2:]} == {("a", "up"), ("b", "up")} and len(flaps) == 4, flaps
     assert not [e for e in seen if e["node"] == "c" and e["event"] in ("up", "down")], "the other link did not move"
@@ -83,7 +92,9 @@ def test_processes_nodes_and_replay(lab_from):
 def test_since_replays_the_log(lab_from):
     lab = lab_from(FLAP)
     play(lab)
-    replay = run_cli("events", "--lab", lab.name, "--since", "0", "--no-follow", "--format", "json", check=True).stdout.splitlines()
+    replay = run_cli(
+        "events", "--lab", lab.name, "--since", "0", "--no-follow", "--format", "json", check=True
+    ).stdout.splitlines()
     states = [json.loads(line)["what"]["state"] for line in replay]
     assert states == ["down", "up"]
     recent = run_cli("events", "--lab", lab.name, "--since", "600s", "--no-follow", check=True).stdout

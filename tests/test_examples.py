@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
-import sys
 
 import pytest
 from conftest import ROOT, leftovers, run_cli
@@ -51,8 +51,10 @@ def test_parse_ping_counts_loss_and_rtt():
 
 
 def test_parse_iperf3_reports_receiver_rate():
-    text = '{"start": {}, "intervals": [], "end": {"sum_sent": {"bits_per_second": 2e9, "retransmits": 3, "seconds": 3.0},' \
-           ' "sum_received": {"bits_per_second": 1.5e9, "seconds": 3.0}}}'
+    text = (
+        '{"start": {}, "intervals": [], "end": {"sum_sent": {"bits_per_second": 2e9, "retransmits": 3, "seconds": 3.0},'
+        ' "sum_received": {"bits_per_second": 1.5e9, "seconds": 3.0}}}'
+    )
     assert parse_iperf3(text) == {"mbps": 1500.0, "retransmits": 3, "lost_pct": None, "seconds": 3.0}
 
 

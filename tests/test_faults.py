@@ -15,8 +15,8 @@ import pytest
 from conftest import NESTLAB, ROOT, leftovers, run_cli, star
 
 from nestlab import Lab, names
-from nestlab.errors import LabError
 from nestlab.backends import libc
+from nestlab.errors import LabError
 
 
 @contextlib.contextmanager
@@ -99,11 +99,19 @@ def test_a_missing_tool_is_named(topo_file, tmp_path, lab_name):
                 (bin_dir / entry.name).symlink_to(entry.path)
     assert run_cli("deploy", "-t", str(topo_file(star(lab_name, 2)))).returncode == 0
     env = {**os.environ, "PATH": str(bin_dir)}
-    result = subprocess.run([*NESTLAB, "bench", "run", "--lab", lab_name, "--from", "h0", "--to", "h1", "--duration", "1"],
-                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    result = subprocess.run(
+        [*NESTLAB, "bench", "run", "--lab", lab_name, "--from", "h0", "--to", "h1", "--duration", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
     _refused(result, "iperf3", "apt")
     assert shutil.which("iperf3"), "the test removed iperf3 from its own PATH only"
-    assert "1 received" in Lab.running(lab_name).nodes["h0"].cmd(f"ping -c1 -W2 {Lab.running(lab_name).nodes['h1'].intf('eth1').ip}")
+    assert "1 received" in Lab.running(lab_name).nodes["h0"].cmd(
+        f"ping -c1 -W2 {Lab.running(lab_name).nodes['h1'].intf('eth1').ip}"
+    )
     assert run_cli("destroy", "--lab", lab_name).returncode == 0
 
 
@@ -112,7 +120,12 @@ def test_a_low_open_file_limit_is_raised_or_named_before_anything_is_made(topo_f
     own limit where root may; where it may not (a container), it says so before making anything."""
     path = topo_file(star(lab_name, 100))
     low = ["prlimit", "--nofile=64"]
-    may_raise = subprocess.run([*low, sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))"]).returncode == 0
+    may_raise = (
+        subprocess.run(
+            [*low, sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))"]
+        ).returncode
+        == 0
+    )
     result = subprocess.run([*low, *NESTLAB, "deploy", "-t", str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
     if may_raise:
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

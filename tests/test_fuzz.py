@@ -23,17 +23,60 @@ from nestlab.lab import state
 from nestlab.model.errors import TopologyError
 
 hypothesis = pytest.importorskip("hypothesis", reason="Hypothesis generates the cases (make deps installs it)")
-from hypothesis import HealthCheck, event, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 EXAMPLES = int(os.environ.get("NESTLAB_FUZZ_EXAMPLES", "250"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 1000, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=EXAMPLES <= 1000,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 FIXTURES = ROOT / "tests" / "fixtures"
-SEEDS = [p.read_bytes() for p in sorted((ROOT / "examples").glob("*.yml")) + sorted((FIXTURES / "clab-smoke").glob("*.yml"))
-         + sorted((FIXTURES / "clab-forms").glob("*.yml"))]
-TEMPLATES = [(p.read_bytes(), p.with_name(p.name.replace(".gotmpl", "_vars.yaml")).read_bytes()) for p in sorted((FIXTURES / "clab-templates").glob("*.gotmpl"))]
-TOKENS = [b"\x00", b"\xff", b"\xc3", b"{{", b"}}", b"{{ .x }}", b"${X}", b": ", b"- ", b"\t", b"&a ", b"*a", b"!!python/object:os.system ",
-          b"? ", b"[", b"]", b"{", b"}", b"'", b'"', b"\n  ", b"\n", b"#", b"~", b"null", b"-1", b"1e999", b"nan", b"0x10", b"\xef\xbb\xbf"]
+SEEDS = [
+    p.read_bytes()
+    for p in sorted((ROOT / "examples").glob("*.yml"))
+    + sorted((FIXTURES / "clab-smoke").glob("*.yml"))
+    + sorted((FIXTURES / "clab-forms").glob("*.yml"))
+]
+TEMPLATES = [
+    (p.read_bytes(), p.with_name(p.name.replace(".gotmpl", "_vars.yaml")).read_bytes())
+    for p in sorted((FIXTURES / "clab-templates").glob("*.gotmpl"))
+]
+TOKENS = [
+    b"\x00",
+    b"\xff",
+    b"\xc3",
+    b"{{",
+    b"}}",
+    b"{{ .x }}",
+    b"${X}",
+    b": ",
+    b"- ",
+    b"\t",
+    b"&a ",
+    b"*a",
+    b"!!python/object:os.system ",
+    b"? ",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b"'",
+    b'"',
+    b"\n  ",
+    b"\n",
+    b"#",
+    b"~",
+    b"null",
+    b"-1",
+    b"1e999",
+    b"nan",
+    b"0x10",
+    b"\xef\xbb\xbf",
+]
 
 
 def accepts_or_refuses(path) -> None:
@@ -65,20 +108,25 @@ def mutate(data: bytes, edits) -> bytes:
         if op == "insert":
             data = data[:at] + payload + data[at:]
         elif op == "delete":
-            data = data[:at] + data[at + len(payload):]
+            data = data[:at] + data[at + len(payload) :]
         elif op == "replace":
-            data = data[:at] + payload + data[at + len(payload):]
+            data = data[:at] + payload + data[at + len(payload) :]
         elif op == "duplicate":
             line_start = data.rfind(b"\n", 0, at) + 1
             line_end = data.find(b"\n", at)
-            data = data[:line_end] + data[line_start - 1 if line_start else 0:line_end] + data[line_end:] if line_end > 0 else data
+            data = (
+                data[:line_end] + data[line_start - 1 if line_start else 0 : line_end] + data[line_end:] if line_end > 0 else data
+            )
         else:
             data = data[:at]
     return data
 
 
-mutation = st.tuples(st.sampled_from(["insert", "delete", "replace", "duplicate", "truncate"]), st.floats(0, 1),
-                     st.one_of(st.sampled_from(TOKENS), st.binary(min_size=1, max_size=6)))
+mutation = st.tuples(
+    st.sampled_from(["insert", "delete", "replace", "duplicate", "truncate"]),
+    st.floats(0, 1),
+    st.one_of(st.sampled_from(TOKENS), st.binary(min_size=1, max_size=6)),
+)
 
 
 @FUZZ
@@ -102,49 +150,122 @@ def test_mutated_go_templates_and_their_variables_load_or_are_refused_cleanly(tm
 
 NAMES = st.sampled_from(["h1", "h2", "sw", "r1", "n-1", "bad name", "", "x" * 20, "a/b", "local", "mgmt-net"])
 IFACES = st.sampled_from(["eth1", "eth2", "lo", "", "toolonginterfacename0", "p1", "e1-1"])
-ENDPOINT = st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), st.text(max_size=6),
-                     st.sampled_from(["host:veth9", "macvlan:eth0", "mgmt-net:m1"]),
-                     st.fixed_dictionaries({"node": NAMES, "interface": IFACES}, optional={"mac": st.sampled_from(["02:00:00:00:00:01", "01:00:5e:00:00:01", "zz"])}))
+ENDPOINT = st.one_of(
+    st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES),
+    st.text(max_size=6),
+    st.sampled_from(["host:veth9", "macvlan:eth0", "mgmt-net:m1"]),
+    st.fixed_dictionaries(
+        {"node": NAMES, "interface": IFACES}, optional={"mac": st.sampled_from(["02:00:00:00:00:01", "01:00:5e:00:00:01", "zz"])}
+    ),
+)
 SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-3, 70000), st.floats(allow_nan=True), st.text(max_size=6))
-NODE = st.fixed_dictionaries({}, optional={
-    "kind": st.one_of(st.sampled_from(["linux", "bridge", "ovs", "frr", "host", "bogus"]), SCALAR),
-    "exec": st.one_of(st.lists(st.text(max_size=5), max_size=2), SCALAR),
-    "sysctls": st.dictionaries(st.sampled_from(["net.ipv4.ip_forward", "kernel.x", "net.bogus", ""]), SCALAR, max_size=2),
-    "mode": st.sampled_from(["netns", "none", "host", "x"]),
-    "resources": st.fixed_dictionaries({}, optional={"cpus": SCALAR, "memory": st.sampled_from(["64m", "1G", "-1", "x", 5]), "pids": SCALAR}),
-    "cpu": SCALAR, "memory": st.sampled_from(["64Mb", "1G", "x"]),
-    "ports": st.lists(st.sampled_from(["80:80", "0.0.0.0:1:1", "99999:1", "a:b", "8080:80/udp", 80]), max_size=2),
-    "server": st.sampled_from(["s1", "s9"]), "cmd": st.one_of(st.text(max_size=5), st.lists(st.text(max_size=3), max_size=2)),
-    "stages": st.dictionaries(st.sampled_from(["create", "configure", "boot"]),
-                              st.fixed_dictionaries({}, optional={"wait-for": st.lists(st.fixed_dictionaries({"node": NAMES}, optional={"stage": st.sampled_from(["healthy", "exit", "x"])}), max_size=2)}), max_size=2),
-    "components": st.dictionaries(st.sampled_from(["c1", "C!", "self", "gnab"]), st.just({}), max_size=2),
-    "binds": st.lists(st.sampled_from(["/etc/hosts:/etc/hosts:ro", "nope:/x", "/tmp:/run/x", "a"]), max_size=2),
-    "group": st.sampled_from(["g1", "missing"]), "startup-delay": SCALAR, "labels": st.dictionaries(st.text(max_size=3), SCALAR, max_size=2),
-})
-LINK = st.fixed_dictionaries({"endpoints": st.lists(ENDPOINT, max_size=3)}, optional={
-    "ipv4": st.lists(st.one_of(st.none(), st.sampled_from(["10.0.0.1/24", "300.1.1.1/24", "x", "10.0.0.1", "10.0.0.2/24"])), max_size=3),
-    "ipv6": st.lists(st.one_of(st.none(), st.sampled_from(["fd00::1/64", "zz::/64"])), max_size=3),
-    "mtu": SCALAR, "paths": SCALAR, "type": st.sampled_from(["veth", "vxlan", "dummy", "gretap"]),
-    "params": st.fixed_dictionaries({}, optional={"rate": st.sampled_from(["1gbit", "0", "x", "500gbit", "10mbit"]), "delay": st.sampled_from(["10ms", "-1ms", "x"]),
-                                                  "loss": SCALAR, "state": st.sampled_from(["up", "down", "sideways"]), "a": st.fixed_dictionaries({}, optional={"rate": st.just("1mbit")})}),
-    "mode": st.sampled_from(["veth", "bridge", "macvlan", "vxlan", "vxlan-remote", "host", "bogus"]), "remote": st.sampled_from(["198.18.0.9", "x"]),
-    "vni": SCALAR, "parent": st.sampled_from(["server:nic0", "eth0", "x:y"]), "host_interface": st.sampled_from(["v1", "bad name"]),
-})
-SCHEDULE = st.lists(st.fixed_dictionaries({"at": st.one_of(st.sampled_from(["0s", "1.5s", "20ms", "-1s", "1e9s", "x"]), SCALAR)}, optional={
-    "link": st.lists(st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), SCALAR), max_size=3), "node": NAMES,
-    "action": st.sampled_from(["add", "remove", "stop", "start", "x"]), "state": st.sampled_from(["up", "down", "x"]),
-    "set": st.fixed_dictionaries({}, optional={"rate": st.sampled_from(["10mbit", "0", "x"]), "delay": st.sampled_from(["5ms", "x"]), "bogus": SCALAR}),
-    "direction": st.sampled_from(["both", "a", "b", "x"])}), max_size=4)
+NODE = st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.one_of(st.sampled_from(["linux", "bridge", "ovs", "frr", "host", "bogus"]), SCALAR),
+        "exec": st.one_of(st.lists(st.text(max_size=5), max_size=2), SCALAR),
+        "sysctls": st.dictionaries(st.sampled_from(["net.ipv4.ip_forward", "kernel.x", "net.bogus", ""]), SCALAR, max_size=2),
+        "mode": st.sampled_from(["netns", "none", "host", "x"]),
+        "resources": st.fixed_dictionaries(
+            {}, optional={"cpus": SCALAR, "memory": st.sampled_from(["64m", "1G", "-1", "x", 5]), "pids": SCALAR}
+        ),
+        "cpu": SCALAR,
+        "memory": st.sampled_from(["64Mb", "1G", "x"]),
+        "ports": st.lists(st.sampled_from(["80:80", "0.0.0.0:1:1", "99999:1", "a:b", "8080:80/udp", 80]), max_size=2),
+        "server": st.sampled_from(["s1", "s9"]),
+        "cmd": st.one_of(st.text(max_size=5), st.lists(st.text(max_size=3), max_size=2)),
+        "stages": st.dictionaries(
+            st.sampled_from(["create", "configure", "boot"]),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "wait-for": st.lists(
+                        st.fixed_dictionaries({"node": NAMES}, optional={"stage": st.sampled_from(["healthy", "exit", "x"])}),
+                        max_size=2,
+                    )
+                },
+            ),
+            max_size=2,
+        ),
+        "components": st.dictionaries(st.sampled_from(["c1", "C!", "self", "gnab"]), st.just({}), max_size=2),
+        "binds": st.lists(st.sampled_from(["/etc/hosts:/etc/hosts:ro", "nope:/x", "/tmp:/run/x", "a"]), max_size=2),
+        "group": st.sampled_from(["g1", "missing"]),
+        "startup-delay": SCALAR,
+        "labels": st.dictionaries(st.text(max_size=3), SCALAR, max_size=2),
+    },
+)
+LINK = st.fixed_dictionaries(
+    {"endpoints": st.lists(ENDPOINT, max_size=3)},
+    optional={
+        "ipv4": st.lists(
+            st.one_of(st.none(), st.sampled_from(["10.0.0.1/24", "300.1.1.1/24", "x", "10.0.0.1", "10.0.0.2/24"])), max_size=3
+        ),
+        "ipv6": st.lists(st.one_of(st.none(), st.sampled_from(["fd00::1/64", "zz::/64"])), max_size=3),
+        "mtu": SCALAR,
+        "paths": SCALAR,
+        "type": st.sampled_from(["veth", "vxlan", "dummy", "gretap"]),
+        "params": st.fixed_dictionaries(
+            {},
+            optional={
+                "rate": st.sampled_from(["1gbit", "0", "x", "500gbit", "10mbit"]),
+                "delay": st.sampled_from(["10ms", "-1ms", "x"]),
+                "loss": SCALAR,
+                "state": st.sampled_from(["up", "down", "sideways"]),
+                "a": st.fixed_dictionaries({}, optional={"rate": st.just("1mbit")}),
+            },
+        ),
+        "mode": st.sampled_from(["veth", "bridge", "macvlan", "vxlan", "vxlan-remote", "host", "bogus"]),
+        "remote": st.sampled_from(["198.18.0.9", "x"]),
+        "vni": SCALAR,
+        "parent": st.sampled_from(["server:nic0", "eth0", "x:y"]),
+        "host_interface": st.sampled_from(["v1", "bad name"]),
+    },
+)
+SCHEDULE = st.lists(
+    st.fixed_dictionaries(
+        {"at": st.one_of(st.sampled_from(["0s", "1.5s", "20ms", "-1s", "1e9s", "x"]), SCALAR)},
+        optional={
+            "link": st.lists(st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), SCALAR), max_size=3),
+            "node": NAMES,
+            "action": st.sampled_from(["add", "remove", "stop", "start", "x"]),
+            "state": st.sampled_from(["up", "down", "x"]),
+            "set": st.fixed_dictionaries(
+                {},
+                optional={"rate": st.sampled_from(["10mbit", "0", "x"]), "delay": st.sampled_from(["5ms", "x"]), "bogus": SCALAR},
+            ),
+            "direction": st.sampled_from(["both", "a", "b", "x"]),
+        },
+    ),
+    max_size=4,
+)
 TOPOLOGY = st.fixed_dictionaries(
-    {"name": st.one_of(NAMES, SCALAR), "topology": st.fixed_dictionaries({"nodes": st.dictionaries(NAMES, st.one_of(NODE, st.none()), max_size=5),
-                                                                           "links": st.lists(LINK, max_size=5)},
-                                                                          optional={"groups": st.dictionaries(st.sampled_from(["g1", "g2"]), NODE, max_size=1),
-                                                                                    "kinds": st.dictionaries(st.sampled_from(["linux", "bridge"]), NODE, max_size=1),
-                                                                                    "defaults": NODE})},
-    optional={"ipv4_pool": st.sampled_from(["10.0.0.0/8", "10.0.0.0/31", "x", None]), "allow_host_ports": SCALAR,
-              "servers": st.dictionaries(st.sampled_from(["s1", "s 2"]), st.fixed_dictionaries({"address": st.sampled_from(["198.18.0.1", "host.example"])}, optional={"weight": SCALAR}), max_size=2),
-              "hosts": st.dictionaries(st.sampled_from(["server", "h1"]), st.just({}), max_size=1), "bogus": SCALAR,
-              "schedule": SCHEDULE, "dynamics": st.fixed_dictionaries({"graph": st.sampled_from(["missing.txt", ""])}, optional={"nodes": st.lists(NAMES, max_size=2)})})
+    {
+        "name": st.one_of(NAMES, SCALAR),
+        "topology": st.fixed_dictionaries(
+            {"nodes": st.dictionaries(NAMES, st.one_of(NODE, st.none()), max_size=5), "links": st.lists(LINK, max_size=5)},
+            optional={
+                "groups": st.dictionaries(st.sampled_from(["g1", "g2"]), NODE, max_size=1),
+                "kinds": st.dictionaries(st.sampled_from(["linux", "bridge"]), NODE, max_size=1),
+                "defaults": NODE,
+            },
+        ),
+    },
+    optional={
+        "ipv4_pool": st.sampled_from(["10.0.0.0/8", "10.0.0.0/31", "x", None]),
+        "allow_host_ports": SCALAR,
+        "servers": st.dictionaries(
+            st.sampled_from(["s1", "s 2"]),
+            st.fixed_dictionaries({"address": st.sampled_from(["198.18.0.1", "host.example"])}, optional={"weight": SCALAR}),
+            max_size=2,
+        ),
+        "hosts": st.dictionaries(st.sampled_from(["server", "h1"]), st.just({}), max_size=1),
+        "bogus": SCALAR,
+        "schedule": SCHEDULE,
+        "dynamics": st.fixed_dictionaries(
+            {"graph": st.sampled_from(["missing.txt", ""])}, optional={"nodes": st.lists(NAMES, max_size=2)}
+        ),
+    },
+)
 
 
 @st.composite
@@ -166,17 +287,33 @@ def near_valid(draw):
         if draw(st.booleans()):
             link["mtu"] = draw(st.integers(1280, 9000))
         links.append(link)
-    data = {"name": "fz", "ipv4_pool": draw(st.sampled_from(["10.200.0.0/16", "10.0.0.0/29", "192.168.0.0/24"])),
-            "topology": {"nodes": nodes, "links": links}}
+    data = {
+        "name": "fz",
+        "ipv4_pool": draw(st.sampled_from(["10.200.0.0/16", "10.0.0.0/29", "192.168.0.0/24"])),
+        "topology": {"nodes": nodes, "links": links},
+    }
     if links and draw(st.booleans()):  # a schedule over the lab's own links
         a, b = links[0]["endpoints"]
-        data["schedule"] = [{"at": f"{0.5 * i}s", "link": [a, b], **({"state": draw(st.sampled_from(["down", "up"]))} if i % 2 else {"set": {"rate": "5mbit"}})}
-                            for i in range(1, draw(st.integers(1, 4)) + 1)]
+        data["schedule"] = [
+            {
+                "at": f"{0.5 * i}s",
+                "link": [a, b],
+                **({"state": draw(st.sampled_from(["down", "up"]))} if i % 2 else {"set": {"rate": "5mbit"}}),
+            }
+            for i in range(1, draw(st.integers(1, 4)) + 1)
+        ]
     if draw(st.booleans()):  # one odd key, anywhere
         where = draw(st.sampled_from(["node", "link", "top", "schedule"]))
         key, value = draw(st.sampled_from(["kind", "mode", "mtu", "ipv4", "exec", "sysctls", "bogus", "params"])), draw(SCALAR)
-        target = (nodes[draw(st.sampled_from(hosts))] if where == "node" else links[0] if where == "link" and links
-                  else data["schedule"][0] if where == "schedule" and data.get("schedule") else data)
+        target = (
+            nodes[draw(st.sampled_from(hosts))]
+            if where == "node"
+            else links[0]
+            if where == "link" and links
+            else data["schedule"][0]
+            if where == "schedule" and data.get("schedule")
+            else data
+        )
         target[key] = value
     return data
 
@@ -189,12 +326,15 @@ def test_generated_topologies_load_or_are_refused_cleanly(tmp_path_factory, data
     accepts_or_refuses(path)
 
 
-@pytest.mark.parametrize("content, where", [
-    (b"name: x\x00\ntopology: {}\n", ":1:8:"),
-    (b"\xff\xfe name", ":1:1:"),
-    (b"name: ok\ntopology:\n  nodes:\n    h1: {kind: \xc3}\n", ":4:"),
-    (b"name: t\ntopology:\n  nodes: {{ range .x }}\n", ":3:"),
-])
+@pytest.mark.parametrize(
+    "content, where",
+    [
+        (b"name: x\x00\ntopology: {}\n", ":1:8:"),
+        (b"\xff\xfe name", ":1:1:"),
+        (b"name: ok\ntopology:\n  nodes:\n    h1: {kind: \xc3}\n", ":4:"),
+        (b"name: t\ntopology:\n  nodes: {{ range .x }}\n", ":3:"),
+    ],
+)
 def test_refused_bytes_exit_2_with_their_line_and_make_nothing(tmp_path, content, where):
     path = tmp_path / "lab.yml"
     path.write_bytes(content)
@@ -205,8 +345,10 @@ def test_refused_bytes_exit_2_with_their_line_and_make_nothing(tmp_path, content
 
 
 EDITS = st.lists(mutation, min_size=1, max_size=4)
-KATHARA = (b'r1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\nr1[mem]="256m"\nr1[cpus]="0.5"\n'
-           b'h1[0]="A"\nh2[0]="B"\nh2[bridged]=true\nLAB_NAME="fz"\n')
+KATHARA = (
+    b'r1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\nr1[mem]="256m"\nr1[cpus]="0.5"\n'
+    b'h1[0]="A"\nh2[0]="B"\nh2[bridged]=true\nLAB_NAME="fz"\n'
+)
 STARTUP = b"ip address add 10.0.0.2/24 dev eth0\nip route add default via 10.0.0.1\n"
 
 
@@ -243,9 +385,17 @@ API_NAMES = st.one_of(NAMES, st.text(max_size=8))
 
 
 @FUZZ
-@given(name=API_NAMES, nodes=st.lists(st.tuples(API_NAMES, st.sampled_from(["linux", "bridge", "ovs", "x"]), NODE), max_size=4),
-       links=st.lists(st.tuples(st.lists(st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), st.text(max_size=6)), min_size=1, max_size=3),
-                                st.dictionaries(st.sampled_from(["mtu", "mode", "vni", "parent", "params", "bogus"]), SCALAR, max_size=2)), max_size=4))
+@given(
+    name=API_NAMES,
+    nodes=st.lists(st.tuples(API_NAMES, st.sampled_from(["linux", "bridge", "ovs", "x"]), NODE), max_size=4),
+    links=st.lists(
+        st.tuples(
+            st.lists(st.one_of(st.builds(lambda n, i: f"{n}:{i}", NAMES, IFACES), st.text(max_size=6)), min_size=1, max_size=3),
+            st.dictionaries(st.sampled_from(["mtu", "mode", "vni", "parent", "params", "bogus"]), SCALAR, max_size=2),
+        ),
+        max_size=4,
+    ),
+)
 def test_python_api_calls_build_or_are_refused_cleanly(name, nodes, links):
     """The Python API (Lab, add_node, add_link, plan) refuses bad arguments with our errors only."""
     try:
@@ -261,10 +411,18 @@ def test_python_api_calls_build_or_are_refused_cleanly(name, nodes, links):
     event("planned")
 
 
-SHAPES = {"rate": ["10mbit", "1gbit", "0", "-5mbit", "x", "none", "99999999gbit", ""], "burst": ["64kb", "0", "x", "none"],
-          "queue": [0, 1, 100, -1, 10**9], "delay": ["20ms", "none", "-1ms", "x"], "loss": ["10%", "200%", "x"],
-          "jitter": ["5ms", "x"], "distribution": ["normal", "x"], "mtu": [68, 1500, 9000, 0, 70000, -1], "qdisc": ["htb", "tbf", "x"],
-          "state": ["up", "down", "x"]}
+SHAPES = {
+    "rate": ["10mbit", "1gbit", "0", "-5mbit", "x", "none", "99999999gbit", ""],
+    "burst": ["64kb", "0", "x", "none"],
+    "queue": [0, 1, 100, -1, 10**9],
+    "delay": ["20ms", "none", "-1ms", "x"],
+    "loss": ["10%", "200%", "x"],
+    "jitter": ["5ms", "x"],
+    "distribution": ["normal", "x"],
+    "mtu": [68, 1500, 9000, 0, 70000, -1],
+    "qdisc": ["htb", "tbf", "x"],
+    "state": ["up", "down", "x"],
+}
 
 
 @FUZZ
@@ -277,8 +435,13 @@ def test_link_set_checks_each_value_as_the_schema_does(key, value):
     from nestlab.model import shape_keys
     from nestlab.model.schema import LinkParams
 
-    given = value.draw(st.one_of(st.sampled_from(SHAPES[key]), st.text(max_size=8),
-                                 st.from_regex(r"\A\s?-?[0-9]{1,12}(\.[0-9]{1,3})?\s?(k|m|g|t|kb|mb|us|ms|s|%|bit|mbit|gbit|Bps)?\s?\Z")))
+    given = value.draw(
+        st.one_of(
+            st.sampled_from(SHAPES[key]),
+            st.text(max_size=8),
+            st.from_regex(r"\A\s?-?[0-9]{1,12}(\.[0-9]{1,3})?\s?(k|m|g|t|kb|mb|us|ms|s|%|bit|mbit|gbit|Bps)?\s?\Z"),
+        )
+    )
     try:
         LinkParams.model_validate({key: given})
         schema_takes = True
@@ -297,9 +460,12 @@ def two_nodes(lab_from):
 
 
 @FUZZ
-@given(params=st.dictionaries(st.sampled_from(sorted(SHAPES)), st.none(), min_size=1, max_size=4).flatmap(
-           lambda keys: st.fixed_dictionaries({k: st.one_of(st.sampled_from(SHAPES[k]), st.text(max_size=6)) for k in keys})),
-       direction=st.sampled_from(["both", "a", "b", "x"]))
+@given(
+    params=st.dictionaries(st.sampled_from(sorted(SHAPES)), st.none(), min_size=1, max_size=4).flatmap(
+        lambda keys: st.fixed_dictionaries({k: st.one_of(st.sampled_from(SHAPES[k]), st.text(max_size=6)) for k in keys})
+    ),
+    direction=st.sampled_from(["both", "a", "b", "x"]),
+)
 def test_link_set_arguments_apply_or_are_refused_cleanly(two_nodes, params, direction):
     """``nestlab link set`` arguments on a running lab: applied, or refused with our errors only."""
     try:
@@ -310,10 +476,15 @@ def test_link_set_arguments_apply_or_are_refused_cleanly(two_nodes, params, dire
 
 
 @FUZZ
-@given(tool=st.one_of(st.sampled_from(["iperf3", "sockperf", "ping"]), st.text(max_size=6)), duration=st.floats(allow_nan=True),
-       parallel=st.integers(-5, 500), size=st.one_of(st.none(), st.integers(-10, 70000)),
-       bitrate=st.one_of(st.none(), st.sampled_from(["500M", "1G", "10", "1.5k", "x", "-1M", ""]), st.text(max_size=5)),
-       cpu=st.one_of(st.none(), st.integers(-2, 64)), fmt=st.sampled_from(["table", "json", "yaml"]))
+@given(
+    tool=st.one_of(st.sampled_from(["iperf3", "sockperf", "ping"]), st.text(max_size=6)),
+    duration=st.floats(allow_nan=True),
+    parallel=st.integers(-5, 500),
+    size=st.one_of(st.none(), st.integers(-10, 70000)),
+    bitrate=st.one_of(st.none(), st.sampled_from(["500M", "1G", "10", "1.5k", "x", "-1M", ""]), st.text(max_size=5)),
+    cpu=st.one_of(st.none(), st.integers(-2, 64)),
+    fmt=st.sampled_from(["table", "json", "yaml"]),
+)
 def test_bench_run_options_are_taken_or_refused_before_anything_runs(tool, duration, parallel, size, bitrate, cpu, fmt):
     from nestlab.bench import tools
 
@@ -330,7 +501,9 @@ def test_bench_run_options_are_taken_or_refused_before_anything_runs(tool, durat
 def state_seed(tmp_path_factory):
     """A real state file: a small lab's, written by deploying it (and destroyed at once)."""
     path = tmp_path_factory.mktemp("state") / "lab.yml"
-    path.write_text("name: fzseed\ntopology:\n  nodes: {a: {}, sw: {kind: bridge}}\n  links:\n    - {endpoints: [a:eth1, sw:p1], params: {rate: 10mbit}}\n")
+    path.write_text(
+        "name: fzseed\ntopology:\n  nodes: {a: {}, sw: {kind: bridge}}\n  links:\n    - {endpoints: [a:eth1, sw:p1], params: {rate: 10mbit}}\n"
+    )
     lab = Lab.from_file(path)
     with lab.deployed():
         with open(os.path.join(state.names.lab_dir("fzseed"), "state.json"), "rb") as fh:

@@ -25,17 +25,22 @@ FEATURES_DATA = {"x": "hi", "y": "  Y  ", "flag": True, "list": ["p", "q"], "m":
 def go_render(template: Path, data, tmp_path: Path) -> str:
     binary = tmp_path / "render"
     if not binary.exists():
-        subprocess.run([GO, "build", "-o", str(binary), str(FIXTURES / "gotemplate" / "main.go")], check=True,
-                       env={"HOME": str(tmp_path), "GOCACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin", "GOFLAGS": "-mod=mod"})
+        subprocess.run(
+            [GO, "build", "-o", str(binary), str(FIXTURES / "gotemplate" / "main.go")],
+            check=True,
+            env={"HOME": str(tmp_path), "GOCACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin", "GOFLAGS": "-mod=mod"},
+        )
     return subprocess.run([str(binary), str(template), json.dumps(data)], check=True, capture_output=True, text=True).stdout
 
 
 @pytest.mark.skipif(GO is None, reason="needs Go (make deps installs it for the MPT daemon)")
 def test_renders_as_go_text_template_does(tmp_path):
-    cases = [(FIXTURES / "gotemplate" / "features.tmpl", FEATURES_DATA),
-             (FIXTURES / "gotemplate" / "features.tmpl", {"x": "ho", "list": ["a", "b"], "flag": False, "other": 1}),
-             (FIXTURES / "clab-templates" / "30-bridge-reconcile.clab.yml", None),
-             (FIXTURES / "clab-templates" / "30-bridge-reconcile.clab.yml", {"remap": True})]
+    cases = [
+        (FIXTURES / "gotemplate" / "features.tmpl", FEATURES_DATA),
+        (FIXTURES / "gotemplate" / "features.tmpl", {"x": "ho", "list": ["a", "b"], "flag": False, "other": 1}),
+        (FIXTURES / "clab-templates" / "30-bridge-reconcile.clab.yml", None),
+        (FIXTURES / "clab-templates" / "30-bridge-reconcile.clab.yml", {"remap": True}),
+    ]
     for name in ("templated01", "templated02"):
         data = yaml.safe_load((FIXTURES / "clab-templates" / f"{name}.clab_vars.yaml").read_text())
         cases.append((FIXTURES / "clab-templates" / f"{name}.clab.gotmpl", data))
@@ -43,18 +48,23 @@ def test_renders_as_go_text_template_does(tmp_path):
         ours = gotemplate.render(template.read_text(), data)
         assert ours == go_render(template, data, tmp_path), (template.name, data)
     # containerlab's own example: 2 spines x 4 leaves, every spine linked to every leaf.
-    rendered = yaml.safe_load(gotemplate.render((FIXTURES / "clab-templates" / "templated01.clab.gotmpl").read_text(), cases[-2][1]))
+    rendered = yaml.safe_load(
+        gotemplate.render((FIXTURES / "clab-templates" / "templated01.clab.gotmpl").read_text(), cases[-2][1])
+    )
     assert len(rendered["topology"]["nodes"]) == 6 and len(rendered["topology"]["links"]) == 8
 
 
-@pytest.mark.parametrize("text, line, what", [
-    ("a: 1\n{{ if .x }}\nb: 2\n", 2, "not closed"),
-    ("a: 1\nb: {{ end }}\n", 2, "without an if"),
-    ("a: 1\n\nb: {{ env \"HOME\" }}\n", 3, "function `env`"),
-    ("a: {{ template \"t\" }}\n", 1, "render the file with containerlab"),
-    ("a: {{ range 1.5 }}x{{ end }}\n", 1, "not a list"),
-    ("a: {{ (seq 3 }}\n", 1, "unclosed ("),
-])
+@pytest.mark.parametrize(
+    "text, line, what",
+    [
+        ("a: 1\n{{ if .x }}\nb: 2\n", 2, "not closed"),
+        ("a: 1\nb: {{ end }}\n", 2, "without an if"),
+        ('a: 1\n\nb: {{ env "HOME" }}\n', 3, "function `env`"),
+        ('a: {{ template "t" }}\n', 1, "render the file with containerlab"),
+        ("a: {{ range 1.5 }}x{{ end }}\n", 1, "not a list"),
+        ("a: {{ (seq 3 }}\n", 1, "unclosed ("),
+    ],
+)
 def test_template_errors_name_the_line(tmp_path, text, line, what):
     path = tmp_path / "t.clab.yml"
     path.write_text("name: t\n" + text)

@@ -36,8 +36,10 @@ def test_a_lab_without_ipv6_is_quiet_yet_takes_an_address_later(lab_from):
 
 
 def test_a_lab_that_uses_ipv6_keeps_link_local_addresses(lab_from):
-    lab = lab_from("name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links:\n"
-                   "    - endpoints: [a:eth1, b:eth1]\n      ipv6: ['fd00:78::1/64', 'fd00:78::2/64']\n")
+    lab = lab_from(
+        "name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links:\n"
+        "    - endpoints: [a:eth1, b:eth1]\n      ipv6: ['fd00:78::1/64', 'fd00:78::2/64']\n"
+    )
     assert "fe80::" in lab.nodes["a"].cmd("ip -6 -o addr show dev eth1")
     deadline, out = time.monotonic() + 10, ""
     while "1 received" not in out and time.monotonic() < deadline:  # the addresses are tentative until DAD is done
@@ -45,25 +47,32 @@ def test_a_lab_that_uses_ipv6_keeps_link_local_addresses(lab_from):
     assert "1 received" in out
 
 
-@pytest.mark.parametrize(("setting", "link_local", "disabled"), [("true", True, "0"), ("quiet", False, "0"), ("false", False, "1")])
+@pytest.mark.parametrize(
+    ("setting", "link_local", "disabled"), [("true", True, "0"), ("quiet", False, "0"), ("false", False, "1")]
+)
 def test_the_ipv6_key_decides(lab_from, setting, link_local, disabled):
-    lab = lab_from(f"name: {{name}}\nipv6: {setting}\ntopology:\n  nodes: {{a: {{}}, b: {{}}}}\n  links: [{{endpoints: [a:eth1, b:eth1]}}]\n")
+    lab = lab_from(
+        f"name: {{name}}\nipv6: {setting}\ntopology:\n  nodes: {{a: {{}}, b: {{}}}}\n  links: [{{endpoints: [a:eth1, b:eth1]}}]\n"
+    )
     a = lab.nodes["a"]
     assert ("fe80::" in a.cmd("ip -6 -o addr show dev eth1")) is link_local
     assert a.cmd("cat /proc/sys/net/ipv6/conf/eth1/disable_ipv6").strip() == disabled
 
 
-@pytest.mark.parametrize(("data", "uses"), [
-    ({"topology": {"nodes": {"a": {}}}}, False),
-    ({"topology": {"nodes": {"a": {"exec": ["ip -6 addr add fd00::1/64 dev eth1"]}}}}, True),
-    ({"topology": {"nodes": {"a": {"exec": ["ip -4 addr add 10.0.0.1/24 dev eth1"]}}}}, False),
-    ({"topology": {"nodes": {"a": {"cmd": "ping6 fd00::2"}}}}, True),
-    ({"topology": {"nodes": {"r": {"kind": "frr"}}}}, True),
-    ({"topology": {"nodes": {"r": {"image": "quay.io/frrouting/frr:10.1"}}}}, True),
-    ({"topology": {"links": [{"endpoints": ["a:e1", "b:e1"], "ipv6": [None, None]}]}}, False),
-    ({"topology": {"links": [{"endpoints": ["a:e1", "b:e1"], "ipv6": ["fd00::1/64", None]}]}}, True),
-    ({"topology": {"nodes": {"a": {"sysctls": {"net.ipv6.conf.all.forwarding": 1}}}}}, True),
-    ({"topology": {"nodes": {"a": {"mgmt-ipv6": "3fff::9"}}}}, False),
-])
+@pytest.mark.parametrize(
+    ("data", "uses"),
+    [
+        ({"topology": {"nodes": {"a": {}}}}, False),
+        ({"topology": {"nodes": {"a": {"exec": ["ip -6 addr add fd00::1/64 dev eth1"]}}}}, True),
+        ({"topology": {"nodes": {"a": {"exec": ["ip -4 addr add 10.0.0.1/24 dev eth1"]}}}}, False),
+        ({"topology": {"nodes": {"a": {"cmd": "ping6 fd00::2"}}}}, True),
+        ({"topology": {"nodes": {"r": {"kind": "frr"}}}}, True),
+        ({"topology": {"nodes": {"r": {"image": "quay.io/frrouting/frr:10.1"}}}}, True),
+        ({"topology": {"links": [{"endpoints": ["a:e1", "b:e1"], "ipv6": [None, None]}]}}, False),
+        ({"topology": {"links": [{"endpoints": ["a:e1", "b:e1"], "ipv6": ["fd00::1/64", None]}]}}, True),
+        ({"topology": {"nodes": {"a": {"sysctls": {"net.ipv6.conf.all.forwarding": 1}}}}}, True),
+        ({"topology": {"nodes": {"a": {"mgmt-ipv6": "3fff::9"}}}}, False),
+    ],
+)
 def test_what_counts_as_using_ipv6(data, uses):
     assert uses_ipv6(data) is uses

@@ -15,8 +15,8 @@ import time
 
 import pytest
 import yaml
-
 from conftest import NESTLAB, ROOT, leftovers, processes, run_cli
+
 from nestlab import names
 from nestlab.backends import pki
 from nestlab.lab import cluster, state
@@ -28,12 +28,20 @@ NODES = 3
 
 def _cluster_objects() -> list[str]:
     """What of the cluster itself is on this machine: cgroups in any hierarchy, its folder, its processes."""
-    found = [f"cgroup {point}/{names.cgroup_name(NAME)}" for point, _k, _o in cluster._cgroup_mounts()
-             if os.path.isdir(os.path.join(point, names.cgroup_name(NAME)))]
+    found = [
+        f"cgroup {point}/{names.cgroup_name(NAME)}"
+        for point, _k, _o in cluster._cgroup_mounts()
+        if os.path.isdir(os.path.join(point, names.cgroup_name(NAME)))
+    ]
     found += [f"folder {names.lab_dir(NAME)}"] if os.path.isdir(names.lab_dir(NAME)) else []
-    found += [f"process {pid} ({cmd[:80]})" for pid, cmd in processes()
-              if re.search(r"(^|/)(kubelet|kube-apiserver|kube-controller-manager|kube-scheduler|etcd|containerd)( |$)", cmd.split(" ")[0])
-              or f"/nestlab.{NAME}" in cmd]
+    found += [
+        f"process {pid} ({cmd[:80]})"
+        for pid, cmd in processes()
+        if re.search(
+            r"(^|/)(kubelet|kube-apiserver|kube-controller-manager|kube-scheduler|etcd|containerd)( |$)", cmd.split(" ")[0]
+        )
+        or f"/nestlab.{NAME}" in cmd
+    ]
     return found
 
 
@@ -74,8 +82,13 @@ def nothing_left_behind(kube, cluster_itself):
 
 
 def _kubectl(kubeconfig: str, *args: str, check: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run([os.path.join(cluster.BIN, "kubectl"), "--kubeconfig", kubeconfig, *args],
-                          capture_output=True, text=True, timeout=120, check=check)
+    return subprocess.run(
+        [os.path.join(cluster.BIN, "kubectl"), "--kubeconfig", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+    )
 
 
 EXAMPLE = ROOT / "examples" / "k8s.yml"  # nodes on node1..node3, a bridge on node1, a shaped link cut between node2 and node3
@@ -99,7 +112,10 @@ def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_
     done = run_cli("k8s", "deploy", "-t", str(EXAMPLE), "--kubeconfig", kube, "--timeout", "240", timeout=300)
     assert done.returncode == 0, done.stderr
     assert "6 nodes in 3 pods" in done.stderr
-    pods = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in json.loads(_kubectl(kube, "get", "pods", "-o", "json").stdout)["items"]}
+    pods = {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in json.loads(_kubectl(kube, "get", "pods", "-o", "json").stdout)["items"]
+    }
     assert pods == {"k8s-demo-node1": "node1", "k8s-demo-node2": "node2", "k8s-demo-node3": "node3"}
     lab = "k8s-demo"
 
@@ -107,20 +123,34 @@ def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_
         ping = run_cli("exec", "--lab", lab, src, "--", "ping", "-c2", "-W2", dst)
         assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
     report = json.loads(run_cli("inspect", "--lab", lab, "--format", "json", check=True).stdout)
-    assert {n["name"]: n["k8s_node"] for n in report["nodes"]} == {"sw": "node1", "h1": "node1", "h2": "node2", "h3": "node3",
-                                                                  "a": "node2", "b": "node3"}
+    assert {n["name"]: n["k8s_node"] for n in report["nodes"]} == {
+        "sw": "node1",
+        "h1": "node1",
+        "h2": "node2",
+        "h3": "node3",
+        "a": "node2",
+        "b": "node3",
+    }
     assert "flowchart" in run_cli("graph", "--lab", lab, "--format", "mermaid", check=True).stdout
 
     pcap = tmp_path / "h1.pcapng"
-    capture = subprocess.Popen([*NESTLAB, "capture", "--lab", lab, "h1:eth1", "-f", "icmp", "-c", "4", "-w", str(pcap)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    events = subprocess.Popen([*NESTLAB, "events", "--lab", lab, "--format", "json", "-d", "8"], stdout=subprocess.PIPE, text=True)
+    capture = subprocess.Popen(
+        [*NESTLAB, "capture", "--lab", lab, "h1:eth1", "-f", "icmp", "-c", "4", "-w", str(pcap)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    events = subprocess.Popen(
+        [*NESTLAB, "events", "--lab", lab, "--format", "json", "-d", "8"], stdout=subprocess.PIPE, text=True
+    )
     time.sleep(3)
     run_cli("exec", "--lab", lab, "h3", "--", "ping", "-c3", "-i0.3", "10.0.3.1")
     run_cli("exec", "--lab", lab, "b", "--", "ip", "link", "set", "eth1", "down")
     run_cli("exec", "--lab", lab, "b", "--", "ip", "link", "set", "eth1", "up")
     assert capture.wait(timeout=60) == 0, capture.stderr.read()
-    seen = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "ip.src", "-e", "ip.dst"], capture_output=True, text=True).stdout
+    seen = subprocess.run(
+        ["tshark", "-r", str(pcap), "-T", "fields", "-e", "ip.src", "-e", "ip.dst"], capture_output=True, text=True
+    ).stdout
     assert "10.0.3.3\t10.0.3.1" in seen, seen
     lines = [json.loads(line) for line in events.communicate(timeout=60)[0].splitlines()]
     assert any(e.get("node") == "b" and "eth1" in json.dumps(e) for e in lines), lines
@@ -165,10 +195,18 @@ def test_render_writes_exactly_what_deploy_creates(kube, tmp_path):
 def test_no_cluster_and_a_missing_kubeconfig_are_one_line_errors(tmp_path):
     topo = _lab(tmp_path, "nocluster")
     kc = tmp_path / "nowhere.yaml"
-    kc.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "x",
-                                  "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
-                                  "users": [{"name": "x", "user": {"token": "t"}}],
-                                  "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
+    kc.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "x",
+                "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "x", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+            }
+        )
+    )
     started = time.monotonic()
     result = run_cli("k8s", "deploy", "-t", str(topo), "--kubeconfig", str(kc), "--timeout", "10")
     assert result.returncode == 1
@@ -197,8 +235,18 @@ def test_rbac_denied_is_one_line_and_leaves_nothing(kube, tmp_path):
 
 
 def test_a_missing_image_and_an_unschedulable_pod_roll_back(kube, tmp_path):
-    image = run_cli("k8s", "deploy", "-t", str(_lab(tmp_path, "noimage")), "--kubeconfig", kube, "--image", "localhost/absent:1",
-                    "--timeout", "60")
+    image = run_cli(
+        "k8s",
+        "deploy",
+        "-t",
+        str(_lab(tmp_path, "noimage")),
+        "--kubeconfig",
+        kube,
+        "--image",
+        "localhost/absent:1",
+        "--timeout",
+        "60",
+    )
     assert image.returncode == 1
     line = _one_line_error(image)
     assert "ErrImageNeverPull" in line and "every pod of the lab was deleted" in line

@@ -10,8 +10,11 @@ from conftest import run_cli
 from nestlab import names
 from nestlab.backends import namespaces, rtdump
 
-STAR = "name: {name}\ntopology:\n  nodes:\n    sw: {kind: bridge}\n" + "".join(f"    h{i}: {{}}\n" for i in range(60)) + "  links:\n" + "".join(
-    f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(60)
+STAR = (
+    "name: {name}\ntopology:\n  nodes:\n    sw: {kind: bridge}\n"
+    + "".join(f"    h{i}: {{}}\n" for i in range(60))
+    + "  links:\n"
+    + "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(60))
 )
 
 
@@ -44,8 +47,12 @@ def test_small_lab_deploy_still_shows_its_table(topo_file, lab_name):
 
 
 def _star(n: int) -> str:
-    return "name: {name}\nipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n    sw: {kind: bridge}\n" + "".join(f"    h{i}: {{}}\n" for i in range(n)) + \
-        "  links:\n" + "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n))
+    return (
+        "name: {name}\nipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n    sw: {kind: bridge}\n"
+        + "".join(f"    h{i}: {{}}\n" for i in range(n))
+        + "  links:\n"
+        + "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n))
+    )
 
 
 def test_batches_larger_than_one_sendmsg_deploy_whole(lab_from):
@@ -67,4 +74,6 @@ def test_batches_larger_than_one_sendmsg_deploy_whole(lab_from):
 def test_a_bridge_past_1024_ports_is_refused_clearly(topo_file):
     result = run_cli("deploy", "-t", str(topo_file(_star(1030))))
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "a Linux bridge takes at most 1024 ports" in result.stderr and "nothing was left behind" in result.stderr, result.stderr[-500:]
+    assert "a Linux bridge takes at most 1024 ports" in result.stderr and "nothing was left behind" in result.stderr, (
+        result.stderr[-500:]
+    )

@@ -45,7 +45,11 @@ def test_quickstart_via_cli_ping_and_tcp(topo_file, lab_name):
     try:
         assert server.stdout.readline().strip() == "ready"
         reply = lab.nodes["h1"].cmd(
-            [sys.executable, "-c", "import socket; s=socket.create_connection(('10.0.0.2',7007),timeout=5); s.sendall(b'hi'); print(s.recv(100).decode())"]
+            [
+                sys.executable,
+                "-c",
+                "import socket; s=socket.create_connection(('10.0.0.2',7007),timeout=5); s.sendall(b'hi'); print(s.recv(100).decode())",
+            ]
         )
         assert reply.strip() == "HI from h2"
     finally:
@@ -188,7 +192,6 @@ def test_running_lab_unknown_name():
         Lab.running("nope-nope")
 
 
-
 def test_groups_give_nodes_their_keys_node_first(topo_file, lab_name):
     """containerlab's groups: node beats group beats kind beats defaults."""
     path = topo_file(
@@ -213,8 +216,15 @@ topology:
     lab = Lab.from_file(path)
     plan = lab.plan
     assert plan.nodes["s1"].kind == "bridge"
-    assert dict(plan.nodes["r1"].sysctls)["net.ipv4.ip_forward"] == "1" and dict(plan.nodes["h1"].sysctls)["net.ipv4.ip_forward"] == "0"
-    assert dict(plan.nodes["r1"].env)["WHO"] == "group" and dict(plan.nodes["r2"].env)["WHO"] == "node" and dict(plan.nodes["h1"].env)["WHO"] == "kind"
+    assert (
+        dict(plan.nodes["r1"].sysctls)["net.ipv4.ip_forward"] == "1"
+        and dict(plan.nodes["h1"].sysctls)["net.ipv4.ip_forward"] == "0"
+    )
+    assert (
+        dict(plan.nodes["r1"].env)["WHO"] == "group"
+        and dict(plan.nodes["r2"].env)["WHO"] == "node"
+        and dict(plan.nodes["h1"].env)["WHO"] == "kind"
+    )
     with lab.deployed():
         assert lab.nodes["r1"].cmd("cat /proc/sys/net/ipv4/ip_forward").strip() == "1"
         assert "1 received" in lab.nodes["r1"].cmd(f"ping -c1 -W1 {lab.nodes['r2'].intf('eth1').ip}")
@@ -224,4 +234,6 @@ def test_unknown_group_is_a_clear_error(topo_file):
     path = topo_file("name: {name}\ntopology:\n  groups: {spines: {}}\n  nodes:\n    a: {group: leaves}\n")
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "lab.yml:5:" in result.stderr and "group 'leaves' is not defined under topology.groups (groups: spines)" in result.stderr, result.stderr
+    assert (
+        "lab.yml:5:" in result.stderr and "group 'leaves' is not defined under topology.groups (groups: spines)" in result.stderr
+    ), result.stderr

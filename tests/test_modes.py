@@ -67,7 +67,11 @@ CROSS_HOST = ["bridge", "macvlan", "ovs", "vxlan", "phys", "none"]
 @pytest.mark.parametrize("mode", SAME_HOST)
 def test_same_host_connectivity(lab_from, mode):
     before = root_links()
-    lab = lab_from(lab_text(mode, cross=False).replace("mode: none}\n    c1: {host: server, mode: none}", "mode: none}\n    c1: {host: server}"))
+    lab = lab_from(
+        lab_text(mode, cross=False).replace(
+            "mode: none}\n    c1: {host: server, mode: none}", "mode: none}\n    c1: {host: server}"
+        )
+    )
     s1, c1 = lab.nodes["s1"], lab.nodes["c1"]
     if mode == "none":  # c1 has its own stack, s1 is the host: reach the host over the wire from the client side
         c1 = lab.hosts["client"]
@@ -123,7 +127,9 @@ def test_bridge_without_nat_has_no_path_beyond(lab_from):
 
 def test_bridge_nat_masquerades_and_publishes(lab_from):
     text = lab_text("bridge", cross=True)
-    text = text.replace("      parent: server:nic0\n      bridge: br0\n", "      nat: true\n      publish: [7007/tcp, 7008/udp]\n")
+    text = text.replace(
+        "      parent: server:nic0\n      bridge: br0\n", "      nat: true\n      publish: [7007/tcp, 7008/udp]\n"
+    )
     lab = lab_from(text)
     s1, c1, server = lab.nodes["s1"], lab.nodes["c1"], lab.hosts["server"]
     server_ip = server.intf("nic0").ip
@@ -154,7 +160,9 @@ def test_mtu_1500_refuses_jumbo(lab_from):
 
 
 def test_ovs_netdev_tcp_and_drop_rule(lab_from):
-    text = lab_text("ovs", cross=False).replace("sw: {kind: ovs, host: server}", 'sw: {kind: ovs, host: server, flows: ["priority=100,icmp,actions=drop"]}')
+    text = lab_text("ovs", cross=False).replace(
+        "sw: {kind: ovs, host: server}", 'sw: {kind: ovs, host: server, flows: ["priority=100,icmp,actions=drop"]}'
+    )
     lab = lab_from(text)
     s1, c1 = lab.nodes["s1"], lab.nodes["c1"]
     ip = s1.intf("eth1").ip
@@ -170,7 +178,10 @@ def test_ovs_netdev_tcp_and_drop_rule(lab_from):
 
 @pytest.mark.kernel("ovs-kernel")
 def test_ovs_kernel_datapath(lab_from):
-    text = lab_text("ovs", cross=False).replace("sw: {kind: ovs, host: server}", 'sw: {kind: ovs, host: server, datapath: kernel, flows: ["priority=100,icmp,actions=drop"]}')
+    text = lab_text("ovs", cross=False).replace(
+        "sw: {kind: ovs, host: server}",
+        'sw: {kind: ovs, host: server, datapath: kernel, flows: ["priority=100,icmp,actions=drop"]}',
+    )
     lab = lab_from(text)
     s1, c1 = lab.nodes["s1"], lab.nodes["c1"]
     assert echo(s1, c1, s1.intf("eth1").ip, "tcp").startswith("HELLO")
@@ -197,9 +208,18 @@ def test_reconcile_changes_only_the_changed_attachment(topo_file):
         lab.deploy()
         s1_index = lab.nodes["s1"].cmd("ip -o link show eth1").split(":")[0]
         assert s1_index.isdigit()
-        path.write_text(path.read_text().replace("parent: client:nic0\n      macvlan_mode: bridge", "parent: client:nic0\n      macvlan_mode: private"))
+        path.write_text(
+            path.read_text().replace(
+                "parent: client:nic0\n      macvlan_mode: bridge", "parent: client:nic0\n      macvlan_mode: private"
+            )
+        )
         changed = Lab.from_file(path).deploy()
-        assert (len(changed.del_attachments), len(changed.add_attachments), changed.add_nodes, changed.add_links) == (1, 1, [], [])
+        assert (len(changed.del_attachments), len(changed.add_attachments), changed.add_nodes, changed.add_links) == (
+            1,
+            1,
+            [],
+            [],
+        )
         assert "macvlan mode private" in lab.nodes["c1"].cmd("ip -d link show eth1")
         assert lab.nodes["s1"].cmd("ip -o link show eth1").split(":")[0] == s1_index, "s1's attachment was not changed"
         assert reaches(lab.nodes["c1"], lab.nodes["s1"], lab.nodes["s1"].intf("eth1").ip)
@@ -210,7 +230,11 @@ def test_reconcile_changes_only_the_changed_attachment(topo_file):
 @pytest.mark.kernel("bridge-nf")
 def test_bridge_netfilter_takes_dockers_default_path(lab_from):
     """bridge_netfilter: bridged frames go through the host's netfilter hooks and Docker's FORWARD rules."""
-    text = lab_text("bridge", cross=False).replace("      parent: server:nic0\n", "").replace("bridge: br0\n", "bridge: br0\n      bridge_netfilter: true\n")
+    text = (
+        lab_text("bridge", cross=False)
+        .replace("      parent: server:nic0\n", "")
+        .replace("bridge: br0\n", "bridge: br0\n      bridge_netfilter: true\n")
+    )
     lab = lab_from(text)
     s1, c1, server = lab.nodes["s1"], lab.nodes["c1"], lab.hosts["server"]
     assert server.cmd("cat /proc/sys/net/bridge/bridge-nf-call-iptables").strip() == "1"
@@ -219,6 +243,6 @@ def test_bridge_netfilter_takes_dockers_default_path(lab_from):
     rules = server.cmd("nft list table ip nestlab")
     assert "policy drop" in rules
     # Replies are accepted as established connections; new ones by the bridge-to-bridge rule: both counted packets.
-    for rule in ('ct state established,related counter packets', 'iifname "br0" oifname "br0" counter packets'):
+    for rule in ("ct state established,related counter packets", 'iifname "br0" oifname "br0" counter packets'):
         line = next(x for x in rules.splitlines() if rule in x)
         assert int(line.split("packets")[1].split()[0]) > 0, line

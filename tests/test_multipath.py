@@ -17,8 +17,8 @@ from nestlab import names
 from nestlab.backends import mpt, mptcp
 from nestlab.bench import tools
 from nestlab.bench.suites import multipath
-from nestlab.model.errors import TopologyError
 from nestlab.lab.lab import Lab
+from nestlab.model.errors import TopologyError
 
 BUNDLE = """
 name: {name}
@@ -69,7 +69,23 @@ def test_bench_run_mptcp_runs_both_ends_under_mptcp(lab_from, lab_name):
     from conftest import run_cli
 
     lab_from(BUNDLE)
-    result = run_cli("bench", "run", "--lab", lab_name, "--from", "a", "--to", "b", "--tool", "iperf3", "--mptcp", "--duration", "3", "--format", "json")
+    result = run_cli(
+        "bench",
+        "run",
+        "--lab",
+        lab_name,
+        "--from",
+        "a",
+        "--to",
+        "b",
+        "--tool",
+        "iperf3",
+        "--mptcp",
+        "--duration",
+        "3",
+        "--format",
+        "json",
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["mbps"] > 1.5 * 100  # more than one 100 Mbit/s path: subflows joined the server
 
@@ -107,7 +123,12 @@ def test_mptcp_aggregates_four_shaped_paths_and_survives_a_path_going_down(lab_f
     srv = b.popen(["mptcpize", "run", "iperf3", "-s", "-1", "-B", server], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        client = a.popen(tools.iperf3_command(server, 5201, 6, mptcp=True, interval=1), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        client = a.popen(
+            tools.iperf3_command(server, 5201, 6, mptcp=True, interval=1),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         time.sleep(2.5)
         lab.link("a:p2", "b:p2").set(state="down")
         out, _ = client.communicate(timeout=60)
@@ -144,7 +165,9 @@ def test_mpt_tunnel_routes_around_a_dead_path_within_a_second(lab_from):
     lab = _tunnel(lab_from, "1, 1")
     a = lab.nodes["a"]
     far = lab.plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
-    pinger = a.popen(["ping", "-n", "-i", "0.02", "-c", "150", "-W", "0.2", far], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pinger = a.popen(
+        ["ping", "-n", "-i", "0.02", "-c", "150", "-W", "0.2", far], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     time.sleep(1.0)
     lab.link("a:p1", "b:p1").set(state="down")
     out, _ = pinger.communicate(timeout=60)
@@ -163,11 +186,19 @@ def test_mpt_tunnel_drops_and_counts_foreign_and_malformed_datagrams(lab_from):
     p1 = lab.plan.links["a:p1=b:p1"]
     a_ip, b_ip = p1.a.ipv4[0].split("/")[0], p1.b.ipv4[0].split("/")[0]
     # From a's address but another port: foreign.  From a's tunnel port: a raw datagram, GRE version 1.
-    a.cmd(["python3", "-c", f"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); [s.sendto(b'junk', ('{b_ip}', 4754)) for _ in range(5)]"])
+    a.cmd(
+        [
+            "python3",
+            "-c",
+            f"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); [s.sendto(b'junk', ('{b_ip}', 4754)) for _ in range(5)]",
+        ]
+    )
     udp = struct.pack("!HHHH", 4754, 4754, 8 + 8, 0) + b"\x00\x01\x08\x00" + b"\x45\x00\x00\x00"
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, socket.inet_aton(a_ip), socket.inet_aton(b_ip))
-    script = ("import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW); "
-              f"[s.sendto(bytes.fromhex('{(ip + udp).hex()}'), ('{b_ip}', 0)) for _ in range(7)]")
+    script = (
+        "import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW); "
+        f"[s.sendto(bytes.fromhex('{(ip + udp).hex()}'), ('{b_ip}', 0)) for _ in range(7)]"
+    )
     a.cmd(["python3", "-c", script])
     time.sleep(0.5)
     counts = mpt.counters(lab.name, "b")
@@ -188,7 +219,10 @@ def test_mpt_tunnel_carries_bursts_over_a_path_whose_mtu_is_below_the_tunnels(la
     assert udp["mbps"] > 80 and udp["lost_pct"] < 2, udp
     time.sleep(0.5)  # the daemons write their counters every 200 ms
     sent, received = mpt.counters(lab.name, "a")["paths"], mpt.counters(lab.name, "b")["paths"]
-    assert all(abs(s["tx_packets"] - r["rx_packets"]) <= 3 for s, r in zip(sent, received)), (sent, received)  # all but a stray one
+    assert all(abs(s["tx_packets"] - r["rx_packets"]) <= 3 for s, r in zip(sent, received)), (
+        sent,
+        received,
+    )  # all but a stray one
     assert min(p["tx_packets"] for p in sent) > 8000, sent  # both paths carried half of ~17 000 datagrams
 
 
@@ -216,7 +250,9 @@ def test_multipath_suite_aggregates_paths_native_and_containerised(tmp_path):
         return multipath.measure(lab, cell, duration, rec)
 
     axes = {"placement": ["containerised", "native"], "paths": [3], "method": multipath.METHODS}
-    folder = scenario.run(dataclasses.replace(suite, quick_axes=axes, measure=measure), tmp_path / "run", quick=True, reps=1, duration=3)
+    folder = scenario.run(
+        dataclasses.replace(suite, quick_axes=axes, measure=measure), tmp_path / "run", quick=True, reps=1, duration=3
+    )
     _, rows = results.load(folder)
     assert not [r for r in rows if r.get("error")]
     total = {(r["placement"], r["method"]): r for r in rows if r["pair"] == "all"}

@@ -8,12 +8,12 @@ import subprocess
 import tarfile
 import time
 
-import pytest
-
 import machine
-from nestlab.bench import tools
-from netcheck import ping
+import pytest
 from conftest import run_cli
+from netcheck import ping
+
+from nestlab.bench import tools
 
 NESTED = """
 name: {name}
@@ -50,7 +50,9 @@ def test_components_meet_on_their_node_and_across_nodes_only_through_declared_li
 
 def test_same_address_and_port_on_two_nodes_pid1_and_process_isolation(lab_from):
     lab = lab_from(NESTED.replace("SWITCH", "bridge"))
-    servers = [lab.nodes[f"{d}/gnab"].popen(["python3", "-c", SERVE_NAME], stdout=subprocess.PIPE, text=True) for d in ("d1", "d2")]
+    servers = [
+        lab.nodes[f"{d}/gnab"].popen(["python3", "-c", SERVE_NAME], stdout=subprocess.PIPE, text=True) for d in ("d1", "d2")
+    ]
     try:
         for server in servers:
             assert server.stdout.readline().strip() == "ready"  # both bound 10.99.0.1:7000
@@ -259,7 +261,11 @@ def test_rootfs_tarball_and_oci_layout_images(lab_from, busybox_rootfs, tmp_path
     _own_filesystem(lab)
     lab.destroy()
     layout = tmp_path / "oci"
-    for cmd in (["umoci", "init", "--layout", layout], ["umoci", "new", "--image", f"{layout}:bb"], ["umoci", "insert", "--image", f"{layout}:bb", busybox_rootfs, "/"]):
+    for cmd in (
+        ["umoci", "init", "--layout", layout],
+        ["umoci", "new", "--image", f"{layout}:bb"],
+        ["umoci", "insert", "--image", f"{layout}:bb", busybox_rootfs, "/"],
+    ):
         subprocess.run([str(c) for c in cmd], check=True, capture_output=True)
     _own_filesystem(lab_from(RUNC.replace("IMAGE", str(layout))))
 
@@ -281,9 +287,23 @@ def docker_engine(busybox_rootfs, tmp_path_factory):
     run = tmp_path_factory.mktemp("docker")
     sock = f"unix://{run}/docker.sock"
     daemon = subprocess.Popen(
-        ["dockerd", "--host", sock, "--data-root", str(run / "data"), "--exec-root", str(run / "exec"), "--pidfile", str(run / "pid"),
-         "--iptables=false", "--ip6tables=false", "--ip-forward=false", "--bridge=none"],
-        stdout=subprocess.DEVNULL, stderr=open(run / "dockerd.log", "w"),
+        [
+            "dockerd",
+            "--host",
+            sock,
+            "--data-root",
+            str(run / "data"),
+            "--exec-root",
+            str(run / "exec"),
+            "--pidfile",
+            str(run / "pid"),
+            "--iptables=false",
+            "--ip6tables=false",
+            "--ip-forward=false",
+            "--bridge=none",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(run / "dockerd.log", "w"),
     )
     os.environ["DOCKER_HOST"] = sock
     try:

@@ -17,8 +17,18 @@ from nestlab import names
 
 # uid/gid 65534 (nobody) with one capability, to read the interpreter wherever it is installed
 # (e.g. under /root): no CAP_NET_ADMIN, no CAP_SYS_ADMIN, as a user running nestlab without sudo.
-AS_NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
-             "--inh-caps", "+dac_read_search", "--ambient-caps", "+dac_read_search"]
+AS_NOBODY = [
+    "setpriv",
+    "--reuid",
+    "65534",
+    "--regid",
+    "65534",
+    "--clear-groups",
+    "--inh-caps",
+    "+dac_read_search",
+    "--ambient-caps",
+    "+dac_read_search",
+]
 TWO = "name: {name}\ntopology:\n  nodes: {a: {env: {FROM_FILE: 'yes'}}, b: {}}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n"
 
 
@@ -38,9 +48,16 @@ def test_non_root_is_refused_clearly_and_nothing_is_made(topo_file, lab_name):
         assert "needs root" in result.stderr and "Traceback" not in result.stderr, result.stderr
         assert leftovers() == [] and not os.path.exists(names.lab_dir(lab_name))
     assert run_cli("deploy", "-t", str(path)).returncode == 0
-    for args in (["exec", "--lab", lab_name, "a", "--", "true"], ["destroy", "--lab", lab_name], ["link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--rate", "1mbit"]):
+    for args in (
+        ["exec", "--lab", lab_name, "a", "--", "true"],
+        ["destroy", "--lab", lab_name],
+        ["link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--rate", "1mbit"],
+    ):
         result = as_nobody(*args)
-        assert result.returncode == 1 and "needs root" in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.returncode == 1 and "needs root" in result.stderr and "Traceback" not in result.stderr, (
+            args,
+            result.stderr,
+        )
     listed = as_nobody("inspect", "--all")
     assert listed.returncode == 0 and lab_name in listed.stdout, "listing labs needs no privilege"
     inside = as_nobody("inspect", "--lab", lab_name)
@@ -57,7 +74,9 @@ def test_nodes_reach_nothing_outside_the_lab_unless_asked(lab_from):
         subprocess.run(["ip", "-n", other, "addr", "add", "198.51.100.7/32", "dev", "lo"], check=True)
         a = lab.nodes["a"]
         assert "default" not in a.cmd("ip route; ip -6 route"), "a node gets no default route unless the file gives one"
-        listed = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True, check=True).stdout
+        listed = subprocess.run(
+            ["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True, check=True
+        ).stdout
         targets = [line.split()[3].split("/")[0] for line in listed.splitlines()] + ["198.51.100.7"]
         for target in targets:  # the machine's own addresses and another namespace's: refused inside the node
             proc = a.popen(["ping", "-c1", "-W1", target], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -71,13 +90,15 @@ def test_nodes_reach_nothing_outside_the_lab_unless_asked(lab_from):
 def test_a_labs_files_are_writable_by_root_alone(lab_from, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
-    lab = lab_from("name: {name}\ntopology:\n  nodes:\n    o1: {kind: ovs}\n"
-                   f"    a: {{cmd: 'sleep 300', binds: ['{site}:/run/www:ro']}}\n    b: {{}}\n"
-                   "  links:\n    - endpoints: [a:eth1, o1:p1]\n    - endpoints: [b:eth1, o1:p2]\n")
+    lab = lab_from(
+        "name: {name}\ntopology:\n  nodes:\n    o1: {kind: ovs}\n"
+        f"    a: {{cmd: 'sleep 300', binds: ['{site}:/run/www:ro']}}\n    b: {{}}\n"
+        "  links:\n    - endpoints: [a:eth1, o1:p1]\n    - endpoints: [b:eth1, o1:p2]\n"
+    )
     assert "1 received" in lab.nodes["a"].cmd(f"ping -c1 -W2 {lab.nodes['b'].intf('eth1').ip}")
     top = names.lab_dir(lab.name)
     found = []
-    for folder, dirs, files in os.walk(top):
+    for folder, _dirs, files in os.walk(top):
         for entry in [folder, *(os.path.join(folder, f) for f in files)]:
             info = os.lstat(entry)
             if not stat.S_ISLNK(info.st_mode):
@@ -95,7 +116,14 @@ def test_exec_keeps_the_callers_secrets_out_unless_passed(lab_from):
     plain = subprocess.run(run, capture_output=True, text=True, env=env, cwd=ROOT, check=True).stdout
     assert "s3cret" not in plain and "SSH_AUTH_SOCK" not in plain
     assert "FROM_FILE=yes" in plain and "PATH=" in plain and "LC_ALL=C" in plain
-    passed = subprocess.run([*NESTLAB, "exec", "-e", "API_TOKEN", "-e", "EXTRA=1", *run[len(NESTLAB) + 1:]], capture_output=True, text=True, env=env, cwd=ROOT, check=True).stdout
+    passed = subprocess.run(
+        [*NESTLAB, "exec", "-e", "API_TOKEN", "-e", "EXTRA=1", *run[len(NESTLAB) + 1 :]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     assert "API_TOKEN=s3cret" in passed and "EXTRA=1" in passed and "SSH_AUTH_SOCK" not in passed
     os.environ["API_TOKEN"] = "s3cret"
     try:
@@ -104,4 +132,3 @@ def test_exec_keeps_the_callers_secrets_out_unless_passed(lab_from):
         assert "API_TOKEN=given" in given.communicate(timeout=10)[0]
     finally:
         del os.environ["API_TOKEN"]
-

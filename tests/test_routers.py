@@ -46,13 +46,19 @@ def test_ospf_triangle_converges_routes_reroutes_and_saves(topo_file, tmp_path):
     lab.deploy()
     try:
         assert all(_wait(lambda r=r: _full(lab, r) == 2) for r in ("r1", "r2", "r3")), [_full(lab, r) for r in ("r1", "r2", "r3")]
-        assert _wait(lambda: "1 received" in lab.nodes["h1"].cmd("ping -c1 -W1 10.3.3.10"), 30), "h1 reaches h2 across two routers"
+        assert _wait(lambda: "1 received" in lab.nodes["h1"].cmd("ping -c1 -W1 10.3.3.10"), 30), (
+            "h1 reaches h2 across two routers"
+        )
         # The direct r1-r3 link, once SPF has run with every adjacency Full (the route may pass r2 a moment before).
-        assert _wait(lambda: "via 10.0.13.3" in lab.nodes["r1"].cmd("ip route get 10.3.3.10"), 10), lab.nodes["r1"].cmd("ip route")
+        assert _wait(lambda: "via 10.0.13.3" in lab.nodes["r1"].cmd("ip route get 10.3.3.10"), 10), lab.nodes["r1"].cmd(
+            "ip route"
+        )
         # Cut r1-r3: OSPF (dead interval 4 s) must reroute through r2.
         t0 = time.monotonic()
         lab.link("r1:eth2", "r3:eth2").set(state="down")
-        assert _wait(lambda: "via 10.0.12.2" in lab.nodes["r1"].cmd("ip route get 10.3.3.10"), 15), lab.nodes["r1"].cmd("ip route")
+        assert _wait(lambda: "via 10.0.12.2" in lab.nodes["r1"].cmd("ip route get 10.3.3.10"), 15), lab.nodes["r1"].cmd(
+            "ip route"
+        )
         took = time.monotonic() - t0
         # Usually 0.2-0.5 s (the interface goes down, OSPF recomputes); up to 10 s was seen under load.
         assert took < 12, f"rerouted after {took:.1f} s (dead interval 4 s, SPF hold at most 0.5 s)"
@@ -79,7 +85,9 @@ def test_bgp_ring_example_announces_across(tmp_path, topo_file):
     lab = Lab.from_file(topo_file((ROOT / "examples" / "frr-bgp.yml").read_text().replace("name: frr-bgp", "name: {name}")))
     lab.deploy()
     try:
-        assert _wait(lambda: "1 received" in lab.nodes["h1"].cmd("ping -c1 -W1 192.168.3.10"), 60), lab.nodes["r1"].cmd("vtysh -c 'show bgp summary'")
+        assert _wait(lambda: "1 received" in lab.nodes["h1"].cmd("ping -c1 -W1 192.168.3.10"), 60), lab.nodes["r1"].cmd(
+            "vtysh -c 'show bgp summary'"
+        )
         routes = lab.nodes["r2"].cmd("vtysh -c 'show ip bgp json'")
         assert "192.168.1.0/24" in routes and "192.168.3.0/24" in routes
     finally:
@@ -104,13 +112,19 @@ def test_binds_give_a_node_its_own_files(lab_from, tmp_path):
     lab.nodes["b"].cmd("echo mine > /tmp/scratch")
     assert "No such file" in lab.nodes["a"].cmd("cat /tmp/scratch 2>&1"), "each view has its own /tmp"
     assert not Path("/tmp/scratch").exists() and not Path("/run/www").exists(), "nothing reaches the machine"
-    assert "nestlab" not in lab.nodes["c"].cmd("findmnt -n -o FSTYPE /tmp || true"), "a node without binds keeps the machine's /tmp"
+    assert "nestlab" not in lab.nodes["c"].cmd("findmnt -n -o FSTYPE /tmp || true"), (
+        "a node without binds keeps the machine's /tmp"
+    )
     # A path the machine lacks: the node gets a root of its own, the machine's files under a layer of the node's.
     assert lab.nodes["d"].cmd("cat /etc/nestlab-nowhere/motd") == "node b\n"
     lab.nodes["d"].cmd("echo mine > /etc/nestlab-scratch")
     assert lab.nodes["d"].cmd("cat /etc/nestlab-scratch") == "mine\n" and not Path("/etc/nestlab-scratch").exists()
-    assert not Path("/etc/nestlab-nowhere").exists() and "No such file" in lab.nodes["c"].cmd("cat /etc/nestlab-nowhere/motd 2>&1")
-    assert lab.nodes["d"].cmd("findmnt -n -o FSTYPE /") == "overlay\n" and "1 received" in lab.nodes["d"].cmd("ping -c1 -W1 127.0.0.1")
+    assert not Path("/etc/nestlab-nowhere").exists() and "No such file" in lab.nodes["c"].cmd(
+        "cat /etc/nestlab-nowhere/motd 2>&1"
+    )
+    assert lab.nodes["d"].cmd("findmnt -n -o FSTYPE /") == "overlay\n" and "1 received" in lab.nodes["d"].cmd(
+        "ping -c1 -W1 127.0.0.1"
+    )
 
 
 @pytest.mark.parametrize(
@@ -130,10 +144,7 @@ def test_bad_binds_are_clear_errors_and_create_nothing(topo_file, node, message)
 
 
 def test_containerlab_frr_image_runs_as_a_router(lab_from):
-    lab = lab_from(
-        "name: {name}\ntopology:\n  nodes:\n"
-        "    r1: {kind: linux, image: 'frrouting/frr:v8.4.1'}\n"
-    )
+    lab = lab_from("name: {name}\ntopology:\n  nodes:\n    r1: {kind: linux, image: 'frrouting/frr:v8.4.1'}\n")
     assert lab.plan.nodes["r1"].router == "frr"
     assert "runs as kind: frr" in " ".join(n.message for n in lab.notices)
     assert _wait(lambda: "zebra" in lab.nodes["r1"].cmd("vtysh -c 'show daemons'"), 20)
@@ -148,7 +159,9 @@ def test_containerlab_frr01_example_runs_unchanged():
     lab.deploy()
     try:
         # Broadcast links: DR election waits one dead interval (40 s by default) before going Full.
-        assert _wait(lambda: "2 received" in lab.nodes["PC1"].cmd("ping -c2 -W1 192.168.13.2"), 120), lab.nodes["router1"].cmd("vtysh -c 'show ip ospf neighbor'")
+        assert _wait(lambda: "2 received" in lab.nodes["PC1"].cmd("ping -c2 -W1 192.168.13.2"), 120), lab.nodes["router1"].cmd(
+            "vtysh -c 'show ip ospf neighbor'"
+        )
         assert _wait(lambda: "2 received" in lab.nodes["PC2"].cmd("ping -c2 -W1 192.168.11.2"), 60)
         assert "ldpd" in lab.nodes["router1"].cmd("vtysh -c 'show daemons'"), "its own daemons file is used"
     finally:

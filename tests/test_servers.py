@@ -70,8 +70,10 @@ INVENTORY = """servers:
 
 
 def test_plan_prints_the_split_and_bad_inventories_name_their_line(tmp_path, topo_file):
-    topo = topo_file("name: {name}\ntopology:\n  nodes:\n    a: {server: s1}\n    b: {server: s2}\n    c: {}\n"
-                     "  links:\n    - endpoints: [a:eth1, b:eth1]\n    - endpoints: [b:eth2, c:eth1]\n")
+    topo = topo_file(
+        "name: {name}\ntopology:\n  nodes:\n    a: {server: s1}\n    b: {server: s2}\n    c: {}\n"
+        "  links:\n    - endpoints: [a:eth1, b:eth1]\n    - endpoints: [b:eth2, c:eth1]\n"
+    )
     inventory = tmp_path / "inv.yml"
     inventory.write_text(INVENTORY)
     (tmp_path / "good.yml").write_text(INVENTORY)
@@ -86,11 +88,18 @@ def test_plan_prints_the_split_and_bad_inventories_name_their_line(tmp_path, top
     inventory.write_text("servers:\n  s1: {address: 198.18.7.1}\n  s2: {adress: 198.18.7.2}\n")
     bad = run_cli("plan", "-t", str(topo), "--servers", str(inventory))
     assert bad.returncode == 2 and "inv.yml:3:" in bad.stderr and "adress" in bad.stderr, bad.stderr
-    unknown = topo_file("name: {name}\nservers: {s1: {address: 198.18.7.1}}\ntopology:\n  nodes:\n    a: {server: s9}\n", "unknown.yml")
+    unknown = topo_file(
+        "name: {name}\nservers: {s1: {address: 198.18.7.1}}\ntopology:\n  nodes:\n    a: {server: s9}\n", "unknown.yml"
+    )
     bad = run_cli("plan", "-t", str(unknown))
-    assert bad.returncode == 2 and "unknown.yml:5:" in bad.stderr and "server 's9' is not under servers:" in bad.stderr, bad.stderr
-    waiting = topo_file("name: {name}\ntopology:\n  nodes:\n    a: {server: s1, stages: {configure: {wait-for: [{node: b}]}}}\n"
-                        "    b: {server: s2}\n", "waiting.yml")
+    assert bad.returncode == 2 and "unknown.yml:5:" in bad.stderr and "server 's9' is not under servers:" in bad.stderr, (
+        bad.stderr
+    )
+    waiting = topo_file(
+        "name: {name}\ntopology:\n  nodes:\n    a: {server: s1, stages: {configure: {wait-for: [{node: b}]}}}\n"
+        "    b: {server: s2}\n",
+        "waiting.yml",
+    )
     bad = run_cli("plan", "-t", str(waiting), "--servers", str(inventory.with_name("good.yml")))
     assert bad.returncode == 1 and "waits for b (configure), which runs on another server" in bad.stderr, bad.stderr
 
@@ -156,7 +165,7 @@ def thirty(name: str) -> str:
 
 def _pings(lab: str, node: str, targets: list[str]) -> str:
     loop = " ".join(targets)
-    script = f'for ip in {loop}; do (ping -c1 -W3 $ip >/dev/null && echo ok $ip || echo FAIL $ip) & done; wait'
+    script = f"for ip in {loop}; do (ping -c1 -W3 $ip >/dev/null && echo ok $ip || echo FAIL $ip) & done; wait"
     return run_cli("exec", "--lab", lab, node, "--", "sh", "-c", script, timeout=120).stdout
 
 
@@ -194,7 +203,9 @@ def test_stitched_link_carries_nine_tenths_of_the_same_link_on_one_server(server
     try:
         rates = {}
         for client, server_ip, server in (("x", "10.0.8.2", "y"), ("x2", "10.0.8.6", "y2")):
-            daemon = subprocess.Popen([*_exec(lab_name, server), "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            daemon = subprocess.Popen(
+                [*_exec(lab_name, server), "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             time.sleep(1)
             answer = run_cli("exec", "--lab", lab_name, client, "--", "iperf3", "-c", server_ip, "-t", "3", "-J", timeout=60)
             daemon.wait(timeout=30)
@@ -235,7 +246,9 @@ def test_a_server_failing_mid_deploy_is_named_and_every_server_is_cleaned(server
     result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
     thread.join()
     assert killed, "s2's deploy was not caught running"
-    assert result.returncode == 1 and "server s2" in result.stderr and "every server was cleaned up" in result.stderr, result.stderr
+    assert result.returncode == 1 and "server s2" in result.stderr and "every server was cleaned up" in result.stderr, (
+        result.stderr
+    )
     assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
     assert lab_name not in state.labs()
     # An unreachable server: named, nothing made anywhere.
@@ -263,7 +276,9 @@ def _server_of(pid: int, emulation: str) -> str | None:
 
 def test_servers_example_runs_on_emulated_servers(servers):
     planned = run_cli("plan", "-t", "examples/servers.yml", "--servers", str(servers))
-    assert planned.returncode == 0 and "cut links: 1; switches spanning servers: 1" in planned.stdout, planned.stdout + planned.stderr
+    assert planned.returncode == 0 and "cut links: 1; switches spanning servers: 1" in planned.stdout, (
+        planned.stdout + planned.stderr
+    )
     result = run_cli("deploy", "-t", "examples/servers.yml", "--servers", str(servers), timeout=300)
     try:
         assert result.returncode == 0, result.stderr
@@ -280,9 +295,11 @@ def test_servers_example_runs_on_emulated_servers(servers):
 
 
 def test_an_ovs_switch_spanning_servers_is_one_switch(servers, topo_file, lab_name):
-    topo = topo_file("name: {name}\ntopology:\n  nodes:\n    sw: {kind: ovs, server: s1}\n    h1: {server: s1}\n"
-                     "    h2: {server: s2}\n    h3: {server: s3}\n  links:\n"
-                     + "".join(f'    - {{endpoints: ["h{i}:eth1", "sw:p{i}"], ipv4: ["10.0.5.{i}/24", null]}}\n' for i in (1, 2, 3)))
+    topo = topo_file(
+        "name: {name}\ntopology:\n  nodes:\n    sw: {kind: ovs, server: s1}\n    h1: {server: s1}\n"
+        "    h2: {server: s2}\n    h3: {server: s3}\n  links:\n"
+        + "".join(f'    - {{endpoints: ["h{i}:eth1", "sw:p{i}"], ipv4: ["10.0.5.{i}/24", null]}}\n' for i in (1, 2, 3))
+    )
     result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
     try:
         assert result.returncode == 0 and "2 VXLAN tunnels" in result.stderr, result.stderr

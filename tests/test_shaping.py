@@ -9,13 +9,13 @@ import sys
 import threading
 import time
 
-import pytest
-
 import machine
+import pytest
 from conftest import NESTLAB, run_cli
+from netcheck import echo, ping
+
 from nestlab.backends import shaping
 from nestlab.bench import tools
-from netcheck import echo, ping
 
 PAIR = """name: {name}
 topology:
@@ -64,7 +64,9 @@ def test_rate_is_what_iperf3_measures(lab_from, mbit):
         capacity.append(tools.iperf3(a, b, ip, seconds=5, omit=1, cpu=machine.CPU)["mbps"])
         link.set(rate=f"{mbit}mbit")
     measured = max(mbps for mbps, _ in runs)
-    assert measured <= goodput * 1.05, f"{measured:.1f} Mbit/s (runs: {runs}) on a {mbit} Mbit/s link: the shaper lets too much through"
+    assert measured <= goodput * 1.05, (
+        f"{measured:.1f} Mbit/s (runs: {runs}) on a {mbit} Mbit/s link: the shaper lets too much through"
+    )
     assert any(good(run) for run in runs), (
         f"{measured:.1f} Mbit/s on a {mbit} Mbit/s link (expected {goodput:.1f}; runs as (measured, what the machine's "
         f"stalls left of that): {runs}; the same shaper at {4 * mbit} Mbit/s carried {capacity} in between)"
@@ -163,10 +165,29 @@ def test_link_set_from_the_shell_goes_the_quick_way_and_falls_back_to_say_what_i
     """`nestlab link set --lab` loads neither typer, rich nor pydantic (cli/quick.py), and applies what the full command would;
     what it does not take goes to the full command, which says what is wrong."""
     lab = lab_from(pair())
-    script = ("import sys; from nestlab.cli import quick; code = quick.link_set(sys.argv[1:]); "
-              "print(code, sorted(m for m in ('typer', 'rich', 'pydantic') if m in sys.modules))")
-    quick = subprocess.run([sys.executable, "-c", script, "--lab", lab.name, "b:eth1", "a:eth1", "--rate=30mbit", "--queue", "40", "--direction", "a"],
-                           capture_output=True, text=True, check=True)
+    script = (
+        "import sys; from nestlab.cli import quick; code = quick.link_set(sys.argv[1:]); "
+        "print(code, sorted(m for m in ('typer', 'rich', 'pydantic') if m in sys.modules))"
+    )
+    quick = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "--lab",
+            lab.name,
+            "b:eth1",
+            "a:eth1",
+            "--rate=30mbit",
+            "--queue",
+            "40",
+            "--direction",
+            "a",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert quick.stdout.split(None, 1) == ["0", "[]\n"], quick.stdout + quick.stderr
     assert "rate=30mbit, queue=40 applied in" in quick.stderr
     shown = json.loads(run_cli("link", "show", "--lab", lab.name, "--format", "json", check=True).stdout)[0]
@@ -176,8 +197,12 @@ def test_link_set_from_the_shell_goes_the_quick_way_and_falls_back_to_say_what_i
     assert ping(lab.nodes["a"], far)
     assert run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", "--down").returncode == 0
     assert not ping(lab.nodes["a"], far), "down through the quick way"
-    for args, code, says in ((["--rate", "10furlongs"], 2, "rate: '10furlongs' is not a rate"), (["--queue", "0"], 2, "queue"),
-                             (["--up", "--down"], 1, "not both"), (["--rate", "1mbit", "-t", "x.yml"], 1, "not both")):
+    for args, code, says in (
+        (["--rate", "10furlongs"], 2, "rate: '10furlongs' is not a rate"),
+        (["--queue", "0"], 2, "queue"),
+        (["--up", "--down"], 1, "not both"),
+        (["--rate", "1mbit", "-t", "x.yml"], 1, "not both"),
+    ):
         result = run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", *args)
         assert result.returncode == code and says in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
     assert run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth9", "--rate", "1mbit").returncode == 1
@@ -262,7 +287,13 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
     path = topo_file(text)
     # The player shares one CPU with a probe of the machine's stalls (see machine.py).
     with machine.probe() as stalled:
-        result = subprocess.run([*NESTLAB, "run", "-t", str(path), "--keep", "--loops", "3"], capture_output=True, text=True, timeout=120, preexec_fn=machine.pin)
+        result = subprocess.run(
+            [*NESTLAB, "run", "-t", str(path), "--keep", "--loops", "3"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=machine.pin,
+        )
     assert result.returncode == 0, result.stderr
     from nestlab import Lab
     from nestlab.lab import events
@@ -270,7 +301,11 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
     lab = Lab.from_file(path)
     try:
         logged = events.read(lab.name)
-        assert [(e["what"]["set"], e["what"]["state"]) for e in logged] == [({"rate": "10mbit"}, None), ({}, "down"), ({}, "up")] * 3
+        assert [(e["what"]["set"], e["what"]["state"]) for e in logged] == [
+            ({"rate": "10mbit"}, None),
+            ({}, "down"),
+            ({}, "up"),
+        ] * 3
         loops = [logged[i : i + 3] for i in (0, 3, 6)]
         for loop in loops:
             starts = [e["scheduled"] for e in loop]
@@ -283,7 +318,9 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
         for e in logged:
             late = e["applied"] - e["latency_ms"] / 1000 - e["scheduled"]
             stolen = stalled.longest_within(e["scheduled"], e["scheduled"] + late)
-            assert -0.0005 <= late <= 0.005 + stolen, f"issued {late * 1000:.1f} ms late; the machine stalled {stolen * 1000:.1f} ms then ({e})"
+            assert -0.0005 <= late <= 0.005 + stolen, (
+                f"issued {late * 1000:.1f} ms late; the machine stalled {stolen * 1000:.1f} ms then ({e})"
+            )
         assert all(e["latency_ms"] < 1000 for e in logged), logged
         assert "rate 10Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")
     finally:
@@ -295,8 +332,8 @@ def test_schedule_removes_and_adds_links_and_stops_nodes(topo_file):
         '    - endpoints: ["a:eth2", "b:eth2"]\n'
         "schedule:\n"
         '  - {at: 0.3s, link: ["a:eth1", "b:eth1"], action: remove}\n'
-        '  - {at: 1.0s, node: b, action: stop}\n'
-        '  - {at: 2.0s, node: b, action: start}\n'
+        "  - {at: 1.0s, node: b, action: stop}\n"
+        "  - {at: 2.0s, node: b, action: start}\n"
         '  - {at: 2.4s, link: ["a:eth1", "b:eth1"], action: add}\n'
     )
     from nestlab import Lab
@@ -308,6 +345,7 @@ def test_schedule_removes_and_adds_links_and_stops_nodes(topo_file):
         from nestlab.lab.schedule import play
 
         seen = []
+
         def watch():  # each look is 350-500 ms after a change: a busy VM can take 100 ms+ to delete a veth
             start = time.monotonic()
             time.sleep(0.65)
@@ -315,6 +353,7 @@ def test_schedule_removes_and_adds_links_and_stops_nodes(topo_file):
             time.sleep(max(0.0, start + 1.5 - time.monotonic()))
             state = _proc_state(sleeper.pid)
             seen.append(("DOWN" in lab.nodes["b"].cmd("ip -br link show eth2"), state))
+
         watcher = threading.Thread(target=watch)
         watcher.start()
         play(lab)

@@ -16,6 +16,7 @@ from nestlab.backends.netlink import Netlink
 from nestlab.cli.lifecycle import _ahead
 from nestlab.model.glance import Glance, glance
 
+
 def _links(spare: spares.Spare) -> dict[str, rtdump.LinkInfo]:
     """Every interface the spare's own netlink socket sees, by name."""
     return {info.name: info for info in rtdump.interfaces(Netlink(sock=spare.sock), counters=False)}
@@ -49,7 +50,9 @@ def test_spares_are_separate_namespaces_with_their_loopback_up():
 
 
 def test_the_helper_wires_cables_between_spares():
-    ahead = spares.Ahead("nestlab:t", ["h1", "sw", "h2"], bridges=["sw"], cables=[("h1", "eth1", "sw", "p1"), ("sw", "p2", "h2", "eth1")])
+    ahead = spares.Ahead(
+        "nestlab:t", ["h1", "sw", "h2"], bridges=["sw"], cables=[("h1", "eth1", "sw", "p1"), ("sw", "p2", "h2", "eth1")]
+    )
     spares.start(lambda: ahead)
     try:
         got = {name: spares.take(name) for name in ("sw", "h1", "h2")}
@@ -59,8 +62,10 @@ def test_the_helper_wires_cables_between_spares():
         spares.stop()
     try:
         # Both from the bridge's side, enslaved at birth, and reported as in place (both ends taken).
-        assert sorted(made) == [(spares.Cable("sw", "p1", "h1", "eth1", True), True, True),
-                                (spares.Cable("sw", "p2", "h2", "eth1", True), True, True)]
+        assert sorted(made) == [
+            (spares.Cable("sw", "p1", "h1", "eth1", True), True, True),
+            (spares.Cable("sw", "p2", "h2", "eth1", True), True, True),
+        ]
         bridge = _links(got["sw"])
         assert bridge["p1"].master == bridge["sw"].index and bridge["p2"].master == bridge["sw"].index
         assert bridge["sw"].admin_up
@@ -88,8 +93,10 @@ def test_stop_ends_the_helper_before_it_is_done():
 
 
 def test_the_helper_dies_with_its_parent():
-    code = ("import time; from nestlab.backends import spares; "
-            "spares.start(lambda: time.sleep(120)); print('started', flush=True); time.sleep(120)")
+    code = (
+        "import time; from nestlab.backends import spares; "
+        "spares.start(lambda: time.sleep(120)); print('started', flush=True); time.sleep(120)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert parent.stdout.readline().strip() == "started"
@@ -117,22 +124,34 @@ def test_cables_the_plan_does_not_want_are_remade(topo_file, lab_name):
     """The glance takes b1 and b2 for hosts (their kind comes from ``defaults``), so the helper makes
     h1's cable from h1's side and b1-b2 without a bridge; the plan wants both from bridge sides,
     enslaved: the first is removed and made again, the second (same orientation, not enslaved) too."""
-    text = (f"name: {lab_name}\ntopology:\n  defaults: {{kind: bridge}}\n  nodes:\n    b1: {{}}\n    b2: {{}}\n"
-            "    h1: {kind: linux}\n    h2: {kind: linux}\n  links:\n"
-            '    - endpoints: ["h1:eth1", "b1:p1"]\n    - endpoints: ["b1:up", "b2:up"]\n    - endpoints: ["h2:eth1", "b2:p2"]\n')
+    text = (
+        f"name: {lab_name}\ntopology:\n  defaults: {{kind: bridge}}\n  nodes:\n    b1: {{}}\n    b2: {{}}\n"
+        "    h1: {kind: linux}\n    h2: {kind: linux}\n  links:\n"
+        '    - endpoints: ["h1:eth1", "b1:p1"]\n    - endpoints: ["b1:up", "b2:up"]\n    - endpoints: ["h2:eth1", "b2:p2"]\n'
+    )
     path = topo_file(text)
     seen = glance(path)
     assert seen.bridges == [] and len(seen.cables) == 3
     run_cli("deploy", "-t", str(path), check=True)
     try:
         for bridge, ports in (("b1", {"p1", "up"}), ("b2", {"p2", "up"})):
-            shown = subprocess.run(["ip", "-n", names.netns_name(lab_name, bridge), "-o", "link", "show", "master", bridge],
-                                   capture_output=True, text=True, check=True).stdout
+            shown = subprocess.run(
+                ["ip", "-n", names.netns_name(lab_name, bridge), "-o", "link", "show", "master", bridge],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             assert {line.split(": ")[1].split("@")[0] for line in shown.splitlines()} == ports
         for host in ("h1", "h2"):
-            shown = subprocess.run(["ip", "-n", names.netns_name(lab_name, host), "-o", "link"], capture_output=True, text=True, check=True).stdout
+            shown = subprocess.run(
+                ["ip", "-n", names.netns_name(lab_name, host), "-o", "link"], capture_output=True, text=True, check=True
+            ).stdout
             assert len(shown.splitlines()) == 2  # lo and eth1: nothing the helper made is left over
-        address = run_cli("exec", "--lab", lab_name, "h2", "--", "ip", "-4", "-o", "addr", "show", "eth1").stdout.split()[3].split("/")[0]
+        address = (
+            run_cli("exec", "--lab", lab_name, "h2", "--", "ip", "-4", "-o", "addr", "show", "eth1")
+            .stdout.split()[3]
+            .split("/")[0]
+        )
         ping = run_cli("exec", "--lab", lab_name, "h1", "--", "ping", "-c1", "-W2", address)
         assert ping.returncode == 0, ping.stdout + ping.stderr
     finally:

@@ -24,7 +24,7 @@ CASES = {
     ),
     "unknown kind": (
         GOOD_HEAD.replace("h2: {}", "h2: {kind: router}"),
-        ":5:16: topology.nodes.h2.kind: input should be 'linux', 'host', 'bridge', 'ovs' or 'frr' (got 'router')",
+        ":5:16: topology.nodes.h2.kind: input should be 'bridge', 'frr', 'host', 'iperf3', 'linux' or 'ovs' (got 'router')",
     ),
     "duplicate node": (
         GOOD_HEAD + "    h1: {}\n",
@@ -69,7 +69,8 @@ CASES = {
         ":1:1: name: 'name' is required",
     ),
     "address on a bridge port": (
-        GOOD_HEAD + '    s1: {kind: bridge}\n  links:\n    - endpoints: ["h1:eth1", "s1:p1"]\n      ipv4: [null, "10.0.0.5/24"]\n',
+        GOOD_HEAD
+        + '    s1: {kind: bridge}\n  links:\n    - endpoints: ["h1:eth1", "s1:p1"]\n      ipv4: [null, "10.0.0.5/24"]\n',
         "'s1:p1' is a switch port and cannot hold an address; use null",
     ),
 }
@@ -176,10 +177,14 @@ def test_bad_mode_use_is_refused(topo_file, body, expected):
         ('{at: 1s, link: ["a:e1", "b:e1"]}', "say what happens to the link: set:, state: or action:"),
         ('{at: 1s, link: ["a:e1", "b:e1"], set: {rate: 1mbit, jiter: 1ms}}', "unknown key 'jiter'"),
         ('{at: 1s, link: ["a:e1", "c:e9"], state: down}', "no link of the file joins a:e1 and c:e9"),
-        ('{at: 1s, node: c, action: stop}', "node 'c' is not under topology.nodes"),
+        ("{at: 1s, node: c, action: stop}", "node 'c' is not under topology.nodes"),
     ],
 )
 def test_bad_schedule_is_refused(topo_file, entry, expected):
-    path = topo_file('name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links: [{endpoints: ["a:e1", "b:e1"]}]\nschedule:\n  - ' + entry + "\n")
+    path = topo_file(
+        'name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links: [{endpoints: ["a:e1", "b:e1"]}]\nschedule:\n  - '
+        + entry
+        + "\n"
+    )
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 2 and ":6:" in result.stderr and expected in result.stderr, result.stderr

@@ -50,7 +50,9 @@ def test_vlans_on_a_host_wire_are_separate_segments(lab_from, protocol):
     assert f"vlan protocol {protocol} id 10" in s1.cmd("ip -d link show eth1.10")
     assert reaches(c1, s1, s1.intf("eth1.10").ip), "the same VLAN across the wire must carry ping, TCP and UDP"
     assert reaches(c2, s2, s2.intf("eth1.20").ip)
-    nets = {ip_interface(n.intf(i).ipv4[0]).network for n, i in ((s1, "eth1.10"), (c1, "eth1.10"), (s2, "eth1.20"), (c2, "eth1.20"))}
+    nets = {
+        ip_interface(n.intf(i).ipv4[0]).network for n, i in ((s1, "eth1.10"), (c1, "eth1.10"), (s2, "eth1.20"), (c2, "eth1.20"))
+    }
     assert len(nets) == 2, f"each VLAN gets its own subnet, shared by its two ends: {nets}"
     # The wire itself carries the tags: the hosts' untagged NICs see no VLAN 10 traffic as their own.
     assert not ping(lab.hosts["client"], s1.intf("eth1.10").ip)
@@ -93,15 +95,21 @@ topology:
 """
 
 
-@pytest.mark.parametrize("link, message", [
-    ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:trunk"}', "mode: vlan needs vlan_id: (1..4094)"),
-    ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:trunk", vlan_id: 5000}', "less than or equal to 4094"),
-    ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:trunk", vlan_id: 10, vlan_protocol: 802.1x}', "802.1Q"),
-    ('{endpoints: ["r1:t.10"], mode: vlan, parent: "h1:trunk", vlan_id: 10}', "a vlan on a node's interface stays in that node"),
-    ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:nope", vlan_id: 10}', "r1 has no interface nope"),
-    ('{endpoints: ["r1:t.10", "h1:t.10"], mode: vlan, vlan_id: 10}', "mode: vlan attaches one endpoint"),
-    ('{endpoints: ["r1:t.10"], vlan_id: 10}', "'vlan_id' applies to mode: vlan links only"),
-])
+@pytest.mark.parametrize(
+    "link, message",
+    [
+        ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:trunk"}', "mode: vlan needs vlan_id: (1..4094)"),
+        ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:trunk", vlan_id: 5000}', "less than or equal to 4094"),
+        ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:trunk", vlan_id: 10, vlan_protocol: 802.1x}', "802.1Q"),
+        (
+            '{endpoints: ["r1:t.10"], mode: vlan, parent: "h1:trunk", vlan_id: 10}',
+            "a vlan on a node's interface stays in that node",
+        ),
+        ('{endpoints: ["r1:t.10"], mode: vlan, parent: "r1:nope", vlan_id: 10}', "r1 has no interface nope"),
+        ('{endpoints: ["r1:t.10", "h1:t.10"], mode: vlan, vlan_id: 10}', "mode: vlan attaches one endpoint"),
+        ('{endpoints: ["r1:t.10"], vlan_id: 10}', "'vlan_id' applies to mode: vlan links only"),
+    ],
+)
 def test_bad_vlan_links_name_file_line_and_fix(topo_file, link, message):
     path = topo_file(TRUNK.replace("LINK", link))
     with pytest.raises(TopologyError) as err:

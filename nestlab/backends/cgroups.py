@@ -155,7 +155,11 @@ class Tree:
             elif key == "pids":
                 _write(self._file("pids", node, "pids.max"), "max" if lift else int(value))
             elif key == "cpuset":
-                cpus = _read(os.path.join(os.path.dirname(self.path("cpuset", node)), "cpuset.cpus" if not self.v2 else "cpuset.cpus.effective"))
+                cpus = _read(
+                    os.path.join(
+                        os.path.dirname(self.path("cpuset", node)), "cpuset.cpus" if not self.v2 else "cpuset.cpus.effective"
+                    )
+                )
                 _write(self._file("cpuset", node, "cpuset.cpus"), cpus if lift else value)
             else:
                 raise LabError(f"unknown resource '{key}' (cpus, cpu_shares, memory, pids, cpuset)")
@@ -199,7 +203,11 @@ class Tree:
     def remove(self, node: str | None = None, timeout: float = 2.0) -> None:
         """Remove a node's cgroups (all of the lab's with ``None``), deepest first, once their processes are gone."""
         for mount in sorted(set(self.mounts.values())):
-            top = os.path.join(mount, names.cgroup_name(self.lab), node) if node else os.path.join(mount, names.cgroup_name(self.lab))
+            top = (
+                os.path.join(mount, names.cgroup_name(self.lab), node)
+                if node
+                else os.path.join(mount, names.cgroup_name(self.lab))
+            )
             remove_tree(top, timeout)
 
 
@@ -218,7 +226,9 @@ def remove_tree(top: str, timeout: float = 2.0) -> None:
                 break
             except OSError as exc:
                 if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                    raise LabError(f"cannot remove cgroup {path}: {exc.strerror} (processes still in it: {_read(os.path.join(path, 'cgroup.procs')).split()})") from None
+                    raise LabError(
+                        f"cannot remove cgroup {path}: {exc.strerror} (processes still in it: {_read(os.path.join(path, 'cgroup.procs')).split()})"
+                    ) from None
                 time.sleep(0.02)
 
 

@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from .. import names
 from . import libc, namespaces
 
-_ENTER = (("ipc", libc.CLONE_NEWIPC), ("uts", libc.CLONE_NEWUTS), ("net", libc.CLONE_NEWNET), ("pid", libc.CLONE_NEWPID), ("mnt", libc.CLONE_NEWNS))
+_ENTER = (
+    ("ipc", libc.CLONE_NEWIPC),
+    ("uts", libc.CLONE_NEWUTS),
+    ("net", libc.CLONE_NEWNET),
+    ("pid", libc.CLONE_NEWPID),
+    ("mnt", libc.CLONE_NEWNS),
+)
 
 
 def _joiner(cgroup_files: Sequence[str]) -> tuple[Callable[[], None] | None, list[int]]:
@@ -39,7 +45,9 @@ def _joiner(cgroup_files: Sequence[str]) -> tuple[Callable[[], None] | None, lis
 # What a process started in a node keeps of its caller's environment: paths, locale, terminal and
 # nestlab's own settings.  Anything else (tokens, cloud keys, an SSH agent's socket) stays out
 # unless passed by name (``nestlab exec --env NAME``, or ``env=`` in Python).
-KEPT_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "VIRTUAL_ENV"})
+KEPT_ENV = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "VIRTUAL_ENV"}
+)
 
 
 def node_env(given: dict[str, str] | None) -> dict[str, str]:
@@ -75,7 +83,9 @@ def in_thread(work: Callable[[], subprocess.Popen]) -> subprocess.Popen:
     return box["value"]
 
 
-def popen_in(netns: str, uts: str, cgroup_files: Sequence[str], args: Sequence[str], view: str | None = None, **kwargs) -> subprocess.Popen:
+def popen_in(
+    netns: str, uts: str, cgroup_files: Sequence[str], args: Sequence[str], view: str | None = None, **kwargs
+) -> subprocess.Popen:
     """Start a process in a plain node's network and UTS namespaces (and its filesystem view, the
     mount namespace pinned at ``view``), inside its cgroup."""
     if view:

@@ -23,12 +23,41 @@ RUN_DIR = "/run/frr"
 SYSCTLS = {"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"}
 # A protocol named in the configuration -> the daemon that speaks it.
 _DAEMONS = (
-    (r"^router bgp", "bgpd"), (r"^router ospf6", "ospf6d"), (r"^router ospf(?!6)", "ospfd"), (r"^router rip(?!ng)", "ripd"),
-    (r"^router ripng", "ripngd"), (r"^router isis", "isisd"), (r"^router eigrp", "eigrpd"), (r"^router babel", "babeld"),
-    (r"^router openfabric", "fabricd"), (r"^mpls ldp", "ldpd"), (r"^bfd", "bfdd"), (r"^(router pim|ip pim)", "pimd"),
-    (r"^ip igmp|^ip pim", "pimd"), (r"^pbr-map", "pbrd"), (r"^vrrp|^ *vrrp ", "vrrpd"),
+    (r"^router bgp", "bgpd"),
+    (r"^router ospf6", "ospf6d"),
+    (r"^router ospf(?!6)", "ospfd"),
+    (r"^router rip(?!ng)", "ripd"),
+    (r"^router ripng", "ripngd"),
+    (r"^router isis", "isisd"),
+    (r"^router eigrp", "eigrpd"),
+    (r"^router babel", "babeld"),
+    (r"^router openfabric", "fabricd"),
+    (r"^mpls ldp", "ldpd"),
+    (r"^bfd", "bfdd"),
+    (r"^(router pim|ip pim)", "pimd"),
+    (r"^ip igmp|^ip pim", "pimd"),
+    (r"^pbr-map", "pbrd"),
+    (r"^vrrp|^ *vrrp ", "vrrpd"),
 )
-_ALL = ("bgpd", "ospfd", "ospf6d", "ripd", "ripngd", "isisd", "pimd", "ldpd", "nhrpd", "eigrpd", "babeld", "sharpd", "pbrd", "bfdd", "fabricd", "vrrpd", "pathd")
+_ALL = (
+    "bgpd",
+    "ospfd",
+    "ospf6d",
+    "ripd",
+    "ripngd",
+    "isisd",
+    "pimd",
+    "ldpd",
+    "nhrpd",
+    "eigrpd",
+    "babeld",
+    "sharpd",
+    "pbrd",
+    "bfdd",
+    "fabricd",
+    "vrrpd",
+    "pathd",
+)
 
 Popen = Callable[..., subprocess.Popen]
 
@@ -62,9 +91,11 @@ def write(lab: str, node: str, config: str, hostname: str) -> str:
     os.makedirs(folder, exist_ok=True)
     if not re.search(r"^hostname ", config, re.MULTILINE):
         config = f"hostname {hostname}\n{config}"
-    files = {"frr.conf": config if config.endswith("\n") else config + "\n",
-             "daemons": daemons_file(daemons_for(config)),
-             "vtysh.conf": "service integrated-vtysh-config\n"}
+    files = {
+        "frr.conf": config if config.endswith("\n") else config + "\n",
+        "daemons": daemons_file(daemons_for(config)),
+        "vtysh.conf": "service integrated-vtysh-config\n",
+    }
     user = pwd.getpwnam("frr")
     for name, text in files.items():
         path = os.path.join(folder, name)
@@ -109,7 +140,10 @@ def start(routers: dict[str, Popen]) -> None:
     """Start every router's FRR inside it (START), all routers at once.  A daemon that does not
     start is an error; as with FRR's init, configuration lines the daemons refuse are not (vtysh
     prints them, and the router runs without them)."""
-    procs = {node: popen(["sh", "-c", START], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for node, popen in routers.items()}
+    procs = {
+        node: popen(["sh", "-c", START], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for node, popen in routers.items()
+    }
     failed = []
     for node, proc in procs.items():
         out, _ = proc.communicate(timeout=120)

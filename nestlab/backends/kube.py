@@ -25,7 +25,9 @@ def _client():
     try:
         import kubernetes  # noqa: F401
     except ImportError:
-        raise ClusterError("labs on Kubernetes use the Python package kubernetes: pip install 'nestlab[k8s]' (make deps installs it)") from None
+        raise ClusterError(
+            "labs on Kubernetes use the Python package kubernetes: pip install 'nestlab[k8s]' (make deps installs it)"
+        ) from None
     from kubernetes import client, config
 
     return client, config
@@ -70,8 +72,12 @@ class Cluster:
         for node in self.call("list nodes", self.core.list_node).items:
             ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
             ip = next((a.address for a in node.status.addresses or [] if a.type == "InternalIP"), None)
-            found[node.metadata.name] = {"ready": bool(ready and ready.status == "True"), "schedulable": not node.spec.unschedulable,
-                                         "ip": ip, "why": (ready.message if ready else "no status yet") or ""}
+            found[node.metadata.name] = {
+                "ready": bool(ready and ready.status == "True"),
+                "schedulable": not node.spec.unschedulable,
+                "ip": ip,
+                "why": (ready.message if ready else "no status yet") or "",
+            }
         return found
 
     def wait_nodes_ready(self, wanted: Iterable[str], deadline: float, why: Callable[[str], str] = lambda _n: "") -> None:
@@ -87,8 +93,10 @@ class Cluster:
             if time.monotonic() > deadline:
                 first = waiting[0]
                 state = nodes.get(first, {}).get("why") or "not registered"
-                raise ClusterError(f"node {first}{' (and ' + str(len(waiting) - 1) + ' more)' if len(waiting) > 1 else ''} "
-                                   f"not Ready in time: {state}; its kubelet: {why(first)}")
+                raise ClusterError(
+                    f"node {first}{' (and ' + str(len(waiting) - 1) + ' more)' if len(waiting) > 1 else ''} "
+                    f"not Ready in time: {state}; its kubelet: {why(first)}"
+                )
             time.sleep(0.5)
 
     def wait_service_account(self, name: str, deadline: float, why: Callable[[], str] = lambda: "") -> None:
@@ -102,14 +110,19 @@ class Cluster:
                 if exc.status != 404:
                     raise ClusterError(f"read service account {name}: {_api_reason(exc, self.namespace)}") from None
             if time.monotonic() > deadline:
-                raise ClusterError(f"no service account {name} in namespace {self.namespace} in time (the controller manager: {why()})")
+                raise ClusterError(
+                    f"no service account {name} in namespace {self.namespace} in time (the controller manager: {why()})"
+                )
             time.sleep(0.3)
 
     # -- objects -------------------------------------------------------------------------------
     def create(self, obj: dict) -> None:
         kind, name = obj["kind"], obj["metadata"]["name"]
-        create = {"ConfigMap": self.core.create_namespaced_config_map, "Service": self.core.create_namespaced_service,
-                  "Pod": self.core.create_namespaced_pod}[kind]
+        create = {
+            "ConfigMap": self.core.create_namespaced_config_map,
+            "Service": self.core.create_namespaced_service,
+            "Pod": self.core.create_namespaced_pod,
+        }[kind]
         self.call(f"create {kind} {name} in namespace {self.namespace}", create, self.namespace, obj)
 
     def pods(self, selector: str) -> list:
@@ -130,8 +143,10 @@ class Cluster:
 
         for pod in self.pods(selector):
             delete_pod(pod.metadata.name, grace)
-        for listing, delete, kind in ((self.core.list_namespaced_service, self.core.delete_namespaced_service, "service"),
-                                      (self.core.list_namespaced_config_map, self.core.delete_namespaced_config_map, "config map")):
+        for listing, delete, kind in (
+            (self.core.list_namespaced_service, self.core.delete_namespaced_service, "service"),
+            (self.core.list_namespaced_config_map, self.core.delete_namespaced_config_map, "config map"),
+        ):
             for item in self.call(f"list {kind}s", listing, self.namespace, label_selector=selector).items:
                 self.call(f"delete {kind} {item.metadata.name}", delete, item.metadata.name, self.namespace)
         while pods := self.pods(selector):
@@ -144,8 +159,15 @@ class Cluster:
             time.sleep(0.3)
 
     # -- exec ----------------------------------------------------------------------------------
-    def exec(self, pod: str, command: list[str], timeout: float = 600, on_out: Callable | None = None,
-             on_err: Callable | None = None, binary: bool = False) -> tuple[int, str, str]:
+    def exec(
+        self,
+        pod: str,
+        command: list[str],
+        timeout: float = 600,
+        on_out: Callable | None = None,
+        on_err: Callable | None = None,
+        binary: bool = False,
+    ) -> tuple[int, str, str]:
         """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr); with ``on_out``/``on_err``
         the output goes there as it comes instead (as bytes with ``binary``)."""
         from kubernetes.stream import stream
@@ -153,9 +175,21 @@ class Cluster:
         # stream() swaps its ApiClient's request method while it runs: an exec on a client of its own, so
         # execs in parallel threads and the calls around them never see each other's
         own = self._client.CoreV1Api(self._client.ApiClient(self._conf))
-        client = self.call(f"exec in pod {pod}", stream, own.connect_get_namespaced_pod_exec, pod, self.namespace,
-                           command=command, stderr=True, stdin=False, stdout=True, tty=False, binary=binary,
-                           _preload_content=False, _request_timeout=timeout)
+        client = self.call(
+            f"exec in pod {pod}",
+            stream,
+            own.connect_get_namespaced_pod_exec,
+            pod,
+            self.namespace,
+            command=command,
+            stderr=True,
+            stdin=False,
+            stdout=True,
+            tty=False,
+            binary=binary,
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
         out: list = []
         err: list = []
         on_out = on_out or out.append

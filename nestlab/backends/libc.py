@@ -37,12 +37,20 @@ def unshare(flags: int) -> None:
     if ret == 0 or ctypes.get_errno() != errno.ENOSPC:
         return _check(ret, "unshare")
     limits = []
-    for flag, kind in ((CLONE_NEWNET, "net"), (CLONE_NEWUTS, "uts"), (CLONE_NEWNS, "mnt"), (CLONE_NEWPID, "pid"), (CLONE_NEWIPC, "ipc")):
+    for flag, kind in (
+        (CLONE_NEWNET, "net"),
+        (CLONE_NEWUTS, "uts"),
+        (CLONE_NEWNS, "mnt"),
+        (CLONE_NEWPID, "pid"),
+        (CLONE_NEWIPC, "ipc"),
+    ):
         if flags & flag:
             with open(f"/proc/sys/user/max_{kind}_namespaces") as fh:
                 limits.append(f"user.max_{kind}_namespaces = {fh.read().strip()}")
-    raise LabError(f"the kernel's limit on namespaces is reached ({', '.join(limits)}): raise it with "
-                   f"`sysctl -w {limits[0].split(' = ')[0]}=N` or deploy fewer nodes")
+    raise LabError(
+        f"the kernel's limit on namespaces is reached ({', '.join(limits)}): raise it with "
+        f"`sysctl -w {limits[0].split(' = ')[0]}=N` or deploy fewer nodes"
+    )
 
 
 def setns(fd: int, nstype: int) -> None:
@@ -51,7 +59,9 @@ def setns(fd: int, nstype: int) -> None:
 
 def mount(source: str, target: str, flags: int, fstype: str | None = None, data: str | None = None) -> None:
     _check(
-        _libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags, data.encode() if data else None),
+        _libc.mount(
+            source.encode(), target.encode(), fstype.encode() if fstype else None, flags, data.encode() if data else None
+        ),
         f"mount {target}",
     )
 

@@ -34,7 +34,9 @@ def binary() -> str:
     for candidate in (os.environ.get("NESTLAB_MPT"), str(_BUILT), shutil.which("nestlab-mpt")):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    raise LabError("nestlab-mpt is not built: run `make mpt/nestlab-mpt` in the nestlab checkout (needs Go: apt-get install golang-go)")
+    raise LabError(
+        "nestlab-mpt is not built: run `make mpt/nestlab-mpt` in the nestlab checkout (needs Go: apt-get install golang-go)"
+    )
 
 
 def _file(lab: str, end: EndObj, suffix: str) -> str:

@@ -43,8 +43,13 @@ def endpoints(net_path: str) -> list[dict]:
             found = []
             for msg in pm.endpoint("show"):
                 attrs = dict(msg.get_attr("MPTCP_PM_ATTR_ADDR")["attrs"])
-                found.append({"address": attrs.get("MPTCP_PM_ADDR_ATTR_ADDR4"), "id": attrs.get("MPTCP_PM_ADDR_ATTR_ID"),
-                              "flags": attrs.get("MPTCP_PM_ADDR_ATTR_FLAGS")})
+                found.append(
+                    {
+                        "address": attrs.get("MPTCP_PM_ADDR_ATTR_ADDR4"),
+                        "id": attrs.get("MPTCP_PM_ADDR_ATTR_ID"),
+                        "flags": attrs.get("MPTCP_PM_ADDR_ATTR_FLAGS"),
+                    }
+                )
             return found
         finally:
             pm.close()
@@ -89,11 +94,16 @@ def subflows(net_path: str) -> list[dict]:
         token = struct.unpack("=I", info[_TOKEN_LOC])[0]
         tcp = msg.get_attr("INET_DIAG_INFO") or {}
         conn = connections.setdefault(token, {"token": f"{token:08x}", "subflows": []})
-        conn["subflows"].append({
-            "local": f"{msg['idiag_src']}:{msg['idiag_sport']}", "remote": f"{msg['idiag_dst']}:{msg['idiag_dport']}",
-            "device": devices.get(msg["idiag_if"]) or by_address.get(msg["idiag_src"]),
-            "id": info[_ID_LOC][0] if _ID_LOC in info else None, "remote_id": info[_ID_REM][0] if _ID_REM in info else None,
-            "bytes_sent": tcp.get("tcpi_bytes_sent"), "bytes_received": tcp.get("tcpi_bytes_received"),
-            "retransmits": tcp.get("tcpi_total_retrans"),
-        })
+        conn["subflows"].append(
+            {
+                "local": f"{msg['idiag_src']}:{msg['idiag_sport']}",
+                "remote": f"{msg['idiag_dst']}:{msg['idiag_dport']}",
+                "device": devices.get(msg["idiag_if"]) or by_address.get(msg["idiag_src"]),
+                "id": info[_ID_LOC][0] if _ID_LOC in info else None,
+                "remote_id": info[_ID_REM][0] if _ID_REM in info else None,
+                "bytes_sent": tcp.get("tcpi_bytes_sent"),
+                "bytes_received": tcp.get("tcpi_bytes_received"),
+                "retransmits": tcp.get("tcpi_total_retrans"),
+            }
+        )
     return list(connections.values())

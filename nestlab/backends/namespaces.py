@@ -19,10 +19,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .. import names
 from . import libc, netlink, spares, sysctl
 from .netlink import Netlink
 
-NETNS_DIR = "/run/netns"
 _SELF = "/proc/thread-self/ns/"
 
 
@@ -78,7 +78,7 @@ def _ensure_shared_dir(path: str) -> None:
 
 def prepare(uts_dir: str) -> None:
     """Create the mount points a lab's namespaces are pinned on."""
-    _ensure_shared_dir(NETNS_DIR)
+    _ensure_shared_dir(names.NETNS_DIR)
     os.makedirs(uts_dir, exist_ok=True)
 
 

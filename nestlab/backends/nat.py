@@ -44,7 +44,9 @@ def ruleset(bridges: list[HostBridge]) -> str:
         text += (
             "  chain docker_user {\n    return\n  }\n"
             "  chain docker {\n  }\n"
-            "  chain isolation2 {\n" + "".join(f'    oifname "{br.name}" drop\n' for br in bridges if br.netfilter) + "    return\n  }\n"
+            "  chain isolation2 {\n"
+            + "".join(f'    oifname "{br.name}" drop\n' for br in bridges if br.netfilter)
+            + "    return\n  }\n"
             "  chain isolation1 {\n" + "\n".join(isolation) + "\n    return\n  }\n"
             "  chain forward {\n    type filter hook forward priority filter; policy drop;\n"
             "    jump docker_user\n    jump isolation1\n" + "\n".join(forward) + "\n  }\n"
@@ -64,4 +66,6 @@ def apply(net_path: str, bridges: list[HostBridge]) -> None:
     with namespaces.entered(net_path):
         proc = subprocess.run(["nft", "-f", "-"], input=ruleset(bridges), capture_output=True, text=True)
     if proc.returncode:
-        raise LabError(f"host bridge rules were refused: {proc.stderr.strip()} (CONFIG_NFT_NAT, CONFIG_NFT_MASQ and CONFIG_NF_CONNTRACK are needed; see `nestlab doctor`)")
+        raise LabError(
+            f"host bridge rules were refused: {proc.stderr.strip()} (CONFIG_NFT_NAT, CONFIG_NFT_MASQ and CONFIG_NF_CONNTRACK are needed; see `nestlab doctor`)"
+        )

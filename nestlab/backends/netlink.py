@@ -78,8 +78,15 @@ def new_bridge(name: str, alias: str, exclusive: bool = True) -> Request:
 
 
 def new_veth(
-    name: str, peer: str, peer_ns_fd: int, *, alias: str, mtu: int | None = None, master: int | None = None,
-    macs: tuple[str | None, str | None] = (None, None), up: bool = True,
+    name: str,
+    peer: str,
+    peer_ns_fd: int,
+    *,
+    alias: str,
+    mtu: int | None = None,
+    master: int | None = None,
+    macs: tuple[str | None, str | None] = (None, None),
+    up: bool = True,
 ) -> Request:
     """A veth pair: ``name`` in the socket's namespace (up unless ``up`` is False), ``peer`` created directly in
     ``peer_ns_fd``; ``macs``: the two ends' MAC addresses, where given."""
@@ -101,7 +108,9 @@ def _mac_attr(mac: str | None) -> bytes:
     return attr(IFLA_ADDRESS, bytes.fromhex(mac.replace(":", ""))) if mac else b""
 
 
-def sublink(kind: str, name: str, data: bytes, *, alias: str, parent: int = 0, ns_fd: int | None = None, mtu: int | None = None) -> Request:
+def sublink(
+    kind: str, name: str, data: bytes, *, alias: str, parent: int = 0, ns_fd: int | None = None, mtu: int | None = None
+) -> Request:
     """A device of ``kind`` with its ``IFLA_INFO_DATA`` attributes ``data``, on ``parent`` (an ifindex in the
     socket's namespace, 0 for none), born in ``ns_fd`` (None: the socket's namespace)."""
     linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, kind) + attr(IFLA_INFO_DATA, data))
@@ -159,7 +168,9 @@ def htb_class(index: int, handle: int, parent: int, bits: int, burst: int) -> Re
     if rate > 0xFFFFFFFF:
         options += attr(TCA_HTB_RATE64, struct.pack("=Q", rate)) + attr(TCA_HTB_CEIL64, struct.pack("=Q", rate))
     body = _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "htb") + attr(TCA_OPTIONS, options)
-    return Request(RTM_NEWTCLASS, NLM_F_CREATE | NLM_F_REPLACE, body, f"set HTB class {handle:x} on interface {index} to {bits} bit/s")
+    return Request(
+        RTM_NEWTCLASS, NLM_F_CREATE | NLM_F_REPLACE, body, f"set HTB class {handle:x} on interface {index} to {bits} bit/s"
+    )
 
 
 RTM_NEWQDISC, RTM_GETQDISC = 36, 38
@@ -168,15 +179,27 @@ TCA_HTB_INIT, TC_H_ROOT = 2, 0xFFFFFFFF
 
 def htb_root(index: int, default_minor: int = 1) -> Request:
     """Create or replace an HTB root qdisc 1: whose unclassified traffic goes to class 1:``default_minor``."""
-    glob = struct.pack("=IIIII", 3, 10, default_minor, 0, 0)  # struct tc_htb_glob: version, rate2quantum, defcls, debug, direct_pkts
-    body = _TCMSG.pack(socket.AF_UNSPEC, index, 0x10000, TC_H_ROOT, 0) + name_attr(TCA_KIND, "htb") + attr(TCA_OPTIONS, attr(TCA_HTB_INIT, glob))
+    glob = struct.pack(
+        "=IIIII", 3, 10, default_minor, 0, 0
+    )  # struct tc_htb_glob: version, rate2quantum, defcls, debug, direct_pkts
+    body = (
+        _TCMSG.pack(socket.AF_UNSPEC, index, 0x10000, TC_H_ROOT, 0)
+        + name_attr(TCA_KIND, "htb")
+        + attr(TCA_OPTIONS, attr(TCA_HTB_INIT, glob))
+    )
     return Request(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, body, f"set an HTB root on interface {index}")
 
 
 def pfifo(index: int, handle: int, parent: int, limit: int) -> Request:
     """Create or replace a pfifo qdisc of ``limit`` packets."""
-    body = _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "pfifo") + attr(TCA_OPTIONS, struct.pack("=I", limit))
+    body = (
+        _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0)
+        + name_attr(TCA_KIND, "pfifo")
+        + attr(TCA_OPTIONS, struct.pack("=I", limit))
+    )
     return Request(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, body, f"set pfifo on interface {index}")
+
+
 TCA_NETEM_CORR, TCA_NETEM_DELAY_DIST, TCA_NETEM_REORDER, TCA_NETEM_CORRUPT = 1, 2, 3, 4
 
 
@@ -184,14 +207,28 @@ def _share(percent: float) -> int:
     return min(0xFFFFFFFF, int(percent / 100 * 0xFFFFFFFF))
 
 
-def netem(index: int, handle: int, parent: int, *, limit: int, delay: int = 0, jitter: int = 0, loss: float = 0,
-          loss_corr: float = 0, duplicate: float = 0, prob_reorder: float = 0, prob_corrupt: float = 0,
-          table: list[int] | None = None) -> Request:
+def netem(
+    index: int,
+    handle: int,
+    parent: int,
+    *,
+    limit: int,
+    delay: int = 0,
+    jitter: int = 0,
+    loss: float = 0,
+    loss_corr: float = 0,
+    duplicate: float = 0,
+    prob_reorder: float = 0,
+    prob_corrupt: float = 0,
+    table: list[int] | None = None,
+) -> Request:
     """A netem qdisc (times in µs, shares in %), with an optional delay distribution ``table`` (tc's .dist values).
 
     pyroute2 cannot send a distribution table, so this message is packed here.
     """
-    qopt = struct.pack("=IIIIII", int(delay * _TICKS), limit, _share(loss), 1 if prob_reorder else 0, _share(duplicate), int(jitter * _TICKS))
+    qopt = struct.pack(
+        "=IIIIII", int(delay * _TICKS), limit, _share(loss), 1 if prob_reorder else 0, _share(duplicate), int(jitter * _TICKS)
+    )
     extra = b""
     if loss_corr:
         extra += attr(TCA_NETEM_CORR, struct.pack("=III", 0, _share(loss_corr), 0))
@@ -201,12 +238,19 @@ def netem(index: int, handle: int, parent: int, *, limit: int, delay: int = 0, j
         extra += attr(TCA_NETEM_REORDER, struct.pack("=II", _share(prob_reorder), 0))
     if prob_corrupt:
         extra += attr(TCA_NETEM_CORRUPT, struct.pack("=II", _share(prob_corrupt), 0))
-    body = _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "netem") + attr(TCA_OPTIONS, qopt + extra)
+    body = (
+        _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "netem") + attr(TCA_OPTIONS, qopt + extra)
+    )
     return Request(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, body, f"set netem on interface {index}")
 
 
 def set_mtu(index: int, mtu: int) -> Request:
-    return Request(RTM_NEWLINK, 0, _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0) + u32_attr(IFLA_MTU, mtu), f"set interface {index} mtu {mtu}")
+    return Request(
+        RTM_NEWLINK,
+        0,
+        _IFINFO.pack(socket.AF_UNSPEC, 0, index, 0, 0) + u32_attr(IFLA_MTU, mtu),
+        f"set interface {index} mtu {mtu}",
+    )
 
 
 def set_state(index: int, up: bool) -> Request:
@@ -227,7 +271,9 @@ def set_up(name: str, alias: str | None = None) -> Request:
 def no_link_local(name: str) -> Request:
     """Make interface ``name`` generate no IPv6 link-local address when it comes up (before it does)."""
     inet6 = attr(socket.AF_INET6, attr(IFLA_INET6_ADDR_GEN_MODE, bytes([IN6_ADDR_GEN_MODE_NONE])))
-    return Request(RTM_NEWLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name) + attr(IFLA_AF_SPEC, inet6), f"no link-local address on {name}")
+    return Request(
+        RTM_NEWLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name) + attr(IFLA_AF_SPEC, inet6), f"no link-local address on {name}"
+    )
 
 
 def set_master(name: str, master: int) -> Request:
@@ -239,7 +285,9 @@ def set_master(name: str, master: int) -> Request:
 def add_alt_name(name: str, alt: str) -> Request:
     """Give interface ``name`` a second name (up to 127 characters; ``ip link show ALT`` finds it)."""
     props = attr(IFLA_PROP_LIST | NLA_F_NESTED, name_attr(IFLA_ALT_IFNAME, alt))
-    return Request(RTM_NEWLINKPROP, NLM_F_CREATE | NLM_F_EXCL, ifinfo() + name_attr(IFLA_IFNAME, name) + props, f"name {name} also {alt}")
+    return Request(
+        RTM_NEWLINKPROP, NLM_F_CREATE | NLM_F_EXCL, ifinfo() + name_attr(IFLA_IFNAME, name) + props, f"name {name} also {alt}"
+    )
 
 
 def get_link(name: str) -> Request:
@@ -379,4 +427,3 @@ class Netlink:
                         results[slot] = _IFINFO.unpack_from(view, off + _HDR.size)[2]
                         pending -= 1
                 off += (length + 3) & ~3
-

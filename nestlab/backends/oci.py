@@ -28,8 +28,9 @@ class Layer:
 def pack(folder: str, dest: str) -> Layer:
     """Pack ``folder`` (its contents at the image's /) into the tar ``dest``."""
     tmp = dest + ".partial"
-    done = subprocess.run(["tar", "--sort=name", "--numeric-owner", "--xattrs", "-C", folder, "-cf", tmp, "."],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["tar", "--sort=name", "--numeric-owner", "--xattrs", "-C", folder, "-cf", tmp, "."], capture_output=True, text=True
+    )
     if done.returncode:
         raise LabError(f"cannot pack {folder}: {done.stderr.strip()}")
     os.replace(tmp, dest)
@@ -47,9 +48,12 @@ def layer(path: str) -> Layer:
 
 def archive(ref: str, layers: list[Layer], dest: str, entrypoint: list[str], env: list[str] | None = None) -> str:
     """Write the image ``ref`` (e.g. ``localhost/nestlab:0.1.0``) with ``layers`` (base first) as an OCI archive."""
-    config = {"architecture": "amd64", "os": "linux",
-              "config": {"Entrypoint": entrypoint, "Env": env or ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
-              "rootfs": {"type": "layers", "diff_ids": [lay.digest for lay in layers]}}
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Entrypoint": entrypoint, "Env": env or ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
+        "rootfs": {"type": "layers", "diff_ids": [lay.digest for lay in layers]},
+    }
     blobs: dict[str, bytes] = {}
 
     def blob(data: dict) -> dict:
@@ -58,12 +62,22 @@ def archive(ref: str, layers: list[Layer], dest: str, entrypoint: list[str], env
         blobs[digest] = raw
         return {"digest": digest, "size": len(raw)}
 
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(config)},
-                "layers": [{"mediaType": LAYER, "digest": lay.digest, "size": lay.size} for lay in layers]}
-    index = {"schemaVersion": 2, "manifests": [{
-        "mediaType": "application/vnd.oci.image.manifest.v1+json", **blob(manifest),
-        "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref.rpartition(":")[2]}}]}
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **blob(config)},
+        "layers": [{"mediaType": LAYER, "digest": lay.digest, "size": lay.size} for lay in layers],
+    }
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **blob(manifest),
+                "annotations": {"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": ref.rpartition(":")[2]},
+            }
+        ],
+    }
     tmp = dest + ".partial"
     with tarfile.open(tmp, "w") as tar:
         _add_bytes(tar, "oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())

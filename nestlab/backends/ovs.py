@@ -79,21 +79,43 @@ class Switch:
             raise LabError(f"kind: ovs needs Open vSwitch ({', '.join(missing)} missing): apt-get install openvswitch-switch")
         use = {"kernel": "system", "netdev": "netdev"}.get(datapath) or ("system" if kernel_datapath_available() else "netdev")
         if use == "system" and not kernel_datapath_available():
-            raise LabError(f"OVS switch {self.node} asks for datapath: kernel, but the openvswitch module (CONFIG_OPENVSWITCH) is missing; see `nestlab doctor`")
+            raise LabError(
+                f"OVS switch {self.node} asks for datapath: kernel, but the openvswitch module (CONFIG_OPENVSWITCH) is missing; see `nestlab doctor`"
+            )
         os.makedirs(self.dir, exist_ok=True)
         self._run("ovsdb-tool", "create", f"{self.dir}/conf.db", SCHEMA)
         self._run(
-            "ovsdb-server", f"{self.dir}/conf.db", f"--remote=punix:{self.dir}/db.sock", f"--pidfile={self.dir}/ovsdb-server.pid",
-            f"--unixctl={self.dir}/ovsdb-server.ctl", f"--log-file={self.dir}/ovsdb-server.log", "--detach", inside=True,
+            "ovsdb-server",
+            f"{self.dir}/conf.db",
+            f"--remote=punix:{self.dir}/db.sock",
+            f"--pidfile={self.dir}/ovsdb-server.pid",
+            f"--unixctl={self.dir}/ovsdb-server.ctl",
+            f"--log-file={self.dir}/ovsdb-server.log",
+            "--detach",
+            inside=True,
         )
         self.vsctl("--no-wait", "init")
         if use == "netdev":
             self.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true")
         self._run(
-            "ovs-vswitchd", self.db, f"--pidfile={self.dir}/ovs-vswitchd.pid", f"--unixctl={self.dir}/ovs-vswitchd.ctl",
-            f"--log-file={self.dir}/ovs-vswitchd.log", "--detach", inside=True,
+            "ovs-vswitchd",
+            self.db,
+            f"--pidfile={self.dir}/ovs-vswitchd.pid",
+            f"--unixctl={self.dir}/ovs-vswitchd.ctl",
+            f"--log-file={self.dir}/ovs-vswitchd.log",
+            "--detach",
+            inside=True,
         )
-        args = ["add-br", self.node, "--", "set", "bridge", self.node, f"datapath_type={use}", "fail_mode=" + ("secure" if controller else "standalone")]
+        args = [
+            "add-br",
+            self.node,
+            "--",
+            "set",
+            "bridge",
+            self.node,
+            f"datapath_type={use}",
+            "fail_mode=" + ("secure" if controller else "standalone"),
+        ]
         if controller:
             args += ["--", "set-controller", self.node, controller]
         self.vsctl(*args)

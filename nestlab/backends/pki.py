@@ -23,11 +23,26 @@ def _openssl(*args: str, stdin: bytes | None = None) -> bytes:
 def authority(folder: str, name: str) -> None:
     """``folder/ca.crt`` and ``ca.key``, valid ten years."""
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    _openssl("req", "-x509", *_CURVE, "-keyout", os.path.join(folder, "ca.key"), "-out", os.path.join(folder, "ca.crt"),
-             "-subj", f"/CN={name}", "-days", "3650", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    _openssl(
+        "req",
+        "-x509",
+        *_CURVE,
+        "-keyout",
+        os.path.join(folder, "ca.key"),
+        "-out",
+        os.path.join(folder, "ca.crt"),
+        "-subj",
+        f"/CN={name}",
+        "-days",
+        "3650",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
 
 
-def issue(folder: str, name: str, common: str, groups: tuple[str, ...] = (), sans: tuple[str, ...] = (), server: bool = False) -> None:
+def issue(
+    folder: str, name: str, common: str, groups: tuple[str, ...] = (), sans: tuple[str, ...] = (), server: bool = False
+) -> None:
     """``folder/NAME.crt`` and ``NAME.key`` for ``common`` (CN) in ``groups`` (O), signed by the folder's CA;
     ``sans`` like ``IP:10.0.0.1`` or ``DNS:name``."""
     subject = "".join(f"/O={g}" for g in groups) + f"/CN={common}"
@@ -40,8 +55,22 @@ def issue(folder: str, name: str, common: str, groups: tuple[str, ...] = (), san
         if sans:
             fh.write(f"subjectAltName={','.join(sans)}\n")
     try:
-        _openssl("x509", "-req", "-CA", os.path.join(folder, "ca.crt"), "-CAkey", os.path.join(folder, "ca.key"), "-CAcreateserial",
-                 "-days", "365", "-extfile", ext, "-out", crt, stdin=request)
+        _openssl(
+            "x509",
+            "-req",
+            "-CA",
+            os.path.join(folder, "ca.crt"),
+            "-CAkey",
+            os.path.join(folder, "ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "365",
+            "-extfile",
+            ext,
+            "-out",
+            crt,
+            stdin=request,
+        )
     finally:
         os.unlink(ext)
 

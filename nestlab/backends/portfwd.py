@@ -30,7 +30,9 @@ def listen(node: str, ports: tuple[tuple[int, int, str], ...]) -> list[tuple[soc
                 sock.bind((LOOPBACK, host))
             except OSError as exc:
                 why = "is in use by another program" if exc.errno == errno.EADDRINUSE else exc.strerror
-                raise LabError(f"node {node}: port {LOOPBACK}:{host}/{proto} (ports: {host}:{inner}) {why}; pick another host port") from None
+                raise LabError(
+                    f"node {node}: port {LOOPBACK}:{host}/{proto} (ports: {host}:{inner}) {why}; pick another host port"
+                ) from None
             if proto == "tcp":
                 sock.listen(128)
     except BaseException:

@@ -14,8 +14,8 @@ import threading
 from dataclasses import asdict, dataclass
 from functools import cache
 
-from .. import links
-from ..links.base import KernelFeature
+from ..registry import LINK_MODES
+from ..seams import KernelFeature
 from . import libc
 
 
@@ -42,7 +42,8 @@ BASE = {
 
 def link_features() -> dict[str, KernelFeature]:
     """Every kernel feature a link mode declares, and the base ones."""
-    return {**BASE, **{name: f for mode in map(links.get, links.names()) for name, f in mode.features.items()}}
+    return {**BASE, **{name: f for mode in LINK_MODES.values() for name, f in mode.features.items()}}
+
 
 QDISCS = {
     "htb": ("CONFIG_NET_SCH_HTB", {"default": 1}),
@@ -148,9 +149,7 @@ def cgroups() -> tuple[list[str], list[str]]:
         parts = line.split(" - ")
         if len(parts) == 2 and parts[1].startswith("cgroup "):
             v1 += [o for o in parts[1].split()[-1].split(",") if o not in ("rw", "ro") and "=" not in o]
-    v2_root = next(
-        (line.split()[4] for line in _read("/proc/self/mountinfo").splitlines() if " - cgroup2 " in line), None
-    )
+    v2_root = next((line.split()[4] for line in _read("/proc/self/mountinfo").splitlines() if " - cgroup2 " in line), None)
     v2 = _read(os.path.join(v2_root, "cgroup.controllers")).split() if v2_root else []
     return sorted(set(v1)), v2
 
@@ -163,21 +162,73 @@ def features() -> list[Feature]:
     probed = kernel()
     for name, feature in link_features().items():
         ok, why = probed[name]
-        out.append(Feature(name, "link", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {feature.config}"))
+        out.append(
+            Feature(
+                name,
+                "link",
+                ok,
+                "works" if ok else f"the kernel refused it: {why}",
+                "" if ok else f"a kernel with {feature.config}",
+            )
+        )
     for name, (option, _params) in QDISCS.items():
         ok, why = probed[name]
-        out.append(Feature(name, "qdisc", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {option}"))
+        out.append(
+            Feature(
+                name, "qdisc", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {option}"
+            )
+        )
     ok, why = nat_works()
-    out.append(Feature("nat", "kernel", ok, "nftables masquerade works" if ok else why, "" if ok else "apt-get install nftables; a kernel with CONFIG_NFT_NAT, CONFIG_NFT_MASQ"))
+    out.append(
+        Feature(
+            "nat",
+            "kernel",
+            ok,
+            "nftables masquerade works" if ok else why,
+            "" if ok else "apt-get install nftables; a kernel with CONFIG_NFT_NAT, CONFIG_NFT_MASQ",
+        )
+    )
     mptcp = _read("/proc/sys/net/mptcp/enabled").strip()
-    out.append(Feature("mptcp", "kernel", mptcp == "1", f"net.mptcp.enabled = {mptcp or 'absent'}", "" if mptcp == "1" else "a kernel with CONFIG_MPTCP"))
+    out.append(
+        Feature(
+            "mptcp",
+            "kernel",
+            mptcp == "1",
+            f"net.mptcp.enabled = {mptcp or 'absent'}",
+            "" if mptcp == "1" else "a kernel with CONFIG_MPTCP",
+        )
+    )
     v1, v2 = cgroups()
     out.append(Feature("cgroup-v1", "cgroups", bool(v1), ", ".join(v1) or "no v1 hierarchy mounted", ""))
-    out.append(Feature("cgroup-v2", "cgroups", bool(v2), ", ".join(v2) or "no v2 controllers enabled", "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup"))
+    out.append(
+        Feature(
+            "cgroup-v2",
+            "cgroups",
+            bool(v2),
+            ", ".join(v2) or "no v2 controllers enabled",
+            "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup",
+        )
+    )
     kernel_dp = ovs.kernel_datapath_available()
-    out.append(Feature("ovs-kernel", "ovs", kernel_dp, "openvswitch module loaded" if kernel_dp else "no openvswitch module", "" if kernel_dp else "a kernel with CONFIG_OPENVSWITCH (nestlab falls back to the netdev datapath)"))
+    out.append(
+        Feature(
+            "ovs-kernel",
+            "ovs",
+            kernel_dp,
+            "openvswitch module loaded" if kernel_dp else "no openvswitch module",
+            "" if kernel_dp else "a kernel with CONFIG_OPENVSWITCH (nestlab falls back to the netdev datapath)",
+        )
+    )
     user_dp = bool(shutil.which("ovs-vswitchd")) and probed["tun"][0]
-    out.append(Feature("ovs-netdev", "ovs", user_dp, "ovs-vswitchd and tun present" if user_dp else "needs ovs-vswitchd and CONFIG_TUN", "" if user_dp else "apt-get install openvswitch-switch"))
+    out.append(
+        Feature(
+            "ovs-netdev",
+            "ovs",
+            user_dp,
+            "ovs-vswitchd and tun present" if user_dp else "needs ovs-vswitchd and CONFIG_TUN",
+            "" if user_dp else "apt-get install openvswitch-switch",
+        )
+    )
     for tool, package in TOOLS.items():
         path = shutil.which(tool)
         out.append(Feature(tool, "tool", bool(path), path or "not installed", "" if path else f"apt-get install {package}"))
@@ -191,17 +242,18 @@ def missing_for(needs: set[str]) -> list[str]:
     return [f"{name} ({options[name]})" for name in sorted(needs) if name in probed and not probed[name][0]]
 
 
-def check_needs(needs: set[str], nat: bool, ovs_kernel: bool, ovs_switch: bool) -> None:
-    """Raise :class:`LabError` naming what this machine lacks for a change, before anything is created."""
+def check_needs(needs: set[str], nat: bool, others: list[str]) -> None:
+    """Raise :class:`LabError` naming what this machine lacks for a change (kernel features, NAT, and
+    ``others`` its node kinds found), before anything is created."""
     from ..errors import LabError
-    from . import ovs
 
     problems = missing_for(needs) if needs else []
     if nat and not (why := nat_works())[0]:
         problems.append(f"NAT for bridge mode ({why[1]}; needs nftables and CONFIG_NFT_NAT/CONFIG_NFT_MASQ)")
-    if ovs_switch and (tools := [t for t in ovs.TOOLS if not shutil.which(t)]):
-        problems.append(f"Open vSwitch tools {', '.join(tools)} (apt-get install openvswitch-switch)")
-    if ovs_kernel and not ovs.kernel_datapath_available():
-        problems.append("the OVS kernel datapath (CONFIG_OPENVSWITCH); use datapath: netdev or auto")
+    problems += others
     if problems:
-        raise LabError("this lab needs " + "; ".join(problems) + ", which this machine lacks. Nothing was created; `nestlab doctor` lists what works here")
+        raise LabError(
+            "this lab needs "
+            + "; ".join(problems)
+            + ", which this machine lacks. Nothing was created; `nestlab doctor` lists what works here"
+        )

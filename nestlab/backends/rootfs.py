@@ -15,20 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import LabError
+from ..names import IMAGE_ROOT, built, looks_like_path
 
 CACHE = "/var/lib/nestlab/cache"
-
-IMAGE_ROOT = "/var/lib/nestlab/images"
-_TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")
-
-
-def built(name: str) -> Path:
-    """Where ``nestlab image build NAME`` puts an image."""
-    return Path(IMAGE_ROOT) / name
-
-
-def looks_like_path(value: str) -> bool:
-    return value.startswith(("/", "./", "../", "~")) or value.endswith(_TARBALL)
 
 
 def resolve(image: str) -> str:
@@ -97,7 +86,14 @@ def build(name: str, suite: str, packages: list[str], mirror: str, log: Callable
     staging = Path(IMAGE_ROOT) / f".{name}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    cmd = ["debootstrap", "--variant=minbase", *([f"--include={','.join(packages)}"] if packages else []), suite, str(staging / "rootfs"), mirror]
+    cmd = [
+        "debootstrap",
+        "--variant=minbase",
+        *([f"--include={','.join(packages)}"] if packages else []),
+        suite,
+        str(staging / "rootfs"),
+        mirror,
+    ]
     log("running: " + " ".join(cmd))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from .. import names
 from .netlink import RTM_GETADDR, RTM_GETLINK, Netlink, attr, attrs
 
-IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_MASTER, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_STATS64, IFLA_CARRIER = 1, 3, 4, 10, 16, 18, 23, 33
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_MASTER, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_STATS64, IFLA_CARRIER = (
+    1,
+    3,
+    4,
+    10,
+    16,
+    18,
+    23,
+    33,
+)
 IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS, IFLA_IFALIAS = 29, 1 << 3, 20
 IFLA_INFO_KIND = 1
 IFA_ADDRESS, IFA_LOCAL = 1, 2
@@ -52,8 +61,11 @@ def parse_link(body: bytes) -> LinkInfo:
     operstate = a[IFLA_OPERSTATE][0] if IFLA_OPERSTATE in a else 0
     kind = attrs(a[IFLA_LINKINFO], 0).get(IFLA_INFO_KIND) if IFLA_LINKINFO in a else None
     info = LinkInfo(
-        index, a.get(IFLA_IFNAME, b"").rstrip(b"\0").decode(), OPERSTATES[operstate] if operstate < len(OPERSTATES) else "UNKNOWN",
-        bool(flags & IFF_UP), bool(a[IFLA_CARRIER][0]) if IFLA_CARRIER in a else False,
+        index,
+        a.get(IFLA_IFNAME, b"").rstrip(b"\0").decode(),
+        OPERSTATES[operstate] if operstate < len(OPERSTATES) else "UNKNOWN",
+        bool(flags & IFF_UP),
+        bool(a[IFLA_CARRIER][0]) if IFLA_CARRIER in a else False,
         struct.unpack("=I", a[IFLA_MTU])[0] if IFLA_MTU in a else 0,
         ":".join(f"{b:02x}" for b in a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else None,
         struct.unpack("=I", a[IFLA_MASTER])[0] if IFLA_MASTER in a else None,

@@ -61,7 +61,13 @@ def netem_options(shape: dict) -> dict:
         opts["delay"] = parse_time(shape["delay"])
     if "jitter" in shape:
         opts["jitter"] = parse_time(shape["jitter"])
-    pairs = (("loss", "loss"), ("loss_correlation", "loss_corr"), ("duplicate", "duplicate"), ("reorder", "prob_reorder"), ("corrupt", "prob_corrupt"))
+    pairs = (
+        ("loss", "loss"),
+        ("loss_correlation", "loss_corr"),
+        ("duplicate", "duplicate"),
+        ("reorder", "prob_reorder"),
+        ("corrupt", "prob_corrupt"),
+    )
     for key, arg in pairs:
         if key in shape:
             opts[arg] = parse_percent(shape[key])
@@ -128,7 +134,9 @@ class Shaper:
             _family, ifindex, handle, parent, _info = _TCMSG.unpack_from(body)
             if index is None or ifindex == index:
                 a = netlink.attrs(body, _TCMSG.size)
-                found.setdefault(ifindex, []).append(Qdisc(handle, parent, a.get(_TCA_KIND, b"").rstrip(b"\0").decode(), a.get(_TCA_OPTIONS, b"")))
+                found.setdefault(ifindex, []).append(
+                    Qdisc(handle, parent, a.get(_TCA_KIND, b"").rstrip(b"\0").decode(), a.get(_TCA_OPTIONS, b""))
+                )
         return found
 
     def index(self, path: str, ifname: str) -> int:

@@ -37,13 +37,14 @@ _RECV = 1 << 15
 
 class Ahead(NamedTuple):
     """What to make ahead: namespaces for ``nodes`` (plus ``extra`` unnamed ones), a bridge in each of
-    ``bridges``, and veth ``cables`` (node, interface, node, interface) marked with ``alias``."""
+    ``bridges`` (with ``bridge_sysctls``), and veth ``cables`` (node, interface, node, interface) marked with ``alias``."""
 
     alias: str
     nodes: Sequence[str]
     extra: int = 0
     bridges: Sequence[str] = ()
     cables: Sequence[tuple[str, str, str, str]] = ()
+    bridge_sysctls: Sequence[tuple[str, str]] = ()  # what a bridge node's kind sets in its namespace
 
 
 class Spare(NamedTuple):
@@ -137,7 +138,7 @@ def _make(channel: socket.socket, ahead: Callable[[], Ahead], parent: int) -> No
             nl = netlink.Netlink()
             nl.run(netlink.set_up("lo"))  # every node's loopback is up
             if name in bridges:  # before its first port: no IPv6 on ports, as the applier sets for a switch
-                for key, value in sysctl.of_node("bridge", {}).items():
+                for key, value in want.bridge_sysctls:
                     sysctl.write(key, value)
                 _, masters[name] = nl.run(netlink.new_bridge(name, want.alias), netlink.get_link(name))
             socket.send_fds(channel, [b"spare\0" + name.encode()], [net, uts, nl.sock.fileno()])
@@ -175,10 +176,14 @@ def _wire(channel: socket.socket, want: Ahead, held: dict[str, int], masters: di
                         return
                 except BlockingIOError:
                     pass
-                chunk = cables[start_at:start_at + _CHUNK]
+                chunk = cables[start_at : start_at + _CHUNK]
                 try:
-                    nl.run(*(netlink.new_veth(c.main_if, c.peer_if, held[c.peer], alias=want.alias, master=masters.get(main))
-                             for c in chunk))
+                    nl.run(
+                        *(
+                            netlink.new_veth(c.main_if, c.peer_if, held[c.peer], alias=want.alias, master=masters.get(main))
+                            for c in chunk
+                        )
+                    )
                 except OSError:
                     for c in chunk:
                         try:

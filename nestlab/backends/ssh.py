@@ -21,17 +21,43 @@ T = TypeVar("T")
 class Remote:
     """One server: ``address``, ``user``, ``port``, ``key``, ``ssh_options`` as in a ServerSpec."""
 
-    def __init__(self, name: str, address: str, user: str = "root", port: int = 22, key: str | None = None,
-                 ssh_options: Sequence[str] = (), nestlab: str = "nestlab"):
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        user: str = "root",
+        port: int = 22,
+        key: str | None = None,
+        ssh_options: Sequence[str] = (),
+        nestlab: str = "nestlab",
+    ):
         self.name = name
         self.nestlab = shlex.split(nestlab)
         os.makedirs(CONTROL_DIR, mode=0o700, exist_ok=True)
-        self.args = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5",
-                     "-o", "ControlMaster=auto", "-o", f"ControlPath={CONTROL_DIR}/%C", "-o", "ControlPersist=60",
-                     "-p", str(port), *(["-i", key] if key else []), *(a for opt in ssh_options for a in ("-o", opt)),
-                     f"{user}@{address}"]
+        self.args = [
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={CONTROL_DIR}/%C",
+            "-o",
+            "ControlPersist=60",
+            "-p",
+            str(port),
+            *(["-i", key] if key else []),
+            *(a for opt in ssh_options for a in ("-o", opt)),
+            f"{user}@{address}",
+        ]
 
-    def run(self, args: Sequence[str], stdin: str | None = None, timeout: float = 600, tty: bool = False) -> subprocess.CompletedProcess:
+    def run(
+        self, args: Sequence[str], stdin: str | None = None, timeout: float = 600, tty: bool = False
+    ) -> subprocess.CompletedProcess:
         """Run ``args`` there (quoted for its shell); output captured unless ``tty``."""
         command = [*self.args[:-1], *(["-t"] if tty else []), self.args[-1], "--", shlex.join(args)]
         if tty:

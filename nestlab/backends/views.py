@@ -18,10 +18,10 @@ import os
 import pwd
 from collections.abc import Sequence
 
+from ..names import HIDDEN
 from . import containers, libc, namespaces
 
 FRESH = ("/run", "/tmp")  # tmpfs in every view (/var/run is a link to /run on Debian)
-HIDDEN = ("/run/netns", "/run/nestlab")  # mounts under /run the view drops before covering /run
 OLD_ROOT = "/.nestlab-old"  # where a view with a root of its own keeps the machine's until its binds are made
 Bind = tuple[str, str, bool]  # (source on the machine, destination in the view, read-only)
 
@@ -42,7 +42,9 @@ def needs_own_root(binds: Sequence[Bind]) -> bool:
     return any(not os.path.lexists(target) and not target.startswith(tuple(f + "/" for f in FRESH)) for _, target, _ in binds)
 
 
-def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]], own_root: bool = False) -> None:
+def create(
+    pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]], own_root: bool = False
+) -> None:
     """Make a node's view and pin it at ``pin``.  ``owners``: folders to create in the fresh /run or
     /tmp with their (uid, gid), e.g. ``{"/run/frr": (frr, frr)}``.  Call :func:`prepare` on the pin's folder first."""
     own_root = own_root or needs_own_root(binds)
@@ -52,7 +54,10 @@ def create(pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners
         libc.unshare(libc.CLONE_NEWNS)
         libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted here leaks out
         # Sources are held open first: they may lie under /run, which the view covers.
-        held = [(os.open(source, os.O_PATH | os.O_CLOEXEC), os.path.isdir(source), target, read_only) for source, target, read_only in binds]
+        held = [
+            (os.open(source, os.O_PATH | os.O_CLOEXEC), os.path.isdir(source), target, read_only)
+            for source, target, read_only in binds
+        ]
         hidden = [] if own_root else [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in HIDDEN if os.path.isdir(path)]
         try:
             if own_root:
@@ -100,7 +105,9 @@ def _overlay_root() -> None:
         table = [line.split() for line in fh]
     root_id = [row[0] for row in table if row[4] == "/"][-1]  # the topmost mount on /
     fresh = tuple(f + "/" for f in FRESH)  # covered by the view's own /run and /tmp
-    tops = sorted({row[4] for row in table if row[1] == root_id and row[4] != "/" and row[4] not in FRESH and not row[4].startswith(fresh)})
+    tops = sorted(
+        {row[4] for row in table if row[1] == root_id and row[4] != "/" and row[4] not in FRESH and not row[4].startswith(fresh)}
+    )
     stage = "/tmp"  # covered by a fresh tmpfs in the view anyway
     libc.mount("nestlab", stage, 0, "tmpfs", "mode=0700")
     for part in ("upper", "work", "root"):

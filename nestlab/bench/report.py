@@ -31,11 +31,11 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
 
 
 def _verdict(paper_order: list, our_order: list, ours: dict) -> str:
-    """"agrees", or "undecided" when every pair we order differently overlaps in its 95 % intervals, else "differs"."""
+    """ "agrees", or "undecided" when every pair we order differently overlaps in its 95 % intervals, else "differs"."""
     if paper_order == our_order:
         return "agrees"
     ours_rank = {x: i for i, x in enumerate(our_order)}
-    swapped = [(a, b) for i, a in enumerate(paper_order) for b in paper_order[i + 1:] if ours_rank[a] > ours_rank[b]]
+    swapped = [(a, b) for i, a in enumerate(paper_order) for b in paper_order[i + 1 :] if ours_rank[a] > ours_rank[b]]
     overlap = all(ours[a]["ci95_high"] >= ours[b]["ci95_low"] and ours[b]["ci95_high"] >= ours[a]["ci95_low"] for a, b in swapped)
     return "undecided, within our 95 % intervals" if overlap else "differs"
 
@@ -48,7 +48,9 @@ def claim_agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
         our_order = sorted(measured, key=measured.get, reverse=fig.higher_is_better)
         if fig.claim_rank is None:
             spread = max(measured.values()) / min(measured.values()) if min(measured.values()) > 0 else float("inf")
-            lines.append(f"{fig.series}={series}: paper claims no ranking; ours best first: {', '.join(map(str, our_order))} (best/worst {spread:.2f})")
+            lines.append(
+                f"{fig.series}={series}: paper claims no ranking; ours best first: {', '.join(map(str, our_order))} (best/worst {spread:.2f})"
+            )
             continue
         claimed = [x for x in fig.claim_rank if x in measured]
         if len(claimed) < 2:
@@ -56,7 +58,9 @@ def claim_agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
             continue
         ours_claimed = [x for x in our_order if x in claimed]
         verdict = _verdict(claimed, ours_claimed, {x: ours[(x, series)] for x in claimed})
-        lines.append(f"{fig.series}={series}: ranking {verdict} (best first - paper: {', '.join(map(str, claimed))}; ours: {', '.join(map(str, ours_claimed))})")
+        lines.append(
+            f"{fig.series}={series}: ranking {verdict} (best first - paper: {', '.join(map(str, claimed))}; ours: {', '.join(map(str, ours_claimed))})"
+        )
     return lines
 
 
@@ -96,7 +100,9 @@ def _svg(fig: Figure, ours: dict[tuple, dict]) -> str:
     for i, s in enumerate(series):
         present = [x for x in xs if (x, s) in ours]
         means = [ours.get((x, s), {}).get("mean", 0.0) for x in (present if fig.line else xs)]
-        errs = [(ours[(x, s)]["mean"] - ours[(x, s)]["ci95_low"]) if (x, s) in ours else 0.0 for x in (present if fig.line else xs)]
+        errs = [
+            (ours[(x, s)]["mean"] - ours[(x, s)]["ci95_low"]) if (x, s) in ours else 0.0 for x in (present if fig.line else xs)
+        ]
         if fig.line:
             ax.errorbar(present, means, yerr=errs, capsize=2, marker=".", label=f"{fig.series} {s}")
         else:
@@ -112,7 +118,7 @@ def _svg(fig: Figure, ours: dict[tuple, dict]) -> str:
     chart.savefig(buf, format="svg")
     plt.close(chart)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _table(headers: list[str], rows: list[list[str]], cls: str) -> str:
@@ -125,7 +131,10 @@ def render(folder: Path, suite: Suite) -> Path:
     """Write ``folder/report.html`` from its results.json."""
     meta, rows = results.load(folder)
     parts = [f"<h1>{html.escape(suite.title)}</h1>", f"<p class='paper'>Reproduces: {html.escape(suite.paper)}</p>"]
-    info = [[k, str(meta.get(k))] for k in ("kernel", "cpu", "cpus", "nestlab", "python", "reps", "duration_s", "quick", "interrupted")]
+    info = [
+        [k, str(meta.get(k))]
+        for k in ("kernel", "cpu", "cpus", "nestlab", "python", "reps", "duration_s", "quick", "interrupted")
+    ]
     info += [[f"tool {k}", v] for k, v in meta.get("tools", {}).items()]
     parts.append(_table(["machine / run", "value"], info, "meta"))
     if meta.get("interrupted"):
@@ -134,10 +143,15 @@ def render(folder: Path, suite: Suite) -> Path:
     for item in meta.get("skipped", []):
         reasons.setdefault(item["why"], []).append(", ".join(f"{k}={v}" for k, v in item["cell"].items()))
     for why, skipped in reasons.items():
-        parts.append(f"<p class='skipped'>Skipped {len(skipped)} cells ({html.escape(why)}): {html.escape('; '.join(skipped))}</p>")
+        parts.append(
+            f"<p class='skipped'>Skipped {len(skipped)} cells ({html.escape(why)}): {html.escape('; '.join(skipped))}</p>"
+        )
     failed = [r for r in rows if r.get("error")]
     if failed:
-        items = "".join(f"<li>{html.escape(', '.join(f'{k}={v}' for k, v in r.items() if k not in ('error', 'pair')))}: {html.escape(r['error'])}</li>" for r in failed)
+        items = "".join(
+            f"<li>{html.escape(', '.join(f'{k}={v}' for k, v in r.items() if k not in ('error', 'pair')))}: {html.escape(r['error'])}</li>"
+            for r in failed
+        )
         parts.append(f"<p class='warning'>{len(failed)} measurements failed and are left out:</p><ul class='failed'>{items}</ul>")
     for note in suite.notes:
         parts.append(f"<p class='note'>{html.escape(note)}</p>")
@@ -149,12 +163,24 @@ def render(folder: Path, suite: Suite) -> Path:
             parts.append("<p class='empty'>No measurements for this figure in this run.</p></section>")
             continue
         parts.append(f"<figure>{_svg(fig, ours)}</figure>")
-        table = [[str(x), str(s), f"{v['mean']:.4g}", f"[{v['ci95_low']:.4g}, {v['ci95_high']:.4g}]", f"{v['cv_pct']:.1f}",
-                  str(v["n"]), stats.advice(v)] for (x, s), v in sorted(ours.items(), key=lambda kv: str(kv[0]))]
+        table = [
+            [
+                str(x),
+                str(s),
+                f"{v['mean']:.4g}",
+                f"[{v['ci95_low']:.4g}, {v['ci95_high']:.4g}]",
+                f"{v['cv_pct']:.1f}",
+                str(v["n"]),
+                stats.advice(v),
+            ]
+            for (x, s), v in sorted(ours.items(), key=lambda kv: str(kv[0]))
+        ]
         parts.append(_table([fig.x, fig.series, f"mean {fig.unit}", "95 % CI", "CV %", "reps", "noisy?"], table, "ours"))
         if fig.claim:
             parts.append(f"<p class='paper'>Paper ({html.escape(fig.paper_ref)}): {html.escape(fig.claim)}</p>")
-            parts.append("<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in agreement(fig, ours)) + "</ul>")
+            parts.append(
+                "<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in agreement(fig, ours)) + "</ul>"
+            )
         elif fig.paper:
             paper_rows = [[str(x), str(s), f"{v:g}"] for (x, s), v in sorted(fig.paper.items(), key=lambda kv: str(kv[0]))]
             parts.append(f"<p class='paper-ref'>Paper: {html.escape(fig.paper_ref)}</p>")
@@ -177,6 +203,16 @@ def compare(first: Path, second: Path, suite: Suite) -> list[dict]:
         a, b = per_rep(rows_a, fig), per_rep(rows_b, fig)
         for key in sorted(set(a) & set(b), key=str):
             r = stats.ratio(b[key], a[key])
-            out.append({"figure": fig.id, fig.x: key[0], fig.series: key[1], "first": statistics.fmean(a[key]),
-                        "second": statistics.fmean(b[key]), "ratio": r["ratio"], "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"]})
+            out.append(
+                {
+                    "figure": fig.id,
+                    fig.x: key[0],
+                    fig.series: key[1],
+                    "first": statistics.fmean(a[key]),
+                    "second": statistics.fmean(b[key]),
+                    "ratio": r["ratio"],
+                    "ci95_low": r["ci95_low"],
+                    "ci95_high": r["ci95_high"],
+                }
+            )
     return out

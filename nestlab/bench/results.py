@@ -15,17 +15,28 @@ from pathlib import Path
 
 def machine() -> dict:
     """What a reader needs to judge the numbers: kernel, CPU, nestlab and tool versions."""
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor()
+    )
     tools = {}
     for tool, flag in (("iperf3", "--version"), ("sockperf", "--version"), ("ping", "-V")):
         if shutil.which(tool):
             result = subprocess.run([tool, flag], capture_output=True, text=True)
-            tools[tool] = (result.stdout or result.stderr).strip().splitlines()[0] if (result.stdout or result.stderr).strip() else "?"
+            tools[tool] = (
+                (result.stdout or result.stderr).strip().splitlines()[0] if (result.stdout or result.stderr).strip() else "?"
+            )
     try:
         version = metadata.version("nestlab")
     except metadata.PackageNotFoundError:
         version = "source"
-    return {"kernel": platform.release(), "cpu": cpu, "cpus": os.cpu_count(), "nestlab": version, "python": platform.python_version(), "tools": tools}
+    return {
+        "kernel": platform.release(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "nestlab": version,
+        "python": platform.python_version(),
+        "tools": tools,
+    }
 
 
 def write(folder: Path, meta: dict, rows: list[dict]) -> None:

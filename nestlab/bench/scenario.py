@@ -28,8 +28,15 @@ def cells(axes: Axes) -> list[Cell]:
     return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))]
 
 
-def run(suite: Suite, out: Path, *, quick: bool = False, reps: int | None = None, duration: float | None = None,
-        progress: Callable[[str, int, int], None] | None = None) -> Path:
+def run(
+    suite: Suite,
+    out: Path,
+    *,
+    quick: bool = False,
+    reps: int | None = None,
+    duration: float | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Path:
     """Run the suite into ``out`` (a new folder); returns it.  Writes results.json/csv, raw/ and report.html."""
     from . import report
 
@@ -42,8 +49,15 @@ def run(suite: Suite, out: Path, *, quick: bool = False, reps: int | None = None
     recorder = Recorder(out)
     rows: list[Row] = []
     meta = results.machine() | {
-        "suite": suite.name, "title": suite.title, "paper": suite.paper, "quick": quick, "reps": reps, "duration_s": duration,
-        "cells": len(todo), "skipped": [{"cell": c, "why": w} for c, w in skipped], "started": time.time(),
+        "suite": suite.name,
+        "title": suite.title,
+        "paper": suite.paper,
+        "quick": quick,
+        "reps": reps,
+        "duration_s": duration,
+        "cells": len(todo),
+        "skipped": [{"cell": c, "why": w} for c, w in skipped],
+        "started": time.time(),
         "interrupted": True,  # until every cell is done: what is written part-way says so
     }
     total, done = len(todo) * reps, 0
@@ -75,8 +89,10 @@ def run(suite: Suite, out: Path, *, quick: bool = False, reps: int | None = None
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
-        raise LabError(f"the disk holding {out} is full: stopped after {done} of {total} measurements; "
-                       f"results.json keeps those finished before it filled") from None
+        raise LabError(
+            f"the disk holding {out} is full: stopped after {done} of {total} measurements; "
+            f"results.json keeps those finished before it filled"
+        ) from None
     finally:
         meta["finished"] = time.time()
         meta["commands"] = sorted(set(recorder.commands))

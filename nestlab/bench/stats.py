@@ -12,8 +12,38 @@ import statistics
 
 NOISY_CV_PCT = 10.0
 # Two-sided 95 % critical values of Student's t for 1..30 degrees of freedom; 1.96 beyond.
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+_T95 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 
 def t95(df: int) -> float:
@@ -31,8 +61,15 @@ def summarize(values: list[float]) -> dict:
     half = t95(n - 1) * sem if n > 1 else 0.0
     cv = 100.0 * stdev / abs(mean) if mean else 0.0
     return {
-        "n": n, "mean": mean, "median": statistics.median(values), "stdev": stdev, "sem": sem,
-        "ci95_low": mean - half, "ci95_high": mean + half, "cv_pct": cv, "noisy": n > 1 and cv > NOISY_CV_PCT,
+        "n": n,
+        "mean": mean,
+        "median": statistics.median(values),
+        "stdev": stdev,
+        "sem": sem,
+        "ci95_low": mean - half,
+        "ci95_high": mean + half,
+        "cv_pct": cv,
+        "noisy": n > 1 and cv > NOISY_CV_PCT,
     }
 
 

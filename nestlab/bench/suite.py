@@ -51,7 +51,7 @@ class Suite:
     quick_duration: float
     build: Callable[[Cell], Lab]
     lab_key: Callable[[Cell], tuple]
-    measure: Callable[[Lab, Cell, float, "Recorder"], list[Row]]
+    measure: Callable[[Lab, Cell, float, Recorder], list[Row]]
     figures: list[Figure]
     unavailable: Callable[[Cell], str | None] = lambda cell: None
     notes: list[str] = field(default_factory=list)

@@ -50,12 +50,24 @@ def run_together(pairs: list[Pair], timeout: float, listen_wait: float = 0.3) ->
     try:
         for pair in pairs:
             if pair.server and pair.server_command:
-                servers.append(pair.server.popen(pair.server_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+                servers.append(
+                    pair.server.popen(
+                        pair.server_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+                    )
+                )
         if servers:
             time.sleep(listen_wait)
         for pair in pairs:
-            clients.append(pair.client.popen([*_gate(pair.client), *pair.command], stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+            clients.append(
+                pair.client.popen(
+                    [*_gate(pair.client), *pair.command],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                )
+            )
         for proc in clients:  # the barrier: release them all (communicate() closes stdin later)
             proc.stdin.write("go\n")
             proc.stdin.flush()

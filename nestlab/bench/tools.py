@@ -27,7 +27,9 @@ def require(tool: str) -> str:
 _BITRATE = re.compile(r"\d+(\.\d+)?[KMGT]?", re.IGNORECASE)
 
 
-def check_run(tool: str, duration: float, parallel: int, size: int | None, bitrate: str | None, cpu: int | None, fmt: str) -> None:
+def check_run(
+    tool: str, duration: float, parallel: int, size: int | None, bitrate: str | None, cpu: int | None, fmt: str
+) -> None:
     """Refuse ``nestlab bench run`` options no tool would take, before anything runs."""
     problems = []
     if tool not in ("iperf3", "sockperf", "ping"):
@@ -67,8 +69,13 @@ def machine_cpu_seconds() -> dict[str, float]:
     with open("/proc/stat") as fh:
         user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in fh.readline().split()[1:9])
     tick = os.sysconf("SC_CLK_TCK")
-    return {"user": (user + nice) / tick, "system": (system + irq) / tick, "softirq": softirq / tick, "idle": (idle + iowait) / tick,
-            "steal": steal / tick}
+    return {
+        "user": (user + nice) / tick,
+        "system": (system + irq) / tick,
+        "softirq": softirq / tick,
+        "idle": (idle + iowait) / tick,
+        "steal": steal / tick,
+    }
 
 
 def parse_ping(text: str) -> dict:
@@ -94,7 +101,7 @@ def parse_iperf3(text: str) -> dict:
 
     Warnings iperf3 prints before its JSON (e.g. a UDP block larger than the TCP MSS) are skipped.
     """
-    data = json.loads(text[text.find("{"):] if "{" in text else text)
+    data = json.loads(text[text.find("{") :] if "{" in text else text)
     if "error" in data:
         raise LabError(f"iperf3: {data['error']}")
     end = data["end"]
@@ -120,9 +127,20 @@ def iperf3_intervals(text: str) -> list[tuple[float, float, float]]:
 
 
 def iperf3(
-    client: Node, server: Node, address: str, seconds: float = 3, port: int = 5201, *, udp: bool = False,
-    bitrate: str | None = None, length: int | None = None, omit: int = 0, mptcp: bool = False, window: str | None = None,
-    cpu: int | None = None, record: Callable[[list[str], str], None] | None = None,
+    client: Node,
+    server: Node,
+    address: str,
+    seconds: float = 3,
+    port: int = 5201,
+    *,
+    udp: bool = False,
+    bitrate: str | None = None,
+    length: int | None = None,
+    omit: int = 0,
+    mptcp: bool = False,
+    window: str | None = None,
+    cpu: int | None = None,
+    record: Callable[[list[str], str], None] | None = None,
 ) -> dict:
     """An iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped.
 
@@ -135,7 +153,9 @@ def iperf3(
     if mptcp:
         require("mptcpize")
     srv = server.popen(iperf3_server_command(address, port, mptcp=mptcp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    command = iperf3_command(address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit, mptcp=mptcp, window=window, cpu=cpu)
+    command = iperf3_command(
+        address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit, mptcp=mptcp, window=window, cpu=cpu
+    )
     try:
         out = ""
         for _ in range(50):  # the server needs a moment to listen
@@ -166,15 +186,27 @@ def parse_sockperf(text: str) -> dict:
     if m := re.search(r"Message Rate is (\d+) \[msg/sec\]", text):
         total = re.search(r"Total of (\d+) messages sent in ([\d.]+) sec", text)
         bw = re.search(r"BandWidth is [\d.]+ MBps \(([\d.]+) Mbps\)", text)
-        return {"mode": "throughput", "pps": float(m.group(1)), "mbps": float(bw.group(1)) if bw else None,
-                "sent": int(total.group(1)) if total else None, "seconds": float(total.group(2)) if total else None}
+        return {
+            "mode": "throughput",
+            "pps": float(m.group(1)),
+            "mbps": float(bw.group(1)) if bw else None,
+            "sent": int(total.group(1)) if total else None,
+            "seconds": float(total.group(2)) if total else None,
+        }
     valid = re.search(r"\[Valid Duration\] RunTime=([\d.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)", text)
     avg = re.search(r"avg-latency=([\d.]+) \(std-dev=([\d.]+)\)", text)
     if not (valid and avg):
         raise ValueError(f"not a sockperf summary: {text[-300:]!r}")
     seconds, sent, received = float(valid.group(1)), int(valid.group(2)), int(valid.group(3))
-    out = {"mode": "latency", "seconds": seconds, "sent": sent, "received": received, "pps": received / seconds if seconds else 0.0,
-           "latency_avg_us": float(avg.group(1)), "latency_std_us": float(avg.group(2))}
+    out = {
+        "mode": "latency",
+        "seconds": seconds,
+        "sent": sent,
+        "received": received,
+        "pps": received / seconds if seconds else 0.0,
+        "latency_avg_us": float(avg.group(1)),
+        "latency_std_us": float(avg.group(2)),
+    }
     for pct, value in _PERCENTILE.findall(text):
         out[f"latency_p{pct.rstrip('0').rstrip('.').replace('.', '')}_us"] = float(value)
     if m := re.search(r"<MIN> observation = +([\d.]+)", text):
@@ -189,15 +221,28 @@ def parse_sockperf(text: str) -> dict:
 def sockperf_server(node: Node, address: str, port: int) -> subprocess.Popen:
     """``sockperf server`` (UDP) bound to ``address:port`` in ``node``; the caller kills it."""
     require("sockperf")
-    return node.popen(["sockperf", "server", "-i", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return node.popen(
+        ["sockperf", "server", "-i", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def sockperf_command(mode: str, address: str, port: int, seconds: float, size: int, mps: int | None = None) -> list[str]:
     """A sockperf client command: ``ping-pong``, ``throughput`` or ``under-load`` (``mps`` messages/s)."""
     if mode not in ("ping-pong", "throughput", "under-load"):
         raise LabError(f"sockperf mode must be ping-pong, throughput or under-load, not {mode}")
-    return ["sockperf", mode, "-i", address, "-p", str(port), "-t", str(int(seconds) if float(seconds).is_integer() else seconds),
-            "-m", str(size), *(["--mps", str(mps)] if mps else [])]
+    return [
+        "sockperf",
+        mode,
+        "-i",
+        address,
+        "-p",
+        str(port),
+        "-t",
+        str(int(seconds) if float(seconds).is_integer() else seconds),
+        "-m",
+        str(size),
+        *(["--mps", str(mps)] if mps else []),
+    ]
 
 
 def iperf3_server_command(address: str, port: int = 5201, *, mptcp: bool = False) -> list[str]:
@@ -205,14 +250,33 @@ def iperf3_server_command(address: str, port: int = 5201, *, mptcp: bool = False
     return (["mptcpize", "run"] if mptcp else []) + ["iperf3", "-s", "-1", "-B", address, "-p", str(port)]
 
 
-def iperf3_command(address: str, port: int, seconds: float, *, udp: bool = False, bitrate: str | None = None, length: int | None = None,
-                   mss: int | None = None, parallel: int = 1, omit: int = 0, mptcp: bool = False,
-                   interval: float | None = None, window: str | None = None, cpu: int | None = None) -> list[str]:
+def iperf3_command(
+    address: str,
+    port: int,
+    seconds: float,
+    *,
+    udp: bool = False,
+    bitrate: str | None = None,
+    length: int | None = None,
+    mss: int | None = None,
+    parallel: int = 1,
+    omit: int = 0,
+    mptcp: bool = False,
+    interval: float | None = None,
+    window: str | None = None,
+    cpu: int | None = None,
+) -> list[str]:
     """An iperf3 client command with JSON output (``interval``: seconds per reported interval;
     ``window``: socket buffer size of both ends, iperf3 -w, e.g. so a UDP receiver rides out a stall;
     ``cpu``: both ends pinned to that CPU, iperf3 -A, so the whole path runs where one can watch it)."""
     cmd = ["iperf3", "-J", "-c", address, "-p", str(port), "-t", str(seconds)] + (["-i", str(interval)] if interval else [])
-    cmd += (["-u", "-b", bitrate or "1G"] if udp else []) + (["-l", str(length)] if length else []) + (["-M", str(mss)] if mss else [])
-    cmd += (["-P", str(parallel)] if parallel > 1 else []) + (["-O", str(omit)] if omit else []) + (["-w", window] if window else [])
+    cmd += (
+        (["-u", "-b", bitrate or "1G"] if udp else [])
+        + (["-l", str(length)] if length else [])
+        + (["-M", str(mss)] if mss else [])
+    )
+    cmd += (
+        (["-P", str(parallel)] if parallel > 1 else []) + (["-O", str(omit)] if omit else []) + (["-w", window] if window else [])
+    )
     cmd += ["-A", f"{cpu},{cpu}"] if cpu is not None else []
     return (["mptcpize", "run"] if mptcp else []) + cmd

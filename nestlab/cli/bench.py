@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from ..errors import LabError
 from .common import err, node_of, out, print_json, reported, resolve
 
+
 class _WithSuites(TyperGroup):
     """``nestlab bench``: its own commands plus one per benchmark suite, loaded only when asked for."""
 
@@ -42,23 +43,37 @@ bench_app = typer.Typer(
 
 def _suite_command(name: str):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-    from ..bench import results
-    from ..bench import scenario
+
+    from ..bench import results, scenario
     from ..bench.suites import SUITES
 
     suite = SUITES[name]
 
     def command(
-        quick: bool = typer.Option(False, "--quick", help="Fewer, shorter runs: the whole suite in under 3 minutes (what CI runs)."),
-        reps: int | None = typer.Option(None, "--reps", help=f"Repetitions per cell (default {suite.reps}; quick {suite.quick_reps})."),
-        duration: float | None = typer.Option(None, "--duration", help=f"Seconds per measurement (default {suite.duration:g}; quick {suite.quick_duration:g})."),
+        quick: bool = typer.Option(
+            False, "--quick", help="Fewer, shorter runs: the whole suite in under 3 minutes (what CI runs)."
+        ),
+        reps: int | None = typer.Option(
+            None, "--reps", help=f"Repetitions per cell (default {suite.reps}; quick {suite.quick_reps})."
+        ),
+        duration: float | None = typer.Option(
+            None, "--duration", help=f"Seconds per measurement (default {suite.duration:g}; quick {suite.quick_duration:g})."
+        ),
         out_dir: Path | None = typer.Option(None, "--out", help="Results folder (default results/<suite>-<timestamp>)."),
     ):
 
         with reported():
             folder = out_dir or Path("results") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          TextColumn("eta"), TimeRemainingColumn(), console=err.real, transient=True) as bar:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("eta"),
+                TimeRemainingColumn(),
+                console=err.real,
+                transient=True,
+            ) as bar:
                 task = bar.add_task(name, total=None)
 
                 def progress(label: str, done: int, total: int) -> None:
@@ -71,9 +86,10 @@ def _suite_command(name: str):
             if meta["interrupted"]:
                 raise typer.Exit(130)
 
-    command.__doc__ = f"{suite.title}.\n\nReproduces {suite.paper}. Writes results.json, results.csv, raw tool output and report.html."
+    command.__doc__ = (
+        f"{suite.title}.\n\nReproduces {suite.paper}. Writes results.json, results.csv, raw tool output and report.html."
+    )
     return command
-
 
 
 def _address(node, override: str | None) -> str:
@@ -98,8 +114,12 @@ def bench_run(
     parallel: int = typer.Option(1, "--parallel", help="iperf3 -P: parallel streams."),
     mptcp: bool = typer.Option(False, "--mptcp", help="iperf3 under mptcpize (Debian package mptcpd)."),
     bitrate: str | None = typer.Option(None, "--bitrate", help="iperf3 UDP target rate, e.g. 500M."),
-    cpu: int | None = typer.Option(None, "--cpu", help="iperf3 -A: pin both ends to this CPU (with them the path's softirq work), "
-                                                     "to keep a measurement off a busy core or to watch one."),
+    cpu: int | None = typer.Option(
+        None,
+        "--cpu",
+        help="iperf3 -A: pin both ends to this CPU (with them the path's softirq work), "
+        "to keep a measurement off a busy core or to watch one.",
+    ),
     duration: float = typer.Option(5, "--duration", help="Seconds."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ):
@@ -109,9 +129,9 @@ def bench_run(
     Example: nestlab bench run --lab quickstart --from h1 --to h2 --tool iperf3 --parallel 4
     """
     from rich.table import Table
+
     from ..bench import tools
     from ..bench.together import Pair, run_together
-
 
     with reported():
         tools.check_run(tool, duration, parallel, size, bitrate, cpu, fmt)
@@ -120,24 +140,47 @@ def bench_run(
         target = _address(server, address)
         if tool == "ping":
             tools.require("ping")
-            result = tools.parse_ping(client.cmd(["ping", "-n", "-q", "-c", str(max(1, int(duration * 5))), "-i", "0.2",
-                                                   *(["-s", str(size)] if size else []), target], timeout=duration + 30))
+            result = tools.parse_ping(
+                client.cmd(
+                    [
+                        "ping",
+                        "-n",
+                        "-q",
+                        "-c",
+                        str(max(1, int(duration * 5))),
+                        "-i",
+                        "0.2",
+                        *(["-s", str(size)] if size else []),
+                        target,
+                    ],
+                    timeout=duration + 30,
+                )
+            )
         elif tool == "iperf3":
             tools.require("iperf3")
             if mptcp:
                 tools.require("mptcpize")
-            command = tools.iperf3_command(target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp, cpu=cpu)
-            (ran,) = run_together([Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30)
+            command = tools.iperf3_command(
+                target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp, cpu=cpu
+            )
+            (ran,) = run_together(
+                [Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30
+            )
             result = tools.parse_iperf3(ran.stdout)
         else:  # sockperf (check_run took only the three)
             tools.require("sockperf")
             results_ = {}
             for test in ("throughput", "ping-pong"):
                 command = tools.sockperf_command(test, target, 11111, duration, size or 64)
-                (ran,) = run_together([Pair(client, command, server, ["sockperf", "server", "-i", target, "-p", "11111"])], timeout=duration + 30)
+                (ran,) = run_together(
+                    [Pair(client, command, server, ["sockperf", "server", "-i", target, "-p", "11111"])], timeout=duration + 30
+                )
                 results_[test] = tools.parse_sockperf(ran.stdout)
-            result = {"pps": results_["throughput"]["pps"], "mbps": results_["throughput"]["mbps"],
-                      **{k: v for k, v in results_["ping-pong"].items() if k.startswith("latency_")}}
+            result = {
+                "pps": results_["throughput"]["pps"],
+                "mbps": results_["throughput"]["mbps"],
+                **{k: v for k, v in results_["ping-pong"].items() if k.startswith("latency_")},
+            }
         result = {"tool": tool, "from": src, "to": dst, "address": target, **result}
         if fmt == "json":
             print_json(result)
@@ -173,17 +216,32 @@ def pingall(
     Exits 1 if any pair fails. Example: nestlab bench pingall --lab quickstart
     """
     from ..bench import tools
-
+    from ..registry import KINDS
 
     with reported():
         the_lab = resolve(topo, lab)
-        nodes = {name: node for name, node in the_lab.nodes.items() if node.kind == "linux" and any(i.ip for i in node.intfs())}
+        nodes = {
+            name: node
+            for name, node in the_lab.nodes.items()
+            if KINDS.get(node.kind).endpoint and any(i.ip for i in node.intfs())
+        }
         pairs = [(a, b, _nearest(nodes[a], nodes[b])) for a, b in itertools.permutations(nodes, 2)]
-        procs = [(a, b, ip, nodes[a].popen(["ping", "-n", "-q", "-c", "1", "-W", "1", ip], stdout=-1, stderr=-3, text=True)) for a, b, ip in pairs]
+        procs = [
+            (a, b, ip, nodes[a].popen(["ping", "-n", "-q", "-c", "1", "-W", "1", ip], stdout=-1, stderr=-3, text=True))
+            for a, b, ip in pairs
+        ]
         rows = []
         for a, b, ip, proc in procs:
             text, _ = proc.communicate(timeout=30)
-            rows.append({"from": a, "to": b, "address": ip, "ok": proc.returncode == 0, **(tools.parse_ping(text) if "transmitted" in text else {})})
+            rows.append(
+                {
+                    "from": a,
+                    "to": b,
+                    "address": ip,
+                    "ok": proc.returncode == 0,
+                    **(tools.parse_ping(text) if "transmitted" in text else {}),
+                }
+            )
         lost = [r for r in rows if not r["ok"]]
         if fmt == "json":
             print_json(rows)
@@ -191,16 +249,16 @@ def pingall(
             for a in nodes:
                 reached = [r["to"] if r["ok"] else "X" for r in rows if r["from"] == a]
                 out.print(f"{a} -> {' '.join(reached)}")
-            out.print(f"*** results: {100.0 * len(lost) / len(rows) if rows else 0:.0f}% dropped ({len(rows) - len(lost)}/{len(rows)} received)")
+            out.print(
+                f"*** results: {100.0 * len(lost) / len(rows) if rows else 0:.0f}% dropped ({len(rows) - len(lost)}/{len(rows)} received)"
+            )
         if lost:
             raise typer.Exit(1)
 
 
 def report_cmd(folder: Path = typer.Argument(..., help="A results folder.")):
     """Regenerate report.html of a results folder (e.g. after upgrading nestlab)."""
-    from ..bench import report
-    from ..bench import results
-
+    from ..bench import report, results
 
     with reported():
         meta, _ = results.load(folder)
@@ -215,9 +273,8 @@ def compare_cmd(
 ):
     """Per figure and cell: both means and second/first with a 95 % interval (e.g. two kernels, two machines)."""
     from rich.table import Table
-    from ..bench import report
-    from ..bench import results
 
+    from ..bench import report, results
 
     with reported():
         meta_a, _ = results.load(first)
@@ -230,8 +287,17 @@ def compare_cmd(
             return
         table = Table("figure", "cell", "first", "second", "second/first", "95 % CI")
         for r in rows:
-            cell = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("figure", "first", "second", "ratio", "ci95_low", "ci95_high"))
-            table.add_row(r["figure"], cell, f"{r['first']:.4g}", f"{r['second']:.4g}", f"{r['ratio']:.3f}", f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]")
+            cell = ", ".join(
+                f"{k}={v}" for k, v in r.items() if k not in ("figure", "first", "second", "ratio", "ci95_low", "ci95_high")
+            )
+            table.add_row(
+                r["figure"],
+                cell,
+                f"{r['first']:.4g}",
+                f"{r['second']:.4g}",
+                f"{r['ratio']:.3f}",
+                f"[{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]",
+            )
         out.print(table)
 
 

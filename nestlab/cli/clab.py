@@ -18,10 +18,14 @@ from pathlib import Path
 import typer
 
 from ..errors import LabError
+from ..registry import KINDS
 from .common import err, out, reported
 
-clab_app = typer.Typer(help="containerlab's commands and flags (deploy, destroy, inspect, exec, save, graph, version), "
-                            "for tools that drive containerlab.", no_args_is_help=True)
+clab_app = typer.Typer(
+    help="containerlab's commands and flags (deploy, destroy, inspect, exec, save, graph, version), "
+    "for tools that drive containerlab.",
+    no_args_is_help=True,
+)
 compat_app = typer.Typer(help="Compatibility with other tools' commands.", no_args_is_help=True)
 
 COMPATIBLE = "0.79.0"  # the containerlab release whose commands and JSON this follows
@@ -42,7 +46,9 @@ def _lab_name(topo: Path | None, name: str | None) -> str:
     running = state.labs()
     if len(running) == 1:
         return running[0]
-    raise LabError("provide a topology file (-t) or a lab name (--name)" + (f"; running labs: {', '.join(running)}" if running else ""))
+    raise LabError(
+        "provide a topology file (-t) or a lab name (--name)" + (f"; running labs: {', '.join(running)}" if running else "")
+    )
 
 
 def containers(name: str) -> list[dict]:
@@ -61,11 +67,24 @@ def containers(name: str) -> list[dict]:
         spec = nodes.get(node.split("/", 1)[0], {})
         path = names.netns_path(name, node)
         ident = f"{os.stat(path).st_ino:012x}" if os.path.exists(path) else ""
-        listed.append({"lab_name": name, "labPath": relative, "absLabPath": os.path.abspath(source) if source else "",
-                       "name": container_name(raw, node), "container_id": ident[:12], "image": obj.image or images.get(node) or "",
-                       "kind": _clab_kind(obj.kind), "group": spec.get("group") or "", "state": "running" if ident else "exited",
-                       "status": "Up" if ident else "Exited", "ipv4_address": "N/A", "ipv6_address": "N/A", "owner": "root",
-                       "labels": labels(raw, name, node, obj.kind, source)})
+        listed.append(
+            {
+                "lab_name": name,
+                "labPath": relative,
+                "absLabPath": os.path.abspath(source) if source else "",
+                "name": container_name(raw, node),
+                "container_id": ident[:12],
+                "image": obj.image or images.get(node) or "",
+                "kind": _clab_kind(obj.kind),
+                "group": spec.get("group") or "",
+                "state": "running" if ident else "exited",
+                "status": "Up" if ident else "Exited",
+                "ipv4_address": "N/A",
+                "ipv6_address": "N/A",
+                "owner": "root",
+                "labels": labels(raw, name, node, obj.kind, source),
+            }
+        )
     return sorted(listed, key=lambda c: c["name"])
 
 
@@ -104,8 +123,14 @@ def container_name(raw: dict, node: str) -> str:
 def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, str]:
     spec = raw["topology"]["nodes"].get(node.split("/", 1)[0], {})
     own = {k: str(v) for k, v in (spec.get("labels") or {}).items()}
-    return {**own, "containerlab": lab, "clab-node-name": node, "clab-node-kind": _clab_kind(kind),
-            "clab-node-group": spec.get("group") or "", "clab-topo-file": os.path.abspath(source) if source else ""}
+    return {
+        **own,
+        "containerlab": lab,
+        "clab-node-name": node,
+        "clab-node-kind": _clab_kind(kind),
+        "clab-node-group": spec.get("group") or "",
+        "clab-topo-file": os.path.abspath(source) if source else "",
+    }
 
 
 def _clab_kind(kind: str) -> str:
@@ -164,12 +189,20 @@ def inspect(
         labs = state.labs() if every else [_lab_name(topo, name)]
         grouped = {lab: containers(lab) for lab in sorted(labs)}
         if fmt == "json":
-            out.line(json.dumps({lab: [{k: v for k, v in c.items() if k != "labels"} for c in found] for lab, found in grouped.items()},
-                                indent=2))
+            out.line(
+                json.dumps(
+                    {lab: [{k: v for k, v in c.items() if k != "labels"} for c in found] for lab, found in grouped.items()},
+                    indent=2,
+                )
+            )
             return
         if fmt not in ("table", "csv"):
             raise LabError(f"--format must be table, json or csv, not '{fmt}'")
-        rows = [(c["lab_name"], c["name"], c["kind"], c["image"], c["state"], c["ipv4_address"]) for found in grouped.values() for c in found]
+        rows = [
+            (c["lab_name"], c["name"], c["kind"], c["image"], c["state"], c["ipv4_address"])
+            for found in grouped.values()
+            for c in found
+        ]
         if fmt == "csv":
             out.line("\n".join(",".join(r) for r in [("lab_name", "name", "kind", "image", "state", "ipv4_address"), *rows]))
             return
@@ -186,7 +219,9 @@ def exec_cmd(
     topo: Path | None = TopoOpt,
     name: str | None = NameOpt,
     cmds: list[str] = typer.Option([], "--cmd", help="Command to run (repeat for several)."),
-    label: list[str] = typer.Option([], "--label", help="KEY=VALUE: only the containers with that label (repeat: all must match)."),
+    label: list[str] = typer.Option(
+        [], "--label", help="KEY=VALUE: only the containers with that label (repeat: all must match)."
+    ),
     fmt: str = typer.Option("plain", "-f", "--format", help="plain or json ({container: [{cmd, return-code, stdout, stderr}]})."),
 ):
     """Run commands in the lab's containers (containerlab exec); every container, or those --label selects."""
@@ -205,13 +240,14 @@ def exec_cmd(
         results: dict[str, list[dict]] = {}
         for node, obj in lab.plan.nodes.items():
             have = labels(lab._raw, lab.name, node, obj.kind, lab.source)
-            if obj.kind in ("bridge", "ovs") or any(have.get(k) != v for k, v in wanted.items()):
+            if KINDS.get(obj.kind).switch or any(have.get(k) != v for k, v in wanted.items()):
                 continue
             for cmd in cmds:
                 done = Node(lab, node).popen(shlex.split(cmd), stdout=-1, stderr=-1, text=True)
                 stdout, stderr = done.communicate()
                 results.setdefault(container_name(lab._raw, node), []).append(
-                    {"cmd": shlex.split(cmd), "return-code": done.returncode, "stdout": _maybe_json(stdout), "stderr": stderr})
+                    {"cmd": shlex.split(cmd), "return-code": done.returncode, "stdout": _maybe_json(stdout), "stderr": stderr}
+                )
         if fmt == "json":
             out.line(json.dumps(results, indent=2))
             return
@@ -266,7 +302,9 @@ def version():
     """The version, in containerlab's form (tools compare it against the containerlab they need)."""
     from .. import __version__
 
-    out.line(f"  version: {COMPATIBLE}\n   commit: nestlab-{__version__}\n     date: -\n   source: nestlab (containerlab-compatible commands)")
+    out.line(
+        f"  version: {COMPATIBLE}\n   commit: nestlab-{__version__}\n     date: -\n   source: nestlab (containerlab-compatible commands)"
+    )
 
 
 @compat_app.command("install-cli")
@@ -280,6 +318,8 @@ def install_cli(
         if target.exists() and "nestlab" not in target.read_text(errors="replace") and not force:
             raise LabError(f"{target} exists and is not nestlab's; --force replaces it")
         directory.mkdir(parents=True, exist_ok=True)
-        target.write_text(f'#!/bin/sh\n# nestlab\'s containerlab-compatible command (nestlab compat install-cli)\nexec {sys.executable} -m nestlab.cli.app clab "$@"\n')
+        target.write_text(
+            f'#!/bin/sh\n# nestlab\'s containerlab-compatible command (nestlab compat install-cli)\nexec {sys.executable} -m nestlab.cli.app clab "$@"\n'
+        )
         target.chmod(0o755)
         err.line(f"installed {target}: `containerlab deploy -t F` now runs nestlab")

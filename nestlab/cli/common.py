@@ -9,7 +9,6 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import typer
@@ -62,7 +61,10 @@ def print_json(data) -> None:
     for a terminal, one line for a pipe or file (the C encoder; ``| jq .`` indents it again)."""
     sys.stdout.write(json.dumps(data, indent=2 if sys.stdout.isatty() else None) + "\n")
 
-TopoOpt = typer.Option(None, "-t", "--topo", help="Topology file (YAML), or a Kathará lab (its folder or its lab.conf).", exists=False)
+
+TopoOpt = typer.Option(
+    None, "-t", "--topo", help="Topology file (YAML), or a Kathará lab (its folder or its lab.conf).", exists=False
+)
 LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
 
 
@@ -86,18 +88,20 @@ def reported() -> Iterator[None]:
     except TopologyError as exc:
         for problem in exc.problems:
             err.print(f"[red]error[/red] {escape(problem.render(exc.source))}", soft_wrap=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     except LabError as exc:
         err.print(f"[red]error[/red] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     except PermissionError as exc:
         err.print(f"[red]error[/red] {exc}: nestlab {NEEDS_ROOT}")
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
     except OSError as exc:  # the machine refused (a full disk, a limit): say what, without a traceback
-        hint = {errno.ENOSPC: ": the filesystem is full; free space and run the command again",
-                errno.EMFILE: ": too many open files; raise the limit (ulimit -n)"}.get(exc.errno or 0, "")
+        hint = {
+            errno.ENOSPC: ": the filesystem is full; free space and run the command again",
+            errno.EMFILE: ": too many open files; raise the limit (ulimit -n)",
+        }.get(exc.errno or 0, "")
         err.print(f"[red]error[/red] {escape(str(exc))}{hint}", soft_wrap=True)
-        raise typer.Exit(1)
+        raise typer.Exit(1) from None
 
 
 def resolve(topo: Path | None, lab: str | None) -> Lab:
@@ -156,8 +160,10 @@ def node_of(lab: Lab, name: str):
 
     if name in lab.plan.nodes:
         return Node(lab, name)
-    nodes = [n for n, o in lab.plan.nodes.items() if o.kind != "machine"]
-    hosts = [n for n, o in lab.plan.nodes.items() if o.kind == "machine"]
+    from ..registry import KINDS
+
+    nodes = [n for n, o in lab.plan.nodes.items() if not KINDS.get(o.kind).machine]
+    hosts = [n for n, o in lab.plan.nodes.items() if KINDS.get(o.kind).machine]
     raise LabError(f"lab {lab.name} has no node or host '{name}' (nodes: {_some(nodes)}; hosts: {_some(hosts) or 'none'})")
 
 

@@ -9,14 +9,19 @@ import typer
 
 from .common import err, out, reported
 
-k8s_app = typer.Typer(help="Run labs on Kubernetes: deploy, render manifests, build the image; a cluster on this machine (cluster up/down).",
-                      no_args_is_help=True)
-cluster_app = typer.Typer(help="A Kubernetes cluster built from source on this machine (make k8s), for CI, demos and trying labs.",
-                          no_args_is_help=True)
+k8s_app = typer.Typer(
+    help="Run labs on Kubernetes: deploy, render manifests, build the image; a cluster on this machine (cluster up/down).",
+    no_args_is_help=True,
+)
+cluster_app = typer.Typer(
+    help="A Kubernetes cluster built from source on this machine (make k8s), for CI, demos and trying labs.", no_args_is_help=True
+)
 k8s_app.add_typer(cluster_app, name="cluster")
 
 KubeconfigOpt = typer.Option(None, "--kubeconfig", help="The cluster's kubeconfig (default: $KUBECONFIG, then ~/.kube/config).")
-NamespaceOpt = typer.Option(None, "--namespace", "-n", help="Kubernetes namespace (default: the kubeconfig context's, else default).")
+NamespaceOpt = typer.Option(
+    None, "--namespace", "-n", help="Kubernetes namespace (default: the kubeconfig context's, else default)."
+)
 TimeoutOpt = typer.Option(300.0, "--timeout", help="Seconds to wait for the cluster before giving up (and cleaning up).")
 
 
@@ -29,9 +34,15 @@ def deploy(
     topo: Path = typer.Option(..., "-t", "--topo", help="Topology file."),
     kubeconfig: Path | None = KubeconfigOpt,
     namespace: str | None = NamespaceOpt,
-    image: str | None = typer.Option(None, "--image", help="Image with nestlab in it (default: localhost/nestlab:VERSION, "
-                                                          "which `k8s cluster up` and `k8s image` build from this checkout)."),
-    count: int | None = typer.Option(None, "--servers", help="How many shares (pods); default: one per Ready node, at most one per lab node."),
+    image: str | None = typer.Option(
+        None,
+        "--image",
+        help="Image with nestlab in it (default: localhost/nestlab:VERSION, "
+        "which `k8s cluster up` and `k8s image` build from this checkout).",
+    ),
+    count: int | None = typer.Option(
+        None, "--servers", help="How many shares (pods); default: one per Ready node, at most one per lab node."
+    ),
     timeout: float = TimeoutOpt,
 ):
     """Deploy a lab on a Kubernetes cluster: split as on SSH servers, one privileged pod per share, VXLAN
@@ -57,18 +68,24 @@ def deploy(
         counts = Counter(parts.placement.server(n) for n in lab.plan.nodes)
         tunnels = sum(len(s.stitched) for s in parts.shares.values()) // 2
         pods = found.get("pods", {})
-        err.line(f"lab {lab.name}: {len(lab.plan.nodes)} nodes in {len(pods)} pods "
-                 f"({', '.join(f'{pods[s]}: {counts.get(s, 0)}' for s in sorted(pods))}), "
-                 f"{tunnels} VXLAN tunnels (MTU {parts.mtu}) in {time.perf_counter() - started:.2f} s")
-        out.line(f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs in the node's pod);  "
-                 f"nestlab destroy --lab {lab.name}")
+        err.line(
+            f"lab {lab.name}: {len(lab.plan.nodes)} nodes in {len(pods)} pods "
+            f"({', '.join(f'{pods[s]}: {counts.get(s, 0)}' for s in sorted(pods))}), "
+            f"{tunnels} VXLAN tunnels (MTU {parts.mtu}) in {time.perf_counter() - started:.2f} s"
+        )
+        out.line(
+            f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs in the node's pod);  "
+            f"nestlab destroy --lab {lab.name}"
+        )
 
 
 @k8s_app.command("render")
 def render(
     topo: Path = typer.Option(..., "-t", "--topo", help="Topology file."),
     count: int = typer.Option(2, "--servers", help="How many shares (pods) to split the lab into."),
-    image: str | None = typer.Option(None, "--image", help="A container image with nestlab (default: localhost/nestlab:VERSION; see k8s image)."),
+    image: str | None = typer.Option(
+        None, "--image", help="A container image with nestlab (default: localhost/nestlab:VERSION; see k8s image)."
+    ),
     namespace: str = typer.Option("default", "--namespace", "-n", help="Kubernetes namespace of the objects."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the manifests here (default: standard output)."),
 ):
@@ -134,13 +151,17 @@ def cluster_up(
     with reported():
         path = cluster.up(nodes, str(kubeconfig), name, timeout, _say)
         err.line(f"cluster {name}: {nodes} nodes Ready in {time.perf_counter() - started:.1f} s; kubeconfig: {path}")
-        out.line(f"next: kubectl --kubeconfig {path} get nodes;  nestlab k8s deploy -t LAB.yml --kubeconfig {path};  "
-                 f"nestlab k8s cluster down --kubeconfig {path}")
+        out.line(
+            f"next: kubectl --kubeconfig {path} get nodes;  nestlab k8s deploy -t LAB.yml --kubeconfig {path};  "
+            f"nestlab k8s cluster down --kubeconfig {path}"
+        )
 
 
 @cluster_app.command("down")
 def cluster_down(
-    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="The kubeconfig cluster up wrote (names the cluster; removed)."),
+    kubeconfig: Path | None = typer.Option(
+        None, "--kubeconfig", help="The kubeconfig cluster up wrote (names the cluster; removed)."
+    ),
     name: str | None = typer.Option(None, "--name", help="The cluster's name, instead of --kubeconfig."),
 ):
     """Remove a cluster made by cluster up: every process, mount, namespace, interface and cgroup of it, its

@@ -25,12 +25,20 @@ commands = typer.Typer()
 
 @commands.command()
 def deploy(
-    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file (YAML), or a Kathará lab: its folder or lab.conf (docs/compat.md)."),
+    topo: Path = typer.Option(
+        ..., "-t", "--topo", help="Topology file (YAML), or a Kathará lab: its folder or lab.conf (docs/compat.md)."
+    ),
     reconfigure: bool = typer.Option(False, "--reconfigure", help="Destroy the running lab first, then deploy from scratch."),
-    fmt: str = typer.Option("summary", "--format", help="Output: summary (the table too for small labs), table or json (what inspect says)."),
+    fmt: str = typer.Option(
+        "summary", "--format", help="Output: summary (the table too for small labs), table or json (what inspect says)."
+    ),
     table: bool = typer.Option(False, "--table", help="Print the full table of nodes and interfaces, whatever the lab's size."),
-    vars_files: list[Path] = typer.Option([], "--vars", help="Variables (YAML/JSON) for a Go-template topology, as containerlab's --vars; "
-                                                             "repeat to merge. Default: NAME_vars.yml beside the file."),
+    vars_files: list[Path] = typer.Option(
+        [],
+        "--vars",
+        help="Variables (YAML/JSON) for a Go-template topology, as containerlab's --vars; "
+        "repeat to merge. Default: NAME_vars.yml beside the file.",
+    ),
     servers: Path | None = ServersOpt,
 ):
     """Create the lab described by a topology file.
@@ -57,7 +65,9 @@ def deploy(
             spares.stop()
 
 
-def _deploy(topo: Path, reconfigure: bool, fmt: str, table: bool, vars_files: list[Path], servers: Path | None, started: float) -> None:
+def _deploy(
+    topo: Path, reconfigure: bool, fmt: str, table: bool, vars_files: list[Path], servers: Path | None, started: float
+) -> None:
     """What `deploy` does once its helper is started: load, deploy (here or on servers), say what was made."""
     from ..lab.lab import Lab
 
@@ -98,10 +108,19 @@ def _ahead(glanced: Glance, reconfigure: bool) -> spares.Ahead:
 
     if not glanced.name or (os.path.isdir(names.lab_dir(glanced.name)) and not reconfigure):
         return spares.Ahead("", ())
-    return spares.Ahead(names.alias(glanced.name), glanced.nodes, glanced.extra, glanced.bridges, glanced.cables)
+    return spares.Ahead(
+        names.alias(glanced.name),
+        glanced.nodes,
+        glanced.extra,
+        glanced.bridges,
+        glanced.cables,
+        tuple(glanced.bridge_sysctls.items()),
+    )
 
 
-def _deploy_split(topo: Path, vars_files: list[Path], servers: Path | None, reconfigure: bool, started: float, lab: Lab | None = None) -> None:
+def _deploy_split(
+    topo: Path, vars_files: list[Path], servers: Path | None, reconfigure: bool, started: float, lab: Lab | None = None
+) -> None:
     """Deploy a lab on servers (an inventory's, or its file's) and say where everything went."""
     from collections import Counter
 
@@ -126,11 +145,15 @@ def _deploy_split(topo: Path, vars_files: list[Path], servers: Path | None, reco
     split = multi.deploy(lab, starting=starting)
     counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
     tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
-    err.line(f"lab {lab.name}: {len(lab.plan.nodes)} nodes on {len(lab.topology.servers)} servers "
-             f"({', '.join(f'{s}: {counts.get(s, 0)}' for s in sorted(lab.topology.servers))}), "
-             f"{tunnels} VXLAN tunnels (MTU {split.mtu}) in {time.perf_counter() - started:.2f} s")
-    out.line(f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs on the node's server);  "
-             f"nestlab destroy --lab {lab.name}")
+    err.line(
+        f"lab {lab.name}: {len(lab.plan.nodes)} nodes on {len(lab.topology.servers)} servers "
+        f"({', '.join(f'{s}: {counts.get(s, 0)}' for s in sorted(lab.topology.servers))}), "
+        f"{tunnels} VXLAN tunnels (MTU {split.mtu}) in {time.perf_counter() - started:.2f} s"
+    )
+    out.line(
+        f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs on the node's server);  "
+        f"nestlab destroy --lab {lab.name}"
+    )
 
 
 def _summary(lab: Lab) -> str:
@@ -141,10 +164,12 @@ def _summary(lab: Lab) -> str:
     kinds = Counter(o.kind if o.runtime == "namespace" else f"{o.kind} [{o.runtime}]" for o in plan.nodes.values())
     modes = Counter(x.mode for x in plan.links.values()) + Counter(x.mode for x in plan.attachments.values())
     counted = lambda c: ", ".join(f"{n} {k}" for k, n in c.most_common())  # noqa: E731
-    return (f"lab {lab.name}: {len(plan.nodes)} namespaces ({counted(kinds)}); "
-            f"{len(plan.links) + len(plan.attachments)} links ({counted(modes) or 'none'})\n"
-            f"next: nestlab inspect --lab {lab.name} [--node NAME | --filter 'h1*'];  nestlab graph --lab {lab.name} --serve;  "
-            f"nestlab exec --lab {lab.name} NODE -- CMD;  nestlab destroy --lab {lab.name}")
+    return (
+        f"lab {lab.name}: {len(plan.nodes)} namespaces ({counted(kinds)}); "
+        f"{len(plan.links) + len(plan.attachments)} links ({counted(modes) or 'none'})\n"
+        f"next: nestlab inspect --lab {lab.name} [--node NAME | --filter 'h1*'];  nestlab graph --lab {lab.name} --serve;  "
+        f"nestlab exec --lab {lab.name} NODE -- CMD;  nestlab destroy --lab {lab.name}"
+    )
 
 
 class ExecReport:
@@ -168,8 +193,11 @@ class ExecReport:
     def summary(self, lab: str) -> None:
         if self.failed:
             nodes = sorted(set(self.failed))
-            err.print(f"[yellow]lab {lab}: {len(self.failed)} exec command{'s' if len(self.failed) > 1 else ''} failed[/yellow] "
-                      f"(on {', '.join(nodes[:10])}{', ...' if len(nodes) > 10 else ''}); the lab is up, their output is above", soft_wrap=True)
+            err.print(
+                f"[yellow]lab {lab}: {len(self.failed)} exec command{'s' if len(self.failed) > 1 else ''} failed[/yellow] "
+                f"(on {', '.join(nodes[:10])}{', ...' if len(nodes) > 10 else ''}); the lab is up, their output is above",
+                soft_wrap=True,
+            )
 
 
 def _exec_cause(command: str, output: str) -> str | None:
@@ -209,7 +237,9 @@ def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
 def save(
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
-    to: Path | None = typer.Option(None, "--to", help="Also write DIR/NODE/frr.conf (e.g. beside the topology, to deploy from next time)."),
+    to: Path | None = typer.Option(
+        None, "--to", help="Also write DIR/NODE/frr.conf (e.g. beside the topology, to deploy from next time)."
+    ),
 ):
     """Save each router's running configuration (like clab save).
 
@@ -247,7 +277,6 @@ def cleanup_cmd(
             err.print(f"lab {lab}: removed {removed} namespaces")
 
 
-
 @commands.command()
 def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--topo", help="Topology to demonstrate.")):
     """Deploy a topology, measure ping and TCP between its first two hosts, destroy it."""
@@ -255,11 +284,12 @@ def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--top
 
     from ..bench import tools
     from ..lab.lab import Lab
+    from ..registry import KINDS
 
     with reported():
         lab = Lab.from_file(topo)
         notices(lab)
-        hosts = [n for n in lab.nodes.values() if n.kind == "linux" and n.intfs()]
+        hosts = [n for n in lab.nodes.values() if KINDS.get(n.kind).endpoint and n.intfs()]
         if len(hosts) < 2:
             raise LabError(f"{topo}: the demo needs two linux nodes with links")
         a, b = hosts[:2]

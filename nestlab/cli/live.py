@@ -45,8 +45,20 @@ def link_set(
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     """
     with reported():
-        given = dict(rate=rate, burst=burst, queue=queue, delay=delay, jitter=jitter, distribution=distribution, loss=loss, corrupt=corrupt,
-                     duplicate=duplicate, reorder=reorder, mtu=mtu, qdisc=qdisc)
+        given = dict(
+            rate=rate,
+            burst=burst,
+            queue=queue,
+            delay=delay,
+            jitter=jitter,
+            distribution=distribution,
+            loss=loss,
+            corrupt=corrupt,
+            duplicate=duplicate,
+            reorder=reorder,
+            mtu=mtu,
+            qdisc=qdisc,
+        )
         params = {k: v for k, v in given.items() if v is not None}
         if down and up:
             raise LabError("give --down or --up, not both")
@@ -94,8 +106,13 @@ def link_show(
             for i, (sender, shape) in enumerate(item["sends"].items()):
                 kernel = item["kernel"][sender]
                 seen = ", ".join(f"{k}={v}" for k, v in kernel.items())
-                table.add_row(item["link"] if i == 0 else "", item["state"] if i == 0 else "", sender,
-                              ", ".join(f"{k}={v}" for k, v in shape.items()) or "unshaped", seen)
+                table.add_row(
+                    item["link"] if i == 0 else "",
+                    item["state"] if i == 0 else "",
+                    sender,
+                    ", ".join(f"{k}={v}" for k, v in shape.items()) or "unshaped",
+                    seen,
+                )
         out.print(table)
 
 
@@ -122,7 +139,11 @@ def run(
             raise LabError(f"{topo} has no schedule: or dynamics: section; see docs/shaping.md")
         lab.deploy()
         try:
-            played = play(lab, loops, lambda p: err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"))
+            played = play(
+                lab,
+                loops,
+                lambda p: err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"),
+            )
             worst = max(p.late_ms + p.apply_ms for p in played)
             err.print(f"{len(played)} changes; worst lateness including apply time {worst:.2f} ms")
         except KeyboardInterrupt:
@@ -152,7 +173,11 @@ def node_set(
     A node's limits bound all its components. Example: nestlab node set drone1/gnab --cpus 0.5 --memory 128m
     """
     with reported():
-        given = {k: v for k, v in dict(cpus=cpus, cpu_shares=cpu_shares, memory=memory, pids=pids, cpuset=cpuset).items() if v is not None}
+        given = {
+            k: v
+            for k, v in dict(cpus=cpus, cpu_shares=cpu_shares, memory=memory, pids=pids, cpuset=cpuset).items()
+            if v is not None
+        }
         if not given:
             raise LabError("nothing to change: give e.g. --cpus 0.5 or --memory 256m")
         the_lab = resolve(topo, lab)
@@ -200,8 +225,24 @@ def node_show(
         if fmt == "json":
             print_json(rows)
             return
-        table = Table("node", "cpu s", "memory MiB", "cpus limit", "memory limit", "pids limit", title=f"lab {the_lab.name}", title_justify="left")
+        table = Table(
+            "node",
+            "cpu s",
+            "memory MiB",
+            "cpus limit",
+            "memory limit",
+            "pids limit",
+            title=f"lab {the_lab.name}",
+            title_justify="left",
+        )
         for row in rows:
             lim = row["limits"]
-            table.add_row(row["node"], f"{row.get('cpu_s', 0):.2f}", f"{row.get('memory_bytes', 0) / 2**20:.1f}", lim.get("cpus", ""), lim.get("memory", ""), lim.get("pids", ""))
+            table.add_row(
+                row["node"],
+                f"{row.get('cpu_s', 0):.2f}",
+                f"{row.get('memory_bytes', 0) / 2**20:.1f}",
+                lim.get("cpus", ""),
+                lim.get("memory", ""),
+                lim.get("pids", ""),
+            )
         out.print(table)

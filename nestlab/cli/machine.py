@@ -21,7 +21,9 @@ commands.add_typer(image_app, name="image")
 def image_build(
     name: str = typer.Argument(..., help="Image name; nodes use it as image: NAME."),
     debian: str = typer.Option("bookworm", "--debian", help="Debian suite to bootstrap."),
-    packages: str = typer.Option("iproute2,iputils-ping", "--packages", help="Comma-separated extra packages, e.g. iperf3,iproute2."),
+    packages: str = typer.Option(
+        "iproute2,iputils-ping", "--packages", help="Comma-separated extra packages, e.g. iperf3,iproute2."
+    ),
     mirror: str = typer.Option("http://deb.debian.org/debian", "--mirror", help="Debian archive to fetch from."),
 ):
     """Build a Debian base image with debootstrap (minbase + --packages) into /var/lib/nestlab/images/NAME.
@@ -37,7 +39,13 @@ def image_build(
             raise LabError(f"image name '{name}' may use only letters, digits, '.', '-' and '_'")
         started = time.perf_counter()
         with err.status(f"debootstrap {debian} for image {name}") as status:
-            path = rootfs.build(name, debian, [p for p in packages.split(",") if p], mirror, lambda line: status.update(f"debootstrap: {line[:100]}"))
+            path = rootfs.build(
+                name,
+                debian,
+                [p for p in packages.split(",") if p],
+                mirror,
+                lambda line: status.update(f"debootstrap: {line[:100]}"),
+            )
         err.print(f"image {name}: {path} in {time.perf_counter() - started:.0f} s; use it as image: {name}")
 
 
@@ -69,15 +77,12 @@ def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
         err.print(f"image {name} removed")
 
 
-
 @commands.command()
 def version():
     """Print nestlab's version."""
     from .. import __version__
 
     out.line(__version__)
-
-
 
 
 mobility_app = typer.Typer(help="Generate visibility graphs for dynamics: (MANETs).", no_args_is_help=True)
@@ -136,30 +141,58 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
         out.print(table)
 
 
-
 @commands.command()
 def modes(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
-    """Every link mode (the words of a link's mode:) and node runtime (runtime:), from their registries.
+    """Every node kind (kind:), link mode (a link's mode:) and node runtime (runtime:), from their registries.
 
+    Per kind: the words a file may use for it, the node keys it owns and the programs it needs here.
     Per mode: how many endpoints it takes, the link keys it owns, the kernel features it needs and
     whether this machine has them (tried as `nestlab doctor` does).  docs/architecture.md shows how
-    to add one: a module in nestlab/links or nestlab/runtimes.
+    to add one: a module in nestlab/kinds, nestlab/links or nestlab/runtimes.
     """
+    import shutil
+
     from rich.table import Table
 
-    from .. import links, runtimes
     from ..backends import probe
+    from ..registry import KINDS, LINK_MODES, RUNTIMES
 
     with reported():
         probed = probe.kernel()
-        rows = [{"mode": m.name, "endpoints": m.ends, "keys": list(m.options), "summary": m.summary,
-                 "kernel": {name: {"config": f.config, "here": probed[name][0]} for name, f in m.features.items()}}
-                for m in map(links.get, links.names())]
-        kinds = [{"runtime": r.name, "selectable": r.selectable, "summary": r.summary} for r in map(runtimes.get, sorted(runtimes.REGISTRY))]
+        node_kinds = [
+            {
+                "kind": k.name,
+                "aliases": list(k.aliases),
+                "keys": list(k.options),
+                "summary": k.summary,
+                "tools": {tool: bool(shutil.which(tool)) for tool in k.tools},
+            }
+            for k in KINDS.values()
+        ]
+        rows = [
+            {
+                "mode": m.name,
+                "endpoints": m.ends,
+                "keys": list(m.options),
+                "summary": m.summary,
+                "kernel": {name: {"config": f.config, "here": probed[name][0]} for name, f in m.features.items()},
+            }
+            for m in LINK_MODES.values()
+        ]
+        kinds = [{"runtime": r.name, "selectable": r.selectable, "summary": r.summary} for r in RUNTIMES.values()]
         if fmt == "json":
-            print_json({"modes": rows, "runtimes": kinds})
+            print_json({"kinds": node_kinds, "modes": rows, "runtimes": kinds})
             return
-        table = Table("mode", "ends", "keys", "kernel (here)", "what it is", title="link modes (nestlab/links)", title_justify="left")
+        table = Table("kind", "keys", "needs (here)", "what it is", title="node kinds (nestlab/kinds)", title_justify="left")
+        for k in node_kinds:
+            tools = " ".join(f"{t} ({'yes' if here else '[red]no[/red]'})" for t, here in k["tools"].items())
+            table.add_row(
+                k["kind"] + (f" ({', '.join(k['aliases'])})" if k["aliases"] else ""), ", ".join(k["keys"]), tools, k["summary"]
+            )
+        out.print(table)
+        table = Table(
+            "mode", "ends", "keys", "kernel (here)", "what it is", title="link modes (nestlab/links)", title_justify="left"
+        )
         for r in rows:
             kernel = " ".join(f"{f['config']} ({'yes' if f['here'] else '[red]no[/red]'})" for f in r["kernel"].values())
             table.add_row(r["mode"], str(r["endpoints"]), ", ".join(r["keys"]), kernel, r["summary"])

@@ -48,7 +48,12 @@ def graph(
             if not found.is_running:
                 raise LabError(f"lab {found.name} is not running; deploy it first (exports work without: drop --serve)")
             try:
-                live.serve(Lab.running(found.name), host, port, lambda url: err.print(f"live view of lab {found.name} at {url} (Ctrl-C stops it)"))
+                live.serve(
+                    Lab.running(found.name),
+                    host,
+                    port,
+                    lambda url: err.print(f"live view of lab {found.name} at {url} (Ctrl-C stops it)"),
+                )
             except KeyboardInterrupt:
                 pass
             except OSError as exc:
@@ -66,11 +71,15 @@ def graph(
 
 @commands.command(no_args_is_help=True)
 def capture(
-    interfaces: list[str] = typer.Argument(..., help="NODE:IF to capture on (a node, component, switch or emulated host); several go into one file."),
+    interfaces: list[str] = typer.Argument(
+        ..., help="NODE:IF to capture on (a node, component, switch or emulated host); several go into one file."
+    ),
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
     write: str | None = typer.Option(None, "-w", "--write", help="pcapng file to write, or - for standard output (a pipe)."),
-    bpf: str | None = typer.Option(None, "-f", "--filter", help='Capture filter in tcpdump syntax, e.g. "icmp" or "tcp port 5201".'),
+    bpf: str | None = typer.Option(
+        None, "-f", "--filter", help='Capture filter in tcpdump syntax, e.g. "icmp" or "tcp port 5201".'
+    ),
     count: int | None = typer.Option(None, "-c", "--count", min=1, help="Stop after this many packets."),
     duration: float | None = typer.Option(None, "-d", "--duration", min=0.0, help="Stop after this many seconds."),
     whole_link: bool = typer.Option(False, "--link", help="Also capture the far end of each interface's link."),
@@ -109,10 +118,21 @@ def capture(
         if k8s.record(found.name):  # in the pods holding them
             by_pod = k8s.pods_of(found.name, [f"{node}:{iface}" for node, iface in dict.fromkeys(ends)])
             if len(by_pod) > 1:
-                raise LabError(f"those interfaces are in pods {', '.join(sorted(by_pod))}: capture each pod's in a command of its own")
-            (pod, refs), = by_pod.items()
-            args = ["capture", "--lab", found.name, *refs, "-w", "-", *(["-f", bpf] if bpf else []),
-                    *(["-c", str(count)] if count else []), *(["-d", str(duration)] if duration is not None else [])]
+                raise LabError(
+                    f"those interfaces are in pods {', '.join(sorted(by_pod))}: capture each pod's in a command of its own"
+                )
+            ((pod, refs),) = by_pod.items()
+            args = [
+                "capture",
+                "--lab",
+                found.name,
+                *refs,
+                "-w",
+                "-",
+                *(["-f", bpf] if bpf else []),
+                *(["-c", str(count)] if count else []),
+                *(["-d", str(duration)] if duration is not None else []),
+            ]
             with open(write, "wb") if write != "-" else contextlib.nullcontext(sys.stdout.buffer) as fh:
                 raise typer.Exit(k8s.relay(found.name, {pod: args}, fh, by_line=False))
         taps = []
@@ -138,7 +158,9 @@ def events_cmd(
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
     fmt: str = typer.Option("text", "--format", help="text (a line each) or json (JSON lines)."),
-    since: str | None = typer.Option(None, "--since", help="First replay the lab's event log from this long ago (e.g. 600s; 0: all of it)."),
+    since: str | None = typer.Option(
+        None, "--since", help="First replay the lab's event log from this long ago (e.g. 600s; 0: all of it)."
+    ),
     follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep streaming live events (--no-follow: only replay)."),
     count: int | None = typer.Option(None, "-c", "--count", min=1, help="Stop after this many events."),
     duration: float | None = typer.Option(None, "-d", "--duration", min=0.0, help="Stop after this many seconds."),
@@ -161,10 +183,20 @@ def events_cmd(
         found = resolve(topo, lab)
         if fmt not in ("text", "json"):
             raise LabError(f"--format must be text or json, not '{fmt}'")
-        if (pods := k8s.record(found.name)):  # every pod's events, merged as they come
-            args = ["events", "--lab", found.name, "--format", fmt, *(["--since", since] if since is not None else []),
-                    "--follow" if follow else "--no-follow", *(["-d", str(duration)] if duration is not None else [])]
-            raise typer.Exit(k8s.relay(found.name, {pod: args for pod in pods["pods"].values()}, sys.stdout.buffer, count, duration=duration))
+        if pods := k8s.record(found.name):  # every pod's events, merged as they come
+            args = [
+                "events",
+                "--lab",
+                found.name,
+                "--format",
+                fmt,
+                *(["--since", since] if since is not None else []),
+                "--follow" if follow else "--no-follow",
+                *(["-d", str(duration)] if duration is not None else []),
+            ]
+            raise typer.Exit(
+                k8s.relay(found.name, {pod: args for pod in pods["pods"].values()}, sys.stdout.buffer, count, duration=duration)
+            )
         if not found.is_running:
             raise LabError(f"lab {found.name} is not running here; deploy it first")
         start = time.time()

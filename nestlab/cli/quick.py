@@ -13,8 +13,22 @@ import sys
 from dataclasses import dataclass
 
 # `link set`'s options that take a value, and its flags (cli/live.py defines them, with their help).
-_VALUED = {"lab", "rate", "burst", "queue", "delay", "jitter", "distribution", "loss", "corrupt", "duplicate", "reorder", "mtu", "qdisc",
-           "direction"}
+_VALUED = {
+    "lab",
+    "rate",
+    "burst",
+    "queue",
+    "delay",
+    "jitter",
+    "distribution",
+    "loss",
+    "corrupt",
+    "duplicate",
+    "reorder",
+    "mtu",
+    "qdisc",
+    "direction",
+}
 _FLAGS = {"up", "down"}
 
 

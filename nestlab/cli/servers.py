@@ -10,14 +10,20 @@ from .common import err, out, print_json, reported
 
 servers_app = typer.Typer(help="Machines a lab is split across: emulate some on this machine, check them.", no_args_is_help=True)
 
-ServersOpt = typer.Option(None, "--servers", help="Inventory (YAML: servers: NAME: {address, user, port, key, weight, nestlab}) "
-                                                   "replacing the topology's servers: (docs/servers.md).")
+ServersOpt = typer.Option(
+    None,
+    "--servers",
+    help="Inventory (YAML: servers: NAME: {address, user, port, key, weight, nestlab}) "
+    "replacing the topology's servers: (docs/servers.md).",
+)
 
 
 def plan(
     topo: Path = typer.Option(..., "-t", "--topo", help="Topology file."),
     servers: Path | None = ServersOpt,
-    fmt: str = typer.Option("table", "--format", help="Output: table, json, or yaml (each server's share, as it would deploy it)."),
+    fmt: str = typer.Option(
+        "table", "--format", help="Output: table, json, or yaml (each server's share, as it would deploy it)."
+    ),
 ):
     """Show where each node of a lab would run and which links would be cut, without deploying.
 
@@ -42,9 +48,14 @@ def plan(
         if fmt == "yaml":
             out.line(yaml.safe_dump({s: share.topology for s, share in sorted(parts.shares.items())}, sort_keys=False))
             return
-        report = {"lab": lab.name, "servers": {s: sorted(by_server.get(s, [])) for s in sorted(lab.topology.servers)},
-                  "cut": [list(pair) for pair in placed.cut], "spans": placed.spans, "stitched_mtu": parts.mtu,
-                  "tunnels": {s: share.stitched for s, share in sorted(parts.shares.items())}}
+        report = {
+            "lab": lab.name,
+            "servers": {s: sorted(by_server.get(s, [])) for s in sorted(lab.topology.servers)},
+            "cut": [list(pair) for pair in placed.cut],
+            "spans": placed.spans,
+            "stitched_mtu": parts.mtu,
+            "tunnels": {s: share.stitched for s, share in sorted(parts.shares.items())},
+        }
         if fmt == "json":
             print_json(report)
             return
@@ -52,8 +63,10 @@ def plan(
             shown = ", ".join(nodes[:12]) + (f" and {len(nodes) - 12} more" if len(nodes) > 12 else "")
             out.line(f"{server} (weight {lab.topology.servers[server].weight:g}): {len(nodes)} nodes: {shown or '-'}")
         tunnels = sum(len(t) for t in report["tunnels"].values()) // 2
-        out.line(f"cut links: {len(placed.cut)}; switches spanning servers: {len(placed.spans)}; "
-                 f"VXLAN tunnels: {tunnels} (MTU {parts.mtu}, UDP port {lab.topology.stitch.port})")
+        out.line(
+            f"cut links: {len(placed.cut)}; switches spanning servers: {len(placed.spans)}; "
+            f"VXLAN tunnels: {tunnels} (MTU {parts.mtu}, UDP port {lab.topology.stitch.port})"
+        )
         for a, b in placed.cut[:20]:
             out.line(f"  {a} ({placed.server(a.partition(':')[0])}) <-> {b} ({placed.server(b.partition(':')[0])})")
         if len(placed.cut) > 20:
@@ -114,15 +127,29 @@ def check(
             return {"server": remote.name, "ok": False, "error": f"nestlab doctor did not answer: {answer.stderr.strip()[-200:]}"}
         missing = [f["name"] for f in features if not f["ok"]]
         version = remote.run(remote.nestlab_cmd("version")).stdout.strip()
-        problem = (f"nestlab {version or '(none)'} there, {__version__} here" if version != __version__
-                   else "its kernel has no VXLAN, which stitches links between servers" if "vxlan" in missing else None)
-        return {"server": remote.name, "ok": problem is None, "version": version, "skew_s": round(float(clock.stdout) - (started + ended) / 2, 3),
-                "missing": missing, **({"error": problem} if problem else {})}
+        problem = (
+            f"nestlab {version or '(none)'} there, {__version__} here"
+            if version != __version__
+            else "its kernel has no VXLAN, which stitches links between servers"
+            if "vxlan" in missing
+            else None
+        )
+        return {
+            "server": remote.name,
+            "ok": problem is None,
+            "version": version,
+            "skew_s": round(float(clock.stdout) - (started + ended) / 2, 3),
+            "missing": missing,
+            **({"error": problem} if problem else {}),
+        }
 
     with reported():
         found, _ = load_inventory(servers)
         conns = remotes(found, str(servers.parent.resolve()))
-        rows = [r if isinstance(r, dict) else {"server": name, "ok": False, "error": str(r)} for name, r in each(conns.values(), probe).items()]
+        rows = [
+            r if isinstance(r, dict) else {"server": name, "ok": False, "error": str(r)}
+            for name, r in each(conns.values(), probe).items()
+        ]
         if fmt == "json":
             print_json(rows)
         else:
@@ -130,7 +157,9 @@ def check(
                 if row.get("error"):
                     out.line(f"{row['server']}: NOT READY: {row['error']}")
                 else:
-                    out.line(f"{row['server']}: nestlab {row['version']}, clock {row['skew_s']:+.3f} s, "
-                             f"kernel lacks: {', '.join(row['missing']) or 'nothing'}")
+                    out.line(
+                        f"{row['server']}: nestlab {row['version']}, clock {row['skew_s']:+.3f} s, "
+                        f"kernel lacks: {', '.join(row['missing']) or 'nothing'}"
+                    )
         if not all(row["ok"] for row in rows):
             raise typer.Exit(1)

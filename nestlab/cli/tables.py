@@ -18,7 +18,20 @@ def _table(report: dict, every_interface: bool = False) -> Table:
     from rich.table import Table
 
     table = Table(title=f"lab {report['lab']}", title_justify="left")
-    for column in ("node", "kind", "host", "state", "cpu s", "memory", "interface", "mode", "if-state", "mtu", "addresses", "bridge"):
+    for column in (
+        "node",
+        "kind",
+        "host",
+        "state",
+        "cpu s",
+        "memory",
+        "interface",
+        "mode",
+        "if-state",
+        "mtu",
+        "addresses",
+        "bridge",
+    ):
         table.add_column(column, overflow="fold")
     for node in report["nodes"]:
         ifaces = node["interfaces"] or [None]
@@ -29,8 +42,10 @@ def _table(report: dict, every_interface: bool = False) -> Table:
         cpu = f"{usage['cpu_s']:.2f}" if usage else ""
         memory = f"{usage['memory_bytes'] / 2**20:.1f} MiB" if usage else ""
         more = len(ifaces) - IFACES_SHOWN + 1 if len(ifaces) > IFACES_SHOWN and not every_interface else 0
-        for i, iface in enumerate(ifaces[:len(ifaces) - more]):
-            head = [node["name"], kind, node["host"] or node.get("server") or "", node["state"], cpu, memory] if i == 0 else [""] * 6
+        for i, iface in enumerate(ifaces[: len(ifaces) - more]):
+            head = (
+                [node["name"], kind, node["host"] or node.get("server") or "", node["state"], cpu, memory] if i == 0 else [""] * 6
+            )
             if iface is None:
                 table.add_row(*head, "", "", "", "", "", "")
             else:
@@ -58,8 +73,14 @@ def _subflow_table(report: dict) -> Table:
         for conn in node.get("mptcp") or []:
             for i, sub in enumerate(conn["subflows"]):
                 head = [node["name"], conn["token"]] if i == 0 else ["", ""]
-                table.add_row(*head, f"{sub['local']} -> {sub['remote']}", sub["device"] or "", _bytes(sub["bytes_sent"]),
-                              _bytes(sub["bytes_received"]), str(sub["retransmits"] if sub["retransmits"] is not None else ""))
+                table.add_row(
+                    *head,
+                    f"{sub['local']} -> {sub['remote']}",
+                    sub["device"] or "",
+                    _bytes(sub["bytes_sent"]),
+                    _bytes(sub["bytes_received"]),
+                    str(sub["retransmits"] if sub["retransmits"] is not None else ""),
+                )
     return table
 
 

@@ -25,7 +25,9 @@ def inspect_cmd(
     all_labs: bool = typer.Option(False, "--all", help="List every lab on this machine."),
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
     node: list[str] = typer.Option([], "--node", help="Only this node (repeat for more)."),
-    pattern: str | None = typer.Option(None, "--filter", help="Only nodes whose name matches this pattern, e.g. 'drone1*' or '*/gnab'."),
+    pattern: str | None = typer.Option(
+        None, "--filter", help="Only nodes whose name matches this pattern, e.g. 'drone1*' or '*/gnab'."
+    ),
     page: int = typer.Option(1, "--page", min=1, help="Which page of the table (of --per-page nodes)."),
     per_page: int = typer.Option(50, "--per-page", min=1, help="Nodes per page of the table (JSON has every match)."),
 ):
@@ -67,7 +69,9 @@ def inspect_cmd(
                 raise LabError(f"--page {page}: there are {pages} pages of {per_page} nodes")
             report["nodes"] = report["nodes"][(page - 1) * per_page : page * per_page]
             show(report, fmt)
-            err.print(f"page {page} of {pages} ({per_page} nodes a page): --page {page + 1 if page < pages else 1} for more, --node/--filter to pick")
+            err.print(
+                f"page {page} of {pages} ({per_page} nodes a page): --page {page + 1 if page < pages else 1} for more, --node/--filter to pick"
+            )
             return
         show(report, fmt, every_interface=bool(node))
 
@@ -97,7 +101,9 @@ def exec_cmd(
     command: list[str] = typer.Argument(..., help="Command and its arguments (put them after --)."),
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
-    env: list[str] = typer.Option([], "--env", "-e", metavar="NAME[=VALUE]", help="Pass NAME from your environment (or set it to VALUE); repeat for more."),
+    env: list[str] = typer.Option(
+        [], "--env", "-e", metavar="NAME[=VALUE]", help="Pass NAME from your environment (or set it to VALUE); repeat for more."
+    ),
 ):
     """Run a command inside a node; its exit code becomes nestlab's.
 
@@ -117,12 +123,16 @@ def exec_cmd(
             proc = target.popen(command, env=passed)
         except FileNotFoundError:
             err.print(f"[red]error[/red] {command[0]}: command not found in node {node}")
-            raise typer.Exit(127)
+            raise typer.Exit(127) from None
         raise typer.Exit(_wait(proc))
 
 
 @commands.command()
-def shell(node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."), topo: Path | None = TopoOpt, lab: str | None = LabOpt):
+def shell(
+    node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+):
     """Open an interactive shell inside a node (exit it to come back)."""
     from ..lab import k8s, multi
 

@@ -7,8 +7,8 @@ import shutil
 import signal
 
 from .. import names
-from .. import runtimes
 from ..backends import cgroups, namespaces, netlink, rtdump
+from ..registry import RUNTIMES
 from . import k8s, multi
 
 
@@ -51,8 +51,8 @@ def remove_lab(lab: str) -> int:
         damaged = None
     except multi.DamagedRecord as exc:  # what is on this machine can still go
         damaged = exc
-    for name in runtimes.REGISTRY:
-        runtimes.get(name).remove_leftovers(lab)
+    for runtime in RUNTIMES.values():
+        runtime.remove_leftovers(lab)
     paths = marked_namespaces(lab)
     udir = names.uts_dir(lab)
     if os.path.isdir(udir):

@@ -45,12 +45,25 @@ PODS = "198.19.{}.0/24"  # node I's pod subnet
 SERVICES = "198.19.255.0/24"
 API_PORT = 6443
 RECORD = "cluster.json"
-_DEBIAN = {"etcd": "etcd-server", "containerd": "containerd", "ctr": "containerd", "runc": "runc", "unshare": "util-linux",
-           "/usr/lib/cni/bridge": "containernetworking-plugins", "openssl": "openssl"}
+_DEBIAN = {
+    "etcd": "etcd-server",
+    "containerd": "containerd",
+    "ctr": "containerd",
+    "runc": "runc",
+    "unshare": "util-linux",
+    "/usr/lib/cni/bridge": "containernetworking-plugins",
+    "openssl": "openssl",
+}
 # The values the kubelet sets on the machine unless it finds them (protectKernelDefaults false): shown to
 # each kubelet as files in its mount namespace instead, so this machine's own settings never change.
-_KUBELET_SYSCTLS = {"vm/overcommit_memory": "1", "vm/panic_on_oom": "0", "kernel/panic": "10", "kernel/panic_on_oops": "1",
-                    "kernel/keys/root_maxkeys": "1000000", "kernel/keys/root_maxbytes": "25000000"}
+_KUBELET_SYSCTLS = {
+    "vm/overcommit_memory": "1",
+    "vm/panic_on_oom": "0",
+    "kernel/panic": "10",
+    "kernel/panic_on_oops": "1",
+    "kernel/keys/root_maxkeys": "1000000",
+    "kernel/keys/root_maxbytes": "25000000",
+}
 
 
 def _address(index: int) -> str:
@@ -64,8 +77,11 @@ def node_ip(i: int) -> str:
 
 def _missing() -> list[str]:
     missing = [f"{c} ({pkg})" for c, pkg in _DEBIAN.items() if not (os.path.exists(c) if c.startswith("/") else shutil.which(c))]
-    missing += [f"{BIN}/{c} (make k8s)" for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "pause")
-                if not os.access(os.path.join(BIN, c), os.X_OK)]
+    missing += [
+        f"{BIN}/{c} (make k8s)"
+        for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "pause")
+        if not os.access(os.path.join(BIN, c), os.X_OK)
+    ]
     return missing
 
 
@@ -97,8 +113,10 @@ def up(count: int, kubeconfig: str, name: str = "k8s", timeout: float = 300, log
     if state.read(name) or cleanup.marked_namespaces(name) or os.path.isdir(names.lab_dir(name)):
         raise LabError(f"lab '{name}' already exists: `nestlab k8s cluster down --name {name}` first")
     if running := [other for other in state.labs() if record(other)]:
-        raise LabError(f"cluster {running[0]} already runs on this machine ({UNDERLAY}, one cluster at a time): "
-                       f"`nestlab k8s cluster down --name {running[0]}` first")
+        raise LabError(
+            f"cluster {running[0]} already runs on this machine ({UNDERLAY}, one cluster at a time): "
+            f"`nestlab k8s cluster down --name {running[0]}` first"
+        )
     kubeconfig = os.path.abspath(kubeconfig)
     started = time.monotonic()
     try:
@@ -182,8 +200,16 @@ def _remove_cgroups(top: str) -> None:
 def _pki(name: str, count: int) -> None:
     folder = os.path.join(names.lab_dir(name), "pki")
     pki.authority(folder, f"nestlab-{name}-ca")
-    sans = ("IP:" + _address(1), "IP:" + str(ipaddress.IPv4Network(SERVICES).network_address + 1), "IP:127.0.0.1",
-            "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local", "DNS:localhost")
+    sans = (
+        "IP:" + _address(1),
+        "IP:" + str(ipaddress.IPv4Network(SERVICES).network_address + 1),
+        "IP:127.0.0.1",
+        "DNS:kubernetes",
+        "DNS:kubernetes.default",
+        "DNS:kubernetes.default.svc",
+        "DNS:kubernetes.default.svc.cluster.local",
+        "DNS:localhost",
+    )
     pki.issue(folder, "apiserver", "kube-apiserver", sans=sans, server=True)
     pki.issue(folder, "apiserver-kubelet", "kube-apiserver-kubelet-client", ("system:masters",))
     pki.issue(folder, "admin", "nestlab-admin", ("system:masters",))
@@ -202,12 +228,31 @@ def _kubeconfig(name: str, pki_dir: str, user: str, embed: bool) -> dict:
         return {key: path}
 
     cluster = f"nestlab-{name}"
-    return {"apiVersion": "v1", "kind": "Config", "current-context": cluster, "preferences": {},
-            "clusters": [{"name": cluster, "cluster": {"server": f"https://{_address(1)}:{API_PORT}",
-                                                       **ref("certificate-authority", os.path.join(pki_dir, "ca.crt"))}}],
-            "users": [{"name": user, "user": {**ref("client-certificate", os.path.join(pki_dir, f"{user}.crt")),
-                                               **ref("client-key", os.path.join(pki_dir, f"{user}.key"))}}],
-            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": "default"}}]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": cluster,
+        "preferences": {},
+        "clusters": [
+            {
+                "name": cluster,
+                "cluster": {
+                    "server": f"https://{_address(1)}:{API_PORT}",
+                    **ref("certificate-authority", os.path.join(pki_dir, "ca.crt")),
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    **ref("client-certificate", os.path.join(pki_dir, f"{user}.crt")),
+                    **ref("client-key", os.path.join(pki_dir, f"{user}.key")),
+                },
+            }
+        ],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": "default"}}],
+    }
 
 
 def _write_kubeconfig(path: str, name: str, pki_dir: str, user: str, embed: bool = True) -> None:
@@ -224,31 +269,66 @@ def _control_files(name: str) -> None:
     for user in ("controller-manager", "scheduler"):
         _write_kubeconfig(os.path.join(home, f"{user}.kubeconfig"), name, pki_dir, user, embed=False)
     p = lambda f: os.path.join(pki_dir, f)  # noqa: E731
-    api = [f"{BIN}/kube-apiserver", "--etcd-servers=http://127.0.0.1:2379", f"--bind-address={_address(1)}",
-           f"--advertise-address={_address(1)}", f"--secure-port={API_PORT}", f"--tls-cert-file={p('apiserver.crt')}",
-           f"--tls-private-key-file={p('apiserver.key')}", f"--client-ca-file={p('ca.crt')}",
-           f"--kubelet-client-certificate={p('apiserver-kubelet.crt')}", f"--kubelet-client-key={p('apiserver-kubelet.key')}",
-           "--kubelet-preferred-address-types=InternalIP", f"--service-account-key-file={p('service-accounts.pub')}",
-           f"--service-account-signing-key-file={p('service-accounts.key')}",
-           "--service-account-issuer=https://kubernetes.default.svc.cluster.local", f"--service-cluster-ip-range={SERVICES}",
-           "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction", "--allow-privileged=true",
-           "--profiling=false", "--endpoint-reconciler-type=none"]
-    manager = [f"{BIN}/kube-controller-manager", f"--kubeconfig={home}/controller-manager.kubeconfig", "--leader-elect=false",
-               "--bind-address=127.0.0.1", f"--service-account-private-key-file={p('service-accounts.key')}",
-               f"--root-ca-file={p('ca.crt')}", "--use-service-account-credentials=true", "--node-monitor-grace-period=20s",
-               "--profiling=false"]
-    scheduler = [f"{BIN}/kube-scheduler", f"--kubeconfig={home}/scheduler.kubeconfig", "--leader-elect=false",
-                 "--bind-address=127.0.0.1", "--profiling=false"]
-    etcd = ["etcd", "--name=control", f"--data-dir={home}/etcd", "--listen-client-urls=http://127.0.0.1:2379",
-            "--advertise-client-urls=http://127.0.0.1:2379", "--listen-peer-urls=http://127.0.0.1:2380",
-            "--initial-advertise-peer-urls=http://127.0.0.1:2380", "--initial-cluster=control=http://127.0.0.1:2380"]
-    script = ["set -e", "ip link set lo up",
-              f"mount -t tmpfs -o mode=0700 etcd {home}/etcd  # etcd's fsyncs go to memory: the cluster lives as long as the lab",
-              f"{shlex.join(etcd)} > {home}/etcd.log 2>&1 &",
-              f"{shlex.join(api)} > {home}/kube-apiserver.log 2>&1 &",
-              f"{shlex.join(manager)} > {home}/kube-controller-manager.log 2>&1 &",
-              f"{shlex.join(scheduler)} > {home}/kube-scheduler.log 2>&1 &",
-              "wait"]
+    api = [
+        f"{BIN}/kube-apiserver",
+        "--etcd-servers=http://127.0.0.1:2379",
+        f"--bind-address={_address(1)}",
+        f"--advertise-address={_address(1)}",
+        f"--secure-port={API_PORT}",
+        f"--tls-cert-file={p('apiserver.crt')}",
+        f"--tls-private-key-file={p('apiserver.key')}",
+        f"--client-ca-file={p('ca.crt')}",
+        f"--kubelet-client-certificate={p('apiserver-kubelet.crt')}",
+        f"--kubelet-client-key={p('apiserver-kubelet.key')}",
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--service-account-key-file={p('service-accounts.pub')}",
+        f"--service-account-signing-key-file={p('service-accounts.key')}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-cluster-ip-range={SERVICES}",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        "--allow-privileged=true",
+        "--profiling=false",
+        "--endpoint-reconciler-type=none",
+    ]
+    manager = [
+        f"{BIN}/kube-controller-manager",
+        f"--kubeconfig={home}/controller-manager.kubeconfig",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--service-account-private-key-file={p('service-accounts.key')}",
+        f"--root-ca-file={p('ca.crt')}",
+        "--use-service-account-credentials=true",
+        "--node-monitor-grace-period=20s",
+        "--profiling=false",
+    ]
+    scheduler = [
+        f"{BIN}/kube-scheduler",
+        f"--kubeconfig={home}/scheduler.kubeconfig",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        "--profiling=false",
+    ]
+    etcd = [
+        "etcd",
+        "--name=control",
+        f"--data-dir={home}/etcd",
+        "--listen-client-urls=http://127.0.0.1:2379",
+        "--advertise-client-urls=http://127.0.0.1:2379",
+        "--listen-peer-urls=http://127.0.0.1:2380",
+        "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+        "--initial-cluster=control=http://127.0.0.1:2380",
+    ]
+    script = [
+        "set -e",
+        "ip link set lo up",
+        f"mount -t tmpfs -o mode=0700 etcd {home}/etcd  # etcd's fsyncs go to memory: the cluster lives as long as the lab",
+        f"{shlex.join(etcd)} > {home}/etcd.log 2>&1 &",
+        f"{shlex.join(api)} > {home}/kube-apiserver.log 2>&1 &",
+        f"{shlex.join(manager)} > {home}/kube-controller-manager.log 2>&1 &",
+        f"{shlex.join(scheduler)} > {home}/kube-scheduler.log 2>&1 &",
+        "wait",
+    ]
     _write(os.path.join(home, "start.sh"), "\n".join(script) + "\n")
 
 
@@ -271,17 +351,33 @@ def _node_files(name: str, i: int, count: int, images: list[str]) -> None:
     kubeconfig["clusters"][0]["cluster"]["certificate-authority"] = f"{inside}/pki/ca.crt"
     _write(os.path.join(home, "kubelet.kubeconfig"), yaml.safe_dump(kubeconfig, sort_keys=False))
     kubelet = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
         "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
-        "address": node_ip(i), "port": 10250, "readOnlyPort": 0, "healthzPort": 0,
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False}, "x509": {"clientCAFile": f"{inside}/pki/ca.crt"}},
+        "address": node_ip(i),
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzPort": 0,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": f"{inside}/pki/ca.crt"},
+        },
         "authorization": {"mode": "AlwaysAllow"},  # only holders of a certificate from the cluster's CA reach it
-        "makeIPTablesUtilChains": False, "serializeImagePulls": False, "resolvConf": "",  # pods ask no DNS server of this machine
+        "makeIPTablesUtilChains": False,
+        "serializeImagePulls": False,
+        "resolvConf": "",  # pods ask no DNS server of this machine
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-        "nodeStatusUpdateFrequency": "4s", "syncFrequency": "10s", "fileCheckFrequency": "10s",
-        "podLogsDir": "/var/log/pods", "containerLogMaxFiles": 2,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "nodeStatusUpdateFrequency": "4s",
+        "syncFrequency": "10s",
+        "fileCheckFrequency": "10s",
+        "podLogsDir": "/var/log/pods",
+        "containerLogMaxFiles": 2,
     }
     _write(os.path.join(home, "kubelet.yaml"), yaml.safe_dump(kubelet, sort_keys=False))
     containerd = f"""version = 2
@@ -304,45 +400,84 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
     conf_dir = "{inside}/cni"
 """
     _write(os.path.join(home, "containerd.toml"), containerd)
-    cni = {"cniVersion": "0.4.0", "name": "nestlab-pods", "plugins": [
-        {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False, "hairpinMode": True,
-         "ipam": {"type": "host-local", "ranges": [[{"subnet": PODS.format(i)}]], "routes": [{"dst": "0.0.0.0/0"}],
-                  "dataDir": "/var/lib/cni/networks"}}]}
+    cni = {
+        "cniVersion": "0.4.0",
+        "name": "nestlab-pods",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": PODS.format(i)}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": "/var/lib/cni/networks",
+                },
+            }
+        ],
+    }
     _write(os.path.join(home, "cni", "10-nestlab.conflist"), json.dumps(cni, indent=1))
     for key, value in _KUBELET_SYSCTLS.items():
         _write(os.path.join(home, "sysctl", key), value + "\n")
     procs = [f"{point}/{names.cgroup_name(name)}" for point, _k, _o in _cgroup_mounts()]
-    join = ["set -e", f"for top in {' '.join(procs)}; do",
-            f'  mkdir -p "$top/{node}"',
-            '  for f in cpuset.cpus cpuset.mems; do if [ -f "$top/$f" ]; then',
-            '    [ -n "$(cat "$top/$f")" ] || cat "$top/../$f" > "$top/$f"; [ -n "$(cat "$top/' + node + '/$f")" ] || cat "$top/$f" > "$top/' + node + '/$f"; fi; done',
-            f'  echo $$ > "$top/{node}/cgroup.procs"', "done",
-            f"exec unshare --cgroup --mount --propagation private sh {home}/start.sh"]
+    join = [
+        "set -e",
+        f"for top in {' '.join(procs)}; do",
+        f'  mkdir -p "$top/{node}"',
+        '  for f in cpuset.cpus cpuset.mems; do if [ -f "$top/$f" ]; then',
+        '    [ -n "$(cat "$top/$f")" ] || cat "$top/../$f" > "$top/$f"; [ -n "$(cat "$top/'
+        + node
+        + '/$f")" ] || cat "$top/$f" > "$top/'
+        + node
+        + '/$f"; fi; done',
+        f'  echo $$ > "$top/{node}/cgroup.procs"',
+        "done",
+        f"exec unshare --cgroup --mount --propagation private sh {home}/start.sh",
+    ]
     _write(os.path.join(home, "join.sh"), "\n".join(join) + "\n")
-    mounts = [f"mkdir -p /sys/fs/cgroup{point.removeprefix('/sys/fs/cgroup')} && mount -t {kind} -o {opts or 'none'} {kind} {point}"
-              if kind == "cgroup" else f"mkdir -p {point} && mount -t cgroup2 cgroup2 {point}"
-              for point, kind, opts in _cgroup_mounts()]
+    mounts = [
+        f"mkdir -p /sys/fs/cgroup{point.removeprefix('/sys/fs/cgroup')} && mount -t {kind} -o {opts or 'none'} {kind} {point}"
+        if kind == "cgroup"
+        else f"mkdir -p {point} && mount -t cgroup2 cgroup2 {point}"
+        for point, kind, opts in _cgroup_mounts()
+    ]
     routes = [f"ip route add {PODS.format(j)} via {node_ip(j)}" for j in range(1, count + 1) if j != i]
-    start = ["set -e", "ip link set lo up", "echo 1 > /proc/sys/net/ipv4/ip_forward",
-             "mount -t sysfs sysfs /sys", "mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup", *mounts,
-             f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {inside} /var/lib/cni /var/lib/kubelet && mount --bind {home} {inside}",
-             "mount -t tmpfs -o mode=0755 node-run /run && mkdir -p /run/containerd /run/netns",
-             "mount -t tmpfs -o mode=0755 node-log /var/log",
-             *(f"mount --bind {inside}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
-             *routes,
-             f"containerd --config {inside}/containerd.toml > {inside}/containerd.log 2>&1 &",
-             "until [ -S /run/containerd/containerd.sock ]; do sleep 0.1; done",
-             *(f"ctr -n k8s.io images import {image} > /dev/null  # unpacked here, once, not when a lab's first pod starts" for image in images),
-             f"exec {BIN}/kubelet --config {inside}/kubelet.yaml --kubeconfig {inside}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
-             f"--hostname-override {node} --node-ip {node_ip(i)} > {inside}/kubelet.log 2>&1"]
+    start = [
+        "set -e",
+        "ip link set lo up",
+        "echo 1 > /proc/sys/net/ipv4/ip_forward",
+        "mount -t sysfs sysfs /sys",
+        "mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup",
+        *mounts,
+        f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {inside} /var/lib/cni /var/lib/kubelet && mount --bind {home} {inside}",
+        "mount -t tmpfs -o mode=0755 node-run /run && mkdir -p /run/containerd /run/netns",
+        "mount -t tmpfs -o mode=0755 node-log /var/log",
+        *(f"mount --bind {inside}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
+        *routes,
+        f"containerd --config {inside}/containerd.toml > {inside}/containerd.log 2>&1 &",
+        "until [ -S /run/containerd/containerd.sock ]; do sleep 0.1; done",
+        *(
+            f"ctr -n k8s.io images import {image} > /dev/null  # unpacked here, once, not when a lab's first pod starts"
+            for image in images
+        ),
+        f"exec {BIN}/kubelet --config {inside}/kubelet.yaml --kubeconfig {inside}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
+        f"--hostname-override {node} --node-ip {node_ip(i)} > {inside}/kubelet.log 2>&1",
+    ]
     _write(os.path.join(home, "start.sh"), "\n".join(start) + "\n")
 
 
 def _topology(name: str, count: int) -> str:
     prefix = UNDERLAY.prefixlen
-    nodes: dict = {"underlay": {"kind": "bridge"},
-                   "control": {"cmd": f"exec unshare --mount --propagation private sh {names.node_dir(name, 'control')}/start.sh",
-                               "healthcheck": {"test": ["CMD-SHELL", f"ss -ltn | grep -q ':{API_PORT} '"], "interval": 0.2, "retries": 600}}}
+    nodes: dict = {
+        "underlay": {"kind": "bridge"},
+        "control": {
+            "cmd": f"exec unshare --mount --propagation private sh {names.node_dir(name, 'control')}/start.sh",
+            "healthcheck": {"test": ["CMD-SHELL", f"ss -ltn | grep -q ':{API_PORT} '"], "interval": 0.2, "retries": 600},
+        },
+    }
     links = [{"endpoints": ["control:eth0", "underlay:control"], "ipv4": [f"{_address(1)}/{prefix}", None]}]
     for i in range(1, count + 1):
         nodes[f"node{i}"] = {"cmd": f"exec sh {names.node_dir(name, f'node{i}')}/join.sh"}
@@ -369,11 +504,15 @@ def _wait_ready(kubeconfig: str, count: int, deadline: float, name: str, log: Ca
 
     api = Cluster(kubeconfig, timeout=max(5.0, deadline - time.monotonic()))
     log(f"waiting for {count} nodes to be Ready")
-    api.wait_nodes_ready([f"node{i}" for i in range(1, count + 1)], deadline,
-                         why=lambda node: _last_lines(os.path.join(names.node_dir(name, node), "kubelet.log")))
+    api.wait_nodes_ready(
+        [f"node{i}" for i in range(1, count + 1)],
+        deadline,
+        why=lambda node: _last_lines(os.path.join(names.node_dir(name, node), "kubelet.log")),
+    )
     log("waiting for the controller manager (the default service account, which every pod needs)")
-    api.wait_service_account("default", deadline,
-                             why=lambda: _last_lines(os.path.join(names.node_dir(name, "control"), "kube-controller-manager.log")))
+    api.wait_service_account(
+        "default", deadline, why=lambda: _last_lines(os.path.join(names.node_dir(name, "control"), "kube-controller-manager.log"))
+    )
 
 
 def _last_lines(path: str, count: int = 3) -> str:

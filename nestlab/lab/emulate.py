@@ -20,8 +20,8 @@ import yaml
 
 from .. import names
 from ..backends import cgroups, netlink
-from ..errors import LabError
 from ..backends.ssh import CONTROL_DIR
+from ..errors import LabError
 from . import cleanup, multi, state
 from .lab import Lab
 
@@ -79,9 +79,15 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
         cleanup.remove_lab(name)
         raise
     spec = {
-        "servers": {server: {"address": str(hosts[i]), "key": os.path.join(client, "id_ed25519"), "nestlab": _nestlab_here(),
-                             "ssh_options": [f"UserKnownHostsFile={os.path.join(client, 'known_hosts')}", "StrictHostKeyChecking=yes"]}
-                    for i, server in enumerate(servers)},
+        "servers": {
+            server: {
+                "address": str(hosts[i]),
+                "key": os.path.join(client, "id_ed25519"),
+                "nestlab": _nestlab_here(),
+                "ssh_options": [f"UserKnownHostsFile={os.path.join(client, 'known_hosts')}", "StrictHostKeyChecking=yes"],
+            }
+            for i, server in enumerate(servers)
+        },
     }
     text = f"# {count} emulated servers on this machine (nestlab servers emulate); remove with: nestlab servers emulate --destroy --name {name}\n"
     text += yaml.safe_dump(spec, sort_keys=False)
@@ -94,11 +100,14 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
 def destroy(name: str = "servers") -> int:
     """Clean every lab inside each emulated server (entered directly, not over SSH), then remove them."""
     current = state.read(name)
-    for server in (current.plan.nodes if current else {}):
+    for server in current.plan.nodes if current else {}:
         pid = _sshd_pid(name, server)
         if pid:
-            subprocess.run(["nsenter", "-t", str(pid), "-m", "-n", *shlex.split(_nestlab_here()), "cleanup", "--all"],
-                           capture_output=True, timeout=300)
+            subprocess.run(
+                ["nsenter", "-t", str(pid), "-m", "-n", *shlex.split(_nestlab_here()), "cleanup", "--all"],
+                capture_output=True,
+                timeout=300,
+            )
     if os.path.exists(inventory_path(name)):  # this machine's master connections to them
         with open(inventory_path(name)) as fh:
             for remote in multi.remotes(yaml.safe_load(fh)["servers"], "/").values():
@@ -109,7 +118,6 @@ def destroy(name: str = "servers") -> int:
     except OSError:
         pass
     return removed
-
 
 
 def _keygen(path: str) -> str:
@@ -128,15 +136,19 @@ def _server_files(lab: str, server: str) -> str:
     shutil.copy(os.path.join(names.lab_dir(lab), "client", "id_ed25519.pub"), os.path.join(etc, "authorized_keys"))
     with open(os.path.join(etc, "sshd_config"), "w") as fh:
         fh.write(_SSHD_CONFIG)
-    binds = "".join(f'mkdir -p "{d}/{names.cgroup_name(lab)}/srv-{server}" && mount --bind "{d}/{names.cgroup_name(lab)}/srv-{server}" "{d}"\n'
-                    for d in cgroups.hierarchies())
+    binds = "".join(
+        f'mkdir -p "{d}/{names.cgroup_name(lab)}/srv-{server}" && mount --bind "{d}/{names.cgroup_name(lab)}/srv-{server}" "{d}"\n'
+        for d in cgroups.hierarchies()
+    )
     with open(os.path.join(home, "start.sh"), "w") as fh:
-        fh.write("set -e\n"
-                 f"mount --bind {etc} /etc/ssh\n"
-                 f"mount --bind {os.path.join(home, 'run')} {names.STATE_ROOT}\n"
-                 f"mount -t tmpfs -o mode=0755 nestlab-netns {names.NETNS_DIR}\n"
-                 f"{binds}mkdir -p /run/sshd\n"
-                 f"exec {SSHD} -D -e\n")
+        fh.write(
+            "set -e\n"
+            f"mount --bind {etc} /etc/ssh\n"
+            f"mount --bind {os.path.join(home, 'run')} {names.STATE_ROOT}\n"
+            f"mount -t tmpfs -o mode=0755 nestlab-netns {names.NETNS_DIR}\n"
+            f"{binds}mkdir -p /run/sshd\n"
+            f"exec {SSHD} -D -e\n"
+        )
     return " ".join(host_key.split()[:2]) + "\n"
 
 
@@ -145,8 +157,10 @@ def _topology(name: str, servers: list[str], hosts: list, prefix: int) -> str:
     links = []
     for i, server in enumerate(servers):
         script = os.path.join(names.node_dir(name, server), "start.sh")
-        nodes[server] = {"cmd": f"exec unshare -m --propagation private sh {script}",
-                         "healthcheck": {"test": ["CMD-SHELL", "ss -ltn | grep -q ':22 '"], "interval": 0.1, "retries": 300}}
+        nodes[server] = {
+            "cmd": f"exec unshare -m --propagation private sh {script}",
+            "healthcheck": {"test": ["CMD-SHELL", "ss -ltn | grep -q ':22 '"], "interval": 0.1, "retries": 300},
+        }
         links.append({"endpoints": [f"{server}:eth0", f"underlay:{server}"], "ipv4": [f"{hosts[i]}/{prefix}", None]})
     links.append({"endpoints": ["underlay:ctl"], "mode": "host", "host_interface": _controller_if(name)})
     return yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}}, sort_keys=False)

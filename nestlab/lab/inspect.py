@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from .. import names
-from ..backends import cgroups, mptcp, namespaces, ovs, rtdump
+from .. import kinds, names
+from ..backends import cgroups, mptcp, namespaces, rtdump
+from ..registry import KINDS
 from . import k8s, multi
 from .lab import Lab
 
@@ -23,26 +24,46 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
         report["nodes"] = [n for n in report["nodes"] if only is None or n["name"] in only]
         return report
     plan = lab.plan
-    modes = {(end.node, end.iface): "wire" if plan.nodes[end.node].kind == "machine" or plan.nodes[other.node].kind == "machine" else link.mode for link in plan.links.values() for end, other in ((link.a, link.b), (link.b, link.a))}
-    modes.update({(a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")]) for a in plan.attachments.values()})
+    modes = {
+        (end.node, end.iface): "wire"
+        if KINDS.get(plan.nodes[end.node].kind).machine or KINDS.get(plan.nodes[other.node].kind).machine
+        else link.mode
+        for link in plan.links.values()
+        for end, other in ((link.a, link.b), (link.b, link.a))
+    }
+    modes.update(
+        {
+            (a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")])
+            for a in plan.attachments.values()
+        }
+    )
     nodes = []
     components: dict[str, list[str]] = {}
     for name, o in plan.nodes.items():
         if o.parent:
             components.setdefault(o.parent, []).append(name)
     tree = cgroups.Tree(lab.name) if any(o.cgroup for o in plan.nodes.values()) else None
-    chosen = sorted((o for o in plan.nodes.values() if only is None or o.name in only), key=lambda o: o.kind != "machine")
+    chosen = sorted(
+        (o for o in plan.nodes.values() if only is None or o.name in only), key=lambda o: not KINDS.get(o.kind).machine
+    )
     paths = {o.name: names.netns_path(lab.name, o.name) for o in chosen}
     running = [name for name, path in paths.items() if os.path.exists(path)]
     found = {name: _interfaces(paths[name]) for name in running}  # (threads were measured: no faster)
     for obj in chosen:
         path = paths[obj.name]
-        entry = {"name": obj.name, "kind": obj.kind, "host": obj.host, "shares_host_stack": bool(obj.shares), "namespace": names.netns_name(lab.name, obj.name), "state": "missing", "interfaces": []}
+        entry = {
+            "name": obj.name,
+            "kind": obj.kind,
+            "host": obj.host,
+            "shares_host_stack": bool(obj.shares),
+            "namespace": names.netns_name(lab.name, obj.name),
+            "state": "missing",
+            "interfaces": [],
+        }
         if obj.name in found:
             entry["state"] = "running"
             entry["interfaces"] = [{**i, "mode": modes.get((obj.name, i["name"]))} for i in found[obj.name]]
-            if obj.kind == "ovs":
-                entry["ovs"] = ovs.Switch(lab.name, obj.name).info()
+            entry.update(kinds.of(obj).inspect(lab.name, obj))
             if obj.mptcp:
                 entry["mptcp"] = mptcp.subflows(path)
             if tree and obj.cgroup:

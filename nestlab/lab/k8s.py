@@ -37,8 +37,16 @@ LABEL = "nestlab.io/lab"
 SHARE = "nestlab.io/share"
 RECORD = "k8s.json"
 RUN = "/run/nestlab-k8s"  # inside a pod: peers.env, deploy.log, rc
-_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerError",
-            "CreateContainerConfigError", "RunContainerError", "CrashLoopBackOff"}
+_WAITING = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerError",
+    "CreateContainerConfigError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+}
 
 
 def _dns_label(lab_name: str) -> str:
@@ -83,13 +91,27 @@ def render(lab, count: int, image: str, namespace: str = "default", nodes: set[s
         _ship_binds(parts.shares[share].topology, files, layout)
     data = {f"{s}.yml": yaml.safe_dump(parts.shares[s].topology, sort_keys=False) for s in shares} | files
     if sum(len(v) for v in data.values()) > _CONFIGMAP_BYTES:
-        raise LabError(f"the shares and the files they bind come to more than {_CONFIGMAP_BYTES // 1024} KiB, "
-                       "which a ConfigMap cannot hold: bind fewer or smaller files")
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{name}-shares", "namespace": namespace, "labels": labels},
-              "data": data}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace, "labels": labels},
-               "spec": {"clusterIP": "None", "selector": {LABEL: name}, "publishNotReadyAddresses": True,
-                        "ports": [{"name": "vxlan", "port": lab.topology.stitch.port, "protocol": "UDP"}]}}
+        raise LabError(
+            f"the shares and the files they bind come to more than {_CONFIGMAP_BYTES // 1024} KiB, "
+            "which a ConfigMap cannot hold: bind fewer or smaller files"
+        )
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-shares", "namespace": namespace, "labels": labels},
+        "data": data,
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {LABEL: name},
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "vxlan", "port": lab.topology.stitch.port, "protocol": "UDP"}],
+        },
+    }
     items = [{"key": f"{s}.yml", "path": f"{s}.yml"} for s in shares] + [{"key": k, "path": v} for k, v in sorted(layout.items())]
     pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned, items) for s in shares]
     return [config, service, *pods], parts
@@ -125,36 +147,66 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
             spec["binds"] = binds
 
 
-def _pod(lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict, pinned: bool,
-         items: list[dict]) -> dict:
-    resolve = " && ".join(f'{_peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${_peer_var(s)}" ]' for s in shares)
-    script = (f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
-              f"until [ -s {RUN}/peers.env ]; do  # written by nestlab k8s deploy, or found in the cluster's DNS\n"
-              f"  if {resolve}; then {{ {'; '.join(f'echo {_peer_var(s)}=${_peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
-              f"  sleep 0.2\ndone\n"
-              f"set -a; . {RUN}/peers.env; set +a\n"
-              f"nestlab deploy -t /etc/nestlab/{share}.yml > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
-              f"cat {RUN}/deploy.log\nsleep infinity & wait\n")
+def _pod(
+    lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict, pinned: bool, items: list[dict]
+) -> dict:
+    resolve = " && ".join(
+        f'{_peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${_peer_var(s)}" ]' for s in shares
+    )
+    script = (
+        f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
+        f"until [ -s {RUN}/peers.env ]; do  # written by nestlab k8s deploy, or found in the cluster's DNS\n"
+        f"  if {resolve}; then {{ {'; '.join(f'echo {_peer_var(s)}=${_peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
+        f"  sleep 0.2\ndone\n"
+        f"set -a; . {RUN}/peers.env; set +a\n"
+        f"nestlab deploy -t /etc/nestlab/{share}.yml > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
+        f"cat {RUN}/deploy.log\nsleep infinity & wait\n"
+    )
     spec: dict = {
-        "hostname": share, "subdomain": name, "terminationGracePeriodSeconds": 30, "restartPolicy": "Never",
-        "enableServiceLinks": False, "automountServiceAccountToken": False,
-        "containers": [{
-            "name": "nestlab", "image": image, "command": ["sh", "-c", script],
-            "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
-            "securityContext": {"privileged": True},
-            "volumeMounts": [{"name": "share", "mountPath": "/etc/nestlab", "readOnly": True}],
-            "readinessProbe": {"exec": {"command": ["sh", "-c", f"exit $(cat {RUN}/rc)"]}, "periodSeconds": 2},
-            "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", f"[ ! -e {RUN}/rc ] || nestlab destroy --lab {lab}"]}}},
-        }],
+        "hostname": share,
+        "subdomain": name,
+        "terminationGracePeriodSeconds": 30,
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "nestlab",
+                "image": image,
+                "command": ["sh", "-c", script],
+                "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
+                "securityContext": {"privileged": True},
+                "volumeMounts": [{"name": "share", "mountPath": "/etc/nestlab", "readOnly": True}],
+                "readinessProbe": {"exec": {"command": ["sh", "-c", f"exit $(cat {RUN}/rc)"]}, "periodSeconds": 2},
+                "lifecycle": {
+                    "preStop": {"exec": {"command": ["sh", "-c", f"[ ! -e {RUN}/rc ] || nestlab destroy --lab {lab}"]}}
+                },
+            }
+        ],
         "volumes": [{"name": "share", "configMap": {"name": f"{name}-shares", "items": items}}],
     }
     if pinned:
         spec["nodeSelector"] = {"kubernetes.io/hostname": share}
     else:  # spread the lab's pods over the nodes when it can
-        spec["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-            "weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {LABEL: name}}, "topologyKey": "kubernetes.io/hostname"}}]}}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{name}-{share}", "namespace": namespace, "labels": {**labels, SHARE: share}}, "spec": spec}
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {LABEL: name}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-{share}", "namespace": namespace, "labels": {**labels, SHARE: share}},
+        "spec": spec,
+    }
 
 
 # -- the record ----------------------------------------------------------------------------------
@@ -179,8 +231,15 @@ def _cluster(found: dict, timeout: float = 60):
 # -- deploy --------------------------------------------------------------------------------------
 
 
-def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, image: str | None = None, count: int | None = None,
-           timeout: float = 300, progress: Callable[[str], None] = lambda _m: None) -> Split:
+def deploy(
+    lab,
+    kubeconfig: str | None = None,
+    namespace: str | None = None,
+    image: str | None = None,
+    count: int | None = None,
+    timeout: float = 300,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> Split:
     """Create the lab's objects, give each pod its peers, wait until every share is deployed and every
     stitched link answers; all or nothing (a failure deletes every pod and names its cause)."""
     from ..backends.kube import Cluster, ClusterError
@@ -196,25 +255,36 @@ def deploy(lab, kubeconfig: str | None = None, namespace: str | None = None, ima
     pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
     for share in pinned:
         if share not in nodes:
-            pin_error(lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})")
+            pin_error(
+                lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})"
+            )
     if not ready:
         raise ClusterError(f"the cluster at {kube.server} has no Ready node")
     for share in pinned:
         if share not in ready:
-            raise ClusterError(f"node {share}, which nodes of the lab are pinned to, is not Ready or not schedulable "
-                               f"({nodes[share]['why'] or 'cordoned'})")
+            raise ClusterError(
+                f"node {share}, which nodes of the lab are pinned to, is not Ready or not schedulable "
+                f"({nodes[share]['why'] or 'cordoned'})"
+            )
     count = count or max(len(pinned), min(len(ready), len(lab.plan.nodes)))
     manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, set(nodes))
     pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
-    found = {"kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None, "namespace": kube.namespace, "pods": pods,
-             "placement": parts.placement.server_of, "status": "deploying"}
+    found = {
+        "kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None,
+        "namespace": kube.namespace,
+        "pods": pods,
+        "placement": parts.placement.server_of,
+        "status": "deploying",
+    }
     selector = f"{LABEL}={name}"
     with state.locked(lab.name):
         write_record(lab.name, found, RECORD)
         try:
             if kube.pods(selector):
-                raise ClusterError(f"pods of a lab {name} already run in namespace {kube.namespace}: "
-                                   f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {selector}` first")
+                raise ClusterError(
+                    f"pods of a lab {name} already run in namespace {kube.namespace}: "
+                    f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {selector}` first"
+                )
             progress(f"creating {len(pods)} pods in namespace {kube.namespace}")
             for manifest in manifests:
                 kube.create(manifest)
@@ -252,11 +322,13 @@ def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, pr
             pod = seen.get(share)
             if pod is None:
                 raise ClusterError(f"pod {pod_name} was deleted while the lab was deploying")
-            if (why := _cannot_run(pod)):
+            if why := _cannot_run(pod):
                 raise ClusterError(f"pod {pod_name}: {why}")
             if pod.spec.node_name and not nodes.get(pod.spec.node_name, {}).get("ready"):
-                raise ClusterError(f"pod {pod_name}: its node {pod.spec.node_name} is not Ready "
-                                   f"({nodes.get(pod.spec.node_name, {}).get('why') or 'gone'})")
+                raise ClusterError(
+                    f"pod {pod_name}: its node {pod.spec.node_name} is not Ready "
+                    f"({nodes.get(pod.spec.node_name, {}).get('why') or 'gone'})"
+                )
             if pod.status.phase == "Running" and pod.status.pod_ip:
                 addresses[share] = pod.status.pod_ip
             else:
@@ -295,6 +367,7 @@ def _pending_reason(pod) -> str:
 
 def _each(pods: dict[str, str], work: Callable[[str, str], object]) -> dict[str, object]:
     """``work(share, pod)`` for every share at once; per share its result or the exception it raised."""
+
     def guarded(item):
         try:
             return work(*item)
@@ -309,10 +382,14 @@ def _deploy_shares(kube, pods: dict[str, str], addresses: dict[str, str], deadli
     from ..backends.kube import ClusterError
 
     peers = "".join(f"{_peer_var(s)}={ip}\n" for s, ip in sorted(addresses.items()))
-    script = (f'printf %s "$1" > {RUN}/peers.tmp && mv {RUN}/peers.tmp {RUN}/peers.env\n'
-              f"while [ ! -e {RUN}/rc ]; do sleep 0.1; done\n"
-              f"cat {RUN}/deploy.log >&2; exit $(cat {RUN}/rc)")
-    answers = _each(pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", peers], max(5.0, deadline - time.monotonic())))
+    script = (
+        f'printf %s "$1" > {RUN}/peers.tmp && mv {RUN}/peers.tmp {RUN}/peers.env\n'
+        f"while [ ! -e {RUN}/rc ]; do sleep 0.1; done\n"
+        f"cat {RUN}/deploy.log >&2; exit $(cat {RUN}/rc)"
+    )
+    answers = _each(
+        pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", peers], max(5.0, deadline - time.monotonic()))
+    )
     failed = {}
     for share, answer in answers.items():
         if isinstance(answer, BaseException):
@@ -349,8 +426,14 @@ def _check_stitches(kube, lab, parts: Split, pods: dict[str, str], addresses: di
     def run(share: str, pod: str):
         lines = []
         for node, ip, what in probes[share]:
-            ping = f"ping -c1 -W0.5 {ip}" if not node else f"nestlab exec --lab {shlex.quote(lab.name)} {shlex.quote(node)} -- ping -c1 -W0.5 {ip}"
-            lines.append(f"i=0; until {ping} >/dev/null 2>&1; do i=$((i+1)); [ $i -lt {tries} ] || {{ echo {shlex.quote(what)}; break; }}; done")
+            ping = (
+                f"ping -c1 -W0.5 {ip}"
+                if not node
+                else f"nestlab exec --lab {shlex.quote(lab.name)} {shlex.quote(node)} -- ping -c1 -W0.5 {ip}"
+            )
+            lines.append(
+                f"i=0; until {ping} >/dev/null 2>&1; do i=$((i+1)); [ $i -lt {tries} ] || {{ echo {shlex.quote(what)}; break; }}; done"
+            )
         if not lines:
             return 0, "", ""
         return kube.exec(pod, ["sh", "-c", "\n".join(lines)], max(5.0, deadline - time.monotonic()))
@@ -410,14 +493,31 @@ class PodRemote:
     def popen(self, args, tty: bool = False, **kwargs) -> subprocess.Popen:
         """A local process that stands for ``args`` in the pod (its output and exit code are the command's)."""
         if tty:
-            raise LabError(f"an interactive shell on a lab on Kubernetes: kubectl exec -it -n {self.found['namespace']} {self.name} -- "
-                           + shlex.join(args))
-        relay = [sys.executable, "-m", "nestlab.lab.k8s_exec", self.found.get("kubeconfig") or "", self.found["namespace"], self.name, "--", *args]
+            raise LabError(
+                f"an interactive shell on a lab on Kubernetes: kubectl exec -it -n {self.found['namespace']} {self.name} -- "
+                + shlex.join(args)
+            )
+        relay = [
+            sys.executable,
+            "-m",
+            "nestlab.lab.k8s_exec",
+            self.found.get("kubeconfig") or "",
+            self.found["namespace"],
+            self.name,
+            "--",
+            *args,
+        ]
         return subprocess.Popen(relay, **kwargs)
 
     def run(self, args, stdin: str | None = None, timeout: float = 600, tty: bool = False) -> subprocess.CompletedProcess:
-        proc = self.popen(args, tty, stdin=subprocess.PIPE if stdin else None, stdout=None if tty else subprocess.PIPE,
-                          stderr=None if tty else subprocess.PIPE, text=True)
+        proc = self.popen(
+            args,
+            tty,
+            stdin=subprocess.PIPE if stdin else None,
+            stdout=None if tty else subprocess.PIPE,
+            stderr=None if tty else subprocess.PIPE,
+            text=True,
+        )
         out, err = proc.communicate(stdin, timeout=timeout)
         return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
@@ -433,8 +533,9 @@ def remote_for(lab: str, node: str) -> PodRemote | None:
     return PodRemote(found, found["pods"][holder(found, lab, node)])
 
 
-def relay(lab: str, commands: dict[str, list[str]], out, count: int | None = None, by_line: bool = True,
-          duration: float | None = None) -> int:
+def relay(
+    lab: str, commands: dict[str, list[str]], out, count: int | None = None, by_line: bool = True, duration: float | None = None
+) -> int:
     """Run ``nestlab ARGS`` in several pods of a lab on a cluster (``commands``: pod -> ARGS), their output
     merged into ``out`` as it comes, whole lines at a time (at most ``count``, for at most ``duration``
     seconds), or as it arrives with ``by_line`` false (binary output of one pod); returns the worst exit

@@ -18,11 +18,13 @@ def main(argv: list[str]) -> int:
         def write(data: bytes) -> None:
             stream.write(data)
             stream.flush()
+
         return write
 
     try:
-        code, _out, _err = Cluster(kubeconfig or None, namespace).exec(pod, command, timeout=24 * 3600, binary=True,
-                                                                        on_out=to(sys.stdout.buffer), on_err=to(sys.stderr.buffer))
+        code, _out, _err = Cluster(kubeconfig or None, namespace).exec(
+            pod, command, timeout=24 * 3600, binary=True, on_out=to(sys.stdout.buffer), on_err=to(sys.stderr.buffer)
+        )
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 255

@@ -26,7 +26,15 @@ from ..errors import LabError
 CACHE = "/var/cache/nestlab/k8s"
 SUITE = "bookworm"  # Python 3.11, as nestlab needs, and the dependencies' cp311 wheels
 MIRROR = os.environ.get("NESTLAB_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-PACKAGES = ["python3", "iproute2", "iputils-ping", "iperf3", "procps", "libpcap0.8", "frr"]  # libpcap: capture filters; frr: kind: frr
+PACKAGES = [
+    "python3",
+    "iproute2",
+    "iputils-ping",
+    "iperf3",
+    "procps",
+    "libpcap0.8",
+    "frr",
+]  # libpcap: capture filters; frr: kind: frr
 NOT_IN_IMAGE = {"matplotlib"}
 NESTLAB_REF = f"localhost/nestlab:{__version__}"
 PAUSE_REF = "localhost/pause:nestlab"
@@ -69,8 +77,11 @@ def _base(log: Callable[[str], None]) -> oci.Layer:
     def fill(root: str) -> None:
         if not shutil.which("debootstrap"):
             raise LabError("the image's base is made with debootstrap: install the Debian package debootstrap (make k8s does)")
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, root, MIRROR],
-             f"debootstrap {SUITE} ({', '.join(PACKAGES)}) from {MIRROR}, once", log)
+        _run(
+            ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, root, MIRROR],
+            f"debootstrap {SUITE} ({', '.join(PACKAGES)}) from {MIRROR}, once",
+            log,
+        )
         shutil.rmtree(os.path.join(root, "var/cache/apt/archives"), ignore_errors=True)
         os.makedirs(os.path.join(root, "var/cache/apt/archives/partial"))
 
@@ -91,8 +102,11 @@ def _deps(log: Callable[[str], None]) -> oci.Layer:
 
     def fill(root: str) -> None:
         target = os.path.join(root, "usr/local/lib/python3.11/dist-packages")
-        _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", target, *wanted],
-             f"pip install {' '.join(wanted)} into the image, once", log)
+        _run(
+            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--target", target, *wanted],
+            f"pip install {' '.join(wanted)} into the image, once",
+            log,
+        )
         shutil.rmtree(os.path.join(target, "bin"), ignore_errors=True)  # scripts naming this machine's Python
 
     return _cached_layer("deps", _key(sys.version.split()[0], *wanted), fill)

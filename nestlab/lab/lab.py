@@ -22,20 +22,20 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-
 from typing import TYPE_CHECKING
 
 from .. import names
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..plan.objects import Plan
+from ..registry import KINDS
 from . import cleanup, multi, state
 from .node import Node
 
 # Checking, planning and applying are imported when first used: a command on a running lab
 # (exec, inspect, destroy) reads the recorded plan and never needs the schema (pydantic).
 if TYPE_CHECKING:
-    from ..backends.apply import Progress
+    from ..apply.applier import Progress
     from ..model.load import Loaded
     from ..model.schema import Topology
     from ..plan.diff import Changes
@@ -59,7 +59,9 @@ class Lab:
 
     # -- building ---------------------------------------------------------------
     @classmethod
-    def from_file(cls, path: str | os.PathLike, vars_files: Sequence[str | os.PathLike] = (), servers: str | os.PathLike | None = None) -> Lab:
+    def from_file(
+        cls, path: str | os.PathLike, vars_files: Sequence[str | os.PathLike] = (), servers: str | os.PathLike | None = None
+    ) -> Lab:
         """Load and check a topology file; errors name file, line and column.  A Go-template topology
         (containerlab's) is rendered with ``vars_files``, or the ``NAME_vars.yml`` beside it.  ``servers``:
         an inventory file whose ``servers:`` (and ``stitch:``) replace the file's (docs/servers.md)."""
@@ -133,7 +135,9 @@ class Lab:
             except TopologyError as exc:  # planning knows what is wrong; the file knows where
                 if self._located is None:
                     raise
-                raise TopologyError(exc.source, [p if p.line is not None else self._located.problem(p.path, p.message) for p in exc.problems]) from None
+                raise TopologyError(
+                    exc.source, [p if p.line is not None else self._located.problem(p.path, p.message) for p in exc.problems]
+                ) from None
         return self._plan
 
     @property
@@ -144,13 +148,13 @@ class Lab:
     def nodes(self) -> dict[str, Node]:
         """Every node by name, components included (``"drone1/gnab"``)."""
         if self._topology is None and self._plan is not None:  # a running lab: its recorded plan knows them
-            return {name: Node(self, name) for name, obj in self._plan.nodes.items() if obj.kind != "machine"}
+            return {name: Node(self, name) for name, obj in self._plan.nodes.items() if not KINDS.get(obj.kind).machine}
         return {name: Node(self, name) for name in self.topology.topology.nodes}
 
     @property
     def hosts(self) -> dict[str, Node]:
         """The emulated hosts (``hosts:``, or the implicit ``local`` when something needs it)."""
-        return {name: Node(self, name) for name, obj in self.plan.nodes.items() if obj.kind == "machine"}
+        return {name: Node(self, name) for name, obj in self.plan.nodes.items() if KINDS.get(obj.kind).machine}
 
     def add_node(self, name: str, kind: str = "linux", **spec) -> Node:
         """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
@@ -215,14 +219,16 @@ class Lab:
 
         Deploying an already running, identical lab changes nothing.
         """
-        from ..backends.apply import Applier
+        from ..apply.applier import Applier
         from ..backends.netlink import NetlinkError
         from ..plan.diff import diff
 
         if self.topology.servers:  # split across servers: each deploys its share (lab/multi.py)
             return multi.deploy(self, progress)
         if pinned := sorted(n for n, spec in self.topology.topology.nodes.items() if spec.server):
-            raise LabError(f"{', '.join(pinned[:5])} name a server: but the lab has no servers: give them in the file or with --servers FILE")
+            raise LabError(
+                f"{', '.join(pinned[:5])} name a server: but the lab has no servers: give them in the file or with --servers FILE"
+            )
 
         with state.locked(self.name):
             current = state.read(self.name)
@@ -264,13 +270,15 @@ class Lab:
                 else:
                     self._record("running", _without(have, changes))
                 if isinstance(exc, NetlinkError):
-                    raise LabError(f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno, '')}; "
-                                   f"{'nothing was left behind' if current is None else 'the lab is as it was'}") from exc
+                    raise LabError(
+                        f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno, '')}; "
+                        f"{'nothing was left behind' if current is None else 'the lab is as it was'}"
+                    ) from exc
                 raise
             commit()
         from . import startup
 
-        startup.run(self, [node.name for node in changes.add_nodes if node.kind != "machine"], on_exec)
+        startup.run(self, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
         return changes
 
     def _state(self, status: str, plan: Plan) -> state.LabState:
@@ -319,14 +327,20 @@ class Lab:
         return bool(current and current.status == "running")
 
 
-_HINTS = {errno.EXFULL: " (a Linux bridge takes at most 1024 ports: split it, e.g. a bridge per group of nodes joined to a core bridge)"}
+_HINTS = {
+    errno.EXFULL: " (a Linux bridge takes at most 1024 ports: split it, e.g. a bridge per group of nodes joined to a core bridge)"
+}
 
 
 def _retune(lab: str, plan: Plan, have: Plan) -> bool:
     """Write changed cgroup limits of running nodes in place (limits never recreate a node)."""
     from ..backends import cgroups
 
-    changed = [(n, have.nodes[n.name]) for n in plan.nodes.values() if n.cgroup and n.name in have.nodes and have.nodes[n.name].resources != n.resources]
+    changed = [
+        (n, have.nodes[n.name])
+        for n in plan.nodes.values()
+        if n.cgroup and n.name in have.nodes and have.nodes[n.name].resources != n.resources
+    ]
     for new, old in changed:
         lifted = {k: "none" for k in dict(old.resources) if k not in dict(new.resources)}
         cgroups.Tree(lab).set(new.name, {**lifted, **dict(new.resources)})
@@ -335,17 +349,21 @@ def _retune(lab: str, plan: Plan, have: Plan) -> bool:
 
 def _check_needs(changes: Changes) -> None:
     """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
-    from .. import links
+    from .. import kinds
     from ..backends import probe, shaping
+    from ..registry import LINK_MODES
 
-    needs = {feature for x in changes.add_links + changes.add_attachments for feature in links.get(x.mode).needs(x)}
+    needs = {feature for x in changes.add_links + changes.add_attachments for feature in LINK_MODES.get(x.mode).needs(x)}
     shaped = [dict(x.shape_a + x.shape_b) for x in changes.add_links + changes.reshape]
     needs |= {"htb" for shape in shaped if shape}
     needs |= {"netem" for shape in shaped if set(shape) & set(shaping.NETEM_KEYS)}
     nat = any(br.nat or br.netfilter for n in changes.add_nodes for br in n.bridges)
-    switches = [n for n in changes.add_nodes if n.kind == "ovs"]
-    if needs or nat or switches:
-        probe.check_needs(needs, nat, any(n.datapath == "kernel" for n in switches), bool(switches))
+    by_kind: dict[str, list] = {}
+    for node in changes.add_nodes:
+        by_kind.setdefault(kinds.of(node).name, []).append(node)
+    others = [problem for name, nodes in by_kind.items() for problem in kinds.of(nodes[0]).missing(nodes)]
+    if needs or nat or others:
+        probe.check_needs(needs, nat, others)
 
 
 def _existing(lab: str, plan: Plan) -> Plan:

@@ -76,9 +76,13 @@ class LinkHandle:
         wrong = shape_keys.problems({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
         if wrong:
             raise TopologyError("<link set>", [Problem((key,), message) for key, message in wrong])
-        if {k for k, v in params.items() if v != CLEAR} & set(shaping.NETEM_KEYS) and (missing := _probe().missing_for({"netem"})):
+        if {k for k, v in params.items() if v != CLEAR} & set(shaping.NETEM_KEYS) and (
+            missing := _probe().missing_for({"netem"})
+        ):
             raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
-        sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[direction]
+        sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[
+            direction
+        ]
         shape = {"a": dict(self.obj.shape_a), "b": dict(self.obj.shape_b)}
         for side in sides:
             for key, value in params.items():
@@ -95,7 +99,10 @@ class LinkHandle:
         )
         ends = [
             (names.netns_path(self.lab.name, end.node), end.iface, dict(new) if new != old else None)
-            for end, old, new in ((self.obj.a, self.obj.shape_a, updated.shape_a), (self.obj.b, self.obj.shape_b, updated.shape_b))
+            for end, old, new in (
+                (self.obj.a, self.obj.shape_a, updated.shape_a),
+                (self.obj.b, self.obj.shape_b, updated.shape_b),
+            )
         ]
         what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": int(mtu)} if mtu is not None else {})}
 
@@ -122,9 +129,9 @@ class LinkHandle:
         """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
         started = time.perf_counter()
         with self._shaping() as shaper:
-            from .. import links  # the link modes: only a removal needs them
+            from ..registry import LINK_MODES  # the link modes: only a removal needs them
 
-            for end in links.get(self.obj.mode).devices(self.obj):
+            for end in LINK_MODES.get(self.obj.mode).devices(self.obj):
                 shaper.delete(names.netns_path(self.lab.name, end.node), end.iface)
             for end in (self.obj.a, self.obj.b):
                 shaper.forget(names.netns_path(self.lab.name, end.node), end.iface)
@@ -135,7 +142,7 @@ class LinkHandle:
 
     def restore(self, scheduled: float | None = None) -> float:
         """Create the removed link again, as planned (addresses, shaping, state)."""
-        from ..backends.apply import Applier
+        from ..apply.applier import Applier
         from ..plan.diff import Changes
 
         started = time.perf_counter()
@@ -150,7 +157,9 @@ class LinkHandle:
     def show(self) -> dict:
         """Planned shapes and what the kernel has in force, per direction."""
         with self._shaping() as shaper:
-            kernel = {end.ref: shaper.show(names.netns_path(self.lab.name, end.node), end.iface) for end in (self.obj.a, self.obj.b)}
+            kernel = {
+                end.ref: shaper.show(names.netns_path(self.lab.name, end.node), end.iface) for end in (self.obj.a, self.obj.b)
+            }
         return {
             "link": self.obj.key,
             "state": self.obj.state or "up",

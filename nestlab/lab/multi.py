@@ -46,11 +46,15 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
     servers = servers or topo.servers
     pins = {name: spec.server for name, spec in topo.topology.nodes.items() if spec.server}
     if not servers and pins:
-        pin_error(lab, next(iter(pins.values())), "is named here, but this lab has no servers: add servers: to the file or pass "
-                  "--servers FILE (on Kubernetes, nestlab k8s deploy takes it as a node's name)")
+        pin_error(
+            lab,
+            next(iter(pins.values())),
+            "is named here, but this lab has no servers: add servers: to the file or pass "
+            "--servers FILE (on Kubernetes, nestlab k8s deploy takes it as a node's name)",
+        )
     if not servers:
         raise LabError("this lab names no servers: add servers: to the file or pass --servers FILE")
-    for node, server in pins.items():
+    for server in pins.values():
         if server not in servers:
             pin_error(lab, server, f"is not one of the servers {', '.join(sorted(servers))}")
     placed = place(lab.plan, {name: spec.weight for name, spec in servers.items()}, pins)
@@ -60,7 +64,9 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
             try:
                 underlay[name] = str(ipaddress.IPv4Address(spec.underlay or spec.address))
             except ValueError:
-                raise LabError(f"server {name}: address {spec.address} is not an IPv4 address; give underlay: IP for its VXLAN tunnels") from None
+                raise LabError(
+                    f"server {name}: address {spec.address} is not an IPv4 address; give underlay: IP for its VXLAN tunnels"
+                ) from None
     raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
     parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu)
     return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
@@ -89,8 +95,15 @@ def remotes(servers: dict, base: str) -> dict[str, Remote]:
     out = {}
     for name, spec in servers.items():
         spec = ServerSpec.model_validate(spec) if isinstance(spec, dict) else spec
-        out[name] = Remote(name, spec.address, spec.user, spec.port, os.path.join(base, spec.key) if spec.key else None,
-                           spec.ssh_options, spec.nestlab)
+        out[name] = Remote(
+            name,
+            spec.address,
+            spec.user,
+            spec.port,
+            os.path.join(base, spec.key) if spec.key else None,
+            spec.ssh_options,
+            spec.nestlab,
+        )
     return out
 
 
@@ -101,8 +114,16 @@ class Starting:
     def __init__(self, servers: dict, base: str):
         self.servers = servers
         self.conns = remotes(servers, base)
-        self.procs = {name: r.popen(r.nestlab_cmd("deploy", "-t", "/dev/stdin"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True) for name, r in self.conns.items()}
+        self.procs = {
+            name: r.popen(
+                r.nestlab_cmd("deploy", "-t", "/dev/stdin"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, r in self.conns.items()
+        }
 
     def abandon(self) -> None:
         """Send every server an empty share: each refuses it and makes nothing."""
@@ -187,8 +208,9 @@ def record(lab: str) -> dict | None:
     except FileNotFoundError:
         return None
     except ValueError as exc:
-        raise DamagedRecord(f"{path} is damaged ({exc}): the lab's servers are unknown here; "
-                            f"run `nestlab cleanup {lab}` on each of them") from None
+        raise DamagedRecord(
+            f"{path} is damaged ({exc}): the lab's servers are unknown here; run `nestlab cleanup {lab}` on each of them"
+        ) from None
 
 
 def write_record(lab: str, data: dict, record: str = RECORD) -> None:
@@ -216,8 +238,10 @@ def remove_remote(lab: str) -> None:
     except OSError:
         pass
     if failed:
-        raise LabError("; ".join(f"server {name}: {cause}" for name, cause in sorted(failed.items()))
-                       + f"; run `nestlab cleanup {lab}` again once it is reachable, or `nestlab cleanup {lab}` on it")
+        raise LabError(
+            "; ".join(f"server {name}: {cause}" for name, cause in sorted(failed.items()))
+            + f"; run `nestlab cleanup {lab}` again once it is reachable, or `nestlab cleanup {lab}` on it"
+        )
 
 
 def holder(found: dict, lab: str, ref: str) -> str:
@@ -244,13 +268,17 @@ def inspect(lab: str) -> dict:
     answers = each(conns.values(), lambda r: r.run(r.nestlab_cmd("inspect", "--lab", lab, "--format", "json"), timeout=120))
     by_name: dict[str, dict] = {}
     for server, answer in sorted(answers.items()):
-        if (cause := _cause(answer)):
+        if cause := _cause(answer):
             raise LabError(f"server {server}: {cause}")
         for node in json.loads(answer.stdout)["nodes"]:
             interfaces = [{**i, "server": server} for i in node["interfaces"]]
             if node["name"] in by_name:  # a switch copied onto several servers: one node, every server's ports
                 by_name[node["name"]]["interfaces"] += [i for i in interfaces if i["name"] != node["name"]]
             else:
-                by_name[node["name"]] = {**node, "interfaces": interfaces, "server": found["placement"].get(node["name"].split("/", 1)[0])}
+                by_name[node["name"]] = {
+                    **node,
+                    "interfaces": interfaces,
+                    "server": found["placement"].get(node["name"].split("/", 1)[0]),
+                }
     current = state.read(lab)
     return {"lab": lab, "source": current.source if current else None, "nodes": list(by_name.values())}

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .. import names, runtimes
+from .. import names
 from ..backends import cgroups, namespaces
 from ..errors import LabError
 from ..plan.objects import NodeObj, Plan
+from ..registry import RUNTIMES
 from . import k8s, multi
 
 
@@ -88,7 +89,13 @@ class Node:
             if end.node == self.name
         ]
         attached = [
-            Interface(self, a.end.iface, a.end.ipv4, a.end.ipv6, f"{a.mode} on {a.host or 'this machine'}:{a.parent or a.option('bridge')}")
+            Interface(
+                self,
+                a.end.iface,
+                a.end.ipv4,
+                a.end.ipv6,
+                f"{a.mode} on {a.host or 'this machine'}:{a.parent or a.option('bridge')}",
+            )
             for a in plan.attachments.values()
             if a.end.node == self.name
         ]
@@ -110,13 +117,13 @@ class Node:
         if not os.path.exists(path):
             raise LabError(f"node {self.name} of lab {self.lab.name} is not running (deploy the lab first)")
         files = self._tree().procs_files(self._leaf()) if self.obj.cgroup else []
-        return runtimes.get(self.obj.runtime).popen(self.lab.name, self.obj, files, args, **kwargs)
+        return RUNTIMES.get(self.obj.runtime).popen(self.lab.name, self.obj, files, args, **kwargs)
 
     @property
     def components(self) -> dict[str, Node]:
         """The node's components, by their short name (``lab.nodes["n1"].components["gnab"]``)."""
         prefix = self.name + "/"
-        return {n[len(prefix):]: Node(self.lab, n) for n in self.lab.plan.nodes if n.startswith(prefix)}
+        return {n[len(prefix) :]: Node(self.lab, n) for n in self.lab.plan.nodes if n.startswith(prefix)}
 
     def _tree(self) -> cgroups.Tree:
         return cgroups.Tree(self.lab.name)
@@ -136,7 +143,9 @@ class Node:
         try:
             checked = Resources.model_validate({k: v for k, v in resources.items() if v != "none"})
         except ValidationError as exc:
-            raise TopologyError("<node set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]) from None
+            raise TopologyError(
+                "<node set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
+            ) from None
         values = {**checked.model_dump(exclude_none=True), **{k: "none" for k, v in resources.items() if v == "none"}}
         self._tree().set(self.name, {k: str(v) for k, v in values.items()})
         from . import state

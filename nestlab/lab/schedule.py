@@ -14,9 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends import shaping
@@ -49,7 +48,7 @@ class Timed:
     node: str | None = None
     action: str | None = None
 
-    def prepare(self, lab: "Lab", handles: dict) -> Callable[[float], float]:
+    def prepare(self, lab: Lab, handles: dict) -> Callable[[float], float]:
         """Do the checks and bookkeeping now; the returned call carries the change out at its time
         and returns the milliseconds until the kernel had it."""
         if self.node:
@@ -67,7 +66,7 @@ class Timed:
         return f"{target} " + " ".join([*([self.action] if self.action else []), *(f"{k}={v}" for k, v in self.params)])
 
 
-def timeline(lab: "Lab") -> list[Timed]:
+def timeline(lab: Lab) -> list[Timed]:
     """The ``schedule:`` and the ``dynamics:`` visibility graph as one list of timed link changes."""
     items = []
     for c in lab.topology.schedule:
@@ -104,7 +103,7 @@ def _realtime() -> Iterator[None]:
         gc.enable()
 
 
-def play(lab: "Lab", loops: int = 1, report: Callable[[Played], None] | None = None) -> list[Played]:
+def play(lab: Lab, loops: int = 1, report: Callable[[Played], None] | None = None) -> list[Played]:
     """Apply the timeline ``loops`` times (each loop restarts the clock after the last event)."""
     changes = timeline(lab)
     played: list[Played] = []
@@ -122,7 +121,9 @@ def play(lab: "Lab", loops: int = 1, report: Callable[[Played], None] | None = N
     return played
 
 
-def _play_once(lab: "Lab", changes: list[Timed], handles: dict, played: list[Played], report: Callable[[Played], None] | None) -> None:
+def _play_once(
+    lab: Lab, changes: list[Timed], handles: dict, played: list[Played], report: Callable[[Played], None] | None
+) -> None:
     start_mono, start_wall = time.monotonic(), time.time()
     pending: list[Played] = []  # reported when the clock has time, so printing never delays a change
     for i, change in enumerate(changes):

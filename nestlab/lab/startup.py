@@ -52,7 +52,9 @@ def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:
     folder = names.node_dir(lab.name, name)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "cmd.log"), "ab") as log:
-        proc = Node(lab, name).popen(["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = Node(lab, name).popen(
+            ["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     with open(os.path.join(folder, "cmd.pid"), "w") as fh:
         fh.write(f"{proc.pid} {_start_time(proc.pid)}\n")
     return proc
@@ -119,7 +121,9 @@ class _Stages:
         self.lock = threading.Lock()
         self.deadline = time.monotonic() + TIMEOUT
         # Stage exit waits for cmd to end only where another node waits for that.
-        self.exit_waited = {w.node for s in startups.values() for spec in s.stages.values() for w in spec.wait_for if w.stage == "exit"}
+        self.exit_waited = {
+            w.node for s in startups.values() for spec in s.stages.values() for w in spec.wait_for if w.stage == "exit"
+        }
 
     def run(self) -> None:
         threads = [threading.Thread(target=self._guarded, args=(name,), name=f"stages-{name}") for name in self.startups]
@@ -128,8 +132,11 @@ class _Stages:
         for thread in threads:
             thread.join()
         if self.errors:
-            raise LabError(f"lab {self.lab.name} is deployed, but its start-up failed: " + "; ".join(self.errors)
-                           + f" (see the nodes' output, then `nestlab destroy --lab {self.lab.name}`)")
+            raise LabError(
+                f"lab {self.lab.name} is deployed, but its start-up failed: "
+                + "; ".join(self.errors)
+                + f" (see the nodes' output, then `nestlab destroy --lab {self.lab.name}`)"
+            )
 
     def _guarded(self, name: str) -> None:
         try:
@@ -183,7 +190,9 @@ class _Stages:
         for attempt in range(check.retries):
             if attempt:
                 time.sleep(check.interval)
-            proc = Node(self.lab, name).popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+            proc = Node(self.lab, name).popen(
+                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+            )
             try:
                 out, _ = proc.communicate(timeout=check.timeout)
             except subprocess.TimeoutExpired:
@@ -192,7 +201,9 @@ class _Stages:
                 continue
             if proc.returncode == 0:
                 return
-        raise LabError(f"not healthy: {' '.join(check.test[1:])!r} failed {check.retries} times (last output: {out.strip()[-200:]!r})")
+        raise LabError(
+            f"not healthy: {' '.join(check.test[1:])!r} failed {check.retries} times (last output: {out.strip()[-200:]!r})"
+        )
 
     def _say(self, name: str, command: str, code: int, out: str) -> None:
         with self.lock:

@@ -53,8 +53,10 @@ def read(lab: str) -> LabState | None:
     except FileNotFoundError:
         return None
     except (ValueError, LookupError, TypeError, AttributeError) as exc:
-        raise LabError(f"the state of lab '{lab}' is damaged ({type(exc).__name__}: {str(exc)[:120]}); "
-                       f"`nestlab cleanup {lab}` removes the lab by its marker") from None
+        raise LabError(
+            f"the state of lab '{lab}' is damaged ({type(exc).__name__}: {str(exc)[:120]}); "
+            f"`nestlab cleanup {lab}` removes the lab by its marker"
+        ) from None
 
 
 def read_link(lab: str, a: str, b: str) -> LinkObj | None:
@@ -75,7 +77,9 @@ def _with_live(link: LinkObj, live: dict) -> LinkObj | None:
     """``link`` with its recorded live change (shaping, state, MTU); None if the change removed it."""
     if live.get("removed"):
         return None
-    return dataclasses.replace(link, shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"])
+    return dataclasses.replace(
+        link, shape_a=_pairs(live["shape_a"]), shape_b=_pairs(live["shape_b"]), state=live["state"], mtu=live["mtu"]
+    )
 
 
 def write(state: LabState) -> None:

@@ -1,22 +1,30 @@
-"""The interface every link mode implements, and the registry that maps a mode word to its module.
+"""The interface every link mode implements; each mode module registers one (``nestlab.registry.LINK_MODES``).
 
 Who knows what (as in Mininet's link.py): the topology *model* checks a file, the *planner*
 turns a link into plan objects, the *applier* turns plan objects into kernel objects; a mode
-is the one place that knows all three for its kind of link.  Each hook receives the caller
-(``ctx``, ``b`` or ``ap``) and uses only the small surface documented on the hook.
+is the one place that knows all three for its kind of link.  Each hook receives the caller as
+a typed seam (nestlab/seams.py: ``ctx`` :class:`Checking`, ``b`` :class:`Planning`, ``ap``
+:class:`Applying`) and uses only what that lists.  Kernel code is imported in the hooks that
+use it, so reading a mode's keys (the schema) loads none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..backends import netlink
 from ..model.errors import Path, Problem
-from ..registry import Registry
 from ..plan.objects import AttachObj, EndObj, LinkObj, shapes
+from ..registry import LINK_MODES
+from ..seams import Applying, Checking, KernelFeature, Planning
+
+if TYPE_CHECKING:
+    from ..backends.netlink import Request
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+
+__all__ = ["KernelFeature", "LinkMode", "Stage", "SubInterface", "into_switches", "register", "up_and_address"]
 
 
 class Stage(IntEnum):
@@ -26,17 +34,6 @@ class Stage(IntEnum):
     ATTACH = 2  # a node's interface on an interface of its host (after the hosts' bridges)
     OVERLAY = 3  # tunnels whose sockets sit in the hosts' namespaces
     DAEMON = 4  # processes that carry the link (after every address is in place)
-
-
-@dataclass(frozen=True)
-class KernelFeature:
-    """What ``nestlab doctor`` probes in a scratch namespace: a link kind (pyroute2 ``link add`` keywords,
-    ``"link": "parent"`` for a device on a parent), or a sysctl that must exist once ``module`` is loaded."""
-
-    config: str
-    link: dict | None = None
-    sysctl: str | None = None
-    module: str | None = None
 
 
 class LinkMode:
@@ -56,17 +53,17 @@ class LinkMode:
     features: dict[str, KernelFeature] = {}  # kernel features it needs, probed by doctor and before a deploy
 
     # -- model: extra rules for a link of this mode --------------------------------------------------
-    def check(self, ctx, link, path: Path) -> list[Problem]:
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         """Problems with ``link`` (``ctx``: ``problem(path, msg)``, ``kind(n)``, ``host(n)``, ``shares_stack(n)``,
         ``parent_of(link)``, ``topology``).  Endpoint count and parent presence are checked before."""
         return []
 
-    def check_parent(self, ctx, link, path: Path) -> list[Problem] | None:
+    def check_parent(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem] | None:
         """(one end) Rules for ``parent:``; None lets the model apply the host-NIC rules."""
         return None
 
     # -- plan --------------------------------------------------------------------------------------------
-    def join(self, b, link, keys: list[tuple[str, str]]) -> None:
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         """Join the endpoints into layer-2 segments for automatic addressing (``b.seg``, ``b.machine(host)``,
         ``b.parent_of(link)``, ``b.later(fn)``)."""
         if self.ends == 2:
@@ -76,7 +73,7 @@ class LinkMode:
         if parent and host is not None:
             b.seg.join(keys[0], (host, parent))
 
-    def build(self, b, link, ends: list[EndObj]) -> LinkObj | AttachObj | None:
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         """The plan object for ``link`` once addresses are assigned (``b.attach_point(link)``); None: nothing of its own."""
         if self.ends == 2:
             shape_a, shape_b = shapes(link.params)
@@ -85,46 +82,50 @@ class LinkMode:
         host, parent = b.attach_point(link)
         return AttachObj(ends[0], self.name, host, parent, self.plan_options(link), link.mtu, shape=shapes(link.params)[0])
 
-    def plan_options(self, link) -> tuple[tuple[str, str], ...]:
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         """The mode's own keys of ``link`` as plan options (defaults filled in)."""
         return ()
 
-    def prepare(self, b) -> None:
+    def prepare(self, b: Planning) -> None:
         """Before any link is built: host-level objects the mode needs (``b.plan``, ``b.members``)."""
 
-    def finish(self, b) -> None:
+    def finish(self, b: Planning) -> None:
         """After every link is built: anything derived from all of them (e.g. routes)."""
 
     # -- apply -------------------------------------------------------------------------------------------
-    def needs(self, obj) -> set[str]:
+    def needs(self, obj: LinkObj | AttachObj) -> set[str]:
         """Kernel features (names of :attr:`features`) an object of this mode needs."""
         return set(self.features)
 
-    def create(self, ap, objs: list, made: list, changes) -> None:
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         """Create ``objs`` through ``ap`` (``queue(node, *reqs)``, ``flush()``, ``fd(node)``, ``address(ends)``,
         ``bridge(node)``, ``alias``, ``lab``, ``nodes``); append each to ``made`` as soon as it may exist."""
         raise NotImplementedError(self.name)
 
-    def devices(self, obj) -> tuple[EndObj, ...]:
+    def devices(self, obj: LinkObj | AttachObj) -> tuple[EndObj, ...]:
         """The ends whose deletion removes ``obj``: one end of a pair, both ends of separate devices."""
         if isinstance(obj, AttachObj):
             return (obj.end,)
         return obj.ends if self.separate_ends else (obj.a,)
 
-    def delete(self, ap, obj, quiet: bool) -> None:
+    def delete(self, ap: Applying, obj: LinkObj | AttachObj, quiet: bool) -> None:
         """Remove ``obj``'s kernel objects (``ap.run_quiet(node, req, quiet)``)."""
+        from ..backends import netlink
+
         for end in self.devices(obj):
             ap.run_quiet(end.node, netlink.del_link(end.iface), quiet)
 
 
-def into_switches(ap, ends: Iterable[EndObj]) -> None:
+def into_switches(ap: Applying, ends: Iterable[EndObj]) -> None:
     """Queue each end made inside a ``kind: bridge`` node as a port of its bridge."""
+    from ..backends import netlink
+
     for end in ends:
         if master := ap.bridge(end.node):
             ap.queue(end.node, netlink.set_master(end.iface, master))
 
 
-def up_and_address(ap, ends: Iterable[EndObj], routes: dict[str, str] | None = None) -> None:
+def up_and_address(ap: Applying, ends: Iterable[EndObj], routes: dict[str, str] | None = None) -> None:
     """Bring freshly made interfaces up and give them their addresses (and default routes)."""
     ends = list(ends)
     ap.address(ends, routes, up=ends)
@@ -137,10 +138,12 @@ class SubInterface(LinkMode):
     needs_parent = True
     stage = Stage.ATTACH
 
-    def request(self, ap, att, parent_index: int) -> netlink.Request:
+    def request(self, ap: Applying, att: AttachObj, parent_index: int) -> Request:
         raise NotImplementedError
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
+        from ..backends import netlink
+
         lookups = [ap.queue(att.host, netlink.get_link(att.parent)) for att in objs]
         answers = ap.flush()
         for att, slot in zip(objs, lookups):
@@ -150,5 +153,4 @@ class SubInterface(LinkMode):
         up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs if att.gateway})
 
 
-REGISTRY = Registry("link mode")
-register = REGISTRY.register  # each mode module calls this for its mode
+register = LINK_MODES.register  # each mode module calls this for its mode

@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..backends import nat, netlink
-from ..plan.objects import EndObj, HostBridge, LinkObj
+from ..plan.objects import AttachObj, EndObj, HostBridge, LinkObj
 from .base import KernelFeature, LinkMode, Stage, register, up_and_address
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 _PUBLISH = re.compile(r"^(\d{1,5})/(tcp|udp)$")
 NETFILTER_SYSCTLS = {"net.bridge.bridge-nf-call-iptables": "1", "net.bridge.bridge-nf-call-ip6tables": "1"}
@@ -36,24 +39,44 @@ class Bridge(LinkMode):
         "bridge": (str | None, Field(default=None, description="the host bridge's name (default br0)")),
         "nat": (bool | None, Field(default=None, description="host is the gateway, masquerading out of its NICs")),
         "publish": (list[str], Field(default_factory=list, description="with nat: ports forwarded from the host, e.g. 5201/tcp")),
-        "bridge_netfilter": (bool | None, Field(default=None, description="Docker's default path: bridged traffic through iptables")),
+        "bridge_netfilter": (
+            bool | None,
+            Field(default=None, description="Docker's default path: bridged traffic through iptables"),
+        ),
     }
-    features = {"bridge-nf": KernelFeature("CONFIG_BRIDGE_NETFILTER", sysctl="net.bridge.bridge-nf-call-iptables", module="br_netfilter")}
+    features = {
+        "bridge-nf": KernelFeature("CONFIG_BRIDGE_NETFILTER", sysctl="net.bridge.bridge-nf-call-iptables", module="br_netfilter")
+    }
 
     def needs(self, att):
         return {"bridge-nf"} if att.option("netfilter") == "True" else set()
 
     def check(self, ctx, link, path):
-        problems = [ctx.problem(path + ("publish",), f"'{port}' must look like 5201/tcp or 11111/udp") for port in link.publish if not _PUBLISH.match(port)]
+        problems = [
+            ctx.problem(path + ("publish",), f"'{port}' must look like 5201/tcp or 11111/udp")
+            for port in link.publish
+            if not _PUBLISH.match(port)
+        ]
         if link.nat and link.parent:
-            problems.append(ctx.problem(path + ("nat",), "nat: true routes out of the host's NICs; it cannot also bridge a NIC (drop parent: or nat:)"))
+            problems.append(
+                ctx.problem(
+                    path + ("nat",), "nat: true routes out of the host's NICs; it cannot also bridge a NIC (drop parent: or nat:)"
+                )
+            )
         if link.publish and not link.nat:
-            problems.append(ctx.problem(path + ("publish",), "publish: forwards ports from the host's NICs, which needs nat: true"))
+            problems.append(
+                ctx.problem(path + ("publish",), "publish: forwards ports from the host's NICs, which needs nat: true")
+            )
         return problems
 
     def check_parent(self, ctx, link, path):
         if ctx.parent_of(link)[0] is None:
-            return [ctx.problem(path + ("parent",), "bridge mode on a real interface would re-plumb this machine's own network; use macvlan, ipvlan or phys")]
+            return [
+                ctx.problem(
+                    path + ("parent",),
+                    "bridge mode on a real interface would re-plumb this machine's own network; use macvlan, ipvlan or phys",
+                )
+            ]
         return None
 
     # -- plan --------------------------------------------------------------------------------------------
@@ -75,15 +98,18 @@ class Bridge(LinkMode):
 
     def build(self, b, link, ends):
         att = super().build(b, link, ends)
+        assert isinstance(att, AttachObj)
         gateway = b.members[(att.host, link.bridge or "br0")].ipv4[0].split("/")[0] if link.nat else None
         return replace(att, mtu=link.mtu or (b.nic_mtu(att.host, att.parent) if att.parent else None), gateway=gateway)
 
     def prepare(self, b):
         """Record each host's bridges; an uplink NIC's address moves to its bridge."""
-        found: dict[tuple[str, str], dict] = {}
+        found: dict[tuple[str, str], dict[str, Any]] = {}
         for link in b.links_of(self.name):
             host, parent = b.attach_point(link)
-            entry = found.setdefault((host, link.bridge or "br0"), {"uplink": None, "nat": False, "publish": [], "netfilter": False})
+            entry = found.setdefault(
+                (host, link.bridge or "br0"), {"uplink": None, "nat": False, "publish": [], "netfilter": False}
+            )
             entry["uplink"] = entry["uplink"] or parent
             entry["nat"] |= bool(link.nat)
             entry["netfilter"] |= bool(link.bridge_netfilter)
@@ -99,19 +125,26 @@ class Bridge(LinkMode):
                 addresses = nic.ipv4 + nic.ipv6
                 bare = EndObj(nic.node, nic.iface)
                 ends = (bare, wire.b) if nic is wire.a else (wire.a, bare)
-                b.plan.add(LinkObj(*ends, wire.mtu, shape_a=wire.shape_a, shape_b=wire.shape_b))
+                b.plan.add(LinkObj(ends[0], ends[1], wire.mtu, shape_a=wire.shape_a, shape_b=wire.shape_b))
             bridge = HostBridge(name, entry["uplink"], addresses, entry["nat"], tuple(entry["publish"]), entry["netfilter"])
             b.plan.nodes[host] = replace(b.plan.nodes[host], bridges=b.plan.nodes[host].bridges + (bridge,))
 
     # -- apply -------------------------------------------------------------------------------------------
     def create(self, ap, objs, made, changes):
+        from ..backends import nat, netlink
+
         hosts = [n for n in changes.add_nodes if n.bridges]
         self._host_bridges(ap, hosts)
         lookups = [ap.queue(att.host, netlink.get_link(att.option("bridge"))) for att in objs]
         answers = ap.flush()
         for att, slot in zip(objs, lookups):
             master = answers[att.host][slot]
-            ap.queue(att.host, netlink.new_veth(host_veth_name(att.key), att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu, master=master))
+            ap.queue(
+                att.host,
+                netlink.new_veth(
+                    host_veth_name(att.key), att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu, master=master
+                ),
+            )
             made.append(att)
         ap.flush()
         up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs if att.gateway})
@@ -121,13 +154,25 @@ class Bridge(LinkMode):
 
     def _host_bridges(self, ap, hosts) -> None:
         """Bridges in hosts' namespaces: created up, uplink NIC enslaved, the host's address on the bridge."""
-        slots = [(host, br, ap.queue(host.name, netlink.new_bridge(br.name, ap.alias), netlink.get_link(br.name)) + 1) for host in hosts for br in host.bridges]
+        from ..backends import netlink
+
+        slots = [
+            (host, br, ap.queue(host.name, netlink.new_bridge(br.name, ap.alias), netlink.get_link(br.name)) + 1)
+            for host in hosts
+            for br in host.bridges
+        ]
         answers = ap.flush()
         for host, br, slot in slots:
             if br.uplink:
                 ap.queue(host.name, netlink.set_master(br.uplink, answers[host.name][slot]))
-        ap.address([EndObj(host.name, br.name, tuple(a for a in br.addresses if ":" not in a), tuple(a for a in br.addresses if ":" in a))
-                    for host, br, _ in slots])
+        ap.address(
+            [
+                EndObj(
+                    host.name, br.name, tuple(a for a in br.addresses if ":" not in a), tuple(a for a in br.addresses if ":" in a)
+                )
+                for host, br, _ in slots
+            ]
+        )
 
 
 register(Bridge())

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import TYPE_CHECKING
 
-from ..backends import netlink
 from .base import KernelFeature, register
 from .overlay import Overlay
 from .vxlan import Vxlan
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 IFLA_GENEVE_ID, IFLA_GENEVE_REMOTE, IFLA_GENEVE_PORT = 1, 2, 5
 
@@ -25,6 +28,8 @@ class Geneve(Overlay):
 
     def request(self, ap, link, side):
         """A Geneve device born in the node; its UDP socket stays in the host's namespace (Geneve names no local address)."""
+        from ..backends import netlink
+
         end, (_host, _local, remote) = link.ends[side], link.underlay[side]
         data = (
             netlink.u32_attr(IFLA_GENEVE_ID, int(link.option("vni")))

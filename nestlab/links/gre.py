@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ..backends import netlink
 from .base import KernelFeature, register, up_and_address
 from .overlay import Overlay, scratch_name
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 IFLA_GRE_IFLAGS, IFLA_GRE_OFLAGS, IFLA_GRE_IKEY, IFLA_GRE_OKEY, IFLA_GRE_LOCAL, IFLA_GRE_REMOTE = 2, 3, 4, 5, 6, 7
 GRE_KEY = 0x2000
@@ -25,28 +28,44 @@ class Gretap(Overlay):
     summary = "an Ethernet-over-GRE overlay between nodes on two hosts (gre_key:)"
     overhead = 42  # outer IPv4 + GRE with key + inner Ethernet
     id_key = "gre_key"
-    options = {"gre_key": (int | None, Field(default=None, ge=1, le=4294967295, description="gre/gretap: the GRE key (default: one per link)"))}
-    features = {"gretap": KernelFeature("CONFIG_NET_IPGRE", {"kind": "gretap", "gre_local": "10.255.0.1", "gre_remote": "10.255.0.2"})}
+    options = {
+        "gre_key": (
+            int | None,
+            Field(default=None, ge=1, le=4294967295, description="gre/gretap: the GRE key (default: one per link)"),
+        )
+    }
+    features = {
+        "gretap": KernelFeature("CONFIG_NET_IPGRE", {"kind": "gretap", "gre_local": "10.255.0.1", "gre_remote": "10.255.0.2"})
+    }
 
     def request(self, ap, link, side):
         """The end's device, made in its host's namespace under a scratch name, keyed both ways."""
+        from ..backends import netlink
+
         _host, local, remote = link.underlay[side]
         key = struct.pack("!I", int(link.option("gre_key")))
         flags = struct.pack("!H", GRE_KEY)
         data = (
-            netlink.attr(IFLA_GRE_LOCAL, socket.inet_aton(local)) + netlink.attr(IFLA_GRE_REMOTE, socket.inet_aton(remote))
-            + netlink.attr(IFLA_GRE_IFLAGS, flags) + netlink.attr(IFLA_GRE_OFLAGS, flags)
-            + netlink.attr(IFLA_GRE_IKEY, key) + netlink.attr(IFLA_GRE_OKEY, key)
+            netlink.attr(IFLA_GRE_LOCAL, socket.inet_aton(local))
+            + netlink.attr(IFLA_GRE_REMOTE, socket.inet_aton(remote))
+            + netlink.attr(IFLA_GRE_IFLAGS, flags)
+            + netlink.attr(IFLA_GRE_OFLAGS, flags)
+            + netlink.attr(IFLA_GRE_IKEY, key)
+            + netlink.attr(IFLA_GRE_OKEY, key)
         )
         return netlink.sublink(self.name, scratch_name(link, side), data, alias=ap.alias, mtu=link.mtu)
 
     def create(self, ap, objs, made, changes):
         """Made in the hosts, then moved into the nodes under the endpoint's name."""
+        from ..backends import netlink
+
         lookups = []
         for link in objs:
             for side, end in enumerate(link.ends):
                 host = link.underlay[side][0]
-                lookups.append((host, ap.queue(host, self.request(ap, link, side), netlink.get_link(scratch_name(link, side))) + 1, end))
+                lookups.append(
+                    (host, ap.queue(host, self.request(ap, link, side), netlink.get_link(scratch_name(link, side))) + 1, end)
+                )
             made.append(link)
         answers = ap.flush()
         for host, slot, end in lookups:
@@ -56,6 +75,8 @@ class Gretap(Overlay):
 
     def delete(self, ap, link, quiet):
         """Both ends, in their nodes or, if a deploy stopped before moving them, in their hosts."""
+        from ..backends import netlink
+
         super().delete(ap, link, quiet)
         for side in (0, 1):
             ap.run_quiet(link.underlay[side][0], netlink.del_link(scratch_name(link, side)), True)

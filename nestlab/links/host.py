@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ..backends import netlink
 from ..plan.objects import AttachObj, shapes
 from .base import LinkMode, Stage, into_switches, register, up_and_address
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 
 class Host(LinkMode):
@@ -30,9 +33,19 @@ class Host(LinkMode):
 
     def check(self, ctx, link, path):
         if not link.host_interface:
-            return [ctx.problem(path + ("mode",), "mode: host needs host_interface: NAME, the veth's end on the host (containerlab: host:NAME)")]
+            return [
+                ctx.problem(
+                    path + ("mode",),
+                    "mode: host needs host_interface: NAME, the veth's end on the host (containerlab: host:NAME)",
+                )
+            ]
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}$", link.host_interface):
-            return [ctx.problem(path + ("host_interface",), f"'{link.host_interface}' is not an interface name (1-127 letters, digits, '.', '-', '_')")]
+            return [
+                ctx.problem(
+                    path + ("host_interface",),
+                    f"'{link.host_interface}' is not an interface name (1-127 letters, digits, '.', '-', '_')",
+                )
+            ]
         if link.parent:
             return [ctx.problem(path + ("parent",), "mode: host makes its own interface on the host; drop parent:")]
         return []
@@ -49,10 +62,16 @@ class Host(LinkMode):
         return AttachObj(ends[0], self.name, host, None, self.plan_options(link), link.mtu, shape=shapes(link.params)[0])
 
     def create(self, ap, objs, made, changes):
+        from ..backends import netlink
+
         for att in objs:
             wanted = att.option("host_interface")
             name = kernel_name(wanted)
-            ap.queue(att.host, netlink.new_veth(name, att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu, macs=(None, att.end.mac)), netlink.set_up(name, alias=ap.alias))
+            ap.queue(
+                att.host,
+                netlink.new_veth(name, att.end.iface, ap.fd(att.end.node), alias=ap.alias, mtu=att.mtu, macs=(None, att.end.mac)),
+                netlink.set_up(name, alias=ap.alias),
+            )
             if name != wanted:
                 ap.queue(att.host, netlink.add_alt_name(name, wanted))
             made.append(att)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import ipaddress
 import struct
 from dataclasses import replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from ..backends import netlink
 from .base import KernelFeature, SubInterface, register
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2
 MODES = {"l2": 0, "l3": 1, "l3s": 2}
@@ -33,9 +35,14 @@ class Ipvlan(SubInterface):
         return (("flag", link.ipvlan_flag or "bridge"), ("mode", link.ipvlan_mode or "l2"))
 
     def request(self, ap, att, parent_index):
-        data = (netlink.attr(IFLA_IPVLAN_MODE, struct.pack("=H", MODES[att.option("mode")]))
-                + netlink.attr(IFLA_IPVLAN_FLAGS, struct.pack("=H", FLAGS[att.option("flag")])))
-        return netlink.sublink(self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu)
+        from ..backends import netlink
+
+        data = netlink.attr(IFLA_IPVLAN_MODE, struct.pack("=H", MODES[att.option("mode")])) + netlink.attr(
+            IFLA_IPVLAN_FLAGS, struct.pack("=H", FLAGS[att.option("flag")])
+        )
+        return netlink.sublink(
+            self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
+        )
 
     def finish(self, b):
         """Other hosts on an L3 container's wire get a /32 route to it via its host's NIC."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from ..backends import netlink
 from .base import KernelFeature, SubInterface, register
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 IFLA_MACVLAN_MODE = 1
 MODES = {"private": 1, "vepa": 2, "bridge": 4, "passthru": 8, "source": 16}
@@ -23,8 +25,12 @@ class Macvlan(SubInterface):
         return (("mode", link.macvlan_mode or "bridge"),)
 
     def request(self, ap, att, parent_index):
+        from ..backends import netlink
+
         data = netlink.u32_attr(IFLA_MACVLAN_MODE, MODES[att.option("mode")])
-        return netlink.sublink(self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu)
+        return netlink.sublink(
+            self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
+        )
 
 
 register(Macvlan())

@@ -6,13 +6,15 @@ the daemon removes the link.  The tunnel starts after every path has its address
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..backends import mpt
 from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, register
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
 
@@ -23,7 +25,9 @@ class MultipathSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["mpt"] = "mpt"
-    paths: list[str] | None = Field(default=None, description="interfaces both nodes have, one per path (default: the bundle's p1..pN)")
+    paths: list[str] | None = Field(
+        default=None, description="interfaces both nodes have, one per path (default: the bundle's p1..pN)"
+    )
     weights: list[int] | None = Field(default=None, description="packets per round on each path (default 1 each)")
     scheduler: Literal["wrr", "hash"] = Field(default="wrr", description="wrr: per packet, weighted round robin; hash: per flow")
 
@@ -39,7 +43,12 @@ class Mpt(LinkMode):
     name = "mpt"
     summary = "a nestlab-mpt multipath tunnel over parallel paths (multipath:, or paths: N with multipath:)"
     stage = Stage.DAEMON
-    options = {"multipath": (MultipathSpec | None, Field(default=None, description="an MPT tunnel over the paths; see docs/multipath.md"))}
+    options = {
+        "multipath": (
+            MultipathSpec | None,
+            Field(default=None, description="an MPT tunnel over the paths; see docs/multipath.md"),
+        )
+    }
 
     def build(self, b, link, ends):
         """The tunnel between a and b over the links named in ``multipath.paths`` (built before it)."""
@@ -53,18 +62,24 @@ class Mpt(LinkMode):
                 b.fail(f"mpt path {name} between {a.node} and {z.node} has no IPv4 addresses")
             paths.append((name, near.ipv4[0].split("/")[0], far.ipv4[0].split("/")[0], mp.weights[i] if mp.weights else 1))
             mtus.append(path.mtu or 1500)
-        return LinkObj(a, z, link.mtu or min(mtus) - OVERHEAD, self.name, options=(("scheduler", mp.scheduler),), paths=tuple(paths))
+        return LinkObj(
+            a, z, link.mtu or min(mtus) - OVERHEAD, self.name, options=(("scheduler", mp.scheduler),), paths=tuple(paths)
+        )
 
     def needs(self, link):
         return set()
 
     def create(self, ap, objs, made, changes):
+        from ..backends import mpt
+
         for link in objs:
             made.append(link)
             mpt.start(ap.lab, link, ap.popen)
 
     def delete(self, ap, link, quiet):
         """A daemon's tun device goes with the daemon."""
+        from ..backends import mpt
+
         mpt.stop(ap.lab, link)
 
 

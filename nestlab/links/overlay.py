@@ -8,10 +8,13 @@ Each link gets an identifier (VNI or key) of its own unless the file gives one.
 from __future__ import annotations
 
 import zlib
+from typing import TYPE_CHECKING
 
-from ..backends import netlink
 from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, up_and_address
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    from ..backends import netlink
 
 
 class Overlay(LinkMode):
@@ -29,9 +32,18 @@ class Overlay(LinkMode):
     def check(self, ctx, link, path):
         a, b = (ep.partition(":")[0] for ep in link.endpoints)
         if ctx.shares_stack(a) or ctx.shares_stack(b):
-            return [ctx.problem(path + ("mode",), f"a node sharing its host's stack cannot hold a {self.name} end; give it its own stack")]
+            return [
+                ctx.problem(
+                    path + ("mode",), f"a node sharing its host's stack cannot hold a {self.name} end; give it its own stack"
+                )
+            ]
         if ctx.host(a) == ctx.host(b):
-            return [ctx.problem(path + ("mode",), f"a {self.name} overlay joins nodes on different hosts; {a} and {b} are both on {ctx.host(a)} (use veth)")]
+            return [
+                ctx.problem(
+                    path + ("mode",),
+                    f"a {self.name} overlay joins nodes on different hosts; {a} and {b} are both on {ctx.host(a)} (use veth)",
+                )
+            ]
         return []
 
     def join(self, b, link, keys):
@@ -43,12 +55,17 @@ class Overlay(LinkMode):
         underlay, wire_mtu = b.underlay(ends[0].node, ends[1].node)
         fits = wire_mtu - self.overhead
         if link.mtu and link.mtu > fits:
-            b.fail(f"{self.name} link {ends[0].node}-{ends[1].node}: mtu {link.mtu} does not fit the wire's {wire_mtu} minus {self.overhead} bytes "
-                   f"of {self.name} headers; use at most {fits} or raise the wire's mtu")
+            b.fail(
+                f"{self.name} link {ends[0].node}-{ends[1].node}: mtu {link.mtu} does not fit the wire's {wire_mtu} minus {self.overhead} bytes "
+                f"of {self.name} headers; use at most {fits} or raise the wire's mtu"
+            )
         ident = getattr(link, self.id_key) or 1 + sum(x.mode == self.name for x in b.plan.links.values())
         obj = super().build(b, link, ends)
+        assert isinstance(obj, LinkObj)
         options = obj.options + ((self.id_key, str(ident)),)
-        return LinkObj(obj.a, obj.b, link.mtu or fits, self.name, obj.shape_a, obj.shape_b, obj.state, tuple(sorted(options)), underlay)
+        return LinkObj(
+            obj.a, obj.b, link.mtu or fits, self.name, obj.shape_a, obj.shape_b, obj.state, tuple(sorted(options)), underlay
+        )
 
     def create(self, ap, objs, made, changes):
         for link in objs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..registry import KINDS
 from .base import register
 from .veth import Veth
 
@@ -12,7 +13,7 @@ class Ovs(Veth):
 
     def check(self, ctx, link, path):
         ends = [ep.partition(":")[0] for ep in link.endpoints]
-        if "ovs" not in (ctx.kind(ends[0]), ctx.kind(ends[1])):
+        if not any(KINDS.get(ctx.kind(end)).link_mode == self.name for end in ends):  # a switch whose ports these links are
             return [ctx.problem(path + ("mode",), "mode: ovs needs one endpoint on a kind: ovs node")]
         return super().check(ctx, link, path)
 

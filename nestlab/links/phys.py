@@ -7,8 +7,12 @@ home under its own name when the lab goes.
 
 from __future__ import annotations
 
-from ..backends import netlink
+from typing import TYPE_CHECKING
+
 from .base import LinkMode, Stage, register, up_and_address
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 
 class Phys(LinkMode):
@@ -31,6 +35,8 @@ class Phys(LinkMode):
         return None if host is not None else super().build(b, link, ends)
 
     def create(self, ap, objs, made, changes):
+        from ..backends import netlink
+
         lookups = [ap.queue(att.host, netlink.get_link(att.parent)) for att in objs]
         answers = ap.flush()
         for att, slot in zip(objs, lookups):
@@ -41,6 +47,8 @@ class Phys(LinkMode):
 
     def delete(self, ap, att, quiet):
         """A real interface goes home under its own name."""
+        from ..backends import netlink
+
         try:
             index = ap.run(att.end.node, netlink.get_link(att.end.iface))[0]
         except (netlink.NetlinkError, FileNotFoundError):

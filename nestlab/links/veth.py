@@ -6,8 +6,12 @@ with the peer created directly in the other namespace; one batch per namespace.
 
 from __future__ import annotations
 
-from ..backends import netlink
+from typing import TYPE_CHECKING
+
 from .base import LinkMode, into_switches, register
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 
 class Veth(LinkMode):
@@ -23,9 +27,13 @@ class Veth(LinkMode):
         # Between two nodes that share their hosts' stacks, a veth is a cable between the hosts (a wire).
         cable = self.name == "veth" and ctx.shares_stack(a) and ctx.shares_stack(b)
         if where[0] != where[1] and not cable:
-            return [ctx.problem(path + ("endpoints",),
+            return [
+                ctx.problem(
+                    path + ("endpoints",),
                     f"{a} is on host {where[0]} and {b} on {where[1]}: a {self.name} link cannot cross hosts; "
-                    "use mode: vxlan (or gretap, geneve), or attach each node to its host's NIC (mode: macvlan/bridge with parent:)")]
+                    "use mode: vxlan (or gretap, geneve), or attach each node to its host's NIC (mode: macvlan/bridge with parent:)",
+                )
+            ]
         return []
 
     @staticmethod
@@ -34,20 +42,38 @@ class Veth(LinkMode):
         return (link.b, link.a) if ap.bridge(link.b.node) and not ap.bridge(link.a.node) else (link.a, link.b)
 
     def create(self, ap, objs, made, changes):
+        from ..backends import netlink
+
         oriented = [self.orient(ap, ln) for ln in objs]
-        quiet = {a.node for a, _ in oriented if not ap.nodes[a.node].link_local}  # up only once told not to make a link-local address
+        quiet = {
+            a.node for a, _ in oriented if not ap.nodes[a.node].link_local
+        }  # up only once told not to make a link-local address
         for i, (link, (a, b)) in enumerate(zip(objs, oriented), 1):
             if link.key in ap.wired:  # made ahead, while the file was being checked (backends/spares.py)
                 continue
-            ap.queue(a.node, netlink.new_veth(a.iface, b.iface, ap.fd(b.node), alias=ap.alias, mtu=link.mtu, master=ap.bridge(a.node), macs=(a.mac, b.mac),
-                                              up=a.node not in quiet))
+            ap.queue(
+                a.node,
+                netlink.new_veth(
+                    a.iface,
+                    b.iface,
+                    ap.fd(b.node),
+                    alias=ap.alias,
+                    mtu=link.mtu,
+                    master=ap.bridge(a.node),
+                    macs=(a.mac, b.mac),
+                    up=a.node not in quiet,
+                ),
+            )
             made.append(link)
             if i % ap.CHUNK == 0:  # each batch names at most CHUNK namespace fds
                 ap.flush()
         ap.flush()
         ap.progress("links", len(objs) // 3, len(objs))
         into_switches(ap, [b for _, b in oriented])
-        ap.address([end for pair in oriented for end in pair], up=[a for a, _ in oriented if a.node in quiet] + [b for _, b in oriented if not ap.bridge(b.node)])
+        ap.address(
+            [end for pair in oriented for end in pair],
+            up=[a for a, _ in oriented if a.node in quiet] + [b for _, b in oriented if not ap.bridge(b.node)],
+        )
         ap.progress("links", len(objs), len(objs))
 
 

@@ -16,12 +16,14 @@ Example::
 from __future__ import annotations
 
 import struct
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from ..backends import netlink
 from .base import KernelFeature, SubInterface, register
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 IFLA_VLAN_ID, IFLA_VLAN_PROTOCOL = 1, 5
 PROTOCOLS = {"802.1Q": 0x8100, "802.1ad": 0x88A8}
@@ -32,7 +34,10 @@ class Vlan(SubInterface):
     summary = "an 802.1Q sub-interface (vlan_id:, vlan_protocol: 802.1ad for QinQ) of a host NIC or of the node's own interface"
     options = {
         "vlan_id": (int | None, Field(default=None, ge=1, le=4094, description="vlan: the VLAN id, 1..4094")),
-        "vlan_protocol": (Literal["802.1Q", "802.1ad"] | None, Field(default=None, description="vlan: 802.1Q (default) or 802.1ad (QinQ)")),
+        "vlan_protocol": (
+            Literal["802.1Q", "802.1ad"] | None,
+            Field(default=None, description="vlan: 802.1Q (default) or 802.1ad (QinQ)"),
+        ),
     }
     features = {"vlan": KernelFeature("CONFIG_VLAN_8021Q", {"kind": "vlan", "vlan_id": 10, "link": "parent"})}
 
@@ -47,9 +52,18 @@ class Vlan(SubInterface):
             return None  # a host NIC: the usual rules
         node = link.endpoints[0].partition(":")[0]
         if owner != node:
-            return [ctx.problem(path + ("parent",), f"a vlan on a node's interface stays in that node: give {node} one of its own interfaces (parent: {node}:IF)")]
+            return [
+                ctx.problem(
+                    path + ("parent",),
+                    f"a vlan on a node's interface stays in that node: give {node} one of its own interfaces (parent: {node}:IF)",
+                )
+            ]
         if f"{node}:{iface}" not in {ep for ln in ctx.topology.topology.links for ep in ln.endpoints}:
-            return [ctx.problem(path + ("parent",), f"{node} has no interface {iface}; a vlan sits on an interface of one of the node's links")]
+            return [
+                ctx.problem(
+                    path + ("parent",), f"{node} has no interface {iface}; a vlan sits on an interface of one of the node's links"
+                )
+            ]
         return []
 
     def join(self, b, link, keys):
@@ -62,9 +76,13 @@ class Vlan(SubInterface):
         return (("id", str(link.vlan_id)), ("protocol", link.vlan_protocol or "802.1Q"))
 
     def request(self, ap, att, parent_index):
+        from ..backends import netlink
+
         data = netlink.attr(IFLA_VLAN_ID, struct.pack("=H", int(att.option("id"))))
         data += netlink.attr(IFLA_VLAN_PROTOCOL, struct.pack("!H", PROTOCOLS[att.option("protocol")]))
-        return netlink.sublink(self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu)
+        return netlink.sublink(
+            self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
+        )
 
 
 register(Vlan())

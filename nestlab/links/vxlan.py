@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ..backends import netlink
 from .base import KernelFeature, register
 from .overlay import Overlay
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
 
@@ -19,7 +22,10 @@ class Vxlan(Overlay):
     summary = "a VXLAN overlay between nodes on two hosts (vni:, port: default 4789)"
     overhead = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
     options = {
-        "vni": (int | None, Field(default=None, ge=1, le=16777215, description="vxlan/geneve: the network identifier (default: one per link)")),
+        "vni": (
+            int | None,
+            Field(default=None, ge=1, le=16777215, description="vxlan/geneve: the network identifier (default: one per link)"),
+        ),
         "port": (int | None, Field(default=None, ge=1, le=65535, description="vxlan/geneve: UDP port (default 4789/6081)")),
     }
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
@@ -29,6 +35,8 @@ class Vxlan(Overlay):
 
     def request(self, ap, link, side):
         """A point-to-point VXLAN device born in the node; its UDP socket stays in the host's namespace."""
+        from ..backends import netlink
+
         end, (_host, local, remote) = link.ends[side], link.underlay[side]
         data = (
             netlink.u32_attr(IFLA_VXLAN_ID, int(link.option("vni")))

@@ -10,13 +10,16 @@ from __future__ import annotations
 import ipaddress
 import socket
 import struct
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from ..backends import netlink
 from ..plan.objects import AttachObj
 from .base import KernelFeature, LinkMode, Stage, into_switches, register, up_and_address
 from .vxlan import IFLA_VXLAN_GROUP, IFLA_VXLAN_ID, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT, Vxlan
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 IFLA_VXLAN_PORT_RANGE = 10
 OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
@@ -29,16 +32,26 @@ class VxlanRemote(LinkMode):
     real_host = True
     switch_port = True
     stage = Stage.ATTACH
-    options = {"remote": (str | None, Field(default=None, description="vxlan-remote: the other machine's address (IPv4)")),
-               "vni": Vxlan.options["vni"], "port": Vxlan.options["port"],
-               "src_port": (int | None, Field(default=None, ge=1, le=65535, description="vxlan-remote: the UDP source port (default: the kernel's range)"))}
+    options = {
+        "remote": (str | None, Field(default=None, description="vxlan-remote: the other machine's address (IPv4)")),
+        "vni": Vxlan.options["vni"],
+        "port": Vxlan.options["port"],
+        "src_port": (
+            int | None,
+            Field(default=None, ge=1, le=65535, description="vxlan-remote: the UDP source port (default: the kernel's range)"),
+        ),
+    }
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
 
     def check(self, ctx, link, path):
         try:
             ipaddress.IPv4Address(link.remote or "")
         except ValueError:
-            return [ctx.problem(path + ("remote",), f"mode: vxlan-remote needs remote: the other machine's IPv4 address (got {link.remote!r})")]
+            return [
+                ctx.problem(
+                    path + ("remote",), f"mode: vxlan-remote needs remote: the other machine's IPv4 address (got {link.remote!r})"
+                )
+            ]
         if not link.vni:
             return [ctx.problem(path + ("vni",), "mode: vxlan-remote needs vni: the identifier both ends use")]
         if link.parent:
@@ -55,17 +68,26 @@ class VxlanRemote(LinkMode):
     def build(self, b, link, ends):
         host = b.host_of(ends[0].node) if b.t.hosts else None
         obj = super().build(b, link, ends)
+        assert isinstance(obj, AttachObj)
         return AttachObj(obj.end, self.name, host, None, obj.options, link.mtu or 1500 - OVERHEAD, shape=obj.shape)
 
     def create(self, ap, objs, made, changes):
+        from ..backends import netlink
+
         for att in objs:
-            data = (netlink.u32_attr(IFLA_VXLAN_ID, int(att.option("vni")))
-                    + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(att.option("remote")))
-                    + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(att.option("port"))))
-                    + netlink.attr(IFLA_VXLAN_LEARNING, b"\0"))
+            data = (
+                netlink.u32_attr(IFLA_VXLAN_ID, int(att.option("vni")))
+                + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(att.option("remote")))
+                + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(att.option("port"))))
+                + netlink.attr(IFLA_VXLAN_LEARNING, b"\0")
+            )
             if att.option("src_port"):
-                data += netlink.attr(IFLA_VXLAN_PORT_RANGE, struct.pack("!HH", int(att.option("src_port")), int(att.option("src_port"))))
-            ap.queue(att.host, netlink.sublink("vxlan", att.end.iface, data, alias=ap.alias, ns_fd=ap.fd(att.end.node), mtu=att.mtu))
+                data += netlink.attr(
+                    IFLA_VXLAN_PORT_RANGE, struct.pack("!HH", int(att.option("src_port")), int(att.option("src_port")))
+                )
+            ap.queue(
+                att.host, netlink.sublink("vxlan", att.end.iface, data, alias=ap.alias, ns_fd=ap.fd(att.end.node), mtu=att.mtu)
+            )
             made.append(att)
         ap.flush()
         into_switches(ap, [att.end for att in objs])

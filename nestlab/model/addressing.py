@@ -78,7 +78,15 @@ class Segments:
             cursor = cursors.setdefault(net, net.hosts())
             ip = next((h for h in cursor if h not in taken), None)
             if ip is None:
-                raise TopologyError(source, [Problem(("topology", "links"), f"subnet {net} has no free address left for {':'.join(map(str, key))}; give it an explicit ipv4")])
+                raise TopologyError(
+                    source,
+                    [
+                        Problem(
+                            ("topology", "links"),
+                            f"subnet {net} has no free address left for {':'.join(map(str, key))}; give it an explicit ipv4",
+                        )
+                    ],
+                )
             taken.add(ip)
             m.ipv4.append(f"{ip}/{net.prefixlen}")
         return self.members
@@ -104,4 +112,6 @@ class _Pool:
                 self.next = start + size
                 return net
             start += size
-        raise TopologyError(source, [Problem(("ipv4_pool",), f"pool {self.pool} has no free /{prefix} left; use a larger ipv4_pool")])
+        raise TopologyError(
+            source, [Problem(("ipv4_pool",), f"pool {self.pool} has no free /{prefix} left; use a larger ipv4_pool")]
+        )

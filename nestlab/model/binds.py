@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..backends.views import HIDDEN
+from ..names import HIDDEN
+from ..registry import KINDS
 from .errors import Problem
 from .modes import node_kind
 from .schema import Topology
 from .yamlsource import Located, read_source
 
 _NEVER = ("/", "/proc", "/sys", "/dev", *HIDDEN)
-FRR_CONFIG = "/etc/frr/frr.conf"
 
 
 def resolve_binds(topology: Topology, source: str, located: Located, notices: list[Problem]) -> list[Problem]:
@@ -29,7 +29,12 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
         path = ("topology", "nodes", name)
         kind = node_kind(topology, name)
         if spec.binds and (spec.image or (spec.runtime or "namespace") != "namespace"):
-            problems.append(located.problem(path + ("binds",), "binds need the default runtime (namespace): a node with image: has a root filesystem of its own"))
+            problems.append(
+                located.problem(
+                    path + ("binds",),
+                    "binds need the default runtime (namespace): a node with image: has a root filesystem of its own",
+                )
+            )
             continue
         kept = []
         for i, text in enumerate(spec.binds):
@@ -43,20 +48,33 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
             if not src.exists():
                 problems.append(located.problem(where, f"bind source '{parts[0]}' does not exist (looked for {src})"))
             elif not os.path.isabs(parts[1]) or dst in _NEVER or dst.startswith(tuple(h + "/" for h in HIDDEN)):
-                problems.append(located.problem(where, f"bind destination '{parts[1]}' is not allowed: give an absolute path other than /, /proc, /sys, /dev, /run/netns, /run/nestlab"))
-            elif kind == "frr" and dst == FRR_CONFIG and not spec.startup_config:
+                problems.append(
+                    located.problem(
+                        where,
+                        f"bind destination '{parts[1]}' is not allowed: give an absolute path other than /, /proc, /sys, /dev, /run/netns, /run/nestlab",
+                    )
+                )
+            elif dst == KINDS.get(kind).config_file and not spec.startup_config:
                 spec.startup_config = read_source(src, "the router's frr.conf")  # so `nestlab save` can write it back
             else:
                 kept.append(":".join([str(src), dst, *parts[2:]]))
         spec.binds = kept
         if spec.startup_config is not None:
-            if kind != "frr":
-                notices.append(located.problem(path + ("startup-config",), "ignored: startup-config is for kind: frr nodes", key=True))
+            if KINDS.get(kind).config_file is None:
+                takers = " or ".join(k.name for k in KINDS.values() if k.config_file)
+                notices.append(
+                    located.problem(path + ("startup-config",), f"ignored: startup-config is for kind: {takers} nodes", key=True)
+                )
                 spec.startup_config = None
             elif "\n" not in spec.startup_config:
                 file = (base / os.path.expanduser(spec.startup_config)).resolve()
                 if file.is_file():
                     spec.startup_config = read_source(file, "the startup-config")
                 elif "/" in spec.startup_config or spec.startup_config.endswith((".conf", ".cfg", ".txt")):
-                    problems.append(located.problem(path + ("startup-config",), f"startup-config '{spec.startup_config}' does not exist (looked for {file})"))
+                    problems.append(
+                        located.problem(
+                            path + ("startup-config",),
+                            f"startup-config '{spec.startup_config}' does not exist (looked for {file})",
+                        )
+                    )
     return problems

@@ -24,7 +24,11 @@ import re
 from .errors import Problem
 from .yamlsource import Located
 
-FILE_ENDINGS = ("clab.yml", "clab.yaml", "clab.gotmpl")  # containerlab's names (X.clab.yml, netlab's clab.yml): no automatic link addresses
+FILE_ENDINGS = (
+    "clab.yml",
+    "clab.yaml",
+    "clab.gotmpl",
+)  # containerlab's names (X.clab.yml, netlab's clab.yml): no automatic link addresses
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}")
 MGMT = "mgmt-net"
 _RESOURCES = {"cpu": "cpus", "memory": "memory", "cpu-set": "cpuset"}
@@ -82,8 +86,12 @@ def normalize(data: dict, located: Located, notices: list[Problem]) -> tuple[dic
             if link is not None:
                 links.append(link)
         body["links"] = links
-        uses_mgmt = any(isinstance(ep, str) and ep.startswith(MGMT + ":") for ln in links if isinstance(ln, dict)
-                        for ep in ln.get("endpoints") or [])
+        uses_mgmt = any(
+            isinstance(ep, str) and ep.startswith(MGMT + ":")
+            for ln in links
+            if isinstance(ln, dict)
+            for ep in ln.get("endpoints") or []
+        )
         if uses_mgmt and isinstance(body.get("nodes"), dict) and MGMT not in body["nodes"]:
             body["nodes"] = {**body["nodes"], MGMT: {"kind": "bridge"}}
     if machine_parents and "allow_host_interfaces" not in data:
@@ -95,15 +103,30 @@ def _machine_parent(data: dict, parent: str, path, located: Located, notices: li
     """containerlab's ``macvlan:PARENT``: this machine's interface, refused only when the file says
     ``allow_host_interfaces: false`` or the machine has no such interface (containerlab fails there too)."""
     if data.get("allow_host_interfaces") is False:
-        problems.append(located.problem(path, f"macvlan:{parent} would attach the node to this machine's interface {parent}, "
-                                              "and the file says allow_host_interfaces: false"))
+        problems.append(
+            located.problem(
+                path,
+                f"macvlan:{parent} would attach the node to this machine's interface {parent}, "
+                "and the file says allow_host_interfaces: false",
+            )
+        )
     elif not os.path.exists(f"/sys/class/net/{parent}"):
         present = sorted(n for n in os.listdir("/sys/class/net") if n != "lo")
-        problems.append(located.problem(path, f"macvlan:{parent}: this machine has no interface {parent} (it has {', '.join(present[:8])}"
-                                              f"{', ...' if len(present) > 8 else ''}); name one of them"))
+        problems.append(
+            located.problem(
+                path,
+                f"macvlan:{parent}: this machine has no interface {parent} (it has {', '.join(present[:8])}"
+                f"{', ...' if len(present) > 8 else ''}); name one of them",
+            )
+        )
     else:
-        notices.append(located.problem(path, f"macvlan:{parent}: the node's traffic leaves this machine on {parent}, as with containerlab "
-                                             "(allow_host_interfaces: false refuses this)"))
+        notices.append(
+            located.problem(
+                path,
+                f"macvlan:{parent}: the node's traffic leaves this machine on {parent}, as with containerlab "
+                "(allow_host_interfaces: false refuses this)",
+            )
+        )
 
 
 def _bridges_in_nodes(body: dict, inside: list[str], located: Located, notices: list[Problem], problems: list[Problem]) -> None:
@@ -116,10 +139,20 @@ def _bridges_in_nodes(body: dict, inside: list[str], located: Located, notices: 
         path = ("topology", "nodes", name)
         spec = nodes.pop(name)
         if not isinstance(spec, dict) or spec.get("kind") != "bridge" or owner not in nodes:
-            problems.append(located.problem(path, f"'{name}' is containerlab's bridge-inside-a-node form: it needs kind: bridge and a node '{owner}'", key=True))
+            problems.append(
+                located.problem(
+                    path,
+                    f"'{name}' is containerlab's bridge-inside-a-node form: it needs kind: bridge and a node '{owner}'",
+                    key=True,
+                )
+            )
             continue
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$", bridge):
-            problems.append(located.problem(path, f"'{bridge}' is not a bridge name the kernel takes (1-15 letters, digits, '.', '-', '_')", key=True))
+            problems.append(
+                located.problem(
+                    path, f"'{bridge}' is not a bridge name the kernel takes (1-15 letters, digits, '.', '-', '_')", key=True
+                )
+            )
             continue
         ports = []
         for link in body.get("links") or []:
@@ -129,13 +162,22 @@ def _bridges_in_nodes(body: dict, inside: list[str], located: Located, notices: 
                     if isinstance(text, str) and text.startswith(name + ":"):
                         ports.append(text.partition(":")[2])
                         link["endpoints"][j] = f"{owner}:{ports[-1]}"
-        made = [f"ip link add {bridge} type bridge", f"ip link set {bridge} up",
-                *(f"ip link set {port} master {bridge} up" for port in ports)]
+        made = [
+            f"ip link add {bridge} type bridge",
+            f"ip link set {bridge} up",
+            *(f"ip link set {port} master {bridge} up" for port in ports),
+        ]
         host = dict(nodes[owner] or {})
         host["exec"] = made + list(host.get("exec") or [])
         nodes[owner] = host
-        notices.append(located.problem(path, f"the bridge {bridge} is made inside {owner} by {owner}'s first exec commands "
-                                             f"(ports: {', '.join(ports) or 'none'})", key=True))
+        notices.append(
+            located.problem(
+                path,
+                f"the bridge {bridge} is made inside {owner} by {owner}'s first exec commands "
+                f"(ports: {', '.join(ports) or 'none'})",
+                key=True,
+            )
+        )
     body["nodes"] = nodes
 
 
@@ -157,7 +199,13 @@ def _link(link: dict, path, located: Located, notices: list[Problem], problems: 
     if kind is not None:
         link = {k: v for k, v in link.items() if k != "type"}
         if kind == "dummy":
-            notices.append(located.problem(path + ("type",), "ignored: a dummy interface has nothing on its other side; add the address to a real link", key=True))
+            notices.append(
+                located.problem(
+                    path + ("type",),
+                    "ignored: a dummy interface has nothing on its other side; add the address to a real link",
+                    key=True,
+                )
+            )
             return None
         if kind in _SPECIAL:
             endpoint = link.pop("endpoint", None) or {}
@@ -171,15 +219,24 @@ def _link(link: dict, path, located: Located, notices: list[Problem], problems: 
                 if theirs in link:
                     link[ours] = link.pop(theirs)
         elif kind != "veth":
-            problems.append(located.problem(path + ("type",), f"type: {kind} links are not supported; nestlab links nodes with veth (and host:, mgmt-net:, macvlan: endpoints, "
-                                                              "and type: vxlan to another machine)"))
+            problems.append(
+                located.problem(
+                    path + ("type",),
+                    f"type: {kind} links are not supported; nestlab links nodes with veth (and host:, mgmt-net:, macvlan: endpoints, "
+                    "and type: vxlan to another machine)",
+                )
+            )
             return None
     endpoints = link.get("endpoints")
     if not isinstance(endpoints, list):
         return link
     link = {**link, **_endpoint_keys(endpoints, link)}
     endpoints = link["endpoints"]
-    special = [j for j, ep in enumerate(endpoints) if isinstance(ep, str) and ep.partition(":")[0] in ("host", "macvlan") and ep.partition(":")[0] not in defined]
+    special = [
+        j
+        for j, ep in enumerate(endpoints)
+        if isinstance(ep, str) and ep.partition(":")[0] in ("host", "macvlan") and ep.partition(":")[0] not in defined
+    ]
     if len(endpoints) != 2 or len(special) != 1:
         return link
     j = special[0]
@@ -201,8 +258,14 @@ _ENDPOINT_KEYS = {"mac": "macs", "ipv4": "ipv4", "ipv6": "ipv6"}
 def _endpoint_keys(endpoints: list, link: dict) -> dict:
     """containerlab's extended endpoints ``{node, interface, mac, ipv4, ipv6, vars}`` as ``NODE:IF``
     strings, their ``mac``/``ipv4``/``ipv6`` as the link's lists (one entry per endpoint)."""
-    out: dict = {"endpoints": [f"{ep.get('node')}:{ep.get('interface')}" if isinstance(ep, dict) and set(ep) <= {"node", "interface", *_ENDPOINT_KEYS, "vars"} else ep
-                               for ep in endpoints]}
+    out: dict = {
+        "endpoints": [
+            f"{ep.get('node')}:{ep.get('interface')}"
+            if isinstance(ep, dict) and set(ep) <= {"node", "interface", *_ENDPOINT_KEYS, "vars"}
+            else ep
+            for ep in endpoints
+        ]
+    }
     for theirs, ours in _ENDPOINT_KEYS.items():
         values = [ep.get(theirs) if isinstance(ep, dict) else None for ep in endpoints]
         if any(values) and link.get(ours) is None:

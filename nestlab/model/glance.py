@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ..registry import KINDS
+
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLAIN_KEYS = {"kind"}  # a node spec with nothing else is a plain host or bridge
 
@@ -21,8 +23,11 @@ class Glance:
     name: str | None = None
     nodes: list[str] = field(default_factory=list)  # nodes nestlab makes namespaces for itself, in file order
     extra: int = 0  # more namespaces, for nested components
-    bridges: list[str] = field(default_factory=list)  # of those, plain ``kind: bridge`` nodes
-    cables: list[tuple[str, str, str, str]] = field(default_factory=list)  # links given by their endpoints alone, between plain nodes
+    bridges: list[str] = field(default_factory=list)  # of those, plain nodes holding a bridge (kind: bridge)
+    cables: list[tuple[str, str, str, str]] = field(
+        default_factory=list
+    )  # links given by their endpoints alone, between plain nodes
+    bridge_sysctls: dict[str, str] = field(default_factory=dict)  # what their kind sets
 
 
 def glance(path) -> Glance:
@@ -51,10 +56,12 @@ def glance(path) -> Glance:
         components = spec.get("components")
         if isinstance(components, dict) and spec.get("nesting") != "flat":
             found.extra += len(components)
-        if set(spec) <= _PLAIN_KEYS and spec.get("kind", "linux") in ("linux", "host", "bridge"):
+        kind = spec.get("kind", "linux")
+        if set(spec) <= _PLAIN_KEYS and kind in KINDS and KINDS.get(kind).ahead:
             plain.add(name)
-            if spec.get("kind") == "bridge":
+            if KINDS.get(kind).own_bridge:
                 found.bridges.append(name)
+                found.bridge_sysctls = KINDS.get(kind).sysctls()
     for link in links:
         ends = link.get("endpoints") if isinstance(link, dict) and set(link) == {"endpoints"} else None
         if isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) and e.count(":") == 1 for e in ends):

@@ -43,7 +43,7 @@ def _tokens(text: str) -> list[tuple]:
     pos = 0
     trim_next = False
     for match in _ACTION.finditer(text):
-        chunk = text[pos:match.start()]
+        chunk = text[pos : match.start()]
         if trim_next:
             chunk = chunk.lstrip()
         if match.group(1):
@@ -75,10 +75,13 @@ def _parse(tokens: list[tuple], opened: int | None) -> tuple[list, tuple | None]
                 raise TemplateError(f"{{{{ {word} }}}} without an if, range or with to close", line)
             return nodes, tok
         if word in ("if", "with", "range"):
-            nodes.append(_block(word, body[len(word):].strip(), line, tokens))
+            nodes.append(_block(word, body[len(word) :].strip(), line, tokens))
         elif word in ("define", "template", "block", "break", "continue"):
-            raise TemplateError(f"{{{{ {word} }}}} is not in the Go template subset nestlab renders; render the file with "
-                                "containerlab (or gomplate) and deploy the result", line)
+            raise TemplateError(
+                f"{{{{ {word} }}}} is not in the Go template subset nestlab renders; render the file with "
+                "containerlab (or gomplate) and deploy the result",
+                line,
+            )
         else:
             nodes.append(("act", _pipeline(body, line), line))
     if opened is not None:
@@ -101,7 +104,7 @@ def _block(word: str, rest: str, line: int, tokens: list[tuple]) -> tuple:
         text = closing[1]
         if text == "end":
             break
-        after = text[len("else"):].strip()
+        after = text[len("else") :].strip()
         if word == "if" and after.startswith("if "):  # else if: one more branch of the same block
             branches.append((_pipeline(after[3:], closing[2]), None))
             continue
@@ -245,8 +248,11 @@ def _command(words: list, dot: Any, scopes: list[dict], line: int, piped: Any) -
             args.append(piped)
         fn = FUNCTIONS.get(head)
         if fn is None:
-            raise TemplateError(f"function `{head}` is not in the Go template subset nestlab renders; render the file "
-                                "with containerlab (or gomplate) and deploy the result", line)
+            raise TemplateError(
+                f"function `{head}` is not in the Go template subset nestlab renders; render the file "
+                "with containerlab (or gomplate) and deploy the result",
+                line,
+            )
         try:
             return fn(*args)
         except TemplateError:
@@ -259,7 +265,7 @@ def _command(words: list, dot: Any, scopes: list[dict], line: int, piped: Any) -
 
 
 def _is_function(word: str) -> bool:
-    return not (word[0] in ".$\"`-" or word[0].isdigit() or word in ("true", "false", "nil"))
+    return not (word[0] in '.$"`-' or word[0].isdigit() or word in ("true", "false", "nil"))
 
 
 def _arg(word, dot: Any, scopes: list[dict], line: int) -> Any:

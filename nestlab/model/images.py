@@ -20,18 +20,27 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .. import runtimes
-from ..backends.rootfs import IMAGE_ROOT, built, looks_like_path
+from ..names import IMAGE_ROOT, built, looks_like_path
+from ..registry import KINDS, RUNTIMES
 from .errors import Problem
 from .schema import Topology
 from .yamlsource import Located
 
-
-FRR_IMAGE = "frrouting/frr"  # docker.io/frrouting/frr:v8.4.1, quay.io/frrouting/frr:...
 # General-purpose images whose tools this machine has too: such a node runs as namespaces on the host's files.
 ALPINE_BIN = str(Path(__file__).with_name("alpine_bin"))
 ALPINE_PATH = f"{ALPINE_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-TOOL_IMAGES = ("alpine", "busybox", "debian", "ubuntu", "network-multitool", "netshoot", "centos", "fedora", "rockylinux", "almalinux")
+TOOL_IMAGES = (
+    "alpine",
+    "busybox",
+    "debian",
+    "ubuntu",
+    "network-multitool",
+    "netshoot",
+    "centos",
+    "fedora",
+    "rockylinux",
+    "almalinux",
+)
 
 # Server images run as this machine's program (Debian package): image -> (program, the image's default cmd, package).
 SERVER_IMAGES = {
@@ -52,43 +61,84 @@ def resolve_paths(topology: Topology, source: str, located: Located, notices: li
     base = Path(source).parent if os.path.exists(source) else Path.cwd()
     problems = []
     body = topology.topology
-    for path, layer in [(("topology", "defaults"), body.defaults), *((("topology", "kinds", k), v) for k, v in body.kinds.items())]:
+    for path, layer in [
+        (("topology", "defaults"), body.defaults),
+        *((("topology", "kinds", k), v) for k, v in body.kinds.items()),
+    ]:
         if layer.image or layer.runtime or layer.resources:
-            notices.append(located.problem(path + ("image",), "ignored: image, runtime and resources are set per node, not in defaults or kinds", key=True))
+            notices.append(
+                located.problem(
+                    path + ("image",),
+                    "ignored: image, runtime and resources are set per node, not in defaults or kinds",
+                    key=True,
+                )
+            )
             layer.image = layer.runtime = layer.resources = None
     for name, spec in body.nodes.items():
-        path = ("topology", "nodes", spec.component_of or name) + (("components", name.split("/")[1]) if spec.component_of else ()) + ("image",)
-        why = runtimes.get(spec.runtime).check(spec) if spec.runtime else None
+        path = (
+            ("topology", "nodes", spec.component_of or name)
+            + (("components", name.split("/")[1]) if spec.component_of else ())
+            + ("image",)
+        )
+        why = RUNTIMES.get(spec.runtime).check(spec) if spec.runtime else None
         if why:
             problems.append(located.problem(path[:-1] + ("runtime",), why))
             continue
         if spec.runtime == "docker" or not spec.image:  # a Docker image is the engine's to find
             continue
-        if FRR_IMAGE in spec.image and not looks_like_path(spec.image):
-            notices.append(located.problem(path, f"image '{spec.image}' runs as kind: frr (Debian's FRR in the node's own filesystem view; set runtime: docker for the image itself)", key=True))
-            spec.image, spec.kind = None, "frr"
+        kind = next((k for k in KINDS.values() for image in k.images if image in spec.image), None)
+        if kind and not looks_like_path(spec.image):  # a kind that runs this image itself
+            notices.append(
+                located.problem(
+                    path,
+                    f"image '{spec.image}' runs as kind: {kind.name} ({kind.summary}; set runtime: docker for the image itself)",
+                    key=True,
+                )
+            )
+            spec.image, spec.kind = None, kind.name
             continue
         if looks_like_path(spec.image):
             full = (base / os.path.expanduser(spec.image)).resolve()
             if not full.exists():
-                problems.append(located.problem(path, f"image '{spec.image}' does not exist (looked for {full}); give a rootfs directory, a rootfs tarball or an OCI image layout directory"))
+                problems.append(
+                    located.problem(
+                        path,
+                        f"image '{spec.image}' does not exist (looked for {full}); give a rootfs directory, a rootfs tarball or an OCI image layout directory",
+                    )
+                )
             spec.image = str(full)
         elif built(spec.image).is_dir():
             continue
         elif spec.runtime == "runc":
-            problems.append(located.problem(path, f"no image named '{spec.image}' (built images: {', '.join(sorted(os.listdir(IMAGE_ROOT))) if os.path.isdir(IMAGE_ROOT) else 'none'}); build it with `nestlab image build {spec.image}` or give a path"))
+            problems.append(
+                located.problem(
+                    path,
+                    f"no image named '{spec.image}' (built images: {', '.join(sorted(os.listdir(IMAGE_ROOT))) if os.path.isdir(IMAGE_ROOT) else 'none'}); build it with `nestlab image build {spec.image}` or give a path",
+                )
+            )
         elif _repository(spec.image) in SERVER_IMAGES:
             problem = _server_image(body, spec, path, located, notices)
             if problem:
                 problems.append(problem)
         elif _repository(spec.image) in TOOL_IMAGES:
-            notices.append(located.problem(path, f"ignored: image '{spec.image}': the node runs as namespaces with this machine's tools (set runtime: docker to run the image itself)", key=True))
+            notices.append(
+                located.problem(
+                    path,
+                    f"ignored: image '{spec.image}': the node runs as namespaces with this machine's tools (set runtime: docker to run the image itself)",
+                    key=True,
+                )
+            )
             if _repository(spec.image) in ("alpine", "busybox"):
                 spec.env.setdefault("PATH", ALPINE_PATH)
             spec.image = None
         else:
-            problems.append(located.problem(path, f"image '{spec.image}' is no local or built image, and not a general-purpose one ({', '.join(TOOL_IMAGES)}) whose tools this "
-                                                  f"machine has: set runtime: docker to run it with Docker, or make a root filesystem with `nestlab image build`"))
+            problems.append(
+                located.problem(
+                    path,
+                    f"image '{spec.image}' is no local or built image, and not a general-purpose one ({', '.join(TOOL_IMAGES)}) whose tools this "
+                    f"machine has: set runtime: docker to run it with Docker, or make a root filesystem with `nestlab image build`",
+                )
+            )
     return problems
 
 
@@ -96,20 +146,35 @@ def _server_image(body, spec, path, located: Located, notices: list[Problem]) ->
     """A server image as this machine's program in a root of the node's own; else Docker's copy of the image."""
     program, cmd, package = SERVER_IMAGES[_repository(spec.image)]
     if shutil.which(program):
-        kind = body.kinds.get(spec.kind or "linux")
+        own = KINDS.canonical(spec.kind or "linux")
+        kind = next((v for k, v in body.kinds.items() if KINDS.canonical(k) == own), None)
         default = spec.cmd is None and body.defaults.cmd is None and (kind is None or kind.cmd is None)
-        notices.append(located.problem(path, f"image '{spec.image}' runs as this machine's {program}" + (f" ({cmd})" if default else "")
-                                             + " in a root of the node's own (set runtime: docker to run the image itself)", key=True))
+        notices.append(
+            located.problem(
+                path,
+                f"image '{spec.image}' runs as this machine's {program}"
+                + (f" ({cmd})" if default else "")
+                + " in a root of the node's own (set runtime: docker to run the image itself)",
+                key=True,
+            )
+        )
         spec.image, spec.own_root = None, True
         if default:
             spec.cmd = cmd
         return None
     if _docker_has(spec.image):
-        notices.append(located.problem(path, f"image '{spec.image}' runs with Docker (this machine has no {program}; Docker has the image)", key=True))
+        notices.append(
+            located.problem(
+                path, f"image '{spec.image}' runs with Docker (this machine has no {program}; Docker has the image)", key=True
+            )
+        )
         spec.runtime = "docker"
         return None
-    return located.problem(path, f"image '{spec.image}' runs as this machine's {program}, which is not installed: `apt install {package}`, "
-                                 "or set runtime: docker (Docker pulls the image)")
+    return located.problem(
+        path,
+        f"image '{spec.image}' runs as this machine's {program}, which is not installed: `apt install {package}`, "
+        "or set runtime: docker (Docker pulls the image)",
+    )
 
 
 def _docker_has(image: str) -> bool:

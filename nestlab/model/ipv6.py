@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-OFF_SYSCTLS = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}  # a host's with ipv6: false
+from ..registry import KINDS
+
 _WORDS = re.compile(r"\bip\s+(-\S+\s+)*-6\b|\binet6\b|ipv6|\bip6|ping6|ospf6|ripng|traceroute6|ndisc6|radvd|dhcp6", re.IGNORECASE)
 
 
@@ -35,8 +36,11 @@ def uses_ipv6(data: object) -> bool:
         for key, value in data.items():
             if key == "ipv6" and value not in (None, [], False) and not (isinstance(value, list) and not any(value)):
                 return True
-            if (key == "kind" and value == "frr") or (key == "image" and isinstance(value, str) and "frr" in value):
-                return True
+            if isinstance(value, str) and (
+                (key == "kind" and value in KINDS and KINDS.get(value).router)
+                or (key == "image" and any(k.router and k.name in value for k in KINDS.values()))
+            ):
+                return True  # a router (kind: frr, an frr image) speaks IPv6
             if key == "sysctls" and isinstance(value, dict) and any("ipv6" in str(k) for k in value):
                 return True
             if key not in _SKIPPED and uses_ipv6(value):

@@ -26,8 +26,13 @@ from .yamlsource import Located, read_source
 _ASSIGN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\[([A-Za-z0-9_]+)\]\s*=\s*(.*?)\s*$")
 _META = re.compile(r"^\s*LAB_[A-Z_]+\s*=")
 _SERVICE = re.compile(r"^\s*(systemctl\s+(re)?start\s+\S+|service\s+\S+\s+(re)?start|/etc/init\.d/\S+\s+(re)?start)\s*(&\s*)?$")
-_NOTED = {"bridged": "devices are not connected to this machine's network", "port": "nodes are not reachable from outside the lab",
-          "num_terms": "open a shell with `nestlab shell`", "shell": "`nestlab shell` opens the machine's shell", "ipv6": "IPv6 follows the machine's defaults"}
+_NOTED = {
+    "bridged": "devices are not connected to this machine's network",
+    "port": "nodes are not reachable from outside the lab",
+    "num_terms": "open a shell with `nestlab shell`",
+    "shell": "`nestlab shell` opens the machine's shell",
+    "ipv6": "IPv6 follows the machine's defaults",
+}
 _FOREIGN = ("quagga", "p4", "pox", "sdn", "bind", "wireshark")
 
 
@@ -65,7 +70,11 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
             continue
         match = _ASSIGN.match(text)
         if not match:
-            problems.append(Problem((), f"'{raw.strip()}' is not a Kathará assignment such as r1[0]=\"A\" or r1[image]=\"kathara/frr\"", number, 1))
+            problems.append(
+                Problem(
+                    (), f'\'{raw.strip()}\' is not a Kathará assignment such as r1[0]="A" or r1[image]="kathara/frr"', number, 1
+                )
+            )
             continue
         dev, key, value = match.group(1), match.group(2), match.group(3).strip("\"'")
         spec = devices.setdefault(dev, {})
@@ -74,7 +83,9 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
         if key.isdigit():
             domain = value.split("/", 1)[0]
             if not re.match(r"^[A-Za-z0-9_-]+$", domain):
-                problems.append(Problem(node, f"collision domain '{domain}' may use only letters, digits, '-' and '_'", number, 1))
+                problems.append(
+                    Problem(node, f"collision domain '{domain}' may use only letters, digits, '-' and '_'", number, 1)
+                )
                 continue
             ports.setdefault(domain, []).append((dev, f"eth{key}", number))
         elif key == "image":
@@ -108,10 +119,22 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
         if "frr" in image:
             spec["kind"] = "frr"
         elif any(word in image for word in _FOREIGN):
-            notes.append((line, dev, f"ignored: [image]={image}: the device runs on this machine's tools, which may lack that image's software"))
+            notes.append(
+                (
+                    line,
+                    dev,
+                    f"ignored: [image]={image}: the device runs on this machine's tools, which may lack that image's software",
+                )
+            )
         script, skipped = _filter(shared + _startup(folder / f"{dev}.startup"))
-        notes += [(line, dev, f"ignored: {dev}.startup: `{cmd}`: {'nestlab starts the router' if spec.get('kind') == 'frr' else 'it would start a service of this machine'}")
-                  for cmd in skipped]
+        notes += [
+            (
+                line,
+                dev,
+                f"ignored: {dev}.startup: `{cmd}`: {'nestlab starts the router' if spec.get('kind') == 'frr' else 'it would start a service of this machine'}",
+            )
+            for cmd in skipped
+        ]
         if script.strip():
             spec["exec"] = [script]
         spec["binds"] = _tree(folder / dev)
@@ -126,7 +149,17 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
             continue
         switch = f"cd-{domain}"
         if switch in nodes:
-            raise TopologyError(source, [Problem(("topology", "nodes", switch), f"device '{switch}' has the name nestlab gives collision domain {domain}'s bridge; rename it", members[0][2], 1)])
+            raise TopologyError(
+                source,
+                [
+                    Problem(
+                        ("topology", "nodes", switch),
+                        f"device '{switch}' has the name nestlab gives collision domain {domain}'s bridge; rename it",
+                        members[0][2],
+                        1,
+                    )
+                ],
+            )
         nodes[switch] = {"kind": "bridge"}
         at(("topology", "nodes", switch), members[0][2])
         for j, (dev, iface, line) in enumerate(members):
@@ -167,7 +200,9 @@ def _tree(root: FsPath) -> list[str]:
     the device a root of its own, backends/views.py)."""
     if not root.is_dir():
         return []
-    return [f"{file.resolve()}:/{file.relative_to(root).as_posix()}" for file in sorted(p for p in root.rglob("*") if p.is_file())]
+    return [
+        f"{file.resolve()}:/{file.relative_to(root).as_posix()}" for file in sorted(p for p in root.rglob("*") if p.is_file())
+    ]
 
 
 def _deps(path: FsPath, devices: dict) -> dict[str, list[str]]:
@@ -181,9 +216,19 @@ def _deps(path: FsPath, devices: dict) -> dict[str, list[str]]:
             if line.split("#", 1)[0].strip():
                 problems.append(Problem((), f"'{line.strip()}' is not a dependency such as r1: r2 r3", number, 1))
             continue
-        for name, column in [(dev.strip(), line.index(dev.strip()) + 1), *((w, line.index(w, len(dev) + 1) + 1) for w in others.split())]:
+        for name, column in [
+            (dev.strip(), line.index(dev.strip()) + 1),
+            *((w, line.index(w, len(dev) + 1) + 1) for w in others.split()),
+        ]:
             if name not in devices:
-                problems.append(Problem((), f"'{name}' is not a device of lab.conf ({', '.join(sorted(devices)[:8])}{', ...' if len(devices) > 8 else ''})", number, column))
+                problems.append(
+                    Problem(
+                        (),
+                        f"'{name}' is not a device of lab.conf ({', '.join(sorted(devices)[:8])}{', ...' if len(devices) > 8 else ''})",
+                        number,
+                        column,
+                    )
+                )
         deps[dev.strip()] = others.split()
     if problems:
         raise TopologyError(str(path), problems)

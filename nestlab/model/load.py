@@ -13,15 +13,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import Path, Problem, TopologyError
+from ..registry import KINDS
 from . import clab, gotemplate, images, ipv6, kathara
 from .binds import resolve_binds
+from .errors import Path, Problem, TopologyError
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
 from .paths import expand_paths
 from .ports import check_ports
-from .servers import check_servers
-from .stages import check_stages
 from .schema import (
     ALLOWED_KEYS,
     IFNAMSIZ,
@@ -31,6 +30,8 @@ from .schema import (
     NAME_PATTERN,
     Topology,
 )
+from .servers import check_servers
+from .stages import check_stages
 from .yamlsource import Located, load_yaml, read_source
 
 
@@ -57,8 +58,9 @@ def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = ()) -> Lo
     text = read_source(path)
     if clab.template_line(text) is None:
         return load_text(text, str(path))
-    found = [FsPath(f) for f in vars_files] or sorted(f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*")
-                                                     if f.suffix in (".yaml", ".yml", ".json"))
+    found = [FsPath(f) for f in vars_files] or sorted(
+        f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*") if f.suffix in (".yaml", ".yml", ".json")
+    )
     return load_text(text, str(path), _template_vars(found), [str(f) for f in found])
 
 
@@ -74,7 +76,9 @@ def load_text(text: str, source: str = "<topology>", template_vars: Any = None, 
     try:
         loaded = load_data(load_yaml(clab.expand_env(text), source), source)
     except TopologyError as exc:
-        raise TopologyError(f"{source} (as rendered from its Go template; lines count in the rendered text)", exc.problems) from None
+        raise TopologyError(
+            f"{source} (as rendered from its Go template; lines count in the rendered text)", exc.problems
+        ) from None
     used = f"variables from {', '.join(vars_files)}" if vars_files else "no variables file (NAME_vars.yml beside it, or --vars)"
     loaded.notices.insert(0, Problem((), f"rendered as a Go template with {used}", line, 1))
     return loaded
@@ -118,12 +122,21 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
     except ValidationError as exc:
         raise TopologyError(source, [_problem(err, located) for err in exc.errors()]) from None
     topology._hosts_ipv6 = ipv6.resolve(data)  # noqa: SLF001 - the loader is the one to work it out
-    problems = (apply_groups(topology, located) or expand(topology, located) or expand_paths(topology, located)
-                or check(topology, located) or check_stages(topology, located) or check_ports(topology, located, notices)
-                or check_servers(topology, located))
+    problems = (
+        apply_groups(topology, located)
+        or expand(topology, located)
+        or expand_paths(topology, located)
+        or check(topology, located)
+        or check_stages(topology, located)
+        or check_ports(topology, located, notices)
+        or check_servers(topology, located)
+    )
     if not problems:
-        problems = (images.resolve_paths(topology, source, located, notices) + resolve_binds(topology, source, located, notices)
-                    + _graph_exists(topology, source, located))
+        problems = (
+            images.resolve_paths(topology, source, located, notices)
+            + resolve_binds(topology, source, located, notices)
+            + _graph_exists(topology, source, located)
+        )
     if problems:
         raise TopologyError(source, problems)
     return Loaded(topology, source, notices, located)
@@ -135,7 +148,11 @@ def _graph_exists(topology: Topology, source: str, located: Located) -> list[Pro
     if not graph:
         return []
     full = FsPath(graph) if FsPath(graph).is_absolute() else FsPath(source).parent / graph
-    return [] if full.is_file() else [located.problem(("dynamics", "graph"), f"the visibility graph '{graph}' does not exist (looked for {full})")]
+    return (
+        []
+        if full.is_file()
+        else [located.problem(("dynamics", "graph"), f"the visibility graph '{graph}' does not exist (looked for {full})")]
+    )
 
 
 def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, notices: list[Problem]) -> dict:
@@ -213,7 +230,9 @@ def _problem(err: dict, located: Located) -> Problem:
     if err["type"] == "literal_error":
         return located.problem(path, f"{err['msg'][:1].lower()}{err['msg'][1:]} (got {err['input']!r})")
     if err["type"] == "string_pattern_mismatch":
-        return located.problem(path, f"{err['input']!r} may use only letters, digits, '-' and '_', starting with a letter or digit")
+        return located.problem(
+            path, f"{err['input']!r} may use only letters, digits, '-' and '_', starting with a letter or digit"
+        )
     message = err["msg"].removeprefix("Value error, ")
     return located.problem(path, message)
 
@@ -228,7 +247,12 @@ def apply_groups(topology: Topology, located: Located) -> list[Problem]:
         group = body.groups.get(spec.group)
         if group is None:
             known = ", ".join(body.groups) or "none"
-            problems.append(located.problem(("topology", "nodes", name, "group"), f"group '{spec.group}' is not defined under topology.groups (groups: {known})"))
+            problems.append(
+                located.problem(
+                    ("topology", "nodes", name, "group"),
+                    f"group '{spec.group}' is not defined under topology.groups (groups: {known})",
+                )
+            )
             continue
         for key in group.model_fields_set - spec.model_fields_set:
             setattr(spec, key, copy.deepcopy(getattr(group, key)))
@@ -246,8 +270,12 @@ def check(topology: Topology, located: Located) -> list[Problem]:
             continue
         if not re.match(NAME_PATTERN, name):
             problems.append(located.problem(path, f"node name '{name}' may use only letters, digits, '-' and '_'"))
-        elif node_kind(topology, name) == "bridge" and len(name) > IFNAMSIZ:
-            problems.append(located.problem(path, f"a bridge is a kernel interface named after its node: '{name}' is longer than {IFNAMSIZ} characters"))
+        elif KINDS.get(node_kind(topology, name)).own_bridge and len(name) > IFNAMSIZ:
+            problems.append(
+                located.problem(
+                    path, f"a bridge is a kernel interface named after its node: '{name}' is longer than {IFNAMSIZ} characters"
+                )
+            )
     used: dict[tuple[str, str], Path] = {}
     seen_addr: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, Path] = {}
     for i, link in enumerate(body.links):
@@ -263,16 +291,31 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 problems.append(located.problem(path, f"node '{node}' is not defined under topology.nodes (defined: {known})"))
                 continue
             if len(iface) > IFNAMSIZ or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", iface) or iface == "lo":
-                problems.append(located.problem(path, f"interface name '{iface}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_' (and not 'lo')"))
+                problems.append(
+                    located.problem(
+                        path,
+                        f"interface name '{iface}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_' (and not 'lo')",
+                    )
+                )
                 continue
             if (node, iface) in used:
-                problems.append(located.problem(path, f"endpoint '{endpoint}' is already used by {_link_ref(used[(node, iface)])}; each interface joins one link"))
+                problems.append(
+                    located.problem(
+                        path,
+                        f"endpoint '{endpoint}' is already used by {_link_ref(used[(node, iface)])}; each interface joins one link",
+                    )
+                )
                 continue
             used[(node, iface)] = base
             if is_flat(topology, node):  # components of a flat node share its stack, so its interface names
                 stack = body.nodes[node].component_of
                 if (stack, iface) in used:
-                    problems.append(located.problem(path, f"with nesting: flat, {stack}'s components share one network stack and '{iface}' is already used there by {_link_ref(used[(stack, iface)])}; give each interface of the node a different name"))
+                    problems.append(
+                        located.problem(
+                            path,
+                            f"with nesting: flat, {stack}'s components share one network stack and '{iface}' is already used there by {_link_ref(used[(stack, iface)])}; give each interface of the node a different name",
+                        )
+                    )
                     continue
                 used[(stack, iface)] = base
         for family in ("ipv4", "ipv6"):
@@ -280,25 +323,34 @@ def check(topology: Topology, located: Located) -> list[Problem]:
             if addrs is None:
                 continue
             if len(addrs) != len(link.endpoints):
-                problems.append(located.problem(base + (family,), f"{family} needs one entry per endpoint ({len(link.endpoints)}); use null for none/automatic"))
+                problems.append(
+                    located.problem(
+                        base + (family,),
+                        f"{family} needs one entry per endpoint ({len(link.endpoints)}); use null for none/automatic",
+                    )
+                )
                 continue
             for j, (endpoint, cidr) in enumerate(zip(link.endpoints, addrs)):
                 if cidr is None:
                     continue
                 path = base + (family, j)
                 node = endpoint.partition(":")[0]
-                if node in body.nodes and node_kind(topology, node) in ("bridge", "ovs"):
+                if node in body.nodes and KINDS.get(node_kind(topology, node)).switch:
                     problems.append(located.problem(path, f"'{endpoint}' is a switch port and cannot hold an address; use null"))
                     continue
                 ip, why = _parse_cidr(cidr, family)
                 if why:
                     problems.append(located.problem(path, why))
                 elif ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
-                    problems.append(located.problem(path, f"'{cidr}' is the network address of {ip.network}; pick a host address"))
+                    problems.append(
+                        located.problem(path, f"'{cidr}' is the network address of {ip.network}; pick a host address")
+                    )
                 elif endpoint.endswith(":eth0") and body.nodes[node].component_of:
                     continue  # a component's address on its node's internal switch: the same in every node
                 elif ip.ip in seen_addr:
-                    problems.append(located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}"))
+                    problems.append(
+                        located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}")
+                    )
                 else:
                     seen_addr[ip.ip] = path[:3]
     return problems + check_modes(topology, located) + _check_schedule(topology, located)
@@ -316,7 +368,9 @@ def _check_schedule(topology: Topology, located: Located) -> list[Problem]:
         if change.node is not None and change.node not in body.nodes:
             problems.append(located.problem(("schedule", i, "node"), f"node '{change.node}' is not under topology.nodes"))
         if change.link and frozenset(change.link) not in pairs:
-            problems.append(located.problem(("schedule", i, "link"), f"no link of the file joins {change.link[0]} and {change.link[1]}"))
+            problems.append(
+                located.problem(("schedule", i, "link"), f"no link of the file joins {change.link[0]} and {change.link[1]}")
+            )
     return problems
 
 

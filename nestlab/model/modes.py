@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .. import links
+from ..registry import KINDS, LINK_MODES
 from .errors import Path, Problem
-from .schema import IFNAMSIZ, IMPLICIT_HOST, NAME_PATTERN, LinkSpec, Topology
+from .schema import IFNAMSIZ, IMPLICIT_HOST, NAME_PATTERN, LinkSpec, NodeSpec, Topology
 from .yamlsource import Located
 
 WIRE_SWITCH = re.compile(r"^wire\d+$")
@@ -23,15 +23,18 @@ def node_kind(topology: Topology, name: str) -> str:
     spec = body.nodes[name]
     if spec.components and spec.nesting == "nested":
         return spec.internal_switch  # the node holds its components' switch
-    kind = spec.kind or body.defaults.kind or "linux"
-    return "linux" if kind == "host" else kind
+    return KINDS.canonical(spec.kind or body.defaults.kind or "linux")
+
+
+def kind_defaults(topology: Topology, kind: str) -> NodeSpec | None:
+    """The ``kinds:`` entry for ``kind``, under its name or one of its aliases."""
+    return next((spec for word, spec in topology.topology.kinds.items() if KINDS.canonical(word) == kind), None)
 
 
 def _layered(topology: Topology, name: str, field: str):
     """A node field with kind defaults and ``defaults`` applied (last set wins)."""
     body = topology.topology
-    kind = node_kind(topology, name)
-    layers = [body.defaults, body.kinds.get(kind) or body.kinds.get("host" if kind == "linux" else kind), body.nodes[name]]
+    layers = [body.defaults, kind_defaults(topology, node_kind(topology, name)), body.nodes[name]]
     value = None
     for layer in layers:
         if layer is not None and getattr(layer, field) is not None:
@@ -55,9 +58,8 @@ def link_mode(topology: Topology, link: LinkSpec) -> str:
     if link.mode:
         return link.mode
     nodes = [ep.partition(":")[0] for ep in link.endpoints]
-    if any(n in topology.topology.nodes and node_kind(topology, n) == "ovs" for n in nodes):
-        return "ovs"
-    return "veth"
+    kinds = [KINDS.get(node_kind(topology, n)) for n in nodes if n in topology.topology.nodes]
+    return next((kind.link_mode for kind in kinds if kind.link_mode), "veth")
 
 
 def parent_of(topology: Topology, link: LinkSpec) -> tuple[str | None, str]:
@@ -101,7 +103,10 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
 
     for name in topology.hosts:
         if not re.match(NAME_PATTERN, name) or WIRE_SWITCH.match(name) or name in body.nodes:
-            bad(("hosts", name), f"host name '{name}' must be letters, digits, '-', '_', not wireN, and differ from every node name")
+            bad(
+                ("hosts", name),
+                f"host name '{name}' must be letters, digits, '-', '_', not wireN, and differ from every node name",
+            )
     for name in body.nodes:
         path = ("topology", "nodes", name)
         if WIRE_SWITCH.match(name):
@@ -111,42 +116,55 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
             where = ", ".join(topology.hosts) or "none; declare them under hosts:"
             bad(path + ("host",), f"host '{host}' is not declared under hosts: (declared: {where})")
         kind = node_kind(topology, name)
-        if shares_host_stack(topology, name) and kind != "linux":
-            bad(path + ("mode",), f"only linux nodes can share their host's stack; '{name}' is kind {kind}")
+        if shares_host_stack(topology, name) and not KINDS.get(kind).shares_stack:
+            sharing = ", ".join(k.name for k in KINDS.values() if k.shares_stack)
+            bad(path + ("mode",), f"only {sharing} nodes can share their host's stack; '{name}' is kind {kind}")
         spec = body.nodes[name]
-        for key in ("datapath", "controller", "flows"):
-            if getattr(spec, key) and kind != "ovs":
-                bad(path + (key,), f"'{key}' applies to kind: ovs nodes only")
+        for other in KINDS.values():
+            for key in other.options:
+                if other.name != kind and getattr(spec, key):
+                    bad(path + (key,), f"'{key}' applies to kind: {other.name} nodes only")
+        for where, message in KINDS.get(kind).check(spec):
+            bad(path + where, message)
     if topology.dynamics:
         for j, name in enumerate(topology.dynamics.nodes or []):
             if name not in body.nodes:
                 bad(("dynamics", "nodes", j), f"node '{name}' is not defined under topology.nodes")
             elif len(name) > IFNAMSIZ - 2:
-                bad(("dynamics", "nodes", j), f"radio interfaces are named v-PEER: '{name}' is longer than {IFNAMSIZ - 2} characters")
+                bad(
+                    ("dynamics", "nodes", j),
+                    f"radio interfaces are named v-PEER: '{name}' is longer than {IFNAMSIZ - 2} characters",
+                )
     problems += _check_wires(topology, located)
     ctx = Context(topology, located)
-    owners = links.option_owners()
-    one_ended = ", ".join(m for m in links.names() if links.get(m).ends == 1)
+    owners = option_owners()
+    one_ended = ", ".join(m.name for m in LINK_MODES.values() if m.ends == 1)
     parents: dict[tuple[str | None, str], tuple[str, Path]] = {}
     for i, link in enumerate(body.links):
         base = ("topology", "links", i)
         name = link_mode(topology, link)
-        mode = links.get(name)
+        mode = LINK_MODES.get(name)
         ends = [ep.partition(":")[0] for ep in link.endpoints]
         if any(n not in body.nodes for n in ends):
             continue  # reported by the endpoint checks
         if link.macs and not mode.takes_macs:
-            takers = " or ".join(m for m in links.names() if links.get(m).takes_macs)
+            takers = " or ".join(m.name for m in LINK_MODES.values() if m.takes_macs)
             bad(base + ("macs",), f"macs applies to mode: {takers} links only (this link is mode: {name})")
         for key, takers in owners.items():
             if getattr(link, key) not in (None, []) and name not in takers:
                 bad(base + (key,), f"'{key}' applies to mode: {' or '.join(takers)} links only (this link is mode: {name})")
         if mode.ends == 1:
             if len(ends) != 1:
-                bad(base + ("endpoints",), f"mode: {name} attaches one endpoint to its host; give one endpoint, e.g. [\"{ends[0]}:eth1\"]")
+                bad(
+                    base + ("endpoints",),
+                    f'mode: {name} attaches one endpoint to its host; give one endpoint, e.g. ["{ends[0]}:eth1"]',
+                )
                 continue
             if mode.needs_parent and not link.parent:
-                bad(base + ("mode",), f"mode: {name} needs parent: HOST:NIC, the host NIC it sits on (e.g. {node_host(topology, ends[0])}:nic0)")
+                bad(
+                    base + ("mode",),
+                    f"mode: {name} needs parent: HOST:NIC, the host NIC it sits on (e.g. {node_host(topology, ends[0])}:nic0)",
+                )
                 continue
             if link.parent:
                 found = mode.check_parent(ctx, link, base)
@@ -169,15 +187,26 @@ def _check_wires(topology: Topology, located: Located) -> list[Problem]:
             path = ("wires", i, "endpoints", j)
             host, sep, nic = endpoint.partition(":")
             if not sep or host not in topology.hosts:
-                problems.append(located.problem(path, f"wire endpoint '{endpoint}' must be HOST:NIC with HOST under hosts: ({', '.join(topology.hosts) or 'none declared'})"))
+                problems.append(
+                    located.problem(
+                        path,
+                        f"wire endpoint '{endpoint}' must be HOST:NIC with HOST under hosts: ({', '.join(topology.hosts) or 'none declared'})",
+                    )
+                )
             elif not _ifname_ok(nic):
-                problems.append(located.problem(path, f"NIC name '{nic}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_'"))
+                problems.append(
+                    located.problem(path, f"NIC name '{nic}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_'")
+                )
             elif (host, nic) in nics:
                 problems.append(located.problem(path, f"NIC '{endpoint}' is already on wires[{nics[(host, nic)][1]}]"))
             else:
                 nics[(host, nic)] = path
         if wire.ipv4 is not None and len(wire.ipv4) != len(wire.endpoints):
-            problems.append(located.problem(("wires", i, "ipv4"), f"ipv4 needs one entry per endpoint ({len(wire.endpoints)}); use null for automatic"))
+            problems.append(
+                located.problem(
+                    ("wires", i, "ipv4"), f"ipv4 needs one entry per endpoint ({len(wire.endpoints)}); use null for automatic"
+                )
+            )
     return problems
 
 
@@ -195,7 +224,11 @@ def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]
     if host not in host_names(topology):
         problems.append(located.problem(path, f"host '{host}' is not declared under hosts: ({', '.join(host_names(topology))})"))
     elif host != node_host(topology, node):
-        problems.append(located.problem(path, f"{node} runs on host {node_host(topology, node)}; its parent must be a NIC of that host, not of {host}"))
+        problems.append(
+            located.problem(
+                path, f"{node} runs on host {node_host(topology, node)}; its parent must be a NIC of that host, not of {host}"
+            )
+        )
     elif topology.hosts and (host, nic) not in declared:
         known = ", ".join(f"{h}:{n}" for h, n in sorted(declared) if h == host) or "none"
         problems.append(
@@ -208,12 +241,26 @@ def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]
     elif not _ifname_ok(nic):
         problems.append(located.problem(path, f"NIC name '{nic}' must be 1-{IFNAMSIZ} characters"))
     key = (host, nic)
-    if key in parents and (mode.moves_parent or links.get(parents[key][0]).moves_parent):
-        problems.append(located.problem(path, f"NIC '{link.parent}' is moved into a node by mode: {mode.name if mode.moves_parent else parents[key][0]}, "
-                                              f"so it can carry nothing else (also used at {'.'.join(map(str, parents[key][1]))})"))
+    if key in parents and (mode.moves_parent or LINK_MODES.get(parents[key][0]).moves_parent):
+        problems.append(
+            located.problem(
+                path,
+                f"NIC '{link.parent}' is moved into a node by mode: {mode.name if mode.moves_parent else parents[key][0]}, "
+                f"so it can carry nothing else (also used at {'.'.join(map(str, parents[key][1]))})",
+            )
+        )
     parents.setdefault(key, (mode.name, base))
     return problems
 
 
 def _ifname_ok(name: str) -> bool:
     return 0 < len(name) <= IFNAMSIZ and bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name)) and name != "lo"
+
+
+def option_owners() -> dict[str, list[str]]:
+    """Each mode-owned link key and the modes that take it."""
+    owners: dict[str, list[str]] = {}
+    for mode in LINK_MODES.values():
+        for key in mode.options:
+            owners.setdefault(key, []).append(mode.name)
+    return owners

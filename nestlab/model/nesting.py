@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from ..registry import KINDS
 from .errors import Problem
 from .schema import LinkSpec, NodeSpec, Topology
 from .yamlsource import Located
@@ -30,20 +31,40 @@ def expand(topology: Topology, located: Located) -> list[Problem]:
         if not spec.components or spec.component_of:
             continue
         path = ("topology", "nodes", name)
-        if spec.kind in ("bridge", "ovs"):
-            problems.append(located.problem(path + ("components",), f"a {spec.kind} node cannot hold components; use kind: linux with internal_switch: {spec.kind}"))
+        if spec.kind and KINDS.get(spec.kind).switch:
+            problems.append(
+                located.problem(
+                    path + ("components",),
+                    f"a {spec.kind} node cannot hold components; use kind: linux with internal_switch: {spec.kind}",
+                )
+            )
             continue
         if spec.runtime == "docker" or spec.image:
-            problems.append(located.problem(path + ("components",), "a node with components is their switch and holds no image; give image: to the components"))
+            problems.append(
+                located.problem(
+                    path + ("components",),
+                    "a node with components is their switch and holds no image; give image: to the components",
+                )
+            )
             continue
         flat = spec.nesting == "flat"
         addresses = ipaddress.IPv4Network(spec.internal_subnet).hosts()
         for cname, comp in spec.components.items():
             full = component_name(name, cname)
             if flat and comp.resources:
-                problems.append(located.problem(path + ("components", cname, "resources"), "with nesting: flat, components are processes of their node; give resources: to the node"))
+                problems.append(
+                    located.problem(
+                        path + ("components", cname, "resources"),
+                        "with nesting: flat, components are processes of their node; give resources: to the node",
+                    )
+                )
             if flat and comp.image:
-                problems.append(located.problem(path + ("components", cname, "image"), "with nesting: flat, components share their node's filesystem; use nesting: nested for an image"))
+                problems.append(
+                    located.problem(
+                        path + ("components", cname, "image"),
+                        "with nesting: flat, components share their node's filesystem; use nesting: nested for an image",
+                    )
+                )
             address = next(addresses)
             if full in body.nodes:
                 continue
@@ -59,7 +80,9 @@ def expand(topology: Topology, located: Located) -> list[Problem]:
                 component_of=name,
             )
             if not flat and f"{full}:eth0" not in have_links:
-                body.links.append(LinkSpec(endpoints=[f"{full}:eth0", f"{name}:{cname}"], ipv4=[f"{address}/{addresses_prefix(spec)}", None]))
+                body.links.append(
+                    LinkSpec(endpoints=[f"{full}:eth0", f"{name}:{cname}"], ipv4=[f"{address}/{addresses_prefix(spec)}", None])
+                )
     return problems
 
 

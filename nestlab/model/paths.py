@@ -26,10 +26,19 @@ def expand_paths(topology: Topology, located: Located) -> list[Problem]:
             links.append(link.model_copy(update={"mode": "mpt"}) if link.multipath and not link.mode else link)
             continue
         if len(link.endpoints) != 2 or any(":" in ep for ep in link.endpoints):
-            problems.append(located.problem(path + ("endpoints",), "with paths:, give the two node names (e.g. [a, b]); their interfaces are named p1..pN"))
+            problems.append(
+                located.problem(
+                    path + ("endpoints",), "with paths:, give the two node names (e.g. [a, b]); their interfaces are named p1..pN"
+                )
+            )
             continue
         if link.ipv4 or link.ipv6 or link.mode not in (None, "veth"):
-            problems.append(located.problem(path, "a bundle of paths is veth links with automatic addresses; write the links out to choose their mode or addresses"))
+            problems.append(
+                located.problem(
+                    path,
+                    "a bundle of paths is veth links with automatic addresses; write the links out to choose their mode or addresses",
+                )
+            )
             continue
         a, b = link.endpoints
         names = [f"p{k}" for k in range(1, link.paths + 1)]
@@ -46,12 +55,18 @@ def expand_paths(topology: Topology, located: Located) -> list[Problem]:
         path = ("topology", "links", i)
         mp = link.multipath
         if mp is None or not mp.paths or len(link.endpoints) != 2:
-            problems.append(located.problem(path, "an mpt link joins two endpoints and names its paths: multipath: {paths: [p1, p2]}"))
+            problems.append(
+                located.problem(path, "an mpt link joins two endpoints and names its paths: multipath: {paths: [p1, p2]}")
+            )
             continue
         a, b = (ep.partition(":")[0] for ep in link.endpoints)
         for name in mp.paths:
             if tuple(sorted((f"{a}:{name}", f"{b}:{name}"))) not in have:
                 problems.append(located.problem(path + ("multipath", "paths"), f"path {name}: no link {a}:{name} - {b}:{name}"))
         if mp.weights is not None and len(mp.weights) != len(mp.paths):
-            problems.append(located.problem(path + ("multipath", "weights"), f"{len(mp.weights)} weights for {len(mp.paths)} paths; give one per path"))
+            problems.append(
+                located.problem(
+                    path + ("multipath", "weights"), f"{len(mp.weights)} weights for {len(mp.paths)} paths; give one per path"
+                )
+            )
     return problems

@@ -17,11 +17,15 @@ def parse(text: str) -> tuple[int, int, str]:
     """(host port, node port, protocol) of one entry; ValueError says what is wrong and what to write."""
     found = _FORM.match(str(text).strip())
     if not found:
-        raise ValueError(f"'{text}' is not HOST:NODE[/tcp|/udp] (e.g. 8080:80, 2222:22/tcp, 5353:53/udp); "
-                         "port ranges and a random host port are not supported")
+        raise ValueError(
+            f"'{text}' is not HOST:NODE[/tcp|/udp] (e.g. 8080:80, 2222:22/tcp, 5353:53/udp); "
+            "port ranges and a random host port are not supported"
+        )
     if found["ip"] not in _LOOPBACK:
-        raise ValueError(f"'{text}': nestlab forwards ports on this machine's loopback only (127.0.0.1), never on its "
-                         f"real addresses; write {found['host']}:{found['node']}")
+        raise ValueError(
+            f"'{text}': nestlab forwards ports on this machine's loopback only (127.0.0.1), never on its "
+            f"real addresses; write {found['host']}:{found['node']}"
+        )
     proto = (found["proto"] or "tcp").lower()
     if proto not in ("tcp", "udp"):
         raise ValueError(f"'{text}': protocol {proto} is not forwarded; use tcp or udp")
@@ -40,8 +44,13 @@ def check_ports(topology: Topology, located: Located, notices: list[Problem]) ->
             continue
         path = ("topology", "nodes", name, "ports")
         if not topology.allow_host_ports:
-            notices.append(located.problem(path, "ignored: ports are forwarded from this machine only with "
-                                                 "allow_host_ports: true at the top of the file", key=True))
+            notices.append(
+                located.problem(
+                    path,
+                    "ignored: ports are forwarded from this machine only with allow_host_ports: true at the top of the file",
+                    key=True,
+                )
+            )
         for i, text in enumerate(spec.ports):
             try:
                 host, _node, proto = parse(text)
@@ -49,6 +58,8 @@ def check_ports(topology: Topology, located: Located, notices: list[Problem]) ->
                 problems.append(located.problem(path + (i,), str(exc)))
                 continue
             if (host, proto) in taken:
-                problems.append(located.problem(path + (i,), f"host port {host}/{proto} is already forwarded to {taken[host, proto]}"))
+                problems.append(
+                    located.problem(path + (i,), f"host port {host}/{proto} is already forwarded to {taken[host, proto]}")
+                )
             taken[host, proto] = name
     return problems

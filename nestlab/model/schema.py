@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
 
-from .. import links, runtimes
+from ..registry import KINDS, LINK_MODES, RUNTIMES
 from . import shape_keys
 from .units import parse_rate, parse_size, parse_time
 
@@ -31,12 +31,12 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 IFNAMSIZ = 15
 DEFAULT_IPV4_POOL = "10.200.0.0/16"
 
-# Node kinds: "host" is containerlab's and Mininet's word for a plain namespace node.
-NodeKind = Literal["linux", "host", "bridge", "ovs", "frr"]
+# What a node is: a word of the kind registry (nestlab/kinds, docs/kinds.md), e.g. host for linux.
+NodeKind = Literal[tuple(w for w in KINDS.words() if not KINDS.get(w).machine)]
 # How a link endpoint is attached: a word of the link-mode registry (nestlab/links, docs/modes.md).
-LinkMode = Literal[tuple(links.names())]
+LinkMode = Literal[tuple(LINK_MODES.names())]
 # How a node runs: a word of the runtime registry (nestlab/runtimes, docs/nesting.md).
-RuntimeName = Literal[tuple(runtimes.selectable())]
+RuntimeName = Literal[tuple(name for name in RUNTIMES.names() if RUNTIMES.get(name).selectable)]
 # The host every node is on when a topology declares no ``hosts:``.
 IMPLICIT_HOST = "local"
 
@@ -103,7 +103,9 @@ class Resources(_Strict):
     """cgroup limits of a node or component (v1 or v2, whichever the machine has)."""
 
     cpus: float | None = Field(default=None, gt=0, le=1024, description="CPU time as a number of cores (CFS quota), e.g. 0.5")
-    cpu_shares: int | None = Field(default=None, ge=2, le=262144, description="relative weight under contention (v1 shares; v2 weight)")
+    cpu_shares: int | None = Field(
+        default=None, ge=2, le=262144, description="relative weight under contention (v1 shares; v2 weight)"
+    )
     memory: str | int | None = Field(default=None, description="hard limit, e.g. 256m; exceeding it OOM-kills inside the cgroup")
     pids: int | None = Field(default=None, ge=1, description="most processes and threads at once")
     cpuset: str | None = Field(default=None, pattern=CPUSET_PATTERN, description='CPUs allowed, e.g. "0" or "0-1"')
@@ -115,7 +117,9 @@ class ComponentSpec(_Strict):
     """A container inside a node: own network, UTS, PID and mount namespaces and cgroup."""
 
     resources: Resources | None = None
-    image: str | None = Field(default=None, description="own root filesystem: rootfs dir, tarball, OCI layout or built image name")
+    image: str | None = Field(
+        default=None, description="own root filesystem: rootfs dir, tarball, OCI layout or built image name"
+    )
     exec: list[str] = Field(default_factory=list, description="shell commands run in the component after deploy")
     env: dict[str, str | int] = Field(default_factory=dict)
     sysctls: dict[str, str | int] = Field(default_factory=dict)
@@ -164,8 +168,9 @@ class Healthcheck(_Strict):
         return value
 
 
-class NodeSpec(_Strict):
-    """One node. ``kind`` falls back to ``topology.kinds`` / ``topology.defaults``, then ``linux``."""
+class _NodeBase(_Strict):
+    """One node. ``kind`` falls back to ``topology.kinds`` / ``topology.defaults``, then ``linux``.
+    The keys of each kind come from its module in nestlab/kinds."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
@@ -177,35 +182,64 @@ class NodeSpec(_Strict):
     mode: Literal["netns", "none", "host"] | None = Field(
         default=None, description="none/host: share the host's network stack (LXC none); netns: own stack (default)"
     )
-    # Only for kind: ovs
-    datapath: Literal["auto", "kernel", "netdev"] | None = Field(
-        default=None, description="ovs: kernel datapath if the openvswitch module exists (auto), else userspace netdev"
-    )
-    controller: str | None = Field(default=None, description="ovs: OpenFlow controller, e.g. tcp:10.0.0.1:6653")
-    flows: list[str] = Field(default_factory=list, description="ovs: flows in ovs-ofctl add-flow syntax")
     # Containers: limits, own filesystem, nested components (docs/nesting.md)
     resources: Resources | None = None
-    image: str | None = Field(default=None, description="own root filesystem (runc): rootfs dir, tarball, OCI layout, built image name; with runtime: docker, a Docker image")
-    runtime: RuntimeName | None = Field(default=None, description="namespace (default without image), runc (default with image), docker...")
-    components: dict[str, ComponentSpec] = Field(default_factory=dict, description="child containers joined by the node's internal switch")
+    image: str | None = Field(
+        default=None,
+        description="own root filesystem (runc): rootfs dir, tarball, OCI layout, built image name; with runtime: docker, a Docker image",
+    )
+    runtime: RuntimeName | None = Field(
+        default=None, description="namespace (default without image), runc (default with image), docker..."
+    )
+    components: dict[str, ComponentSpec] = Field(
+        default_factory=dict, description="child containers joined by the node's internal switch"
+    )
     internal_switch: Literal["bridge", "ovs"] = Field(default="bridge", description="what joins the components inside the node")
     internal_subnet: str = Field(default="10.99.0.0/24", description="components' eth0 addresses, the same inside every node")
-    nesting: Literal["nested", "flat"] = Field(default="nested", description="flat: components are processes sharing the node's stack")
+    nesting: Literal["nested", "flat"] = Field(
+        default="nested", description="flat: components are processes sharing the node's stack"
+    )
     mptcp: MptcpSpec | None = Field(default=None, description="Multipath TCP limits and endpoints (docs/multipath.md)")
-    group: str | None = Field(default=None, description="a name under topology.groups: the node takes that group's keys it does not set itself")
-    server: str | None = Field(default=None, description="the server (under servers:) the node runs on; default: placed by nestlab")
+    group: str | None = Field(
+        default=None, description="a name under topology.groups: the node takes that group's keys it does not set itself"
+    )
+    server: str | None = Field(
+        default=None, description="the server (under servers:) the node runs on; default: placed by nestlab"
+    )
     # A filesystem view of its own (docs/routers.md)
-    binds: list[str] = Field(default_factory=list, description="src:dst[:ro]: a file or folder of the machine at dst in the node's own view (src relative to the topology file)")
-    own_root: bool = Field(default=False, description="the node sees the machine's files under a writable layer of its own (set for server images)")
-    startup_config: str | None = Field(default=None, alias="startup-config", description="frr: the router's frr.conf, a file (relative to the topology file) or the text itself")
+    binds: list[str] = Field(
+        default_factory=list,
+        description="src:dst[:ro]: a file or folder of the machine at dst in the node's own view (src relative to the topology file)",
+    )
+    own_root: bool = Field(
+        default=False, description="the node sees the machine's files under a writable layer of its own (set for server images)"
+    )
+    startup_config: str | None = Field(
+        default=None,
+        alias="startup-config",
+        description="frr: the router's frr.conf, a file (relative to the topology file) or the text itself",
+    )
     # containerlab's start-up keys (docs/compat.md)
-    cmd: str | list[str] | None = Field(default=None, description="the node's main process, started after its links are up and kept running")
+    cmd: str | list[str] | None = Field(
+        default=None, description="the node's main process, started after its links are up and kept running"
+    )
     entrypoint: str | None = Field(default=None, description="put before cmd (containerlab/Docker entrypoint)")
-    startup_delay: float | None = Field(default=None, alias="startup-delay", ge=0, le=3600, description="seconds to wait before the node's stages, cmd and exec")
-    stages: dict[StageName, StageSpec] = Field(default_factory=dict, description="containerlab stages: wait-for other nodes' stages, exec on entering/leaving")
-    healthcheck: Healthcheck | None = Field(default=None, description="the test that makes the node healthy (Docker's healthcheck)")
-    ports: list[str | int] = Field(default_factory=list, description="[127.0.0.1:]HOST:NODE[/tcp|/udp]: this machine's loopback port forwarded to the node (with allow_host_ports: true)")
-    labels: dict[str, str | int | float | bool] = Field(default_factory=dict, description="free-form labels, shown by inspect --format json")
+    startup_delay: float | None = Field(
+        default=None, alias="startup-delay", ge=0, le=3600, description="seconds to wait before the node's stages, cmd and exec"
+    )
+    stages: dict[StageName, StageSpec] = Field(
+        default_factory=dict, description="containerlab stages: wait-for other nodes' stages, exec on entering/leaving"
+    )
+    healthcheck: Healthcheck | None = Field(
+        default=None, description="the test that makes the node healthy (Docker's healthcheck)"
+    )
+    ports: list[str | int] = Field(
+        default_factory=list,
+        description="[127.0.0.1:]HOST:NODE[/tcp|/udp]: this machine's loopback port forwarded to the node (with allow_host_ports: true)",
+    )
+    labels: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="free-form labels, shown by inspect --format json"
+    )
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")
@@ -228,7 +262,9 @@ class NodeSpec(_Strict):
 
         for name in value:
             if not re.match(COMPONENT_PATTERN, name) or len(name) > IFNAMSIZ or name == "self":
-                raise ValueError(f"component name '{name}' must be 1-{IFNAMSIZ} lowercase letters, digits, '-', '_' (and not 'self')")
+                raise ValueError(
+                    f"component name '{name}' must be 1-{IFNAMSIZ} lowercase letters, digits, '-', '_' (and not 'self')"
+                )
         return value
 
 
@@ -236,7 +272,9 @@ class Shape(_Strict):
     """What one direction of a link does to packets (the sending endpoint's egress)."""
 
     rate: str | None = Field(default=None, description="1kbit..400gbit, HTB with 64-bit rates")
-    qdisc: Literal[*shape_keys.QDISCS] | None = Field(default=None, description="what enforces the rate: htb (default) or tbf (up to 34gbit)")
+    qdisc: Literal[*shape_keys.QDISCS] | None = Field(
+        default=None, description="what enforces the rate: htb (default) or tbf (up to 34gbit)"
+    )
     burst: str | int | None = Field(default=None, description="HTB burst, e.g. 64kb (default: rate/HZ + MTU)")
     queue: int | None = Field(default=None, ge=1, description="queue length in packets")
     delay: str | None = Field(default=None, description="e.g. 20ms (netem)")
@@ -277,7 +315,9 @@ class MptcpSpec(_Strict):
     enabled: bool = True
     subflows: int = Field(default=8, ge=0, le=8, description="extra subflows per connection (the kernel allows 8)")
     add_addr_accepted: int = Field(default=8, ge=0, le=8, description="addresses announced by the peer that are used")
-    endpoints: Literal["subflow", "signal", "fullmesh"] = Field(default="subflow", description="how this node's addresses are used")
+    endpoints: Literal["subflow", "signal", "fullmesh"] = Field(
+        default="subflow", description="how this node's addresses are used"
+    )
     scheduler: str = Field(default="default", description="net.mptcp.scheduler, where the kernel has it")
 
 
@@ -295,8 +335,12 @@ class _LinkBase(_Strict):
     ipv6: list[str | None] | None = None
     mtu: int | None = Field(default=None, ge=68, le=65535)
     params: LinkParams | None = Field(default=None, description="rate, delay, loss... (see docs/shaping.md)")
-    paths: int | None = Field(default=None, ge=1, le=64, description="endpoints are two nodes: N parallel links NODE:p1..pN, each its own subnet")
-    macs: list[str | None] | None = Field(default=None, description="veth: each endpoint's MAC address (containerlab's endpoint mac:), null for the kernel's choice")
+    paths: int | None = Field(
+        default=None, ge=1, le=64, description="endpoints are two nodes: N parallel links NODE:p1..pN, each its own subnet"
+    )
+    macs: list[str | None] | None = Field(
+        default=None, description="veth: each endpoint's MAC address (containerlab's endpoint mac:), null for the kernel's choice"
+    )
 
     @field_validator("macs")
     @classmethod
@@ -312,7 +356,9 @@ class _LinkBase(_Strict):
         """Accept containerlab's extended endpoint form ``{node: h1, interface: eth1}``."""
         if isinstance(value, list):
             return [
-                f"{ep.get('node')}:{ep.get('interface')}" if isinstance(ep, dict) and set(ep) <= {"node", "interface", "mac"} else ep
+                f"{ep.get('node')}:{ep.get('interface')}"
+                if isinstance(ep, dict) and set(ep) <= {"node", "interface", "mac"}
+                else ep
                 for ep in value
             ]
         return value
@@ -320,10 +366,19 @@ class _LinkBase(_Strict):
 
 def _mode_options() -> dict:
     """Every key a link mode owns, with its schema (a key several modes share is declared alike by each)."""
-    return {key: spec for mode in map(links.get, links.names()) for key, spec in mode.options.items()}
+    return {key: spec for mode in LINK_MODES.values() for key, spec in mode.options.items()}
 
 
-LinkSpec = create_model("LinkSpec", __base__=_LinkBase, __doc__=_LinkBase.__doc__, mode=(LinkMode | None, None), **_mode_options())
+if TYPE_CHECKING:  # for the type checker: the common keys, and a mode's own keys as Any
+
+    class LinkSpec(_LinkBase):
+        mode: str | None
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    LinkSpec = create_model(
+        "LinkSpec", __base__=_LinkBase, __doc__=_LinkBase.__doc__, mode=(LinkMode | None, None), **_mode_options()
+    )
 
 
 class WireParams(_Strict):
@@ -434,10 +489,25 @@ class Dynamics(_Strict):
     params: Shape | None = Field(default=None, description="shaping of every radio link, e.g. {rate: 11mbit}")
 
 
+def _kind_options() -> dict:
+    """Every key a node kind owns, with its schema."""
+    return {key: (annotation, Field(**field)) for kind in KINDS.values() for key, (annotation, field) in kind.options.items()}
+
+
+if TYPE_CHECKING:  # for the type checker: the common keys, and a kind's own keys as Any
+
+    class NodeSpec(_NodeBase):
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    NodeSpec = create_model("NodeSpec", __base__=_NodeBase, __doc__=_NodeBase.__doc__, **_kind_options())
+
+
 class TopologyBody(_Strict):
     defaults: NodeSpec = Field(default_factory=NodeSpec)
     kinds: dict[NodeKind, NodeSpec] = Field(default_factory=dict)
-    groups: dict[str, NodeSpec] = Field(default_factory=dict, description="containerlab's groups: node beats group beats kind beats defaults")
+    groups: dict[str, NodeSpec] = Field(
+        default_factory=dict, description="containerlab's groups: node beats group beats kind beats defaults"
+    )
     nodes: dict[str, NodeSpec] = Field(default_factory=dict)
     links: list[LinkSpec] = Field(default_factory=list)
 
@@ -452,16 +522,21 @@ class Topology(_Strict):
     )
     allow_host_ports: bool = Field(default=False, description="forward nodes' ports: from this machine's loopback (127.0.0.1)")
     ipv6: bool | Literal["auto", "quiet"] = Field(
-        default="auto", description="hosts' IPv6: true (link-local addresses, the kernel's defaults), quiet (none until a command adds one), "
-                                    "false (off); auto: quiet unless the lab uses IPv6 (docs/performance.md)")
+        default="auto",
+        description="hosts' IPv6: true (link-local addresses, the kernel's defaults), quiet (none until a command adds one), "
+        "false (off); auto: quiet unless the lab uses IPv6 (docs/performance.md)",
+    )
     _hosts_ipv6: bool | str = PrivateAttr(default=True)  # ipv6: with auto worked out (model/ipv6.py), set by the loader
 
     @property
     def hosts_ipv6(self) -> bool | str:
         """``ipv6:`` with ``auto`` worked out: True, "quiet" or False (model/ipv6.py)."""
         return self._hosts_ipv6
+
     hosts: dict[str, HostSpec] = Field(default_factory=dict)
-    servers: dict[str, ServerSpec] = Field(default_factory=dict, description="machines the lab is split across (or --servers FILE)")
+    servers: dict[str, ServerSpec] = Field(
+        default_factory=dict, description="machines the lab is split across (or --servers FILE)"
+    )
     stitch: Stitch = Field(default_factory=Stitch, description="VXLAN between servers")
     wires: list[WireSpec] = Field(default_factory=list)
     topology: TopologyBody

@@ -18,13 +18,25 @@ def check_servers(topology: Topology, located: Located) -> list[Problem]:
     problems = []
     for name in topology.servers:
         if not re.match(NAME_PATTERN, name) or len(name) > 20:
-            problems.append(located.problem(("servers", name), f"server name '{name}' may use only letters, digits, '-' and '_' (at most 20)", key=True))
+            problems.append(
+                located.problem(
+                    ("servers", name), f"server name '{name}' may use only letters, digits, '-' and '_' (at most 20)", key=True
+                )
+            )
     if topology.servers and topology.hosts:
-        problems.append(located.problem(("servers",), "a lab runs either on emulated hosts: inside one machine or on servers:, not both", key=True))
+        problems.append(
+            located.problem(
+                ("servers",), "a lab runs either on emulated hosts: inside one machine or on servers:, not both", key=True
+            )
+        )
     for node, spec in topology.topology.nodes.items():  # without servers: here, an inventory (--servers) will say
         if spec.server and topology.servers and spec.server not in topology.servers:
-            problems.append(located.problem(("topology", "nodes", node, "server"),
-                                            f"server '{spec.server}' is not under servers: (known: {', '.join(topology.servers)})"))
+            problems.append(
+                located.problem(
+                    ("topology", "nodes", node, "server"),
+                    f"server '{spec.server}' is not under servers: (known: {', '.join(topology.servers)})",
+                )
+            )
     return problems
 
 
@@ -35,7 +47,11 @@ def load_inventory(path: str | os.PathLike) -> tuple[dict[str, ServerSpec], Stit
     data = located.data
     if not isinstance(data, dict) or not isinstance(data.get("servers"), dict) or not data["servers"]:
         raise TopologyError(source, [located.problem((), "an inventory is a mapping with servers: NAME: {address: ..., ...}")])
-    problems = [located.problem((key,), f"unknown key '{key}'; allowed here: servers, stitch", key=True) for key in data if key not in ("servers", "stitch")]
+    problems = [
+        located.problem((key,), f"unknown key '{key}'; allowed here: servers, stitch", key=True)
+        for key in data
+        if key not in ("servers", "stitch")
+    ]
     servers = {}
     for name, spec in data["servers"].items():
         try:
@@ -52,4 +68,7 @@ def load_inventory(path: str | os.PathLike) -> tuple[dict[str, ServerSpec], Stit
     if problems:
         raise TopologyError(source, problems)
     base = os.path.dirname(os.path.abspath(source))
-    return {name: spec.model_copy(update={"key": os.path.join(base, spec.key)}) if spec.key else spec for name, spec in servers.items()}, stitch
+    return {
+        name: spec.model_copy(update={"key": os.path.join(base, spec.key)}) if spec.key else spec
+        for name, spec in servers.items()
+    }, stitch

@@ -52,8 +52,13 @@ PARSERS: dict[str, Callable] = {
     "jitter": parse_time,
     **dict.fromkeys(("loss", "loss_correlation", "corrupt", "duplicate", "reorder"), parse_percent),
 }
-CHECKS: dict[str, Callable] = {**PARSERS, "queue": _queue, "qdisc": _choice(QDISCS), "distribution": _choice(DISTRIBUTIONS),
-                               "state": _choice(STATES)}
+CHECKS: dict[str, Callable] = {
+    **PARSERS,
+    "queue": _queue,
+    "qdisc": _choice(QDISCS),
+    "distribution": _choice(DISTRIBUTIONS),
+    "state": _choice(STATES),
+}
 
 
 def problems(params: dict[str, str | int | float]) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from .errors import Path, Problem
-from .modes import node_kind
+from .modes import kind_defaults, node_kind
 from .schema import STAGES, Healthcheck, NodeSpec, StageSpec, Topology
 from .yamlsource import Located
 
@@ -41,8 +41,7 @@ def _last(layers: list[NodeSpec | None], key: str):
 def startup_of(topology: Topology, name: str) -> Startup:
     """A node's start-up keys, its own over its kind's over ``defaults``."""
     body = topology.topology
-    kind = node_kind(topology, name)
-    layers = [body.defaults, body.kinds.get(kind) or body.kinds.get("host" if kind == "linux" else kind), body.nodes[name]]
+    layers = [body.defaults, kind_defaults(topology, node_kind(topology, name)), body.nodes[name]]
     cmd = _last(layers, "cmd")
     if isinstance(cmd, list):
         cmd = shlex.join(cmd)
@@ -62,9 +61,15 @@ def check_stages(topology: Topology, located: Located) -> list[Problem]:
             for j, wait in enumerate(spec.wait_for):
                 path = ("topology", "nodes", name, "stages", stage, "wait-for", j)
                 if wait.node not in nodes:
-                    problems.append(located.problem(path + ("node",), f"wait-for names node '{wait.node}', which is not under topology.nodes"))
+                    problems.append(
+                        located.problem(path + ("node",), f"wait-for names node '{wait.node}', which is not under topology.nodes")
+                    )
                 elif wait.node == name:
-                    problems.append(located.problem(path + ("node",), f"{name} waits for its own {wait.stage} stage; a node's stages already run in order"))
+                    problems.append(
+                        located.problem(
+                            path + ("node",), f"{name} waits for its own {wait.stage} stage; a node's stages already run in order"
+                        )
+                    )
                 else:
                     after.setdefault((name, stage), []).append(((wait.node, wait.stage), path))
     if problems or not after:  # without waits between nodes, each node's stages are a line: no circle
@@ -79,7 +84,9 @@ def check_stages(topology: Topology, located: Located) -> list[Problem]:
         if cycle:
             where = next((p for _, p in cycle if p), ())
             chain = " -> ".join(f"{n}.{s}" for (n, s), _ in cycle)
-            return [located.problem(where, f"wait-for makes a circle ({chain}): no node could ever start; remove one of these waits")]
+            return [
+                located.problem(where, f"wait-for makes a circle ({chain}): no node could ever start; remove one of these waits")
+            ]
     return []
 
 
@@ -99,7 +106,7 @@ def _cycle(at, after, done):
             continue
         target, path = step
         if target in on_path:
-            return trail[on_path[target]:] + [(target, path)]
+            return trail[on_path[target] :] + [(target, path)]
         if target in done:
             continue
         on_path[target] = len(trail)

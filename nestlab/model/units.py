@@ -55,5 +55,7 @@ def parse_size(text: str | int) -> int:
     match = re.match(r"^\s*(\d+)\s*(b|kb|k|mb|m|gb|g)?\s*$", str(text), re.IGNORECASE)
     if not match:
         raise ValueError(f"'{text}' is not a size such as 1500, 64kb, 1mb or 1g")
-    scale = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}[(match.group(2) or "").lower()]
+    scale = {"": 1, "b": 1, "k": 1024, "kb": 1024, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}[
+        (match.group(2) or "").lower()
+    ]
     return int(match.group(1)) * scale

@@ -56,10 +56,14 @@ def load(path: str | Path, nodes: list[str]) -> list[Step]:
             else:
                 edges = in_range(raw["positions"], float(raw.get("range", data.get("range", 0))))
         except (KeyError, TypeError, ValueError) as exc:
-            raise TopologyError(source, [Problem(where, f"each step needs t: and edges: or positions: (+ range:): {exc}")]) from None
+            raise TopologyError(
+                source, [Problem(where, f"each step needs t: and edges: or positions: (+ range:): {exc}")]
+            ) from None
         unknown = {n for e in edges for n in e} - set(nodes)
         if unknown:
-            raise TopologyError(source, [Problem(where, f"unknown nodes {', '.join(sorted(unknown))} (mobile nodes: {', '.join(nodes)})")])
+            raise TopologyError(
+                source, [Problem(where, f"unknown nodes {', '.join(sorted(unknown))} (mobile nodes: {', '.join(nodes)})")]
+            )
         steps.append(Step(at, edges))
     return sorted(steps, key=lambda s: s.at)
 
@@ -67,16 +71,20 @@ def load(path: str | Path, nodes: list[str]) -> list[Step]:
 def in_range(positions: dict, radio_range: float) -> frozenset:
     names = sorted(positions)
     return frozenset(
-        Pair((a, b))
-        for i, a in enumerate(names)
-        for b in names[i + 1 :]
-        if math.dist(positions[a], positions[b]) <= radio_range
+        Pair((a, b)) for i, a in enumerate(names) for b in names[i + 1 :] if math.dist(positions[a], positions[b]) <= radio_range
     )
 
 
 def random_waypoint(
-    nodes: int, width: float, height: float, radio_range: float, duration: float, step: float = 1.0,
-    speed: tuple[float, float] = (1.0, 20.0), pause: float = 2.0, seed: int | None = None,
+    nodes: int,
+    width: float,
+    height: float,
+    radio_range: float,
+    duration: float,
+    step: float = 1.0,
+    speed: tuple[float, float] = (1.0, 20.0),
+    pause: float = 2.0,
+    seed: int | None = None,
 ) -> dict:
     """A graph file (as data) for ``nodes`` moving by random waypoint: positions every ``step`` seconds."""
     rng = random.Random(seed)

@@ -67,7 +67,9 @@ def read_source(path, what: str = "the topology file") -> str:
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise TopologyError(source, [Problem((), f"{what} is not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8", line, col)]) from None
+        raise TopologyError(
+            source, [Problem((), f"{what} is not UTF-8 text (byte 0x{raw[exc.start]:02x}); save it as UTF-8", line, col)]
+        ) from None
 
 
 def load_yaml(text: str, source: str) -> Located:
@@ -84,7 +86,11 @@ def load_yaml(text: str, source: str) -> Located:
         line, col = text.count("\n", 0, position) + 1, position - (text.rfind("\n", 0, position) + 1) + 1
         char = getattr(exc, "character", None)
         code = ord(char) if isinstance(char, str) else char
-        what = f"character {code:#06x} is not allowed in YAML ({getattr(exc, 'reason', 'unacceptable')})" if isinstance(code, int) else str(exc)
+        what = (
+            f"character {code:#06x} is not allowed in YAML ({getattr(exc, 'reason', 'unacceptable')})"
+            if isinstance(code, int)
+            else str(exc)
+        )
         raise TopologyError(source, [Problem((), f"malformed YAML: {what}; remove it", line, col)]) from None
     finally:
         loader.dispose()

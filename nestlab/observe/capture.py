@@ -93,22 +93,27 @@ def open_tap(lab: str, node: str, iface: str, expression: str | None) -> Tap:
     if expression:
         code = compile_filter(expression, tap.linktype)
         tap.program = ctypes.create_string_buffer(code, len(code))
-        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("HxxxxxxQ", len(code) // 8, ctypes.addressof(tap.program)))
+        sock.setsockopt(
+            socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("HxxxxxxQ", len(code) // 8, ctypes.addressof(tap.program))
+        )
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind((iface, ETH_P_ALL))
     return tap
 
 
-def capture(taps: list[Tap], out: BinaryIO, *, count: int | None = None, duration: float | None = None,
-            on_packet=None) -> int:
+def capture(taps: list[Tap], out: BinaryIO, *, count: int | None = None, duration: float | None = None, on_packet=None) -> int:
     """Write what ``taps`` see to ``out`` as pcapng until ``count`` packets or ``duration`` seconds; returns the count.
 
     Stops early, keeping what was written, on Ctrl-C or when the reader of ``out`` goes away.
     """
     shb = blocks.SectionHeader(options={"shb_userappl": "nestlab capture"})
     for tap in taps:
-        shb.new_member(blocks.InterfaceDescription, link_type=tap.linktype, snaplen=SNAPLEN,
-                       options={"if_name": tap.ref, "if_tsresol": b"\x09"})
+        shb.new_member(
+            blocks.InterfaceDescription,
+            link_type=tap.linktype,
+            snaplen=SNAPLEN,
+            options={"if_name": tap.ref, "if_tsresol": b"\x09"},
+        )
     writer = FileWriter(out, shb)
     out.flush()
     by_fd = {tap.sock.fileno(): (i, tap) for i, tap in enumerate(taps)}
@@ -125,9 +130,15 @@ def capture(taps: list[Tap], out: BinaryIO, *, count: int | None = None, duratio
                 data, ancillary, _flags, address = tap.sock.recvmsg(SNAPLEN, socket.CMSG_SPACE(_TIMESPEC.size))
                 stamp = next((_TIMESPEC.unpack(c[2]) for c in ancillary if c[1] == SO_TIMESTAMPNS), None)
                 ns = stamp[0] * 1_000_000_000 + stamp[1] if stamp else time.time_ns()
-                packet = shb.new_member(blocks.EnhancedPacket, interface_id=interface, timestamp_high=ns >> 32,
-                                        timestamp_low=ns & 0xFFFFFFFF, packet_data=data, packet_len=len(data),
-                                        options={"epb_flags": EPB_OUTBOUND if address[2] == PACKET_OUTGOING else EPB_INBOUND})
+                packet = shb.new_member(
+                    blocks.EnhancedPacket,
+                    interface_id=interface,
+                    timestamp_high=ns >> 32,
+                    timestamp_low=ns & 0xFFFFFFFF,
+                    packet_data=data,
+                    packet_len=len(data),
+                    options={"epb_flags": EPB_OUTBOUND if address[2] == PACKET_OUTGOING else EPB_INBOUND},
+                )
                 writer.write_block(packet)
                 out.flush()
                 written += 1

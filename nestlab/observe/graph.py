@@ -14,6 +14,7 @@ import json
 import math
 
 from ..plan.objects import LinkObj, Plan
+from ..registry import KINDS
 
 MACHINE = "this machine"  # where an attachment to a real interface of this machine hangs
 
@@ -39,7 +40,7 @@ def elements(plan: Plan) -> dict:
         obj = plan.nodes[name]
         if obj.parent or name in has_components:
             return f"group:{obj.parent or name}"
-        host = obj.name if obj.kind == "machine" else obj.host
+        host = obj.name if KINDS.get(obj.kind).machine else obj.host
         return f"host:{host}" if host else None
 
     for name, obj in plan.nodes.items():
@@ -50,32 +51,63 @@ def elements(plan: Plan) -> dict:
             host = f"host:{owner.host}" if owner.host else None
             groups[parent] = {"id": parent, "label": f"{parent[6:]} (nested)", "kind": "group", "parent": host}
         if parent and parent.startswith("host:"):
-            groups[parent] = {"id": parent, "label": f"host {parent[5:]}", "kind": "host", "parent": None}
+            groups[parent] = {"id": parent, "label": f"host {parent[5:]}", "kind": "emulated-host", "parent": None}
     for group in list(groups.values()):
         if group["parent"] and group["parent"] not in groups:
-            groups[group["parent"]] = {"id": group["parent"], "label": f"host {group['parent'][5:]}", "kind": "host", "parent": None}
+            groups[group["parent"]] = {
+                "id": group["parent"],
+                "label": f"host {group['parent'][5:]}",
+                "kind": "emulated-host",
+                "parent": None,
+            }
     nodes = [{"data": g} for g in groups.values()] + nodes
     for key, link in plan.links.items():
-        edges.append({"data": {"id": key, "source": link.a.node, "target": link.b.node, "kind": "link", "mode": link.mode,
-                               "a": link.a.ref, "b": link.b.ref, "label": f"{link.a.iface} – {link.b.iface}",
-                               "shaping": shaping_label(link), "state": link.state or "up"}})
+        edges.append(
+            {
+                "data": {
+                    "id": key,
+                    "source": link.a.node,
+                    "target": link.b.node,
+                    "kind": "link",
+                    "mode": link.mode,
+                    "a": link.a.ref,
+                    "b": link.b.ref,
+                    "label": f"{link.a.iface} – {link.b.iface}",
+                    "shaping": shaping_label(link),
+                    "state": link.state or "up",
+                }
+            }
+        )
     for key, att in plan.attachments.items():
         host = att.host or MACHINE
         if host == MACHINE and not any(n["data"]["id"] == MACHINE for n in nodes):
             nodes.append({"data": {"id": MACHINE, "label": MACHINE, "kind": "machine", "runtime": None, "parent": None}})
         under = att.parent or att.option("bridge")
-        edges.append({"data": {"id": key, "source": att.end.node, "target": host, "kind": "attachment", "mode": att.mode,
-                               "a": att.end.ref, "b": f"{host}:{under}", "label": f"{att.end.iface} – {att.mode} on {under}",
-                               "shaping": "", "state": "up"}})
+        edges.append(
+            {
+                "data": {
+                    "id": key,
+                    "source": att.end.node,
+                    "target": host,
+                    "kind": "attachment",
+                    "mode": att.mode,
+                    "a": att.end.ref,
+                    "b": f"{host}:{under}",
+                    "label": f"{att.end.iface} – {att.mode} on {under}",
+                    "shaping": "",
+                    "state": "up",
+                }
+            }
+        )
     return {"nodes": nodes, "edges": edges}
 
 
 def _vertices(els: dict) -> list[dict]:
-    return [n["data"] for n in els["nodes"] if n["data"]["kind"] not in ("group", "host")]
+    return [n["data"] for n in els["nodes"] if n["data"]["kind"] not in ("group", "emulated-host")]
 
 
 def _clusters(els: dict) -> list[dict]:
-    return [n["data"] for n in els["nodes"] if n["data"]["kind"] in ("group", "host")]
+    return [n["data"] for n in els["nodes"] if n["data"]["kind"] in ("group", "emulated-host")]
 
 
 def _nested(els: dict, opening, closing: str, vertex) -> list[str]:
@@ -128,19 +160,27 @@ def to_dot(plan: Plan) -> str:
     shapes = {"linux": "box", "bridge": "hexagon", "ovs": "hexagon", "machine": "box3d"}
     lines = ["graph lab {", "  compound=true; rankdir=LR; node [fontname=Helvetica]; edge [fontname=Helvetica, fontsize=10];"]
 
-    lines += _nested(els, lambda c: [f'subgraph "cluster_{c["id"]}" {{', f'  label={_q(c["label"])}; style=rounded;'], "}",
-                     lambda v: f'{_q(v["id"])} [label={_q(v["label"] + chr(10) + v["kind"])}, shape={shapes.get(v["kind"], "box")}];')
+    lines += _nested(
+        els,
+        lambda c: [f'subgraph "cluster_{c["id"]}" {{', f"  label={_q(c['label'])}; style=rounded;"],
+        "}",
+        lambda v: f"{_q(v['id'])} [label={_q(v['label'] + chr(10) + v['kind'])}, shape={shapes.get(v['kind'], 'box')}];",
+    )
     for e in (x["data"] for x in els["edges"]):
         style = ", style=dashed" if e["state"] == "down" else ""
-        lines.append(f'  {_q(e["source"])} -- {_q(e["target"])} [label={_q(_edge_label(e))}{style}];')
+        lines.append(f"  {_q(e['source'])} -- {_q(e['target'])} [label={_q(_edge_label(e))}{style}];")
     return "\n".join(lines) + "\n}\n"
 
 
 def to_drawio(plan: Plan) -> str:
     """A draw.io (mxGraph) file: clusters as containers, vertices on a grid inside them (Arrange > Layout re-lays it out)."""
     els = elements(plan)
-    styles = {"linux": "rounded=1;whiteSpace=wrap;", "bridge": "shape=hexagon;whiteSpace=wrap;", "ovs": "shape=hexagon;whiteSpace=wrap;",
-              "machine": "shape=cube;whiteSpace=wrap;"}
+    styles = {
+        "linux": "rounded=1;whiteSpace=wrap;",
+        "bridge": "shape=hexagon;whiteSpace=wrap;",
+        "ovs": "shape=hexagon;whiteSpace=wrap;",
+        "machine": "shape=cube;whiteSpace=wrap;",
+    }
     cells, ids = [], {}
     w, h, gap = 120, 50, 30
 
@@ -154,8 +194,8 @@ def to_drawio(plan: Plan) -> str:
         for i, child in enumerate(children):
             if i and i % cols == 0:
                 x, y, row_h = 0, y + row_h + gap, 0
-            cw, ch = (place(child["id"]) if child["kind"] in ("group", "host") else (w, h))
-            if child["kind"] in ("group", "host"):
+            cw, ch = place(child["id"]) if child["kind"] in ("group", "emulated-host") else (w, h)
+            if child["kind"] in ("group", "emulated-host"):
                 cw, ch = cw + 2 * gap, ch + 2 * gap
             sizes.append((child, x + gap, y + gap + (20 if parent else 0), cw, ch))
             x += cw + gap
@@ -163,20 +203,24 @@ def to_drawio(plan: Plan) -> str:
             width = max(width, x)
         for child, cx, cy, cw, ch in sizes:
             ids[child["id"]] = f"c{len(ids) + 2}"
-            style = "swimlane;rounded=1;" if child["kind"] in ("group", "host") else styles.get(child["kind"], "")
-            label = child["label"] if child["kind"] in ("group", "host") else f"{child['label']}&#10;{child['kind']}"
+            style = "swimlane;rounded=1;" if child["kind"] in ("group", "emulated-host") else styles.get(child["kind"], "")
+            label = child["label"] if child["kind"] in ("group", "emulated-host") else f"{child['label']}&#10;{child['kind']}"
             cells.append((ids[child["id"]], label, style, child["parent"], (cx, cy, cw, ch)))
         return width + gap, y + row_h + 2 * gap
 
     place(None)
     out = ['<mxfile host="nestlab"><diagram name="lab"><mxGraphModel><root>', '<mxCell id="0"/>', '<mxCell id="1" parent="0"/>']
     for cid, label, style, parent, (x, y, cw, ch) in cells:
-        out.append(f'<mxCell id="{cid}" value="{html.escape(label, quote=True).replace("&amp;#10;", "&#10;")}" style="{style}" vertex="1" '
-                   f'parent="{ids.get(parent, "1")}"><mxGeometry x="{x}" y="{y}" width="{cw}" height="{ch}" as="geometry"/></mxCell>')
+        out.append(
+            f'<mxCell id="{cid}" value="{html.escape(label, quote=True).replace("&amp;#10;", "&#10;")}" style="{style}" vertex="1" '
+            f'parent="{ids.get(parent, "1")}"><mxGeometry x="{x}" y="{y}" width="{cw}" height="{ch}" as="geometry"/></mxCell>'
+        )
     for i, e in enumerate(x["data"] for x in els["edges"]):
         dashed = "dashed=1;" if e["state"] == "down" else ""
-        out.append(f'<mxCell id="e{i}" value="{html.escape(_edge_label(e), quote=True)}" style="endArrow=none;{dashed}" edge="1" '
-                   f'parent="1" source="{ids[e["source"]]}" target="{ids[e["target"]]}"><mxGeometry relative="1" as="geometry"/></mxCell>')
+        out.append(
+            f'<mxCell id="e{i}" value="{html.escape(_edge_label(e), quote=True)}" style="endArrow=none;{dashed}" edge="1" '
+            f'parent="1" source="{ids[e["source"]]}" target="{ids[e["target"]]}"><mxGeometry relative="1" as="geometry"/></mxCell>'
+        )
     out.append("</root></mxGraphModel></diagram></mxfile>")
     return "\n".join(out) + "\n"
 

@@ -100,8 +100,11 @@ class Handler(BaseHTTPRequestHandler):
             obj = self.live.lab.plan.nodes.get(node)
             if obj is None:
                 return self._json({"error": f"no node {node}"}, 404)
-            interfaces = [{"name": i.name, "state": i.state, "mtu": i.mtu, "mac": i.mac, "addresses": i.addresses}
-                          for i in dump(self.live.lab.name, node) if i.name != "lo"]
+            interfaces = [
+                {"name": i.name, "state": i.state, "mtu": i.mtu, "mac": i.mac, "addresses": i.addresses}
+                for i in dump(self.live.lab.name, node)
+                if i.name != "lo"
+            ]
             self._json({"name": node, "kind": obj.kind, "runtime": obj.runtime, "host": obj.host, "interfaces": interfaces})
         else:
             self._json({"error": "not found"}, 404)

@@ -65,14 +65,29 @@ class _Namespace:
                     out.append({"node": self.node, "interface": info.name, "event": "interface-added", "state": info.state})
                     continue
                 if before[0] != info.admin_up:
-                    out.append({"node": self.node, "interface": info.name, "event": "up" if info.admin_up else "down", "state": info.state})
+                    out.append(
+                        {
+                            "node": self.node,
+                            "interface": info.name,
+                            "event": "up" if info.admin_up else "down",
+                            "state": info.state,
+                        }
+                    )
                 if before[1] != info.carrier and info.admin_up:
-                    out.append({"node": self.node, "interface": info.name, "event": "carrier-on" if info.carrier else "carrier-lost"})
+                    out.append(
+                        {"node": self.node, "interface": info.name, "event": "carrier-on" if info.carrier else "carrier-lost"}
+                    )
             elif kind in (RTM_NEWADDR, RTM_DELADDR):
                 index, address = rtdump.parse_address(body)
                 if not address.startswith("fe80:"):
-                    out.append({"node": self.node, "interface": self.names.get(index), "address": address,
-                                "event": "address-added" if kind == RTM_NEWADDR else "address-removed"})
+                    out.append(
+                        {
+                            "node": self.node,
+                            "interface": self.names.get(index),
+                            "address": address,
+                            "event": "address-added" if kind == RTM_NEWADDR else "address-removed",
+                        }
+                    )
         return out
 
     def close(self) -> None:
@@ -94,8 +109,17 @@ def _proc_connector() -> socket.socket | None:
 
 def _log_entry(lab: str, entry: dict) -> dict:
     what = entry.get("what", {})
-    return {"time": entry.get("applied"), "lab": lab, "node": what.get("node"), "interface": None, "event": "change",
-            "source": "nestlab", "what": what, "scheduled": entry.get("scheduled"), "latency_ms": entry.get("latency_ms")}
+    return {
+        "time": entry.get("applied"),
+        "lab": lab,
+        "node": what.get("node"),
+        "interface": None,
+        "event": "change",
+        "source": "nestlab",
+        "what": what,
+        "scheduled": entry.get("scheduled"),
+        "latency_ms": entry.get("latency_ms"),
+    }
 
 
 class Stream:
@@ -111,7 +135,7 @@ class Stream:
         self._watch_namespaces(announce=False)
 
     def _node_of(self, path: str) -> str:
-        return os.path.basename(path)[len(names.netns_name(self.lab, "")):]
+        return os.path.basename(path)[len(names.netns_name(self.lab, "")) :]
 
     def _watch_namespaces(self, announce: bool) -> list[dict]:
         out = []

@@ -12,24 +12,21 @@ it through the small surface documented on ``LinkMode``'s hooks.
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Callable
 from dataclasses import replace
 
-from .. import links, names, runtimes
-from ..backends import frr
-from ..model import ipv6
 from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
-from ..model.modes import link_mode, node_host, node_kind, parent_of, shares_host_stack
+from ..model.modes import kind_defaults, link_mode, node_host, node_kind, parent_of, shares_host_stack
 from ..model.nesting import is_flat
 from ..model.ports import parse as parse_port
 from ..model.schema import LinkParams, LinkSpec, Topology
 from ..model.visibility import pair_link_names
+from ..registry import KINDS, LINK_MODES
+from ..seams import Draft
 from .objects import EndObj, LinkObj, NodeObj, Plan, pairs
 
 MPTCP_ENDPOINTS_MAX = 8  # the kernel path manager's MPTCP_PM_ADDR_MAX per network namespace
-SWITCH_KINDS = ("bridge", "ovs")
 
 
 def desired(topology: Topology, source: str = "<topology>") -> Plan:
@@ -65,12 +62,15 @@ class Builder:
         for ka, kb, mtu, rate in wires:
             shape = (("rate", rate),) if rate else ()
             self.plan.add(LinkObj(self._end(ka), self._end(kb), mtu, shape_a=shape, shape_b=shape))
-        modes = [links.get(name) for name in links.names()]
+        modes = LINK_MODES.values()
         for mode in modes:
             mode.prepare(self)
-        for link in sorted(self._links, key=lambda ln: links.get(link_mode(self.t, ln)).stage):  # tunnels after their paths
-            ends = [replace(self._end(tuple(ep.split(":", 1))), mac=mac) for ep, mac in zip(link.endpoints, link.macs or [None] * len(link.endpoints))]
-            obj = links.get(link_mode(self.t, link)).build(self, link, ends)
+        for link in sorted(self._links, key=lambda ln: LINK_MODES.get(link_mode(self.t, ln)).stage):  # tunnels after their paths
+            ends = [
+                replace(self._end(tuple(ep.split(":", 1))), mac=mac)
+                for ep, mac in zip(link.endpoints, link.macs or [None] * len(link.endpoints))
+            ]
+            obj = LINK_MODES.get(link_mode(self.t, link)).build(self, link, ends)
             if obj is not None:
                 self.plan.add(obj)
         for mode in modes:
@@ -83,8 +83,16 @@ class Builder:
         """Make sure the emulated host ``host`` is in the plan, with ``sysctls`` added to its own."""
         spec = self.t.hosts.get(host)
         current = self.plan.nodes.get(host)
-        merged = {**{k: str(v) for k, v in (spec.sysctls if spec else {}).items()}, **dict(current.sysctls if current else ()), **(sysctls or {})}
-        self.plan.nodes[host] = replace(current, sysctls=tuple(sorted(merged.items()))) if current else NodeObj(host, "machine", tuple(sorted(merged.items())))
+        merged = {
+            **{k: str(v) for k, v in (spec.sysctls if spec else {}).items()},
+            **dict(current.sysctls if current else ()),
+            **(sysctls or {}),
+        }
+        self.plan.nodes[host] = (
+            replace(current, sysctls=tuple(sorted(merged.items())))
+            if current
+            else NodeObj(host, "machine", tuple(sorted(merged.items())))
+        )
 
     def host_of(self, node: str) -> str:
         return node_host(self.t, node)
@@ -111,7 +119,9 @@ class Builder:
             if ha in owners and hb in owners:
                 (ip_a, mtu), (ip_b, _) = owners[ha], owners[hb]
                 return ((ha, ip_a, ip_b), (hb, ip_b, ip_a)), mtu
-        self.fail(f"hosts {ha} and {hb} share no wire with IPv4 addresses, so the link {a}-{b} has no underlay; add a wire between them")
+        self.fail(
+            f"hosts {ha} and {hb} share no wire with IPv4 addresses, so the link {a}-{b} has no underlay; add a wire between them"
+        )
 
     def wire_of(self, host: str, nic: str) -> tuple[LinkObj, EndObj] | None:
         """The wire a host NIC is on, and the NIC's end of it."""
@@ -133,7 +143,7 @@ class Builder:
     def host_addresses(self) -> dict:
         """``{subnet: {host: (address, wire MTU)}}`` for every host NIC (or uplinked bridge)."""
         result: dict = {}
-        hosts = self.plan.switches("machine")
+        hosts = self.plan.machines()
         for ln in self.plan.links.values():
             for e in ln.ends:
                 if e.node in hosts and e.ipv4:
@@ -155,8 +165,8 @@ class Builder:
         body = self.body
         for name, spec in body.nodes.items():
             kind = node_kind(self.t, name)
-            kind_defaults = body.kinds.get(kind) or body.kinds.get("host" if kind == "linux" else kind)
-            layers = [body.defaults, kind_defaults, spec] if kind_defaults else [body.defaults, spec]
+            defaults = kind_defaults(self.t, kind)
+            layers = [body.defaults, defaults, spec] if defaults else [body.defaults, spec]
             sysctls: dict = {}
             env: dict = {}
             exec_: list[str] = []
@@ -170,52 +180,38 @@ class Builder:
                 shares = spec.component_of
             elif shares:
                 self.machine(host)
-            view = self._view(name, kind, spec)
-            if kind == "frr":  # a router forwards (its own sysctls still win)
-                sysctls = {**frr.SYSCTLS, **sysctls}
-            elif kind == "linux" and not shares and self.t.hosts_ipv6 is False:  # ipv6: false (model/ipv6.py)
-                sysctls = {**ipv6.OFF_SYSCTLS, **sysctls}
+            own = KINDS.get(kind).plan(Draft(self.t.name, name, spec, bool(shares), self.t.hosts_ipv6))
+            sysctls = {**own.pop("sysctls", {}), **sysctls}  # the node's own sysctls win
+            binds = (*own.pop("binds", ()), *(_bind(b) for b in spec.binds))
+            view = {"view": True, "binds": binds, "own_root": spec.own_root} if binds or spec.own_root or own.get("view") else {}
             self.plan.nodes[name] = NodeObj(
                 name,
-                view.pop("kind", kind),
+                own.pop("kind", kind),
                 pairs(sysctls),
                 pairs(env),
                 tuple(exec_),
                 host=host if (self.t.hosts or shares) else None,
                 shares=shares,
-                datapath=(spec.datapath or "auto") if kind == "ovs" else None,
-                controller=spec.controller,
-                flows=tuple(spec.flows),
                 parent=spec.component_of,
-                runtime=runtimes.resolve(spec.runtime, spec.image, bool(spec.component_of) and not is_flat(self.t, name)),
+                runtime=_runtime(spec.runtime, spec.image, bool(spec.component_of) and not is_flat(self.t, name)),
                 image=spec.image,
                 cgroup=bool(spec.resources or spec.components or spec.component_of or spec.image),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
                 ports=tuple(parse_port(p) for p in spec.ports) if self.t.allow_host_ports else (),
-                link_local=not (kind == "linux" and not shares and self.t.hosts_ipv6 == "quiet"),
-                **view,
+                **{**view, **own},
             )
-
-    def _view(self, name: str, kind: str, spec) -> dict:
-        """A node's own filesystem view: its binds, and for a router its /etc/frr and /run/frr."""
-        binds = [_bind(b) for b in spec.binds]
-        if kind == "frr":
-            own = (os.path.join(names.node_dir(self.t.name, name), "etc", "frr"), frr.CONFIG_DIR, False)
-            return {"kind": "linux", "view": True, "binds": (own, *binds), "run_dirs": ((frr.RUN_DIR, "frr"),),
-                    "router": "frr", "config": spec.startup_config or ""}
-        return {"view": True, "binds": tuple(binds), "own_root": spec.own_root} if binds or spec.own_root else {}
 
     def _wires(self) -> list:
         """Wire ends as (key, key, mtu, rate); a wire of 1 or 3+ NICs gets a switch ``wireN``."""
         moved = {
             parent_of(self.t, ln): tuple(ln.endpoints[0].split(":", 1))
             for ln in self.body.links
-            if links.get(link_mode(self.t, ln)).moves_parent
+            if LINK_MODES.get(link_mode(self.t, ln)).moves_parent
         }
         specs = [(w.endpoints, w.params.mtu, w.params.rate, w.ipv4) for w in self.t.wires]
         declared = {tuple(ep.split(":", 1)) for w in self.t.wires for ep in w.endpoints}
         for ln in self.body.links:  # a parent NIC no wire declares: a NIC on a switch of its own
-            if ln.parent and links.get(link_mode(self.t, ln)).ends == 1:
+            if ln.parent and LINK_MODES.get(link_mode(self.t, ln)).ends == 1:
                 host, nic = parent_of(self.t, ln)
                 if host is not None and host not in self.body.nodes and (host, nic) not in declared:
                     declared.add((host, nic))
@@ -224,7 +220,7 @@ class Builder:
         for i, (endpoints, mtu, rate, ipv4) in enumerate(specs):
             ends = [moved.get(tuple(ep.split(":", 1)), tuple(ep.split(":", 1))) for ep in endpoints]
             for j, key in enumerate(ends):
-                if key[0] in self.body.nodes and node_kind(self.t, key[0]) in SWITCH_KINDS:
+                if key[0] in self.body.nodes and KINDS.get(node_kind(self.t, key[0])).switch:
                     self.seg.join(key, ("sw", key[0]))  # a NIC moved into a switch node: its uplink port
                 else:
                     self.seg.member(key, [ipv4[j]] if ipv4 else None)
@@ -243,10 +239,10 @@ class Builder:
 
     def _join(self, link: LinkSpec) -> None:
         """Endpoints into address segments: switch ports join their switch, others are members; then the mode's joins."""
-        mode = links.get(link_mode(self.t, link))
+        mode = LINK_MODES.get(link_mode(self.t, link))
         keys = [tuple(ep.split(":", 1)) for ep in link.endpoints]
         for j, key in enumerate(keys):
-            if node_kind(self.t, key[0]) in SWITCH_KINDS:
+            if KINDS.get(node_kind(self.t, key[0])).switch:
                 self.seg.join(key, ("sw", key[0]))
             else:
                 self.seg.member(key, _nth(link.ipv4, j), _nth(link.ipv6, j))
@@ -282,14 +278,22 @@ class Builder:
             sysctls = {**dict(self.plan.nodes[name].sysctls), "net.mptcp.enabled": "1"}
             if m.scheduler != "default":
                 sysctls["net.mptcp.scheduler"] = m.scheduler
-            self.plan.nodes[name] = replace(self.plan.nodes[name], sysctls=tuple(sysctls.items()),
-                                            mptcp=(m.subflows, m.add_addr_accepted, m.endpoints), mptcp_endpoints=found[:MPTCP_ENDPOINTS_MAX])
+            self.plan.nodes[name] = replace(
+                self.plan.nodes[name],
+                sysctls=tuple(sysctls.items()),
+                mptcp=(m.subflows, m.add_addr_accepted, m.endpoints),
+                mptcp_endpoints=found[:MPTCP_ENDPOINTS_MAX],
+            )
 
 
 def mobile_nodes(topology: Topology) -> list[str]:
-    """The nodes a ``dynamics:`` section moves: its ``nodes``, else every linux node."""
+    """The nodes a ``dynamics:`` section moves: its ``nodes``, else every end host (linux node)."""
     dyn = topology.dynamics
-    return list(dyn.nodes) if dyn and dyn.nodes else [n for n in topology.topology.nodes if node_kind(topology, n) == "linux"]
+    return (
+        list(dyn.nodes)
+        if dyn and dyn.nodes
+        else [n for n in topology.topology.nodes if KINDS.get(node_kind(topology, n)).endpoint]
+    )
 
 
 def _nth(values, j):
@@ -300,3 +304,12 @@ def _bind(text: str) -> tuple[str, str, bool]:
     """``src:dst[:ro|rw]`` (sources already made absolute by the model)."""
     parts = text.split(":")
     return parts[0], parts[1], len(parts) > 2 and parts[2] == "ro"
+
+
+def _runtime(runtime: str | None, image: str | None, nested_component: bool) -> str:
+    """A node's runtime: the one it names; else runc for an image; else isolated for a nested component; else namespace."""
+    if runtime:
+        return runtime
+    if image:
+        return "runc"
+    return "isolated" if nested_component else "namespace"

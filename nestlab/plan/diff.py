@@ -54,7 +54,9 @@ def diff(want: Plan, have: Plan) -> Changes:
         getattr(changes, "add_" + kind).extend(obj for key, obj in new.items() if old.get(key) != obj or obj.deps & gone)
     added = {x.key for x in changes.add_links}
     changes.reshape = [
-        x for key, x in want.links.items()
-        if key not in added and (have.links[key].shape_a, have.links[key].shape_b, have.links[key].state) != (x.shape_a, x.shape_b, x.state)
+        x
+        for key, x in want.links.items()
+        if key not in added
+        and (have.links[key].shape_a, have.links[key].shape_b, have.links[key].state) != (x.shape_a, x.shape_b, x.state)
     ]
     return changes

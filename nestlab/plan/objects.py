@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from ..registry import KINDS
+
 Pairs = tuple[tuple[str, str], ...]
 
 
@@ -45,7 +47,7 @@ class HostBridge:
 
 @dataclass(frozen=True)
 class NodeObj:
-    """A namespace.  ``kind``: linux, bridge (holds a bridge of its name), ovs, machine (an emulated host)."""
+    """A namespace.  ``kind``: a name in nestlab.registry.KINDS (nestlab/kinds); ``machine`` is an emulated host."""
 
     name: str
     kind: str
@@ -79,6 +81,7 @@ class NodeObj:
     mptcp_endpoints: tuple[tuple[str, str], ...] = ()
     ports: tuple[tuple[int, int, str], ...] = ()  # (this machine's loopback port, the node's port, tcp/udp) forwarded
     link_local: bool = True  # its interfaces make IPv6 link-local addresses (False in a quiet lab's hosts: model/ipv6.py)
+    options: Pairs = ()  # its kind's own values, so a new kind needs no new field here
 
     @property
     def deps(self) -> set[str]:
@@ -190,8 +193,9 @@ class Plan:
                 return _build(LinkObj, x)
         return None
 
-    def switches(self, kind: str) -> set[str]:
-        return {n for n, o in self.nodes.items() if o.kind == kind}
+    def machines(self) -> set[str]:
+        """The emulated hosts (``hosts:``) of the plan."""
+        return {n for n, o in self.nodes.items() if KINDS.get(o.kind).machine}
 
     def add(self, obj: LinkObj | AttachObj) -> None:
         (self.links if isinstance(obj, LinkObj) else self.attachments)[obj.key] = obj
@@ -214,6 +218,7 @@ _FIELDS: dict[type, set[str]] = {}
 
 def _build(cls, data: dict):
     """A dataclass from its ``asdict`` form (lists back to tuples, nested objects rebuilt)."""
+
     def value(name, v):
         if name in _NESTED:
             return tuple(_build(_NESTED[name], x) for x in v) if isinstance(v, list) else _build(_NESTED[name], v)

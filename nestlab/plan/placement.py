@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..errors import LabError
+from ..registry import KINDS
 from .objects import Plan
 
 
@@ -38,7 +39,7 @@ def place(plan: Plan, weights: dict[str, float], pins: dict[str, str]) -> Placem
 
     graph = nx.Graph()
     for name, obj in plan.nodes.items():
-        if obj.kind == "machine":
+        if KINDS.get(obj.kind).machine:
             raise LabError("a lab on servers: cannot also have emulated hosts:")
         graph.add_node(unit(name))
         graph.nodes[unit(name)]["size"] = graph.nodes[unit(name)].get("size", 0) + 1
@@ -51,14 +52,18 @@ def place(plan: Plan, weights: dict[str, float], pins: dict[str, str]) -> Placem
     biggest = max(weights.values()) / sum(weights.values()) * total
     for name, size in graph.nodes(data="size"):
         if size > max(biggest, 1) and name not in pins:
-            raise LabError(f"node {name} has {size} nodes with its components, more than any server's share of the lab "
-                           f"({biggest:.0f} of {total} by weight): add servers, raise a weight, or pin it with server:")
+            raise LabError(
+                f"node {name} has {size} nodes with its components, more than any server's share of the lab "
+                f"({biggest:.0f} of {total} by weight): add servers, raise a weight, or pin it with server:"
+            )
     server_of: dict[str, str] = {}
     _split(graph, set(graph.nodes), sorted(weights), weights, pins, server_of)
     return _result(plan, server_of)
 
 
-def _split(graph, units: set[str], servers: list[str], weights: dict[str, float], pins: dict[str, str], out: dict[str, str]) -> None:
+def _split(
+    graph, units: set[str], servers: list[str], weights: dict[str, float], pins: dict[str, str], out: dict[str, str]
+) -> None:
     if len(servers) == 1:
         out.update(dict.fromkeys(units, servers[0]))
         return
@@ -144,7 +149,7 @@ def _result(plan: Plan, server_of: dict[str, str]) -> Placement:
         a, b = server_of[unit(link.a.node)], server_of[unit(link.b.node)]
         if a == b:
             continue
-        switch = next((end.node for end in link.ends if plan.nodes[end.node].kind in ("bridge", "ovs")), None)
+        switch = next((end.node for end in link.ends if KINDS.get(plan.nodes[end.node].kind).switch), None)
         if switch is None:
             placed.cut.append((link.a.ref, link.b.ref))
         else:
@@ -152,4 +157,3 @@ def _result(plan: Plan, server_of: dict[str, str]) -> Placement:
             if other not in placed.spans.setdefault(switch, []):
                 placed.spans[switch].append(other)
     return placed
-

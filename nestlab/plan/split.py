@@ -46,8 +46,10 @@ def shares(raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], p
         for stage, wanted in (spec.get("stages") or {}).items():
             for wait in wanted.get("wait_for") or []:
                 if placed.server(wait["node"]) != placed.server(name):
-                    raise LabError(f"node {name} waits for {wait['node']} ({stage}), which runs on another server; "
-                                   "pin both to one server with server:")
+                    raise LabError(
+                        f"node {name} waits for {wait['node']} ({stage}), which runs on another server; "
+                        "pin both to one server with server:"
+                    )
     spans = placed.spans
     fits = mtu - VXLAN_HEADERS
     narrow = set(spans)  # switches whose every port must fit the stitched MTU
@@ -59,7 +61,9 @@ def shares(raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], p
             ident = next(next_vni)
             port_name = f"st{ident}"[:15]
             for here, there in ((home, other), (other, home)):
-                out[here].topology["topology"]["links"].append(_half(EndObj(switch, port_name), underlay[there], ident, port, fits, ()))
+                out[here].topology["topology"]["links"].append(
+                    _half(EndObj(switch, port_name), underlay[there], ident, port, fits, ())
+                )
                 out[here].stitched.append(f"{switch}:{port_name} -> {there} (vni {ident})")
     cut = {frozenset(pair) for pair in placed.cut}
     for link in plan.links.values():
@@ -127,7 +131,15 @@ def _link(link: LinkObj, narrowed: int | None) -> dict:
 
 
 def _half(end: EndObj, remote: str, ident: int, port: int, mtu: int, shape) -> dict:
-    out = {"endpoints": [end.ref], "mode": "vxlan-remote", "remote": remote, "vni": ident, "port": port, "mtu": mtu, **_addresses((end,))}
+    out = {
+        "endpoints": [end.ref],
+        "mode": "vxlan-remote",
+        "remote": remote,
+        "vni": ident,
+        "port": port,
+        "mtu": mtu,
+        **_addresses((end,)),
+    }
     if shape:
         out["params"] = dict(shape)
     return out

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends import containers, namespaces
 from ..errors import LabError
 from .base import WithInit, hostname, register
 from .runc import runc_id
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 
 def docker_name(lab: str, node: str) -> str:
     return runc_id(lab, node)
 
 
-def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if not shutil.which("docker"):
         raise LabError("runtime: docker needs the docker client (Debian package docker.io) and a running engine")
     result = subprocess.run(["docker", *args], capture_output=True, text=True)
@@ -34,12 +37,31 @@ class Docker(WithInit):
     own_cgroup = True
 
     def start(self, ap, node, sysctls):
+        from ..backends import containers, namespaces
+
         lab = ap.lab
         if _docker("version", "--format", "{{.Server.Version}}", check=False).returncode:
             raise LabError("runtime: docker needs a reachable Docker engine (set DOCKER_HOST or start dockerd)")
-        args = ["run", "--detach", "--name", docker_name(lab, node.name), "--network", "none", "--hostname", hostname(node),
-                "--cgroup-parent", f"/{names.cgroup_name(lab)}/{node.name}", "--init", "--label", f"nestlab.lab={lab}",
-                *(x for k, v in node.env for x in ("--env", f"{k}={v}")), "--entrypoint", "sleep", node.image, "infinity"]
+        args = [
+            "run",
+            "--detach",
+            "--name",
+            docker_name(lab, node.name),
+            "--network",
+            "none",
+            "--hostname",
+            hostname(node),
+            "--cgroup-parent",
+            f"/{names.cgroup_name(lab)}/{node.name}",
+            "--init",
+            "--label",
+            f"nestlab.lab={lab}",
+            *(x for k, v in node.env for x in ("--env", f"{k}={v}")),
+            "--entrypoint",
+            "sleep",
+            node.image,
+            "infinity",
+        ]
         _docker(*args)
         pid = int(_docker("inspect", "--format", "{{.State.Pid}}", docker_name(lab, node.name)).stdout.strip())
         containers.record_init(lab, node.name, pid)

@@ -8,11 +8,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..backends import containers, libc, namespaces
 from ..errors import LabError
 from .base import WithInit, register
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 
 def init_command(cgroup_files: Sequence[str]) -> str:
@@ -32,17 +35,24 @@ class Isolated(WithInit):
     selectable = False
 
     def start(self, ap, node, sysctls):
+        from ..backends import containers, libc, namespaces
+
         if not shutil.which("tini"):
             raise LabError("components need tini as their PID 1: install the Debian package tini")
         handles = super().start(ap, node, sysctls)
         command = init_command(ap.tree.procs_files(node.name) if node.cgroup else [])
 
-        def work() -> subprocess.Popen:
+        def work() -> subprocess.Popen[Any]:
             with namespaces.entered(names.netns_path(ap.lab, node.name), names.uts_path(ap.lab, node.name)):
                 libc.unshare(libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC)  # NEWNS implies our own fs state
                 libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted inside leaks out
-                return subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
+                return subprocess.Popen(
+                    ["sh", "-c", command],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
 
         containers.record_init(ap.lab, node.name, containers.in_thread(work).pid)
         return handles

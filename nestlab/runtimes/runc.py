@@ -7,11 +7,14 @@ import json
 import os
 import shutil
 import subprocess
+from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..backends import containers, libc, rootfs
 from ..errors import LabError
 from .base import WithInit, hostname, register
+
+if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+    pass
 
 
 def runc_root(lab: str) -> str:
@@ -28,11 +31,15 @@ def _bundle(lab: str, node: str) -> str:
 
 class Runc(WithInit):
     name = "runc"
-    summary = "an OCI bundle on an overlay of image: (rootfs dir, tarball, OCI layout, built image), run by runc (default with image:)"
+    summary = (
+        "an OCI bundle on an overlay of image: (rootfs dir, tarball, OCI layout, built image), run by runc (default with image:)"
+    )
     needs_image = "runtime: runc needs image: (a rootfs directory, tarball, OCI layout or built image name)"
     own_cgroup = True
 
     def start(self, ap, node, sysctls):
+        from ..backends import containers, libc, rootfs
+
         if not shutil.which("runc"):
             raise LabError("image: nodes run with runc: install the Debian package runc")
         handles = super().start(ap, node, sysctls)
@@ -47,18 +54,26 @@ class Runc(WithInit):
             json.dump(config, fh)
         log = os.path.join(bundle, "runc.log")  # a file, not a pipe: the detached container inherits runc's stdio
         with open(log, "w") as out:
-            result = subprocess.run(["runc", "--root", runc_root(lab), "run", "--detach", "--bundle", bundle, runc_id(lab, node.name)],
-                                    stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+            result = subprocess.run(
+                ["runc", "--root", runc_root(lab), "run", "--detach", "--bundle", bundle, runc_id(lab, node.name)],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+            )
         if result.returncode:
             libc.umount(merged)
             with open(log) as fh:
                 raise LabError(f"runc could not start node {node.name}: {fh.read().strip()}")
-        state = subprocess.run(["runc", "--root", runc_root(lab), "state", runc_id(lab, node.name)], capture_output=True, text=True, check=True)
+        state = subprocess.run(
+            ["runc", "--root", runc_root(lab), "state", runc_id(lab, node.name)], capture_output=True, text=True, check=True
+        )
         containers.record_init(lab, node.name, json.loads(state.stdout)["pid"])
         return handles
 
     def stop(self, lab, node):
         """Delete the node's runc container and its overlay (a missing one is fine)."""
+        from ..backends import libc
+
         if shutil.which("runc") and os.path.isdir(runc_root(lab)):
             subprocess.run(["runc", "--root", runc_root(lab), "delete", "--force", runc_id(lab, node.name)], capture_output=True)
         bundle = _bundle(lab, node.name)
@@ -67,14 +82,30 @@ class Runc(WithInit):
         super().stop(lab, node)
 
 
-def _oci_config(lab: str, node: str, cgroup_rel: str, hostname: str, env: dict[str, str]) -> dict:
+def _oci_config(lab: str, node: str, cgroup_rel: str, hostname: str, env: dict[str, str]) -> dict[str, Any]:
     path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    caps = ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP",
-            "CAP_NET_BIND_SERVICE", "CAP_NET_RAW", "CAP_NET_ADMIN", "CAP_SYS_CHROOT", "CAP_AUDIT_WRITE", "CAP_SYS_ADMIN"]
+    caps = [
+        "CAP_CHOWN",
+        "CAP_DAC_OVERRIDE",
+        "CAP_FOWNER",
+        "CAP_FSETID",
+        "CAP_KILL",
+        "CAP_SETGID",
+        "CAP_SETUID",
+        "CAP_SETPCAP",
+        "CAP_NET_BIND_SERVICE",
+        "CAP_NET_RAW",
+        "CAP_NET_ADMIN",
+        "CAP_SYS_CHROOT",
+        "CAP_AUDIT_WRITE",
+        "CAP_SYS_ADMIN",
+    ]
     return {
         "ociVersion": "1.0.2",
         "process": {
-            "terminal": False, "user": {"uid": 0, "gid": 0}, "cwd": "/",
+            "terminal": False,
+            "user": {"uid": 0, "gid": 0},
+            "cwd": "/",
             "args": ["sleep", "infinity"],
             "env": [path_env, *(f"{k}={v}" for k, v in env.items())],
             "capabilities": {k: caps for k in ("bounding", "effective", "permitted")},
@@ -84,9 +115,24 @@ def _oci_config(lab: str, node: str, cgroup_rel: str, hostname: str, env: dict[s
         "hostname": hostname,
         "mounts": [
             {"destination": "/proc", "type": "proc", "source": "proc"},
-            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-            {"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-            {"destination": "/dev/shm", "type": "tmpfs", "source": "shm", "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+            {
+                "destination": "/dev",
+                "type": "tmpfs",
+                "source": "tmpfs",
+                "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
+            },
+            {
+                "destination": "/dev/pts",
+                "type": "devpts",
+                "source": "devpts",
+                "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
+            },
+            {
+                "destination": "/dev/shm",
+                "type": "tmpfs",
+                "source": "shm",
+                "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+            },
             {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
             {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]},
         ],
@@ -94,7 +140,9 @@ def _oci_config(lab: str, node: str, cgroup_rel: str, hostname: str, env: dict[s
             "namespaces": [
                 {"type": "network", "path": names.netns_path(lab, node)},
                 {"type": "uts", "path": names.uts_path(lab, node)},
-                {"type": "pid"}, {"type": "mount"}, {"type": "ipc"},
+                {"type": "pid"},
+                {"type": "mount"},
+                {"type": "ipc"},
             ],
             "cgroupsPath": "/" + cgroup_rel,
             "resources": {"devices": [{"allow": False, "access": "rwm"}]},

@@ -24,18 +24,26 @@ MODES = ["veth-bridge", "veth-bridge-nf", "macvlan", "ipvlan", "ovs"]
 
 # What the paper found (sec. 5), as rankings best first (None: "a very close call", no ranking).
 CLAIMS = {
-    ("local", "tcp"): (["ipvlan", "macvlan", "veth-bridge-nf"], "5.1: ipvlan (L3) best; veth bridges 2.5-3x below macvlan and ipvlan; MTU changes little"),
+    ("local", "tcp"): (
+        ["ipvlan", "macvlan", "veth-bridge-nf"],
+        "5.1: ipvlan (L3) best; veth bridges 2.5-3x below macvlan and ipvlan; MTU changes little",
+    ),
     ("local", "udp"): (["macvlan", "veth-bridge-nf"], "5.2: macvlan does reasonably well; ipvlan and veth bridges do not"),
     ("switched", "tcp"): (None, "5.3: a very close call between all three; MTU 9000 adds about 2 Gbit/s"),
-    ("switched", "udp"): (["macvlan", "veth-bridge-nf"], "5.4: at MTU 1500 macvlan outperforms ipvlan and veth bridges; at 9000 they are close"),
+    ("switched", "udp"): (
+        ["macvlan", "veth-bridge-nf"],
+        "5.4: at MTU 1500 macvlan outperforms ipvlan and veth bridges; at 9000 they are close",
+    ),
 }
 
 
 def topology(cell: Cell) -> str:
     mode, pairs, switched, mtu = cell["mode"], cell["pairs"], cell["placement"] == "switched", cell["mtu"]
     chost = "client" if switched else "server"
-    text = (f"name: bench-km-{mode}-{pairs}-{cell['placement']}-{mtu}\nhosts: {{server: {{}}, client: {{}}}}\n"
-            f'wires: [{{endpoints: ["server:nic0", "client:nic0"], params: {{mtu: {mtu}}}}}]\ntopology:\n  nodes:\n')
+    text = (
+        f"name: bench-km-{mode}-{pairs}-{cell['placement']}-{mtu}\nhosts: {{server: {{}}, client: {{}}}}\n"
+        f'wires: [{{endpoints: ["server:nic0", "client:nic0"], params: {{mtu: {mtu}}}}}]\ntopology:\n  nodes:\n'
+    )
     for i in range(pairs):
         text += f"    s{i}: {{host: server}}\n    c{i}: {{host: {chost}}}\n"
     if mode == "ovs":
@@ -48,7 +56,12 @@ def topology(cell: Cell) -> str:
         if switched:  # each host's NIC is its switch's uplink
             text += '    - {endpoints: ["sw:up"], mode: phys, parent: "server:nic0"}\n    - {endpoints: ["sw2:up"], mode: phys, parent: "client:nic0"}\n'
         return text
-    kind = {"veth-bridge": "mode: bridge", "veth-bridge-nf": "mode: bridge, bridge_netfilter: true", "macvlan": "mode: macvlan, macvlan_mode: bridge", "ipvlan": "mode: ipvlan, ipvlan_mode: l3"}[mode]
+    kind = {
+        "veth-bridge": "mode: bridge",
+        "veth-bridge-nf": "mode: bridge, bridge_netfilter: true",
+        "macvlan": "mode: macvlan, macvlan_mode: bridge",
+        "ipvlan": "mode: ipvlan, ipvlan_mode: l3",
+    }[mode]
     for i in range(pairs):
         for node, host in ((f"s{i}", "server"), (f"c{i}", chost)):
             text += f'    - {{endpoints: ["{node}:eth1"], {kind}, parent: "{host}:nic0", mtu: {mtu}}}\n'
@@ -61,15 +74,27 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     for i in range(cell["pairs"]):
         server, client = lab.nodes[f"s{i}"], lab.nodes[f"c{i}"]
         address = server.intf("eth1").ip
-        command = tools.iperf3_command(address, BASE_PORT + i, duration, udp=udp, bitrate="0" if udp else None,
-                                       length=cell["mtu"] - 28 if udp else None)
+        command = tools.iperf3_command(
+            address, BASE_PORT + i, duration, udp=udp, bitrate="0" if udp else None, length=cell["mtu"] - 28 if udp else None
+        )
         pairs.append(Pair(client, command, server, tools.iperf3_server_command(address, BASE_PORT + i)))
     rows = []
     for i, ran in enumerate(run_together(pairs, timeout=duration + 60)):
-        rec.raw(f"iperf3-{cell['protocol']}-{cell['mode']}-{cell['placement']}-mtu{cell['mtu']}-pair{i}", ran.command, ran.stdout + ran.stderr)
+        rec.raw(
+            f"iperf3-{cell['protocol']}-{cell['mode']}-{cell['placement']}-mtu{cell['mtu']}-pair{i}",
+            ran.command,
+            ran.stdout + ran.stderr,
+        )
         parsed = tools.parse_iperf3(ran.stdout)
-        rows.append({"pair": i, "gbps": parsed["mbps"] / 1000, "retransmits": parsed["retransmits"], "lost_pct": parsed["lost_pct"],
-                     "started_ns": ran.started_ns})
+        rows.append(
+            {
+                "pair": i,
+                "gbps": parsed["mbps"] / 1000,
+                "retransmits": parsed["retransmits"],
+                "lost_pct": parsed["lost_pct"],
+                "started_ns": ran.started_ns,
+            }
+        )
     return [*rows, {"pair": "all", "total_gbps": sum(r["gbps"] for r in rows)}]
 
 
@@ -83,14 +108,26 @@ def unavailable(cell: Cell) -> str | None:
 
 def figures() -> list[Figure]:
     out = []
-    for number, (placement, protocol) in enumerate((("local", "tcp"), ("local", "udp"), ("switched", "tcp"), ("switched", "udp")), 1):
+    for number, (placement, protocol) in enumerate(
+        (("local", "tcp"), ("local", "udp"), ("switched", "tcp"), ("switched", "udp")), 1
+    ):
         rank, claim = CLAIMS[(placement, protocol)]
         for mtu in (1500, 9000):
-            out.append(Figure(
-                f"fig5-{number}-mtu{mtu}", f"Fig. 5.{number}: {placement} {protocol.upper()}, MTU {mtu}: total throughput of all pairs",
-                "total_gbps", "Gbit/s", "mode", "pairs", {"placement": placement, "protocol": protocol, "mtu": mtu},
-                paper_ref=f"{PAPER}, Figure 5.{number}", aggregate=True, claim=claim, claim_rank=rank,
-            ))
+            out.append(
+                Figure(
+                    f"fig5-{number}-mtu{mtu}",
+                    f"Fig. 5.{number}: {placement} {protocol.upper()}, MTU {mtu}: total throughput of all pairs",
+                    "total_gbps",
+                    "Gbit/s",
+                    "mode",
+                    "pairs",
+                    {"placement": placement, "protocol": protocol, "mtu": mtu},
+                    paper_ref=f"{PAPER}, Figure 5.{number}",
+                    aggregate=True,
+                    claim=claim,
+                    claim_rank=rank,
+                )
+            )
     return out
 
 
@@ -98,9 +135,21 @@ SUITE = Suite(
     name="kernel-modules",
     title="Kernel modules for container networking: iperf3 TCP and UDP (seed 002)",
     paper=PAPER,
-    axes={"mode": MODES, "pairs": [1, 2, 4, 8, 16, 32, 64, 128], "protocol": ["tcp", "udp"], "mtu": [1500, 9000], "placement": ["local", "switched"]},
+    axes={
+        "mode": MODES,
+        "pairs": [1, 2, 4, 8, 16, 32, 64, 128],
+        "protocol": ["tcp", "udp"],
+        "mtu": [1500, 9000],
+        "placement": ["local", "switched"],
+    },
     # 4 modes here (no ipvlan in this kernel) x 2 pair counts x 2 protocols x 2 MTUs x 2 placements, 2 reps of 1 s.
-    quick_axes={"mode": MODES, "pairs": [1, 4], "protocol": ["tcp", "udp"], "mtu": [1500, 9000], "placement": ["local", "switched"]},
+    quick_axes={
+        "mode": MODES,
+        "pairs": [1, 4],
+        "protocol": ["tcp", "udp"],
+        "mtu": [1500, 9000],
+        "placement": ["local", "switched"],
+    },
     reps=10,
     quick_reps=2,
     duration=10,

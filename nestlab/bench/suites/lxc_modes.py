@@ -20,24 +20,80 @@ BASE_PORT = 11111
 # The paper's Figures 4-11 (sec. 4.2), per (mode, pairs).  Its latencies are printed in "ms" but are
 # sockperf's microsecond figures (5.7 "ms" host latency on loopback-class hardware); shown as printed.
 PPS = {
-    ("same", 1024): {("host", 1): 87263, ("none", 1): 78308, ("bridge", 1): 64698, ("macvlan", 1): 96692,
-                     ("none", 10): 37375, ("bridge", 10): 31186, ("macvlan", 10): 42462},
-    ("same", 28): {("host", 1): 89533, ("none", 1): 79355, ("bridge", 1): 66310, ("macvlan", 1): 99204,
-                   ("none", 10): 38446, ("bridge", 10): 31361, ("macvlan", 10): 44924},
-    ("cross", 1024): {("host", 1): 3801, ("none", 1): 3821, ("bridge", 1): 3741, ("macvlan", 1): 3960,
-                      ("none", 10): 3823, ("bridge", 10): 3052, ("macvlan", 10): 3819},
-    ("cross", 28): {("host", 1): 8244, ("none", 1): 8624, ("bridge", 1): 7064, ("macvlan", 1): 8248,
-                    ("none", 10): 8654, ("bridge", 10): 5717, ("macvlan", 10): 8515},
+    ("same", 1024): {
+        ("host", 1): 87263,
+        ("none", 1): 78308,
+        ("bridge", 1): 64698,
+        ("macvlan", 1): 96692,
+        ("none", 10): 37375,
+        ("bridge", 10): 31186,
+        ("macvlan", 10): 42462,
+    },
+    ("same", 28): {
+        ("host", 1): 89533,
+        ("none", 1): 79355,
+        ("bridge", 1): 66310,
+        ("macvlan", 1): 99204,
+        ("none", 10): 38446,
+        ("bridge", 10): 31361,
+        ("macvlan", 10): 44924,
+    },
+    ("cross", 1024): {
+        ("host", 1): 3801,
+        ("none", 1): 3821,
+        ("bridge", 1): 3741,
+        ("macvlan", 1): 3960,
+        ("none", 10): 3823,
+        ("bridge", 10): 3052,
+        ("macvlan", 10): 3819,
+    },
+    ("cross", 28): {
+        ("host", 1): 8244,
+        ("none", 1): 8624,
+        ("bridge", 1): 7064,
+        ("macvlan", 1): 8248,
+        ("none", 10): 8654,
+        ("bridge", 10): 5717,
+        ("macvlan", 10): 8515,
+    },
 }
 LATENCY = {
-    ("same", 1024): {("host", 1): 5.690, ("none", 1): 6.339, ("bridge", 1): 7.685, ("macvlan", 1): 5.130,
-                     ("none", 10): 10.800, ("bridge", 10): 13.395, ("macvlan", 10): 8.956},
-    ("same", 28): {("host", 1): 5.545, ("none", 1): 6.256, ("bridge", 1): 7.497, ("macvlan", 1): 4.994,
-                   ("none", 10): 10.441, ("bridge", 10): 13.151, ("macvlan", 10): 8.705},
-    ("cross", 1024): {("host", 1): 131.186, ("none", 1): 130.486, ("bridge", 1): 133.299, ("macvlan", 1): 125.934,
-                      ("none", 10): 127.104, ("bridge", 10): 158.864, ("macvlan", 10): 128.053},
-    ("cross", 28): {("host", 1): 60.421, ("none", 1): 57.738, ("bridge", 1): 70.508, ("macvlan", 1): 60.409,
-                    ("none", 10): 55.283, ("bridge", 10): 84.277, ("macvlan", 10): 56.050},
+    ("same", 1024): {
+        ("host", 1): 5.690,
+        ("none", 1): 6.339,
+        ("bridge", 1): 7.685,
+        ("macvlan", 1): 5.130,
+        ("none", 10): 10.800,
+        ("bridge", 10): 13.395,
+        ("macvlan", 10): 8.956,
+    },
+    ("same", 28): {
+        ("host", 1): 5.545,
+        ("none", 1): 6.256,
+        ("bridge", 1): 7.497,
+        ("macvlan", 1): 4.994,
+        ("none", 10): 10.441,
+        ("bridge", 10): 13.151,
+        ("macvlan", 10): 8.705,
+    },
+    ("cross", 1024): {
+        ("host", 1): 131.186,
+        ("none", 1): 130.486,
+        ("bridge", 1): 133.299,
+        ("macvlan", 1): 125.934,
+        ("none", 10): 127.104,
+        ("bridge", 10): 158.864,
+        ("macvlan", 10): 128.053,
+    },
+    ("cross", 28): {
+        ("host", 1): 60.421,
+        ("none", 1): 57.738,
+        ("bridge", 1): 70.508,
+        ("macvlan", 1): 60.409,
+        ("none", 10): 55.283,
+        ("bridge", 10): 84.277,
+        ("macvlan", 10): 56.050,
+    },
 }
 _FIG = {("same", 1024): (4, 8), ("same", 28): (5, 9), ("cross", 1024): (6, 10), ("cross", 28): (7, 11)}
 
@@ -87,8 +143,14 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         pairs = []
         for i in range(cell["pairs"]):
             server, address, client, target = _ends(lab, cell, i)
-            pairs.append(Pair(client, tools.sockperf_command(test, target, BASE_PORT + i, duration, cell["payload"]),
-                              server, ["sockperf", "server", "-i", address, "-p", str(BASE_PORT + i)]))
+            pairs.append(
+                Pair(
+                    client,
+                    tools.sockperf_command(test, target, BASE_PORT + i, duration, cell["payload"]),
+                    server,
+                    ["sockperf", "server", "-i", address, "-p", str(BASE_PORT + i)],
+                )
+            )
         for i, ran in enumerate(run_together(pairs, timeout=duration + 30)):
             rec.raw(f"{test}-{cell['mode']}-{cell['placement']}-{cell['payload']}B-pair{i}", ran.command, ran.stdout + ran.stderr)
             parsed = tools.parse_sockperf(ran.stdout)
@@ -111,11 +173,35 @@ def figures() -> list[Figure]:
     for (placement, payload), (pps_fig, lat_fig) in _FIG.items():
         where = {"placement": placement, "payload": payload}
         label = f"{payload} B, {'same host' if placement == 'same' else 'two hosts'}"
-        out.append(Figure(f"fig{pps_fig}", f"Fig. {pps_fig}: packets per second per pair, {label}", "pps", "pkt/s", "mode", "pairs",
-                          where, PPS[(placement, payload)], f"{PAPER}, Figure {pps_fig}", "pkt/s"))
-        out.append(Figure(f"fig{lat_fig}", f"Fig. {lat_fig}: average latency, {label}", "latency_avg_us", "µs", "mode", "pairs",
-                          where, LATENCY[(placement, payload)], f"{PAPER}, Figure {lat_fig}", "'ms' as printed (sockperf µs)",
-                          higher_is_better=False))
+        out.append(
+            Figure(
+                f"fig{pps_fig}",
+                f"Fig. {pps_fig}: packets per second per pair, {label}",
+                "pps",
+                "pkt/s",
+                "mode",
+                "pairs",
+                where,
+                PPS[(placement, payload)],
+                f"{PAPER}, Figure {pps_fig}",
+                "pkt/s",
+            )
+        )
+        out.append(
+            Figure(
+                f"fig{lat_fig}",
+                f"Fig. {lat_fig}: average latency, {label}",
+                "latency_avg_us",
+                "µs",
+                "mode",
+                "pairs",
+                where,
+                LATENCY[(placement, payload)],
+                f"{PAPER}, Figure {lat_fig}",
+                "'ms' as printed (sockperf µs)",
+                higher_is_better=False,
+            )
+        )
     return out
 
 
@@ -123,10 +209,20 @@ SUITE = Suite(
     name="lxc-modes",
     title="LXC networking modes: packets per second and latency (seed 000)",
     paper=PAPER,
-    axes={"mode": ["host", "none", "bridge", "macvlan", "ipvlan"], "pairs": [1, 10], "payload": [28, 1024], "placement": ["same", "cross"]},
+    axes={
+        "mode": ["host", "none", "bridge", "macvlan", "ipvlan"],
+        "pairs": [1, 10],
+        "payload": [28, 1024],
+        "placement": ["same", "cross"],
+    },
     # sockperf spends ~2.2 s settling before every run, so --quick keeps the paper's small-packet case (its
     # harder one), both placements, 1 and 10 pairs, and 2 repetitions: 24 runs of each test, under 3 minutes.
-    quick_axes={"mode": ["none", "bridge", "macvlan", "ipvlan"], "pairs": [1, 10], "payload": [28], "placement": ["same", "cross"]},
+    quick_axes={
+        "mode": ["none", "bridge", "macvlan", "ipvlan"],
+        "pairs": [1, 10],
+        "payload": [28],
+        "placement": ["same", "cross"],
+    },
     reps=10,
     quick_reps=2,
     duration=180,

@@ -66,10 +66,20 @@ def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
     method, paths = cell["method"], cell["paths"]
     address = b.intf("mpt0" if method.startswith("mpt-") else "p1").ip
     udp = method == "mpt-udp"
-    return tools.iperf3(a, b, address, duration, PORT, omit=1, mptcp=method == "mptcp", udp=udp,
-                        bitrate=f"{paths * RATE_MBIT}M" if udp else None, length=UDP_LENGTH if udp else None,
-                        window="4M" if udp else None,  # a UDP receiver with 4 MB of buffer rides out a stalled CPU
-                        record=lambda command, out: rec.raw(f"iperf3-{cell['placement']}-{method}-{paths}", command, out))
+    return tools.iperf3(
+        a,
+        b,
+        address,
+        duration,
+        PORT,
+        omit=1,
+        mptcp=method == "mptcp",
+        udp=udp,
+        bitrate=f"{paths * RATE_MBIT}M" if udp else None,
+        length=UDP_LENGTH if udp else None,
+        window="4M" if udp else None,  # a UDP receiver with 4 MB of buffer rides out a stalled CPU
+        record=lambda command, out: rec.raw(f"iperf3-{cell['placement']}-{method}-{paths}", command, out),
+    )
 
 
 def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
@@ -85,8 +95,13 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     capacity = RATE_MBIT * (1 if cell["method"] == "tcp" else paths)
     used = sum(1 for s in sent if s > 0.01 * total)
     summary = {
-        "pair": "all", "mbps": result["mbps"], "capacity_pct": 100 * result["mbps"] / capacity, "retransmits": result["retransmits"],
-        "lost_pct": result["lost_pct"], "paths_used": used, "evenness_pct": 100 * min(s / total for s in sent[:used]) * used if used else 0.0,
+        "pair": "all",
+        "mbps": result["mbps"],
+        "capacity_pct": 100 * result["mbps"] / capacity,
+        "retransmits": result["retransmits"],
+        "lost_pct": result["lost_pct"],
+        "paths_used": used,
+        "evenness_pct": 100 * min(s / total for s in sent[:used]) * used if used else 0.0,
     }
     whole = sum(machine.values()) or 1.0  # where the machine's CPU went meanwhile, % of all its cores
     summary |= {f"cpu_{kind}_pct": 100 * seconds / whole for kind, seconds in machine.items()}
@@ -98,34 +113,117 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
 
 
 def _line(fig_id: str, title: str, metric: str, unit: str, series: str, where: dict, claim: str = "", **extra) -> Figure:
-    return Figure(fig_id, title, metric, unit, "paths", series, where, line=True, aggregate=True, paper_ref=PAPER if claim else "",
-                  claim=claim, **extra)
+    return Figure(
+        fig_id,
+        title,
+        metric,
+        unit,
+        "paths",
+        series,
+        where,
+        line=True,
+        aggregate=True,
+        paper_ref=PAPER if claim else "",
+        claim=claim,
+        **extra,
+    )
 
 
 FIGURES = [
-    _line("fig5-mpt-tcp", "Fig. 5: TCP (iperf3) through the MPT tunnel over N x 100 Mbit/s, tool native or containerised", "mbps", "Mbit/s",
-          "placement", {"method": "mpt-tcp"},
-          "Fig. 5: iperf in Singularity reaches almost the native throughput; in Docker it does not scale beyond 9 NICs"),
-    _line("fig6-mpt-udp", "Fig. 6: UDP through the MPT tunnel over N x 100 Mbit/s, tool native or containerised", "mbps", "Mbit/s",
-          "placement", {"method": "mpt-udp"},
-          "Fig. 6: containerised MPT in Singularity almost reaches native; in Docker it equals native up to 7 NICs, then falls behind"),
-    _line("fig7-mptcp", "Fig. 7: MPTCP over N x 100 Mbit/s, tool native or containerised", "mbps", "Mbit/s", "placement", {"method": "mptcp"},
-          "Fig. 7: native and containerised are almost the same; MPTCP uses at most 8 NICs, which limits all of them"),
-    _line("methods", "Aggregate throughput of each method over N x 100 Mbit/s paths (containerised)", "mbps", "Mbit/s", "method",
-          {"placement": "containerised"}),
-    _line("capacity", "Share of N x 100 Mbit/s reached (plain TCP: of one path), containerised", "capacity_pct", "%", "method",
-          {"placement": "containerised"}),
-    _line("paths-used", "Paths carrying more than 1 % of the bytes, containerised", "paths_used", "paths", "method", {"placement": "containerised"}),
-    _line("evenness", "Evenness: the smallest used path's share x paths used (100 = an equal share each), containerised", "evenness_pct", "%",
-          "method", {"placement": "containerised"}),
-    _line("retransmits", "TCP retransmits per connection, containerised", "retransmits", "segments", "method", {"placement": "containerised"},
-          higher_is_better=False),
-    _line("tunnel-cpu", "MPT tunnel: CPU of both daemons per Gbit/s carried (% of one core)", "tunnel_cpu_pct_per_gbps", "% core per Gbit/s",
-          "method", {"placement": "containerised"}, higher_is_better=False),
-    _line("machine-idle", "Where the CPU went: the machine's idle share while each method ran (all cores), containerised", "cpu_idle_pct", "%",
-          "method", {"placement": "containerised"}),
-    _line("machine-softirq", "Where the CPU went: softirq share (packets moved by the kernel), containerised", "cpu_softirq_pct", "%",
-          "method", {"placement": "containerised"}, higher_is_better=False),
+    _line(
+        "fig5-mpt-tcp",
+        "Fig. 5: TCP (iperf3) through the MPT tunnel over N x 100 Mbit/s, tool native or containerised",
+        "mbps",
+        "Mbit/s",
+        "placement",
+        {"method": "mpt-tcp"},
+        "Fig. 5: iperf in Singularity reaches almost the native throughput; in Docker it does not scale beyond 9 NICs",
+    ),
+    _line(
+        "fig6-mpt-udp",
+        "Fig. 6: UDP through the MPT tunnel over N x 100 Mbit/s, tool native or containerised",
+        "mbps",
+        "Mbit/s",
+        "placement",
+        {"method": "mpt-udp"},
+        "Fig. 6: containerised MPT in Singularity almost reaches native; in Docker it equals native up to 7 NICs, then falls behind",
+    ),
+    _line(
+        "fig7-mptcp",
+        "Fig. 7: MPTCP over N x 100 Mbit/s, tool native or containerised",
+        "mbps",
+        "Mbit/s",
+        "placement",
+        {"method": "mptcp"},
+        "Fig. 7: native and containerised are almost the same; MPTCP uses at most 8 NICs, which limits all of them",
+    ),
+    _line(
+        "methods",
+        "Aggregate throughput of each method over N x 100 Mbit/s paths (containerised)",
+        "mbps",
+        "Mbit/s",
+        "method",
+        {"placement": "containerised"},
+    ),
+    _line(
+        "capacity",
+        "Share of N x 100 Mbit/s reached (plain TCP: of one path), containerised",
+        "capacity_pct",
+        "%",
+        "method",
+        {"placement": "containerised"},
+    ),
+    _line(
+        "paths-used",
+        "Paths carrying more than 1 % of the bytes, containerised",
+        "paths_used",
+        "paths",
+        "method",
+        {"placement": "containerised"},
+    ),
+    _line(
+        "evenness",
+        "Evenness: the smallest used path's share x paths used (100 = an equal share each), containerised",
+        "evenness_pct",
+        "%",
+        "method",
+        {"placement": "containerised"},
+    ),
+    _line(
+        "retransmits",
+        "TCP retransmits per connection, containerised",
+        "retransmits",
+        "segments",
+        "method",
+        {"placement": "containerised"},
+        higher_is_better=False,
+    ),
+    _line(
+        "tunnel-cpu",
+        "MPT tunnel: CPU of both daemons per Gbit/s carried (% of one core)",
+        "tunnel_cpu_pct_per_gbps",
+        "% core per Gbit/s",
+        "method",
+        {"placement": "containerised"},
+        higher_is_better=False,
+    ),
+    _line(
+        "machine-idle",
+        "Where the CPU went: the machine's idle share while each method ran (all cores), containerised",
+        "cpu_idle_pct",
+        "%",
+        "method",
+        {"placement": "containerised"},
+    ),
+    _line(
+        "machine-softirq",
+        "Where the CPU went: softirq share (packets moved by the kernel), containerised",
+        "cpu_softirq_pct",
+        "%",
+        "method",
+        {"placement": "containerised"},
+        higher_is_better=False,
+    ),
 ]
 
 

@@ -59,13 +59,18 @@ def gnab_address(lab: Lab, drone: str) -> str:
 
 
 def _iperf_pair(client, server, address: str, port: int, seconds: float, **options) -> Pair:
-    return Pair(client, tools.iperf3_command(address, port, seconds, **options), server, tools.iperf3_server_command(address, port))
+    return Pair(
+        client, tools.iperf3_command(address, port, seconds, **options), server, tools.iperf3_server_command(address, port)
+    )
 
 
 def connections(lab: Lab, cell: Cell) -> list[tuple]:
     """(client, server, address) of each connection: iPHYs to their GNAB, or iPHY1 of drone 2k+1 to drone 2k+2's."""
     if cell["experiment"] == "intra":
-        return [(lab.nodes[f"drone1/iphy{k + 1}"], lab.nodes["drone1/gnab"], gnab_address(lab, "drone1")) for k in range(cell["connections"])]
+        return [
+            (lab.nodes[f"drone1/iphy{k + 1}"], lab.nodes["drone1/gnab"], gnab_address(lab, "drone1"))
+            for k in range(cell["connections"])
+        ]
     out = []
     for k in range(cell["connections"]):
         server = lab.nodes[f"drone{2 * k + 2}/iphy1"]
@@ -77,17 +82,28 @@ def measure_links(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[
     """Tables II and III: throughput of N connections at once, then their RTT, at once."""
     links = connections(lab, cell)
     label = f"{cell['experiment']}-{cell['nesting']}-{cell['connections']}"
-    ran = run_together([_iperf_pair(c, s, a, BASE_PORT + k, duration) for k, (c, s, a) in enumerate(links)], timeout=duration + 60)
+    ran = run_together(
+        [_iperf_pair(c, s, a, BASE_PORT + k, duration) for k, (c, s, a) in enumerate(links)], timeout=duration + 60
+    )
     count = max(10, int(duration * 5))
-    pings = run_together([Pair(c, ["ping", "-n", "-q", "-c", str(count), "-i", f"{duration / count:.3f}", a]) for c, _, a in links],
-                         timeout=duration + 30)
+    pings = run_together(
+        [Pair(c, ["ping", "-n", "-q", "-c", str(count), "-i", f"{duration / count:.3f}", a]) for c, _, a in links],
+        timeout=duration + 30,
+    )
     rows = []
     for k, (run, ping) in enumerate(zip(ran, pings)):
         rec.raw(f"iperf3-{label}-conn{k}", run.command, run.stdout + run.stderr)
         rec.raw(f"ping-{label}-conn{k}", ping.command, ping.stdout + ping.stderr)
         parsed = tools.parse_iperf3(run.stdout)
-        rows.append({"pair": k, "gbps": parsed["mbps"] / 1000, "retransmits": parsed["retransmits"],
-                     "rtt_ms": tools.parse_ping(ping.stdout)["rtt_avg_ms"], "started_ns": run.started_ns})
+        rows.append(
+            {
+                "pair": k,
+                "gbps": parsed["mbps"] / 1000,
+                "retransmits": parsed["retransmits"],
+                "rtt_ms": tools.parse_ping(ping.stdout)["rtt_avg_ms"],
+                "started_ns": run.started_ns,
+            }
+        )
     return [*rows, {"pair": "all", "total_gbps": sum(r["gbps"] for r in rows)}]
 
 
@@ -99,8 +115,12 @@ def measure_stress(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list
     address = gnab_address(lab, "drone1")
     base_cmd = tools.iperf3_command(address, BASE_PORT, total, interval=step)
     bg_cmd = tools.iperf3_command("127.0.0.1", BASE_PORT + 100, stop - start, parallel=120, interval=step)
-    procs = [gnab.popen(tools.iperf3_server_command(address, BASE_PORT), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-             noisy.popen(tools.iperf3_server_command("127.0.0.1", BASE_PORT + 100), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        gnab.popen(tools.iperf3_server_command(address, BASE_PORT), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        noisy.popen(
+            tools.iperf3_server_command("127.0.0.1", BASE_PORT + 100), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ),
+    ]
     try:
         time.sleep(0.3)
         base = iphy.popen(base_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -128,8 +148,17 @@ def measure_stress(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list
         raise ValueError(f"stress run too short to see before and during the background load ({len(intervals)} intervals)")
     t1, t2 = statistics.fmean(before) / 1000, statistics.fmean(during) / 1000
     series = [{"pair": 0, "t_s": round(round(s / step) * step, 3), "baseline_gbps": mbps / 1000} for s, _, mbps in intervals]
-    return [*series, {"pair": "all", "t1_gbps": t1, "t2_gbps": t2, "degradation_pct": 100 * (t1 - t2) / t1 if t1 else None,
-                      "background_gbps": tools.parse_iperf3(bg_out)["mbps"] / 1000, "background_s": [round(loaded, 2), round(bg_end, 2)]}]
+    return [
+        *series,
+        {
+            "pair": "all",
+            "t1_gbps": t1,
+            "t2_gbps": t2,
+            "degradation_pct": 100 * (t1 - t2) / t1 if t1 else None,
+            "background_gbps": tools.parse_iperf3(bg_out)["mbps"] / 1000,
+            "background_s": [round(loaded, 2), round(bg_end, 2)],
+        },
+    ]
 
 
 def measure_scale(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
@@ -138,7 +167,9 @@ def measure_scale(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[
     for d in (1, 2):
         address = gnab_address(lab, f"drone{d}")
         for i in range(1, cell["iphys"] + 1):
-            pairs.append(_iperf_pair(lab.nodes[f"drone{d}/iphy{i}"], lab.nodes[f"drone{d}/gnab"], address, BASE_PORT + i, duration))
+            pairs.append(
+                _iperf_pair(lab.nodes[f"drone{d}/iphy{i}"], lab.nodes[f"drone{d}/gnab"], address, BASE_PORT + i, duration)
+            )
             drones.append(d)
     rows = []
     for k, (drone, run) in enumerate(zip(drones, run_together(pairs, timeout=duration + 90))):
@@ -147,7 +178,9 @@ def measure_scale(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[
     spread = []
     for d in (1, 2):
         links = [r["gbps"] for r in rows if r["drone"] == d]
-        spread.append(100 * statistics.stdev(links) / statistics.fmean(links) if len(links) > 1 and statistics.fmean(links) else 0.0)
+        spread.append(
+            100 * statistics.stdev(links) / statistics.fmean(links) if len(links) > 1 and statistics.fmean(links) else 0.0
+        )
     return [*rows, {"pair": "all", "total_gbps": sum(r["gbps"] for r in rows), "link_dev_pct": statistics.fmean(spread)}]
 
 
@@ -165,7 +198,13 @@ def measure_startup(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> lis
     return [{"pair": "all", "startup_s": seconds, "memory_per_node_mb": used_kb / 1024 / drones}]
 
 
-MEASURES = {"intra": measure_links, "inter": measure_links, "stress": measure_stress, "scale": measure_scale, "startup": measure_startup}
+MEASURES = {
+    "intra": measure_links,
+    "inter": measure_links,
+    "stress": measure_stress,
+    "scale": measure_scale,
+    "startup": measure_startup,
+}
 
 
 def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
@@ -180,9 +219,18 @@ def lab_key(cell: Cell) -> tuple:
 def _table(number: str, experiment: str, metric: str, unit: str, paper: dict, higher_is_better: bool = True) -> Figure:
     what = "throughput per connection" if metric == "gbps" else "RTT"
     where = "intra-node (iPHY to GNAB)" if experiment == "intra" else "inter-node (iPHY to iPHY)"
-    return Figure(f"table{number}-{metric}", f"Table {number}: {where} {what}, 12 drones", metric, unit, "nesting", "connections",
-                  {"experiment": experiment}, paper=paper, paper_ref=f"{PAPER}, Table {number} (flat = Containernet)",
-                  higher_is_better=higher_is_better)
+    return Figure(
+        f"table{number}-{metric}",
+        f"Table {number}: {where} {what}, 12 drones",
+        metric,
+        unit,
+        "nesting",
+        "connections",
+        {"experiment": experiment},
+        paper=paper,
+        paper_ref=f"{PAPER}, Table {number} (flat = Containernet)",
+        higher_is_better=higher_is_better,
+    )
 
 
 def _paper(flat: list[float], nested: list[float]) -> dict:
@@ -194,26 +242,83 @@ FIGURES = [
     _table("II", "intra", "rtt_ms", "ms", _paper([0.056, 0.053, 0.052], [0.075, 0.072, 0.072]), higher_is_better=False),
     _table("III", "inter", "gbps", "Gbit/s", _paper([26.92, 24.11, 14.19], [32.05, 25.42, 15.74])),
     _table("III", "inter", "rtt_ms", "ms", _paper([0.082, 0.075, 0.074], [0.080, 0.074, 0.073]), higher_is_better=False),
-    Figure("fig3-series", "Fig. 3: baseline throughput over time, 120 background streams from 1/4 to 1/2 of the run "
-           "(paper: Containernet 30 -> 0.5 Gbit/s, NestedNet 30 -> 8)", "baseline_gbps", "Gbit/s", "t_s", "nesting",
-           {"experiment": "stress"}, line=True),
-    Figure("fig3-degradation", "Fig. 3: degradation D = (T1 - T2) / T1 of the baseline stream", "degradation_pct", "%", "nesting", "experiment",
-           {"experiment": "stress"}, paper={("flat", "stress"): 98.0, ("nested", "stress"): 72.0}, paper_ref=f"{PAPER}, Fig. 3 (flat = Containernet)",
-           higher_is_better=False, aggregate=True),
-    Figure("fig4-throughput", "Fig. 4: intra-node throughput per link vs iPHYs per drone, two drones", "gbps", "Gbit/s", "iphys", "nesting",
-           {"experiment": "scale"}, line=True, paper_ref=f"{PAPER}, Fig. 4", claim="throughput per link drops steeply as iPHYs per node grow",
-           claim_rank=[5, 10, 15, 20, 25]),
-    Figure("fig4-deviation", "Fig. 4: spread of per-link throughput (stdev as % of mean) vs iPHYs per drone", "link_dev_pct", "%", "iphys", "nesting",
-           {"experiment": "scale"}, line=True, aggregate=True, higher_is_better=False,
-           paper={(5, "flat"): 6.0, (25, "flat"): 13.0, (5, "nested"): 4.0, (25, "nested"): 7.0},
-           paper_ref=f"{PAPER}, sec. V-D on Fig. 4 (flat = Containernet: 6 to 13 %; NestedNet 4 % at 5 iPHYs to 7 % at 25)"),
-    Figure("table4-startup", "Table IV: emulator start-up time", "startup_s", "s", "nesting", "size", {"experiment": "startup"},
-           paper={("flat", "12x4"): 28.0, ("nested", "12x4"): 98.0, ("flat", "2x25"): 9.0, ("nested", "2x25"): 93.0},
-           paper_ref=f"{PAPER}, Table IV (flat = Containernet)", higher_is_better=False, aggregate=True),
-    Figure("table1-memory", "Table I: memory per drone (1 GNAB + 4 iPHYs)", "memory_per_node_mb", "MB", "nesting", "size",
-           {"experiment": "startup", "size": "12x4"}, paper={("flat", "12x4"): 55.0, ("nested", "12x4"): 98.4},
-           paper_ref=f"{PAPER}, Table I, single node (flat = Containernet; the paper's includes a Docker daemon and an OVS per node)",
-           higher_is_better=False, aggregate=True),
+    Figure(
+        "fig3-series",
+        "Fig. 3: baseline throughput over time, 120 background streams from 1/4 to 1/2 of the run "
+        "(paper: Containernet 30 -> 0.5 Gbit/s, NestedNet 30 -> 8)",
+        "baseline_gbps",
+        "Gbit/s",
+        "t_s",
+        "nesting",
+        {"experiment": "stress"},
+        line=True,
+    ),
+    Figure(
+        "fig3-degradation",
+        "Fig. 3: degradation D = (T1 - T2) / T1 of the baseline stream",
+        "degradation_pct",
+        "%",
+        "nesting",
+        "experiment",
+        {"experiment": "stress"},
+        paper={("flat", "stress"): 98.0, ("nested", "stress"): 72.0},
+        paper_ref=f"{PAPER}, Fig. 3 (flat = Containernet)",
+        higher_is_better=False,
+        aggregate=True,
+    ),
+    Figure(
+        "fig4-throughput",
+        "Fig. 4: intra-node throughput per link vs iPHYs per drone, two drones",
+        "gbps",
+        "Gbit/s",
+        "iphys",
+        "nesting",
+        {"experiment": "scale"},
+        line=True,
+        paper_ref=f"{PAPER}, Fig. 4",
+        claim="throughput per link drops steeply as iPHYs per node grow",
+        claim_rank=[5, 10, 15, 20, 25],
+    ),
+    Figure(
+        "fig4-deviation",
+        "Fig. 4: spread of per-link throughput (stdev as % of mean) vs iPHYs per drone",
+        "link_dev_pct",
+        "%",
+        "iphys",
+        "nesting",
+        {"experiment": "scale"},
+        line=True,
+        aggregate=True,
+        higher_is_better=False,
+        paper={(5, "flat"): 6.0, (25, "flat"): 13.0, (5, "nested"): 4.0, (25, "nested"): 7.0},
+        paper_ref=f"{PAPER}, sec. V-D on Fig. 4 (flat = Containernet: 6 to 13 %; NestedNet 4 % at 5 iPHYs to 7 % at 25)",
+    ),
+    Figure(
+        "table4-startup",
+        "Table IV: emulator start-up time",
+        "startup_s",
+        "s",
+        "nesting",
+        "size",
+        {"experiment": "startup"},
+        paper={("flat", "12x4"): 28.0, ("nested", "12x4"): 98.0, ("flat", "2x25"): 9.0, ("nested", "2x25"): 93.0},
+        paper_ref=f"{PAPER}, Table IV (flat = Containernet)",
+        higher_is_better=False,
+        aggregate=True,
+    ),
+    Figure(
+        "table1-memory",
+        "Table I: memory per drone (1 GNAB + 4 iPHYs)",
+        "memory_per_node_mb",
+        "MB",
+        "nesting",
+        "size",
+        {"experiment": "startup", "size": "12x4"},
+        paper={("flat", "12x4"): 55.0, ("nested", "12x4"): 98.4},
+        paper_ref=f"{PAPER}, Table I, single node (flat = Containernet; the paper's includes a Docker daemon and an OVS per node)",
+        higher_is_better=False,
+        aggregate=True,
+    ),
 ]
 
 

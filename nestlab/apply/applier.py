@@ -18,25 +18,23 @@ import subprocess
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .. import links, names, runtimes
+from .. import kinds, links, names
+from ..backends import cgroups, containers, mptcp, namespaces, netlink, shaping, spares, views
+from ..backends.netlink import Netlink, Request
 from ..errors import LabError
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
-from . import cgroups, containers, frr, mptcp, namespaces, netlink, ovs, shaping, spares, sysctl, views
-from .netlink import Netlink, Request
+from ..registry import KINDS, LINK_MODES, RUNTIMES
 
 Progress = Callable[[str, int, int], None]
 REAL = None  # the namespace key of this machine's own network stack (real interfaces)
 _REAL_NETNS = "/proc/self/ns/net"  # this machine: where nestlab itself runs (PID 1 may be out of reach in a sandbox)
 
-_ORDER = {"machine": 0, "bridge": 1, "ovs": 1, "linux": 2}
-
 
 class Applier:
     """Applies changes to one lab; holds one netlink socket per namespace it touches.
 
-    Link modes and runtimes use: ``lab``, ``alias``, ``nodes``, ``tree``, ``path``, ``fd``, ``queue``,
-    ``flush``, ``run``, ``run_quiet``, ``address``, ``bridge``, ``popen``, ``progress`` and ``wired``.
+    Node kinds, link modes and runtimes see it as :class:`nestlab.seams.Applying`.
     """
 
     CHUNK = 1024  # most namespace fds one batch should name (see fd())
@@ -61,7 +59,7 @@ class Applier:
 
     def _has_children(self, node: NodeObj) -> bool:
         """Whether the node's cgroup gets children (components, or a runtime's own cgroup)."""
-        return runtimes.get(node.runtime).own_cgroup or any(n.parent == node.name for n in self.nodes.values())
+        return RUNTIMES.get(node.runtime).own_cgroup or any(n.parent == node.name for n in self.nodes.values())
 
     # -- sockets and batches -------------------------------------------------
     def path(self, node: str | None) -> str:
@@ -117,18 +115,20 @@ class Applier:
         self._close_fds()
 
     def bridge(self, node: str) -> int | None:
-        """The ifindex of the bridge a ``kind: bridge`` node holds; None for other nodes."""
-        if self.nodes[node].kind != "bridge":
-            return None
+        """The ifindex of the bridge whose ports links ending in ``node`` become (its kind's); None: none."""
         if node not in self.bridge_index:
-            (self.bridge_index[node],) = self.run(node, netlink.get_link(node))
+            obj = self.nodes[node]
+            name = kinds.of(obj).bridge(obj)
+            if name is None:
+                return None
+            (self.bridge_index[node],) = self.run(node, netlink.get_link(name))
         return self.bridge_index[node]
 
     def popen(self, node: str, args: Sequence[str], **kwargs) -> subprocess.Popen:
         """Start a process inside a node (through its runtime, in its cgroup)."""
         obj = self.nodes[node]
         files = self.tree.procs_files(self.tree.leaf(node, self._has_children(obj))) if obj.cgroup else []
-        return runtimes.get(obj.runtime).popen(self.lab, obj, files, args, **kwargs)
+        return RUNTIMES.get(obj.runtime).popen(self.lab, obj, files, args, **kwargs)
 
     # -- the whole change ------------------------------------------------------
     def apply(self, changes: Changes) -> None:
@@ -161,11 +161,11 @@ class Applier:
         namespaces.prepare(names.uts_dir(self.lab))
         if any(n.view for n in nodes):
             views.prepare(names.view_dir(self.lab))
-        ordered = sorted(nodes, key=lambda n: (_ORDER.get(n.kind, 2), n.shares is not None))
+        ordered = sorted(nodes, key=lambda n: (kinds.of(n).order, n.shares is not None))
         started = {}
         if not spares.coming():  # spares need only pinning: threads would only wait for each other
             pool = _makers()
-            started = {n.name: pool.submit(runtimes.get(n.runtime).start, self, n, sysctl.of_node(n.kind, dict(n.sysctls))) for n in ordered if _plain(n)}
+            started = {n.name: pool.submit(RUNTIMES.get(n.runtime).start, self, n, _sysctls(n)) for n in ordered if _ahead(n)}
         try:
             self._start_nodes(ordered, started, made)
         finally:
@@ -182,18 +182,11 @@ class Applier:
             if node.name in started:
                 self.adopt(node.name, started[node.name].result())
             else:
-                if node.router == "frr":  # its /etc/frr, bound into its view
-                    frr.write(self.lab, node.name, node.config or "", node.name.replace("/", "-"))
+                kinds.of(node).prepare(self, node)
                 if node.cgroup:
                     self.tree.create(node.name, dict(node.resources), self._has_children(node))
-                self.adopt(node.name, runtimes.get(node.runtime).start(self, node, sysctl.of_node(node.kind, dict(node.sysctls))))
-            nl = self.sockets[node.name]
-            if node.kind == "bridge":
-                # A fresh namespace: a bridge already in it is the one the spares' helper made there.
-                _, self.bridge_index[node.name] = nl.run(netlink.new_bridge(node.name, self.alias, exclusive=False),
-                                                         netlink.get_link(node.name))
-            if node.kind == "ovs":
-                ovs.Switch(self.lab, node.name).start(node.datapath or "auto", node.controller)
+                self.adopt(node.name, RUNTIMES.get(node.runtime).start(self, node, _sysctls(node)))
+            kinds.of(node).started(self, node, self.sockets[node.name])
             if i % 32 == 0 or i == len(ordered):
                 self.progress("nodes", i, len(ordered))
 
@@ -202,7 +195,7 @@ class Applier:
         :attr:`wired`), and remove the others before any link is made."""
         if not spares.coming():
             return
-        veth = links.get("veth")
+        veth = LINK_MODES.get("veth")
         wanted = {}
         for ln in add_links:
             if ln.mode == "veth" and ln.mtu is None and not (ln.a.mac or ln.b.mac):
@@ -247,27 +240,26 @@ class Applier:
         self.flush()
 
     def _finish(self, changes: Changes) -> None:
-        """Hosts' routes, OVS ports and flows, MPTCP endpoints, link shaping."""
+        """Hosts' routes, ports handed to the kinds that take them, each kind's finish, MPTCP endpoints, link shaping."""
         for host in changes.add_nodes:
             if host.routes:
                 self.queue(host.name, *(netlink.route(via, dst) for dst, via in host.routes))
         self.flush()
-        ports: dict[str, list[str]] = {}  # every interface made inside an OVS switch node is one of its ports
+        ports: dict[str, list[str]] = {}  # interfaces made inside nodes whose kind takes them as ports
         for link in changes.add_links:
             for end in link.ends:
-                if self.nodes[end.node].kind == "ovs":
+                if kinds.of(self.nodes[end.node]).takes_ports:
                     ports.setdefault(end.node, []).append(end.iface)
         for att in changes.add_attachments:
-            if self.nodes[att.end.node].kind == "ovs" and links.get(att.mode).switch_port:
+            if kinds.of(self.nodes[att.end.node]).takes_ports and LINK_MODES.get(att.mode).switch_port:
                 ports.setdefault(att.end.node, []).append(att.end.iface)
-        for switch, names_ in ports.items():
-            ovs.Switch(self.lab, switch).add_ports(names_)
+        for node, ifaces in ports.items():
+            kinds.of(self.nodes[node]).ports(self, self.nodes[node], ifaces)
+        by_kind: dict[str, list[NodeObj]] = {}
         for node in changes.add_nodes:
-            if node.kind == "ovs" and node.flows:
-                ovs.Switch(self.lab, node.name).add_flows(list(node.flows))
-        routers = {n.name: (lambda args, node=n.name, **kw: self.popen(node, args, **kw)) for n in changes.add_nodes if n.router == "frr"}
-        if routers:
-            frr.start(routers)
+            by_kind.setdefault(kinds.of(node).name, []).append(node)
+        for name, nodes in by_kind.items():
+            KINDS.get(name).finish(self, nodes)
         for node in changes.add_nodes:
             if node.ports:
                 self._forward(node)
@@ -293,9 +285,17 @@ class Applier:
 
         listeners = portfwd.listen(node.name, node.ports)
         try:
-            containers.popen_in(self.path(node.name), names.uts_path(self.lab, node.name), [], portfwd.command(listeners),
-                                pass_fds=[sock.fileno() for sock, _, _ in listeners], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            containers.popen_in(
+                self.path(node.name),
+                names.uts_path(self.lab, node.name),
+                [],
+                portfwd.command(listeners),
+                pass_fds=[sock.fileno() for sock, _, _ in listeners],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             for sock, _, _ in listeners:
                 sock.close()
@@ -312,16 +312,16 @@ class Applier:
                 raise
 
     def _delete(self, obj: LinkObj | AttachObj, quiet: bool = False) -> None:
-        links.get(obj.mode).delete(self, obj, quiet)
+        LINK_MODES.get(obj.mode).delete(self, obj, quiet)
         for end in obj.ends if isinstance(obj, LinkObj) else ():
             node = self.nodes.get(end.node)
-            if node and node.kind == "ovs" and os.path.exists(self.path(end.node)):
-                ovs.Switch(self.lab, end.node).del_port(end.iface)
+            if node and kinds.of(node).takes_ports and os.path.exists(self.path(end.node)):
+                kinds.of(node).port_removed(self, node, end.iface)
 
     def delete_node(self, node: NodeObj) -> None:
         if node.name in self.sockets:
             self.sockets.pop(node.name).close()
-        runtimes.get(node.runtime).stop(self.lab, node)
+        RUNTIMES.get(node.runtime).stop(self.lab, node)
         paths = [self.path(node.name), names.uts_path(self.lab, node.name)]
         # A node sharing its host's stack is told apart from the host by its UTS namespace only.
         namespaces.remove_pinned(paths, kill_by=paths[1:] if node.shares else paths)
@@ -330,8 +330,7 @@ class Applier:
             shutil.rmtree(names.node_dir(self.lab, node.name), ignore_errors=True)
         if node.cgroup:
             self.tree.remove(node.name)
-        if node.kind == "ovs":
-            shutil.rmtree(ovs.run_dir(self.lab, node.name), ignore_errors=True)
+        kinds.of(node).removed(self.lab, node)
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -345,9 +344,14 @@ def _makers() -> ThreadPoolExecutor:
     return _POOL[0]
 
 
-def _plain(node: NodeObj) -> bool:
-    """A node that is only its namespaces (no view, cgroup, router, shared stack or other runtime): made ahead, in parallel."""
-    return (node.runtime == "namespace" and node.kind == "linux" and not (node.view or node.cgroup or node.router or node.shares))
+def _ahead(node: NodeObj) -> bool:
+    """A node that is only its namespaces (its kind says): made ahead, in parallel."""
+    return kinds.of(node).made_ahead(node)
+
+
+def _sysctls(node: NodeObj) -> dict[str, str]:
+    """A node's sysctls: its own over those its kind gets."""
+    return {**kinds.of(node).sysctls(), **dict(node.sysctls)}
 
 
 def shape_link(shaper: shaping.Shaper, lab: str, link: LinkObj, reset: bool = False) -> None:
@@ -370,4 +374,6 @@ def _enough_files(count: int) -> None:
             ceiling = int(fh.read())
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(count, ceiling), max(hard, min(count, ceiling))))
     except (OSError, ValueError) as exc:
-        raise LabError(f"this lab needs {count} open files and the limit is {soft} ({exc}); raise it with `ulimit -n {count}`") from None
+        raise LabError(
+            f"this lab needs {count} open files and the limit is {soft} ({exc}); raise it with `ulimit -n {count}`"
+        ) from None

@@ -1,0 +1,2 @@
+"""The layer above the plug-ins: the Applier carries out a plan's changes through node kinds, link modes
+and runtimes (nestlab/apply/applier.py)."""

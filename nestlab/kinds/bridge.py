@@ -1,0 +1,28 @@
+"""bridge: a Linux bridge named after the node, in a namespace of its own; links ending in it are its ports."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .base import Switch, register
+
+if TYPE_CHECKING:
+    from ..backends.netlink import Netlink
+    from ..plan.objects import NodeObj
+    from ..seams import Applying
+
+
+class Bridge(Switch):
+    name = "bridge"
+    summary = "a Linux bridge named after the node (containerlab's bridge), in a namespace of its own"
+    own_bridge = True
+    ahead = True
+
+    def started(self, ap: Applying, node: NodeObj, nl: Netlink) -> None:
+        from ..backends import netlink
+
+        # A fresh namespace: a bridge already in it is the one the spares' helper made there.
+        nl.run(netlink.new_bridge(node.name, ap.alias, exclusive=False))
+
+
+register(Bridge())

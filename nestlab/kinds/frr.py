@@ -1,0 +1,58 @@
+"""frr: a router running Debian's FRR in the node's own filesystem view (/etc/frr and /run/frr its own)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from .. import names
+from ..seams import Draft
+from .base import NodeKind, register
+
+if TYPE_CHECKING:
+    from ..plan.objects import NodeObj
+    from ..seams import Applying
+
+
+class Frr(NodeKind):
+    name = "frr"
+    summary = (
+        "a router: Debian's FRR daemons the configuration names, in the node's own /etc/frr (containerlab's frrouting/frr image)"
+    )
+    router = True
+    config_file = "/etc/frr/frr.conf"
+    images = ("frrouting/frr",)  # docker.io/frrouting/frr:v8.4.1, quay.io/frrouting/frr:...
+
+    def plan(self, node: Draft) -> dict[str, Any]:
+        from ..backends import frr
+
+        own = (os.path.join(names.node_dir(node.lab, node.name), "etc", "frr"), frr.CONFIG_DIR, False)
+        # Its plan object is a linux node that runs FRR: a router forwards (its own sysctls still win).
+        return {
+            "kind": "linux",
+            "router": self.name,
+            "sysctls": frr.SYSCTLS,
+            "view": True,
+            "binds": (own,),
+            "run_dirs": ((frr.RUN_DIR, "frr"),),
+            "config": node.spec.startup_config or "",
+        }
+
+    def prepare(self, ap: Applying, node: NodeObj) -> None:
+        from ..backends import frr
+
+        frr.write(ap.lab, node.name, node.config or "", node.name.replace("/", "-"))
+
+    def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        from ..backends import frr
+
+        frr.start({n.name: (lambda args, node=n.name, **kw: ap.popen(node, args, **kw)) for n in nodes})
+
+    def missing(self, nodes: list[NodeObj]) -> list[str]:
+        from ..backends import frr
+
+        why = frr.available()
+        return [why] if why else []
+
+
+register(Frr())

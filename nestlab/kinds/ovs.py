@@ -1,0 +1,85 @@
+"""ovs: an Open vSwitch switch in a namespace of its own, with its own ovsdb-server and ovs-vswitchd."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..seams import Draft
+from .base import Switch, register
+
+if TYPE_CHECKING:
+    from ..backends.netlink import Netlink
+    from ..plan.objects import NodeObj
+    from ..seams import Applying
+
+
+class Ovs(Switch):
+    name = "ovs"
+    summary = "an Open vSwitch bridge named after the node, with daemons of its own (kernel or userspace datapath)"
+    takes_ports = True
+    link_mode = "ovs"
+    options = {
+        "datapath": (
+            Literal["auto", "kernel", "netdev"] | None,
+            {
+                "default": None,
+                "description": "ovs: kernel datapath if the openvswitch module exists (auto), else userspace netdev",
+            },
+        ),
+        "controller": (str | None, {"default": None, "description": "ovs: OpenFlow controller, e.g. tcp:10.0.0.1:6653"}),
+        "flows": (list[str], {"default_factory": list, "description": "ovs: flows in ovs-ofctl add-flow syntax"}),
+    }
+
+    def plan(self, node: Draft) -> dict[str, Any]:
+        spec = node.spec
+        return {
+            "datapath": getattr(spec, "datapath", None) or "auto",
+            "controller": getattr(spec, "controller", None),
+            "flows": tuple(getattr(spec, "flows", ())),
+        }
+
+    def started(self, ap: Applying, node: NodeObj, nl: Netlink) -> None:
+        from ..backends import ovs
+
+        ovs.Switch(ap.lab, node.name).start(node.datapath or "auto", node.controller)
+
+    def ports(self, ap: Applying, node: NodeObj, ifaces: list[str]) -> None:
+        from ..backends import ovs
+
+        ovs.Switch(ap.lab, node.name).add_ports(ifaces)
+
+    def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        from ..backends import ovs
+
+        for node in nodes:
+            if node.flows:
+                ovs.Switch(ap.lab, node.name).add_flows(list(node.flows))
+
+    def port_removed(self, ap: Applying, node: NodeObj, iface: str) -> None:
+        from ..backends import ovs
+
+        ovs.Switch(ap.lab, node.name).del_port(iface)
+
+    def removed(self, lab: str, node: NodeObj) -> None:
+        from ..backends import ovs
+
+        shutil.rmtree(ovs.run_dir(lab, node.name), ignore_errors=True)
+
+    def missing(self, nodes: list[NodeObj]) -> list[str]:
+        from ..backends import ovs
+
+        problems = []
+        if tools := [t for t in ovs.TOOLS if not shutil.which(t)]:
+            problems.append(f"Open vSwitch tools {', '.join(tools)} (apt-get install openvswitch-switch)")
+        if any(n.datapath == "kernel" for n in nodes) and not ovs.kernel_datapath_available():
+            problems.append("the OVS kernel datapath (CONFIG_OPENVSWITCH); use datapath: netdev or auto")
+        return problems
+
+    def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
+        from ..backends import ovs
+
+        return {"ovs": ovs.Switch(lab, node.name).info()}
+
+
+register(Ovs())

@@ -1,0 +1,98 @@
+"""What the three kinds of plug-in (node kinds, link modes, runtimes) are handed, as typed Protocols.
+
+A plug-in's hooks take one of these, and may use only what it lists: the model's view of a
+topology while a file is checked (:class:`Checking`), the planner while plan objects are built
+(:class:`Planning`), and the Applier while kernel objects are made (:class:`Applying`).  The
+Applier (nestlab/apply) implements :class:`Applying`; the planner (nestlab/plan/desired.py)
+:class:`Planning`; the model (nestlab/model/modes.py) :class:`Checking`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .backends.cgroups import Tree
+    from .backends.netlink import Request
+    from .model.addressing import Segments
+    from .model.errors import Path, Problem
+    from .model.schema import LinkSpec, NodeSpec, Topology
+    from .plan.objects import EndObj, NodeObj, Plan
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What the planner knows of a node when its kind plans it."""
+
+    lab: str
+    name: str
+    spec: NodeSpec
+    shares: bool  # it uses its host's network stack (mode: none)
+    ipv6: bool | str  # the lab's IPv6 choice for hosts: True, "quiet" or False (model/ipv6.py)
+
+
+class Checking(Protocol):
+    """The model, while it checks a file: a link mode's :meth:`check` asks it about nodes and links."""
+
+    topology: Topology
+
+    def problem(self, path: Path, message: str) -> Problem: ...
+    def kind(self, node: str) -> str: ...
+    def host(self, node: str) -> str: ...
+    def shares_stack(self, node: str) -> bool: ...
+    def parent_of(self, link: LinkSpec) -> tuple[str | None, str]: ...
+
+
+class Planning(Protocol):
+    """The planner, while it turns a topology into plan objects."""
+
+    plan: Plan
+    seg: Segments
+    members: dict[Any, Any]
+    source: str
+
+    def machine(self, host: str, sysctls: dict[str, str] | None = None) -> None: ...
+    def host_of(self, node: str) -> str: ...
+    def attach_point(self, link: LinkSpec) -> tuple[str | None, str | None]: ...
+    def later(self, join: Callable[[], None]) -> None: ...
+    def links_of(self, mode: str) -> list[LinkSpec]: ...
+    def fail(self, message: str) -> None: ...
+    def underlay(self, a: str, b: str) -> tuple[tuple[tuple[str, str, str], ...], int]: ...
+    def nic_mtu(self, host: str, nic: str) -> int | None: ...
+    def nic_address(self, host: str, nic: str) -> str | None: ...
+
+
+class Applying(Protocol):
+    """The Applier, while it makes one lab's kernel objects; requests to a namespace are batched until :meth:`flush`."""
+
+    lab: str
+    alias: str  # the owner marker every interface of the lab carries
+    nodes: dict[str, NodeObj]
+    wired: set[Any]
+    progress: Callable[[str, int, int], None]  # (phase, done, total)
+
+    @property
+    def tree(self) -> Tree: ...
+    def path(self, node: str | None) -> str: ...
+    def fd(self, node: str | None) -> int: ...
+    def queue(self, node: str | None, *reqs: Request) -> int: ...
+    def flush(self) -> dict[str | None, list[int]]: ...
+    def run(self, node: str | None, *reqs: Request) -> list[int]: ...
+    def run_quiet(self, node: str | None, req: Request, quiet: bool) -> None: ...
+    def address(self, ends: list[EndObj], routes: dict[str, str] | None = None, up: Sequence[EndObj] = ()) -> None: ...
+    def bridge(self, node: str) -> int | None: ...
+    def popen(self, node: str, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]: ...
+
+
+@dataclass(frozen=True)
+class KernelFeature:
+    """What ``nestlab doctor`` probes in a scratch namespace: a link kind (pyroute2 ``link add`` keywords,
+    ``"link": "parent"`` for a device on a parent), or a sysctl that must exist once ``module`` is loaded."""
+
+    config: str
+    link: dict[str, Any] | None = None
+    sysctl: str | None = None
+    module: str | None = None

@@ -1,0 +1,62 @@
+"""Node kinds as plug-ins (nestlab/kinds): the iperf3 kind, added as its module, its tests and a docs row."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import ROOT, leftovers, run_cli
+
+from nestlab import Lab
+from nestlab.kinds.iperf3 import listening
+from nestlab.registry import KINDS
+
+
+def test_a_traffic_sink_serves_from_deploy_on():
+    """The example's sink listens when deploy returns; a host measures through the shaped link; inspect shows the port."""
+    lab = Lab.from_file(ROOT / "examples" / "traffic-sink.yml")
+    try:
+        lab.deploy()
+        proc = lab.nodes["h1"].popen(
+            ["iperf3", "-c", "10.0.1.2", "-p", "5301", "-t", "1", "--json"], stdout=-1, stderr=-1, text=True
+        )
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err + out
+        mbps = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+        assert 10 < mbps < 60, mbps  # the link's 50 Mbit/s, not the veth's line rate
+        shown = json.loads(run_cli("inspect", "--lab", "traffic-sink", "--format", "json", check=True).stdout)
+        sink = next(n for n in shown["nodes"] if n["name"] == "sink")
+        assert sink["kind"] == "iperf3" and sink["iperf3"] == {"port": 5301}
+    finally:
+        lab.destroy()
+    assert leftovers() == []
+
+
+def test_the_port_check_tells_listening_from_not(tmp_path):
+    """``listening`` reads the process's own namespace: this test's listening socket counts, a free port does not."""
+    import os
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert listening(os.getpid(), port)
+    assert not listening(os.getpid(), port)
+
+
+def test_a_kind_key_on_another_kind_is_refused(topo_file):
+    """A key a kind owns, on a node of another kind: file:line:col, exit 2, nothing made."""
+    path = topo_file("name: {name}\ntopology:\n  nodes:\n    h1: {server_port: 5301}\n")
+    result = run_cli("deploy", "-t", str(path))
+    assert result.returncode == 2, result.stderr
+    assert f"{path}:4:" in result.stderr and "'server_port' applies to kind: iperf3 nodes only" in result.stderr
+    assert leftovers() == []
+
+
+def test_every_kind_answers_what_it_is():
+    """The registry's kinds: the words a file may use, and what each says of itself (the questions other layers ask)."""
+    assert KINDS.canonical("host") == "linux"
+    assert {k.name for k in KINDS.values() if k.switch} == {"bridge", "ovs"}
+    assert [k.name for k in KINDS.values() if k.machine] == ["machine"]
+    assert KINDS.names()[0] == "machine"  # emulated hosts are made first, then switches, then nodes
+    assert KINDS.get("ovs").link_mode == "ovs" and KINDS.get("frr").config_file == "/etc/frr/frr.conf"
