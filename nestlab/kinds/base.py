@@ -28,7 +28,7 @@ class NodeKind:
 
     name: ClassVar[str] = ""
     aliases: ClassVar[tuple[str, ...]] = ()  # other words a file may use for it
-    summary: ClassVar[str] = ""  # one line for `nestlab kinds` and docs/kinds.md
+    summary: ClassVar[str] = ""  # one line for `nestlab modes` and docs/kinds.md
     order: ClassVar[int] = 2  # creation order: emulated hosts (0), then switches (1), then nodes (2)
     switch: ClassVar[bool] = False  # a layer-2 switch: its interfaces are ports (no addresses, no components)
     machine: ClassVar[bool] = False  # an emulated server of hosts: (holds nodes; not a node of the lab)

@@ -51,8 +51,8 @@ class Frr(NodeKind):
     def missing(self, nodes: list[NodeObj]) -> list[str]:
         from ..backends import frr
 
-        why = frr.available()
-        return [why] if why else []
+        why = frr.available()  # "kind: frr needs ...": the deploy's message says "this lab needs ..."
+        return [why.removeprefix("kind: frr needs ")] if why else []
 
 
 register(Frr())
