@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
     from .backends.cgroups import Tree
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .model.addressing import Segments
     from .model.errors import Path, Problem
     from .model.schema import LinkSpec, NodeSpec, Topology
-    from .plan.objects import EndObj, NodeObj, Plan
+    from .plan.objects import EndObj, LinkObj, NodeObj, Plan
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class Checking(Protocol):
 class Planning(Protocol):
     """The planner, while it turns a topology into plan objects."""
 
+    t: Topology  # the checked topology
     plan: Plan
     seg: Segments
     members: dict[Any, Any]
@@ -59,8 +60,10 @@ class Planning(Protocol):
     def attach_point(self, link: LinkSpec) -> tuple[str | None, str | None]: ...
     def later(self, join: Callable[[], None]) -> None: ...
     def links_of(self, mode: str) -> list[LinkSpec]: ...
-    def fail(self, message: str) -> None: ...
+    def fail(self, message: str) -> NoReturn: ...
     def underlay(self, a: str, b: str) -> tuple[tuple[tuple[str, str, str], ...], int]: ...
+    def wire_of(self, host: str, nic: str) -> tuple[LinkObj, EndObj] | None: ...
+    def host_addresses(self) -> dict[Any, Any]: ...
     def nic_mtu(self, host: str, nic: str) -> int | None: ...
     def nic_address(self, host: str, nic: str) -> str | None: ...
 
@@ -68,6 +71,7 @@ class Planning(Protocol):
 class Applying(Protocol):
     """The Applier, while it makes one lab's kernel objects; requests to a namespace are batched until :meth:`flush`."""
 
+    CHUNK: int  # most namespace fds one batch should name
     lab: str
     alias: str  # the owner marker every interface of the lab carries
     nodes: dict[str, NodeObj]

@@ -18,7 +18,13 @@ from pydantic import Field
 from ..plan.objects import AttachObj, EndObj, HostBridge, LinkObj
 from .base import KernelFeature, LinkMode, Stage, register, up_and_address
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..model.errors import Path, Problem
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
+    from ..seams import Applying, Checking, Planning
+
     pass
 
 _PUBLISH = re.compile(r"^(\d{1,5})/(tcp|udp)$")
@@ -48,10 +54,10 @@ class Bridge(LinkMode):
         "bridge-nf": KernelFeature("CONFIG_BRIDGE_NETFILTER", sysctl="net.bridge.bridge-nf-call-iptables", module="br_netfilter")
     }
 
-    def needs(self, att):
+    def needs(self, att: LinkObj | AttachObj) -> set[str]:
         return {"bridge-nf"} if att.option("netfilter") == "True" else set()
 
-    def check(self, ctx, link, path):
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         problems = [
             ctx.problem(path + ("publish",), f"'{port}' must look like 5201/tcp or 11111/udp")
             for port in link.publish
@@ -69,7 +75,7 @@ class Bridge(LinkMode):
             )
         return problems
 
-    def check_parent(self, ctx, link, path):
+    def check_parent(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem] | None:
         if ctx.parent_of(link)[0] is None:
             return [
                 ctx.problem(
@@ -80,8 +86,9 @@ class Bridge(LinkMode):
         return None
 
     # -- plan --------------------------------------------------------------------------------------------
-    def join(self, b, link, keys):
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         host, parent = b.attach_point(link)
+        assert host is not None, "an attachment's host is known once the model has checked the file"
         name = link.bridge or "br0"
         b.seg.join(keys[0], ("hbr", host, name))
         if link.nat:
@@ -93,20 +100,23 @@ class Bridge(LinkMode):
         if parent:
             b.seg.join((host, parent), ("hbr", host, name))
 
-    def plan_options(self, link):
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         return (("bridge", link.bridge or "br0"),) + ((("netfilter", "True"),) if link.bridge_netfilter else ())
 
-    def build(self, b, link, ends):
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         att = super().build(b, link, ends)
         assert isinstance(att, AttachObj)
         gateway = b.members[(att.host, link.bridge or "br0")].ipv4[0].split("/")[0] if link.nat else None
-        return replace(att, mtu=link.mtu or (b.nic_mtu(att.host, att.parent) if att.parent else None), gateway=gateway)
+        return replace(
+            att, mtu=link.mtu or (b.nic_mtu(att.host, att.parent) if att.host and att.parent else None), gateway=gateway
+        )
 
-    def prepare(self, b):
+    def prepare(self, b: Planning) -> None:
         """Record each host's bridges; an uplink NIC's address moves to its bridge."""
         found: dict[tuple[str, str], dict[str, Any]] = {}
         for link in b.links_of(self.name):
             host, parent = b.attach_point(link)
+            assert host is not None, "an attachment's host is known once the model has checked the file"
             entry = found.setdefault(
                 (host, link.bridge or "br0"), {"uplink": None, "nat": False, "publish": [], "netfilter": False}
             )
@@ -121,7 +131,10 @@ class Bridge(LinkMode):
             if entry["nat"]:
                 addresses = tuple(b.members[(host, name)].ipv4)
             elif entry["uplink"]:
-                wire, nic = b.wire_of(host, entry["uplink"])
+                on = b.wire_of(host, entry["uplink"])
+                if on is None:
+                    b.fail(f"bridge {name} of host {host}: its uplink {entry['uplink']} is on no wire")
+                wire, nic = on
                 addresses = nic.ipv4 + nic.ipv6
                 bare = EndObj(nic.node, nic.iface)
                 ends = (bare, wire.b) if nic is wire.a else (wire.a, bare)
@@ -130,7 +143,7 @@ class Bridge(LinkMode):
             b.plan.nodes[host] = replace(b.plan.nodes[host], bridges=b.plan.nodes[host].bridges + (bridge,))
 
     # -- apply -------------------------------------------------------------------------------------------
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends import nat, netlink
 
         hosts = [n for n in changes.add_nodes if n.bridges]
@@ -152,7 +165,7 @@ class Bridge(LinkMode):
             if any(br.nat or br.netfilter for br in host.bridges):
                 nat.apply(ap.path(host.name), list(host.bridges))
 
-    def _host_bridges(self, ap, hosts) -> None:
+    def _host_bridges(self, ap: Applying, hosts: list[NodeObj]) -> None:
         """Bridges in hosts' namespaces: created up, uplink NIC enslaved, the host's address on the bridge."""
         from ..backends import netlink
 

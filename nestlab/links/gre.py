@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from .base import KernelFeature, register, up_and_address
 from .overlay import Overlay, scratch_name
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Request
+    from ..plan.diff import Changes
+    from ..plan.objects import AttachObj, LinkObj
+    from ..seams import Applying
+
     pass
 
 IFLA_GRE_IFLAGS, IFLA_GRE_OFLAGS, IFLA_GRE_IKEY, IFLA_GRE_OKEY, IFLA_GRE_LOCAL, IFLA_GRE_REMOTE = 2, 3, 4, 5, 6, 7
@@ -38,12 +43,12 @@ class Gretap(Overlay):
         "gretap": KernelFeature("CONFIG_NET_IPGRE", {"kind": "gretap", "gre_local": "10.255.0.1", "gre_remote": "10.255.0.2"})
     }
 
-    def request(self, ap, link, side):
+    def request(self, ap: Applying, link: LinkObj, side: int) -> Request:
         """The end's device, made in its host's namespace under a scratch name, keyed both ways."""
         from ..backends import netlink
 
         _host, local, remote = link.underlay[side]
-        key = struct.pack("!I", int(link.option("gre_key")))
+        key = struct.pack("!I", int(dict(link.options)["gre_key"]))
         flags = struct.pack("!H", GRE_KEY)
         data = (
             netlink.attr(IFLA_GRE_LOCAL, socket.inet_aton(local))
@@ -55,7 +60,7 @@ class Gretap(Overlay):
         )
         return netlink.sublink(self.name, scratch_name(link, side), data, alias=ap.alias, mtu=link.mtu)
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         """Made in the hosts, then moved into the nodes under the endpoint's name."""
         from ..backends import netlink
 
@@ -73,10 +78,11 @@ class Gretap(Overlay):
         ap.flush()
         up_and_address(ap, [end for link in objs for end in link.ends])
 
-    def delete(self, ap, link, quiet):
+    def delete(self, ap: Applying, link: LinkObj | AttachObj, quiet: bool) -> None:
         """Both ends, in their nodes or, if a deploy stopped before moving them, in their hosts."""
         from ..backends import netlink
 
+        assert isinstance(link, LinkObj), "gre joins two endpoints"
         super().delete(ap, link, quiet)
         for side in (0, 1):
             ap.run_quiet(link.underlay[side][0], netlink.del_link(scratch_name(link, side)), True)

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from ..plan.objects import AttachObj, shapes
 from .base import LinkMode, Stage, into_switches, register, up_and_address
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..model.errors import Path, Problem
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..seams import Applying, Checking, Planning
+
     pass
 
 
@@ -31,7 +37,7 @@ class Host(LinkMode):
     stage = Stage.ATTACH
     options = {"host_interface": (str | None, Field(default=None, description="host: the name of the veth's end on the host"))}
 
-    def check(self, ctx, link, path):
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         if not link.host_interface:
             return [
                 ctx.problem(
@@ -50,18 +56,18 @@ class Host(LinkMode):
             return [ctx.problem(path + ("parent",), "mode: host makes its own interface on the host; drop parent:")]
         return []
 
-    def join(self, b, link, keys):
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         """The host's end takes no address: nothing to join."""
 
-    def plan_options(self, link):
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         return (("host_interface", link.host_interface),)
 
-    def build(self, b, link, ends):
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         node = ends[0].node
         host = b.host_of(node) if b.t.hosts else None
         return AttachObj(ends[0], self.name, host, None, self.plan_options(link), link.mtu, shape=shapes(link.params)[0])
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends import netlink
 
         for att in objs:

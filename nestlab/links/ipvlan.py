@@ -14,7 +14,12 @@ from pydantic import Field
 
 from .base import KernelFeature, SubInterface, register
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Request
+    from ..model.schema import LinkSpec
+    from ..plan.objects import AttachObj
+    from ..seams import Applying, Planning
+
     pass
 
 IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2
@@ -31,25 +36,31 @@ class Ipvlan(SubInterface):
     }
     features = {"ipvlan": KernelFeature("CONFIG_IPVLAN", {"kind": "ipvlan", "ipvlan_mode": 0, "link": "parent"})}
 
-    def plan_options(self, link):
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         return (("flag", link.ipvlan_flag or "bridge"), ("mode", link.ipvlan_mode or "l2"))
 
-    def request(self, ap, att, parent_index):
+    def request(self, ap: Applying, att: AttachObj, parent_index: int) -> Request:
         from ..backends import netlink
 
-        data = netlink.attr(IFLA_IPVLAN_MODE, struct.pack("=H", MODES[att.option("mode")])) + netlink.attr(
-            IFLA_IPVLAN_FLAGS, struct.pack("=H", FLAGS[att.option("flag")])
+        data = netlink.attr(IFLA_IPVLAN_MODE, struct.pack("=H", MODES[dict(att.options)["mode"]])) + netlink.attr(
+            IFLA_IPVLAN_FLAGS, struct.pack("=H", FLAGS[dict(att.options)["flag"]])
         )
         return netlink.sublink(
             self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
         )
 
-    def finish(self, b):
+    def finish(self, b: Planning) -> None:
         """Other hosts on an L3 container's wire get a /32 route to it via its host's NIC."""
         routes: dict[str, list[tuple[str, str]]] = {}
         for subnet, owners in b.host_addresses().items():
             for att in b.plan.attachments.values():
-                if att.mode != self.name or att.option("mode") == "l2" or att.host not in owners:
+                if (
+                    att.mode != self.name
+                    or att.option("mode") == "l2"
+                    or att.host is None
+                    or att.host not in owners
+                    or att.parent is None
+                ):
                     continue
                 nic = b.nic_address(att.host, att.parent)
                 if nic is None or ipaddress.IPv4Address(nic) not in subnet:

@@ -8,7 +8,12 @@ from pydantic import Field
 
 from .base import KernelFeature, SubInterface, register
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Request
+    from ..model.schema import LinkSpec
+    from ..plan.objects import AttachObj
+    from ..seams import Applying
+
     pass
 
 IFLA_MACVLAN_MODE = 1
@@ -21,13 +26,13 @@ class Macvlan(SubInterface):
     options = {"macvlan_mode": (Literal["bridge", "private", "vepa", "passthru", "source"] | None, Field(default=None))}
     features = {"macvlan": KernelFeature("CONFIG_MACVLAN", {"kind": "macvlan", "macvlan_mode": "bridge", "link": "parent"})}
 
-    def plan_options(self, link):
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         return (("mode", link.macvlan_mode or "bridge"),)
 
-    def request(self, ap, att, parent_index):
+    def request(self, ap: Applying, att: AttachObj, parent_index: int) -> Request:
         from ..backends import netlink
 
-        data = netlink.u32_attr(IFLA_MACVLAN_MODE, MODES[att.option("mode")])
+        data = netlink.u32_attr(IFLA_MACVLAN_MODE, MODES[dict(att.options)["mode"]])
         return netlink.sublink(
             self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
         )

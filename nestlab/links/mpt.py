@@ -6,14 +6,19 @@ the daemon removes the link.  The tunnel starts after every path has its address
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, register
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..seams import Applying, Planning
+
     pass
 
 OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
@@ -33,7 +38,7 @@ class MultipathSpec(BaseModel):
 
     @field_validator("weights")
     @classmethod
-    def _positive(cls, value):
+    def _positive(cls, value: list[int] | None) -> list[int] | None:
         if value is not None and any(w < 1 for w in value):
             raise ValueError("weights are positive integers")
         return value
@@ -50,13 +55,15 @@ class Mpt(LinkMode):
         )
     }
 
-    def build(self, b, link, ends):
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         """The tunnel between a and b over the links named in ``multipath.paths`` (built before it)."""
         a, z = ends
         mp = link.multipath
         paths, mtus = [], []
         for i, name in enumerate(mp.paths):
             path = b.plan.links.get(f"{a.node}:{name}={z.node}:{name}") or b.plan.links.get(f"{z.node}:{name}={a.node}:{name}")
+            if path is None:
+                b.fail(f"mpt path {name} between {a.node} and {z.node} is not a link of the lab")
             near, far = (path.a, path.b) if path.a.node == a.node else (path.b, path.a)
             if not (near.ipv4 and far.ipv4):
                 b.fail(f"mpt path {name} between {a.node} and {z.node} has no IPv4 addresses")
@@ -66,20 +73,21 @@ class Mpt(LinkMode):
             a, z, link.mtu or min(mtus) - OVERHEAD, self.name, options=(("scheduler", mp.scheduler),), paths=tuple(paths)
         )
 
-    def needs(self, link):
+    def needs(self, link: LinkObj | AttachObj) -> set[str]:
         return set()
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends import mpt
 
         for link in objs:
             made.append(link)
             mpt.start(ap.lab, link, ap.popen)
 
-    def delete(self, ap, link, quiet):
+    def delete(self, ap: Applying, link: LinkObj | AttachObj, quiet: bool) -> None:
         """A daemon's tun device goes with the daemon."""
         from ..backends import mpt
 
+        assert isinstance(link, LinkObj), "mpt joins two endpoints"
         mpt.stop(ap.lab, link)
 
 

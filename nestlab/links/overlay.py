@@ -8,13 +8,18 @@ Each link gets an identifier (VNI or key) of its own unless the file gives one.
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, up_and_address
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
-    from ..backends import netlink
+if TYPE_CHECKING:
+    from ..backends.netlink import Request
+    from ..model.errors import Path, Problem
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..seams import Applying, Checking, Planning
 
 
 class Overlay(LinkMode):
@@ -25,11 +30,11 @@ class Overlay(LinkMode):
     overhead = 0
     id_key = "vni"
 
-    def request(self, ap, link: LinkObj, side: int) -> netlink.Request:
+    def request(self, ap: Applying, link: LinkObj, side: int) -> Request:
         """The request, sent in end ``side``'s host namespace, that makes that end's device."""
         raise NotImplementedError
 
-    def check(self, ctx, link, path):
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         a, b = (ep.partition(":")[0] for ep in link.endpoints)
         if ctx.shares_stack(a) or ctx.shares_stack(b):
             return [
@@ -46,12 +51,12 @@ class Overlay(LinkMode):
             ]
         return []
 
-    def join(self, b, link, keys):
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         super().join(b, link, keys)
         for node, _iface in keys:
             b.machine(b.host_of(node))
 
-    def build(self, b, link, ends):
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         underlay, wire_mtu = b.underlay(ends[0].node, ends[1].node)
         fits = wire_mtu - self.overhead
         if link.mtu and link.mtu > fits:
@@ -67,7 +72,7 @@ class Overlay(LinkMode):
             obj.a, obj.b, link.mtu or fits, self.name, obj.shape_a, obj.shape_b, obj.state, tuple(sorted(options)), underlay
         )
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         for link in objs:
             for side in (0, 1):
                 ap.queue(link.underlay[side][0], self.request(ap, link, side))

@@ -7,11 +7,16 @@ home under its own name when the lab goes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import LinkMode, Stage, register, up_and_address
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..seams import Applying, Planning
+
     pass
 
 
@@ -23,18 +28,18 @@ class Phys(LinkMode):
     moves_parent = True
     stage = Stage.ATTACH
 
-    def join(self, b, link, keys):
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         """On an emulated NIC the wire's end is the node's interface (joined with the wire)."""
         host, parent = b.attach_point(link)
         if host is None:
             return
         b.seg.join(keys[0], (host, parent))
 
-    def build(self, b, link, ends):
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         host, _parent = b.attach_point(link)
         return None if host is not None else super().build(b, link, ends)
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends import netlink
 
         lookups = [ap.queue(att.host, netlink.get_link(att.parent)) for att in objs]
@@ -45,10 +50,11 @@ class Phys(LinkMode):
         ap.flush()
         up_and_address(ap, [att.end for att in objs])
 
-    def delete(self, ap, att, quiet):
+    def delete(self, ap: Applying, att: LinkObj | AttachObj, quiet: bool) -> None:
         """A real interface goes home under its own name."""
         from ..backends import netlink
 
+        assert isinstance(att, AttachObj) and att.parent is not None, "phys makes attachments to a parent"
         try:
             index = ap.run(att.end.node, netlink.get_link(att.end.iface))[0]
         except (netlink.NetlinkError, FileNotFoundError):

@@ -6,11 +6,17 @@ with the peer created directly in the other namespace; one batch per namespace.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import LinkMode, into_switches, register
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..model.errors import Path, Problem
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..plan.objects import EndObj, LinkObj
+    from ..seams import Applying, Checking
+
     pass
 
 
@@ -19,7 +25,7 @@ class Veth(LinkMode):
     takes_macs = True
     summary = "a veth pair between two nodes on one host (the default)"
 
-    def check(self, ctx, link, path):
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         a, b = (ep.partition(":")[0] for ep in link.endpoints)
         if link.macs is not None and len(link.macs) != 2:
             return [ctx.problem(path + ("macs",), "macs needs one entry per endpoint (2); use null to let the kernel choose")]
@@ -37,11 +43,11 @@ class Veth(LinkMode):
         return []
 
     @staticmethod
-    def orient(ap, link):
+    def orient(ap: Applying, link: LinkObj) -> tuple[EndObj, EndObj]:
         """``(main, peer)``: the end a pair is created from, its bridge side if it has one (enslaved at birth)."""
         return (link.b, link.a) if ap.bridge(link.b.node) and not ap.bridge(link.a.node) else (link.a, link.b)
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends import netlink
 
         oriented = [self.orient(ap, ln) for ln in objs]

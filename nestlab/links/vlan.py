@@ -22,7 +22,13 @@ from pydantic import Field
 
 from .base import KernelFeature, SubInterface, register
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Request
+    from ..model.errors import Path, Problem
+    from ..model.schema import LinkSpec
+    from ..plan.objects import AttachObj
+    from ..seams import Applying, Checking, Planning
+
     pass
 
 IFLA_VLAN_ID, IFLA_VLAN_PROTOCOL = 1, 5
@@ -41,12 +47,12 @@ class Vlan(SubInterface):
     }
     features = {"vlan": KernelFeature("CONFIG_VLAN_8021Q", {"kind": "vlan", "vlan_id": 10, "link": "parent"})}
 
-    def check(self, ctx, link, path):
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         if link.vlan_id is None:
             return [ctx.problem(path + ("mode",), "mode: vlan needs vlan_id: (1..4094)")]
         return []
 
-    def check_parent(self, ctx, link, path):
+    def check_parent(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem] | None:
         owner, iface = ctx.parent_of(link)
         if owner not in ctx.topology.topology.nodes:
             return None  # a host NIC: the usual rules
@@ -66,20 +72,20 @@ class Vlan(SubInterface):
             ]
         return []
 
-    def join(self, b, link, keys):
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         """Same VLAN on the same segment: one subnet (joined once every untagged segment is complete)."""
         host, parent = b.attach_point(link)
         vlan = (link.vlan_id, link.vlan_protocol or "802.1Q")
         b.later(lambda: b.seg.join(keys[0], ("vlan", *vlan, b.seg.find((host, parent)))))
 
-    def plan_options(self, link):
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         return (("id", str(link.vlan_id)), ("protocol", link.vlan_protocol or "802.1Q"))
 
-    def request(self, ap, att, parent_index):
+    def request(self, ap: Applying, att: AttachObj, parent_index: int) -> Request:
         from ..backends import netlink
 
-        data = netlink.attr(IFLA_VLAN_ID, struct.pack("=H", int(att.option("id"))))
-        data += netlink.attr(IFLA_VLAN_PROTOCOL, struct.pack("!H", PROTOCOLS[att.option("protocol")]))
+        data = netlink.attr(IFLA_VLAN_ID, struct.pack("=H", int(dict(att.options)["id"])))
+        data += netlink.attr(IFLA_VLAN_PROTOCOL, struct.pack("!H", PROTOCOLS[dict(att.options)["protocol"]]))
         return netlink.sublink(
             self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
         )

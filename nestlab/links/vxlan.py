@@ -11,7 +11,12 @@ from pydantic import Field
 from .base import KernelFeature, register
 from .overlay import Overlay
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Request
+    from ..model.schema import LinkSpec
+    from ..plan.objects import LinkObj
+    from ..seams import Applying
+
     pass
 
 IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
@@ -30,19 +35,19 @@ class Vxlan(Overlay):
     }
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
 
-    def plan_options(self, link):
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         return (("port", str(link.port or 4789)),)
 
-    def request(self, ap, link, side):
+    def request(self, ap: Applying, link: LinkObj, side: int) -> Request:
         """A point-to-point VXLAN device born in the node; its UDP socket stays in the host's namespace."""
         from ..backends import netlink
 
         end, (_host, local, remote) = link.ends[side], link.underlay[side]
         data = (
-            netlink.u32_attr(IFLA_VXLAN_ID, int(link.option("vni")))
+            netlink.u32_attr(IFLA_VXLAN_ID, int(dict(link.options)["vni"]))
             + netlink.attr(IFLA_VXLAN_LOCAL, socket.inet_aton(local))
             + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(remote))
-            + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(link.option("port"))))
+            + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(dict(link.options)["port"])))
             + netlink.attr(IFLA_VXLAN_LEARNING, b"\0")
         )
         return netlink.sublink(self.name, end.iface, data, alias=ap.alias, ns_fd=ap.fd(end.node), mtu=link.mtu)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -18,7 +18,13 @@ from ..plan.objects import AttachObj
 from .base import KernelFeature, LinkMode, Stage, into_switches, register, up_and_address
 from .vxlan import IFLA_VXLAN_GROUP, IFLA_VXLAN_ID, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT, Vxlan
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..model.errors import Path, Problem
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..seams import Applying, Checking, Planning
+
     pass
 
 IFLA_VXLAN_PORT_RANGE = 10
@@ -43,7 +49,7 @@ class VxlanRemote(LinkMode):
     }
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
 
-    def check(self, ctx, link, path):
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         try:
             ipaddress.IPv4Address(link.remote or "")
         except ValueError:
@@ -58,20 +64,20 @@ class VxlanRemote(LinkMode):
             return [ctx.problem(path + ("parent",), "mode: vxlan-remote finds its way to remote: by route; drop parent:")]
         return []
 
-    def join(self, b, link, keys):
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         """The far end is on another machine: nothing here to share a segment with."""
 
-    def plan_options(self, link):
+    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
         chosen = (("src_port", str(link.src_port)),) if link.src_port else ()
         return (("port", str(link.port or 4789)), ("remote", link.remote), ("vni", str(link.vni)), *chosen)
 
-    def build(self, b, link, ends):
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         host = b.host_of(ends[0].node) if b.t.hosts else None
         obj = super().build(b, link, ends)
         assert isinstance(obj, AttachObj)
         return AttachObj(obj.end, self.name, host, None, obj.options, link.mtu or 1500 - OVERHEAD, shape=obj.shape)
 
-    def create(self, ap, objs, made, changes):
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends import netlink
 
         for att in objs:

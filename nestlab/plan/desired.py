@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from dataclasses import replace
+from typing import NoReturn
 
 from ..model.addressing import Segments
 from ..model.errors import Problem, TopologyError
@@ -108,7 +109,7 @@ class Builder:
     def links_of(self, mode: str) -> list[LinkSpec]:
         return [ln for ln in self._links if link_mode(self.t, ln) == mode]
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str) -> NoReturn:
         raise TopologyError(self.source, [Problem(("topology", "links"), message)])
 
     def underlay(self, a: str, b: str) -> tuple[tuple[tuple[str, str, str], ...], int]:

@@ -13,7 +13,11 @@ from ..errors import LabError
 from .base import WithInit, hostname, register
 from .runc import runc_id
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Netlink
+    from ..plan.objects import NodeObj
+    from ..seams import Applying
+
     pass
 
 
@@ -36,9 +40,10 @@ class Docker(WithInit):
     needs_image = "runtime: docker needs image: (a Docker image such as debian:bookworm)"
     own_cgroup = True
 
-    def start(self, ap, node, sysctls):
+    def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
         from ..backends import containers, namespaces
 
+        assert node.image, "the model gives every docker node an image"
         lab = ap.lab
         if _docker("version", "--format", "{{.Server.Version}}", check=False).returncode:
             raise LabError("runtime: docker needs a reachable Docker engine (set DOCKER_HOST or start dockerd)")
@@ -67,12 +72,12 @@ class Docker(WithInit):
         containers.record_init(lab, node.name, pid)
         return namespaces.adopt(pid, ap.path(node.name), names.uts_path(lab, node.name), sysctls)
 
-    def stop(self, lab, node):
+    def stop(self, lab: str, node: NodeObj) -> None:
         if shutil.which("docker"):
             subprocess.run(["docker", "rm", "--force", docker_name(lab, node.name)], capture_output=True)
         super().stop(lab, node)
 
-    def remove_leftovers(self, lab):
+    def remove_leftovers(self, lab: str) -> None:
         """Every container nestlab started for ``lab``, found by label."""
         if not shutil.which("docker"):
             return

@@ -14,7 +14,11 @@ from .. import names
 from ..errors import LabError
 from .base import WithInit, register
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Netlink
+    from ..plan.objects import NodeObj
+    from ..seams import Applying
+
     pass
 
 
@@ -34,7 +38,7 @@ class Isolated(WithInit):
     summary = "+ PID, mount and IPC namespaces, tini as PID 1 (chosen for nested components)"
     selectable = False
 
-    def start(self, ap, node, sysctls):
+    def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
         from ..backends import containers, libc, namespaces
 
         if not shutil.which("tini"):

@@ -6,7 +6,12 @@ namespaces.  Nodes with ``mode: none`` join their host's network namespace and k
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import Runtime, register
+
+if TYPE_CHECKING:
+    pass
 
 
 class Namespace(Runtime):

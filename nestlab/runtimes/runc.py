@@ -13,7 +13,11 @@ from .. import names
 from ..errors import LabError
 from .base import WithInit, hostname, register
 
-if TYPE_CHECKING:  # kernel code is imported in the hooks that use it (schema reads load none)
+if TYPE_CHECKING:
+    from ..backends.netlink import Netlink
+    from ..plan.objects import NodeObj
+    from ..seams import Applying
+
     pass
 
 
@@ -37,11 +41,12 @@ class Runc(WithInit):
     needs_image = "runtime: runc needs image: (a rootfs directory, tarball, OCI layout or built image name)"
     own_cgroup = True
 
-    def start(self, ap, node, sysctls):
+    def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
         from ..backends import containers, libc, rootfs
 
         if not shutil.which("runc"):
             raise LabError("image: nodes run with runc: install the Debian package runc")
+        assert node.image, "the model gives every runc node an image"
         handles = super().start(ap, node, sysctls)
         lab = ap.lab
         bundle = _bundle(lab, node.name)
@@ -70,7 +75,7 @@ class Runc(WithInit):
         containers.record_init(lab, node.name, json.loads(state.stdout)["pid"])
         return handles
 
-    def stop(self, lab, node):
+    def stop(self, lab: str, node: NodeObj) -> None:
         """Delete the node's runc container and its overlay (a missing one is fine)."""
         from ..backends import libc
 
