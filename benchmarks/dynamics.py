@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nestlab import Lab
 from nestlab.backends import shaping
-from nestlab.lab.links import LinkHandle
+from nestlab.lab.link_handle import LinkHandle
 
 
 def build(nodes: int) -> Lab:

@@ -26,7 +26,7 @@ import tempfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from nestlab.backends import mpt  # noqa: E402
+from nestlab.backends import mpt_daemon  # noqa: E402
 from nestlab.bench import tools  # noqa: E402
 from nestlab.bench.suites import multipath  # noqa: E402
 
@@ -75,7 +75,7 @@ class Discard:
 
 
 def run(variant: str, binary: str, txqueuelen: int, results: list, duration: float, methods: list[str]) -> None:
-    os.environ["NESTLAB_MPT"], mpt.TXQUEUELEN = binary, txqueuelen
+    os.environ["NESTLAB_MPT"], mpt_daemon.TXQUEUELEN = binary, txqueuelen
     lab = multipath.testbed("containerised", PATHS)
     lab.deploy()
     try:
@@ -100,10 +100,13 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     tools.require("iperf3")
-    variants = {"after": (mpt.binary(), mpt.TXQUEUELEN)}
+    variants = {"after": (mpt_daemon.binary(), mpt_daemon.TXQUEUELEN)}
     if args.before:
         old = build(args.before, os.path.join(tempfile.mkdtemp(prefix="mpt-before-"), "nestlab-mpt"))
-        variants |= {"before": (old, 500), "after-q500": (mpt.binary(), 500)}  # the old daemon and queue; the new daemon alone
+        variants |= {
+            "before": (old, 500),
+            "after-q500": (mpt_daemon.binary(), 500),
+        }  # the old daemon and queue; the new daemon alone
     results: list[dict] = []
     order = list(variants)
     for r in range(args.rounds):

@@ -53,7 +53,7 @@ def test_reading_a_topology_loads_no_kernel_code():
 
 
 def test_the_schema_offers_what_the_registries_hold():
-    assert set(get_args(get_args(LinkSpec.model_fields["mode"].annotation)[0])) == set(LINK_MODES.names())
+    assert set(get_args(get_args(LinkSpec.model_fields["mode"].annotation)[0])) == set(LINK_MODES.words())
     assert set(get_args(get_args(NodeSpec.model_fields["runtime"].annotation)[0])) == {
         r.name for r in RUNTIMES.values() if r.selectable
     }

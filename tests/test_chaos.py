@@ -23,7 +23,7 @@ import pytest
 from conftest import NESTLAB, ROOT, leftovers, root_links, run_cli
 
 from nestlab import Lab
-from nestlab.backends import cgroups, mpt
+from nestlab.backends import cgroups, mpt_daemon
 
 KILLS = int(os.environ.get("NESTLAB_CHAOS_KILLS", "3"))
 HOSTS = 30
@@ -204,7 +204,7 @@ def _restore_and_check(name: str, foreign: Foreign, what: str) -> None:
 @pytest.mark.parametrize("op", ["deploy", "reconcile", "destroy", "link set", "schedule", "nested deploy", "bench", "mpt deploy"])
 def test_sigkill_at_random_points_then_cleanup_leaves_nothing(op, foreign, tmp_path, lab_name):
     if op == "mpt deploy":
-        mpt.binary()  # raises if the daemon is not built: it must be tested, not skipped
+        mpt_daemon.binary()  # raises if the daemon is not built: it must be tested, not skipped
     operation = operations(str(tmp_path), lab_name)[op]
     rng = random.Random(f"{op}-{KILLS}")
     for args in operation.setup:
@@ -237,14 +237,14 @@ def test_sigkill_at_random_points_then_cleanup_leaves_nothing(op, foreign, tmp_p
 
 
 def test_sigkill_of_the_mpt_daemons_then_cleanup_leaves_nothing(foreign, tmp_path, lab_name):
-    mpt.binary()
+    mpt_daemon.binary()
     path = tmp_path / "mpt.yml"
     path.write_text(MPT_TEXT.format(name=lab_name))
     far = Lab.from_file(path).plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
     rng = random.Random(f"mpt-daemons-{KILLS}")
     for kill in range(KILLS):
         assert run_cli("deploy", "-t", str(path)).returncode == 0
-        daemons = mpt.pids(lab_name)
+        daemons = mpt_daemon.pids(lab_name)
         assert len(daemons) == 2, "the lab must run an MPT daemon per end"
         traffic = subprocess.Popen(
             [*NESTLAB, "exec", "--lab", lab_name, "a", "--", "ping", "-c", "50", "-i", "0.02", far],

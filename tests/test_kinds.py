@@ -60,3 +60,15 @@ def test_every_kind_answers_what_it_is():
     assert [k.name for k in KINDS.values() if k.machine] == ["machine"]
     assert KINDS.names()[0] == "machine"  # emulated hosts are made first, then switches, then nodes
     assert KINDS.get("ovs").link_mode == "ovs" and KINDS.get("frr").config_file == "/etc/frr/frr.conf"
+
+
+def test_older_words_are_read_as_the_new_ones(topo_file, lab_name):
+    """``mode: host`` on a link is the machine-veth mode, on a node it is ``mode: none``: files written before still load."""
+    text = (
+        "name: {name}\ntopology:\n  nodes:\n    a: {}\n    b: {mode: host}\n"
+        '  links:\n    - endpoints: ["a:e1"]\n      mode: host\n      host_interface: v{name}\n'
+    )
+    plan = Lab.from_file(topo_file(text)).plan
+    (att,) = plan.attachments.values()
+    assert att.mode == "machine-veth" and att.option("host_interface") == f"v{lab_name}"
+    assert plan.nodes["b"].shares is not None and plan.nodes["a"].shares is None

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from nestlab import names
-from nestlab.backends import mpt, mptcp
+from nestlab.backends import mpt_daemon, mptcp
 from nestlab.bench import tools
 from nestlab.bench.suites import multipath
 from nestlab.lab.lab import Lab
@@ -150,11 +150,11 @@ def test_mpt_tunnel_carries_ping_tcp_udp_and_splits_packets_by_weight(lab_from):
     a, b = lab.nodes["a"], lab.nodes["b"]
     far = lab.plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
     assert " 0% packet loss" in a.cmd(["ping", "-c", "3", "-i", "0.05", far])
-    start = [p["tx_packets"] for p in mpt.counters(lab.name, "a")["paths"]]
+    start = [p["tx_packets"] for p in mpt_daemon.counters(lab.name, "a")["paths"]]
     udp = tools.iperf3(a, b, far, seconds=2, udp=True, bitrate="50M", length=1200, window="2M")
     assert udp["mbps"] > 40 and udp["lost_pct"] < 5, udp
     time.sleep(0.5)  # the daemon writes its counters every 200 ms
-    sent = [p["tx_packets"] - s for p, s in zip(mpt.counters(lab.name, "a")["paths"], start)]
+    sent = [p["tx_packets"] - s for p, s in zip(mpt_daemon.counters(lab.name, "a")["paths"], start)]
     assert sent[0] / sent[1] == pytest.approx(3, rel=0.05), sent
     tcp = tools.iperf3(a, b, far, seconds=2)
     assert tcp["mbps"] > 50, tcp
@@ -176,7 +176,7 @@ def test_mpt_tunnel_routes_around_a_dead_path_within_a_second(lab_from):
     assert lost, "taking a path down lost nothing: the test did not exercise failover"
     assert (lost[-1] - lost[0]) * 0.02 < 1.0, lost  # losses stop within a second
     assert answered[-1] == 150 and all(s in answered for s in range(lost[-1] + 1, 151))
-    paths = mpt.counters(lab.name, "a")["paths"]
+    paths = mpt_daemon.counters(lab.name, "a")["paths"]
     assert [p["alive"] for p in paths] == [False, True]
 
 
@@ -201,7 +201,7 @@ def test_mpt_tunnel_drops_and_counts_foreign_and_malformed_datagrams(lab_from):
     )
     a.cmd(["python3", "-c", script])
     time.sleep(0.5)
-    counts = mpt.counters(lab.name, "b")
+    counts = mpt_daemon.counters(lab.name, "b")
     assert counts["dropped_foreign"] >= 5 and counts["dropped_malformed"] >= 7, counts
     far = lab.plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
     assert " 0% packet loss" in a.cmd(["ping", "-c", "2", "-i", "0.05", far])  # still running
@@ -218,7 +218,7 @@ def test_mpt_tunnel_carries_bursts_over_a_path_whose_mtu_is_below_the_tunnels(la
     udp = tools.iperf3(a, b, far, seconds=2, udp=True, bitrate="100M", length=1400, window="2M")
     assert udp["mbps"] > 80 and udp["lost_pct"] < 2, udp
     time.sleep(0.5)  # the daemons write their counters every 200 ms
-    sent, received = mpt.counters(lab.name, "a")["paths"], mpt.counters(lab.name, "b")["paths"]
+    sent, received = mpt_daemon.counters(lab.name, "a")["paths"], mpt_daemon.counters(lab.name, "b")["paths"]
     assert all(abs(s["tx_packets"] - r["rx_packets"]) <= 3 for s, r in zip(sent, received)), (
         sent,
         received,

@@ -91,7 +91,7 @@ def link_show(
         if a is not None and not chosen:
             raise LabError(f"lab {the_lab.name} has no link between {a} and {b}")
         from ..backends.shaping import Shaper
-        from ..lab.links import LinkHandle
+        from ..lab.link_handle import LinkHandle
 
         shaper = Shaper()  # one for every link, and each link as already read (not the state again per link)
         try:

@@ -72,7 +72,7 @@ def link_set(argv: list[str]) -> int | None:
     a, b, options, flags = parsed
     from ..errors import LabError
     from ..lab import state
-    from ..lab.links import LinkHandle
+    from ..lab.link_handle import LinkHandle
     from ..model.errors import TopologyError
 
     name, direction = options.pop("lab"), options.pop("direction", "both")

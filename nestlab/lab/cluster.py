@@ -482,7 +482,7 @@ def _topology(name: str, count: int) -> str:
     for i in range(1, count + 1):
         nodes[f"node{i}"] = {"cmd": f"exec sh {names.node_dir(name, f'node{i}')}/join.sh"}
         links.append({"endpoints": [f"node{i}:eth0", f"underlay:node{i}"], "ipv4": [f"{node_ip(i)}/{prefix}", None]})
-    links.append({"endpoints": ["underlay:ctl"], "mode": "host", "host_interface": _controller_if(name)})
+    links.append({"endpoints": ["underlay:ctl"], "mode": "machine-veth", "host_interface": _controller_if(name)})
     return yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}}, sort_keys=False)
 
 

@@ -162,7 +162,7 @@ def _topology(name: str, servers: list[str], hosts: list, prefix: int) -> str:
             "healthcheck": {"test": ["CMD-SHELL", "ss -ltn | grep -q ':22 '"], "interval": 0.1, "retries": 300},
         }
         links.append({"endpoints": [f"{server}:eth0", f"underlay:{server}"], "ipv4": [f"{hosts[i]}/{prefix}", None]})
-    links.append({"endpoints": ["underlay:ctl"], "mode": "host", "host_interface": _controller_if(name)})
+    links.append({"endpoints": ["underlay:ctl"], "mode": "machine-veth", "host_interface": _controller_if(name)})
     return yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}}, sort_keys=False)
 
 

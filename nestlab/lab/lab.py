@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ..model.load import Loaded
     from ..model.schema import Topology
     from ..plan.diff import Changes
-    from .links import LinkHandle
+    from .link_handle import LinkHandle
 
 ExecReport = Callable[[str, str, int, str], None]
 
@@ -175,7 +175,7 @@ class Lab:
 
     def link(self, a: str, b: str) -> LinkHandle:
         """A running link between endpoints ``a`` and ``b``, for live changes: ``.set(rate="10mbit")``."""
-        from .links import LinkHandle
+        from .link_handle import LinkHandle
 
         return LinkHandle(self, a, b)
 

@@ -23,7 +23,7 @@ from ..model import visibility
 from ..model.units import parse_time
 from ..model.visibility import pair_link_names
 from ..plan.desired import mobile_nodes
-from .links import LinkHandle
+from .link_handle import LinkHandle
 
 if TYPE_CHECKING:
     from .lab import Lab

@@ -40,6 +40,7 @@ class LinkMode:
     """One way of connecting endpoints.  Subclasses set the class attributes and override the hooks that differ."""
 
     name: str = ""
+    aliases: tuple[str, ...] = ()  # older words a file may still use for it
     summary: str = ""  # one line for `nestlab modes` and the docs
     ends: int = 2  # 2: joins two endpoints; 1: attaches one node to an interface (``parent:``) of its host
     needs_parent: bool = False  # (one end) parent: is required
@@ -153,4 +154,6 @@ class SubInterface(LinkMode):
         up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs if att.gateway})
 
 
-register = LINK_MODES.register  # each mode module calls this for its mode
+def register(mode: LinkMode) -> LinkMode:
+    """Each mode module calls this for its mode."""
+    return LINK_MODES.register(mode, mode.aliases)

@@ -22,10 +22,8 @@ if TYPE_CHECKING:
     from ..model.errors import Path, Problem
     from ..model.schema import LinkSpec
     from ..plan.diff import Changes
-    from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
+    from ..plan.objects import NodeObj
     from ..seams import Applying, Checking, Planning
-
-    pass
 
 _PUBLISH = re.compile(r"^(\d{1,5})/(tcp|udp)$")
 NETFILTER_SYSCTLS = {"net.bridge.bridge-nf-call-iptables": "1", "net.bridge.bridge-nf-call-ip6tables": "1"}

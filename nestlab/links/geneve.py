@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from ..plan.objects import LinkObj
     from ..seams import Applying
 
-    pass
-
 IFLA_GENEVE_ID, IFLA_GENEVE_REMOTE, IFLA_GENEVE_PORT = 1, 2, 5
 
 

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from ..plan.objects import AttachObj, LinkObj
     from ..seams import Applying
 
-    pass
-
 IFLA_GRE_IFLAGS, IFLA_GRE_OFLAGS, IFLA_GRE_IKEY, IFLA_GRE_OKEY, IFLA_GRE_LOCAL, IFLA_GRE_REMOTE = 2, 3, 4, 5, 6, 7
 GRE_KEY = 0x2000
 

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from ..plan.objects import AttachObj
     from ..seams import Applying, Planning
 
-    pass
-
 IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2
 MODES = {"l2": 0, "l3": 1, "l3s": 2}
 FLAGS = {"bridge": 0, "private": 1, "vepa": 2}

@@ -14,8 +14,6 @@ if TYPE_CHECKING:
     from ..plan.objects import AttachObj
     from ..seams import Applying
 
-    pass
-
 IFLA_MACVLAN_MODE = 1
 MODES = {"private": 1, "vepa": 2, "bridge": 4, "passthru": 8, "source": 16}
 

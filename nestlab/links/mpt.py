@@ -16,10 +16,8 @@ from .base import LinkMode, Stage, register
 if TYPE_CHECKING:
     from ..model.schema import LinkSpec
     from ..plan.diff import Changes
-    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..plan.objects import AttachObj, EndObj
     from ..seams import Applying, Planning
-
-    pass
 
 OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
 
@@ -77,18 +75,18 @@ class Mpt(LinkMode):
         return set()
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import mpt
+        from ..backends import mpt_daemon
 
         for link in objs:
             made.append(link)
-            mpt.start(ap.lab, link, ap.popen)
+            mpt_daemon.start(ap.lab, link, ap.popen)
 
     def delete(self, ap: Applying, link: LinkObj | AttachObj, quiet: bool) -> None:
         """A daemon's tun device goes with the daemon."""
-        from ..backends import mpt
+        from ..backends import mpt_daemon
 
         assert isinstance(link, LinkObj), "mpt joins two endpoints"
-        mpt.stop(ap.lab, link)
+        mpt_daemon.stop(ap.lab, link)
 
 
 register(Mpt())

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..model.errors import Path, Problem
     from ..model.schema import LinkSpec
     from ..plan.diff import Changes
-    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..plan.objects import AttachObj, EndObj
     from ..seams import Applying, Checking, Planning
 
 

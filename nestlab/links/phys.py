@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from ..plan.objects import AttachObj, EndObj, LinkObj
     from ..seams import Applying, Planning
 
-    pass
-
 
 class Phys(LinkMode):
     name = "phys"

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from ..plan.objects import EndObj, LinkObj
     from ..seams import Applying, Checking
 
-    pass
-
 
 class Veth(LinkMode):
     name = "veth"

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from ..plan.objects import AttachObj
     from ..seams import Applying, Checking, Planning
 
-    pass
-
 IFLA_VLAN_ID, IFLA_VLAN_PROTOCOL = 1, 5
 PROTOCOLS = {"802.1Q": 0x8100, "802.1ad": 0x88A8}
 

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from ..plan.objects import LinkObj
     from ..seams import Applying
 
-    pass
-
 IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
 
 

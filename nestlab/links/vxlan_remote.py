@@ -22,10 +22,8 @@ if TYPE_CHECKING:
     from ..model.errors import Path, Problem
     from ..model.schema import LinkSpec
     from ..plan.diff import Changes
-    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..plan.objects import EndObj, LinkObj
     from ..seams import Applying, Checking, Planning
-
-    pass
 
 IFLA_VXLAN_PORT_RANGE = 10
 OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers

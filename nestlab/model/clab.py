@@ -247,7 +247,7 @@ def _link(link: dict, path, located: Located, notices: list[Problem], problems: 
         if isinstance(link.get(family), list) and len(link[family]) == 2 and link[family][1 - j] is not None:
             kept[family] = [link[family][1 - j]]
     if kind == "host":
-        return {**kept, "mode": "host", "host_interface": name}
+        return {**kept, "mode": "machine-veth", "host_interface": name}
     return {**kept, "mode": "macvlan", "parent": name, "_real_parent": True}
 
 

@@ -47,7 +47,7 @@ def node_host(topology: Topology, name: str) -> str:
 
 
 def shares_host_stack(topology: Topology, name: str) -> bool:
-    return _layered(topology, name, "mode") in ("none", "host")
+    return _layered(topology, name, "mode") == "none"  # the schema reads host as none
 
 
 def host_names(topology: Topology) -> list[str]:

@@ -34,7 +34,7 @@ DEFAULT_IPV4_POOL = "10.200.0.0/16"
 # What a node is: a word of the kind registry (nestlab/kinds, docs/kinds.md), e.g. host for linux.
 NodeKind = Literal[tuple(w for w in KINDS.words() if not KINDS.get(w).machine)]
 # How a link endpoint is attached: a word of the link-mode registry (nestlab/links, docs/modes.md).
-LinkMode = Literal[tuple(LINK_MODES.names())]
+LinkMode = Literal[tuple(LINK_MODES.words())]
 # How a node runs: a word of the runtime registry (nestlab/runtimes, docs/nesting.md).
 RuntimeName = Literal[tuple(name for name in RUNTIMES.names() if RUNTIMES.get(name).selectable)]
 # The host every node is on when a topology declares no ``hosts:``.
@@ -180,7 +180,8 @@ class _NodeBase(_Strict):
     env: dict[str, str | int] = Field(default_factory=dict, description="environment of exec/cmd/shell")
     host: str | None = Field(default=None, description="the emulated machine (under hosts:) the node runs on")
     mode: Literal["netns", "none", "host"] | None = Field(
-        default=None, description="none/host: share the host's network stack (LXC none); netns: own stack (default)"
+        default=None,
+        description="none (or host, read as none): share the host's network stack (LXC none); netns: own stack (default)",
     )
     # Containers: limits, own filesystem, nested components (docs/nesting.md)
     resources: Resources | None = None
@@ -243,6 +244,12 @@ class _NodeBase(_Strict):
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")
+
+    @field_validator("mode")
+    @classmethod
+    def _one_word(cls, value: str | None) -> str | None:
+        """``host`` (Docker's word) is ``none`` (LXC's): the node uses its host's network stack."""
+        return "none" if value == "host" else value
 
     @field_validator("internal_subnet")
     @classmethod
@@ -349,6 +356,12 @@ class _LinkBase(_Strict):
             if mac is not None and (not re.match(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$", mac) or int(mac[:2], 16) & 1):
                 raise ValueError(f"'{mac}' is not a unicast MAC address such as 02:00:00:00:00:01")
         return value
+
+    @field_validator("mode", check_fields=False)
+    @classmethod
+    def _one_word(cls, value: str | None) -> str | None:
+        """A mode's older word (``host`` for ``machine-veth``) is the mode."""
+        return LINK_MODES.canonical(value) if value else value
 
     @field_validator("endpoints", mode="before")
     @classmethod

@@ -24,7 +24,7 @@ from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
 
 VXLAN_HEADERS = 50
-_LOCAL_MODES = {"veth", "ovs", "host"}  # modes a share can hold as they are (the rest need emulated hosts)
+_LOCAL_MODES = {"veth", "ovs", "machine-veth"}  # modes a share can hold as they are (the rest need emulated hosts)
 
 
 @dataclass

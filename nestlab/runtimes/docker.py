@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
-    pass
-
 
 def docker_name(lab: str, node: str) -> str:
     return runc_id(lab, node)

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
-    pass
-
 
 def init_command(cgroup_files: Sequence[str]) -> str:
     """PID 1 of a component: joins its cgroup, mounts its /proc, then tini (reaps orphans) keeps a

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
-    pass
-
 
 def runc_root(lab: str) -> str:
     return os.path.join(names.lab_dir(lab), "runc")

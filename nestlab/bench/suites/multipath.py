@@ -20,7 +20,7 @@ where the machine's CPU went meanwhile (user, system, softirq, idle, steal; the 
 from __future__ import annotations
 
 from ... import names
-from ...backends import mpt, namespaces
+from ...backends import mpt_daemon, namespaces
 from ...lab.lab import Lab
 from .. import tools
 from ..suite import Cell, Figure, Recorder, Suite
@@ -58,7 +58,7 @@ def tx_bytes(lab: Lab, node: str, paths: int) -> list[int]:
 
 def tunnel_cpu_seconds(lab: Lab) -> float:
     """CPU time (user + system) the lab's tunnel daemons have used so far."""
-    return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt.pids(lab.name))
+    return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt_daemon.pids(lab.name))
 
 
 def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:

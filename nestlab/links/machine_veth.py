@@ -1,4 +1,5 @@
-"""host: a veth from a node to its host, the host's end named by ``host_interface`` (containerlab's ``host:IF``).
+"""machine-veth (once ``host``): a veth from a node to the machine it runs on, that end named ``host_interface``
+(containerlab's ``host:IF``).
 
 Without ``hosts:`` the host is this machine: the end sits in the root namespace, carries the
 lab's marker, and goes with the node.  Nothing is bridged or routed on the host's side.  A name
@@ -21,28 +22,29 @@ if TYPE_CHECKING:
     from ..model.errors import Path, Problem
     from ..model.schema import LinkSpec
     from ..plan.diff import Changes
-    from ..plan.objects import AttachObj, EndObj, LinkObj
+    from ..plan.objects import EndObj, LinkObj
     from ..seams import Applying, Checking, Planning
 
-    pass
 
-
-class Host(LinkMode):
-    name = "host"
-    summary = "a veth from the node to its host (this machine without hosts:), the host's end named host_interface"
+class MachineVeth(LinkMode):
+    name = "machine-veth"
+    aliases = ("host",)  # its word until the kinds' layer (containerlab says host:IF)
+    summary = "a veth from the node to the machine it runs on (this one without hosts:), that end named host_interface"
     ends = 1
     real_host = True
     takes_macs = True
     switch_port = True
     stage = Stage.ATTACH
-    options = {"host_interface": (str | None, Field(default=None, description="host: the name of the veth's end on the host"))}
+    options = {
+        "host_interface": (str | None, Field(default=None, description="machine-veth: the name of the veth's end on the machine"))
+    }
 
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         if not link.host_interface:
             return [
                 ctx.problem(
                     path + ("mode",),
-                    "mode: host needs host_interface: NAME, the veth's end on the host (containerlab: host:NAME)",
+                    "mode: machine-veth needs host_interface: NAME, the veth's end on the machine (containerlab: host:NAME)",
                 )
             ]
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}$", link.host_interface):
@@ -53,7 +55,7 @@ class Host(LinkMode):
                 )
             ]
         if link.parent:
-            return [ctx.problem(path + ("parent",), "mode: host makes its own interface on the host; drop parent:")]
+            return [ctx.problem(path + ("parent",), "mode: machine-veth makes its own interface on the machine; drop parent:")]
         return []
 
     def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
@@ -93,4 +95,4 @@ def kernel_name(wanted: str) -> str:
     return f"{wanted[:8]}-{hashlib.sha256(wanted.encode()).hexdigest()[:6]}"
 
 
-register(Host())
+register(MachineVeth())
