@@ -155,9 +155,7 @@ def cgroups() -> tuple[list[str], list[str]]:
 
 
 def features() -> list[Feature]:
-    """Everything ``nestlab doctor`` reports, each with the reason and the fix."""
-    from . import ovs
-
+    """The machine's rows of ``nestlab doctor``, each with the reason and the fix (each node kind adds its own)."""
     out: list[Feature] = []
     probed = kernel()
     for name, feature in link_features().items():
@@ -207,26 +205,6 @@ def features() -> list[Feature]:
             bool(v2),
             ", ".join(v2) or "no v2 controllers enabled",
             "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup",
-        )
-    )
-    kernel_dp = ovs.kernel_datapath_available()
-    out.append(
-        Feature(
-            "ovs-kernel",
-            "ovs",
-            kernel_dp,
-            "openvswitch module loaded" if kernel_dp else "no openvswitch module",
-            "" if kernel_dp else "a kernel with CONFIG_OPENVSWITCH (nestlab falls back to the netdev datapath)",
-        )
-    )
-    user_dp = bool(shutil.which("ovs-vswitchd")) and probed["tun"][0]
-    out.append(
-        Feature(
-            "ovs-netdev",
-            "ovs",
-            user_dp,
-            "ovs-vswitchd and tun present" if user_dp else "needs ovs-vswitchd and CONFIG_TUN",
-            "" if user_dp else "apt-get install openvswitch-switch",
         )
     )
     for tool, package in TOOLS.items():

@@ -129,9 +129,12 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
     from rich.table import Table
 
     from ..backends import probe
+    from ..registry import KINDS
 
     with reported():
-        features = probe.features()
+        features = probe.features() + [
+            probe.Feature(name, kind.name, ok, detail, fix) for kind in KINDS.values() for name, ok, detail, fix in kind.doctor()
+        ]
         if fmt == "json":
             print_json([f.to_json() for f in features])
             return

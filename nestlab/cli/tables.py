@@ -35,7 +35,7 @@ def _table(report: dict, every_interface: bool = False) -> Table:
         table.add_column(column, overflow="fold")
     for node in report["nodes"]:
         ifaces = node["interfaces"] or [None]
-        kind = node["kind"] + (f" ({node['ovs']['datapath']}, {node['ovs']['checksums']})" if node.get("ovs") else "")
+        kind = node["kind"] + (f" ({node['detail']})" if node.get("detail") else "")  # what its kind says of it
         kind += f" [{node['runtime']}]" if node.get("runtime", "namespace") != "namespace" else ""
         kind += f" holding {len(node['components'])} components" if node.get("components") else ""
         usage = node.get("usage") or {}

@@ -94,9 +94,14 @@ class NodeKind:
 
         return [f"{program} (apt-get install {package})" for program, package in self.tools.items() if not shutil.which(program)]
 
+    def doctor(self) -> list[tuple[str, bool, str, str]]:
+        """Rows of ``nestlab doctor`` for this kind: (feature, works here, detail, fix)."""
+        return []
+
     # -- observe ---------------------------------------------------------------------------------
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
-        """Extra keys of the node's entry in ``nestlab inspect --format json``."""
+        """Extra keys of the node's entry in ``nestlab inspect --format json``; ``detail``: a few words
+        the table shows beside the kind."""
         return {}
 
 

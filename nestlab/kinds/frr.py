@@ -48,6 +48,19 @@ class Frr(NodeKind):
 
         frr.start({n.name: (lambda args, node=n.name, **kw: ap.popen(node, args, **kw)) for n in nodes})
 
+    def doctor(self) -> list[tuple[str, bool, str, str]]:
+        from ..backends import frr
+
+        why = frr.available()
+        return [
+            (
+                "frr",
+                why is None,
+                "Debian's FRR and its frr user" if why is None else why,
+                "" if why is None else "apt-get install frr",
+            )
+        ]
+
     def missing(self, nodes: list[NodeObj]) -> list[str]:
         from ..backends import frr
 

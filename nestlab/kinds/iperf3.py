@@ -68,7 +68,8 @@ class Iperf3(NodeKind):
                 proc.stderr.close()
 
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
-        return {"iperf3": {"port": int(dict(node.options)["port"])}}
+        port = int(dict(node.options)["port"])
+        return {"iperf3": {"port": port}, "detail": f"server :{port}"}
 
 
 def listening(pid: int, port: int) -> bool:

@@ -76,10 +76,31 @@ class Ovs(Switch):
             problems.append("the OVS kernel datapath (CONFIG_OPENVSWITCH); use datapath: netdev or auto")
         return problems
 
+    def doctor(self) -> list[tuple[str, bool, str, str]]:
+        from ..backends import ovs, probe
+
+        kernel = ovs.kernel_datapath_available()
+        user = bool(shutil.which("ovs-vswitchd")) and probe.kernel()["tun"][0]
+        return [
+            (
+                "ovs-kernel",
+                kernel,
+                "openvswitch module loaded" if kernel else "no openvswitch module",
+                "" if kernel else "a kernel with CONFIG_OPENVSWITCH (nestlab falls back to the netdev datapath)",
+            ),
+            (
+                "ovs-netdev",
+                user,
+                "ovs-vswitchd and tun present" if user else "needs ovs-vswitchd and CONFIG_TUN",
+                "" if user else "apt-get install openvswitch-switch",
+            ),
+        ]
+
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
         from ..backends import ovs
 
-        return {"ovs": ovs.Switch(lab, node.name).info()}
+        info = ovs.Switch(lab, node.name).info()
+        return {"ovs": info, "detail": f"{info['datapath']}, {info['checksums']}"}
 
 
 register(Ovs())
