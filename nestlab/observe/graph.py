@@ -126,6 +126,12 @@ def _nested(els: dict, opening, closing: str, vertex) -> list[str]:
     return lines
 
 
+def _drawn_as(kind: str) -> str:
+    """How a vertex of ``kind`` is drawn: a switch, a machine, or a node (what its kind says it is)."""
+    found = KINDS.get(kind) if kind in KINDS else None
+    return "switch" if found and found.switch else "machine" if found and found.machine else "node"
+
+
 def _edge_label(e: dict) -> str:
     return " ".join(x for x in (e["label"], f"({e['mode']})", e["shaping"]) if x)
 
@@ -137,10 +143,10 @@ def to_json(plan: Plan) -> str:
 def to_mermaid(plan: Plan) -> str:
     els = elements(plan)
     ids = {d["id"]: f"n{i}" for i, d in enumerate(_vertices(els) + _clusters(els))}
-    shapes = {"linux": ('["', '"]'), "bridge": ('{{"', '"}}'), "ovs": ('{{"', '"}}'), "machine": ('[("', '")]')}
+    shapes = {"node": ('["', '"]'), "switch": ('{{"', '"}}'), "machine": ('[("', '")]')}
 
     def vertex(v: dict) -> str:
-        left, right = shapes.get(v["kind"], ('["', '"]'))
+        left, right = shapes[_drawn_as(v["kind"])]
         return f"{ids[v['id']]}{left}{v['label']} ({v['kind']}){right}"
 
     lines = ["flowchart LR", *_nested(els, lambda c: [f'subgraph {ids[c["id"]]}["{c["label"]}"]'], "end", vertex)]
@@ -157,14 +163,14 @@ def _q(text: str) -> str:
 
 def to_dot(plan: Plan) -> str:
     els = elements(plan)
-    shapes = {"linux": "box", "bridge": "hexagon", "ovs": "hexagon", "machine": "box3d"}
+    shapes = {"node": "box", "switch": "hexagon", "machine": "box3d"}
     lines = ["graph lab {", "  compound=true; rankdir=LR; node [fontname=Helvetica]; edge [fontname=Helvetica, fontsize=10];"]
 
     lines += _nested(
         els,
         lambda c: [f'subgraph "cluster_{c["id"]}" {{', f"  label={_q(c['label'])}; style=rounded;"],
         "}",
-        lambda v: f"{_q(v['id'])} [label={_q(v['label'] + chr(10) + v['kind'])}, shape={shapes.get(v['kind'], 'box')}];",
+        lambda v: f"{_q(v['id'])} [label={_q(v['label'] + chr(10) + v['kind'])}, shape={shapes[_drawn_as(v['kind'])]}];",
     )
     for e in (x["data"] for x in els["edges"]):
         style = ", style=dashed" if e["state"] == "down" else ""
@@ -176,9 +182,8 @@ def to_drawio(plan: Plan) -> str:
     """A draw.io (mxGraph) file: clusters as containers, vertices on a grid inside them (Arrange > Layout re-lays it out)."""
     els = elements(plan)
     styles = {
-        "linux": "rounded=1;whiteSpace=wrap;",
-        "bridge": "shape=hexagon;whiteSpace=wrap;",
-        "ovs": "shape=hexagon;whiteSpace=wrap;",
+        "node": "rounded=1;whiteSpace=wrap;",
+        "switch": "shape=hexagon;whiteSpace=wrap;",
         "machine": "shape=cube;whiteSpace=wrap;",
     }
     cells, ids = [], {}
@@ -203,7 +208,7 @@ def to_drawio(plan: Plan) -> str:
             width = max(width, x)
         for child, cx, cy, cw, ch in sizes:
             ids[child["id"]] = f"c{len(ids) + 2}"
-            style = "swimlane;rounded=1;" if child["kind"] in ("group", "emulated-host") else styles.get(child["kind"], "")
+            style = "swimlane;rounded=1;" if child["kind"] in ("group", "emulated-host") else styles[_drawn_as(child["kind"])]
             label = child["label"] if child["kind"] in ("group", "emulated-host") else f"{child['label']}&#10;{child['kind']}"
             cells.append((ids[child["id"]], label, style, child["parent"], (cx, cy, cw, ch)))
         return width + gap, y + row_h + 2 * gap
