@@ -4,7 +4,9 @@ A plug-in's hooks take one of these, and may use only what it lists: the model's
 topology while a file is checked (:class:`Checking`), the planner while plan objects are built
 (:class:`Planning`), and the Applier while kernel objects are made (:class:`Applying`).  The
 Applier (nestlab/apply) implements :class:`Applying`; the planner (nestlab/plan/desired.py)
-:class:`Planning`; the model (nestlab/model/modes.py) :class:`Checking`.
+:class:`Planning`; the model (nestlab/model/modes.py) :class:`Checking`.  Two records travel the
+same way: :class:`Draft` (a node, as its kind plans it) and :class:`KernelFeature` (what a link
+mode needs of the kernel).
 """
 
 from __future__ import annotations
