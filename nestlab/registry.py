@@ -3,6 +3,10 @@
 Each plug-in module registers itself when its package is imported; a registry imports its package
 by name the first time it is asked, the way entry points are found.  So the layers below the plug-ins
 (model, plan) look plug-ins up here without importing them (docs/architecture.md).
+
+The registries hold ``Any`` for the type checker: naming the plug-in base classes here, even for
+types only, would make this leaf and the plug-ins import each other.  Each plug-in package types
+its own hooks (its ``base.py``), and the layers above reach a typed kind through ``nestlab.kinds.of``.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 
 class Named(Protocol):
@@ -84,11 +88,6 @@ class Registry(Generic[T]):
                 importlib.import_module(f"{package}.{info.name}")
 
 
-if TYPE_CHECKING:  # the plug-in interfaces, for readers and the type checker only (no import at run time)
-    from .kinds.base import NodeKind
-    from .links.base import LinkMode
-    from .runtimes.base import Runtime
-
-KINDS: Registry[NodeKind] = Registry("node kind", "nestlab.kinds", order=lambda kind: (kind.order, kind.name))
-LINK_MODES: Registry[LinkMode] = Registry("link mode", "nestlab.links", order=lambda mode: (mode.stage, mode.name))
-RUNTIMES: Registry[Runtime] = Registry("runtime", "nestlab.runtimes")
+KINDS: Registry[Any] = Registry("node kind", "nestlab.kinds", order=lambda kind: (kind.order, kind.name))
+LINK_MODES: Registry[Any] = Registry("link mode", "nestlab.links", order=lambda mode: (mode.stage, mode.name))
+RUNTIMES: Registry[Any] = Registry("runtime", "nestlab.runtimes")

@@ -15,7 +15,8 @@ Registry.load(__name__, __path__)
 
 def of(node: NodeObj) -> NodeKind:
     """The kind of a plan object (a router's plan object is a linux node that runs it: its kind is the router's)."""
-    return KINDS.get(node.router or node.kind)
+    kind: NodeKind = KINDS.get(node.router or node.kind)
+    return kind
 
 
 __all__ = ["NodeKind", "of"]

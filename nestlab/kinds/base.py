@@ -132,4 +132,5 @@ class Switch(NodeKind):
 
 def register(kind: NodeKind) -> NodeKind:
     """Each kind module calls this for its kind."""
-    return KINDS.register(kind, kind.aliases)
+    KINDS.register(kind, kind.aliases)
+    return kind

@@ -156,4 +156,5 @@ class SubInterface(LinkMode):
 
 def register(mode: LinkMode) -> LinkMode:
     """Each mode module calls this for its mode."""
-    return LINK_MODES.register(mode, mode.aliases)
+    LINK_MODES.register(mode, mode.aliases)
+    return mode

@@ -90,4 +90,7 @@ def hostname(node: NodeObj) -> str:
     return node.name.replace("/", "-")
 
 
-register = RUNTIMES.register  # each runtime module calls this for its runtime
+def register(runtime: Runtime) -> Runtime:
+    """Each runtime module calls this for its runtime."""
+    RUNTIMES.register(runtime)
+    return runtime
