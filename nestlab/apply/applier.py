@@ -24,7 +24,7 @@ from ..backends.netlink import Netlink, Request
 from ..errors import LabError
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
-from ..registry import KINDS, LINK_MODES, RUNTIMES
+from ..registry import LINK_MODES, RUNTIMES
 
 Progress = Callable[[str, int, int], None]
 REAL = None  # the namespace key of this machine's own network stack (real interfaces)
@@ -47,7 +47,7 @@ class Applier:
         self.sockets: dict[str | None, Netlink] = {}  # one per namespace touched
         self.fds: dict[str | None, int] = {}  # namespace fds named by queued requests, closed after each flush
         self.queues: dict[str | None, list[Request]] = {}
-        self.bridge_index: dict[str, int] = {}
+        self.bridge_index: dict[str, int | None] = {}
         self.wired: set = set()  # keys of new links the spares' helper already made (see _claim_wired)
         self._tree: cgroups.Tree | None = None
 
@@ -116,12 +116,10 @@ class Applier:
 
     def bridge(self, node: str) -> int | None:
         """The ifindex of the bridge whose ports links ending in ``node`` become (its kind's); None: none."""
-        if node not in self.bridge_index:
+        if node not in self.bridge_index:  # None too: asked for every end of every link
             obj = self.nodes[node]
             name = kinds.of(obj).bridge(obj)
-            if name is None:
-                return None
-            (self.bridge_index[node],) = self.run(node, netlink.get_link(name))
+            self.bridge_index[node] = None if name is None else self.run(node, netlink.get_link(name))[0]
         return self.bridge_index[node]
 
     def popen(self, node: str, args: Sequence[str], **kwargs) -> subprocess.Popen:
@@ -255,11 +253,8 @@ class Applier:
                 ports.setdefault(att.end.node, []).append(att.end.iface)
         for node, ifaces in ports.items():
             kinds.of(self.nodes[node]).ports(self, self.nodes[node], ifaces)
-        by_kind: dict[str, list[NodeObj]] = {}
-        for node in changes.add_nodes:
-            by_kind.setdefault(kinds.of(node).name, []).append(node)
-        for name, nodes in by_kind.items():
-            KINDS.get(name).finish(self, nodes)
+        for kind, nodes in kinds.grouped(changes.add_nodes):
+            kind.finish(self, nodes)
         for node in changes.add_nodes:
             if node.ports:
                 self._forward(node)

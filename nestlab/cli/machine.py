@@ -162,7 +162,7 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
 
     with reported():
         probed = probe.kernel()
-        node_kinds = [
+        kind_rows = [
             {
                 "kind": k.name,
                 "aliases": list(k.aliases),
@@ -172,7 +172,7 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
             }
             for k in KINDS.values()
         ]
-        rows = [
+        mode_rows = [
             {
                 "mode": m.name,
                 "endpoints": m.ends,
@@ -182,12 +182,12 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
             }
             for m in LINK_MODES.values()
         ]
-        kinds = [{"runtime": r.name, "selectable": r.selectable, "summary": r.summary} for r in RUNTIMES.values()]
+        runtime_rows = [{"runtime": r.name, "selectable": r.selectable, "summary": r.summary} for r in RUNTIMES.values()]
         if fmt == "json":
-            print_json({"kinds": node_kinds, "modes": rows, "runtimes": kinds})
+            print_json({"kinds": kind_rows, "modes": mode_rows, "runtimes": runtime_rows})
             return
         table = Table("kind", "keys", "needs (here)", "what it is", title="node kinds (nestlab/kinds)", title_justify="left")
-        for k in node_kinds:
+        for k in kind_rows:
             tools = " ".join(f"{t} ({'yes' if here else '[red]no[/red]'})" for t, here in k["tools"].items())
             table.add_row(
                 k["kind"] + (f" ({', '.join(k['aliases'])})" if k["aliases"] else ""), ", ".join(k["keys"]), tools, k["summary"]
@@ -196,11 +196,11 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
         table = Table(
             "mode", "ends", "keys", "kernel (here)", "what it is", title="link modes (nestlab/links)", title_justify="left"
         )
-        for r in rows:
+        for r in mode_rows:
             kernel = " ".join(f"{f['config']} ({'yes' if f['here'] else '[red]no[/red]'})" for f in r["kernel"].values())
             table.add_row(r["mode"], str(r["endpoints"]), ", ".join(r["keys"]), kernel, r["summary"])
         out.print(table)
         table = Table("runtime", "what it is", title="node runtimes (nestlab/runtimes)", title_justify="left")
-        for k in kinds:
+        for k in runtime_rows:
             table.add_row(k["runtime"] + ("" if k["selectable"] else " (chosen by nestlab)"), k["summary"])
         out.print(table)

@@ -19,4 +19,12 @@ def of(node: NodeObj) -> NodeKind:
     return kind
 
 
-__all__ = ["NodeKind", "of"]
+def grouped(nodes: list[NodeObj]) -> list[tuple[NodeKind, list[NodeObj]]]:
+    """``nodes`` by kind, in the order each kind first appears (a kind's hooks take all of its nodes at once)."""
+    groups: dict[str, list[NodeObj]] = {}
+    for node in nodes:
+        groups.setdefault(of(node).name, []).append(node)
+    return [(of(members[0]), members) for members in groups.values()]
+
+
+__all__ = ["NodeKind", "grouped", "of"]

@@ -358,10 +358,7 @@ def _check_needs(changes: Changes) -> None:
     needs |= {"htb" for shape in shaped if shape}
     needs |= {"netem" for shape in shaped if set(shape) & set(shaping.NETEM_KEYS)}
     nat = any(br.nat or br.netfilter for n in changes.add_nodes for br in n.bridges)
-    by_kind: dict[str, list] = {}
-    for node in changes.add_nodes:
-        by_kind.setdefault(kinds.of(node).name, []).append(node)
-    others = [problem for name, nodes in by_kind.items() for problem in kinds.of(nodes[0]).missing(nodes)]
+    others = [problem for kind, nodes in kinds.grouped(changes.add_nodes) for problem in kind.missing(nodes)]
     if needs or nat or others:
         probe.check_needs(needs, nat, others)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from ..names import IMAGE_ROOT, built, looks_like_path
 from ..registry import KINDS, RUNTIMES
 from .errors import Problem
+from .modes import kind_defaults
 from .schema import Topology
 from .yamlsource import Located
 
@@ -146,8 +147,7 @@ def _server_image(body, spec, path, located: Located, notices: list[Problem]) ->
     """A server image as this machine's program in a root of the node's own; else Docker's copy of the image."""
     program, cmd, package = SERVER_IMAGES[_repository(spec.image)]
     if shutil.which(program):
-        own = KINDS.canonical(spec.kind or "linux")
-        kind = next((v for k, v in body.kinds.items() if KINDS.canonical(k) == own), None)
+        kind = kind_defaults(body, KINDS.canonical(spec.kind or "linux"))
         default = spec.cmd is None and body.defaults.cmd is None and (kind is None or kind.cmd is None)
         notices.append(
             located.problem(

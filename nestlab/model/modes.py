@@ -11,7 +11,7 @@ import re
 
 from ..registry import KINDS, LINK_MODES
 from .errors import Path, Problem
-from .schema import IFNAMSIZ, IMPLICIT_HOST, NAME_PATTERN, LinkSpec, NodeSpec, Topology
+from .schema import IFNAMSIZ, IMPLICIT_HOST, NAME_PATTERN, LinkSpec, NodeSpec, Topology, TopologyBody
 from .yamlsource import Located
 
 WIRE_SWITCH = re.compile(r"^wire\d+$")
@@ -26,15 +26,15 @@ def node_kind(topology: Topology, name: str) -> str:
     return KINDS.canonical(spec.kind or body.defaults.kind or "linux")
 
 
-def kind_defaults(topology: Topology, kind: str) -> NodeSpec | None:
+def kind_defaults(body: TopologyBody, kind: str) -> NodeSpec | None:
     """The ``kinds:`` entry for ``kind``, under its name or one of its aliases."""
-    return next((spec for word, spec in topology.topology.kinds.items() if KINDS.canonical(word) == kind), None)
+    return next((spec for word, spec in body.kinds.items() if KINDS.canonical(word) == kind), None)
 
 
 def _layered(topology: Topology, name: str, field: str):
     """A node field with kind defaults and ``defaults`` applied (last set wins)."""
     body = topology.topology
-    layers = [body.defaults, kind_defaults(topology, node_kind(topology, name)), body.nodes[name]]
+    layers = [body.defaults, kind_defaults(body, node_kind(topology, name)), body.nodes[name]]
     value = None
     for layer in layers:
         if layer is not None and getattr(layer, field) is not None:

@@ -41,7 +41,7 @@ def _last(layers: list[NodeSpec | None], key: str):
 def startup_of(topology: Topology, name: str) -> Startup:
     """A node's start-up keys, its own over its kind's over ``defaults``."""
     body = topology.topology
-    layers = [body.defaults, kind_defaults(topology, node_kind(topology, name)), body.nodes[name]]
+    layers = [body.defaults, kind_defaults(body, node_kind(topology, name)), body.nodes[name]]
     cmd = _last(layers, "cmd")
     if isinstance(cmd, list):
         cmd = shlex.join(cmd)

@@ -166,7 +166,7 @@ class Builder:
         body = self.body
         for name, spec in body.nodes.items():
             kind = node_kind(self.t, name)
-            defaults = kind_defaults(self.t, kind)
+            defaults = kind_defaults(body, kind)
             layers = [body.defaults, defaults, spec] if defaults else [body.defaults, spec]
             sysctls: dict = {}
             env: dict = {}
