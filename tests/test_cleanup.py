@@ -139,3 +139,17 @@ def test_cleanup_kills_a_tool_left_working_on_the_labs_folder(topo_file, lab_nam
         for proc in (ours, theirs):
             proc.kill()
             proc.wait()
+
+
+def test_destroy_larger_than_the_open_file_limit(topo_file, lab_name):
+    """Destroy holds the lab's network namespaces open until all are unpinned (so the kernel dismantles
+    them together); with fewer files allowed than the lab has namespaces it does so a batch at a time,
+    and still everything goes."""
+    path = topo_file(star("{name}", 150))
+    assert run_cli("deploy", "-t", str(path)).returncode == 0
+    assert len(cleanup.marked_namespaces(lab_name)) == 151
+    limited = "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160)); "
+    script = limited + f"from nestlab.lab import cleanup; print(cleanup.remove_lab({lab_name!r}))"
+    done = subprocess.run([*NESTLAB[:1], "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["151"], done.stderr
+    assert leftovers() == []

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 
-from conftest import ROOT, leftovers, run_cli
+from conftest import ROOT, leftovers, run_cli, star
 
 from nestlab import Lab
 from nestlab.kinds.iperf3 import listening
@@ -72,3 +73,34 @@ def test_older_words_are_read_as_the_new_ones(topo_file, lab_name):
     (att,) = plan.attachments.values()
     assert att.mode == "machine-veth" and att.option("host_interface") == f"v{lab_name}"
     assert plan.nodes["b"].shares is not None and plan.nodes["a"].shares is None
+
+
+_JOIN = """
+import socket, struct, sys, time
+sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, struct.pack("4s4s", socket.inet_aton("239.1.2.3"), socket.inet_aton(sys.argv[1])))
+print("joined", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_bridge_snoops_multicast_once_deployed(topo_file, lab_name):
+    """A bridge is filled with snooping off (cheaper for the kernel) and snoops once deployed: it learns a
+    host's group membership on that host's port only.  Deployed by the CLI, so the spares' helper makes it."""
+    path = topo_file(star("{name}", 3))
+    assert run_cli("deploy", "-t", str(path)).returncode == 0
+    lab = Lab.from_file(path)
+    shown = lab.nodes["sw"].cmd(["ip", "-d", "link", "show", "sw"])
+    assert "mcast_snooping 1" in shown, shown
+    member = lab.nodes["h1"].popen(["python3", "-c", _JOIN, lab.nodes["h1"].intf("eth1").ip], stdout=-1, text=True)
+    try:
+        assert member.stdout.readline().strip() == "joined"
+        for _ in range(50):  # the IGMP report goes out at once; give the bridge a moment to take it in
+            groups = lab.nodes["sw"].cmd(["bridge", "mdb", "show"])
+            if "239.1.2.3" in groups:
+                break
+            time.sleep(0.1)
+        assert [line.split()[3] for line in groups.splitlines() if "239.1.2.3" in line] == ["p1"], groups
+    finally:
+        member.kill()
+        member.wait()

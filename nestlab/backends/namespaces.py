@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import resource
 import signal
 import stat
 import threading
@@ -256,10 +257,43 @@ def pids_in(inodes: set[int]) -> list[int]:
 
 
 def remove_pinned(paths: list[str], kill_by: list[str] | None = None) -> None:
-    """Stop every process inside the pinned namespaces at ``kill_by`` (default ``paths``), then unpin ``paths``."""
+    """Stop every process inside the pinned namespaces at ``kill_by`` (default ``paths``), then unpin ``paths``.
+
+    The network namespaces among them are held open until all are unpinned, so that the kernel dismantles
+    them together.  Let go one at a time, each was dismantled while the others still lived: the kernel's
+    cleanup walks every living namespace for each one that dies, and each unmount waited behind that
+    work for an RCU grace period (0.4 ms an unmount at 10 000 nodes, 9 µs on an idle kernel).
+    """
     kill_inside({ino for p in (paths if kill_by is None else kill_by) if (ino := inode(p))})
-    for path in paths:
-        unpin(path)
+    nets = [p for p in paths if os.path.dirname(p) == names.NETNS_DIR]
+    for path in paths:  # the rest first, before any network namespace dies
+        if os.path.dirname(path) != names.NETNS_DIR:
+            unpin(path)
+    room = _spare_files()
+    for start in range(0, len(nets), room):  # a lab larger than the open-file limit: a batch per limit's worth
+        held = []
+        try:
+            for path in nets[start : start + room]:
+                try:
+                    held.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+                except OSError:  # not pinned (any more): nothing to hold
+                    pass
+                unpin(path)
+        finally:
+            for fd in held:
+                os.close(fd)
+
+
+def _spare_files() -> int:
+    """How many more files this process may open, less a margin (its soft limit raised to the hard one)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (OSError, ValueError):  # an unlimited hard limit is more than the kernel allows a process
+            hard = soft
+    limit = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    return max(64, limit - len(os.listdir("/proc/self/fd")) - 64)
 
 
 def kill_inside(inodes: set[int], grace: float = 1.0) -> None:

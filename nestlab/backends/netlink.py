@@ -26,6 +26,7 @@ IFLA_NUM_TX_QUEUES, IFLA_NUM_RX_QUEUES = 31, 32
 IFLA_PROP_LIST, IFLA_ALT_IFNAME, RTM_NEWLINKPROP, NLA_F_NESTED = 52, 53, 108, 0x8000
 IFLA_AF_SPEC, IFLA_INET6_ADDR_GEN_MODE, IN6_ADDR_GEN_MODE_NONE = 26, 8, 1
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
+IFLA_BR_MCAST_SNOOPING = 23
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 RTA_DST, RTA_GATEWAY = 1, 5
 IFF_UP = 0x1
@@ -70,11 +71,28 @@ class Request:
     what: str
 
 
-def new_bridge(name: str, alias: str, exclusive: bool = True) -> Request:
-    """A bridge, up (``exclusive=False``: or the one of that name already there, set up the same way)."""
-    linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "bridge"))
+def new_bridge(name: str, alias: str, exclusive: bool = True, snooping: bool = True) -> Request:
+    """A bridge, up (``exclusive=False``: or the one of that name already there, set up the same way).
+
+    ``snooping=False``: multicast snooping off until ``snooping(name)``.  While it is on, every port that
+    comes up or goes down makes the bridge restart the multicast timers of all its ports
+    (``br_port_state_selection``): O(ports²) for a bridge being filled.  Switched on once the ports are
+    up, it costs one pass over them.
+    """
+    data = b"" if snooping else attr(IFLA_INFO_DATA, _snooping_attr(False))
+    linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "bridge") + data)
     body = ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + name_attr(IFLA_IFALIAS, alias) + linkinfo
     return Request(RTM_NEWLINK, NLM_F_CREATE | (NLM_F_EXCL if exclusive else 0), body, f"create bridge {name}")
+
+
+def snooping(name: str, on: bool = True) -> Request:
+    """Switch bridge ``name``'s multicast snooping on (the kernel's default) or off."""
+    linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "bridge") + attr(IFLA_INFO_DATA, _snooping_attr(on)))
+    return Request(RTM_NEWLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name) + linkinfo, f"multicast snooping on {name}")
+
+
+def _snooping_attr(on: bool) -> bytes:
+    return attr(IFLA_BR_MCAST_SNOOPING, bytes([int(on)]))
 
 
 def new_veth(

@@ -140,7 +140,7 @@ def _make(channel: socket.socket, ahead: Callable[[], Ahead], parent: int) -> No
             if name in bridges:  # before its first port: no IPv6 on ports, as the applier sets for a switch
                 for key, value in want.bridge_sysctls:
                     sysctl.write(key, value)
-                _, masters[name] = nl.run(netlink.new_bridge(name, want.alias), netlink.get_link(name))
+                _, masters[name] = nl.run(netlink.new_bridge(name, want.alias, snooping=False), netlink.get_link(name))
             socket.send_fds(channel, [b"spare\0" + name.encode()], [net, uts, nl.sock.fileno()])
         except Exception:  # the namespace limit, a parent that is done: the parent makes the rest itself
             return

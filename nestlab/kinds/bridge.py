@@ -22,7 +22,15 @@ class Bridge(Switch):
         from ..backends import netlink
 
         # A fresh namespace: a bridge already in it is the one the spares' helper made there.
-        nl.run(netlink.new_bridge(node.name, ap.alias, exclusive=False))
+        # Multicast snooping waits for finish: filling a snooping bridge costs O(ports²) (netlink.new_bridge).
+        nl.run(netlink.new_bridge(node.name, ap.alias, exclusive=False, snooping=False))
+
+    def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        from ..backends import netlink
+
+        for node in nodes:  # every port is up and has its carrier: one pass each
+            ap.queue(node.name, netlink.snooping(node.name))
+        ap.flush()
 
 
 register(Bridge())
