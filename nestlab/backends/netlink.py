@@ -85,9 +85,9 @@ def new_bridge(name: str, alias: str, exclusive: bool = True, snooping: bool = T
     return Request(RTM_NEWLINK, NLM_F_CREATE | (NLM_F_EXCL if exclusive else 0), body, f"create bridge {name}")
 
 
-def snooping(name: str, on: bool = True) -> Request:
-    """Switch bridge ``name``'s multicast snooping on (the kernel's default) or off."""
-    linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "bridge") + attr(IFLA_INFO_DATA, _snooping_attr(on)))
+def snooping(name: str) -> Request:
+    """Switch bridge ``name``'s multicast snooping on (the kernel's default)."""
+    linkinfo = attr(IFLA_LINKINFO, name_attr(IFLA_INFO_KIND, "bridge") + attr(IFLA_INFO_DATA, _snooping_attr(True)))
     return Request(RTM_NEWLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name) + linkinfo, f"multicast snooping on {name}")
 
 
