@@ -1,10 +1,12 @@
-"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, pivot_root, sethostname."""
+"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, pivot_root, sethostname; and the
+process's open-file limit raised as far as it may go."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
 import os
+import resource
 
 from ..errors import LabError
 
@@ -23,6 +25,18 @@ MS_SHARED = 1 << 20
 MNT_DETACH = 2
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def most_files() -> int:
+    """Raise this process's soft limit on open files to its hard limit (where allowed); the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (OSError, ValueError):  # a hard limit above what the kernel allows a process (fs.nr_open)
+        return soft
+    return hard
 
 
 def _check(ret: int, what: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import resource
 import signal
 import stat
 import threading
@@ -265,11 +264,13 @@ def remove_pinned(paths: list[str], kill_by: list[str] | None = None) -> None:
     work for an RCU grace period (0.4 ms an unmount at 10 000 nodes, 9 µs on an idle kernel).
     """
     kill_inside({ino for p in (paths if kill_by is None else kill_by) if (ino := inode(p))})
-    nets = [p for p in paths if os.path.dirname(p) == names.NETNS_DIR]
+    nets = []
     for path in paths:  # the rest first, before any network namespace dies
-        if os.path.dirname(path) != names.NETNS_DIR:
+        if os.path.dirname(path) == names.NETNS_DIR:
+            nets.append(path)
+        else:
             unpin(path)
-    room = _spare_files()
+    room = max(64, libc.most_files() - len(os.listdir("/proc/self/fd")) - 64)  # files this process may still open
     for start in range(0, len(nets), room):  # a lab larger than the open-file limit: a batch per limit's worth
         held = []
         try:
@@ -282,18 +283,6 @@ def remove_pinned(paths: list[str], kill_by: list[str] | None = None) -> None:
         finally:
             for fd in held:
                 os.close(fd)
-
-
-def _spare_files() -> int:
-    """How many more files this process may open, less a margin (its soft limit raised to the hard one)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (OSError, ValueError):  # an unlimited hard limit is more than the kernel allows a process
-            hard = soft
-    limit = 1 << 20 if hard == resource.RLIM_INFINITY else hard
-    return max(64, limit - len(os.listdir("/proc/self/fd")) - 64)
 
 
 def kill_inside(inodes: set[int], grace: float = 1.0) -> None:

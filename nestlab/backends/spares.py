@@ -19,7 +19,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import resource
 import signal
 import socket
 import threading
@@ -118,13 +117,9 @@ def _make(channel: socket.socket, ahead: Callable[[], Ahead], parent: int) -> No
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C is the parent's to handle; it then stops the helper
     want = ahead()
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    try:  # each cabled node's namespace stays open here until the cables are made
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    except (OSError, ValueError):
-        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    limit = libc.most_files()  # each cabled node's namespace stays open here until the cables are made
     bridges, cabled = set(want.bridges), {n for c in want.cables for n in (c[0], c[2])}
-    order = ([n for n in want.nodes if n in bridges] + [n for n in want.nodes if n not in bridges] + [""] * want.extra)[:hard]
+    order = ([n for n in want.nodes if n in bridges] + [n for n in want.nodes if n not in bridges] + [""] * want.extra)[:limit]
     held: dict[str, int] = {}  # cabled node -> fd on its namespace
     masters: dict[str, int] = {}
     try:

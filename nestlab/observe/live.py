@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +18,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from .. import names
-from ..backends import namespaces, rtdump
+from ..backends import libc, namespaces, rtdump
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..model.errors import TopologyError
@@ -122,8 +121,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def serve(lab: Lab, host: str = "127.0.0.1", port: int = 8080, ready=None) -> None:
     """Serve the live page until interrupted; ``ready(url)`` is called once it listens."""
-    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # a socket per namespace while a poll runs
+    libc.most_files()  # a socket per namespace while a poll runs
     handler = type("LabHandler", (Handler,), {"live": LiveState(lab)})
     with ThreadingHTTPServer((host, port), handler) as server:
         if ready:
