@@ -79,7 +79,7 @@ class NodeKind:
         """(``takes_ports``) Interfaces just made inside the node."""
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
-        """Once every link of the change exists: the new nodes of this kind (services, flows)."""
+        """Once every link of the change exists: the new nodes of this kind (services, flows, a bridge's snooping)."""
 
     def port_removed(self, ap: Applying, node: NodeObj, iface: str) -> None:
         """(``takes_ports``) A link ending in the node was deleted."""
