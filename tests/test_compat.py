@@ -64,10 +64,7 @@ def test_containerlab_shapes_deploy_wait_connect_and_leave_nothing(topo_file, tm
         # Stages: a configures only once b is healthy (b waits 1 s, then its exec takes 0.5 s).
         assert int((tmp_path / "a.configure").read_text()) > int((tmp_path / "b.ready").read_text())
         assert took >= 1.5, took
-        deadline = time.monotonic() + 10
-        while not (tmp_path / "a.cmd").exists() and time.monotonic() < deadline:  # cmd runs beside the deploy
-            time.sleep(0.1)
-        assert (tmp_path / "a.cmd").read_text() == "started\n"
+        assert _started(tmp_path / "a.cmd", 1) == "started\n", "cmd runs beside the deploy"
         assert "sleep 600" in lab.nodes["a"].cmd("ps -eo args"), "cmd keeps running"
         # Restarted on request: the old session ends, the new one runs the same cmd.
         pid_file = os.path.join(names.node_dir(lab.name, "a"), "cmd.pid")
@@ -76,9 +73,7 @@ def test_containerlab_shapes_deploy_wait_connect_and_leave_nothing(topo_file, tm
         assert restarted.returncode == 0, restarted.stderr
         new = int(open(pid_file).read().split()[0])
         assert new != old and not _alive(old) and _alive(new)
-        while (tmp_path / "a.cmd").read_text().count("started") < 2 and time.monotonic() < deadline + 10:
-            time.sleep(0.1)
-        assert (tmp_path / "a.cmd").read_text() == "started\nstarted\n"
+        assert _started(tmp_path / "a.cmd", 2) == "started\nstarted\n"
         refused = run_cli("node", "restart", "--lab", lab.name, "c")
         assert refused.returncode == 1 and "has no cmd" in refused.stderr, refused.stderr
         # groups + cpu/memory: the group's limits reach the node's cgroup.
@@ -96,6 +91,17 @@ def test_containerlab_shapes_deploy_wait_connect_and_leave_nothing(topo_file, tm
     finally:
         lab.destroy()
     assert host_if not in root_links(), "the host's end went with the lab"
+
+
+def _started(path: Path, times: int) -> str:
+    """The file a node's cmd appends to, once it holds `times` whole lines (the shell creates it before it writes)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if text.count("\n") >= times:
+            return text
+        time.sleep(0.1)
+    return path.read_text() if path.exists() else ""
 
 
 def _alive(pid: int) -> bool:
