@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import pytest
 from conftest import ROOT, leftovers, root_links, run_cli
 
 from nestlab import Lab, LabError
+from nestlab.lab import collector
+from nestlab.model.errors import TopologyError
 
 # The shipped example, under a unique lab name.
 QUICKSTART = (ROOT / "examples" / "quickstart.yml").read_text().replace("name: quickstart", "name: {name}")
@@ -75,6 +79,52 @@ def test_python_api_builds_in_code(lab_name):
         # No way out: the only routes are the lab's own subnets.
         assert "unreachable" in a.cmd("ip route get 192.0.2.1").lower()
     assert not lab.is_running and leftovers() == []
+
+
+def test_deploy_runs_no_cycle_collection_and_leaves_the_collector_on(topo_file, lab_name):
+    """Loading and deploying walk none of the lab's objects (each collection walks them all); afterwards
+    the collector is on, also after a file that fails its check, and still frees a cycle left as garbage."""
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        lab = Lab.from_file(topo_file(QUICKSTART))
+        lab.deploy()
+        try:
+            assert collections == [], "a collection ran while the lab was loaded or deployed"
+            assert gc.isenabled()
+        finally:
+            lab.destroy()
+        with pytest.raises(TopologyError):
+            Lab.from_file(topo_file("name: x\ntopology: {nodes: {a: {kind: nosuch}}}\n"))
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(seen)
+
+    class Cycle:
+        me: Cycle
+
+    with collector.paused():
+        with collector.paused():
+            pass
+        assert not gc.isenabled(), "an inner pause leaves the outer one to end it"
+        garbage = Cycle()
+        garbage.me = garbage
+        gone = weakref.ref(garbage)
+        del garbage
+        gc.collect(0)  # asked for, a collection still runs
+        assert gone() is None
+        garbage = Cycle()
+        garbage.me = garbage
+        gone = weakref.ref(garbage)
+        del garbage
+    assert gc.isenabled() and gone() is not None, "what the pause made waits in the oldest generation"
+    gc.collect()
+    assert gone() is None
 
 
 def test_nodes_are_isolated_namespaces(lab_from):

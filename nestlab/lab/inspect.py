@@ -7,10 +7,11 @@ import os
 from .. import kinds, names
 from ..backends import cgroups, mptcp, namespaces, rtdump
 from ..registry import KINDS
-from . import k8s, multi
+from . import collector, k8s, multi
 from .lab import Lab
 
 
+@collector.paused()
 def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     """Hosts, switches and nodes with their namespace, state and live interfaces.
 

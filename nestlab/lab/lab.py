@@ -29,7 +29,7 @@ from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..plan.objects import Plan
 from ..registry import KINDS
-from . import cleanup, multi, state
+from . import cleanup, collector, multi, state
 from .node import Node
 
 # Checking, planning and applying are imported when first used: a command on a running lab
@@ -59,6 +59,7 @@ class Lab:
 
     # -- building ---------------------------------------------------------------
     @classmethod
+    @collector.paused()
     def from_file(
         cls, path: str | os.PathLike, vars_files: Sequence[str | os.PathLike] = (), servers: str | os.PathLike | None = None
     ) -> Lab:
@@ -213,6 +214,7 @@ class Lab:
         self._plan = None
 
     # -- lifecycle ----------------------------------------------------------------
+    @collector.paused()
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes:
         """Create what is missing, remove what is no longer wanted; returns what was changed (for a lab
         on servers:, where each node went: a :class:`~nestlab.lab.multi.Split`).

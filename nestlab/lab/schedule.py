@@ -23,6 +23,7 @@ from ..model import visibility
 from ..model.units import parse_time
 from ..model.visibility import pair_link_names
 from ..plan.desired import mobile_nodes
+from . import collector
 from .link_handle import LinkHandle
 
 if TYPE_CHECKING:
@@ -89,18 +90,17 @@ def timeline(lab: Lab) -> list[Timed]:
 def _realtime() -> Iterator[None]:
     """Play at real-time priority (reset for children) with the garbage collector paused between
     collections of our choosing, so a busy machine delays the changes less.  Without the privilege, plays as is."""
-    gc.disable()
     previous = os.sched_getscheduler(0), os.sched_getparam(0)
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(10))
     except OSError:
         previous = None
     try:
-        yield
+        with collector.paused():
+            yield
     finally:
         if previous:
             os.sched_setscheduler(0, *previous)
-        gc.enable()
 
 
 def play(lab: Lab, loops: int = 1, report: Callable[[Played], None] | None = None) -> list[Played]:

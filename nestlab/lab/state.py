@@ -16,6 +16,7 @@ from .. import names
 from ..backends import namespaces
 from ..errors import LabError
 from ..plan.objects import LinkObj, Plan
+from . import collector
 
 
 @dataclass
@@ -36,6 +37,7 @@ def _path(lab: str) -> str:
     return os.path.join(names.lab_dir(lab), "state.json")
 
 
+@collector.paused()
 def read(lab: str) -> LabState | None:
     """The lab's state, None if it has none; a damaged state file is a LabError pointing at cleanup
     (which finds the lab by its marker, not by this file)."""
