@@ -1,8 +1,8 @@
 """Python's cycle collector, paused while a lab's objects are built in bulk.
 
-Each full collection walks every object alive; a 10 000-node deploy makes a few million that all
-live until it ends, so the collector ran a dozen full passes over them for nothing (0.9 s of the
-deploy, 0.3 s of an ``inspect``).
+Each full collection walks every object it tracks; after a 10 000-node deploy there are 480 000,
+nearly all alive until it ends, so the collector ran a dozen full passes over them for nothing
+(0.9 s of the deploy, 0.3 s of an ``inspect``).
 """
 
 from __future__ import annotations
