@@ -10,6 +10,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,28 @@ def test_barrier_starts_pairs_together(lab_from):
     ran = run_together([Pair(a, ["sleep", "0.1"]) for _ in range(10)], timeout=30)
     starts = [r.started_ns for r in ran]
     assert all(starts) and (max(starts) - min(starts)) / 1e6 < 50, starts
+
+
+_LATE_TCP = "import socket,time; time.sleep(1); s=socket.socket(); s.bind(('10.8.0.2',7000)); s.listen(); c,_=s.accept(); c.sendall(b'tcp')"
+_LATE_UDP = "import socket,time; time.sleep(1); s=socket.socket(type=socket.SOCK_DGRAM); s.bind(('10.8.0.2',7001)); _,a=s.recvfrom(9); s.sendto(b'udp',a)"
+_ASK_TCP = "import socket; print(socket.create_connection(('10.8.0.2',7000), timeout=5).recv(9).decode())"
+_ASK_UDP = "import socket; s=socket.socket(type=socket.SOCK_DGRAM); s.settimeout(5); s.sendto(b'?',('10.8.0.2',7001)); print(s.recv(9).decode())"
+
+
+def test_clients_wait_until_their_servers_listen(lab_from):
+    lab = lab_from(PAIR)
+    a, b = lab.nodes["a"], lab.nodes["b"]
+    ran = run_together(
+        [
+            Pair(a, ["python3", "-c", _ASK_TCP], b, ["python3", "-c", _LATE_TCP]),
+            Pair(a, ["python3", "-c", _ASK_UDP], b, ["python3", "-c", _LATE_UDP]),
+        ],
+        timeout=30,
+    )
+    assert [(r.returncode, r.stdout) for r in ran] == [(0, "tcp\n"), (0, "udp\n")], [r.stderr for r in ran]
+    started = time.monotonic()  # a server that dies is not waited for until the deadline
+    (ran_,) = run_together([Pair(a, ["true"], b, ["false"])], timeout=30, listen_timeout=60)
+    assert ran_.returncode == 0 and time.monotonic() - started < 30
 
 
 @pytest.mark.throughput

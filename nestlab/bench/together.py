@@ -1,6 +1,8 @@
 """Start N traffic pairs at the same instant and collect what each printed.
 
-Servers start first and get a moment to listen.  Each client is a shell that blocks reading
+Servers start first, and the clients wait until each server's node has a new listening socket
+(a TCP socket in LISTEN, or a bound UDP socket: iperf3 and sockperf servers make one), however long
+a loaded machine takes to start them.  Each client is a shell that blocks reading
 its stdin, stamps the time (bash's ``$EPOCHREALTIME`` where the node has bash, so the stamp
 costs no fork; ``date`` otherwise) and ``exec``s the tool; once every client exists, one byte is
 written to each stdin in a tight loop, so all tools start within a millisecond or so of each
@@ -10,11 +12,15 @@ only nestlab, which then kills and reaps every one of them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
+from .. import names
+from ..backends import namespaces
 from ..lab.node import Node
 
 _GATE_BASH = ["bash", "-c", 'read _gate; t=$EPOCHREALTIME; echo "${t/[.,]/}000" >&2; exec "$@"', "bash"]
@@ -24,6 +30,41 @@ _GATE_SH = ["sh", "-c", 'read _gate; date +%s%N >&2; exec "$@"', "sh"]
 def _gate(node: Node) -> list[str]:
     """The barrier shell for a node: bash's builtin clock if the node runs on the host's files."""
     return _GATE_BASH if node.obj.runtime == "namespace" and shutil.which("bash") else _GATE_SH
+
+
+def _sockets(node: Node) -> int | None:
+    """How many TCP sockets listen and UDP sockets exist in the node's network namespace; ``None``
+    when the node's namespace is not on this machine (a node on another server or in Kubernetes)."""
+    path = names.netns_path(node.lab.name, node.name)
+    if not os.path.exists(path):
+        return None
+    count = 0
+    with namespaces.entered(path):
+        for table in ("tcp", "tcp6", "udp", "udp6"):
+            try:
+                with open(f"/proc/thread-self/net/{table}") as fh:
+                    rows = [line.split() for line in fh.readlines()[1:]]
+            except FileNotFoundError:  # no IPv6 in this kernel
+                continue
+            count += sum(table.startswith("udp") or row[3] == "0A" for row in rows)  # 0A: TCP_LISTEN
+    return count
+
+
+def _wait_listening(started: list[tuple[Node, subprocess.Popen]], before: dict[str, int | None], timeout: float) -> None:
+    """Until each server node has a socket more for each server started in it (or the server
+    exited, or ``timeout`` passed); a fixed 0.3 s where a node's sockets cannot be read from here."""
+    expected = Counter(node.name for node, _ in started)
+    nodes = {node.name: node for node, _ in started}
+    if any(before[name] is None for name in expected):
+        time.sleep(0.3)
+        return
+    deadline = time.monotonic() + timeout
+    waiting = set(expected)
+    while waiting and time.monotonic() < deadline:
+        exited = {node.name for node, proc in started if proc.poll() is not None}
+        waiting = {n for n in waiting if n not in exited and (_sockets(nodes[n]) or 0) < (before[n] or 0) + expected[n]}
+        if waiting:
+            time.sleep(0.01)
 
 
 @dataclass
@@ -43,20 +84,20 @@ class Ran:
     stderr: str = field(repr=False)
 
 
-def run_together(pairs: list[Pair], timeout: float, listen_wait: float = 0.3) -> list[Ran]:
-    """Run every pair's client at once (servers first); returns each client's output, in order."""
-    servers: list[subprocess.Popen] = []
+def run_together(pairs: list[Pair], timeout: float, listen_timeout: float = 10.0) -> list[Ran]:
+    """Run every pair's client at once, once the servers listen; returns each client's output, in order."""
+    started: list[tuple[Node, subprocess.Popen]] = []
     clients: list[subprocess.Popen] = []
     try:
+        serving = [pair.server for pair in pairs if pair.server and pair.server_command]
+        before = {node.name: _sockets(node) for node in serving}
         for pair in pairs:
             if pair.server and pair.server_command:
-                servers.append(
-                    pair.server.popen(
-                        pair.server_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-                    )
+                proc = pair.server.popen(
+                    pair.server_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
                 )
-        if servers:
-            time.sleep(listen_wait)
+                started.append((pair.server, proc))
+        _wait_listening(started, before, listen_timeout)
         for pair in pairs:
             clients.append(
                 pair.client.popen(
@@ -79,7 +120,7 @@ def run_together(pairs: list[Pair], timeout: float, listen_wait: float = 0.3) ->
             results.append(Ran(pair.command, int(first) if first.strip().isdigit() else 0, proc.returncode, out, rest))
         return results
     finally:
-        for proc in clients + servers:
+        for proc in clients + [proc for _, proc in started]:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
