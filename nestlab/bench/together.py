@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .. import names
-from ..backends import namespaces
+from ..backends import namespaces, sockets
 from ..lab.node import Node
 
 _GATE_BASH = ["bash", "-c", 'read _gate; t=$EPOCHREALTIME; echo "${t/[.,]/}000" >&2; exec "$@"', "bash"]
@@ -33,21 +33,13 @@ def _gate(node: Node) -> list[str]:
 
 
 def _sockets(node: Node) -> int | None:
-    """How many TCP sockets listen and UDP sockets exist in the node's network namespace; ``None``
+    """How many TCP sockets listen and UDP sockets are bound in the node's network namespace; ``None``
     when the node's namespace is not on this machine (a node on another server or in Kubernetes)."""
     path = names.netns_path(node.lab.name, node.name)
     if not os.path.exists(path):
         return None
-    count = 0
     with namespaces.entered(path):
-        for table in ("tcp", "tcp6", "udp", "udp6"):
-            try:
-                with open(f"/proc/thread-self/net/{table}") as fh:
-                    rows = [line.split() for line in fh.readlines()[1:]]
-            except FileNotFoundError:  # no IPv6 in this kernel
-                continue
-            count += sum(table.startswith("udp") or row[3] == "0A" for row in rows)  # 0A: TCP_LISTEN
-    return count
+        return sockets.serving()
 
 
 def _wait_listening(started: list[tuple[Node, subprocess.Popen]], before: dict[str, int | None], timeout: float) -> None:
@@ -89,14 +81,12 @@ def run_together(pairs: list[Pair], timeout: float, listen_timeout: float = 10.0
     started: list[tuple[Node, subprocess.Popen]] = []
     clients: list[subprocess.Popen] = []
     try:
-        serving = [pair.server for pair in pairs if pair.server and pair.server_command]
-        before = {node.name: _sockets(node) for node in serving}
-        for pair in pairs:
-            if pair.server and pair.server_command:
-                proc = pair.server.popen(
-                    pair.server_command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-                )
-                started.append((pair.server, proc))
+        served = [(pair.server, pair.server_command) for pair in pairs if pair.server and pair.server_command]
+        nodes = {node.name: node for node, _ in served}
+        before = {name: _sockets(node) for name, node in nodes.items()}
+        for node, command in served:
+            proc = node.popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            started.append((node, proc))
         _wait_listening(started, before, listen_timeout)
         for pair in pairs:
             clients.append(

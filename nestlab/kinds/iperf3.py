@@ -40,6 +40,8 @@ class Iperf3(NodeKind):
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
         """Start each node's server, then wait until every one listens (so a client may connect once deploy returns)."""
+        from ..backends.sockets import listening
+
         servers = {}
         for node in nodes:
             port = int(dict(node.options)["port"])
@@ -70,19 +72,6 @@ class Iperf3(NodeKind):
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
         port = int(dict(node.options)["port"])
         return {"iperf3": {"port": port}, "detail": f"server :{port}"}
-
-
-def listening(pid: int, port: int) -> bool:
-    """Whether the network namespace of ``pid`` has a TCP socket listening on ``port`` (IPv4 or IPv6)."""
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(f"/proc/{pid}/net/{table}") as fh:
-                rows = fh.read().splitlines()[1:]
-        except OSError:
-            continue
-        if any(row.split()[1].endswith(f":{port:04X}") and row.split()[3] == "0A" for row in rows):
-            return True
-    return False
 
 
 register(Iperf3())
