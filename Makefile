@@ -68,6 +68,7 @@ $(MPT): $(wildcard mpt/*.go) mpt/go.mod
 # Kubernetes from source for `nestlab k8s cluster up` (k8s/go.mod pins v1.34.2; modules and build cache stay in
 # $(K8S_CACHE), so a second `make k8s` does nothing); etcd, containerd, runc and the CNI plugins are Debian's.
 K8S_VERSION := v1.34.2
+K8S_GO      := 1.24
 K8S_CACHE   := /var/cache/nestlab
 K8S_BIN     := $(K8S_CACHE)/k8s/$(K8S_VERSION)/bin
 K8S_CMDS    := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
@@ -84,6 +85,11 @@ k8s: deps $(K8S_STAMP)
 
 $(K8S_STAMP):  # by content, not date: a fresh clone of the same pins builds nothing
 	@test -x $(GO) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null; }
+	@have=$$($(GO) env GOVERSION | sed 's/^go//'); \
+	if [ "$$(printf '%s\n' $(K8S_GO) "$$have" | sort -V | head -1)" != "$(K8S_GO)" ]; then \
+	  echo "make k8s needs Go $(K8S_GO) or later (k8s/go.mod pins Kubernetes $(K8S_VERSION)); $(GO) is Go $$have" \
+	    "(Debian 12's golang-go is 1.19). Install Go $(K8S_GO)+ (the Go project's own release) first on PATH" \
+	    "(or at /usr/local/go/bin/go), then run make k8s again." >&2; exit 2; fi
 	@echo "building Kubernetes $(K8S_VERSION) from source into $(K8S_BIN) (about 6 minutes on 2 cores, once)"
 	mkdir -p $(K8S_BIN)
 	cd k8s && for c in $(K8S_CMDS); do \

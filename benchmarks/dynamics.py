@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nestlab import Lab
-from nestlab.backends import shaping
+from nestlab.backends.kernel import shaping
 from nestlab.lab.link_handle import LinkHandle
 
 
@@ -107,7 +107,7 @@ def run_subprocess(lab: Lab, plan: list[tuple[int, dict]]) -> tuple[list[float],
 def run_add_remove(lab: Lab, count: int) -> tuple[list[float], float]:
     """The other way to make a pair (in)visible: create the veth (up, addressed) / delete it, per change."""
     from nestlab import names
-    from nestlab.backends import namespaces, netlink
+    from nestlab.backends.kernel import namespaces, netlink
 
     fd_a, nl_a = namespaces.open_netlink(names.netns_path(lab.name, "n0"))
     fd_b, nl_b = namespaces.open_netlink(names.netns_path(lab.name, "n1"))

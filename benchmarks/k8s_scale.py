@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from multi_server import NESTLAB, cli, sites  # noqa: E402
 
-from nestlab.lab import emulate  # noqa: E402
+from nestlab.testbeds import emulate  # noqa: E402
 
 
 def phases(args: list[str]) -> tuple[float, list[tuple[float, str]]]:

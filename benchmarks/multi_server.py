@@ -28,7 +28,7 @@ import yaml
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 sys.path.insert(0, ROOT)
 
-from nestlab.lab import emulate  # noqa: E402
+from nestlab.testbeds import emulate  # noqa: E402
 
 NESTLAB = [sys.executable, "-m", "nestlab.cli.app"]
 

@@ -1,4 +1,4 @@
-"""The three plug-in registries (node kinds, link modes, node runtimes), found by name.
+"""The plug-in registries (node kinds, link modes, node runtimes, sites), found by name.
 
 Each plug-in module registers itself when its package is imported; a registry imports its package
 by name the first time it is asked, the way entry points are found.  So the layers below the plug-ins
@@ -91,3 +91,4 @@ class Registry(Generic[T]):
 KINDS: Registry[Any] = Registry("node kind", "nestlab.kinds", order=lambda kind: (kind.order, kind.name))
 LINK_MODES: Registry[Any] = Registry("link mode", "nestlab.links", order=lambda mode: (mode.stage, mode.name))
 RUNTIMES: Registry[Any] = Registry("runtime", "nestlab.runtimes")
+SITES: Registry[Any] = Registry("site", "nestlab.sites")

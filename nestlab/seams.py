@@ -1,4 +1,4 @@
-"""What the three kinds of plug-in (node kinds, link modes, runtimes) are handed, as typed Protocols.
+"""What the plug-ins (node kinds, link modes, runtimes, sites) are handed or must be, as typed Protocols.
 
 A plug-in's hooks take one of these, and may use only what it lists: the model's view of a
 topology while a file is checked (:class:`Checking`), the planner while plan objects are built
@@ -6,7 +6,8 @@ topology while a file is checked (:class:`Checking`), the planner while plan obj
 Applier (nestlab/apply) implements :class:`Applying`; the planner (nestlab/plan/desired.py)
 :class:`Planning`; the model (nestlab/model/modes.py) :class:`Checking`.  Two records travel the
 same way: :class:`Draft` (a node, as its kind plans it) and :class:`KernelFeature` (what a link
-mode needs of the kernel).
+mode needs of the kernel).  A site (nestlab/sites) is what the lab layer asks where a lab runs
+(:class:`Site`), and hands out a :class:`Remote` for a node that runs elsewhere.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 if TYPE_CHECKING:
-    from .backends.cgroups import Tree
-    from .backends.netlink import Request
+    from .backends.kernel.cgroups import Tree
+    from .backends.kernel.netlink import Request
     from .model.addressing import Segments
     from .model.errors import Path, Problem
     from .model.schema import LinkSpec, NodeSpec, Topology
@@ -102,3 +103,32 @@ class KernelFeature:
     link: dict[str, Any] | None = None
     sysctl: str | None = None
     module: str | None = None
+
+
+class Remote(Protocol):
+    """Where commands of one share of a lab run, as a local process standing for each: an SSH server
+    (``backends.remote.ssh.Remote``) or a pod (``sites.k8s.PodRemote``)."""
+
+    name: str
+
+    def nestlab_cmd(self, *args: str) -> list[str]: ...
+    def popen(self, args: Sequence[str], tty: bool = False, **kwargs: Any) -> subprocess.Popen[Any]: ...
+    def run(
+        self, args: Sequence[str], stdin: str | None = None, timeout: float = 600, tty: bool = False
+    ) -> subprocess.CompletedProcess[Any]: ...
+    def close(self) -> None: ...
+
+
+class Site(Protocol):
+    """Where one lab runs (nestlab/sites): this machine, SSH servers or Kubernetes; read from the lab's record."""
+
+    name: str  # the site's word in the record (local, ssh, k8s)
+    here: bool  # its nodes are this machine's namespaces (else each share runs its own nestlab)
+    lab: str
+
+    def deploy(self, lab: Any, progress: Any = None, **options: Any) -> Any: ...
+    def remove(self) -> None: ...
+    def where(self) -> str: ...
+    def inspect(self, lab: Any, only: set[str] | None = None) -> dict[str, Any]: ...
+    def remote(self, ref: str) -> Remote | None: ...
+    def shares(self) -> dict[str, Remote]: ...

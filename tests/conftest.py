@@ -12,7 +12,7 @@ import machine
 import pytest
 
 from nestlab import Lab
-from nestlab.backends import cgroups, rtdump
+from nestlab.backends.kernel import cgroups, rtdump
 from nestlab.lab import cleanup, state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def pytest_runtest_setup(item):
     marker = item.get_closest_marker("kernel")
     if marker is None:
         return
-    from nestlab.backends import probe
+    from nestlab.backends.kernel import probe
 
     missing = [name for name in marker.args if not _has(probe, name)]
     if not missing:
@@ -86,7 +86,7 @@ def _has(probe, name: str) -> bool:
         except PermissionError:
             return False
     if name == "ovs-kernel":
-        from nestlab.backends import ovs
+        from nestlab.backends.services import ovs
 
         return ovs.kernel_datapath_available()
     return probe.kernel()[name][0]

@@ -20,7 +20,7 @@ from nestlab.registry import KINDS, LINK_MODES, RUNTIMES
 PACKAGE = ROOT / "nestlab"
 BIN = Path(sys.executable).parent
 # Readers and writers of other tools' formats speak those tools' kind names (containerlab, Kathará, netlab).
-FOREIGN = {"model/clab.py", "model/kathara.py", "model/gotemplate.py", "cli/clab.py"}
+FOREIGN = {"model/formats/clab.py", "model/formats/kathara.py", "model/formats/gotemplate.py", "cli/clab.py"}
 
 
 def test_the_layer_contracts_hold():
@@ -131,3 +131,26 @@ def test_ruff_finds_nothing():
     for args in (["check", "nestlab", "tests", "benchmarks"], ["format", "--check", "nestlab", "tests", "benchmarks"]):
         result = subprocess.run([str(BIN / "ruff"), *args], capture_output=True, text=True, cwd=ROOT)
         assert result.returncode == 0, " ".join(args) + "\n" + result.stdout[-4000:] + result.stderr[-1000:]
+
+
+def _sources() -> dict[str, str]:
+    return {str(path.relative_to(PACKAGE)): path.read_text() for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_each_question_has_one_home():
+    """Where a lab runs is read in lab/where.py alone; the topology's data is the Lab's own; the mount
+    table is read and /proc scanned by one module each; ``NODE:IFACE`` is split where it is read (the
+    model, its endpoint type and the foreign formats), never again downstream."""
+    sources = _sources()
+
+    def holding(*needles: str) -> set[str]:
+        return {name for name, text in sources.items() if any(n in text for n in needles)}
+
+    assert holding("site.json", "where.RECORD") <= {"lab/where.py"}
+    assert holding("._raw") == {"lab/lab.py"}
+    assert holding("/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts") == {"backends/kernel/mounts.py"}
+    assert holding('scandir("/proc")', 'listdir("/proc")') == {"backends/kernel/procs.py"}
+    splits = ('partition(":")', 'split(":", 1)', "partition(':')", "split(':', 1)")
+    other_colons = {"bench/results.py", "bench/memory.py", "backends/remote/oci.py"}  # /proc's "key: value", an image's tag
+    downstream = {name for name in holding(*splits) if not name.startswith("model/")} - other_colons
+    assert downstream == set(), downstream

@@ -23,7 +23,8 @@ import pytest
 from conftest import NESTLAB, ROOT, leftovers, root_links, run_cli
 
 from nestlab import Lab
-from nestlab.backends import cgroups, mpt_daemon
+from nestlab.backends.kernel import cgroups
+from nestlab.backends.services import mpt_daemon
 
 KILLS = int(os.environ.get("NESTLAB_CHAOS_KILLS", "3"))
 HOSTS = 30

@@ -65,6 +65,11 @@ def test_deploy_inspect_exec_destroy_as_containerlab_does(topo_file, lab_name):
     assert result["return-code"] == 0 and result["stdout"][0]["ifname"] == "eth1"  # JSON output stays JSON, as in containerlab
     plain = run_cli("clab", "exec", "-t", str(path), "--label", "clab-node-name=n2", "--cmd", "hostname")
     assert plain.stdout.strip() == "n2" and f"node=clab-{lab_name}-n2" in plain.stderr
+    both = run_cli("clab", "exec", "-t", str(path), "--label", f"clab-node-name=n1,containerlab={lab_name}", "--cmd", "hostname")
+    assert both.stdout.strip() == "n1", both.stdout + both.stderr  # comma-separated labels, all of them matched
+    unquoted = run_cli("clab", "exec", "-t", str(path), "--cmd", "echo 'x")
+    assert unquoted.returncode == 1 and "Traceback" not in unquoted.stderr, unquoted.stderr
+    assert '--cmd "echo \'x": No closing quotation' in unquoted.stderr, unquoted.stderr
 
     gone = run_cli("clab", "destroy", "-t", str(path), "--cleanup")
     assert gone.returncode == 0, gone.stderr

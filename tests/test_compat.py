@@ -15,7 +15,7 @@ import pytest
 from conftest import NESTLAB, ROOT, processes, root_links, run_cli
 
 from nestlab import Lab, names
-from nestlab.backends import cgroups
+from nestlab.backends.kernel import cgroups
 from nestlab.lab import cleanup, state
 
 SMOKE = ROOT / "tests" / "fixtures" / "clab-smoke"

@@ -7,7 +7,9 @@ import json
 import pytest
 from conftest import leftovers, run_cli
 
-from nestlab.backends import probe
+from nestlab import Lab
+from nestlab.backends.kernel import probe
+from nestlab.errors import LabError
 
 
 def test_doctor_reports_every_feature_with_a_fix():
@@ -37,32 +39,36 @@ def test_doctor_reports_every_feature_with_a_fix():
     assert leftovers() == []
 
 
-def test_deploy_needing_a_missing_kernel_feature_fails_up_front(topo_file):
-    missing = [name for name in ("ipvlan", "macvlan", "vxlan") if not probe.kernel()[name][0]]
-    if not missing:
-        pytest.skip("this kernel has ipvlan, macvlan and vxlan; the refusal path cannot be exercised here")
-    mode = missing[0]
+def _hidden(monkeypatch, feature: str) -> None:
+    """This kernel as if it lacked ``feature`` (the probe says so; nothing else changes)."""
+    real = probe.kernel()
+    monkeypatch.setattr(probe, "kernel", lambda: {**real, feature: (False, "Operation not supported")})
+
+
+@pytest.mark.parametrize("mode", ["ipvlan", "macvlan", "vxlan"])
+def test_deploy_needing_a_missing_kernel_feature_fails_up_front(topo_file, monkeypatch, mode):
+    _hidden(monkeypatch, mode)
     option = probe.link_features()[mode].config
     path = topo_file(
-        "name: {name}\ntopology:\n  nodes: {a: {}}\n  links:\n"
-        f'    - endpoints: ["a:eth1"]\n      mode: {mode}\n      parent: nic0\n'
-        if mode != "vxlan"
-        else 'name: {name}\nhosts: {x: {}, y: {}}\nwires: [{endpoints: ["x:n0", "y:n0"]}]\n'
-        'topology:\n  nodes: {a: {host: x}, b: {host: y}}\n  links: [{endpoints: ["a:v", "b:v"], mode: vxlan}]\n'
+        'name: {name}\nhosts: {x: {}, y: {}}\nwires: [{endpoints: ["x:n0", "y:n0"]}]\n'
+        "topology:\n  nodes: {a: {host: x}, b: {host: y}}\n"
+        + (
+            '  links: [{endpoints: ["a:v", "b:v"], mode: vxlan}]\n'
+            if mode == "vxlan"
+            else f'  links: [{{endpoints: ["a:eth1"], mode: {mode}, parent: "x:n0"}}]\n'
+        )
     )
-    result = run_cli("deploy", "-t", str(path))
-    assert result.returncode == 1
-    assert option in result.stderr and "nestlab doctor" in result.stderr and "Nothing was created" in result.stderr
+    with pytest.raises(LabError) as refused:
+        Lab.from_file(path).deploy()
+    assert option in str(refused.value) and "nestlab doctor" in str(refused.value) and "Nothing was created" in str(refused.value)
     assert leftovers() == []
 
 
-def test_deploy_with_netem_params_fails_up_front_without_netem(topo_file):
-    if probe.kernel()["netem"][0]:
-        pytest.skip("this kernel has netem; the refusal path cannot be exercised here")
+def test_deploy_with_netem_params_fails_up_front_without_netem(topo_file, monkeypatch):
+    _hidden(monkeypatch, "netem")
     path = topo_file(
         'name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links:\n    - endpoints: ["a:eth1", "b:eth1"]\n      params: {delay: 20ms}\n'
     )
-    result = run_cli("deploy", "-t", str(path))
-    assert result.returncode == 1
-    assert "CONFIG_NET_SCH_NETEM" in result.stderr and "Nothing was created" in result.stderr, result.stderr
+    with pytest.raises(LabError, match=r"CONFIG_NET_SCH_NETEM.*Nothing was created"):
+        Lab.from_file(path).deploy()
     assert leftovers() == []

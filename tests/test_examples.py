@@ -26,7 +26,21 @@ def test_demo_measures_and_destroys():
     result = run_cli("demo", "-t", "examples/quickstart.yml")
     assert result.returncode == 0, result.stderr
     assert "10/10" in result.stdout and "Mbit/s" in result.stdout
+    assert "nothing left behind (namespaces, mounts, processes, cgroups, interfaces checked)" in result.stderr
     assert leftovers() == []
+
+
+def test_what_a_lab_leaves_is_named_until_it_is_gone(topo_file):
+    """The check behind the demo's "nothing left behind": it names a running lab's objects, and none once destroyed."""
+    from nestlab import Lab
+    from nestlab.lab import cleanup
+
+    lab = Lab.from_file(topo_file("name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links: [{endpoints: [a:eth1, b:eth1]}]\n"))
+    with lab.deployed():
+        there = cleanup.left(lab.name)
+        assert {f"namespace /run/netns/nestlab.{lab.name}.{n}" for n in "ab"} <= set(there), there
+        assert f"folder /run/nestlab/{lab.name}" in there
+    assert cleanup.left(lab.name) == []
 
 
 def test_api_example_runs():

@@ -15,7 +15,7 @@ import pytest
 from conftest import NESTLAB, ROOT, leftovers, run_cli, star
 
 from nestlab import Lab, names
-from nestlab.backends import libc
+from nestlab.backends.kernel import libc
 from nestlab.errors import LabError
 
 

@@ -515,16 +515,16 @@ def state_seed(tmp_path_factory):
 def test_damaged_state_files_are_refused_and_cleaned(state_seed, edits):
     """A state file damaged any way: reading it is a LabError pointing at cleanup (or a state), and
     cleanup removes the lab's folder whatever it holds."""
-    from nestlab.lab import cleanup, multi
+    from nestlab.lab import cleanup, where
 
     folder = state.names.lab_dir("fzdamaged")
     os.makedirs(folder, exist_ok=True)
     try:
         with open(os.path.join(folder, "state.json"), "wb") as fh:
             fh.write(mutate(state_seed, edits))
-        with open(os.path.join(folder, multi.RECORD), "wb") as fh:
-            fh.write(mutate(b'{"servers": {}, "base": "/", "placement": {}}', edits))
-        for read in (state.read, multi.record):
+        with open(os.path.join(folder, where.RECORD), "wb") as fh:
+            fh.write(mutate(b'{"site": "ssh", "data": {"servers": {}, "base": "/", "placement": {}}}', edits))
+        for read in (state.read, where.read):
             try:
                 read("fzdamaged")
                 event(f"{read.__module__}: read")

@@ -13,8 +13,8 @@ import yaml
 from conftest import ROOT, run_cli
 
 from nestlab.lab import state
-from nestlab.model import gotemplate
 from nestlab.model.errors import TopologyError
+from nestlab.model.formats import gotemplate
 from nestlab.model.load import load_file
 
 FIXTURES = ROOT / "tests" / "fixtures"

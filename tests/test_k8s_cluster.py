@@ -18,8 +18,9 @@ import yaml
 from conftest import NESTLAB, ROOT, leftovers, processes, run_cli
 
 from nestlab import names
-from nestlab.backends import pki
-from nestlab.lab import cluster, state
+from nestlab.backends.remote import pki
+from nestlab.lab import state
+from nestlab.testbeds import cluster
 
 pytestmark = pytest.mark.k8s
 NAME = "k8sci"  # the cluster's lab
@@ -155,6 +156,14 @@ def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_
     lines = [json.loads(line) for line in events.communicate(timeout=60)[0].splitlines()]
     assert any(e.get("node") == "b" and "eth1" in json.dumps(e) for e in lines), lines
 
+    # link set on a link inside one pod is made by that pod's nestlab; a link cut between pods is refused.
+    assert run_cli("link", "set", "--lab", lab, "h1:eth1", "sw:p1", "--down").returncode == 0
+    assert run_cli("exec", "--lab", lab, "h3", "--", "ping", "-c1", "-W1", "10.0.3.1").returncode != 0
+    assert run_cli("link", "set", "--lab", lab, "h1:eth1", "sw:p1", "--up").returncode == 0
+    assert run_cli("exec", "--lab", lab, "h3", "--", "ping", "-c1", "-W3", "10.0.3.1").returncode == 0
+    cut = run_cli("link", "set", "--lab", lab, "a:eth1", "b:eth1", "--rate", "20mbit")
+    assert cut.returncode == 1 and "pin both ends to one server" in cut.stderr, cut.stderr
+
     server = subprocess.Popen([*NESTLAB, "exec", "--lab", lab, "b", "--", "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
     try:
         time.sleep(1)
@@ -168,7 +177,7 @@ def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_
     _kubectl(kube, "delete", "pod", "k8s-demo-node3", "--wait=false", check=True)  # by hand, mid-lab
     gone = run_cli("destroy", "--lab", lab)
     assert gone.returncode == 0, gone.stderr
-    assert "deleted" in gone.stderr
+    assert "removed from pods k8s-demo-node1, k8s-demo-node2, k8s-demo-node3" in gone.stderr, gone.stderr
     assert not os.path.exists(names.lab_dir(lab))
     assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", f"nestlab.io/lab={lab}", "-o", "name").stdout.strip()
 

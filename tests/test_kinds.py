@@ -8,7 +8,7 @@ import time
 from conftest import ROOT, leftovers, run_cli, star
 
 from nestlab import Lab
-from nestlab.backends.sockets import listening
+from nestlab.backends.kernel.sockets import listening
 from nestlab.registry import KINDS
 
 

@@ -8,7 +8,7 @@ import os
 from conftest import run_cli
 
 from nestlab import names
-from nestlab.backends import namespaces, rtdump
+from nestlab.backends.kernel import namespaces, rtdump
 
 STAR = (
     "name: {name}\ntopology:\n  nodes:\n    sw: {kind: bridge}\n"

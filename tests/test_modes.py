@@ -170,7 +170,7 @@ def test_ovs_netdev_tcp_and_drop_rule(lab_from):
     assert echo(s1, c1, ip, "tcp").startswith("HELLO"), "TCP is not matched by the drop rule"
     report = json.loads(run_cli("inspect", "--lab", lab.name, "--format", "json", check=True).stdout)
     sw = next(n for n in report["nodes"] if n["name"] == "sw")
-    from nestlab.backends import ovs
+    from nestlab.backends.services import ovs
 
     expected = "system" if ovs.kernel_datapath_available() else "netdev"
     assert sw["ovs"]["datapath"] == expected

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from nestlab import names
-from nestlab.backends import mpt_daemon, mptcp
+from nestlab.backends.kernel import mptcp
+from nestlab.backends.services import mpt_daemon
 from nestlab.bench import tools
 from nestlab.bench.suites import multipath
 from nestlab.lab.lab import Lab

@@ -18,10 +18,14 @@ from conftest import processes, run_cli
 
 from nestlab import Lab
 from nestlab.errors import LabError
-from nestlab.lab import emulate, multi, state
-from nestlab.lab.k8s import render
+from nestlab.lab import state
+from nestlab.model.errors import TopologyError
 from nestlab.model.schema import ServerSpec
 from nestlab.plan.placement import place
+from nestlab.sites.k8s import render
+from nestlab.sites.shares import split
+from nestlab.sites.ssh import remotes
+from nestlab.testbeds import emulate
 
 pytestmark = pytest.mark.skipif(not os.path.exists(emulate.SSHD), reason="needs Debian's openssh-server (make deps installs it)")
 
@@ -104,6 +108,17 @@ def test_plan_prints_the_split_and_bad_inventories_name_their_line(tmp_path, top
     assert bad.returncode == 1 and "waits for b (configure), which runs on another server" in bad.stderr, bad.stderr
 
 
+def test_a_server_named_in_a_lab_without_servers_is_a_file_error(topo_file):
+    """It is the file that names the server: exit 2 at its line, nothing made (the CLI and the API alike)."""
+    topo = topo_file("name: {name}\ntopology:\n  nodes:\n    a: {}\n    b: {server: s1}\n")
+    refused = run_cli("deploy", "-t", str(topo))
+    assert refused.returncode == 2 and f"{topo}:5:" in refused.stderr and "server 's1' is named here" in refused.stderr, (
+        refused.stderr
+    )
+    with pytest.raises(TopologyError, match="but this lab has no servers"):
+        Lab.from_file(topo).deploy()
+
+
 def test_kubernetes_manifests_are_valid_and_split_like_the_ssh_path():
     lightkube = pytest.importorskip("lightkube.codecs", reason="lightkube validates the manifests (make deps installs it)")
     lab = two_clusters()
@@ -113,7 +128,7 @@ def test_kubernetes_manifests_are_valid_and_split_like_the_ssh_path():
         assert obj.to_dict() == manifest, f"{manifest['kind']} has keys the API does not know"
     kinds = [m["kind"] for m in manifests]
     assert kinds == ["ConfigMap", "Service", "Pod", "Pod", "Pod"]
-    ssh = multi.split(lab, {s: ServerSpec(address=f"198.18.7.{i}") for i, s in enumerate(("s1", "s2", "s3"), 1)})
+    ssh = split(lab, {s: ServerSpec(address=f"198.18.7.{i}") for i, s in enumerate(("s1", "s2", "s3"), 1)})
     assert ssh.placement.server_of == parts.placement.server_of and ssh.placement.cut == parts.placement.cut
     shares = {k.removesuffix(".yml"): yaml.safe_load(v) for k, v in manifests[0]["data"].items()}
     for server, share in ssh.shares.items():
@@ -138,7 +153,7 @@ def servers(tmp_path):
 def share_labs(inventory) -> dict[str, list[str]]:
     """The labs each server holds, asked over SSH."""
     found = {}
-    for name, remote in multi.remotes(yaml.safe_load(inventory.read_text())["servers"], "/").items():
+    for name, remote in remotes(yaml.safe_load(inventory.read_text())["servers"], "/").items():
         answer = remote.run(remote.nestlab_cmd("inspect", "--all", "--format", "json"))
         assert answer.returncode == 0, answer.stderr
         found[name] = [row["lab"] for row in json.loads(answer.stdout)]
@@ -287,7 +302,7 @@ def test_servers_example_runs_on_emulated_servers(servers):
         # This machine's record lost: each server still cleans its share on its own.
         shutil.rmtree("/run/nestlab/servers-demo")
         assert share_labs(servers) == {"s1": ["servers-demo"], "s2": ["servers-demo"], "s3": ["servers-demo"]}
-        for remote in multi.remotes(yaml.safe_load(servers.read_text())["servers"], "/").values():
+        for remote in remotes(yaml.safe_load(servers.read_text())["servers"], "/").values():
             assert remote.run(remote.nestlab_cmd("cleanup", "servers-demo")).returncode == 0
     finally:
         run_cli("destroy", "--lab", "servers-demo", timeout=300)
@@ -308,3 +323,93 @@ def test_an_ovs_switch_spanning_servers_is_one_switch(servers, topo_file, lab_na
     finally:
         run_cli("destroy", "--lab", lab_name, timeout=300)
     assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
+
+
+@pytest.fixture
+def two_servers(tmp_path):
+    """Two emulated servers, removed (with everything inside them) after the test."""
+    name = "srv" + os.urandom(3).hex()
+    inventory = tmp_path / "inv.yml"
+    emulate.emulate(2, name, copy_to=str(inventory))
+    try:
+        yield inventory
+    finally:
+        emulate.destroy(name)
+
+
+def test_capture_events_and_link_set_ask_the_site_of_a_lab_on_two_servers(two_servers, topo_file, lab_name, tmp_path):
+    """The commands that work on a node (capture, events, link set) run where the node is: its server's
+    nestlab does the work, its output relayed here, as on this machine."""
+    from pcapng import FileScanner, blocks
+
+    topo = topo_file(
+        yaml.safe_dump(
+            {
+                "name": lab_name,
+                "topology": {
+                    "nodes": {"a": {"server": "s1"}, "b": {"server": "s1"}, "c": {"server": "s2"}},
+                    "links": [
+                        {"endpoints": ["a:eth1", "b:eth1"], "ipv4": ["10.0.6.1/30", "10.0.6.2/30"]},
+                        {"endpoints": ["b:eth2", "c:eth1"], "ipv4": ["10.0.6.5/30", "10.0.6.6/30"]},
+                    ],
+                },
+            }
+        )
+    )
+    assert run_cli("deploy", "-t", str(topo), "--servers", str(two_servers), timeout=300).returncode == 0
+    try:
+        pcap = tmp_path / "a.pcapng"
+        capture = subprocess.Popen(
+            [
+                *_exec(lab_name, "a")[:3],
+                "capture",
+                "--lab",
+                lab_name,
+                "a:eth1",
+                "-f",
+                "icmp",
+                "-c",
+                "4",
+                "-d",
+                "20",
+                "-w",
+                str(pcap),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        events = subprocess.Popen(
+            [*_exec(lab_name, "a")[:3], "events", "--lab", lab_name, "--format", "json", "-d", "20"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3)  # both streams open on s1 (over SSH)
+        assert "2 received" in run_cli("exec", "--lab", lab_name, "a", "--", "ping", "-c2", "-W2", "10.0.6.2").stdout
+        assert capture.wait(timeout=60) == 0, capture.stderr.read()
+        with open(pcap, "rb") as fh:
+            packets = [b.packet_data for b in FileScanner(fh) if isinstance(b, blocks.EnhancedPacket)]
+        assert len(packets) == 4 and all(p[12:14] == b"\x08\x00" and p[23] == 1 for p in packets), packets
+
+        down = run_cli("link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--down")
+        assert down.returncode == 0, down.stderr
+        assert "0 received" in run_cli("exec", "--lab", lab_name, "a", "--", "ping", "-c1", "-W1", "10.0.6.2").stdout
+        shaped = run_cli("link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--up", "--rate", "10mbit")
+        assert shaped.returncode == 0, shaped.stderr
+        qdiscs = run_cli("exec", "--lab", lab_name, "a", "--", "tc", "class", "show", "dev", "eth1").stdout
+        assert "rate 10Mbit" in qdiscs, qdiscs
+        assert "1 received" in run_cli("exec", "--lab", lab_name, "a", "--", "ping", "-c1", "-W2", "10.0.6.2").stdout
+
+        cut = run_cli("link", "set", "--lab", lab_name, "b:eth2", "c:eth1", "--rate", "10mbit")
+        assert cut.returncode == 1 and "s1, s2" in cut.stderr and "pin both ends to one server" in cut.stderr, cut.stderr
+
+        out, err = events.communicate(timeout=60)  # it ends by itself (-d) and ends its server's stream
+        assert events.returncode == 0, err
+        seen = [json.loads(line) for line in out.splitlines()]
+        moved = {(e["node"], e["event"]) for e in seen if e.get("interface") == "eth1"}
+        assert {("a", "down"), ("a", "up")} <= moved, seen
+        assert any(e["what"].get("set", {}).get("rate") == "10mbit" for e in seen if e["event"] == "change"), seen
+    finally:
+        destroyed = run_cli("destroy", "--lab", lab_name, timeout=300)
+    assert destroyed.returncode == 0 and "removed from servers s1, s2" in destroyed.stderr, destroyed.stderr
+    assert share_labs(two_servers) == {"s1": [], "s2": []}

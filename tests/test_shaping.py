@@ -14,7 +14,7 @@ import pytest
 from conftest import NESTLAB, run_cli
 from netcheck import echo, ping
 
-from nestlab.backends import shaping
+from nestlab.backends.kernel import shaping
 from nestlab.bench import tools
 
 PAIR = """name: {name}

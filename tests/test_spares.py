@@ -11,8 +11,8 @@ import time
 from conftest import ROOT, processes, run_cli, star
 
 from nestlab import names
-from nestlab.backends import rtdump, spares
-from nestlab.backends.netlink import Netlink
+from nestlab.backends.kernel import rtdump, spares
+from nestlab.backends.kernel.netlink import Netlink
 from nestlab.cli.lifecycle import _ahead
 from nestlab.model.glance import Glance, glance
 

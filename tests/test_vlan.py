@@ -76,7 +76,7 @@ def test_vlan_destroy_leaves_nothing(topo_file):
 
 
 def test_a_kernel_without_8021q_is_refused_before_anything_is_made(topo_file, monkeypatch):
-    from nestlab.backends import probe
+    from nestlab.backends.kernel import probe
 
     real = probe.kernel()
     monkeypatch.setattr(probe, "kernel", lambda: {**real, "vlan": (False, "Operation not supported")})

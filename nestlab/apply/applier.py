@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import kinds, links, names
-from ..backends import cgroups, containers, mptcp, namespaces, netlink, shaping, spares, views
-from ..backends.netlink import Netlink, Request
+from ..backends.kernel import cgroups, containers, mptcp, namespaces, netlink, shaping, spares, views
+from ..backends.kernel.netlink import Netlink, Request
 from ..errors import LabError
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj

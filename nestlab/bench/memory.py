@@ -9,7 +9,7 @@ this small.
 from __future__ import annotations
 
 from .. import names
-from ..backends import namespaces
+from ..backends.kernel import namespaces
 from ..lab.lab import Lab
 
 _KERNEL = ("Slab", "KernelStack", "PageTables", "Percpu")

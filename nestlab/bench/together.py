@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .. import names
-from ..backends import namespaces, sockets
+from ..backends.kernel import namespaces, sockets
 from ..lab.node import Node
 
 _GATE_BASH = ["bash", "-c", 'read _gate; t=$EPOCHREALTIME; echo "${t/[.,]/}000" >&2; exec "$@"', "bash"]

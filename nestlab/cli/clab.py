@@ -57,7 +57,7 @@ def containers(name: str) -> list[dict]:
     from ..lab.lab import Lab
 
     lab = Lab.running(name)
-    raw = lab._raw
+    raw = lab.document()
     nodes = raw["topology"]["nodes"]
     source = lab.source if os.path.exists(lab.source) else ""
     relative = os.path.relpath(source) if source else ""
@@ -235,18 +235,24 @@ def exec_cmd(
             raise LabError("provide command to execute (--cmd)")
         if fmt not in ("plain", "json"):
             raise LabError(f"--format must be json or plain, not '{fmt}'")
-        wanted = dict(item.partition("=")[::2] for item in label)
+        argvs = []
+        for cmd in cmds:
+            try:
+                argvs.append(shlex.split(cmd))
+            except ValueError as exc:
+                raise LabError(f"--cmd {cmd!r}: {exc} (quote the command as a shell would)") from None
+        wanted = dict(pair.partition("=")[::2] for item in label for pair in item.split(",") if pair)
         lab = Lab.running(_lab_name(topo, name))
         results: dict[str, list[dict]] = {}
         for node, obj in lab.plan.nodes.items():
-            have = labels(lab._raw, lab.name, node, obj.kind, lab.source)
+            have = labels(lab.document(), lab.name, node, obj.kind, lab.source)
             if KINDS.get(obj.kind).switch or any(have.get(k) != v for k, v in wanted.items()):
                 continue
-            for cmd in cmds:
-                done = Node(lab, node).popen(shlex.split(cmd), stdout=-1, stderr=-1, text=True)
+            for argv in argvs:
+                done = Node(lab, node).popen(argv, stdout=-1, stderr=-1, text=True)
                 stdout, stderr = done.communicate()
-                results.setdefault(container_name(lab._raw, node), []).append(
-                    {"cmd": shlex.split(cmd), "return-code": done.returncode, "stdout": _maybe_json(stdout), "stderr": stderr}
+                results.setdefault(container_name(lab.document(), node), []).append(
+                    {"cmd": argv, "return-code": done.returncode, "stdout": _maybe_json(stdout), "stderr": stderr}
                 )
         if fmt == "json":
             out.line(json.dumps(results, indent=2))

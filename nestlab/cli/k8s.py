@@ -55,19 +55,27 @@ def deploy(
     """
     from collections import Counter
 
-    from ..lab import k8s
     from ..lab.lab import Lab
+    from ..sites.k8s import Kubernetes
     from .common import notices
 
     started = time.perf_counter()
     with reported():
         lab = Lab.from_file(topo)
         notices(lab)
-        parts = k8s.deploy(lab, str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say)
-        found = k8s.record(lab.name) or {}
+        site = Kubernetes(lab.name, {})
+        parts = site.deploy(
+            lab,
+            _say,
+            kubeconfig=str(kubeconfig) if kubeconfig else None,
+            namespace=namespace,
+            image=image,
+            count=count,
+            timeout=timeout,
+        )
         counts = Counter(parts.placement.server(n) for n in lab.plan.nodes)
         tunnels = sum(len(s.stitched) for s in parts.shares.values()) // 2
-        pods = found.get("pods", {})
+        pods = site.data["pods"]
         err.line(
             f"lab {lab.name}: {len(lab.plan.nodes)} nodes in {len(pods)} pods "
             f"({', '.join(f'{pods[s]}: {counts.get(s, 0)}' for s in sorted(pods))}), "
@@ -98,9 +106,9 @@ def render(
     """
     import yaml
 
-    from ..lab.k8s import render as make
-    from ..lab.k8s_images import NESTLAB_REF
     from ..lab.lab import Lab
+    from ..sites.k8s import NESTLAB_REF
+    from ..sites.k8s import render as make
 
     with reported():
         lab = Lab.from_file(topo)
@@ -121,7 +129,8 @@ def image(output: Path | None = typer.Option(None, "-o", "--output", help="Also 
     """
     import shutil
 
-    from ..lab.k8s_images import NESTLAB_REF, nestlab_image
+    from ..sites.k8s import NESTLAB_REF
+    from ..testbeds.images import nestlab_image
 
     with reported():
         path = nestlab_image(_say)
@@ -145,7 +154,7 @@ def cluster_up(
 
     Example: nestlab k8s cluster up --nodes 3 --kubeconfig kc.yaml ; kubectl --kubeconfig kc.yaml get nodes
     """
-    from ..lab import cluster
+    from ..testbeds import cluster
 
     started = time.perf_counter()
     with reported():
@@ -167,7 +176,7 @@ def cluster_down(
     """Remove a cluster made by cluster up: every process, mount, namespace, interface and cgroup of it, its
     files, and the kubeconfig it wrote (the built binaries and images stay in /var/cache/nestlab)."""
     from ..errors import LabError
-    from ..lab import cluster
+    from ..testbeds import cluster
 
     with reported():
         which = name or (cluster.name_in(str(kubeconfig)) if kubeconfig else None)

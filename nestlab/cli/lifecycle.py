@@ -16,7 +16,7 @@ from .servers import ServersOpt
 from .tables import show
 
 if TYPE_CHECKING:
-    from ..backends import spares
+    from ..backends.kernel import spares
     from ..lab.lab import Lab
     from ..model.glance import Glance
 
@@ -52,7 +52,7 @@ def deploy(
     Example: nestlab deploy -t examples/quickstart.yml
     (the file format is described in docs/topology.md)
     """
-    from ..backends import spares
+    from ..backends.kernel import spares
     from ..model.glance import glance
 
     started = time.perf_counter()
@@ -79,7 +79,7 @@ def _deploy(
     if reconfigure:
         lab.destroy()
     started = time.perf_counter()
-    if lab.topology.servers:
+    if not lab.site.here:
         _deploy_split(topo, vars_files, None, False, started, lab)
         return
     execs = ExecReport()
@@ -124,14 +124,14 @@ def _deploy_split(
     """Deploy a lab on servers (an inventory's, or its file's) and say where everything went."""
     from collections import Counter
 
-    from ..lab import multi
     from ..lab.lab import Lab
     from ..model.servers import load_inventory
+    from ..sites.ssh import Starting
 
     starting = None
     if servers:
         found, _ = load_inventory(servers)
-        starting = multi.Starting({name: spec.model_dump() for name, spec in found.items()}, str(servers.parent.resolve()))
+        starting = Starting({name: spec.model_dump() for name, spec in found.items()}, str(servers.parent.resolve()))
     try:
         if lab is None:
             lab = Lab.from_file(topo, vars_files, servers)
@@ -142,7 +142,7 @@ def _deploy_split(
         if starting:
             starting.abandon()
         raise
-    split = multi.deploy(lab, starting=starting)
+    split = lab.site.deploy(lab, starting=starting)
     counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
     tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
     err.line(
@@ -214,21 +214,18 @@ def _exec_cause(command: str, output: str) -> str | None:
 def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
     """Remove a lab: its processes, namespaces, links and state (on every server, for a lab split
     across servers). Nothing else is touched."""
-    from ..lab import cleanup, k8s, multi, state
+    from ..lab import cleanup, state, where
 
     with reported():
         if lab and not topo:
             name = lab
         else:
             name = resolve(topo, lab).name
-        split = multi.record(name)
-        pods = k8s.record(name)
+        site = where.of(name)
         with state.locked(name):
             removed = cleanup.remove_lab(name)
-        if split:
-            err.line(f"lab {name}: removed from servers {', '.join(sorted(split['servers']))}")
-        elif pods:
-            err.line(f"lab {name}: pods {', '.join(sorted(pods['pods'].values()))} deleted (namespace {pods['namespace']})")
+        if not site.here:
+            err.line(f"lab {name}: removed from {site.where()}")
         else:
             err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
 
@@ -305,4 +302,8 @@ def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--top
         table.add_row("TCP throughput (iperf3, 3 s)", f"{tcp['mbps']:.0f} Mbit/s")
         table.add_row("TCP retransmits", str(tcp["retransmits"]))
         out.print(table)
-        err.print(f"lab {lab.name} destroyed; nothing left behind")
+        from ..lab import cleanup
+
+        if left := cleanup.left(lab.name):
+            raise LabError(f"lab {lab.name} destroyed, but {len(left)} of its objects are left: {', '.join(left[:5])}")
+        err.print(f"lab {lab.name} destroyed; nothing left behind (namespaces, mounts, processes, cgroups, interfaces checked)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -44,6 +45,8 @@ def link_set(
 
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     """
+    from ..lab import where
+
     with reported():
         given = dict(
             rate=rate,
@@ -66,7 +69,23 @@ def link_set(
             params["state"] = "down" if down else "up"
         if not params:
             raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
-        spent = resolve(topo, lab).link(a, b).set(direction=direction, **params)
+        found = resolve(topo, lab)
+        handle = found.link(a, b)
+        site = where.of(found.name)
+        if not site.here:  # the share holding the link changes it; its own line says what it did
+            share = site.one_share(
+                [a, b],
+                "live changes to a link cut between servers (a VXLAN tunnel) are not supported yet; pin both ends to one server",
+            )
+            options = [a for k, v in params.items() if k != "state" for a in (f"--{k}", str(v))]
+            flags = [f"--{params['state']}"] if "state" in params else []
+            raise typer.Exit(
+                site.forward(
+                    {share: ["link", "set", "--lab", found.name, a, b, *options, *flags, "--direction", direction]},
+                    sys.stdout.buffer,
+                )
+            )
+        spent = handle.set(direction=direction, **params)
         err.print(f"link {a} {b}: {', '.join(f'{k}={v}' for k, v in params.items())} applied in {spent:.1f} ms")
 
 
@@ -90,7 +109,7 @@ def link_show(
         chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
         if a is not None and not chosen:
             raise LabError(f"lab {the_lab.name} has no link between {a} and {b}")
-        from ..backends.shaping import Shaper
+        from ..backends.kernel.shaping import Shaper
         from ..lab.link_handle import LinkHandle
 
         shaper = Shaper()  # one for every link, and each link as already read (not the state again per link)

@@ -30,7 +30,7 @@ def image_build(
 
     Example: nestlab image build radio --debian bookworm --packages iperf3,iproute2
     """
-    from ..backends import rootfs
+    from ..backends.kernel import rootfs
 
     with reported():
         import re
@@ -54,7 +54,7 @@ def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or
     """List images made by nestlab image build."""
     from rich.table import Table
 
-    from ..backends import rootfs
+    from ..backends.kernel import rootfs
 
     with reported():
         images = rootfs.listing()
@@ -70,7 +70,7 @@ def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or
 @image_app.command("rm")
 def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
     """Delete an image made by nestlab image build (nodes running on it keep their copy-on-write view until destroyed)."""
-    from ..backends import rootfs
+    from ..backends.kernel import rootfs
 
     with reported():
         rootfs.remove(name)
@@ -128,7 +128,7 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
     """
     from rich.table import Table
 
-    from ..backends import probe
+    from ..backends.kernel import probe
     from ..registry import KINDS
 
     with reported():
@@ -157,7 +157,7 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
 
     from rich.table import Table
 
-    from ..backends import probe
+    from ..backends.kernel import probe
     from ..registry import KINDS, LINK_MODES, RUNTIMES
 
     with reported():

@@ -97,7 +97,8 @@ def capture(
     """
     import contextlib
 
-    from ..lab import k8s
+    from ..lab import where
+    from ..model.endpoint import Endpoint
     from ..observe import capture as cap
 
     with reported():
@@ -106,22 +107,19 @@ def capture(
             raise LabError("say where the packets go: -w FILE.pcapng, or -w - to pipe them (| tshark -r -, | wireshark -k -i -)")
         ends = []
         for ref in interfaces:
-            node, sep, iface = ref.partition(":")
-            if not sep or not iface:
+            end = Endpoint(ref)
+            if not end.whole:
                 raise LabError(f"'{ref}' is not NODE:INTERFACE (e.g. h1:eth1)")
-            ends.append((node, iface))
+            ends.append(end.key)
             if whole_link:
                 far = [x.b if x.a.ref == ref else x.a for x in found.plan.links.values() if ref in (x.a.ref, x.b.ref)]
                 if not far:
                     raise LabError(f"{ref} is not an end of a link between two nodes; --link needs one")
                 ends.append((far[0].node, far[0].iface))
-        if k8s.record(found.name):  # in the pods holding them
-            by_pod = k8s.pods_of(found.name, [f"{node}:{iface}" for node, iface in dict.fromkeys(ends)])
-            if len(by_pod) > 1:
-                raise LabError(
-                    f"those interfaces are in pods {', '.join(sorted(by_pod))}: capture each pod's in a command of its own"
-                )
-            ((pod, refs),) = by_pod.items()
+        site = where.of(found.name)
+        if not site.here:  # the share holding them captures, its pcapng relayed here
+            refs = [f"{node}:{iface}" for node, iface in dict.fromkeys(ends)]
+            share = site.one_share(refs, "capture each share's in a command of its own")
             args = [
                 "capture",
                 "--lab",
@@ -134,7 +132,7 @@ def capture(
                 *(["-d", str(duration)] if duration is not None else []),
             ]
             with open(write, "wb") if write != "-" else contextlib.nullcontext(sys.stdout.buffer) as fh:
-                raise typer.Exit(k8s.relay(found.name, {pod: args}, fh, by_line=False))
+                raise typer.Exit(site.forward({share: args}, fh, by_line=False))
         taps = []
         try:
             for node, iface in dict.fromkeys(ends):
@@ -143,14 +141,14 @@ def capture(
             for tap in taps:
                 tap.sock.close()
             raise
-        where = ", ".join(t.ref for t in taps)
-        err.print(f"capturing on {where}" + (f" ({bpf})" if bpf else "") + "; Ctrl-C stops")
+        tapped = ", ".join(t.ref for t in taps)
+        err.print(f"capturing on {tapped}" + (f" ({bpf})" if bpf else "") + "; Ctrl-C stops")
         if write == "-":
             written = cap.capture(taps, sys.stdout.buffer, count=count, duration=duration)
         else:
             with open(write, "wb") as fh:
                 written = cap.capture(taps, fh, count=count, duration=duration)
-        err.print(f"{written} packets from {where}" + ("" if write == "-" else f" in {write}"))
+        err.print(f"{written} packets from {tapped}" + ("" if write == "-" else f" in {write}"))
 
 
 @commands.command(name="events")
@@ -175,7 +173,7 @@ def events_cmd(
       nestlab events --lab manet
       nestlab events --lab manet --format json --since 0 --no-follow > changes.jsonl
     """
-    from ..lab import k8s
+    from ..lab import where
     from ..model.units import parse_time
     from ..observe.stream import Stream
 
@@ -183,7 +181,8 @@ def events_cmd(
         found = resolve(topo, lab)
         if fmt not in ("text", "json"):
             raise LabError(f"--format must be text or json, not '{fmt}'")
-        if pods := k8s.record(found.name):  # every pod's events, merged as they come
+        site = where.of(found.name)
+        if not site.here:  # every share's events, merged as they come
             args = [
                 "events",
                 "--lab",
@@ -194,9 +193,7 @@ def events_cmd(
                 "--follow" if follow else "--no-follow",
                 *(["-d", str(duration)] if duration is not None else []),
             ]
-            raise typer.Exit(
-                k8s.relay(found.name, {pod: args for pod in pods["pods"].values()}, sys.stdout.buffer, count, duration=duration)
-            )
+            raise typer.Exit(site.forward({share: args for share in site.shares()}, sys.stdout.buffer, count, duration=duration))
         if not found.is_running:
             raise LabError(f"lab {found.name} is not running here; deploy it first")
         start = time.time()

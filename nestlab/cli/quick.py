@@ -71,7 +71,7 @@ def link_set(argv: list[str]) -> int | None:
         return None
     a, b, options, flags = parsed
     from ..errors import LabError
-    from ..lab import state
+    from ..lab import state, where
     from ..lab.link_handle import LinkHandle
     from ..model.errors import TopologyError
 
@@ -87,7 +87,7 @@ def link_set(argv: list[str]) -> int | None:
     if not params:
         return None
     link = state.read_link(name, a, b)
-    if link is None:
+    if link is None or where.read(name):  # the lab runs elsewhere: the full command sends the change there
         return None
     try:
         commit = LinkHandle(_RunningLab(name), a, b, obj=link).prepare(direction=direction, **params)

@@ -36,7 +36,7 @@ def plan(
     import yaml
 
     from ..lab.lab import Lab
-    from ..lab.multi import split
+    from ..sites.shares import split
 
     with reported():
         lab = Lab.from_file(topo, servers=servers)
@@ -68,7 +68,7 @@ def plan(
             f"VXLAN tunnels: {tunnels} (MTU {parts.mtu}, UDP port {lab.topology.stitch.port})"
         )
         for a, b in placed.cut[:20]:
-            out.line(f"  {a} ({placed.server(a.partition(':')[0])}) <-> {b} ({placed.server(b.partition(':')[0])})")
+            out.line(f"  {a} ({placed.server(a.node)}) <-> {b} ({placed.server(b.node)})")
         if len(placed.cut) > 20:
             out.line(f"  ... and {len(placed.cut) - 20} more (--format json lists all)")
 
@@ -86,7 +86,7 @@ def emulate(
 
     Example: nestlab servers emulate 3 --inventory inv.yml ; nestlab deploy -t lab.yml --servers inv.yml
     """
-    from ..lab import emulate as emu
+    from ..testbeds import emulate as emu
 
     with reported():
         if destroy:
@@ -109,9 +109,9 @@ def check(
     import time
 
     from .. import __version__
-    from ..backends.ssh import each
-    from ..lab.multi import remotes
+    from ..backends.remote.ssh import each
     from ..model.servers import load_inventory
+    from ..sites.ssh import remotes
 
     def probe(remote):
         remote.run(["true"], timeout=30)  # the master connection first, so the clock is read in one round trip

@@ -134,12 +134,12 @@ def shell(
     lab: str | None = LabOpt,
 ):
     """Open an interactive shell inside a node (exit it to come back)."""
-    from ..lab import k8s, multi
+    from ..lab import where
 
     with reported():
         the_lab = resolve(topo, lab)
         target = node_of(the_lab, node)
-        if remote := multi.remote_for(the_lab.name, node) or k8s.remote_for(the_lab.name, node):  # on its server, with a terminal
+        if remote := where.of(the_lab.name).remote(node):  # on its server, with a terminal
             raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)
         prompt = f"[{the_lab.name}/{node}] \\w# "
         proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})

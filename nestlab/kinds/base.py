@@ -17,7 +17,7 @@ from ..registry import KINDS
 from ..seams import Draft
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Netlink
+    from ..backends.kernel.netlink import Netlink
     from ..model.schema import NodeSpec
     from ..plan.objects import NodeObj
     from ..seams import Applying

@@ -24,7 +24,7 @@ class Frr(NodeKind):
     images = ("frrouting/frr",)  # docker.io/frrouting/frr:v8.4.1, quay.io/frrouting/frr:...
 
     def plan(self, node: Draft) -> dict[str, Any]:
-        from ..backends import frr
+        from ..backends.services import frr
 
         own = (os.path.join(names.node_dir(node.lab, node.name), "etc", "frr"), frr.CONFIG_DIR, False)
         # Its plan object is a linux node that runs FRR: a router forwards (its own sysctls still win).
@@ -39,17 +39,17 @@ class Frr(NodeKind):
         }
 
     def prepare(self, ap: Applying, node: NodeObj) -> None:
-        from ..backends import frr
+        from ..backends.services import frr
 
         frr.write(ap.lab, node.name, node.config or "", node.name.replace("/", "-"))
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
-        from ..backends import frr
+        from ..backends.services import frr
 
         frr.start({n.name: (lambda args, node=n.name, **kw: ap.popen(node, args, **kw)) for n in nodes})
 
     def doctor(self) -> list[tuple[str, bool, str, str]]:
-        from ..backends import frr
+        from ..backends.services import frr
 
         why = frr.available()
         return [
@@ -62,7 +62,7 @@ class Frr(NodeKind):
         ]
 
     def missing(self, nodes: list[NodeObj]) -> list[str]:
-        from ..backends import frr
+        from ..backends.services import frr
 
         why = frr.available()  # "kind: frr needs ...": the deploy's message says "this lab needs ..."
         return [why.removeprefix("kind: frr needs ")] if why else []

@@ -36,15 +36,15 @@ class Iperf3(NodeKind):
     }
 
     def plan(self, node: Draft) -> dict[str, Any]:
-        return {"options": (("port", str(getattr(node.spec, "server_port", None) or DEFAULT_PORT)),)}
+        return {"options": (("port", getattr(node.spec, "server_port", None) or DEFAULT_PORT),)}
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
         """Start each node's server, then wait until every one listens (so a client may connect once deploy returns)."""
-        from ..backends.sockets import listening
+        from ..backends.kernel.sockets import listening
 
         servers = {}
         for node in nodes:
-            port = int(dict(node.options)["port"])
+            port = node.number("port")
             servers[node.name] = (
                 port,
                 ap.popen(
@@ -70,7 +70,7 @@ class Iperf3(NodeKind):
                 proc.stderr.close()
 
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
-        port = int(dict(node.options)["port"])
+        port = node.number("port")
         return {"iperf3": {"port": port}, "detail": f"server :{port}"}
 
 

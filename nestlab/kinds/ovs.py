@@ -9,7 +9,7 @@ from ..seams import Draft
 from .base import Switch, register
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Netlink
+    from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -40,34 +40,34 @@ class Ovs(Switch):
         }
 
     def started(self, ap: Applying, node: NodeObj, nl: Netlink) -> None:
-        from ..backends import ovs
+        from ..backends.services import ovs
 
         ovs.Switch(ap.lab, node.name).start(node.datapath or "auto", node.controller)
 
     def ports(self, ap: Applying, node: NodeObj, ifaces: list[str]) -> None:
-        from ..backends import ovs
+        from ..backends.services import ovs
 
         ovs.Switch(ap.lab, node.name).add_ports(ifaces)
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
-        from ..backends import ovs
+        from ..backends.services import ovs
 
         for node in nodes:
             if node.flows:
                 ovs.Switch(ap.lab, node.name).add_flows(list(node.flows))
 
     def port_removed(self, ap: Applying, node: NodeObj, iface: str) -> None:
-        from ..backends import ovs
+        from ..backends.services import ovs
 
         ovs.Switch(ap.lab, node.name).del_port(iface)
 
     def removed(self, lab: str, node: NodeObj) -> None:
-        from ..backends import ovs
+        from ..backends.services import ovs
 
         shutil.rmtree(ovs.run_dir(lab, node.name), ignore_errors=True)
 
     def missing(self, nodes: list[NodeObj]) -> list[str]:
-        from ..backends import ovs
+        from ..backends.services import ovs
 
         problems = []
         if tools := [t for t in ovs.TOOLS if not shutil.which(t)]:
@@ -77,7 +77,8 @@ class Ovs(Switch):
         return problems
 
     def doctor(self) -> list[tuple[str, bool, str, str]]:
-        from ..backends import ovs, probe
+        from ..backends.kernel import probe
+        from ..backends.services import ovs
 
         kernel = ovs.kernel_datapath_available()
         user = bool(shutil.which("ovs-vswitchd")) and probe.kernel()["tun"][0]
@@ -97,7 +98,7 @@ class Ovs(Switch):
         ]
 
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
-        from ..backends import ovs
+        from ..backends.services import ovs
 
         info = ovs.Switch(lab, node.name).info()
         return {"ovs": info, "detail": f"{info['datapath']}, {info['checksums']}"}

@@ -7,9 +7,9 @@ import shutil
 import signal
 
 from .. import names
-from ..backends import cgroups, namespaces, netlink, rtdump
+from ..backends.kernel import cgroups, mounts, namespaces, netlink, procs, rtdump
 from ..registry import RUNTIMES
-from . import k8s, multi
+from . import where
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -22,34 +22,41 @@ def marked_namespaces(lab: str | None = None) -> list[str]:
 
 
 def _mounts_under(prefix: str) -> list[str]:
-    with open("/proc/self/mountinfo") as fh:
-        points = [line.split()[4] for line in fh]
-    return [p for p in points if p.startswith(prefix)]
+    return [p for p in mounts.points() if p.startswith(prefix)]
 
 
 def _kill_tools_of(lab: str) -> None:
     """Kill processes outside the lab's namespaces that work on its folder: a tool a killed deploy left
     running (an ``ovs-vsctl`` waits up to 30 s for a switch that is gone)."""
     folder = os.fsencode(names.lab_dir(lab) + "/")
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
-                if folder in fh.read():
-                    os.kill(int(entry.name), signal.SIGKILL)
-        except OSError:  # gone meanwhile
-            continue
+    for pid in procs.others():
+        if folder in procs.cmdline(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:  # gone meanwhile
+                continue
+
+
+def left(lab: str) -> list[str]:
+    """What of ``lab`` is still on this machine: namespaces, its folder, mounts, processes working in it,
+    cgroups and interfaces of this machine carrying its marker (empty once it is gone)."""
+    folder = names.lab_dir(lab)
+    found = [f"namespace {p}" for p in marked_namespaces(lab)]
+    found += [f"folder {folder}"] if os.path.exists(folder) else []
+    found += [f"mount {p}" for p in _mounts_under(folder + "/")]
+    found += [f"process {pid}" for pid in procs.others() if os.fsencode(folder + "/") in procs.cmdline(pid)]
+    found += [f"cgroup {p}" for p in cgroups.lab_cgroups().get(lab, [])]
+    found += [f"interface {name}" for name in rtdump.marked(lab)]
+    return found
 
 
 def remove_lab(lab: str) -> int:
     """Remove everything marked as ``lab``'s (on every server, for a lab split across servers); returns
     how many namespaces went here."""
     try:
-        multi.remove_remote(lab)
-        k8s.remove(lab)
+        where.of(lab).remove()
         damaged = None
-    except multi.DamagedRecord as exc:  # what is on this machine can still go
+    except where.DamagedRecord as exc:  # what is on this machine can still go
         damaged = exc
     for runtime in RUNTIMES.values():
         runtime.remove_leftovers(lab)

@@ -5,14 +5,24 @@ from __future__ import annotations
 import os
 
 from .. import kinds, names
-from ..backends import cgroups, mptcp, namespaces, rtdump
+from ..backends.kernel import cgroups, mptcp, namespaces, rtdump
 from ..registry import KINDS
-from . import collector, k8s, multi
+from . import collector, where
 from .lab import Lab
 
 
-@collector.paused()
 def inspect(lab: Lab, only: set[str] | None = None) -> dict:
+    """What the lab's site reports of it: for a lab here, :func:`here`; for a lab elsewhere, every
+    share's report merged, each node with where it runs.  ``only``: just those nodes."""
+    site = where.of(lab.name)
+    report = site.inspect(lab, only)
+    if not site.here and only is not None:
+        report["nodes"] = [n for n in report["nodes"] if n["name"] in only]
+    return report
+
+
+@collector.paused()
+def here(lab: Lab, only: set[str] | None = None) -> dict:
     """Hosts, switches and nodes with their namespace, state and live interfaces.
 
     Per interface: state, MTU, MAC, addresses, bridge, and the attachment mode
@@ -20,10 +30,6 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     per node with a cgroup, CPU seconds and memory used (components included) and limits;
     per node with ``mptcp:``, its connections and their subflows.  ``only``: just those nodes.
     """
-    if multi.record(lab.name) or k8s.record(lab.name):  # split across servers or pods: each reads its share
-        report = multi.inspect(lab.name) if multi.record(lab.name) else k8s.inspect(lab.name)
-        report["nodes"] = [n for n in report["nodes"] if only is None or n["name"] in only]
-        return report
     plan = lab.plan
     modes = {
         (end.node, end.iface): "wire"
@@ -34,7 +40,7 @@ def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     }
     modes.update(
         {
-            (a.end.node, a.end.iface): ":".join([a.mode, *(v for k, v in a.options if k != "bridge")])
+            (a.end.node, a.end.iface): ":".join([a.mode, *(str(v) for k, v in a.options if k != "bridge")])
             for a in plan.attachments.values()
         }
     )

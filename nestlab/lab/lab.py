@@ -17,7 +17,6 @@ Example (run as root)::
 from __future__ import annotations
 
 import copy
-import errno
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -26,10 +25,11 @@ from typing import TYPE_CHECKING
 
 from .. import names
 from ..errors import LabError
+from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
 from ..plan.objects import Plan
 from ..registry import KINDS
-from . import cleanup, collector, multi, state
+from . import cleanup, collector, state, where
 from .node import Node
 
 # Checking, planning and applying are imported when first used: a command on a running lab
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..model.load import Loaded
     from ..model.schema import Topology
     from ..plan.diff import Changes
+    from ..seams import Site
     from .link_handle import LinkHandle
 
 ExecReport = Callable[[str, str, int, str], None]
@@ -200,11 +201,11 @@ class Lab:
         """
         links = self._raw["topology"]["links"]
         nodes = self._raw["topology"]["nodes"]
-        for j, endpoint in enumerate(endpoints):
-            node, _, component = endpoint.partition(":")[0].partition("/")
+        for j, endpoint in enumerate(map(Endpoint, endpoints)):
+            node, _, component = endpoint.node.partition("/")
             if node not in nodes or (component and component not in (nodes[node].get("components") or {})):
                 path = ("topology", "links", len(links), "endpoints", j)
-                raise TopologyError(self.source, [Problem(path, f"node '{endpoint.partition(':')[0]}' is not defined")])
+                raise TopologyError(self.source, [Problem(path, f"node '{endpoint.node}' is not defined")])
         extra = {k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), *options.items()) if v is not None}
         links.append({"endpoints": list(endpoints), **extra})
         self._changed()
@@ -214,85 +215,38 @@ class Lab:
         self._plan = None
 
     # -- lifecycle ----------------------------------------------------------------
-    @collector.paused()
+    @property
+    def site(self) -> Site:
+        """Where the lab runs: as its record says once it runs, else where a deploy of it goes (its
+        ``servers:``, or this machine)."""
+        if self._topology is None or where.read(self.name):  # running (its plan recorded), or recorded elsewhere
+            return where.of(self.name)
+        return where.chosen(self.topology)
+
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes:
         """Create what is missing, remove what is no longer wanted; returns what was changed (for a lab
-        on servers:, where each node went: a :class:`~nestlab.lab.multi.Split`).
+        on servers:, where each node went: a :class:`~nestlab.sites.shares.Split`).
 
         Deploying an already running, identical lab changes nothing.
         """
-        from ..apply.applier import Applier
-        from ..backends.netlink import NetlinkError
-        from ..plan.diff import diff
+        return where.chosen(self.topology).deploy(self, progress, on_exec=on_exec)
 
-        if self.topology.servers:  # split across servers: each deploys its share (lab/multi.py)
-            return multi.deploy(self, progress)
-        if pinned := sorted(n for n, spec in self.topology.topology.nodes.items() if spec.server):
-            raise LabError(
-                f"{', '.join(pinned[:5])} name a server: but the lab has no servers: give them in the file or with --servers FILE"
-            )
-
-        with state.locked(self.name):
-            current = state.read(self.name)
-            if current and current.status == "deploying":
-                raise LabError(
-                    f"an earlier deploy of lab '{self.name}' (pid {current.pid}) stopped half-way; "
-                    f"run `nestlab cleanup {self.name}` and deploy again"
-                )
-            if current is None and cleanup.marked_namespaces(self.name):
-                raise LabError(f"lab '{self.name}' has leftovers from a process that died; run `nestlab cleanup {self.name}`")
-            have = _existing(self.name, current.plan) if current else Plan()
-            changes = diff(self.plan, have)
-            if _retune(self.name, self.plan, have) and not changes:
-                self._record("running", self.plan)
-            if not changes:
-                return changes
-            try:
-                _check_needs(changes)
-            except LabError:
-                if current is None:
-                    cleanup.remove_lab(self.name)
-                raise
-            commit, drop = None, None
-            try:  # the finished state is written first: a full disk stops the deploy before anything changes
-                commit, drop = state.prepared(self._state("running", self.plan))
-                self._record("deploying", current.plan if current else Plan())
-            except OSError:
-                if drop:
-                    drop()
-                if current is None:
-                    cleanup.remove_lab(self.name)
-                raise
-            try:
-                Applier(self.name, {**have.nodes, **self.plan.nodes}, progress).apply(changes)
-            except BaseException as exc:
-                drop()
-                if current is None:
-                    cleanup.remove_lab(self.name)
-                else:
-                    self._record("running", _without(have, changes))
-                if isinstance(exc, NetlinkError):
-                    raise LabError(
-                        f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno, '')}; "
-                        f"{'nothing was left behind' if current is None else 'the lab is as it was'}"
-                    ) from exc
-                raise
-            commit()
-        from . import startup
-
-        startup.run(self, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
-        return changes
-
-    def _state(self, status: str, plan: Plan) -> state.LabState:
+    def snapshot(self, status: str, plan: Plan) -> state.LabState:
+        """The lab's state record: ``status`` (deploying, running), its topology as data and ``plan``."""
         return state.LabState(self.name, status, os.getpid(), self.source, time.time(), self._raw, plan)
 
-    def _record(self, status: str, plan: Plan) -> None:
-        state.write(self._state(status, plan))
+    def document(self) -> dict:
+        """The checked topology as data, as the state file holds it (read it, do not change it)."""
+        return self._raw
+
+    def problem(self, path: tuple, message: str) -> Problem:
+        """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
+        return self._located.problem(path, message) if self._located is not None else Problem(path, message)
 
     def save(self, to: str | os.PathLike | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the
         lab's folder, and into ``to``/NODE/frr.conf when given (as ``clab save``); returns the files by node."""
-        from ..backends import frr
+        from ..backends.services import frr
 
         written = {}
         for name, obj in self.plan.nodes.items():
@@ -327,60 +281,3 @@ class Lab:
     def is_running(self) -> bool:
         current = state.read(self.name)
         return bool(current and current.status == "running")
-
-
-_HINTS = {
-    errno.EXFULL: " (a Linux bridge takes at most 1024 ports: split it, e.g. a bridge per group of nodes joined to a core bridge)"
-}
-
-
-def _retune(lab: str, plan: Plan, have: Plan) -> bool:
-    """Write changed cgroup limits of running nodes in place (limits never recreate a node)."""
-    from ..backends import cgroups
-
-    changed = [
-        (n, have.nodes[n.name])
-        for n in plan.nodes.values()
-        if n.cgroup and n.name in have.nodes and have.nodes[n.name].resources != n.resources
-    ]
-    for new, old in changed:
-        lifted = {k: "none" for k in dict(old.resources) if k not in dict(new.resources)}
-        cgroups.Tree(lab).set(new.name, {**lifted, **dict(new.resources)})
-    return bool(changed)
-
-
-def _check_needs(changes: Changes) -> None:
-    """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
-    from .. import kinds
-    from ..backends import probe, shaping
-    from ..registry import LINK_MODES
-
-    needs = {feature for x in changes.add_links + changes.add_attachments for feature in LINK_MODES.get(x.mode).needs(x)}
-    shaped = [dict(x.shape_a + x.shape_b) for x in changes.add_links + changes.reshape]
-    needs |= {"htb" for shape in shaped if shape}
-    needs |= {"netem" for shape in shaped if set(shape) & set(shaping.NETEM_KEYS)}
-    nat = any(br.nat or br.netfilter for n in changes.add_nodes for br in n.bridges)
-    others = [problem for kind, nodes in kinds.grouped(changes.add_nodes) for problem in kind.missing(nodes)]
-    if needs or nat or others:
-        probe.check_needs(needs, nat, others)
-
-
-def _existing(lab: str, plan: Plan) -> Plan:
-    """The recorded plan minus nodes whose namespace vanished (and what depends on them)."""
-    alive = {n for n in plan.nodes if os.path.exists(names.netns_path(lab, n))}
-    return Plan(
-        {n: o for n, o in plan.nodes.items() if n in alive},
-        {k: x for k, x in plan.links.items() if x.deps <= alive},
-        {k: x for k, x in plan.attachments.items() if x.deps <= alive},
-    )
-
-
-def _without(have: Plan, changes: Changes) -> Plan:
-    gone_nodes = {n.name for n in changes.del_nodes}
-    gone_links = {x.key for x in changes.del_links}
-    gone_attachments = {x.key for x in changes.del_attachments}
-    return Plan(
-        {n: o for n, o in have.nodes.items() if n not in gone_nodes},
-        {k: x for k, x in have.links.items() if k not in gone_links and not x.deps & gone_nodes},
-        {k: x for k, x in have.attachments.items() if k not in gone_attachments and not x.deps & gone_nodes},
-    )

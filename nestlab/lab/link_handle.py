@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends import shaping
+from ..backends.kernel import shaping
 from ..errors import LabError
 from ..model import shape_keys
 from ..model.errors import Problem, TopologyError
@@ -186,7 +186,7 @@ def _store(lab: LabView, link: LinkObj) -> None:
 
 
 def _probe():
-    """backends.probe, which loads every link mode: only a change that needs netem asks it."""
-    from ..backends import probe
+    """backends.kernel.probe, which loads every link mode: only a change that needs netem asks it."""
+    from ..backends.kernel import probe
 
     return probe

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .. import names
-from ..backends import cgroups, namespaces
+from ..backends.kernel import cgroups, namespaces
 from ..errors import LabError
 from ..plan.objects import NodeObj, Plan
 from ..registry import RUNTIMES
-from . import k8s, multi
+from . import where
 
 
 class LabView(Protocol):
@@ -109,8 +109,8 @@ class Node:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
         if isinstance(args, str):
             args = ["sh", "-c", args]
-        remote = multi.remote_for(self.lab.name, self.name) or k8s.remote_for(self.lab.name, self.name)
-        if remote:  # a lab split across servers: the node's own server runs it
+        remote = where.of(self.lab.name).remote(self.name)
+        if remote:  # the node's own server or pod runs it
             return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab.name, self.name, "--", *args), **kwargs)
         kwargs["env"] = self.environ(kwargs.get("env"))
         path = names.netns_path(self.lab.name, self.name)
@@ -173,7 +173,7 @@ class Node:
         import signal
         import time
 
-        from ..backends import shaping
+        from ..backends.kernel import shaping
         from . import events
 
         started = time.perf_counter()

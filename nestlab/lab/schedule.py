@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends import shaping
+from ..backends.kernel import shaping
 from ..model import visibility
 from ..model.units import parse_time
 from ..model.visibility import pair_link_names

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import names
-from ..backends import namespaces
+from ..backends.kernel import namespaces
 from ..errors import LabError
 from ..plan.objects import LinkObj, Plan
 from . import collector
@@ -196,7 +196,7 @@ def locked(lab: str, wait: float = LOCK_WAIT, create: bool = True) -> Iterator[N
 
 def labs() -> list[str]:
     """Every lab with anything on this machine: a state directory, a namespace or a cgroup."""
-    from ..backends.cgroups import lab_cgroups
+    from ..backends.kernel.cgroups import lab_cgroups
 
     found = set(lab_cgroups())
     if os.path.isdir(names.STATE_ROOT):

@@ -15,12 +15,12 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from ..model.errors import Path, Problem
-from ..plan.objects import AttachObj, EndObj, LinkObj, shapes
+from ..plan.objects import AttachObj, EndObj, LinkObj, Options, shapes
 from ..registry import LINK_MODES
 from ..seams import Applying, Checking, KernelFeature, Planning
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..model.schema import LinkSpec
     from ..plan.diff import Changes
 
@@ -83,7 +83,7 @@ class LinkMode:
         host, parent = b.attach_point(link)
         return AttachObj(ends[0], self.name, host, parent, self.plan_options(link), link.mtu, shape=shapes(link.params)[0])
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
+    def plan_options(self, link: LinkSpec) -> Options:
         """The mode's own keys of ``link`` as plan options (defaults filled in)."""
         return ()
 
@@ -111,7 +111,7 @@ class LinkMode:
 
     def delete(self, ap: Applying, obj: LinkObj | AttachObj, quiet: bool) -> None:
         """Remove ``obj``'s kernel objects (``ap.run_quiet(node, req, quiet)``)."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         for end in self.devices(obj):
             ap.run_quiet(end.node, netlink.del_link(end.iface), quiet)
@@ -119,7 +119,7 @@ class LinkMode:
 
 def into_switches(ap: Applying, ends: Iterable[EndObj]) -> None:
     """Queue each end made inside a ``kind: bridge`` node as a port of its bridge."""
-    from ..backends import netlink
+    from ..backends.kernel import netlink
 
     for end in ends:
         if master := ap.bridge(end.node):
@@ -143,7 +143,7 @@ class SubInterface(LinkMode):
         raise NotImplementedError
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         lookups = [ap.queue(att.host, netlink.get_link(att.parent)) for att in objs]
         answers = ap.flush()

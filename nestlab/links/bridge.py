@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..plan.objects import AttachObj, EndObj, HostBridge, LinkObj
+from ..plan.objects import AttachObj, EndObj, HostBridge, LinkObj, Options
 from .base import KernelFeature, LinkMode, Stage, register, up_and_address
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Bridge(LinkMode):
     }
 
     def needs(self, att: LinkObj | AttachObj) -> set[str]:
-        return {"bridge-nf"} if att.option("netfilter") == "True" else set()
+        return {"bridge-nf"} if att.flag("netfilter") else set()
 
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         problems = [
@@ -98,8 +98,8 @@ class Bridge(LinkMode):
         if parent:
             b.seg.join((host, parent), ("hbr", host, name))
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
-        return (("bridge", link.bridge or "br0"),) + ((("netfilter", "True"),) if link.bridge_netfilter else ())
+    def plan_options(self, link: LinkSpec) -> Options:
+        return (("bridge", link.bridge or "br0"),) + ((("netfilter", True),) if link.bridge_netfilter else ())
 
     def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         att = super().build(b, link, ends)
@@ -122,7 +122,7 @@ class Bridge(LinkMode):
             entry["nat"] |= bool(link.nat)
             entry["netfilter"] |= bool(link.bridge_netfilter)
             if link.publish:
-                target = b.members[tuple(link.endpoints[0].split(":", 1))].ipv4[0].split("/")[0]
+                target = b.members[link.endpoints[0].key].ipv4[0].split("/")[0]
                 entry["publish"] += [(p.split("/")[1], int(p.split("/")[0]), target) for p in link.publish]
         for (host, name), entry in found.items():
             addresses: tuple[str, ...] = ()
@@ -142,11 +142,11 @@ class Bridge(LinkMode):
 
     # -- apply -------------------------------------------------------------------------------------------
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import nat, netlink
+        from ..backends.kernel import nat, netlink
 
         hosts = [n for n in changes.add_nodes if n.bridges]
         self._host_bridges(ap, hosts)
-        lookups = [ap.queue(att.host, netlink.get_link(att.option("bridge"))) for att in objs]
+        lookups = [ap.queue(att.host, netlink.get_link(att.text("bridge"))) for att in objs]
         answers = ap.flush()
         for att, slot in zip(objs, lookups):
             master = answers[att.host][slot]
@@ -165,7 +165,7 @@ class Bridge(LinkMode):
 
     def _host_bridges(self, ap: Applying, hosts: list[NodeObj]) -> None:
         """Bridges in hosts' namespaces: created up, uplink NIC enslaved, the host's address on the bridge."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         slots = [
             (host, br, ap.queue(host.name, netlink.new_bridge(br.name, ap.alias), netlink.get_link(br.name)) + 1)

@@ -11,9 +11,9 @@ from .overlay import Overlay
 from .vxlan import Vxlan
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..model.schema import LinkSpec
-    from ..plan.objects import LinkObj
+    from ..plan.objects import LinkObj, Options
     from ..seams import Applying
 
 IFLA_GENEVE_ID, IFLA_GENEVE_REMOTE, IFLA_GENEVE_PORT = 1, 2, 5
@@ -26,18 +26,18 @@ class Geneve(Overlay):
     options = Vxlan.options
     features = {"geneve": KernelFeature("CONFIG_GENEVE", {"kind": "geneve", "geneve_id": 42, "geneve_remote": "10.255.0.2"})}
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
-        return (("port", str(link.port or 6081)),)
+    def plan_options(self, link: LinkSpec) -> Options:
+        return (("port", link.port or 6081),)
 
     def request(self, ap: Applying, link: LinkObj, side: int) -> Request:
         """A Geneve device born in the node; its UDP socket stays in the host's namespace (Geneve names no local address)."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         end, (_host, _local, remote) = link.ends[side], link.underlay[side]
         data = (
-            netlink.u32_attr(IFLA_GENEVE_ID, int(dict(link.options)["vni"]))
+            netlink.u32_attr(IFLA_GENEVE_ID, link.number("vni"))
             + netlink.attr(IFLA_GENEVE_REMOTE, socket.inet_aton(remote))
-            + netlink.attr(IFLA_GENEVE_PORT, struct.pack("!H", int(dict(link.options)["port"])))
+            + netlink.attr(IFLA_GENEVE_PORT, struct.pack("!H", link.number("port")))
         )
         return netlink.sublink(self.name, end.iface, data, alias=ap.alias, ns_fd=ap.fd(end.node), mtu=link.mtu)
 

@@ -17,7 +17,7 @@ from .base import KernelFeature, register, up_and_address
 from .overlay import Overlay, scratch_name
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, LinkObj
     from ..seams import Applying
@@ -43,10 +43,10 @@ class Gretap(Overlay):
 
     def request(self, ap: Applying, link: LinkObj, side: int) -> Request:
         """The end's device, made in its host's namespace under a scratch name, keyed both ways."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         _host, local, remote = link.underlay[side]
-        key = struct.pack("!I", int(dict(link.options)["gre_key"]))
+        key = struct.pack("!I", link.number("gre_key"))
         flags = struct.pack("!H", GRE_KEY)
         data = (
             netlink.attr(IFLA_GRE_LOCAL, socket.inet_aton(local))
@@ -60,7 +60,7 @@ class Gretap(Overlay):
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         """Made in the hosts, then moved into the nodes under the endpoint's name."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         lookups = []
         for link in objs:
@@ -78,7 +78,7 @@ class Gretap(Overlay):
 
     def delete(self, ap: Applying, link: LinkObj | AttachObj, quiet: bool) -> None:
         """Both ends, in their nodes or, if a deploy stopped before moving them, in their hosts."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         assert isinstance(link, LinkObj), "gre joins two endpoints"
         super().delete(ap, link, quiet)

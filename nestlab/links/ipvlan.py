@@ -15,9 +15,9 @@ from pydantic import Field
 from .base import KernelFeature, SubInterface, register
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..model.schema import LinkSpec
-    from ..plan.objects import AttachObj
+    from ..plan.objects import AttachObj, Options
     from ..seams import Applying, Planning
 
 IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2
@@ -34,14 +34,14 @@ class Ipvlan(SubInterface):
     }
     features = {"ipvlan": KernelFeature("CONFIG_IPVLAN", {"kind": "ipvlan", "ipvlan_mode": 0, "link": "parent"})}
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
+    def plan_options(self, link: LinkSpec) -> Options:
         return (("flag", link.ipvlan_flag or "bridge"), ("mode", link.ipvlan_mode or "l2"))
 
     def request(self, ap: Applying, att: AttachObj, parent_index: int) -> Request:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
-        data = netlink.attr(IFLA_IPVLAN_MODE, struct.pack("=H", MODES[dict(att.options)["mode"]])) + netlink.attr(
-            IFLA_IPVLAN_FLAGS, struct.pack("=H", FLAGS[dict(att.options)["flag"]])
+        data = netlink.attr(IFLA_IPVLAN_MODE, struct.pack("=H", MODES[att.text("mode")])) + netlink.attr(
+            IFLA_IPVLAN_FLAGS, struct.pack("=H", FLAGS[att.text("flag")])
         )
         return netlink.sublink(
             self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu

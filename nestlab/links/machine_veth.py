@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..plan.objects import AttachObj, shapes
+from ..plan.objects import AttachObj, Options, shapes
 from .base import LinkMode, Stage, into_switches, register, up_and_address
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class MachineVeth(LinkMode):
     def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         """The host's end takes no address: nothing to join."""
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
+    def plan_options(self, link: LinkSpec) -> Options:
         return (("host_interface", link.host_interface),)
 
     def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
@@ -70,10 +70,10 @@ class MachineVeth(LinkMode):
         return AttachObj(ends[0], self.name, host, None, self.plan_options(link), link.mtu, shape=shapes(link.params)[0])
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         for att in objs:
-            wanted = att.option("host_interface")
+            wanted = att.text("host_interface")
             name = kernel_name(wanted)
             ap.queue(
                 att.host,

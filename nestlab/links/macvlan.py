@@ -9,9 +9,9 @@ from pydantic import Field
 from .base import KernelFeature, SubInterface, register
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..model.schema import LinkSpec
-    from ..plan.objects import AttachObj
+    from ..plan.objects import AttachObj, Options
     from ..seams import Applying
 
 IFLA_MACVLAN_MODE = 1
@@ -24,13 +24,13 @@ class Macvlan(SubInterface):
     options = {"macvlan_mode": (Literal["bridge", "private", "vepa", "passthru", "source"] | None, Field(default=None))}
     features = {"macvlan": KernelFeature("CONFIG_MACVLAN", {"kind": "macvlan", "macvlan_mode": "bridge", "link": "parent"})}
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
+    def plan_options(self, link: LinkSpec) -> Options:
         return (("mode", link.macvlan_mode or "bridge"),)
 
     def request(self, ap: Applying, att: AttachObj, parent_index: int) -> Request:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
-        data = netlink.u32_attr(IFLA_MACVLAN_MODE, MODES[dict(att.options)["mode"]])
+        data = netlink.u32_attr(IFLA_MACVLAN_MODE, MODES[att.text("mode")])
         return netlink.sublink(
             self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
         )

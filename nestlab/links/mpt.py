@@ -75,7 +75,7 @@ class Mpt(LinkMode):
         return set()
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import mpt_daemon
+        from ..backends.services import mpt_daemon
 
         for link in objs:
             made.append(link)
@@ -83,7 +83,7 @@ class Mpt(LinkMode):
 
     def delete(self, ap: Applying, link: LinkObj | AttachObj, quiet: bool) -> None:
         """A daemon's tun device goes with the daemon."""
-        from ..backends import mpt_daemon
+        from ..backends.services import mpt_daemon
 
         assert isinstance(link, LinkObj), "mpt joins two endpoints"
         mpt_daemon.stop(ap.lab, link)

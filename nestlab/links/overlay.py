@@ -14,7 +14,7 @@ from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, up_and_address
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..model.errors import Path, Problem
     from ..model.schema import LinkSpec
     from ..plan.diff import Changes
@@ -35,7 +35,7 @@ class Overlay(LinkMode):
         raise NotImplementedError
 
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
-        a, b = (ep.partition(":")[0] for ep in link.endpoints)
+        a, b = (ep.node for ep in link.endpoints)
         if ctx.shares_stack(a) or ctx.shares_stack(b):
             return [
                 ctx.problem(
@@ -67,7 +67,7 @@ class Overlay(LinkMode):
         ident = getattr(link, self.id_key) or 1 + sum(x.mode == self.name for x in b.plan.links.values())
         obj = super().build(b, link, ends)
         assert isinstance(obj, LinkObj)
-        options = obj.options + ((self.id_key, str(ident)),)
+        options = obj.options + ((self.id_key, ident),)
         return LinkObj(
             obj.a, obj.b, link.mtu or fits, self.name, obj.shape_a, obj.shape_b, obj.state, tuple(sorted(options)), underlay
         )

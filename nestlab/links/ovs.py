@@ -19,7 +19,7 @@ class Ovs(Veth):
     summary = "a veth pair with one end a port of a kind: ovs switch (chosen by itself for such links)"
 
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
-        ends = [ep.partition(":")[0] for ep in link.endpoints]
+        ends = [ep.node for ep in link.endpoints]
         if not any(KINDS.get(ctx.kind(end)).link_mode == self.name for end in ends):  # a switch whose ports these links are
             return [ctx.problem(path + ("mode",), "mode: ovs needs one endpoint on a kind: ovs node")]
         return super().check(ctx, link, path)

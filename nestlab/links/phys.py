@@ -38,7 +38,7 @@ class Phys(LinkMode):
         return None if host is not None else super().build(b, link, ends)
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         lookups = [ap.queue(att.host, netlink.get_link(att.parent)) for att in objs]
         answers = ap.flush()
@@ -50,7 +50,7 @@ class Phys(LinkMode):
 
     def delete(self, ap: Applying, att: LinkObj | AttachObj, quiet: bool) -> None:
         """A real interface goes home under its own name."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         assert isinstance(att, AttachObj) and att.parent is not None, "phys makes attachments to a parent"
         try:

@@ -24,7 +24,7 @@ class Veth(LinkMode):
     summary = "a veth pair between two nodes on one host (the default)"
 
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
-        a, b = (ep.partition(":")[0] for ep in link.endpoints)
+        a, b = (ep.node for ep in link.endpoints)
         if link.macs is not None and len(link.macs) != 2:
             return [ctx.problem(path + ("macs",), "macs needs one entry per endpoint (2); use null to let the kernel choose")]
         where = ctx.host(a), ctx.host(b)
@@ -46,7 +46,7 @@ class Veth(LinkMode):
         return (link.b, link.a) if ap.bridge(link.b.node) and not ap.bridge(link.a.node) else (link.a, link.b)
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         oriented = [self.orient(ap, ln) for ln in objs]
         quiet = {

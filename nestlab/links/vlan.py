@@ -23,10 +23,10 @@ from pydantic import Field
 from .base import KernelFeature, SubInterface, register
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..model.errors import Path, Problem
     from ..model.schema import LinkSpec
-    from ..plan.objects import AttachObj
+    from ..plan.objects import AttachObj, Options
     from ..seams import Applying, Checking, Planning
 
 IFLA_VLAN_ID, IFLA_VLAN_PROTOCOL = 1, 5
@@ -54,7 +54,7 @@ class Vlan(SubInterface):
         owner, iface = ctx.parent_of(link)
         if owner not in ctx.topology.topology.nodes:
             return None  # a host NIC: the usual rules
-        node = link.endpoints[0].partition(":")[0]
+        node = link.endpoints[0].node
         if owner != node:
             return [
                 ctx.problem(
@@ -76,14 +76,14 @@ class Vlan(SubInterface):
         vlan = (link.vlan_id, link.vlan_protocol or "802.1Q")
         b.later(lambda: b.seg.join(keys[0], ("vlan", *vlan, b.seg.find((host, parent)))))
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
-        return (("id", str(link.vlan_id)), ("protocol", link.vlan_protocol or "802.1Q"))
+    def plan_options(self, link: LinkSpec) -> Options:
+        return (("id", link.vlan_id), ("protocol", link.vlan_protocol or "802.1Q"))
 
     def request(self, ap: Applying, att: AttachObj, parent_index: int) -> Request:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
-        data = netlink.attr(IFLA_VLAN_ID, struct.pack("=H", int(dict(att.options)["id"])))
-        data += netlink.attr(IFLA_VLAN_PROTOCOL, struct.pack("!H", PROTOCOLS[dict(att.options)["protocol"]]))
+        data = netlink.attr(IFLA_VLAN_ID, struct.pack("=H", att.number("id")))
+        data += netlink.attr(IFLA_VLAN_PROTOCOL, struct.pack("!H", PROTOCOLS[att.text("protocol")]))
         return netlink.sublink(
             self.name, att.end.iface, data, alias=ap.alias, parent=parent_index, ns_fd=ap.fd(att.end.node), mtu=att.mtu
         )

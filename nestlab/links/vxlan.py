@@ -12,9 +12,9 @@ from .base import KernelFeature, register
 from .overlay import Overlay
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Request
+    from ..backends.kernel.netlink import Request
     from ..model.schema import LinkSpec
-    from ..plan.objects import LinkObj
+    from ..plan.objects import LinkObj, Options
     from ..seams import Applying
 
 IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
@@ -33,19 +33,19 @@ class Vxlan(Overlay):
     }
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
-        return (("port", str(link.port or 4789)),)
+    def plan_options(self, link: LinkSpec) -> Options:
+        return (("port", link.port or 4789),)
 
     def request(self, ap: Applying, link: LinkObj, side: int) -> Request:
         """A point-to-point VXLAN device born in the node; its UDP socket stays in the host's namespace."""
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         end, (_host, local, remote) = link.ends[side], link.underlay[side]
         data = (
-            netlink.u32_attr(IFLA_VXLAN_ID, int(dict(link.options)["vni"]))
+            netlink.u32_attr(IFLA_VXLAN_ID, link.number("vni"))
             + netlink.attr(IFLA_VXLAN_LOCAL, socket.inet_aton(local))
             + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(remote))
-            + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(dict(link.options)["port"])))
+            + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", link.number("port")))
             + netlink.attr(IFLA_VXLAN_LEARNING, b"\0")
         )
         return netlink.sublink(self.name, end.iface, data, alias=ap.alias, ns_fd=ap.fd(end.node), mtu=link.mtu)

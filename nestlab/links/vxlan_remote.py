@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..plan.objects import AttachObj
+from ..plan.objects import AttachObj, Options
 from .base import KernelFeature, LinkMode, Stage, into_switches, register, up_and_address
 from .vxlan import IFLA_VXLAN_GROUP, IFLA_VXLAN_ID, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT, Vxlan
 
@@ -65,9 +65,9 @@ class VxlanRemote(LinkMode):
     def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
         """The far end is on another machine: nothing here to share a segment with."""
 
-    def plan_options(self, link: LinkSpec) -> tuple[tuple[str, str], ...]:
-        chosen = (("src_port", str(link.src_port)),) if link.src_port else ()
-        return (("port", str(link.port or 4789)), ("remote", link.remote), ("vni", str(link.vni)), *chosen)
+    def plan_options(self, link: LinkSpec) -> Options:
+        chosen: Options = (("src_port", link.src_port),) if link.src_port else ()
+        return (("port", link.port or 4789), ("remote", link.remote), ("vni", link.vni), *chosen)
 
     def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         host = b.host_of(ends[0].node) if b.t.hosts else None
@@ -76,19 +76,17 @@ class VxlanRemote(LinkMode):
         return AttachObj(obj.end, self.name, host, None, obj.options, link.mtu or 1500 - OVERHEAD, shape=obj.shape)
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends import netlink
+        from ..backends.kernel import netlink
 
         for att in objs:
             data = (
-                netlink.u32_attr(IFLA_VXLAN_ID, int(att.option("vni")))
-                + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(att.option("remote")))
-                + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", int(att.option("port"))))
+                netlink.u32_attr(IFLA_VXLAN_ID, att.number("vni"))
+                + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(att.text("remote")))
+                + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", att.number("port")))
                 + netlink.attr(IFLA_VXLAN_LEARNING, b"\0")
             )
             if att.option("src_port"):
-                data += netlink.attr(
-                    IFLA_VXLAN_PORT_RANGE, struct.pack("!HH", int(att.option("src_port")), int(att.option("src_port")))
-                )
+                data += netlink.attr(IFLA_VXLAN_PORT_RANGE, struct.pack("!HH", att.number("src_port"), att.number("src_port")))
             ap.queue(
                 att.host, netlink.sublink("vxlan", att.end.iface, data, alias=ap.alias, ns_fd=ap.fd(att.end.node), mtu=att.mtu)
             )

@@ -14,9 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..registry import KINDS
-from . import clab, gotemplate, images, ipv6, kathara
+from . import images, ipv6
 from .binds import resolve_binds
 from .errors import Path, Problem, TopologyError
+from .formats import clab, gotemplate, kathara
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
 from .paths import expand_paths
@@ -282,8 +283,8 @@ def check(topology: Topology, located: Located) -> list[Problem]:
         base = ("topology", "links", i)
         for j, endpoint in enumerate(link.endpoints):
             path = base + ("endpoints", j)
-            node, sep, iface = endpoint.partition(":")
-            if not sep or not node or not iface:
+            node, iface = endpoint.key
+            if not endpoint.whole:
                 problems.append(located.problem(path, f"endpoint '{endpoint}' must look like NODE:INTERFACE, e.g. h1:eth1"))
                 continue
             if node not in body.nodes:
@@ -334,7 +335,7 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 if cidr is None:
                     continue
                 path = base + (family, j)
-                node = endpoint.partition(":")[0]
+                node = endpoint.node
                 if node in body.nodes and KINDS.get(node_kind(topology, node)).switch:
                     problems.append(located.problem(path, f"'{endpoint}' is a switch port and cannot hold an address; use null"))
                     continue

@@ -57,7 +57,7 @@ def host_names(topology: Topology) -> list[str]:
 def link_mode(topology: Topology, link: LinkSpec) -> str:
     if link.mode:
         return link.mode
-    nodes = [ep.partition(":")[0] for ep in link.endpoints]
+    nodes = [ep.node for ep in link.endpoints]
     kinds = [KINDS.get(node_kind(topology, n)) for n in nodes if n in topology.topology.nodes]
     return next((kind.link_mode for kind in kinds if kind.link_mode), "veth")
 
@@ -70,7 +70,7 @@ def parent_of(topology: Topology, link: LinkSpec) -> tuple[str | None, str]:
         return host, nic
     if topology.allow_host_interfaces:
         return None, parent
-    return node_host(topology, link.endpoints[0].partition(":")[0]), parent
+    return node_host(topology, link.endpoints[0].node), parent
 
 
 class Context:
@@ -144,7 +144,7 @@ def check_modes(topology: Topology, located: Located) -> list[Problem]:
         base = ("topology", "links", i)
         name = link_mode(topology, link)
         mode = LINK_MODES.get(name)
-        ends = [ep.partition(":")[0] for ep in link.endpoints]
+        ends = [ep.node for ep in link.endpoints]
         if any(n not in body.nodes for n in ends):
             continue  # reported by the endpoint checks
         if link.macs and not mode.takes_macs:
@@ -213,9 +213,9 @@ def _check_wires(topology: Topology, located: Located) -> list[Problem]:
 def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]:
     """A parent that is a NIC of the node's host (or, with allow_host_interfaces, of this machine)."""
     problems = []
-    node = link.endpoints[0].partition(":")[0]
+    node = link.endpoints[0].node
     host, nic = parent_of(topology, link)
-    declared = {tuple(ep.split(":", 1)) for w in topology.wires for ep in w.endpoints}
+    declared = {ep.key for w in topology.wires for ep in w.endpoints}
     path = base + ("parent",)
     if host is None:
         if not _ifname_ok(nic):

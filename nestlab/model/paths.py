@@ -59,7 +59,7 @@ def expand_paths(topology: Topology, located: Located) -> list[Problem]:
                 located.problem(path, "an mpt link joins two endpoints and names its paths: multipath: {paths: [p1, p2]}")
             )
             continue
-        a, b = (ep.partition(":")[0] for ep in link.endpoints)
+        a, b = (ep.node for ep in link.endpoints)
         for name in mp.paths:
             if tuple(sorted((f"{a}:{name}", f"{b}:{name}"))) not in have:
                 problems.append(located.problem(path + ("multipath", "paths"), f"path {name}: no link {a}:{name} - {b}:{name}"))

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, fi
 
 from ..registry import KINDS, LINK_MODES, RUNTIMES
 from . import shape_keys
+from .endpoint import Endpoint
 from .units import parse_rate, parse_size, parse_time
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
@@ -336,7 +337,7 @@ class _LinkBase(_Strict):
     usually on a host NIC ``parent``.  The keys of each mode come from its module in nestlab/links.
     """
 
-    endpoints: list[str] = Field(min_length=1, max_length=2)
+    endpoints: list[Endpoint] = Field(min_length=1, max_length=2)
     parent: str | None = Field(default=None, description="HOST:NIC the attachment sits on, e.g. server:nic0")
     ipv4: list[str | None] | None = None
     ipv6: list[str | None] | None = None
@@ -404,7 +405,7 @@ class WireParams(_Strict):
 class WireSpec(_Strict):
     """A cable (two endpoints) or a switch (one, or three and more) between hosts' NICs ``HOST:NIC``."""
 
-    endpoints: list[str] = Field(min_length=1)
+    endpoints: list[Endpoint] = Field(min_length=1)
     params: WireParams = Field(default_factory=WireParams)
     ipv4: list[str | None] | None = None
 

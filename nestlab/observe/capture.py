@@ -24,7 +24,7 @@ from typing import BinaryIO
 from pcapng import FileWriter, blocks
 
 from .. import names
-from ..backends import namespaces
+from ..backends.kernel import namespaces
 from ..errors import LabError
 
 ETH_P_ALL = 0x0003

@@ -18,9 +18,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from .. import names
-from ..backends import libc, namespaces, rtdump
+from ..backends.kernel import libc, namespaces, rtdump
 from ..errors import LabError
 from ..lab.lab import Lab
+from ..model.endpoint import Endpoint
 from ..model.errors import TopologyError
 from . import graph
 
@@ -59,7 +60,7 @@ class LiveState:
             dt = max(now - before_t, 1e-3)
             links = {}
             for edge in (e["data"] for e in self.elements["edges"]):
-                ends = [tuple(edge["a"].split(":", 1))] + ([tuple(edge["b"].split(":", 1))] if edge["kind"] == "link" else [])
+                ends = [Endpoint(edge["a"]).key] + ([Endpoint(edge["b"]).key] if edge["kind"] == "link" else [])
                 infos = [counters.get(end) for end in ends]
                 up = all(i is not None and i.admin_up and i.state not in ("DOWN", "LOWERLAYERDOWN", "NOTPRESENT") for i in infos)
                 rates = [(i.tx_bytes - before[end].tx_bytes) / dt if i and end in before else 0.0 for end, i in zip(ends, infos)]

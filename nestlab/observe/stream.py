@@ -25,8 +25,8 @@ import time
 from collections.abc import Iterator
 
 from .. import names
-from ..backends import namespaces, rtdump
-from ..backends.netlink import RTM_DELADDR, RTM_DELLINK, RTM_NEWADDR, RTM_NEWLINK, Netlink, messages
+from ..backends.kernel import namespaces, rtdump
+from ..backends.kernel.netlink import RTM_DELADDR, RTM_DELLINK, RTM_NEWADDR, RTM_NEWLINK, Netlink, messages
 from ..lab import cleanup, events
 
 RTMGRP_LINK, RTMGRP_IPV4_IFADDR, RTMGRP_IPV6_IFADDR = 0x1, 0x10, 0x100

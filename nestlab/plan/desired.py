@@ -68,8 +68,7 @@ class Builder:
             mode.prepare(self)
         for link in sorted(self._links, key=lambda ln: LINK_MODES.get(link_mode(self.t, ln)).stage):  # tunnels after their paths
             ends = [
-                replace(self._end(tuple(ep.split(":", 1))), mac=mac)
-                for ep, mac in zip(link.endpoints, link.macs or [None] * len(link.endpoints))
+                replace(self._end(ep.key), mac=mac) for ep, mac in zip(link.endpoints, link.macs or [None] * len(link.endpoints))
             ]
             obj = LINK_MODES.get(link_mode(self.t, link)).build(self, link, ends)
             if obj is not None:
@@ -100,7 +99,7 @@ class Builder:
 
     def attach_point(self, link: LinkSpec) -> tuple[str | None, str | None]:
         """``(host, parent)`` of a one-ended link: its parent's owner and interface, else the node's host and None."""
-        return parent_of(self.t, link) if link.parent else (node_host(self.t, link.endpoints[0].partition(":")[0]), None)
+        return parent_of(self.t, link) if link.parent else (node_host(self.t, link.endpoints[0].node), None)
 
     def later(self, join: Callable[[], None]) -> None:
         """Run ``join`` once every link has joined its segments (before addresses are assigned)."""
@@ -205,12 +204,12 @@ class Builder:
     def _wires(self) -> list:
         """Wire ends as (key, key, mtu, rate); a wire of 1 or 3+ NICs gets a switch ``wireN``."""
         moved = {
-            parent_of(self.t, ln): tuple(ln.endpoints[0].split(":", 1))
+            parent_of(self.t, ln): ln.endpoints[0].key
             for ln in self.body.links
             if LINK_MODES.get(link_mode(self.t, ln)).moves_parent
         }
         specs = [(w.endpoints, w.params.mtu, w.params.rate, w.ipv4) for w in self.t.wires]
-        declared = {tuple(ep.split(":", 1)) for w in self.t.wires for ep in w.endpoints}
+        declared = {ep.key for w in self.t.wires for ep in w.endpoints}
         for ln in self.body.links:  # a parent NIC no wire declares: a NIC on a switch of its own
             if ln.parent and LINK_MODES.get(link_mode(self.t, ln)).ends == 1:
                 host, nic = parent_of(self.t, ln)
@@ -219,7 +218,7 @@ class Builder:
                     specs.append(([f"{host}:{nic}"], ln.mtu, None, None))
         result = []
         for i, (endpoints, mtu, rate, ipv4) in enumerate(specs):
-            ends = [moved.get(tuple(ep.split(":", 1)), tuple(ep.split(":", 1))) for ep in endpoints]
+            ends = [moved.get(ep.key, ep.key) for ep in endpoints]
             for j, key in enumerate(ends):
                 if key[0] in self.body.nodes and KINDS.get(node_kind(self.t, key[0])).switch:
                     self.seg.join(key, ("sw", key[0]))  # a NIC moved into a switch node: its uplink port
@@ -234,14 +233,14 @@ class Builder:
             for j, key in enumerate(ends):
                 self.seg.join(key, ("sw", switch))
                 result.append((key, (switch, f"p{j}"), mtu, rate))
-        for host in {k[0] for w in specs for k in (tuple(ep.split(":", 1)) for ep in w[0])}:
+        for host in {ep.node for w in specs for ep in w[0]}:
             self.machine(host)
         return result
 
     def _join(self, link: LinkSpec) -> None:
         """Endpoints into address segments: switch ports join their switch, others are members; then the mode's joins."""
         mode = LINK_MODES.get(link_mode(self.t, link))
-        keys = [tuple(ep.split(":", 1)) for ep in link.endpoints]
+        keys = [ep.key for ep in link.endpoints]
         for j, key in enumerate(keys):
             if KINDS.get(node_kind(self.t, key[0])).switch:
                 self.seg.join(key, ("sw", key[0]))

@@ -4,8 +4,10 @@
 * :class:`LinkObj`: two endpoints joined by a link mode (veth, an overlay, a tunnel);
 * :class:`AttachObj`: one node's interface hung on a host (bridge, macvlan, vlan...).
 
-Mode-specific values travel in ``options`` (sorted ``(key, value)`` string pairs), so a new
-link mode needs no new field here.  Change objects with :func:`dataclasses.replace`.
+Mode- and kind-specific values travel in ``options`` (sorted ``(key, value)`` pairs, each value a
+number, a word or a flag as the plug-in set it, read back with :meth:`Optioned.number`,
+:meth:`Optioned.text` and :meth:`Optioned.flag`), so a new link mode or node kind needs no new field
+here.  Change objects with :func:`dataclasses.replace`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,29 @@ from dataclasses import dataclass, field, fields
 from ..registry import KINDS
 
 Pairs = tuple[tuple[str, str], ...]
+Options = tuple[tuple[str, str | int | bool], ...]
+
+
+class Optioned:
+    """A plan object's ``options``, read back as the type they were set as."""
+
+    options: Options
+
+    def option(self, key: str, default: str | int | bool | None = None) -> str | int | bool | None:
+        return dict(self.options).get(key, default)
+
+    def number(self, key: str) -> int:
+        value = dict(self.options)[key]
+        assert isinstance(value, int), (key, value)
+        return value
+
+    def text(self, key: str, default: str | None = None) -> str:
+        value = dict(self.options).get(key, default)
+        assert isinstance(value, str), (key, value)
+        return value
+
+    def flag(self, key: str) -> bool:
+        return dict(self.options).get(key) is True
 
 
 def pairs(mapping: dict) -> Pairs:
@@ -46,7 +71,7 @@ class HostBridge:
 
 
 @dataclass(frozen=True)
-class NodeObj:
+class NodeObj(Optioned):
     """A namespace.  ``kind``: a name in nestlab.registry.KINDS (nestlab/kinds); ``machine`` is an emulated host."""
 
     name: str
@@ -81,7 +106,7 @@ class NodeObj:
     mptcp_endpoints: tuple[tuple[str, str], ...] = ()
     ports: tuple[tuple[int, int, str], ...] = ()  # (this machine's loopback port, the node's port, tcp/udp) forwarded
     link_local: bool = True  # its interfaces make IPv6 link-local addresses (False in a quiet lab's hosts: model/ipv6.py)
-    options: Pairs = ()  # its kind's own values, so a new kind needs no new field here
+    options: Options = ()  # its kind's own values, so a new kind needs no new field here
 
     @property
     def deps(self) -> set[str]:
@@ -102,7 +127,7 @@ class EndObj:
 
 
 @dataclass(frozen=True)
-class LinkObj:
+class LinkObj(Optioned):
     """Two endpoints joined by ``mode`` (a name in nestlab.links).
 
     ``underlay``: for overlays, per end its host and the local and remote host addresses.
@@ -117,7 +142,7 @@ class LinkObj:
     shape_a: Pairs = field(default=(), compare=False)
     shape_b: Pairs = field(default=(), compare=False)
     state: str | None = field(default=None, compare=False)
-    options: Pairs = ()
+    options: Options = ()
     underlay: tuple[tuple[str, str, str], ...] = ()
     paths: tuple[tuple[str, str, str, int], ...] = ()
 
@@ -129,16 +154,13 @@ class LinkObj:
     def ends(self) -> tuple[EndObj, EndObj]:
         return self.a, self.b
 
-    def option(self, key: str, default: str | None = None) -> str | None:
-        return dict(self.options).get(key, default)
-
     @property
     def deps(self) -> set[str]:
         return {self.a.node, self.b.node, *(u[0] for u in self.underlay)}
 
 
 @dataclass(frozen=True)
-class AttachObj:
+class AttachObj(Optioned):
     """A node's interface hung on ``host``'s interface ``parent``, by ``mode`` (a name in nestlab.links).
 
     ``host`` None means the real machine (a real ``parent`` interface).
@@ -148,7 +170,7 @@ class AttachObj:
     mode: str
     host: str | None
     parent: str | None = None
-    options: Pairs = ()
+    options: Options = ()
     mtu: int | None = None
     gateway: str | None = None
     shape: Pairs = ()  # what the node's end does to what it sends (the link's params)
@@ -156,9 +178,6 @@ class AttachObj:
     @property
     def key(self) -> str:
         return self.end.ref
-
-    def option(self, key: str, default: str | None = None) -> str | None:
-        return dict(self.options).get(key, default)
 
     @property
     def deps(self) -> set[str]:

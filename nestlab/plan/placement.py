@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..errors import LabError
+from ..model.endpoint import Endpoint
 from ..registry import KINDS
 from .objects import Plan
 
@@ -21,7 +22,7 @@ from .objects import Plan
 @dataclass
 class Placement:
     server_of: dict[str, str]  # top-level node -> server
-    cut: list[tuple[str, str]] = field(default_factory=list)  # links (a ref, b ref) whose ends are on two servers
+    cut: list[tuple[Endpoint, Endpoint]] = field(default_factory=list)  # links (a ref, b ref) whose ends are on two servers
     spans: dict[str, list[str]] = field(default_factory=dict)  # switch -> other servers holding its ports
 
     def server(self, node: str) -> str:
@@ -151,7 +152,7 @@ def _result(plan: Plan, server_of: dict[str, str]) -> Placement:
             continue
         switch = next((end.node for end in link.ends if KINDS.get(plan.nodes[end.node].kind).switch), None)
         if switch is None:
-            placed.cut.append((link.a.ref, link.b.ref))
+            placed.cut.append((Endpoint(link.a.ref), Endpoint(link.b.ref)))
         else:
             other = b if server_of[unit(switch)] == a else a
             if other not in placed.spans.setdefault(switch, []):

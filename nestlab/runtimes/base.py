@@ -19,7 +19,7 @@ from ..registry import RUNTIMES
 from ..seams import Applying
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Netlink
+    from ..backends.kernel.netlink import Netlink
     from ..model.schema import NodeSpec
 
 
@@ -39,7 +39,7 @@ class Runtime:
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
         """Make (or adopt) the node's network and UTS namespaces and start what runs in them; returns
         an fd on the network namespace and a netlink socket inside it (``ap.path(node)``, ``ap.lab``, ``ap.tree``)."""
-        from ..backends import namespaces, views
+        from ..backends.kernel import namespaces, views
 
         share = ap.path(node.shares) if node.shares else None
         uts = names.uts_path(ap.lab, node.name)
@@ -56,7 +56,7 @@ class Runtime:
         self, lab: str, node: NodeObj, cgroup_files: Sequence[str], args: Sequence[str], **kwargs: Any
     ) -> subprocess.Popen[Any]:
         """Start a process inside the node (in ``cgroup_files``, the node's own cgroup if it has one)."""
-        from ..backends import containers
+        from ..backends.kernel import containers
 
         view = names.view_path(lab, node.name) if node.view else None
         return containers.popen_in(
@@ -73,7 +73,7 @@ class WithInit(Runtime):
     def popen(
         self, lab: str, node: NodeObj, cgroup_files: Sequence[str], args: Sequence[str], **kwargs: Any
     ) -> subprocess.Popen[Any]:
-        from ..backends import cgroups, containers
+        from ..backends.kernel import cgroups, containers
 
         pid = containers.init_pid(lab, node.name)
         if pid is None:
@@ -81,7 +81,7 @@ class WithInit(Runtime):
         return containers.spawn(pid, cgroups.files_of(pid), args, **kwargs)
 
     def stop(self, lab: str, node: NodeObj) -> None:
-        from ..backends import containers
+        from ..backends.kernel import containers
 
         containers.forget(lab, node.name)
 

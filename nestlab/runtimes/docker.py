@@ -14,7 +14,7 @@ from .base import WithInit, hostname, register
 from .runc import runc_id
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Netlink
+    from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -39,7 +39,7 @@ class Docker(WithInit):
     own_cgroup = True
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-        from ..backends import containers, namespaces
+        from ..backends.kernel import containers, namespaces
 
         assert node.image, "the model gives every docker node an image"
         lab = ap.lab

@@ -15,7 +15,7 @@ from ..errors import LabError
 from .base import WithInit, register
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Netlink
+    from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -37,7 +37,7 @@ class Isolated(WithInit):
     selectable = False
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-        from ..backends import containers, libc, namespaces
+        from ..backends.kernel import containers, libc, namespaces
 
         if not shutil.which("tini"):
             raise LabError("components need tini as their PID 1: install the Debian package tini")

@@ -14,7 +14,7 @@ from ..errors import LabError
 from .base import WithInit, hostname, register
 
 if TYPE_CHECKING:
-    from ..backends.netlink import Netlink
+    from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -40,7 +40,7 @@ class Runc(WithInit):
     own_cgroup = True
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-        from ..backends import containers, libc, rootfs
+        from ..backends.kernel import containers, libc, rootfs
 
         if not shutil.which("runc"):
             raise LabError("image: nodes run with runc: install the Debian package runc")
@@ -75,7 +75,7 @@ class Runc(WithInit):
 
     def stop(self, lab: str, node: NodeObj) -> None:
         """Delete the node's runc container and its overlay (a missing one is fine)."""
-        from ..backends import libc
+        from ..backends.kernel import libc
 
         if shutil.which("runc") and os.path.isdir(runc_root(lab)):
             subprocess.run(["runc", "--root", runc_root(lab), "delete", "--force", runc_id(lab, node.name)], capture_output=True)

@@ -12,7 +12,7 @@ The paper gives its findings in prose, so the report compares rankings with its 
 
 from __future__ import annotations
 
-from ...backends import probe
+from ...backends.kernel import probe
 from ...lab.lab import Lab
 from .. import tools
 from ..suite import Cell, Figure, Recorder, Suite

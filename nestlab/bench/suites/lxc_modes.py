@@ -8,7 +8,7 @@ the paper), latency from ``sockperf ping-pong`` (average round trip / 2, as sock
 
 from __future__ import annotations
 
-from ...backends import probe
+from ...backends.kernel import probe
 from ...lab.lab import Lab
 from .. import tools
 from ..suite import Cell, Figure, Recorder, Suite

@@ -20,7 +20,8 @@ where the machine's CPU went meanwhile (user, system, softirq, idle, steal; the 
 from __future__ import annotations
 
 from ... import names
-from ...backends import mpt_daemon, namespaces
+from ...backends.kernel import namespaces
+from ...backends.services import mpt_daemon
 from ...lab.lab import Lab
 from .. import tools
 from ..suite import Cell, Figure, Recorder, Suite

@@ -1,0 +1,236 @@
+"""What this kernel and machine can do, found by trying (``nestlab doctor`` and pre-deploy checks).
+
+Kernel features are probed by creating the object in a scratch network
+namespace that lives only as long as the probe (modules load on demand as
+they would for a real deploy).  Nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from dataclasses import asdict, dataclass
+from functools import cache
+
+from ...registry import LINK_MODES
+from ...seams import KernelFeature
+from . import libc
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    group: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# What every lab uses, and what nestlab's daemons need; each link mode adds its own (nestlab/links).
+BASE = {
+    "veth": KernelFeature("CONFIG_VETH", {"kind": "veth", "peer": "nlprobe1"}),
+    "bridge": KernelFeature("CONFIG_BRIDGE", {"kind": "bridge"}),
+    "tun": KernelFeature("CONFIG_TUN", {"kind": "tuntap", "mode": "tun"}),
+    "dummy": KernelFeature("CONFIG_DUMMY", {"kind": "dummy"}),
+}
+
+
+def link_features() -> dict[str, KernelFeature]:
+    """Every kernel feature a link mode declares, and the base ones."""
+    return {**BASE, **{name: f for mode in LINK_MODES.values() for name, f in mode.features.items()}}
+
+
+QDISCS = {
+    "htb": ("CONFIG_NET_SCH_HTB", {"default": 1}),
+    "tbf": ("CONFIG_NET_SCH_TBF", {"rate": "10mbit", "burst": 10000, "latency": "50ms"}),
+    "netem": ("CONFIG_NET_SCH_NETEM", {"delay": 1000}),
+    "fq_codel": ("CONFIG_NET_SCH_FQ_CODEL", {}),
+}
+TOOLS = {
+    "iperf3": "iperf3",
+    "sockperf": "sockperf",
+    "ping": "iputils-ping",
+    "nft": "nftables",
+    "ovs-vswitchd": "openvswitch-switch",
+    "runc": "runc",
+    "docker": "docker.io",
+    "mptcpize": "mptcpd",
+}
+
+
+def _in_scratch_netns(work):
+    """Run ``work()`` in a thread inside a fresh network namespace; return its result."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            libc.unshare(libc.CLONE_NEWNET)
+            box["value"] = work()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+@cache
+def kernel() -> dict[str, tuple[bool, str]]:
+    """``{feature: (works, kernel message)}`` for every link kind and qdisc nestlab may use."""
+
+    def work() -> dict[str, tuple[bool, str]]:
+        from pyroute2 import IPRoute
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        results: dict[str, tuple[bool, str]] = {}
+        with IPRoute() as ipr:
+            ipr.link("add", ifname="parent", kind="veth", peer="parentp")
+            parent = ipr.link_lookup(ifname="parent")[0]
+            for name, feature in link_features().items():
+                if feature.sysctl:
+                    if feature.module and shutil.which("modprobe"):  # as dockerd does; built in, it is there already
+                        subprocess.run(["modprobe", "-q", feature.module], capture_output=True)
+                    there = os.path.exists("/proc/sys/" + feature.sysctl.replace(".", "/"))
+                    results[name] = (there, "" if there else f"no sysctl {feature.sysctl}")
+                    continue
+                spec = feature.link
+                if spec.get("link") == "parent":  # a parent of its own: macvlan and ipvlan cannot share one
+                    ipr.link("add", ifname=f"nlp-{name}", kind="veth", peer=f"nlq-{name}")
+                    spec = {**spec, "link": ipr.link_lookup(ifname=f"nlp-{name}")[0]}
+                try:
+                    ipr.link("add", ifname=f"nlprobe-{name}", **spec)
+                    results[name] = (True, "")
+                except NetlinkError as exc:
+                    results[name] = (False, os.strerror(exc.code))
+            for name, (_option, params) in QDISCS.items():
+                try:
+                    ipr.tc("add", name, index=parent, handle="1:", **params)
+                    ipr.tc("del", index=parent, handle="1:", root=True)
+                    results[name] = (True, "")
+                except NetlinkError as exc:
+                    results[name] = (False, os.strerror(exc.code))
+        return results
+
+    return _in_scratch_netns(work)
+
+
+def nat_works() -> tuple[bool, str]:
+    if not shutil.which("nft"):
+        return False, "nft is not installed"
+
+    def work():
+        rules = "table ip p {\n chain c {\n  type nat hook postrouting priority srcnat;\n  masquerade\n }\n}\n"
+        proc = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
+        return proc.returncode == 0, proc.stderr.strip()
+
+    return _in_scratch_netns(work)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def cgroups() -> tuple[list[str], list[str]]:
+    """(cgroup v1 controllers mounted, cgroup v2 controllers available)."""
+    from . import mounts
+
+    found = mounts.cgroups()
+    v1 = [o for m in found if m.fstype == "cgroup" for o in m.options if o not in ("rw", "ro") and "=" not in o]
+    v2_root = next((m.point for m in found if m.fstype == "cgroup2"), None)
+    v2 = _read(os.path.join(v2_root, "cgroup.controllers")).split() if v2_root else []
+    return sorted(set(v1)), v2
+
+
+def features() -> list[Feature]:
+    """The machine's rows of ``nestlab doctor``, each with the reason and the fix (each node kind adds its own)."""
+    out: list[Feature] = []
+    probed = kernel()
+    for name, feature in link_features().items():
+        ok, why = probed[name]
+        out.append(
+            Feature(
+                name,
+                "link",
+                ok,
+                "works" if ok else f"the kernel refused it: {why}",
+                "" if ok else f"a kernel with {feature.config}",
+            )
+        )
+    for name, (option, _params) in QDISCS.items():
+        ok, why = probed[name]
+        out.append(
+            Feature(
+                name, "qdisc", ok, "works" if ok else f"the kernel refused it: {why}", "" if ok else f"a kernel with {option}"
+            )
+        )
+    ok, why = nat_works()
+    out.append(
+        Feature(
+            "nat",
+            "kernel",
+            ok,
+            "nftables masquerade works" if ok else why,
+            "" if ok else "apt-get install nftables; a kernel with CONFIG_NFT_NAT, CONFIG_NFT_MASQ",
+        )
+    )
+    mptcp = _read("/proc/sys/net/mptcp/enabled").strip()
+    out.append(
+        Feature(
+            "mptcp",
+            "kernel",
+            mptcp == "1",
+            f"net.mptcp.enabled = {mptcp or 'absent'}",
+            "" if mptcp == "1" else "a kernel with CONFIG_MPTCP",
+        )
+    )
+    v1, v2 = cgroups()
+    out.append(Feature("cgroup-v1", "cgroups", bool(v1), ", ".join(v1) or "no v1 hierarchy mounted", ""))
+    out.append(
+        Feature(
+            "cgroup-v2",
+            "cgroups",
+            bool(v2),
+            ", ".join(v2) or "no v2 controllers enabled",
+            "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup",
+        )
+    )
+    for tool, package in TOOLS.items():
+        path = shutil.which(tool)
+        out.append(Feature(tool, "tool", bool(path), path or "not installed", "" if path else f"apt-get install {package}"))
+    return out
+
+
+def missing_for(needs: set[str]) -> list[str]:
+    """Kernel options missing for the link kinds / qdiscs in ``needs`` (empty when all work)."""
+    probed = kernel()
+    options = {**{k: v.config for k, v in link_features().items()}, **{k: v[0] for k, v in QDISCS.items()}}
+    return [f"{name} ({options[name]})" for name in sorted(needs) if name in probed and not probed[name][0]]
+
+
+def check_needs(needs: set[str], nat: bool, others: list[str]) -> None:
+    """Raise :class:`LabError` naming what this machine lacks for a change (kernel features, NAT, and
+    ``others`` its node kinds found), before anything is created."""
+    from ...errors import LabError
+
+    problems = missing_for(needs) if needs else []
+    if nat and not (why := nat_works())[0]:
+        problems.append(f"NAT for bridge mode ({why[1]}; needs nftables and CONFIG_NFT_NAT/CONFIG_NFT_MASQ)")
+    problems += others
+    if problems:
+        raise LabError(
+            "this lab needs "
+            + "; ".join(problems)
+            + ", which this machine lacks. Nothing was created; `nestlab doctor` lists what works here"
+        )

@@ -1,0 +1,43 @@
+"""The processes of this machine, as ``/proc`` lists them: scanned here and nowhere else."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+
+def others() -> Iterator[int]:
+    """Every process's pid but this one's."""
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != me:
+            yield int(entry.name)
+
+
+def namespace(pid: int, kind: str) -> int | None:
+    """The inode of process ``pid``'s namespace of ``kind`` (net, uts, mnt, ...); None once it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+    except OSError:
+        return None
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def in_namespaces(inodes: set[int], kinds: tuple[str, ...] = ("net", "uts")) -> list[int]:
+    """Processes one of whose namespaces of ``kinds`` is one of ``inodes``."""
+    return [pid for pid in others() if any(namespace(pid, kind) in inodes for kind in kinds)]

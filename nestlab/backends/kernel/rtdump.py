@@ -1,0 +1,108 @@
+"""A namespace's interfaces and addresses, read in one dump each and parsed by hand.
+
+pyroute2 needs ~5 ms to open a socket in a namespace and parse its answers; a 500-node lab's
+``inspect`` spent 2.4 s there.  These parsers read only what nestlab shows (name, state, MTU,
+MAC, master, kind, byte and packet counters, addresses) and serve the event stream too, whose
+multicast messages have the same layout.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+
+from ... import names
+from .netlink import RTM_GETADDR, RTM_GETLINK, Netlink, attr, attrs
+
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_MASTER, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_STATS64, IFLA_CARRIER = (
+    1,
+    3,
+    4,
+    10,
+    16,
+    18,
+    23,
+    33,
+)
+IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS, IFLA_IFALIAS = 29, 1 << 3, 20
+IFLA_INFO_KIND = 1
+IFA_ADDRESS, IFA_LOCAL = 1, 2
+OPERSTATES = ("UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN", "TESTING", "DORMANT", "UP")
+IFF_UP = 0x1
+_IFINFO = struct.Struct("=BxHiII")
+_IFADDR = struct.Struct("=BBBBI")
+_STATS = struct.Struct("=4Q")  # rx_packets, tx_packets, rx_bytes, tx_bytes: the head of rtnl_link_stats64
+
+
+@dataclass
+class LinkInfo:
+    index: int
+    name: str
+    state: str  # the operational state (UP, DOWN, LOWERLAYERDOWN...)
+    admin_up: bool
+    carrier: bool
+    mtu: int
+    mac: str | None
+    master: int | None
+    kind: str | None
+    rx_packets: int = 0
+    tx_packets: int = 0
+    rx_bytes: int = 0
+    tx_bytes: int = 0
+    addresses: list[str] = field(default_factory=list)
+    alias: str = ""  # the owner marker nestlab writes on what it creates outside its namespaces
+
+
+def parse_link(body: bytes) -> LinkInfo:
+    """An ``RTM_NEWLINK``/``RTM_DELLINK`` message body."""
+    _family, _type, index, flags, _change = _IFINFO.unpack_from(body)
+    a = attrs(body, _IFINFO.size)
+    operstate = a[IFLA_OPERSTATE][0] if IFLA_OPERSTATE in a else 0
+    kind = attrs(a[IFLA_LINKINFO], 0).get(IFLA_INFO_KIND) if IFLA_LINKINFO in a else None
+    info = LinkInfo(
+        index,
+        a.get(IFLA_IFNAME, b"").rstrip(b"\0").decode(),
+        OPERSTATES[operstate] if operstate < len(OPERSTATES) else "UNKNOWN",
+        bool(flags & IFF_UP),
+        bool(a[IFLA_CARRIER][0]) if IFLA_CARRIER in a else False,
+        struct.unpack("=I", a[IFLA_MTU])[0] if IFLA_MTU in a else 0,
+        ":".join(f"{b:02x}" for b in a[IFLA_ADDRESS]) if IFLA_ADDRESS in a else None,
+        struct.unpack("=I", a[IFLA_MASTER])[0] if IFLA_MASTER in a else None,
+        kind.rstrip(b"\0").decode() if kind else None,
+    )
+    if IFLA_IFALIAS in a:
+        info.alias = a[IFLA_IFALIAS].rstrip(b"\0").decode(errors="replace")
+    if IFLA_STATS64 in a:
+        info.rx_packets, info.tx_packets, info.rx_bytes, info.tx_bytes = _STATS.unpack_from(a[IFLA_STATS64])
+    return info
+
+
+def parse_address(body: bytes) -> tuple[int, str]:
+    """An ``RTM_NEWADDR``/``RTM_DELADDR`` message body: (interface index, address/prefix)."""
+    family, prefix, _flags, _scope, index = _IFADDR.unpack_from(body)
+    a = attrs(body, _IFADDR.size)
+    raw = a.get(IFA_LOCAL) or a.get(IFA_ADDRESS, b"")
+    return index, f"{socket.inet_ntop(family, raw)}/{prefix}"
+
+
+def interfaces(nl: Netlink, counters: bool = True) -> list[LinkInfo]:
+    """Every interface of the socket's namespace, with its addresses (link-local IPv6 left out);
+    without ``counters`` the kernel skips the statistics (a cheaper dump)."""
+    request = _IFINFO.pack(0, 0, 0, 0, 0) + (b"" if counters else attr(IFLA_EXT_MASK, struct.pack("=I", RTEXT_FILTER_SKIP_STATS)))
+    found = {info.index: info for info in (parse_link(body) for _t, body in nl.dump(RTM_GETLINK, request))}
+    for _t, body in nl.dump(RTM_GETADDR, _IFADDR.pack(0, 0, 0, 0, 0)):
+        index, address = parse_address(body)
+        if index in found and not address.startswith("fe80:"):
+            found[index].addresses.append(address)
+    return sorted(found.values(), key=lambda i: i.index)
+
+
+def marked(lab: str | None = None) -> list[str]:
+    """Interfaces of the calling thread's namespace that carry a lab's marker (``lab``'s, or any lab's)."""
+    nl = Netlink()
+    try:
+        found = interfaces(nl, counters=False)
+    finally:
+        nl.close()
+    return [i.name for i in found if i.alias == names.alias(lab) or (lab is None and i.alias.startswith(names.alias("")))]

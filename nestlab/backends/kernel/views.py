@@ -1,0 +1,135 @@
+"""A node's own filesystem view: a mount namespace in which /run, /var/run and /tmp are fresh
+tmpfs and chosen folders (``binds``) are the node's own, over the machine's filesystem.
+
+Two FRR routers on one machine both want /etc/frr and /run/frr: in their views each sees its own.
+The view is made from a short-lived thread (a thread may change its mount namespace only with
+its own filesystem state), pinned on a file under ``/run/nestlab/LAB/mnt/`` (a private mount,
+so nothing propagates back), and entered the same way by ``exec``, ``cmd``, ``shell`` and bench tools.
+
+A view may also have a root of its own (``own_root``, or a bind whose destination the machine lacks
+outside /run and /tmp, such as containerlab's ``file:/file.txt``): the machine's root filesystem
+under an overlay whose upper layer is a tmpfs, with the machine's other mounts (/proc, /sys, /dev,
+...) bound in.  What the node writes there, and the paths its binds add, stay in the node.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Sequence
+
+from ...names import HIDDEN
+from . import containers, libc, mounts, namespaces
+
+FRESH = ("/run", "/tmp")  # tmpfs in every view (/var/run is a link to /run on Debian)
+OLD_ROOT = "/.nestlab-old"  # where a view with a root of its own keeps the machine's until its binds are made
+Bind = tuple[str, str, bool]  # (source on the machine, destination in the view, read-only)
+
+
+def prepare(path: str) -> None:
+    """Make the folder views are pinned in a private mount of its own (a mount namespace may only
+    be pinned where no propagation could carry it into itself); once per deploy."""
+    os.makedirs(path, exist_ok=True)
+    if path not in mounts.points():
+        libc.mount(path, path, libc.MS_BIND)
+    libc.mount("", path, libc.MS_PRIVATE, "none")
+
+
+def needs_own_root(binds: Sequence[Bind]) -> bool:
+    """A bind adds a path the machine lacks outside the fresh /run and /tmp."""
+    return any(not os.path.lexists(target) and not target.startswith(tuple(f + "/" for f in FRESH)) for _, target, _ in binds)
+
+
+def create(
+    pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]], own_root: bool = False
+) -> None:
+    """Make a node's view and pin it at ``pin``.  ``owners``: folders to create in the fresh /run or
+    /tmp with their (uid, gid), e.g. ``{"/run/frr": (frr, frr)}``.  Call :func:`prepare` on the pin's folder first."""
+    own_root = own_root or needs_own_root(binds)
+
+    def build() -> int:
+        namespaces.join(net_path, uts_path)
+        libc.unshare(libc.CLONE_NEWNS)
+        libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted here leaks out
+        # Sources are held open first: they may lie under /run, which the view covers.
+        held = [
+            (os.open(source, os.O_PATH | os.O_CLOEXEC), os.path.isdir(source), target, read_only)
+            for source, target, read_only in binds
+        ]
+        hidden = [] if own_root else [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in HIDDEN if os.path.isdir(path)]
+        try:
+            if own_root:
+                _overlay_root()
+            for path in FRESH:
+                libc.mount("nestlab", path, 0, "tmpfs", "mode=0755" if path == "/run" else "mode=1777")
+            for path, (uid, gid) in owners.items():
+                os.makedirs(path, exist_ok=True)
+                os.chown(path, uid, gid)
+            for fd, is_dir, target, read_only in held:
+                if not os.path.lexists(target):  # under a fresh tmpfs, or in the view's own root
+                    if is_dir:
+                        os.makedirs(target, exist_ok=True)
+                    else:
+                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        open(target, "a").close()
+                libc.mount(f"/proc/self/fd/{fd}", target, libc.MS_BIND | libc.MS_REC)
+                if read_only:
+                    libc.mount("", target, libc.MS_BIND | libc.MS_REMOUNT | libc.MS_RDONLY, "none")
+            for fd in hidden:  # under the fresh /run, but the copy would still hold every namespace pinned there
+                libc.umount(f"/proc/self/fd/{fd}")
+            if own_root:
+                _drop_old_root()
+        finally:
+            for fd in [h[0] for h in held] + hidden:
+                os.close(fd)
+        return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+    fd = containers.in_thread(build)
+    try:
+        open(pin, "a").close()
+        try:
+            libc.mount(f"/proc/self/fd/{fd}", pin, libc.MS_BIND)
+        except OSError:
+            os.unlink(pin)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _overlay_root() -> None:
+    """Make the calling thread's (new, private) mount namespace's root the machine's root under a
+    tmpfs-backed overlay, every other mount of the machine but /run and /tmp (fresh in any view) bound in."""
+    table = mounts.table()
+    root_id = [m.id for m in table if m.point == "/"][-1]  # the topmost mount on /
+    fresh = tuple(f + "/" for f in FRESH)  # covered by the view's own /run and /tmp
+    tops = sorted(
+        {
+            m.point
+            for m in table
+            if m.parent == root_id and m.point != "/" and m.point not in FRESH and not m.point.startswith(fresh)
+        }
+    )
+    stage = "/tmp"  # covered by a fresh tmpfs in the view anyway
+    libc.mount("nestlab", stage, 0, "tmpfs", "mode=0700")
+    for part in ("upper", "work", "root"):
+        os.mkdir(f"{stage}/{part}")
+    libc.mount("overlay", f"{stage}/root", 0, "overlay", f"lowerdir=/,upperdir={stage}/upper,workdir={stage}/work")
+    for path in tops:
+        target = f"{stage}/root{path}"
+        if os.path.isdir(target) or os.path.isfile(target):
+            libc.mount(path, target, libc.MS_BIND | libc.MS_REC)
+    os.mkdir(f"{stage}/root{OLD_ROOT}")
+    libc.pivot_root(f"{stage}/root", f"{stage}/root{OLD_ROOT}")
+    os.chdir("/")
+
+
+def _drop_old_root() -> None:
+    """Detach the machine's root from the view (once the binds, whose sources lie below it, are made)."""
+    libc.umount(OLD_ROOT)
+    os.rmdir(OLD_ROOT)
+
+
+def owner(user: str) -> tuple[int, int]:
+    """A user's (uid, gid), for a folder made in a view."""
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid

@@ -1,0 +1,231 @@
+"""A Kubernetes API server, through the official Python client (``kubernetes``, SIG API Machinery's).
+
+It is chosen over lightkube and kr8s because it alone covers all that nestlab asks of a cluster
+synchronously: typed CRUD, watches, and exec over the API's streaming protocol with exit codes.  Its
+import takes ~0.5 s, so only ``nestlab k8s`` commands and labs running on a cluster load it.
+
+Every failure becomes a one-line :class:`ClusterError`: no cluster reachable, credentials or RBAC
+refused, an object refused by the API, an operation past its deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+
+from ...errors import LabError
+
+
+class ClusterError(LabError):
+    """The cluster (not the file) refused or failed: exit 1."""
+
+
+def _client():
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise ClusterError(
+            "labs on Kubernetes use the Python package kubernetes: pip install 'nestlab[k8s]' (make deps installs it)"
+        ) from None
+    from kubernetes import client, config
+
+    return client, config
+
+
+class Cluster:
+    """One cluster and namespace, from a kubeconfig (``None``: $KUBECONFIG or ~/.kube/config)."""
+
+    def __init__(self, kubeconfig: str | None = None, namespace: str | None = None, timeout: float = 30):
+        client, config = _client()
+        self.timeout = timeout
+        conf = client.Configuration()
+        try:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=conf)
+            _contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        except Exception as exc:  # noqa: BLE001 - the client raises several kinds for a bad or missing file
+            raise ClusterError(f"no usable kubeconfig ({kubeconfig or '$KUBECONFIG or ~/.kube/config'}): {exc}") from None
+        conf.retries = 1
+        self.server = conf.host
+        self.namespace = namespace or active.get("context", {}).get("namespace") or "default"
+        self.api = client.ApiClient(conf)
+        self.core = client.CoreV1Api(self.api)
+        self._client = client
+        self._conf = conf
+
+    def call(self, what: str, fn: Callable, *args, **kwargs):
+        """``fn(*args)`` with this cluster's timeout; its failure as one line naming ``what``."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn(*args, _request_timeout=kwargs.pop("_request_timeout", min(self.timeout, 30)), **kwargs)
+        except ApiException as exc:
+            raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}") from None
+        except (HTTPError, OSError) as exc:
+            raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def nodes(self) -> dict[str, dict]:
+        """Each node: whether it is Ready and schedulable, its InternalIP, why it is not ready."""
+        found = {}
+        for node in self.call("list nodes", self.core.list_node).items:
+            ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+            ip = next((a.address for a in node.status.addresses or [] if a.type == "InternalIP"), None)
+            found[node.metadata.name] = {
+                "ready": bool(ready and ready.status == "True"),
+                "schedulable": not node.spec.unschedulable,
+                "ip": ip,
+                "why": (ready.message if ready else "no status yet") or "",
+            }
+        return found
+
+    def wait_nodes_ready(self, wanted: Iterable[str], deadline: float, why: Callable[[str], str] = lambda _n: "") -> None:
+        wanted = sorted(wanted)
+        while True:
+            try:
+                nodes = self.nodes()
+            except ClusterError:
+                nodes = {}  # the API server may still be starting
+            waiting = [n for n in wanted if not nodes.get(n, {}).get("ready")]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                first = waiting[0]
+                state = nodes.get(first, {}).get("why") or "not registered"
+                raise ClusterError(
+                    f"node {first}{' (and ' + str(len(waiting) - 1) + ' more)' if len(waiting) > 1 else ''} "
+                    f"not Ready in time: {state}; its kubelet: {why(first)}"
+                )
+            time.sleep(0.5)
+
+    def wait_service_account(self, name: str, deadline: float, why: Callable[[], str] = lambda: "") -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        while True:
+            try:
+                self.core.read_namespaced_service_account(name, self.namespace, _request_timeout=5)
+                return
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise ClusterError(f"read service account {name}: {_api_reason(exc, self.namespace)}") from None
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"no service account {name} in namespace {self.namespace} in time (the controller manager: {why()})"
+                )
+            time.sleep(0.3)
+
+    # -- objects -------------------------------------------------------------------------------
+    def create(self, obj: dict) -> None:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        create = {
+            "ConfigMap": self.core.create_namespaced_config_map,
+            "Service": self.core.create_namespaced_service,
+            "Pod": self.core.create_namespaced_pod,
+        }[kind]
+        self.call(f"create {kind} {name} in namespace {self.namespace}", create, self.namespace, obj)
+
+    def pods(self, selector: str) -> list:
+        return self.call("list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector).items
+
+    def delete_all(self, selector: str, deadline: float, grace: int = 30) -> None:
+        """Delete the pods, services and config maps carrying ``selector`` and wait until no pod is left; a pod
+        whose node is not Ready (no kubelet left to stop it) is removed from the API at once."""
+        from kubernetes.client.exceptions import ApiException
+
+        def delete_pod(name: str, seconds: int) -> None:
+            body = self._client.V1DeleteOptions(grace_period_seconds=seconds, propagation_policy="Background")
+            try:
+                self.core.delete_namespaced_pod(name, self.namespace, body=body, _request_timeout=30)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise ClusterError(f"delete pod {name}: {_api_reason(exc, self.namespace)}") from None
+
+        for pod in self.pods(selector):
+            delete_pod(pod.metadata.name, grace)
+        for listing, delete, kind in (
+            (self.core.list_namespaced_service, self.core.delete_namespaced_service, "service"),
+            (self.core.list_namespaced_config_map, self.core.delete_namespaced_config_map, "config map"),
+        ):
+            for item in self.call(f"list {kind}s", listing, self.namespace, label_selector=selector).items:
+                self.call(f"delete {kind} {item.metadata.name}", delete, item.metadata.name, self.namespace)
+        while pods := self.pods(selector):
+            ready = {n for n, v in self.nodes().items() if v["ready"]}
+            for pod in pods:
+                if pod.spec.node_name not in ready:  # unscheduled, or its node gone: no kubelet will stop it
+                    delete_pod(pod.metadata.name, 0)
+            if time.monotonic() > deadline:
+                raise ClusterError(f"pods {', '.join(p.metadata.name for p in pods)} still terminating after the timeout")
+            time.sleep(0.3)
+
+    # -- exec ----------------------------------------------------------------------------------
+    def exec(
+        self,
+        pod: str,
+        command: list[str],
+        timeout: float = 600,
+        on_out: Callable | None = None,
+        on_err: Callable | None = None,
+        binary: bool = False,
+    ) -> tuple[int, str, str]:
+        """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr); with ``on_out``/``on_err``
+        the output goes there as it comes instead (as bytes with ``binary``)."""
+        from kubernetes.stream import stream
+
+        # stream() swaps its ApiClient's request method while it runs: an exec on a client of its own, so
+        # execs in parallel threads and the calls around them never see each other's
+        own = self._client.CoreV1Api(self._client.ApiClient(self._conf))
+        client = self.call(
+            f"exec in pod {pod}",
+            stream,
+            own.connect_get_namespaced_pod_exec,
+            pod,
+            self.namespace,
+            command=command,
+            stderr=True,
+            stdin=False,
+            stdout=True,
+            tty=False,
+            binary=binary,
+            _preload_content=False,
+            _request_timeout=timeout,
+        )
+        out: list = []
+        err: list = []
+        on_out = on_out or out.append
+        on_err = on_err or err.append
+        deadline = time.monotonic() + timeout
+        try:
+            while client.is_open():
+                client.update(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+                if client.peek_stdout():
+                    on_out(client.read_stdout(timeout=0))
+                if client.peek_stderr():
+                    on_err(client.read_stderr(timeout=0))
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"exec in pod {pod}: no answer after {timeout:.0f} s")
+            code = client.returncode
+        finally:
+            client.close()
+        joined = (b"" if binary else "").join
+        return (code if code is not None else 1), joined(out), joined(err)
+
+
+def _api_reason(exc, namespace: str) -> str:
+    try:
+        message = json.loads(exc.body).get("message") or exc.reason
+    except (TypeError, ValueError):
+        message = exc.reason
+    if exc.status == 401:
+        return f"the API server does not accept these credentials ({message})"
+    if exc.status == 403:
+        return f"RBAC denied it in namespace {namespace}: {message}"
+    return f"{message} (HTTP {exc.status})"
+
+
+def _root_cause(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    while isinstance(reason, BaseException) and getattr(reason, "reason", None) is not None and reason is not reason.reason:
+        reason = reason.reason
+    text = str(reason or exc)
+    return text.split(": ", 1)[-1][:200]

@@ -1,0 +1,35 @@
+"""``python -m nestlab.backends.remote.kube_exec KUBECONFIG NAMESPACE POD -- CMD...``: a local process standing for a
+command in a pod (its output as it comes, byte for byte, and its exit code), as ``ssh`` stands for one on a server."""
+
+from __future__ import annotations
+
+import sys
+
+from .kube import Cluster, ClusterError
+
+
+def main(argv: list[str]) -> int:
+    kubeconfig, namespace, pod, dashes, *command = argv
+    if dashes != "--" or not command:
+        print("usage: python -m nestlab.backends.remote.kube_exec KUBECONFIG NAMESPACE POD -- CMD...", file=sys.stderr)
+        return 2
+
+    def to(stream):
+        def write(data: bytes) -> None:
+            stream.write(data)
+            stream.flush()
+
+        return write
+
+    try:
+        code, _out, _err = Cluster(kubeconfig or None, namespace).exec(
+            pod, command, timeout=24 * 3600, binary=True, on_out=to(sys.stdout.buffer), on_err=to(sys.stderr.buffer)
+        )
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 255
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,84 @@
+"""Where a lab runs: the one record that says so (``/run/nestlab/LAB/site.json``), read and written here.
+
+The sites themselves (this machine, SSH servers, Kubernetes) are plug-ins (nestlab/sites), found by
+the word the record holds; what else the record holds is the site's own.  A lab without a record
+runs on this machine.  The record is written before anything is made elsewhere, so a cleanup from
+here always knows where to go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from .. import names
+from ..errors import LabError
+from ..registry import SITES
+
+if TYPE_CHECKING:
+    from ..model.schema import Topology
+    from ..seams import Site
+
+RECORD = "site.json"
+LOCAL = "local"
+
+
+class DamagedRecord(LabError):
+    """The record cannot be read: where the lab's shares went is unknown here."""
+
+
+def _path(lab: str) -> str:
+    return os.path.join(names.lab_dir(lab), RECORD)
+
+
+def read(lab: str) -> tuple[str, dict[str, Any]] | None:
+    """The lab's site word and the site's own data, or None for a lab on this machine."""
+    try:
+        with open(_path(lab), "rb") as fh:
+            found = json.loads(fh.read())
+        if not isinstance(found, dict) or found.get("site") not in SITES or not isinstance(found.get("data"), dict):
+            raise ValueError("not a site record")
+        for key, kind in SITES.get(found["site"]).keys.items():
+            if not isinstance(found["data"].get(key), kind):
+                raise ValueError(f"its {key} is not a {kind.__name__}")
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise DamagedRecord(
+            f"{_path(lab)} is damaged ({exc}): where lab {lab} runs is unknown here; "
+            f"run `nestlab cleanup {lab}` on each machine it ran on"
+        ) from None
+    return found["site"], found["data"]
+
+
+def write(lab: str, site: str, data: dict[str, Any]) -> None:
+    """Write the lab's record whole, or not at all."""
+    os.makedirs(names.lab_dir(lab), exist_ok=True)
+    tmp = _path(lab) + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump({"site": site, "data": data}, fh)
+    os.replace(tmp, _path(lab))
+
+
+def forget(lab: str) -> None:
+    """Drop the record (once what it points at is gone)."""
+    try:
+        os.unlink(_path(lab))
+    except FileNotFoundError:
+        pass
+
+
+def of(lab: str) -> Site:
+    """The site a lab runs on, as its record says (this machine when there is none)."""
+    found = read(lab)
+    word, data = found or (LOCAL, {})
+    site: Site = SITES.get(word)(lab, data)
+    return site
+
+
+def chosen(topology: Topology) -> Site:
+    """The site a new deploy of ``topology`` goes to: its ``servers:``, else this machine (Kubernetes is
+    chosen by ``nestlab k8s deploy``)."""
+    site: Site = SITES.get("ssh" if topology.servers else LOCAL)(topology.name, {})
+    return site

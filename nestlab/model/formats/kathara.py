@@ -1,0 +1,235 @@
+"""Kathará labs: a folder with ``lab.conf`` turned into a topology (positions point into lab.conf).
+
+* ``dev[N]=DOMAIN`` (or ``"DOMAIN/MAC"``): the device's ``ethN`` is on collision domain DOMAIN. A domain
+  of two interfaces is a veth pair; a larger one a bridge node ``cd-DOMAIN``;
+* ``dev[image]``: an image naming ``frr`` makes a ``kind: frr`` router; any other runs on this
+  machine's tools (a note says so for images whose software Debian lacks, e.g. quagga, p4, pox);
+* ``dev[mem]``/``dev[memory]``, ``dev[cpus]``: cgroup limits; ``dev[sysctl]``, ``dev[env]``: as named;
+  ``dev[bridged]``, ``dev[port]``, ``dev[num_terms]``, ``dev[shell]``, ``dev[ipv6]``: notes;
+* ``dev.startup`` (after ``shared.startup``) becomes the device's ``exec``; lines that start a
+  service (``systemctl start X``, ``service X start``, ``/etc/init.d/X start``) are skipped with a
+  note, since a node shares this machine's init (a router's FRR is started by nestlab itself);
+* every file under ``dev/`` is bound at the same path in the device's own view (its ``etc/frr/frr.conf``
+  becomes the router's startup-config) where that path exists on this machine;
+* ``lab.dep`` (``dev: other ...``): the device configures after the others (stages wait-for).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path as FsPath
+
+from ..errors import Path, Problem, TopologyError
+from ..yamlsource import Located, read_source
+
+_ASSIGN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\[([A-Za-z0-9_]+)\]\s*=\s*(.*?)\s*$")
+_META = re.compile(r"^\s*LAB_[A-Z_]+\s*=")
+_SERVICE = re.compile(r"^\s*(systemctl\s+(re)?start\s+\S+|service\s+\S+\s+(re)?start|/etc/init\.d/\S+\s+(re)?start)\s*(&\s*)?$")
+_NOTED = {
+    "bridged": "devices are not connected to this machine's network",
+    "port": "nodes are not reachable from outside the lab",
+    "num_terms": "open a shell with `nestlab shell`",
+    "shell": "`nestlab shell` opens the machine's shell",
+    "ipv6": "IPv6 follows the machine's defaults",
+}
+_FOREIGN = ("quagga", "p4", "pox", "sdn", "bind", "wireshark")
+
+
+def is_lab(path: str | os.PathLike) -> bool:
+    p = FsPath(path)
+    return p.name == "lab.conf" or (p.is_dir() and (p / "lab.conf").is_file())
+
+
+def lab_name(folder: FsPath) -> str:
+    """The lab's name from its folder (a folder named lab takes its parent's name too)."""
+    parts = [folder.name] if folder.name != "lab" else [folder.parent.name, folder.name]
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts)).strip("-_") or "kathara"
+    return name[-40:].lstrip("-_")
+
+
+def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
+    """``(located topology data, lab.conf path, notices)`` for a Kathará lab folder or its lab.conf."""
+    conf = FsPath(path)
+    conf = conf / "lab.conf" if conf.is_dir() else conf
+    folder = conf.parent.resolve()
+    source = str(conf)
+    lines = read_source(conf, "the lab").splitlines()
+    located = Located(None)
+    problems: list[Problem] = []
+    devices: dict[str, dict] = {}
+    ports: dict[str, list[tuple[str, str, int]]] = {}  # domain -> [(device, interface, line)]
+    shared = _startup(folder / "shared.startup")
+
+    def at(path: Path, line: int) -> None:
+        located.positions.setdefault(path, (line, 1))
+
+    for number, raw in enumerate(lines, 1):
+        text = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not text or _META.match(text):
+            continue
+        match = _ASSIGN.match(text)
+        if not match:
+            problems.append(
+                Problem(
+                    (), f'\'{raw.strip()}\' is not a Kathará assignment such as r1[0]="A" or r1[image]="kathara/frr"', number, 1
+                )
+            )
+            continue
+        dev, key, value = match.group(1), match.group(2), match.group(3).strip("\"'")
+        spec = devices.setdefault(dev, {})
+        node = ("topology", "nodes", dev)
+        at(node, number)
+        if key.isdigit():
+            domain = value.split("/", 1)[0]
+            if not re.match(r"^[A-Za-z0-9_-]+$", domain):
+                problems.append(
+                    Problem(node, f"collision domain '{domain}' may use only letters, digits, '-' and '_'", number, 1)
+                )
+                continue
+            ports.setdefault(domain, []).append((dev, f"eth{key}", number))
+        elif key == "image":
+            spec["image"] = value
+        elif key in ("mem", "memory"):
+            spec.setdefault("resources", {})["memory"] = value
+            at(node + ("resources", "memory"), number)
+        elif key == "cpus":
+            spec.setdefault("resources", {})["cpus"] = float(value) if _number(value) else value
+            at(node + ("resources", "cpus"), number)
+        elif key == "sysctl":
+            name, _, setting = value.partition("=")
+            spec.setdefault("sysctls", {})[name.strip()] = setting.strip()
+            at(node + ("sysctls",), number)
+        elif key == "env":
+            name, _, setting = value.partition("=")
+            spec.setdefault("env", {})[name.strip()] = setting.strip()
+            at(node + ("env", name.strip()), number)
+        elif key in _NOTED:
+            spec.setdefault("_notes", []).append((number, dev, f"ignored: [{key}]: {_NOTED[key]}"))
+        else:
+            spec.setdefault("_notes", []).append((number, dev, f"ignored: [{key}] is not an option nestlab knows"))
+    if problems:
+        raise TopologyError(source, problems)
+    notes: list[tuple[int, str, str]] = []
+    nodes: dict[str, dict] = {}
+    for dev, spec in devices.items():
+        notes += spec.pop("_notes", [])
+        line = located.positions[("topology", "nodes", dev)][0]
+        image = spec.pop("image", "kathara/base")
+        if "frr" in image:
+            spec["kind"] = "frr"
+        elif any(word in image for word in _FOREIGN):
+            notes.append(
+                (
+                    line,
+                    dev,
+                    f"ignored: [image]={image}: the device runs on this machine's tools, which may lack that image's software",
+                )
+            )
+        script, skipped = _filter(shared + _startup(folder / f"{dev}.startup"))
+        notes += [
+            (
+                line,
+                dev,
+                f"ignored: {dev}.startup: `{cmd}`: {'nestlab starts the router' if spec.get('kind') == 'frr' else 'it would start a service of this machine'}",
+            )
+            for cmd in skipped
+        ]
+        if script.strip():
+            spec["exec"] = [script]
+        spec["binds"] = _tree(folder / dev)
+        spec["sysctls"] = {"net.ipv4.ip_forward": "1", **spec.get("sysctls", {})}  # as Kathará's devices have it
+        nodes[dev] = spec
+    links = []
+    for domain, members in ports.items():
+        path = ("topology", "links", len(links))
+        at(path, members[0][2])
+        if len(members) == 2:
+            links.append({"endpoints": [f"{d}:{i}" for d, i, _ in members]})
+            continue
+        switch = f"cd-{domain}"
+        if switch in nodes:
+            raise TopologyError(
+                source,
+                [
+                    Problem(
+                        ("topology", "nodes", switch),
+                        f"device '{switch}' has the name nestlab gives collision domain {domain}'s bridge; rename it",
+                        members[0][2],
+                        1,
+                    )
+                ],
+            )
+        nodes[switch] = {"kind": "bridge"}
+        at(("topology", "nodes", switch), members[0][2])
+        for j, (dev, iface, line) in enumerate(members):
+            at(("topology", "links", len(links)), line)
+            port = f"{dev}-{iface}" if len(dev) + len(iface) < 15 else f"p{j}"
+            links.append({"endpoints": [f"{dev}:{iface}", f"{switch}:{port}"]})
+    for dev, waits in _deps(conf.parent / "lab.dep", devices).items():
+        nodes[dev]["stages"] = {"configure": {"wait-for": [{"node": w, "stage": "configure"} for w in waits]}}
+    located.data = {"name": lab_name(folder), "ipv4_pool": None, "topology": {"nodes": nodes, "links": links}}
+    return located, source, [Problem((dev,), message, line, 1) for line, dev, message in sorted(notes)]
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _startup(path: FsPath) -> str:
+    return read_source(path, "the start-up file") + "\n" if path.is_file() else ""
+
+
+def _filter(script: str) -> tuple[str, list[str]]:
+    kept, skipped = [], []
+    for line in script.splitlines():
+        if _SERVICE.match(line):
+            skipped.append(line.strip())
+            kept.append(": " + line.strip())  # a no-op keeps line numbers and any if/fi around it intact
+        else:
+            kept.append(line)
+    return "\n".join(kept).strip() + "\n" if any(k.strip() for k in kept) else "", skipped
+
+
+def _tree(root: FsPath) -> list[str]:
+    """Binds of every file under a device's folder onto the same path (a path this machine lacks gives
+    the device a root of its own, backends/views.py)."""
+    if not root.is_dir():
+        return []
+    return [
+        f"{file.resolve()}:/{file.relative_to(root).as_posix()}" for file in sorted(p for p in root.rglob("*") if p.is_file())
+    ]
+
+
+def _deps(path: FsPath, devices: dict) -> dict[str, list[str]]:
+    """``lab.dep``'s ``dev: other ...`` lines; a name that is no device of lab.conf is refused at its line."""
+    if not path.is_file():
+        return {}
+    deps, problems = {}, []
+    for number, line in enumerate(read_source(path, "lab.dep").splitlines(), 1):
+        dev, sep, others = line.split("#", 1)[0].partition(":")
+        if not sep or not dev.strip():
+            if line.split("#", 1)[0].strip():
+                problems.append(Problem((), f"'{line.strip()}' is not a dependency such as r1: r2 r3", number, 1))
+            continue
+        for name, column in [
+            (dev.strip(), line.index(dev.strip()) + 1),
+            *((w, line.index(w, len(dev) + 1) + 1) for w in others.split()),
+        ]:
+            if name not in devices:
+                problems.append(
+                    Problem(
+                        (),
+                        f"'{name}' is not a device of lab.conf ({', '.join(sorted(devices)[:8])}{', ...' if len(devices) > 8 else ''})",
+                        number,
+                        column,
+                    )
+                )
+        deps[dev.strip()] = others.split()
+    if problems:
+        raise TopologyError(str(path), problems)
+    return deps

@@ -1,0 +1,152 @@
+"""This machine: the lab's nodes are namespaces here, made by the Applier from a diff of plans."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..errors import LabError
+from ..lab import cleanup, collector, state
+from ..lab.where import LOCAL
+from ..plan.objects import Plan
+from ..registry import KINDS, SITES
+from .base import Site
+
+if TYPE_CHECKING:
+    from ..lab.lab import ExecReport, Lab
+    from ..plan.diff import Changes
+
+
+class Local(Site):
+    name = LOCAL
+    summary = "this machine: every node a namespace here"
+    here = True
+
+    @collector.paused()
+    def deploy(self, lab: Lab, progress: Any = None, on_exec: ExecReport | None = None, **_options: Any) -> Changes:
+        """Create what is missing, remove what is no longer wanted; returns what was changed."""
+        from ..apply.applier import Applier
+        from ..backends.kernel.netlink import NetlinkError
+        from ..lab import startup
+        from ..plan.diff import diff
+
+        if pinned := sorted(n for n, spec in lab.topology.topology.nodes.items() if spec.server):
+            from .shares import NO_SERVERS, pin_error
+
+            pin_error(lab, lab.topology.topology.nodes[pinned[0]].server, NO_SERVERS)
+        with state.locked(lab.name):
+            current = state.read(lab.name)
+            if current and current.status == "deploying":
+                raise LabError(
+                    f"an earlier deploy of lab '{lab.name}' (pid {current.pid}) stopped half-way; "
+                    f"run `nestlab cleanup {lab.name}` and deploy again"
+                )
+            if current is None and cleanup.marked_namespaces(lab.name):
+                raise LabError(f"lab '{lab.name}' has leftovers from a process that died; run `nestlab cleanup {lab.name}`")
+            have = _existing(lab.name, current.plan) if current else Plan()
+            changes = diff(lab.plan, have)
+            if _retune(lab.name, lab.plan, have) and not changes:
+                state.write(lab.snapshot("running", lab.plan))
+            if not changes:
+                return changes
+            try:
+                _check_needs(changes)
+            except LabError:
+                if current is None:
+                    cleanup.remove_lab(lab.name)
+                raise
+            commit, drop = None, None
+            try:  # the finished state is written first: a full disk stops the deploy before anything changes
+                commit, drop = state.prepared(lab.snapshot("running", lab.plan))
+                state.write(lab.snapshot("deploying", current.plan if current else Plan()))
+            except OSError:
+                if drop:
+                    drop()
+                if current is None:
+                    cleanup.remove_lab(lab.name)
+                raise
+            try:
+                Applier(lab.name, {**have.nodes, **lab.plan.nodes}, progress).apply(changes)
+            except BaseException as exc:
+                drop()
+                if current is None:
+                    cleanup.remove_lab(lab.name)
+                else:
+                    state.write(lab.snapshot("running", _without(have, changes)))
+                if isinstance(exc, NetlinkError):
+                    raise LabError(
+                        f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno, '')}; "
+                        f"{'nothing was left behind' if current is None else 'the lab is as it was'}"
+                    ) from exc
+                raise
+            commit()
+        startup.run(lab, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
+        return changes
+
+    def inspect(self, lab: Lab, only: set[str] | None = None) -> dict[str, Any]:
+        from ..lab.inspect import here
+
+        return here(lab, only)
+
+
+_HINTS = {
+    errno.EXFULL: " (a Linux bridge takes at most 1024 ports: split it, e.g. a bridge per group of nodes joined to a core bridge)"
+}
+
+
+def _retune(lab: str, plan: Plan, have: Plan) -> bool:
+    """Write changed cgroup limits of running nodes in place (limits never recreate a node)."""
+    from ..backends.kernel import cgroups
+
+    changed = [
+        (n, have.nodes[n.name])
+        for n in plan.nodes.values()
+        if n.cgroup and n.name in have.nodes and have.nodes[n.name].resources != n.resources
+    ]
+    for new, old in changed:
+        lifted = {k: "none" for k in dict(old.resources) if k not in dict(new.resources)}
+        cgroups.Tree(lab).set(new.name, {**lifted, **dict(new.resources)})
+    return bool(changed)
+
+
+def _check_needs(changes: Changes) -> None:
+    """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
+    from .. import kinds
+    from ..backends.kernel import probe, shaping
+    from ..registry import LINK_MODES
+
+    needs = {feature for x in changes.add_links + changes.add_attachments for feature in LINK_MODES.get(x.mode).needs(x)}
+    shaped = [dict(x.shape_a + x.shape_b) for x in changes.add_links + changes.reshape]
+    needs |= {"htb" for shape in shaped if shape}
+    needs |= {"netem" for shape in shaped if set(shape) & set(shaping.NETEM_KEYS)}
+    nat = any(br.nat or br.netfilter for n in changes.add_nodes for br in n.bridges)
+    others = [problem for kind, nodes in kinds.grouped(changes.add_nodes) for problem in kind.missing(nodes)]
+    if needs or nat or others:
+        probe.check_needs(needs, nat, others)
+
+
+def _existing(lab: str, plan: Plan) -> Plan:
+    """The recorded plan minus nodes whose namespace vanished (and what depends on them)."""
+    from .. import names
+
+    alive = {n for n in plan.nodes if os.path.exists(names.netns_path(lab, n))}
+    return Plan(
+        {n: o for n, o in plan.nodes.items() if n in alive},
+        {k: x for k, x in plan.links.items() if x.deps <= alive},
+        {k: x for k, x in plan.attachments.items() if x.deps <= alive},
+    )
+
+
+def _without(have: Plan, changes: Changes) -> Plan:
+    gone_nodes = {n.name for n in changes.del_nodes}
+    gone_links = {x.key for x in changes.del_links}
+    gone_attachments = {x.key for x in changes.del_attachments}
+    return Plan(
+        {n: o for n, o in have.nodes.items() if n not in gone_nodes},
+        {k: x for k, x in have.links.items() if k not in gone_links and not x.deps & gone_nodes},
+        {k: x for k, x in have.attachments.items() if k not in gone_attachments and not x.deps & gone_nodes},
+    )
+
+
+SITES.register(Local)

@@ -1,0 +1,116 @@
+"""A lab cut into shares, one per SSH server or pod, each deployed by the nestlab there: what the SSH
+and Kubernetes sites have in common (placing and splitting, a file error for a ``server:`` that cannot
+be honoured, why a share's command failed, and one report merged from every share's ``inspect``)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import LabError
+from ..lab import state
+from ..model.endpoint import Endpoint
+
+if TYPE_CHECKING:  # the schema and the splitter load only for a lab that spans servers
+    from ..plan.placement import Placement
+    from ..plan.split import Share
+
+NO_SERVERS = (
+    "is named here, but this lab has no servers: add servers: to the file or pass --servers FILE "
+    "(on Kubernetes, nestlab k8s deploy takes it as a node's name)"
+)
+
+
+@dataclass
+class Split:
+    placement: Placement
+    shares: dict[str, Share]
+    mtu: int  # of links and ports that cross servers
+
+
+def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = None) -> Split:
+    """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
+    on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
+    from ..plan.placement import place
+    from ..plan.split import VXLAN_HEADERS, shares
+
+    topo = lab.topology
+    servers = servers or topo.servers
+    pins = {name: spec.server for name, spec in topo.topology.nodes.items() if spec.server}
+    if not servers and pins:
+        pin_error(lab, next(iter(pins.values())), NO_SERVERS)
+    if not servers:
+        raise LabError("this lab names no servers: add servers: to the file or pass --servers FILE")
+    for server in pins.values():
+        if server not in servers:
+            pin_error(lab, server, f"is not one of the servers {', '.join(sorted(servers))}")
+    placed = place(lab.plan, {name: spec.weight for name, spec in servers.items()}, pins)
+    if underlay is None:
+        underlay = {}
+        for name, spec in servers.items():
+            try:
+                underlay[name] = str(ipaddress.IPv4Address(spec.underlay or spec.address))
+            except ValueError:
+                raise LabError(
+                    f"server {name}: address {spec.address} is not an IPv4 address; give underlay: IP for its VXLAN tunnels"
+                ) from None
+    raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
+    parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu)
+    return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
+
+
+def pin_error(lab, server: str, message: str) -> None:
+    """A ``server:`` that cannot be honoured: a file error at the first node pinned there (exit 2, file:line:col)."""
+    from ..model.errors import TopologyError
+
+    node = next(n for n, spec in lab.topology.topology.nodes.items() if spec.server == server)
+    raise TopologyError(lab.source, [lab.problem(("topology", "nodes", node, "server"), f"server '{server}' {message}")])
+
+
+def cause(answer) -> str | None:
+    """Why a share's command failed (its last error lines, or the exception), or None if it did not."""
+    if isinstance(answer, BaseException):
+        return f"{type(answer).__name__}: {answer}"
+    if answer.returncode == 0:
+        return None
+    lines = [ln for ln in (answer.stderr or "").splitlines() if ln.strip() and not ln.startswith("note ")]
+    if answer.returncode == 255:
+        return "SSH failed: " + (lines[-1] if lines else "no answer")
+    return " / ".join(lines[-3:]) or f"exit {answer.returncode}"
+
+
+def holder(placement: dict[str, str], lab: str, ref: str) -> str:
+    """The share holding ``ref`` (a node, component or NODE:IF) of a lab placed as ``placement`` says."""
+    end = Endpoint(ref)
+    held = placement.get(end.top)
+    if held is None:
+        raise LabError(f"lab {lab} has no node '{end.node}'")
+    return held
+
+
+def merged(
+    lab: str,
+    answers: dict[str, subprocess.CompletedProcess | BaseException],
+    label: dict[str, str],
+    extra: Callable[[str, str], dict],
+) -> dict:
+    """One ``inspect`` report from every share's (``answers``: share -> its command's answer): each interface
+    with ``label[share]`` as its server, each node with ``extra(share, node)``; a switch copied onto several
+    shares is one node with every share's ports."""
+    by_name: dict[str, dict] = {}
+    for share, answer in sorted(answers.items()):
+        if why := cause(answer):
+            raise LabError(f"{label[share]}: {why}")
+        assert isinstance(answer, subprocess.CompletedProcess)
+        for node in json.loads(answer.stdout)["nodes"]:
+            interfaces = [{**i, "server": label[share]} for i in node["interfaces"]]
+            if node["name"] in by_name:
+                by_name[node["name"]]["interfaces"] += [i for i in interfaces if i["name"] != node["name"]]
+            else:
+                by_name[node["name"]] = {**node, "interfaces": interfaces, **extra(share, node["name"])}
+    current = state.read(lab)
+    return {"lab": lab, "source": current.source if current else None, "nodes": list(by_name.values())}

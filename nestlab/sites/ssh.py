@@ -1,0 +1,165 @@
+"""SSH servers (docs/servers.md): the lab placed, split into shares, each share deployed by the server's
+own nestlab over SSH, all or nothing.
+
+The lab's record holds the servers, the folder their keys are relative to and where each node went
+(written before any server is touched, so a cleanup from here always knows where to go); each
+server keeps its share as an ordinary lab of the same name, marked as usual, so ``nestlab cleanup``
+there works on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+from .. import names
+from ..backends.remote.ssh import CONTROL_DIR, Remote, each
+from ..errors import LabError
+from ..lab import state, where
+from ..registry import SITES
+from .base import Site
+from .shares import Split, cause, holder, merged, split
+
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
+    from ..plan.split import Share
+
+
+def remotes(servers: dict, base: str) -> dict[str, Remote]:
+    """A connection per server (``servers``: name -> ServerSpec, or its data with defaults left out); relative
+    keys from ``base``."""
+    from ..model.schema import ServerSpec
+
+    out = {}
+    for name, spec in servers.items():
+        spec = ServerSpec.model_validate(spec) if isinstance(spec, dict) else spec
+        out[name] = Remote(
+            name,
+            spec.address,
+            spec.user,
+            spec.port,
+            os.path.join(base, spec.key) if spec.key else None,
+            spec.ssh_options,
+            spec.nestlab,
+        )
+    return out
+
+
+class Starting:
+    """Each server's nestlab, started and reading its share from standard input: its start-up and the SSH
+    handshake overlap with loading, placing and splitting the lab here."""
+
+    def __init__(self, servers: dict, base: str):
+        self.servers = servers
+        self.conns = remotes(servers, base)
+        self.procs = {
+            name: r.popen(
+                r.nestlab_cmd("deploy", "-t", "/dev/stdin"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, r in self.conns.items()
+        }
+
+    def abandon(self) -> None:
+        """Send every server an empty share: each refuses it and makes nothing."""
+        for proc in self.procs.values():
+            try:
+                proc.communicate("", timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+
+
+class Servers(Site):
+    name = "ssh"
+    summary = "SSH servers: a share per server, deployed by its own nestlab (servers:)"
+    keys = {"servers": dict, "base": str, "placement": dict}
+
+    def deploy(self, lab: Lab, progress: Any = None, starting: Starting | None = None, **_options: Any) -> Split:
+        """Deploy every share at once; if any server fails, clean every server and name the one that failed.
+        ``starting``: the servers' nestlab already started (for these very servers), else started here."""
+        base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
+        servers = {name: spec.model_dump() for name, spec in lab.topology.servers.items()}
+        if starting is None or starting.servers != servers:
+            if starting:
+                starting.abandon()
+            starting = Starting(servers, base)
+        conns, procs = starting.conns, starting.procs
+        try:
+            plan = split(lab)
+        except BaseException:
+            starting.abandon()
+            raise
+        with state.locked(lab.name):
+            self.data = {"servers": servers, "base": base, "placement": plan.placement.server_of}
+            where.write(lab.name, self.name, self.data)
+            if progress:
+                progress("servers", 0, len(conns))
+            answers = each(conns.values(), lambda r: _send_share(procs[r.name], plan.shares[r.name]))
+            failed = {name: why for name, answer in answers.items() if (why := cause(answer))}
+            if failed:
+                each(conns.values(), lambda r: _clean(r, lab.name))
+                shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
+                first = sorted(failed)[0]
+                more = f" (and {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
+                raise LabError(f"server {first}{more}: {failed[first]}; every server was cleaned up, nothing is left")
+            state.write(lab.snapshot("running", lab.plan))
+        if progress:
+            progress("servers", len(conns), len(conns))
+        return plan
+
+    def remove(self) -> None:
+        """Clean the lab's share on every server it was sent to; a server out of reach is an error naming it
+        (the record stays, so a later ``nestlab cleanup LAB`` tries again)."""
+        conns = self.shares()
+        answers = each(conns.values(), lambda r: _clean(r, self.lab))
+        failed = {name: why for name, answer in answers.items() if (why := cause(answer))}
+        for remote in conns.values():
+            remote.close()
+        try:
+            os.rmdir(CONTROL_DIR)  # once no master connection is left
+        except OSError:
+            pass
+        if failed:
+            raise LabError(
+                "; ".join(f"server {name}: {why}" for name, why in sorted(failed.items()))
+                + f"; run `nestlab cleanup {self.lab}` again once it is reachable, or `nestlab cleanup {self.lab}` on it"
+            )
+
+    def where(self) -> str:
+        return f"servers {', '.join(sorted(self.data['servers']))}"
+
+    def shares(self) -> dict[str, Remote]:
+        return remotes(self.data["servers"], self.data["base"])
+
+    def remote(self, ref: str) -> Remote:
+        server = holder(self.data["placement"], self.lab, ref)
+        return remotes({server: self.data["servers"][server]}, self.data["base"])[server]
+
+    def inspect(self, lab: Lab, only: set[str] | None = None) -> dict[str, Any]:
+        """Every server's ``inspect`` of its share, merged, each node with its server."""
+        args = ["inspect", "--lab", self.lab, "--format", "json"]
+        answers = each(self.shares().values(), lambda r: r.run(r.nestlab_cmd(*args), timeout=120))
+        placement = self.data["placement"]
+        return merged(
+            self.lab, answers, {s: s for s in answers}, lambda _s, node: {"server": placement.get(node.split("/", 1)[0])}
+        )
+
+
+def _send_share(proc: subprocess.Popen, share: Share) -> subprocess.CompletedProcess:
+    import yaml
+
+    text = yaml.dump(share.topology, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
+    out, err = proc.communicate(text, timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _clean(remote: Remote, lab: str) -> subprocess.CompletedProcess:
+    return remote.run(remote.nestlab_cmd("cleanup", lab), timeout=300)
+
+
+SITES.register(Servers)
