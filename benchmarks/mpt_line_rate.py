@@ -26,7 +26,7 @@ import tempfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
-from nestlab.backends import mpt_daemon  # noqa: E402
+from nestlab.backends.services import mpt_daemon  # noqa: E402
 from nestlab.bench import tools  # noqa: E402
 from nestlab.bench.suites import multipath  # noqa: E402
 

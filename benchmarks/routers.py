@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from nestlab import Lab  # noqa: E402
-from nestlab.backends import frr  # noqa: E402
+from nestlab.backends.services import frr  # noqa: E402
 from nestlab.bench.memory import kernel_kb, lab_pss_kb  # noqa: E402
 
 OSPF = "interface eth1\n ip ospf hello-interval 1\n ip ospf dead-interval 4\ninterface eth2\n ip ospf hello-interval 1\n ip ospf dead-interval 4\nrouter ospf\n network 10.0.0.0/8 area 0\n"

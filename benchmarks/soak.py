@@ -26,7 +26,7 @@ from collections.abc import Iterator
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from nestlab import Lab  # noqa: E402
-from nestlab.backends import cgroups, rtdump  # noqa: E402
+from nestlab.backends.kernel import cgroups, rtdump  # noqa: E402
 from nestlab.backends.kernel.namespaces import NETNS_DIR  # noqa: E402
 from nestlab.lab import cleanup, state  # noqa: E402
 

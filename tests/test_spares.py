@@ -94,7 +94,7 @@ def test_stop_ends_the_helper_before_it_is_done():
 
 def test_the_helper_dies_with_its_parent():
     code = (
-        "import time; from nestlab.backends import spares; "
+        "import time; from nestlab.backends.kernel import spares; "
         "spares.start(lambda: time.sleep(120)); print('started', flush=True); time.sleep(120)"
     )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)

@@ -276,7 +276,7 @@ class Applier:
 
     def _forward(self, node: NodeObj) -> None:
         """Start the node's port forwarder inside its network namespace, holding its loopback listeners."""
-        from ..backends import portfwd  # asyncio, for the forwarder's own process: 15 ms no other deploy needs
+        from ..backends.services import portfwd  # asyncio, for the forwarder's own process: 15 ms no other deploy needs
 
         listeners = portfwd.listen(node.name, node.ports)
         try:

@@ -104,7 +104,7 @@ SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
 
 def _ahead(glanced: Glance, reconfigure: bool) -> spares.Ahead:
     """What a deploy will make, from a glance at its file: nothing to reconcile a running lab."""
-    from ..backends import spares  # imported before the fork: no import lock is taken here
+    from ..backends.kernel import spares  # imported before the fork: no import lock is taken here
 
     if not glanced.name or (os.path.isdir(names.lab_dir(glanced.name)) and not reconfigure):
         return spares.Ahead("", ())
