@@ -100,3 +100,13 @@ def test_since_replays_the_log(lab_from):
     recent = run_cli("events", "--lab", lab.name, "--since", "600s", "--no-follow", check=True).stdout
     assert recent.count("change") == 2 and "down" in recent
     assert run_cli("events", "--lab", lab.name, "--since", "soon", "--no-follow").returncode == 1
+
+
+def test_a_stream_with_a_duration_ends_on_time_in_a_quiet_lab(lab_from):
+    """-d ends the stream when its time is up, even when nothing happens (a relay waits for it to end)."""
+    lab = lab_from(FLAP.split("schedule:")[0])
+    started = time.monotonic()
+    done = run_cli("events", "--lab", lab.name, "--format", "json", "-d", "1.5", timeout=30)
+    took = time.monotonic() - started
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert 1.5 <= took < 10, took

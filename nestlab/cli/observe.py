@@ -192,6 +192,7 @@ def events_cmd(
                 *(["--since", since] if since is not None else []),
                 "--follow" if follow else "--no-follow",
                 *(["-d", str(duration)] if duration is not None else []),
+                *(["-c", str(count)] if count is not None else []),
             ]
             raise typer.Exit(site.forward({share: args for share in site.shares()}, sys.stdout.buffer, count, duration=duration))
         if not found.is_running:
@@ -201,7 +202,7 @@ def events_cmd(
             since_at = None if since is None else 0.0 if since == "0" else start - parse_time(since) / 1e6
         except ValueError as exc:
             raise LabError(f"--since: {exc}") from None
-        stream = Stream(found.name, since_at)
+        stream = Stream(found.name, since_at, None if duration is None else time.monotonic() + duration)
         if follow:
             err.print(f"streaming events of lab {found.name} (Ctrl-C stops)")
         seen = 0

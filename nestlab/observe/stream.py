@@ -123,11 +123,13 @@ def _log_entry(lab: str, entry: dict) -> dict:
 
 
 class Stream:
-    """The events of one lab, live; ``since`` (epoch seconds) first replays the lab's event log from then."""
+    """The events of one lab, live; ``since`` (epoch seconds) first replays the lab's event log from then;
+    ``until`` (``time.monotonic()``) ends the stream then, whether or not anything happened."""
 
-    def __init__(self, lab: str, since: float | None = None):
+    def __init__(self, lab: str, since: float | None = None, until: float | None = None):
         self.lab = lab
         self.since = since
+        self.until = until
         self.spaces: dict[str, _Namespace] = {}
         self.procs: dict[int, tuple[str, str]] = {}  # pid -> (node, command)
         self.proc_sock = _proc_connector()
@@ -206,7 +208,8 @@ class Stream:
         while True:
             by_fd = {s.nl.sock.fileno(): s for s in self.spaces.values()}
             extra = [self.proc_sock.fileno()] if self.proc_sock else []
-            ready, _, _ = select.select(list(by_fd) + extra, [], [], max(0.0, next_scan - time.monotonic()))
+            wake = next_scan if self.until is None else min(next_scan, self.until)
+            ready, _, _ = select.select(list(by_fd) + extra, [], [], max(0.0, wake - time.monotonic()))
             now = time.time()
             found: list[dict] = []
             for fd in ready:
@@ -221,6 +224,8 @@ class Stream:
                 yield {"time": now, "lab": self.lab, **event} if "time" not in event else event
             if not self.spaces and not os.path.isdir(names.lab_dir(self.lab)):
                 yield {"time": time.time(), "lab": self.lab, "node": None, "interface": None, "event": "lab-destroyed"}
+                return
+            if self.until is not None and time.monotonic() >= self.until:
                 return
 
     def close(self) -> None:

@@ -77,7 +77,8 @@ class Site:
         shares = self.shares()
         lines: queue.Queue[bytes | None] = queue.Queue()
         procs = [
-            shares[share].popen(shares[share].nestlab_cmd(*args), stdout=subprocess.PIPE) for share, args in commands.items()
+            shares[share].popen(shares[share].nestlab_cmd(*args), stream=True, stdout=subprocess.PIPE)
+            for share, args in commands.items()
         ]
 
         def pump(proc: subprocess.Popen[bytes]) -> None:

@@ -342,8 +342,9 @@ class PodRemote:
     def nestlab_cmd(self, *args: str) -> list[str]:
         return ["nestlab", *args]
 
-    def popen(self, args, tty: bool = False, **kwargs) -> subprocess.Popen:
-        """A local process that stands for ``args`` in the pod (its output and exit code are the command's)."""
+    def popen(self, args, tty: bool = False, stream: bool = False, **kwargs) -> subprocess.Popen:
+        """A local process that stands for ``args`` in the pod (its output and exit code are the command's;
+        each its own exec session, a ``stream`` too)."""
         if tty:
             raise LabError(
                 f"an interactive shell on a lab on Kubernetes: kubectl exec -it -n {self.found['namespace']} {self.name} -- "

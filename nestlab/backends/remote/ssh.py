@@ -64,9 +64,14 @@ class Remote:
             return subprocess.run(command)
         return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout)
 
-    def popen(self, args: Sequence[str], tty: bool = False, **kwargs) -> subprocess.Popen:
-        """Start ``args`` there; the local ssh process stands for it (its exit code is the command's)."""
-        return subprocess.Popen([*self.args[:-1], *(["-t"] if tty else []), self.args[-1], "--", shlex.join(args)], **kwargs)
+    def popen(self, args: Sequence[str], tty: bool = False, stream: bool = False, **kwargs) -> subprocess.Popen:
+        """Start ``args`` there; the local ssh process stands for it (its exit code is the command's).  A
+        ``stream`` this side may cut gets a connection of its own: through the shared master, the master
+        would hold this side's pipes until the command ended there."""
+        own = ["-o", "ControlPath=none"] if stream else []
+        return subprocess.Popen(
+            [*self.args[:-1], *own, *(["-t"] if tty else []), self.args[-1], "--", shlex.join(args)], **kwargs
+        )
 
     def nestlab_cmd(self, *args: str) -> list[str]:
         """The server's nestlab command line with ``args``."""
