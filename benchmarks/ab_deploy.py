@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A/B deploy timing in one run: this checkout against another commit, as a user waits for it.
 
-Each case is deployed and destroyed with the ``nestlab`` CLI (``python -m nestlab.cli.app``),
-timed from the shell: interpreter start, imports, parsing, the deploy itself and the output.
+Each case is deployed, inspected (``inspect --format json`` at once, as a user meets it right after
+the deploy returns) and destroyed with the ``nestlab`` CLI (``python -m nestlab.cli.app``), timed
+from the shell: interpreter start, imports, parsing, the work itself and the output.
 The two trees take turns (A B, then B A, ...), so both see the same machine; the table gives
 each side's median (and range) and the ratio of this checkout to the other.
 
@@ -68,12 +69,14 @@ def main() -> None:
             sides = {"before": before, "after": ROOT}
             for tree in sides.values():  # bytecode as installed packages have it, on both sides
                 compileall.compile_dir(os.path.join(tree, "nestlab"), quiet=1)
-            times: dict = {case: {side: {"deploy": [], "destroy": []} for side in sides} for case in cases}
+            steps = ("deploy", "inspect", "destroy")
+            times: dict = {case: {side: {step: [] for step in steps} for side in sides} for case in cases}
             for r in range(args.rounds):
                 order = list(sides) if r % 2 == 0 else list(sides)[::-1]
                 for case, (path, lab) in cases.items():
                     for side in order:
                         times[case][side]["deploy"].append(cli(sides[side], "deploy", "-t", path, "--format", "json"))
+                        times[case][side]["inspect"].append(cli(sides[side], "inspect", "--lab", lab, "--format", "json"))
                         times[case][side]["destroy"].append(cli(sides[side], "destroy", "--lab", lab))
                         time.sleep(2)  # the kernel frees namespaces asynchronously
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
@@ -81,7 +84,7 @@ def main() -> None:
             subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", before], capture_output=True)
     print(f"| case | step | before ({args.before}) | after (this checkout) | after / before |\n|---|---|---|---|---|")
     for case, per_side in times.items():
-        for step in ("deploy", "destroy"):
+        for step in steps:
             b, a = per_side["before"][step], per_side["after"][step]
             print(
                 f"| {case} | {step} | {statistics.median(b):.2f} s ({min(b):.2f}-{max(b):.2f}) | "

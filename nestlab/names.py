@@ -97,3 +97,28 @@ def lab_of_netns(name: str) -> str | None:
         return None
     lab, sep, _node = name[len(NETNS_PREFIX) :].partition(".")
     return lab if sep and lab else None
+
+
+MGMT_ROOT = "/run/nestlab-mgmt"  # management networks, shared by the labs that name them (not a lab's folder)
+
+
+def mgmt_leases(network: str) -> str:
+    """Which lab holds which management address of ``network`` (and the lock beside it)."""
+    return os.path.join(MGMT_ROOT, f"{network}.json")
+
+
+def mgmt_bridge(network: str) -> str:
+    """The default bridge of a management network: ``br-NETWORK`` cut to the kernel's 15 characters."""
+    return f"br-{network}"[:15]
+
+
+def long_name(prefix: str | None, lab: str, node: str) -> str:
+    """containerlab's name of a node: ``clab-LAB-NODE``; ``prefix: P`` gives ``P-LAB-NODE``, ``prefix: ""``
+    ``NODE`` and ``prefix: __lab-name`` ``LAB-NODE`` (a component ``n1/c`` is ``n1-c``)."""
+    short = node.replace("/", "-")
+    chosen = "clab" if prefix is None else prefix
+    if chosen == "":
+        return short
+    if chosen == "__lab-name":
+        return f"{lab}-{short}"
+    return f"{chosen}-{lab}-{short}"

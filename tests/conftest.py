@@ -101,9 +101,27 @@ def leftovers() -> list[str]:
     found += [f"process {pid} ({cmd[:60]})" for pid, cmd in processes() if "/run/nestlab/" in cmd]
     found += [f"cgroup {path}" for paths in cgroups.lab_cgroups().values() for path in paths]
     found += [f"interface {name} of this machine" for name in rtdump.marked()]
+    found += _management_leftovers()
     if os.environ.get("DOCKER_HOST"):  # set by the docker_engine fixture while its engine runs
         listed = subprocess.run(["docker", "ps", "-aq", "--filter", "label=nestlab.lab"], capture_output=True, text=True)
         found += [f"docker container {cid}" for cid in listed.stdout.split()]
+    return found
+
+
+def _management_leftovers() -> list[str]:
+    """What a management network leaves when it goes wrong: names, leases, bridges, rules, keys."""
+    import glob
+
+    found = [f"netns name {p}" for p in glob.glob("/run/netns/clab-*")]
+    found += [f"ssh config {p}" for p in glob.glob("/etc/ssh/ssh_config.d/clab-*.conf")]
+    found += [f"management leases {p}" for p in glob.glob("/run/nestlab-mgmt/*.json")]
+    found += [f"lab keys {p}" for p in glob.glob("/var/lib/nestlab/ssh/*")]
+    with open("/etc/hosts") as fh:
+        found += [f"/etc/hosts line {line.strip()}" for line in fh if line.startswith("###### CLAB-")]
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
+    found += [f"nftables {line.strip()}" for line in tables.splitlines() if "nestlab_mgmt_" in line]
+    listed = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
+    found += [f"bridge {line.split(':')[1].strip()}" for line in listed.splitlines() if "alias nestlab-mgmt:" in line]
     return found
 
 

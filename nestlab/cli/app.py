@@ -31,7 +31,7 @@ def build():
 
     app.callback()(needs_root)
     app.add_typer(lifecycle.commands)  # deploy, destroy, save, cleanup, demo
-    app.add_typer(use.commands)  # inspect, exec, shell
+    app.add_typer(use.commands)  # inspect, exec, shell, ssh
     app.add_typer(live.commands)  # link, run, node
     app.add_typer(observe.commands)  # graph, capture, events
     measure = typer.Typer()

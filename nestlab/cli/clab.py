@@ -62,6 +62,7 @@ def containers(name: str) -> list[dict]:
     source = lab.source if os.path.exists(lab.source) else ""
     relative = os.path.relpath(source) if source else ""
     images = _images_in(source)
+    mgmt = {a.end.node: a.end for a in lab.plan.attachments.values() if a.mode == "mgmt"}
     listed = []
     for node, obj in lab.plan.nodes.items():
         spec = nodes.get(node.split("/", 1)[0], {})
@@ -79,8 +80,8 @@ def containers(name: str) -> list[dict]:
                 "group": spec.get("group") or "",
                 "state": "running" if ident else "exited",
                 "status": "Up" if ident else "Exited",
-                "ipv4_address": "N/A",
-                "ipv6_address": "N/A",
+                "ipv4_address": mgmt[node].ipv4[0] if node in mgmt else "N/A",
+                "ipv6_address": mgmt[node].ipv6[0] if node in mgmt else "N/A",
                 "owner": "root",
                 "labels": labels(raw, name, node, obj.kind, source),
             }
@@ -111,13 +112,9 @@ def _images_in(source: str) -> dict[str, str]:
 
 
 def container_name(raw: dict, node: str) -> str:
-    prefix = raw.get("prefix", "clab")
-    short = node.replace("/", "-")
-    if prefix == "":
-        return short
-    if prefix == "__lab-name":
-        return f"{raw['name']}-{short}"
-    return f"{prefix}-{raw['name']}-{short}"
+    from .. import names
+
+    return names.long_name(raw.get("prefix"), raw["name"], node)
 
 
 def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, str]:
@@ -158,7 +155,7 @@ def destroy(
     topo: Path | None = TopoOpt,
     name: str | None = NameOpt,
     every: bool = typer.Option(False, "-a", "--all", help="Destroy every lab."),
-    _cleanup: bool = typer.Option(False, "-c", "--cleanup", help="Also remove the lab's folder (nestlab always does)."),
+    folder_too: bool = typer.Option(False, "-c", "--cleanup", help="Also remove the lab directory clab-LAB/ beside the file."),
     _graceful: bool = typer.Option(False, "--graceful", **Ignored),
     _keep: bool = typer.Option(False, "--keep-mgmt-net", **Ignored),
     _debug: int = typer.Option(0, "-d", "--debug", count=True, **Ignored),
@@ -170,7 +167,7 @@ def destroy(
         targets = state.labs() if every else [_lab_name(topo, name)]
         for lab in targets:
             with state.locked(lab):
-                cleanup.remove_lab(lab)
+                cleanup.remove_lab(lab, folder_too)
             err.line(f"lab {lab}: destroyed")
 
 

@@ -211,9 +211,16 @@ def _exec_cause(command: str, output: str) -> str | None:
 
 
 @commands.command()
-def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
+def destroy(
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+    folder_too: bool = typer.Option(
+        False, "--cleanup", help="Also remove the lab directory clab-LAB/ (inventories), which destroy otherwise keeps."
+    ),
+):
     """Remove a lab: its processes, namespaces, links and state (on every server, for a lab split
-    across servers). Nothing else is touched."""
+    across servers), its names (/etc/hosts, ip netns, ssh config) and management addresses.
+    Nothing else is touched."""
     from ..lab import cleanup, state, where
 
     with reported():
@@ -223,7 +230,7 @@ def destroy(topo: Path | None = TopoOpt, lab: str | None = LabOpt):
             name = resolve(topo, lab).name
         site = where.of(name)
         with state.locked(name):
-            removed = cleanup.remove_lab(name)
+            removed = cleanup.remove_lab(name, folder_too)
         if not site.here:
             err.line(f"lab {name}: removed from {site.where()}")
         else:

@@ -152,3 +152,32 @@ def _wait(proc) -> int:
             return proc.wait()
         except KeyboardInterrupt:
             continue  # the child got the same SIGINT and decides for itself
+
+
+@commands.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def ssh(
+    node: str = typer.Argument(..., help="Node with a management address (mgmt:)."),
+    command: list[str] = typer.Argument(None, help="A command to run there instead of a login shell (after --)."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+):
+    """SSH into a node on its management address, as root with the lab's key (what `ssh clab-LAB-NODE` does).
+
+    Example: nestlab ssh --lab srl01 r1 -- ip -br addr
+    """
+    from ..lab import access
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        found = {m.node: m for m in access.managed(the_lab)}
+        if node not in found:
+            raise LabError(
+                f"node {node} of lab {the_lab.name} has no management address"
+                + ("" if found else " (the lab has no management network: add mgmt: to its file)")
+            )
+        from ..lab.sshgate import client_key
+
+        args = ["ssh", "-i", client_key(the_lab.name), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+        args += ["-o", "LogLevel=ERROR", f"root@{found[node].ipv4.split('/')[0]}"]
+        rest = list(command or [])
+        os.execvp("ssh", args + (rest[1:] if rest[:1] == ["--"] else rest))

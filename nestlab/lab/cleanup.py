@@ -9,7 +9,7 @@ import signal
 from .. import names
 from ..backends.kernel import cgroups, mounts, namespaces, netlink, procs, rtdump
 from ..registry import RUNTIMES
-from . import where
+from . import access, where
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -19,6 +19,18 @@ def marked_namespaces(lab: str | None = None) -> list[str]:
     return sorted(
         e.path for e in os.scandir(names.NETNS_DIR) if (owner := names.lab_of_netns(e.name)) and (lab is None or owner == lab)
     )
+
+
+def _release_mgmt(lab: str) -> None:
+    """Give back the lab's management addresses; the last lab on a network takes its bridge and rules along."""
+    from ..backends.kernel import mgmtnet
+    from ..plan import mgmt
+
+    for network in mgmt.networks_of(lab):
+        with mgmt.locked(network):
+            bridge = mgmt.bridge_of(network)
+            if mgmt.release(network, lab):
+                mgmtnet.remove(network, bridge)
 
 
 def _mounts_under(prefix: str) -> list[str]:
@@ -50,9 +62,9 @@ def left(lab: str) -> list[str]:
     return found
 
 
-def remove_lab(lab: str) -> int:
+def remove_lab(lab: str, folder_too: bool = False) -> int:
     """Remove everything marked as ``lab``'s (on every server, for a lab split across servers); returns
-    how many namespaces went here."""
+    how many namespaces went here.  ``folder_too``: also the lab directory beside its file (clab-LAB/)."""
     try:
         where.of(lab).remove()
         damaged = None
@@ -66,7 +78,9 @@ def remove_lab(lab: str) -> int:
         paths += [e.path for e in os.scandir(udir)]
     _remove_interfaces(lab)  # ends in this machine's namespace (host:IF): before the namespaces, so none outlives destroy
     _kill_tools_of(lab)
+    access.withdraw(lab, folder_too)  # its names pin the namespaces too
     namespaces.remove_pinned(paths)
+    _release_mgmt(lab)
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
     cgroups.Tree(lab).remove()

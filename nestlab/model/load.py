@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..registry import KINDS
-from . import images, ipv6
+from . import images, ipv6, mgmt
 from .binds import resolve_binds
 from .errors import Path, Problem, TopologyError
 from .formats import clab, gotemplate, kathara
@@ -117,6 +117,8 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         raise TopologyError(source, problems)
     if source.endswith(clab.FILE_ENDINGS) and "ipv4_pool" not in data:
         data = {**data, "ipv4_pool": None}  # containerlab addresses no link by itself
+    if source.endswith(clab.FILE_ENDINGS) and data.get("mgmt") is None:
+        data = {**data, "mgmt": {}}  # containerlab's management network is always there
     data = _strip_ignored(data, located, notices)
     try:
         topology = Topology.model_validate(data)
@@ -131,6 +133,7 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         or check_stages(topology, located)
         or check_ports(topology, located, notices)
         or check_servers(topology, located)
+        or mgmt.check(topology, located)
     )
     if not problems:
         problems = (
@@ -140,7 +143,7 @@ def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
         )
     if problems:
         raise TopologyError(source, problems)
-    return Loaded(topology, source, notices, located)
+    return Loaded(topology, source, notices + mgmt.notes(topology, located), located)
 
 
 def _graph_exists(topology: Topology, source: str, located: Located) -> list[Problem]:
@@ -208,6 +211,8 @@ def _allowed_for(path: Path) -> list[str]:
         return ALLOWED_KEYS["host"]
     if path[:1] == ("servers",):
         return ALLOWED_KEYS["server"]
+    if path[:1] == ("mgmt",):
+        return ALLOWED_KEYS["mgmt"]
     if path[:1] == ("stitch",):
         return ALLOWED_KEYS["stitch"]
     if "resources" in path:

@@ -43,15 +43,12 @@ IMPLICIT_HOST = "local"
 
 # containerlab keys that load but have no effect yet: the CLI says so on every deploy.
 IGNORED_NODE_KEYS = {
-    "mgmt-ipv4": "there is no management network (links to mgmt-net:IF are a lab bridge)",
-    "mgmt-ipv6": "there is no management network (links to mgmt-net:IF are a lab bridge)",
     "license": "only linux, frr, bridge and ovs kinds exist",
     "user": "commands run as the deploying user",
     "restart-policy": "nodes are not restarted",
-    "network-mode": "every node gets its own network namespace",
     "type": "node types belong to vendor kinds nestlab does not run",
     "dns": "nodes use the machine's /etc/resolv.conf",
-    "aliases": "nodes have no management network to be named on",
+    "aliases": "nodes are named clab-LAB-NODE (and NODE in inventories), not by aliases",
     "certificate": "nestlab issues no TLS certificates",
     "cgroup-parent": "nestlab places each node in its lab's own cgroup",
     "image-pull-policy": "namespace nodes pull no images",
@@ -67,8 +64,6 @@ IGNORED_NODE_KEYS = {
     "suppress-startup-config": "startup-config is always applied",
 }
 IGNORED_TOP_KEYS = {
-    "mgmt": "there is no management network (links to mgmt-net:IF join a lab bridge)",
-    "prefix": "namespace names are always nestlab.LAB.NODE",
     "settings": "nestlab has no certificate authority or per-lab settings",
 }
 IGNORED_LINK_KEYS = {"vars": "link vars feed templates, which nestlab does not render", "labels": "link labels are not used"}
@@ -242,6 +237,15 @@ class _NodeBase(_Strict):
     labels: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="free-form labels, shown by inspect --format json"
     )
+    # The management network (docs/management.md)
+    mgmt_ipv4: str | None = Field(default=None, alias="mgmt-ipv4", description="the node's fixed management address")
+    mgmt_ipv6: str | None = Field(default=None, alias="mgmt-ipv6", description="the node's fixed IPv6 management address")
+    network_mode: str | None = Field(
+        default=None,
+        alias="network-mode",
+        description="none: no management interface; host: this machine's network stack; container:NODE: NODE's stack",
+    )
+    ssh: bool | None = Field(default=None, description="false: no SSH on the node's management address")
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")
@@ -526,10 +530,35 @@ class TopologyBody(_Strict):
     links: list[LinkSpec] = Field(default_factory=list)
 
 
+class MgmtSpec(_Strict):
+    """The management network (containerlab's ``mgmt:``): every node's eth0 on a bridge of this machine."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
+
+    network: str = Field(default="clab", pattern=NAME_PATTERN, max_length=40, description="labs naming one network share it")
+    ipv4_subnet: str = Field(default="172.20.20.0/24", alias="ipv4-subnet")
+    ipv6_subnet: str = Field(default="3fff:172:20:20::/64", alias="ipv6-subnet")
+    ipv4_gw: str | None = Field(default=None, alias="ipv4-gw", description="the bridge's address (default: the subnet's first)")
+    ipv6_gw: str | None = Field(default=None, alias="ipv6-gw")
+    ipv4_range: str | None = Field(default=None, alias="ipv4-range", description="automatic addresses come from here")
+    ipv6_range: str | None = Field(default=None, alias="ipv6-range")
+    bridge: str | None = Field(default=None, max_length=IFNAMSIZ, description="the bridge's name (default: br-NETWORK)")
+    mtu: int = Field(default=1500, ge=68, le=65535)
+    external_access: bool = Field(default=True, alias="external-access", description="nodes reach out through NAT")
+    skip_when_unused: bool = Field(default=False, alias="skip-when-unused")
+    driver_opts: dict[str, str] = Field(default_factory=dict, alias="driver-opts")
+
+
 class Topology(_Strict):
     """A whole lab: its ``name``, the subnet pool for automatic addresses and the ``topology``."""
 
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
+
     name: str = Field(pattern=NAME_PATTERN, max_length=40)
+    mgmt: MgmtSpec | None = Field(default=None, description="the management network; on for containerlab files")
+    prefix: str | None = Field(
+        default=None, description="containerlab's long names: PREFIX-LAB-NODE (default clab; empty: NODE)", max_length=40
+    )
     ipv4_pool: str | None = DEFAULT_IPV4_POOL
     allow_host_interfaces: bool = Field(
         default=False, description="let parent: name a real interface of this machine (never needed for emulated hosts)"
@@ -569,7 +598,8 @@ class Topology(_Strict):
 
 
 ALLOWED_KEYS: dict[str, list[str]] = {
-    "top": [*Topology.model_fields, *IGNORED_TOP_KEYS],
+    "top": [*(f.alias or n for n, f in Topology.model_fields.items()), *IGNORED_TOP_KEYS],
+    "mgmt": [f.alias or n for n, f in MgmtSpec.model_fields.items()],
     "body": list(TopologyBody.model_fields),
     "node": [*(f.alias or n for n, f in NodeSpec.model_fields.items() if n != "component_of"), *IGNORED_NODE_KEYS],
     "link": [*LinkSpec.model_fields, *IGNORED_LINK_KEYS],

@@ -81,6 +81,10 @@ class Local(Site):
                     ) from exc
                 raise
             commit()
+            if lab.topology.mgmt is not None:
+                from ..lab import access
+
+                access.publish(lab)
         startup.run(lab, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
         return changes
 

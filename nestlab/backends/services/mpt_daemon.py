@@ -23,7 +23,7 @@ from ...errors import LabError
 from ...plan.objects import EndObj, LinkObj
 from ..kernel import namespaces
 
-_BUILT = Path(__file__).resolve().parents[2] / "mpt" / "nestlab-mpt"
+_BUILT = Path(__file__).resolve().parents[3] / "mpt" / "nestlab-mpt"
 # Packets the tun device holds for its daemon (the kernel's default is 500): about 40 ms at the
 # 100 000 packets/s of 12 x 100 Mbit/s, so the daemon's turns off a busy CPU drop nothing.
 TXQUEUELEN = 4000

@@ -1,0 +1,85 @@
+"""A management network's bridge on this machine, and its nftables rules.
+
+The bridge (``br-clab`` for containerlab's default network) holds the gateway addresses and every
+node's management veth; labs that name one network share it, and the last lab to go removes it.  It
+carries the marker ``nestlab-mgmt:NETWORK`` (no lab's: it outlives each of them).
+
+The rules (table ``ip``/``ip6`` ``nestlab_mgmt_NETWORK``): what the nodes send out of the machine is
+masqueraded (IPv4; ``external-access``, containerlab's default), and nothing from outside the bridge reaches
+a node but replies (ports are published with ``ports:``, from this machine's loopback).  Between nodes
+on the bridge nothing is filtered.  ``nft`` runs once per network, not per node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import shutil
+import subprocess
+
+from ...errors import LabError
+from . import netlink, sysctl
+
+MARKER = "nestlab-mgmt:"
+
+
+def table(network: str) -> str:
+    return "nestlab_mgmt_" + network.replace("-", "_")
+
+
+def ruleset(network: str, bridge: str, subnet4: str, subnet6: str, external: bool) -> str:
+    name = table(network)
+    out = "accept" if external else "drop"
+    text = ""
+    for family, subnet, selector in (("ip", subnet4, "ip saddr"), ("ip6", "", "")):
+        text += (
+            f"table {family} {name} {{\n"
+            "  chain forward {\n    type filter hook forward priority filter; policy accept;\n"
+            f'    iifname "{bridge}" oifname "{bridge}" accept\n'
+            f'    oifname "{bridge}" ct state established,related accept\n'
+            f'    oifname "{bridge}" drop\n'
+            f'    iifname "{bridge}" {out}\n  }}\n'
+            "  chain postrouting {\n    type nat hook postrouting priority srcnat;\n"
+            + (f'    {selector} {subnet} oifname != "{bridge}" masquerade\n' if external and subnet else "")
+            + "  }\n}\n"
+        )
+    return text
+
+
+def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subnets: tuple[str, str], external: bool) -> int:
+    """The network's bridge, made (up, with ``gateways`` as its addresses, its rules installed) unless it is
+    there; returns its index.  Called with the network's lock held."""
+    nl = netlink.Netlink()
+    try:
+        try:
+            (index,) = nl.run(netlink.get_link(bridge))
+            return index
+        except netlink.NetlinkError as exc:
+            if exc.errno != errno.ENODEV:
+                raise
+        if not shutil.which("nft"):
+            raise LabError("the management network needs nftables (`nft`): apt-get install nftables")
+        nl.run(netlink.new_bridge(bridge, MARKER + network))
+        (index,) = nl.run(netlink.get_link(bridge))
+        nl.run(netlink.set_mtu(index, mtu), *(netlink.new_addr(index, cidr, bridge) for cidr in gateways))
+    finally:
+        nl.close()
+    if external:  # as Docker does, and left on; IPv6 is not forwarded (it would stop the machine taking router adverts)
+        sysctl.write("net.ipv4.ip_forward", "1")
+    proc = subprocess.run(["nft", "-f", "-"], input=ruleset(network, bridge, *subnets, external), capture_output=True, text=True)
+    if proc.returncode:
+        remove(network, bridge)
+        raise LabError(f"the management network's rules were refused: {proc.stderr.strip()} (see `nestlab doctor`)")
+    return index
+
+
+def remove(network: str, bridge: str) -> None:
+    """The network's bridge and rules, gone (what is already gone is fine)."""
+    nl = netlink.Netlink()
+    try:
+        with contextlib.suppress(netlink.NetlinkError):
+            nl.run(netlink.del_link(bridge))
+    finally:
+        nl.close()
+    for family in ("ip", "ip6"):
+        subprocess.run(["nft", "delete", "table", family, table(network)], capture_output=True)

@@ -1,0 +1,284 @@
+"""How people and tools reach a lab's nodes, as they reach containerlab's: names, SSH and inventories.
+
+For a lab with a management network (docs/management.md), after its nodes are made:
+
+* ``/run/netns/clab-LAB-NODE`` (the node's long name, after ``prefix:``): ``ip netns exec clab-LAB-NODE``;
+* a block of ``/etc/hosts`` in containerlab's format, written under containerlab's own lock;
+* ``/etc/ssh/ssh_config.d/clab-LAB.conf`` as containerlab writes it, with the lab's key;
+* SSH on port 22 of every node's management address (lab/sshgate.py);
+* the lab directory ``clab-LAB/`` beside the topology file (or under ``$CLAB_LABDIR_BASE``):
+  ``topology-data.json``, ``ansible-inventory.yml``, ``nornir-simple-inventory.yml``.
+
+What is made is recorded first (``/run/nestlab/LAB/access.json``), so destroy and a cleanup after a
+killed deploy remove exactly it; the lab directory stays after destroy, as containerlab's does, and
+goes with ``destroy --cleanup``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import names
+from ..backends.kernel import libc, namespaces
+from ..registry import KINDS
+
+if TYPE_CHECKING:
+    from .lab import Lab
+
+HOSTS = "/etc/hosts"
+HOSTS_LOCK = "/run/lock/clab-hosts.lock"  # containerlab's: the two never lose each other's lines
+SSH_CONFIG_DIR = "/etc/ssh/ssh_config.d"
+KEYS_ROOT = "/var/lib/nestlab/ssh"  # outside /run: a node's own filesystem view hides /run/nestlab
+
+
+@dataclass(frozen=True)
+class Managed:
+    """A node on the management network, as tools see it."""
+
+    node: str
+    long: str
+    kind: str
+    ipv4: str  # CIDR
+    ipv6: str  # CIDR
+    group: str
+
+
+def _record(lab: str) -> str:
+    return os.path.join(names.lab_dir(lab), "access.json")
+
+
+def keys_dir(lab: str) -> str:
+    return os.path.join(KEYS_ROOT, lab)
+
+
+def managed(lab: Lab) -> list[Managed]:
+    """The lab's nodes with a management address, in name order."""
+    doc = lab.document()
+    prefix = doc.get("prefix")
+    specs = doc["topology"]["nodes"]
+    return [
+        Managed(
+            att.end.node,
+            names.long_name(prefix, lab.name, att.end.node),
+            lab.plan.nodes[att.end.node].kind,
+            att.end.ipv4[0],
+            att.end.ipv6[0],
+            str(specs.get(att.end.node, {}).get("group") or ""),
+        )
+        for att in sorted(lab.plan.attachments.values(), key=lambda a: a.end.node)
+        if att.mode == "mgmt"
+    ]
+
+
+def lab_folder(lab: Lab) -> str:
+    """``clab-LAB`` beside the topology file, or under ``$CLAB_LABDIR_BASE``, as containerlab puts it."""
+    base = os.environ.get("CLAB_LABDIR_BASE") or (
+        os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
+    )
+    return os.path.join(base, f"clab-{lab.name}")
+
+
+def publish(lab: Lab) -> list[Managed]:
+    """Make the lab's nodes reachable by name, SSH and inventory (nothing for a lab without management)."""
+    nodes = managed(lab)
+    if not nodes:
+        return []
+    folder = lab_folder(lab)
+    config = os.path.join(SSH_CONFIG_DIR, f"clab-{lab.name}.conf")
+    record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
+    _stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
+    with open(_record(lab.name), "w") as fh:  # first: a cleanup knows what to look for
+        json.dump(record, fh)
+    from . import sshgate
+
+    gate = sshgate.start(lab, nodes)
+    if gate.proc is not None:
+        with open(_record(lab.name), "w") as fh:
+            json.dump({**record, "gate": gate.proc.pid}, fh)
+    for node in nodes:
+        _alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
+    _hosts(lab.name, _host_lines(nodes))
+    _ssh_config(lab.name, config, nodes, sshgate.client_key(lab.name))
+    _files(lab, folder, nodes)
+    gate.ready()
+    return nodes
+
+
+def withdraw(lab: str, folder_too: bool = False) -> None:
+    """Remove what :func:`publish` made (the SSH gate goes with the lab's processes)."""
+    try:
+        with open(_record(lab)) as fh:
+            made = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        made = None
+    _stop_gate(lab)
+    if made:
+        for long in made.get("netns", []):
+            namespaces.unpin(os.path.join(names.NETNS_DIR, long))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(made["ssh_config"])
+        if folder_too:
+            shutil.rmtree(made["folder"], ignore_errors=True)
+    _hosts(lab, [])
+    shutil.rmtree(keys_dir(lab), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(KEYS_ROOT)
+
+
+def _stop_gate(lab: str) -> None:
+    try:
+        with open(_record(lab)) as fh:
+            pid = json.load(fh).get("gate")
+    except (FileNotFoundError, ValueError, AttributeError):
+        return
+    if isinstance(pid, int) and names.lab_dir(lab).encode() in _cmdline(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 15)
+
+
+def _cmdline(pid: int) -> bytes:
+    from ..backends.kernel import procs
+
+    return procs.cmdline(pid)
+
+
+def _alias(target: str, path: str) -> None:
+    """``path`` pins the same network namespace as ``target`` (what ``ip netns`` lists)."""
+    with contextlib.suppress(FileNotFoundError):
+        namespaces.unpin(path)
+    os.close(os.open(path, os.O_CREAT | os.O_RDONLY, 0o444))
+    libc.mount(target, path, libc.MS_BIND)
+
+
+def _host_lines(nodes: list[Managed]) -> list[str]:
+    v4 = [f"{n.ipv4.split('/')[0]}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
+    v6 = [f"{n.ipv6.split('/')[0]}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
+    return v4 + v6
+
+
+def _hosts(lab: str, lines: list[str]) -> None:
+    """Replace the lab's block of /etc/hosts by ``lines`` (none: remove it), under containerlab's lock."""
+    start, end = f"###### CLAB-{lab}-START ######", f"###### CLAB-{lab}-END ######"
+    os.makedirs(os.path.dirname(HOSTS_LOCK), exist_ok=True)
+    with open(HOSTS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(HOSTS) as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            text = "127.0.0.1\tlocalhost\n"
+        kept, inside = [], False
+        for line in text.splitlines():
+            if line == start:
+                inside = True
+            elif line == end and inside:
+                inside = False
+            elif not inside:
+                kept.append(line)
+        if lines:
+            kept += [start, *lines, end]
+        new = "\n".join(kept) + "\n"
+        if new != text:
+            with open(HOSTS, "w") as fh:  # in place: /etc/hosts may be a bind mount (containers, VMs)
+                fh.write(new)
+
+
+def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
+    text = f"# Containerlab SSH Config for the {lab} lab\n"
+    for node in nodes:
+        text += (
+            f'\nHost {node.long}\n\tUser root\n\tIdentityFile "{key}"\n'
+            "\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n"
+        )
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _files(lab: Lab, folder: str, nodes: list[Managed]) -> None:
+    import yaml
+
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "topology-data.json"), "w") as fh:
+        json.dump(topology_data(lab, nodes), fh, indent=2)
+    with open(os.path.join(folder, "ansible-inventory.yml"), "w") as fh:
+        yaml.safe_dump(ansible_inventory(lab, nodes), fh, sort_keys=False)
+    with open(os.path.join(folder, "nornir-simple-inventory.yml"), "w") as fh:
+        yaml.safe_dump(nornir_inventory(nodes), fh, sort_keys=False)
+
+
+def _clab_kind(kind: str) -> str:
+    return {"ovs": "ovs-bridge", "machine": "host", "frr": "linux"}.get(kind, kind)
+
+
+def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
+    """containerlab's topology-data.json: the lab, its nodes (long name, FQDN, management addresses) and links."""
+    doc = lab.document()
+    by_node = {n.node: n for n in nodes}
+    out_nodes = {}
+    for name, obj in lab.plan.nodes.items():
+        if KINDS.get(obj.kind).machine or obj.parent:
+            continue
+        node = by_node.get(name)
+        spec = doc["topology"]["nodes"].get(name, {})
+        out_nodes[name] = {
+            "index": str(len(out_nodes)),
+            "shortname": name,
+            "longname": names.long_name(doc.get("prefix"), lab.name, name),
+            "fqdn": f"{name}.{lab.name}.io",
+            "group": str(spec.get("group") or ""),
+            "labdir": os.path.join(lab_folder(lab), name),
+            "kind": _clab_kind(obj.kind),
+            "image": str(spec.get("image") or ""),
+            "mgmt-net": (doc.get("mgmt") or {}).get("network", "") if node else "",
+            "mgmt-intf": "eth0" if node else "",
+            "mgmt-ipv4-address": node.ipv4.split("/")[0] if node else "",
+            "mgmt-ipv4-prefix-length": int(node.ipv4.split("/")[1]) if node else 0,
+            "mgmt-ipv6-address": node.ipv6.split("/")[0] if node else "",
+            "mgmt-ipv6-prefix-length": int(node.ipv6.split("/")[1]) if node else 0,
+            "mac-address": "",
+            "labels": {k: str(v) for k, v in (spec.get("labels") or {}).items()},
+        }
+    links = [
+        {
+            "endpoints": {
+                "a": {"node": x.a.node, "interface": x.a.iface, "mac": x.a.mac or "", "peer": "z"},
+                "z": {"node": x.b.node, "interface": x.b.iface, "mac": x.b.mac or "", "peer": "a"},
+            }
+        }
+        for x in lab.plan.links.values()
+    ]
+    return {
+        "name": lab.name,
+        "type": "clab",
+        "clab": {"config": {"prefix": doc.get("prefix") if doc.get("prefix") is not None else "clab", "mgmt": doc.get("mgmt")}},
+        "nodes": out_nodes,
+        "links": links,
+    }
+
+
+def ansible_inventory(lab: Lab, nodes: list[Managed]) -> dict:
+    """containerlab's ansible-inventory.yml: a group per kind and per ``ansible-group`` label, ``ansible_host`` set."""
+    doc = lab.document()
+    children: dict[str, dict] = {}
+    for node in nodes:
+        host = {"ansible_host": node.ipv4.split("/")[0]}
+        children.setdefault(_clab_kind(node.kind), {"hosts": {}})["hosts"][node.long] = host
+        group = (doc["topology"]["nodes"].get(node.node, {}).get("labels") or {}).get("ansible-group")
+        if group:
+            children.setdefault(str(group), {"hosts": {}})["hosts"][node.long] = host
+    return {"all": {"vars": {"ansible_httpapi_use_proxy": False}, "children": children}}
+
+
+def nornir_inventory(nodes: list[Managed]) -> dict:
+    """containerlab's nornir-simple-inventory.yml: each node by its short name, its management address as hostname."""
+    return {
+        node.node: {"username": "root", "password": None, "platform": "linux", "hostname": node.ipv4.split("/")[0]}
+        for node in nodes
+    }

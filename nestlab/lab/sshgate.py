@@ -1,0 +1,169 @@
+"""SSH on port 22 of every node's management address, with no process per idle node.
+
+The deploy binds one listening socket inside each node's network namespace, then hands them all to
+one process per lab (``python -m nestlab.lab.sshgate``), which waits on them together.  Each
+connection gets ``sshd -i`` started inside its node (as ``nestlab exec`` would start it), talking
+over the accepted socket, so a session sees the node's interfaces, hostname and files, and ends
+with its connection.  sshd reads the lab's host key, authorized keys (the lab's own key, and root's
+public keys from ~/.ssh) and configuration from ``/var/lib/nestlab/ssh/LAB`` (root's alone).  A node
+whose ``cmd`` or ``exec`` runs an SSH server of its own, or that says ``ssh: false``, is left alone.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from .. import names
+from ..errors import LabError
+
+if TYPE_CHECKING:
+    from .access import Managed
+    from .lab import Lab
+
+PORT = 22
+SSHD = "/usr/sbin/sshd"
+_CONFIG = """HostKey {keys}/ssh_host_ed25519_key
+AuthorizedKeysFile {keys}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile none
+PrintMotd no
+AcceptEnv LANG LC_*
+Subsystem sftp /usr/lib/openssh/sftp-server
+"""
+
+
+def client_key(lab: str) -> str:
+    from .access import keys_dir
+
+    return os.path.join(keys_dir(lab), "id_ed25519")
+
+
+def _keys(lab: str) -> str:
+    """The lab's keys and sshd configuration, made once (root's alone)."""
+    from .access import keys_dir
+
+    folder = keys_dir(lab)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    for key in ("ssh_host_ed25519_key", "id_ed25519"):
+        path = os.path.join(folder, key)
+        if not os.path.exists(path):
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"nestlab lab {lab}", "-f", path],
+                check=True,
+                capture_output=True,
+            )
+    mine = [path for path in glob.glob(os.path.expanduser("~/.ssh/id_*.pub"))]
+    with open(os.path.join(folder, "authorized_keys"), "w") as fh:
+        for path in [client_key(lab) + ".pub", *mine]:
+            with open(path) as key:
+                fh.write(key.read().strip() + "\n")
+    with open(os.path.join(folder, "sshd_config"), "w") as fh:
+        fh.write(_CONFIG.format(keys=folder))
+    for entry in os.scandir(folder):
+        os.chmod(entry.path, 0o600)
+    return folder
+
+
+def wanted(lab: Lab, node: str) -> bool:
+    """Whether the node gets nestlab's SSH: not with ``ssh: false``, nor when its own commands run sshd."""
+    spec = lab.document()["topology"]["nodes"].get(node, {})
+    if spec.get("ssh") is False:
+        return False
+    own = " ".join([str(spec.get("cmd") or ""), *map(str, spec.get("exec") or [])])
+    return "sshd" not in own
+
+
+class Gate:
+    """The lab's gate process, started with its sockets."""
+
+    def __init__(self, proc: subprocess.Popen | None):
+        self.proc = proc
+
+    def ready(self) -> None:
+        """Raise if the gate died at once (it only waits afterwards)."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise LabError(f"the SSH gate of the lab ended at once (exit {self.proc.returncode})")
+
+
+def start(lab: Lab, nodes: list[Managed]) -> Gate:
+    """Bind port 22 of each node's management address inside it and start the lab's gate on those sockets."""
+    from ..backends.kernel import namespaces
+
+    if not os.path.exists(SSHD):
+        return Gate(None)  # no sshd here: names and inventories still work; `nestlab doctor` says so
+    keys = _keys(lab.name)
+    held: list[tuple[socket.socket, str]] = []
+    try:
+        for node in nodes:
+            if not wanted(lab, node.node):
+                continue
+            with namespaces.entered(names.netns_path(lab.name, node.node)):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((node.ipv4.split("/")[0], PORT))
+            except OSError as exc:
+                sock.close()
+                if exc.errno == errno.EADDRINUSE:
+                    continue  # the node's own SSH server
+                raise
+            sock.listen(64)
+            held.append((sock, node.node))
+        if not held:
+            return Gate(None)
+        args = [sys.executable, "-m", "nestlab.lab.sshgate", names.lab_dir(lab.name) + "/", keys]
+        args += [f"{sock.fileno()}={node}" for sock, node in held]
+        proc = subprocess.Popen(
+            args,
+            pass_fds=[sock.fileno() for sock, _ in held],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        for sock, _ in held:
+            sock.close()
+    return Gate(proc)
+
+
+def serve(lab_dir: str, keys: str, listeners: dict[int, str]) -> None:
+    """Accept on every node's socket; each connection gets ``sshd -i`` inside its node."""
+    from .lab import Lab
+    from .node import Node
+
+    lab = Lab.running(os.path.basename(lab_dir.rstrip("/")))
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # sessions are reaped by the kernel
+    chooser = selectors.DefaultSelector()
+    for fd, node in listeners.items():
+        chooser.register(socket.socket(fileno=fd), selectors.EVENT_READ, node)
+    command = ["sh", "-c", f'mkdir -p -m 0755 /run/sshd && exec {SSHD} -i -f "{keys}/sshd_config"']
+    while True:
+        for key, _ in chooser.select():
+            try:
+                conn, _ = key.fileobj.accept()
+            except OSError:
+                continue
+            try:
+                Node(lab, key.data).popen(command, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
+            except (OSError, LabError):
+                pass  # the node is gone or stopped: this connection ends unanswered
+            finally:
+                conn.close()
+
+
+if __name__ == "__main__":
+    _dir, _keys_dir, *pairs = sys.argv[1:]
+    serve(_dir, _keys_dir, {int(fd): node for fd, node in (p.split("=", 1) for p in pairs)})

@@ -1,0 +1,120 @@
+"""mgmt: every node's management interface (eth0) on its management network's bridge on this machine.
+
+Never written in a file: ``mgmt:`` (on for containerlab files, as containerlab) gives each node that
+has a network of its own an eth0 here, with its leased address and a default route to the bridge's
+gateway address (docs/management.md).  The bridge is the network's, shared by every lab that names
+it; the veth's end on this machine is ``mg`` and a digest of lab and node, with the lab's marker.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from ..plan.objects import AttachObj, EndObj
+from ..registry import KINDS
+from .base import LinkMode, Stage, register, up_and_address
+
+if TYPE_CHECKING:
+    from ..model.errors import Path, Problem
+    from ..model.schema import LinkSpec
+    from ..plan.diff import Changes
+    from ..seams import Applying, Checking, Planning
+
+IFACE = "eth0"
+
+
+def host_end(lab: str, node: str) -> str:
+    """The veth's end on this machine, stable per lab and node."""
+    return f"mg{zlib.crc32(f'{lab}/{node}'.encode()):08x}"
+
+
+def managed(b: Planning) -> list[str]:
+    """The nodes that get a management interface: every node with a network of its own, but switches,
+    components and ``network-mode: none``."""
+    specs = b.t.topology.nodes
+    return [
+        name
+        for name, obj in b.plan.nodes.items()
+        if name in specs
+        and not obj.parent
+        and not obj.shares
+        and not KINDS.get(obj.kind).switch
+        and not KINDS.get(obj.kind).machine
+        and specs[name].network_mode is None
+    ]
+
+
+class Mgmt(LinkMode):
+    name = "mgmt"
+    summary = "a node's management interface eth0 on its management network's bridge (made by mgmt:, never written)"
+    ends = 1
+    real_host = True
+    stage = Stage.ATTACH
+
+    def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
+        return [ctx.problem(path + ("mode",), "mode: mgmt is made by mgmt: for every node; drop this link and give mgmt:")]
+
+    def finish(self, b: Planning) -> None:
+        from ..plan import mgmt
+
+        if b.t.mgmt is None:
+            return
+        net = mgmt.Network.of(b.t.mgmt)
+        nodes = managed(b)
+        specs = b.t.topology.nodes
+        fixed = {n: str(specs[n].mgmt_ipv4) for n in nodes if specs[n].mgmt_ipv4}
+        chosen = mgmt.choose(net, b.t.name, nodes, fixed)
+        options = (
+            ("bridge", net.bridge),
+            ("external", net.external),
+            ("gateways", f"{net.gw4}/{net.ipv4.prefixlen},{net.gw6}/{net.ipv6.prefixlen}"),
+            ("mtu", net.mtu),
+            ("network", net.name),
+            ("subnet", str(net.ipv4)),
+        )
+        for node in nodes:
+            v4 = chosen[node]
+            v6 = ipaddress.IPv6Address(specs[node].mgmt_ipv6) if specs[node].mgmt_ipv6 else net.v6_for(v4)
+            end = EndObj(node, IFACE, (f"{v4}/{net.ipv4.prefixlen}",), (f"{v6}/{net.ipv6.prefixlen}",))
+            b.plan.add(AttachObj(end, self.name, None, None, options, net.mtu, gateway=str(net.gw4)))
+
+    def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
+        from ..backends.kernel import mgmtnet, netlink
+        from ..plan import mgmt
+
+        for network in sorted({att.text("network") for att in objs}):
+            mine = [att for att in objs if att.text("network") == network]
+            first = mine[0]
+            with mgmt.locked(network):
+                bridge = mgmt.bridge_of(network) if mgmt.read(network) else first.text("bridge")
+                mgmt.lease(network, bridge, ap.lab, {att.end.node: att.end.ipv4[0].split("/")[0] for att in mine})
+                gateways = tuple(first.text("gateways").split(","))
+                subnet6 = str(ipaddress.IPv6Interface(gateways[1]).network)
+                index = mgmtnet.ensure(
+                    network,
+                    bridge,
+                    (gateways[0], gateways[1]),
+                    first.number("mtu"),
+                    (first.text("subnet"), subnet6),
+                    first.flag("external"),
+                )
+            for att in mine:
+                ap.queue(
+                    None,
+                    netlink.new_veth(
+                        host_end(ap.lab, att.end.node),
+                        att.end.iface,
+                        ap.fd(att.end.node),
+                        alias=ap.alias,
+                        mtu=att.mtu,
+                        master=index,
+                    ),
+                )
+                made.append(att)
+        ap.flush()
+        up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs})
+
+
+register(Mgmt())

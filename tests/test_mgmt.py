@@ -1,0 +1,203 @@
+"""The management network: every node reached as containerlab's are, by name, `ip netns`, SSH and
+inventories; NAT out and nothing in; two labs at once; bad input refused with its line; nothing left."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+from conftest import NESTLAB, ROOT, leftovers, run_cli
+
+from nestlab.model.mgmt import machine_routes
+
+LAB = """name: {name}
+topology:
+  nodes:
+    a: {kind: linux, labels: {ansible-group: edge}}
+    b: {kind: linux, mgmt-ipv4: 172.20.20.77}
+    sw: {kind: bridge}
+  links:
+    - endpoints: ["a:eth1", "sw:p1"]
+    - endpoints: ["b:eth1", "sw:p2"]
+"""
+
+
+def _run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def _hosts_block(lab: str) -> list[str]:
+    with open("/etc/hosts") as fh:
+        lines = fh.read().splitlines()
+    start, end = lines.index(f"###### CLAB-{lab}-START ######"), lines.index(f"###### CLAB-{lab}-END ######")
+    return lines[start + 1 : end]
+
+
+@contextlib.contextmanager
+def outside():
+    """A namespace of ours standing for the world beyond this machine: 198.51.100.2 behind a veth from
+    this machine (198.51.100.1), with no route to the management subnet."""
+    name = "nlout" + os.urandom(3).hex()
+    steps = [
+        ["ip", "netns", "add", name],
+        ["ip", "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", name],
+        ["ip", "addr", "add", "198.51.100.1/24", "dev", name],
+        ["ip", "link", "set", name, "up"],
+        ["ip", "-n", name, "addr", "add", "198.51.100.2/24", "dev", "eth0"],
+        ["ip", "-n", name, "link", "set", "eth0", "up"],
+        ["ip", "-n", name, "link", "set", "lo", "up"],
+    ]
+    try:
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "link", "del", name], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def test_a_containerlab_file_is_reached_by_name_ip_netns_ssh_and_inventories(tmp_path, lab_name):
+    topo = tmp_path / "lab.clab.yml"
+    topo.write_text(LAB.replace("{name}", lab_name))
+    done = run_cli("deploy", "-t", str(topo), timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        a, b = f"clab-{lab_name}-a", f"clab-{lab_name}-b"
+        block = _hosts_block(lab_name)
+        assert block[0].startswith("172.20.20.") and block[0].endswith(f"\t{a}\t# Kind: linux"), block
+        assert f"172.20.20.77\t{b}\t# Kind: linux" in block and len(block) == 4, block  # a, b; then their IPv6 lines
+        assert not any("sw" in line for line in block), "a switch has no management interface"
+        for name in (a, b):
+            assert _run("ping", "-c1", "-W2", name).returncode == 0, f"ping {name} from this machine"
+            shown = _run("ip", "netns", "exec", name, "ip", "-br", "-4", "addr", "show", "eth0").stdout
+            assert "172.20.20." in shown, shown
+        ssh = _run("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", b, "hostname; ip -br -4 addr show eth1 eth0")
+        assert ssh.returncode == 0 and ssh.stdout.splitlines()[0] == "b" and "172.20.20.77/24" in ssh.stdout, ssh.stderr
+        via_cli = run_cli("ssh", "--lab", lab_name, "a", "--", "cat", "/proc/sys/kernel/hostname")
+        assert via_cli.stdout.strip() == "a", via_cli.stderr
+        # The node reaches this machine's gateway address, and what lies beyond it through NAT only.
+        assert run_cli("exec", "--lab", lab_name, "a", "--", "ping", "-c1", "-W2", "172.20.20.1").returncode == 0
+        with outside() as world:
+            assert run_cli("exec", "--lab", lab_name, "a", "--", "ping", "-c1", "-W2", "198.51.100.2").returncode == 0
+            subprocess.run(["ip", "-n", world, "route", "add", "172.20.20.0/24", "via", "198.51.100.1"], check=True)
+            inward = _run("ip", "netns", "exec", world, "ping", "-c1", "-W1", "172.20.20.77")
+            assert inward.returncode != 0, "nothing from outside reaches a node"
+        folder = tmp_path / f"clab-{lab_name}"
+        data = json.loads((folder / "topology-data.json").read_text())
+        assert data["name"] == lab_name and data["nodes"]["b"]["mgmt-ipv4-address"] == "172.20.20.77"
+        assert data["nodes"]["a"]["longname"] == a and data["nodes"]["b"]["mgmt-ipv4-prefix-length"] == 24
+        inventory = yaml.safe_load((folder / "ansible-inventory.yml").read_text())["all"]["children"]
+        assert inventory["linux"]["hosts"][b] == {"ansible_host": "172.20.20.77"}
+        assert list(inventory["edge"]["hosts"]) == [a], "the ansible-group label makes a group"
+        nornir = yaml.safe_load((folder / "nornir-simple-inventory.yml").read_text())
+        assert nornir["b"]["hostname"] == "172.20.20.77"
+        assert oct(os.stat(f"/var/lib/nestlab/ssh/{lab_name}/id_ed25519").st_mode & 0o777) == "0o600"
+        gates = [
+            p for p in os.listdir("/proc") if p.isdigit() and b"nestlab.lab.sshgate" in open(f"/proc/{p}/cmdline", "rb").read()
+        ]
+        assert len(gates) == 1, "one process holds every node's SSH socket"
+    finally:
+        gone = run_cli("destroy", "-t", str(topo), timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+    assert (tmp_path / f"clab-{lab_name}" / "ansible-inventory.yml").exists(), "destroy keeps the lab directory"
+    assert run_cli("deploy", "-t", str(topo), timeout=120).returncode == 0
+    assert run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120).returncode == 0
+    assert not (tmp_path / f"clab-{lab_name}").exists(), "destroy --cleanup takes it along"
+    assert leftovers() == []
+
+
+def test_two_labs_share_the_network_and_their_addresses_do_not_clash(tmp_path):
+    names = ["tmg" + os.urandom(3).hex() for _ in range(2)]
+    files = []
+    for name in names:
+        path = tmp_path / f"{name}.clab.yml"
+        path.write_text(f"name: {name}\ntopology:\n  nodes:\n    n1: {{}}\n    n2: {{}}\n")
+        files.append(path)
+    try:
+        for path in files:
+            assert run_cli("deploy", "-t", str(path), timeout=120).returncode == 0
+        held = [
+            {line.split("\t")[1]: line.split("\t")[0] for line in _hosts_block(name) if "." in line.split("\t")[0]}
+            for name in names
+        ]
+        addresses = [ip for lab in held for ip in lab.values()]
+        assert len(set(addresses)) == 4, held
+        for lab in held:
+            for long in lab:
+                assert _run("ping", "-c1", "-W2", long).returncode == 0
+        first = names[0]
+        assert run_cli("exec", "--lab", first, "n1", "--", "ping", "-c1", "-W2", held[1][f"clab-{names[1]}-n1"]).returncode == 0
+        assert run_cli("destroy", "-t", str(files[0])).returncode == 0
+        assert _run("ping", "-c1", "-W2", f"clab-{names[1]}-n2").returncode == 0, "the other lab keeps the network"
+    finally:
+        for path in files:
+            run_cli("destroy", "-t", str(path))
+    assert leftovers() == []
+
+
+@pytest.mark.parametrize(
+    "node, mgmt, message",
+    [
+        ("{mgmt-ipv4: 10.9.9.9}", "", "is not inside the management subnet 172.20.20.0/24"),
+        ("{mgmt-ipv4: 172.20.20.1}", "", "network, broadcast or gateway address"),
+        ("{network-mode: bridgey}", "", "network-mode: bridgey is not a network mode (none, host or container:NODE)"),
+        ("{}", "mgmt: {ipv4-subnet: ROUTE}\n", "overlaps this machine's route"),
+    ],
+)
+def test_bad_management_input_is_a_file_error_and_makes_nothing(tmp_path, lab_name, node, mgmt, message):
+    route = next((str(net) for net, iface in machine_routes() if not iface.startswith("br-")), "127.0.0.0/8")
+    path = tmp_path / "bad.clab.yml"
+    path.write_text(f"name: {lab_name}\n{mgmt.replace('ROUTE', route)}topology:\n  nodes:\n    n1: {node}\n    n2: {{}}\n")
+    refused = run_cli("deploy", "-t", str(path))
+    assert refused.returncode == 2 and message in refused.stderr and f"{path}:" in refused.stderr, refused.stderr
+    assert leftovers() == []
+
+
+def test_two_nodes_with_one_address_are_refused_at_the_second(tmp_path, lab_name):
+    path = tmp_path / "dup.clab.yml"
+    path.write_text(
+        f"name: {lab_name}\ntopology:\n  nodes:\n    n1: {{mgmt-ipv4: 172.20.20.9}}\n    n2: {{mgmt-ipv4: 172.20.20.9}}\n"
+    )
+    refused = run_cli("deploy", "-t", str(path))
+    assert refused.returncode == 2 and f"{path}:5:" in refused.stderr and "node n1's mgmt-ipv4 already" in refused.stderr
+
+
+def test_a_killed_deploy_then_cleanup_leaves_no_name_address_rule_or_bridge(tmp_path, lab_name):
+    nodes = "".join(f"    n{i}: {{}}\n" for i in range(60))
+    path = tmp_path / "big.clab.yml"
+    path.write_text(f"name: {lab_name}\ntopology:\n  nodes:\n{nodes}")
+    proc = subprocess.Popen([*NESTLAB, "deploy", "-t", str(path)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not os.path.exists(f"/run/nestlab/{lab_name}/access.json"):
+        if os.path.exists("/run/nestlab-mgmt/clab.json") and os.path.exists("/sys/class/net/br-clab"):
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert run_cli("cleanup", lab_name).returncode == 0
+    assert leftovers() == []
+    assert ipaddress.ip_address("172.20.20.1") not in {
+        ipaddress.ip_interface(a).ip for a in _run("ip", "-o", "-4", "addr").stdout.split() if a.count(".") == 3 and "/" in a
+    }
+
+
+def test_the_example_is_reached_by_name_and_ssh():
+    done = run_cli("deploy", "-t", "examples/mgmt.clab.yml", timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert _run("ping", "-c1", "-W2", "clab-mgmt-demo-r1").returncode == 0
+        answer = _run("ssh", "-o", "BatchMode=yes", "clab-mgmt-demo-h1", "ping -c1 -W2 192.168.1.3 >/dev/null && hostname")
+        assert answer.stdout.strip() == "h1", answer.stderr
+        assert (ROOT / "examples" / "clab-mgmt-demo" / "topology-data.json").exists()
+    finally:
+        run_cli("destroy", "-t", "examples/mgmt.clab.yml", "--cleanup", timeout=120)
+    assert not (ROOT / "examples" / "clab-mgmt-demo").exists()
+    assert leftovers() == []
