@@ -122,3 +122,11 @@ def long_name(prefix: str | None, lab: str, node: str) -> str:
     if chosen == "__lab-name":
         return f"{lab}-{short}"
     return f"{chosen}-{lab}-{short}"
+
+
+KEYS_ROOT = "/var/lib/nestlab/ssh"  # outside /run: a node's own filesystem view hides /run/nestlab
+
+
+def lab_keys(lab: str) -> str:
+    """The lab's SSH host key, client key and sshd configuration (root's alone)."""
+    return os.path.join(KEYS_ROOT, lab)

@@ -230,10 +230,11 @@ topology:
     )
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 0, result.stderr
-    for ignored in ("mgmt: ignored", "image: ignored"):
-        assert ignored in result.stderr
-    assert ":3:1: mgmt" in result.stderr  # notices carry file:line:col
+    assert "image: ignored" in result.stderr
+    assert ":6:13: topology.kinds.linux.image" in result.stderr  # notices carry file:line:col
+    assert "2 attachments to create" in result.stderr  # mgmt: srv and cli on the management network (not the bridge)
     assert run_cli("exec", "--lab", lab_name, "cli", "--", "ping", "-c1", "-W1", "10.9.0.10").returncode == 0
+    assert run_cli("exec", "--lab", lab_name, "cli", "--", "ping", "-c1", "-W1", "172.20.20.1").returncode == 0
     assert "binds" not in result.stderr  # binds mount into cli's own view (docs/routers.md)
 
 

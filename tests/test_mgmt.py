@@ -78,7 +78,7 @@ def test_a_containerlab_file_is_reached_by_name_ip_netns_ssh_and_inventories(tmp
             assert _run("ping", "-c1", "-W2", name).returncode == 0, f"ping {name} from this machine"
             shown = _run("ip", "netns", "exec", name, "ip", "-br", "-4", "addr", "show", "eth0").stdout
             assert "172.20.20." in shown, shown
-        ssh = _run("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", b, "hostname; ip -br -4 addr show eth1 eth0")
+        ssh = _run("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", b, "hostname; ip -br -4 addr show eth0")
         assert ssh.returncode == 0 and ssh.stdout.splitlines()[0] == "b" and "172.20.20.77/24" in ssh.stdout, ssh.stderr
         via_cli = run_cli("ssh", "--lab", lab_name, "a", "--", "cat", "/proc/sys/kernel/hostname")
         assert via_cli.stdout.strip() == "a", via_cli.stderr

@@ -16,25 +16,19 @@ goes with ``destroy --cleanup``.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import libc, namespaces
 from ..registry import KINDS
+from . import hosts, sshgate
 
 if TYPE_CHECKING:
     from .lab import Lab
 
-HOSTS = "/etc/hosts"
-HOSTS_LOCK = "/run/lock/clab-hosts.lock"  # containerlab's: the two never lose each other's lines
 SSH_CONFIG_DIR = "/etc/ssh/ssh_config.d"
-KEYS_ROOT = "/var/lib/nestlab/ssh"  # outside /run: a node's own filesystem view hides /run/nestlab
 
 
 @dataclass(frozen=True)
@@ -47,14 +41,6 @@ class Managed:
     ipv4: str  # CIDR
     ipv6: str  # CIDR
     group: str
-
-
-def _record(lab: str) -> str:
-    return os.path.join(names.lab_dir(lab), "access.json")
-
-
-def keys_dir(lab: str) -> str:
-    return os.path.join(KEYS_ROOT, lab)
 
 
 def managed(lab: Lab) -> list[Managed]:
@@ -92,101 +78,24 @@ def publish(lab: Lab) -> list[Managed]:
     folder = lab_folder(lab)
     config = os.path.join(SSH_CONFIG_DIR, f"clab-{lab.name}.conf")
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
-    _stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
-    with open(_record(lab.name), "w") as fh:  # first: a cleanup knows what to look for
-        json.dump(record, fh)
-    from . import sshgate
-
-    gate = sshgate.start(lab, nodes)
+    hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
+    hosts.record(lab.name, record)  # first: a cleanup knows what to look for
+    gate = sshgate.start(lab, [(n.node, n.ipv4.split("/")[0]) for n in nodes])
     if gate.proc is not None:
-        with open(_record(lab.name), "w") as fh:
-            json.dump({**record, "gate": gate.proc.pid}, fh)
+        hosts.record(lab.name, {**record, "gate": gate.proc.pid})
     for node in nodes:
-        _alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
-    _hosts(lab.name, _host_lines(nodes))
+        hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
+    hosts.block(lab.name, _host_lines(nodes))
     _ssh_config(lab.name, config, nodes, sshgate.client_key(lab.name))
     _files(lab, folder, nodes)
     gate.ready()
     return nodes
 
 
-def withdraw(lab: str, folder_too: bool = False) -> None:
-    """Remove what :func:`publish` made (the SSH gate goes with the lab's processes)."""
-    try:
-        with open(_record(lab)) as fh:
-            made = json.load(fh)
-    except (FileNotFoundError, ValueError):
-        made = None
-    _stop_gate(lab)
-    if made:
-        for long in made.get("netns", []):
-            namespaces.unpin(os.path.join(names.NETNS_DIR, long))
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(made["ssh_config"])
-        if folder_too:
-            shutil.rmtree(made["folder"], ignore_errors=True)
-    _hosts(lab, [])
-    shutil.rmtree(keys_dir(lab), ignore_errors=True)
-    with contextlib.suppress(OSError):
-        os.rmdir(KEYS_ROOT)
-
-
-def _stop_gate(lab: str) -> None:
-    try:
-        with open(_record(lab)) as fh:
-            pid = json.load(fh).get("gate")
-    except (FileNotFoundError, ValueError, AttributeError):
-        return
-    if isinstance(pid, int) and names.lab_dir(lab).encode() in _cmdline(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, 15)
-
-
-def _cmdline(pid: int) -> bytes:
-    from ..backends.kernel import procs
-
-    return procs.cmdline(pid)
-
-
-def _alias(target: str, path: str) -> None:
-    """``path`` pins the same network namespace as ``target`` (what ``ip netns`` lists)."""
-    with contextlib.suppress(FileNotFoundError):
-        namespaces.unpin(path)
-    os.close(os.open(path, os.O_CREAT | os.O_RDONLY, 0o444))
-    libc.mount(target, path, libc.MS_BIND)
-
-
 def _host_lines(nodes: list[Managed]) -> list[str]:
     v4 = [f"{n.ipv4.split('/')[0]}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
     v6 = [f"{n.ipv6.split('/')[0]}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
     return v4 + v6
-
-
-def _hosts(lab: str, lines: list[str]) -> None:
-    """Replace the lab's block of /etc/hosts by ``lines`` (none: remove it), under containerlab's lock."""
-    start, end = f"###### CLAB-{lab}-START ######", f"###### CLAB-{lab}-END ######"
-    os.makedirs(os.path.dirname(HOSTS_LOCK), exist_ok=True)
-    with open(HOSTS_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            with open(HOSTS) as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            text = "127.0.0.1\tlocalhost\n"
-        kept, inside = [], False
-        for line in text.splitlines():
-            if line == start:
-                inside = True
-            elif line == end and inside:
-                inside = False
-            elif not inside:
-                kept.append(line)
-        if lines:
-            kept += [start, *lines, end]
-        new = "\n".join(kept) + "\n"
-        if new != text:
-            with open(HOSTS, "w") as fh:  # in place: /etc/hosts may be a bind mount (containers, VMs)
-                fh.write(new)
 
 
 def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:

@@ -9,7 +9,7 @@ import signal
 from .. import names
 from ..backends.kernel import cgroups, mounts, namespaces, netlink, procs, rtdump
 from ..registry import RUNTIMES
-from . import access, where
+from . import hosts, where
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -78,7 +78,7 @@ def remove_lab(lab: str, folder_too: bool = False) -> int:
         paths += [e.path for e in os.scandir(udir)]
     _remove_interfaces(lab)  # ends in this machine's namespace (host:IF): before the namespaces, so none outlives destroy
     _kill_tools_of(lab)
-    access.withdraw(lab, folder_too)  # its names pin the namespaces too
+    hosts.withdraw(lab, folder_too)  # its names pin the namespaces too
     namespaces.remove_pinned(paths)
     _release_mgmt(lab)
     for point in _mounts_under(names.lab_dir(lab) + "/"):

@@ -25,7 +25,6 @@ from .. import names
 from ..errors import LabError
 
 if TYPE_CHECKING:
-    from .access import Managed
     from .lab import Lab
 
 PORT = 22
@@ -45,16 +44,12 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 
 
 def client_key(lab: str) -> str:
-    from .access import keys_dir
-
-    return os.path.join(keys_dir(lab), "id_ed25519")
+    return os.path.join(names.lab_keys(lab), "id_ed25519")
 
 
 def _keys(lab: str) -> str:
     """The lab's keys and sshd configuration, made once (root's alone)."""
-    from .access import keys_dir
-
-    folder = keys_dir(lab)
+    folder = names.lab_keys(lab)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     for key in ("ssh_host_ed25519_key", "id_ed25519"):
         path = os.path.join(folder, key)
@@ -97,8 +92,9 @@ class Gate:
             raise LabError(f"the SSH gate of the lab ended at once (exit {self.proc.returncode})")
 
 
-def start(lab: Lab, nodes: list[Managed]) -> Gate:
-    """Bind port 22 of each node's management address inside it and start the lab's gate on those sockets."""
+def start(lab: Lab, nodes: list[tuple[str, str]]) -> Gate:
+    """Bind port 22 of each node's management address (``nodes``: node, address) inside it and start the
+    lab's gate on those sockets."""
     from ..backends.kernel import namespaces
 
     if not os.path.exists(SSHD):
@@ -106,21 +102,21 @@ def start(lab: Lab, nodes: list[Managed]) -> Gate:
     keys = _keys(lab.name)
     held: list[tuple[socket.socket, str]] = []
     try:
-        for node in nodes:
-            if not wanted(lab, node.node):
+        for node, address in nodes:
+            if not wanted(lab, node):
                 continue
-            with namespaces.entered(names.netns_path(lab.name, node.node)):
+            with namespaces.entered(names.netns_path(lab.name, node)):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                sock.bind((node.ipv4.split("/")[0], PORT))
+                sock.bind((address, PORT))
             except OSError as exc:
                 sock.close()
                 if exc.errno == errno.EADDRINUSE:
                     continue  # the node's own SSH server
                 raise
             sock.listen(64)
-            held.append((sock, node.node))
+            held.append((sock, node))
         if not held:
             return Gate(None)
         args = [sys.executable, "-m", "nestlab.lab.sshgate", names.lab_dir(lab.name) + "/", keys]

@@ -1,0 +1,94 @@
+"""A lab's names on this machine, and the record of them: the ``/etc/hosts`` block (containerlab's format,
+under containerlab's own lock), ``/run/netns/LONG-NAME`` names, the ssh config, the SSH gate's pid and
+the lab directory (``/run/nestlab/LAB/access.json``, written before any of them is made).  Written by
+lab/access.py at deploy, removed here by destroy and cleanup."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+
+from .. import names
+from ..backends.kernel import libc, namespaces, procs
+
+HOSTS = "/etc/hosts"
+HOSTS_LOCK = "/run/lock/clab-hosts.lock"  # containerlab's: the two never lose each other's lines
+
+
+def _record(lab: str) -> str:
+    return os.path.join(names.lab_dir(lab), "access.json")
+
+
+def record(lab: str, made: dict) -> None:
+    with open(_record(lab), "w") as fh:
+        json.dump(made, fh)
+
+
+def withdraw(lab: str, folder_too: bool = False) -> None:
+    """Remove what lab/access.py's ``publish`` made: names, the SSH gate, the lab's keys (``folder_too``: the lab directory)."""
+    try:
+        with open(_record(lab)) as fh:
+            made = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        made = None
+    stop_gate(lab)
+    if made:
+        for long in made.get("netns", []):
+            namespaces.unpin(os.path.join(names.NETNS_DIR, long))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(made["ssh_config"])
+        if folder_too:
+            shutil.rmtree(made["folder"], ignore_errors=True)
+    block(lab, [])
+    shutil.rmtree(names.lab_keys(lab), ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(names.KEYS_ROOT)
+
+
+def stop_gate(lab: str) -> None:
+    try:
+        with open(_record(lab)) as fh:
+            pid = json.load(fh).get("gate")
+    except (FileNotFoundError, ValueError, AttributeError):
+        return
+    if isinstance(pid, int) and names.lab_dir(lab).encode() in procs.cmdline(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 15)
+
+
+def alias(target: str, path: str) -> None:
+    """``path`` pins the same network namespace as ``target`` (what ``ip netns`` lists)."""
+    with contextlib.suppress(FileNotFoundError):
+        namespaces.unpin(path)
+    os.close(os.open(path, os.O_CREAT | os.O_RDONLY, 0o444))
+    libc.mount(target, path, libc.MS_BIND)
+
+
+def block(lab: str, lines: list[str]) -> None:
+    """Replace the lab's block of /etc/hosts by ``lines`` (none: remove it), under containerlab's lock."""
+    start, end = f"###### CLAB-{lab}-START ######", f"###### CLAB-{lab}-END ######"
+    os.makedirs(os.path.dirname(HOSTS_LOCK), exist_ok=True)
+    with open(HOSTS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(HOSTS) as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            text = "127.0.0.1\tlocalhost\n"
+        kept, inside = [], False
+        for line in text.splitlines():
+            if line == start:
+                inside = True
+            elif line == end and inside:
+                inside = False
+            elif not inside:
+                kept.append(line)
+        if lines:
+            kept += [start, *lines, end]
+        new = "\n".join(kept) + "\n"
+        if new != text:
+            with open(HOSTS, "w") as fh:  # in place: /etc/hosts may be a bind mount (containers, VMs)
+                fh.write(new)
