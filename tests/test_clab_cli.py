@@ -71,7 +71,7 @@ def test_deploy_inspect_exec_destroy_as_containerlab_does(topo_file, lab_name):
     assert unquoted.returncode == 1 and "Traceback" not in unquoted.stderr, unquoted.stderr
     assert '--cmd "echo \'x": No closing quotation' in unquoted.stderr, unquoted.stderr
 
-    gone = run_cli("clab", "destroy", "-t", str(path), "--cleanup")
+    gone = run_cli("clab", "destroy", "-t", str(path), "--cleanup", "-y")
     assert gone.returncode == 0, gone.stderr
     assert lab_name not in state.labs()
 

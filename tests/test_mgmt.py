@@ -7,9 +7,12 @@ import contextlib
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -200,4 +203,51 @@ def test_the_example_is_reached_by_name_and_ssh():
     finally:
         run_cli("destroy", "-t", "examples/mgmt.clab.yml", "--cleanup", timeout=120)
     assert not (ROOT / "examples" / "clab-mgmt-demo").exists()
+    assert leftovers() == []
+
+
+@pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
+def test_ansible_configures_ospf_over_ssh_and_a_second_run_changes_nothing(tmp_path):
+    """ansible-core, unchanged, drives the lab through clab-LAB/ansible-inventory.yml over SSH."""
+    example = ROOT / "examples" / "ansible"
+    for name in ("ospf.clab.yml", "ospf.yml"):
+        shutil.copy(example / name, tmp_path / name)
+    topo = tmp_path / "ospf.clab.yml"
+    playbook = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(tmp_path / "clab-ansible-ospf" / "ansible-inventory.yml"),
+        "--private-key",
+        "/var/lib/nestlab/ssh/ansible-ospf/id_ed25519",
+        str(tmp_path / "ospf.yml"),
+    ]
+    env = {
+        **os.environ,
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    assert run_cli("deploy", "-t", str(topo), timeout=120).returncode == 0
+    try:
+        first = subprocess.run(playbook, capture_output=True, text=True, timeout=300, env=env)
+        assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+        recap = [line for line in first.stdout.splitlines() if "ok=" in line]
+        assert len(recap) == 3 and all("changed=1" in line for line in recap), first.stdout[-2000:]
+        again = subprocess.run(playbook, capture_output=True, text=True, timeout=300, env=env)
+        assert (
+            again.returncode == 0
+            and [line for line in again.stdout.splitlines() if "changed=" in line and "changed=0" not in line] == []
+        )
+        deadline = time.monotonic() + 60
+        full = 0
+        while time.monotonic() < deadline and full < 2:
+            out = run_cli("exec", "--lab", "ansible-ospf", "r2", "--", "vtysh", "-c", "show ip ospf neighbor json").stdout
+            full = sum(
+                1 for entries in json.loads(out or "{}").get("neighbors", {}).values() for n in entries if "Full" in str(n)
+            )
+            time.sleep(0.5)
+        assert full == 2, "r2 is Full with r1 and r3 once Ansible configured them"
+        assert run_cli("exec", "--lab", "ansible-ospf", "r1", "--", "ping", "-c1", "-W2", "10.0.23.3").returncode == 0
+    finally:
+        run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
     assert leftovers() == []

@@ -138,16 +138,20 @@ def test_kubernetes_manifests_are_valid_and_split_like_the_ssh_path():
 
 
 # -- on emulated servers ------------------------------------------------------------------------------
-@pytest.fixture
-def servers(tmp_path):
-    """Three emulated servers, removed (with everything inside them) after the test."""
+def _emulated(tmp_path, count: int):
+    """``count`` emulated servers' inventory, removed (with everything inside them) afterwards."""
     name = "srv" + os.urandom(3).hex()
     inventory = tmp_path / "inv.yml"
-    emulate.emulate(3, name, copy_to=str(inventory))
+    emulate.emulate(count, name, copy_to=str(inventory))
     try:
         yield inventory
     finally:
         emulate.destroy(name)
+
+
+@pytest.fixture
+def servers(tmp_path):
+    yield from _emulated(tmp_path, 3)
 
 
 def share_labs(inventory) -> dict[str, list[str]]:
@@ -327,14 +331,7 @@ def test_an_ovs_switch_spanning_servers_is_one_switch(servers, topo_file, lab_na
 
 @pytest.fixture
 def two_servers(tmp_path):
-    """Two emulated servers, removed (with everything inside them) after the test."""
-    name = "srv" + os.urandom(3).hex()
-    inventory = tmp_path / "inv.yml"
-    emulate.emulate(2, name, copy_to=str(inventory))
-    try:
-        yield inventory
-    finally:
-        emulate.destroy(name)
+    yield from _emulated(tmp_path, 2)
 
 
 def test_capture_events_and_link_set_ask_the_site_of_a_lab_on_two_servers(two_servers, topo_file, lab_name, tmp_path):

@@ -158,6 +158,7 @@ def destroy(
     folder_too: bool = typer.Option(False, "-c", "--cleanup", help="Also remove the lab directory clab-LAB/ beside the file."),
     _graceful: bool = typer.Option(False, "--graceful", **Ignored),
     _keep: bool = typer.Option(False, "--keep-mgmt-net", **Ignored),
+    _yes: bool = typer.Option(False, "-y", "--yes", help="Accepted: nestlab never asks before destroying (--all included)."),
     _debug: int = typer.Option(0, "-d", "--debug", count=True, **Ignored),
 ):
     """Destroy a lab, or every lab with --all (containerlab destroy)."""

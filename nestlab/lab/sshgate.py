@@ -22,25 +22,14 @@ import sys
 from typing import TYPE_CHECKING
 
 from .. import names
+from ..backends.services import sshd
+from ..backends.services.sshd import SSHD
 from ..errors import LabError
 
 if TYPE_CHECKING:
     from .lab import Lab
 
 PORT = 22
-SSHD = "/usr/sbin/sshd"
-_CONFIG = """HostKey {keys}/ssh_host_ed25519_key
-AuthorizedKeysFile {keys}/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PidFile none
-PrintMotd no
-AcceptEnv LANG LC_*
-Subsystem sftp /usr/lib/openssh/sftp-server
-"""
 
 
 def client_key(lab: str) -> str:
@@ -65,7 +54,14 @@ def _keys(lab: str) -> str:
             with open(path) as key:
                 fh.write(key.read().strip() + "\n")
     with open(os.path.join(folder, "sshd_config"), "w") as fh:
-        fh.write(_CONFIG.format(keys=folder))
+        fh.write(
+            sshd.config(
+                f"{folder}/ssh_host_ed25519_key",
+                f"{folder}/authorized_keys",
+                "AcceptEnv LANG LC_*",
+                "Subsystem sftp /usr/lib/openssh/sftp-server",
+            )
+        )
     for entry in os.scandir(folder):
         os.chmod(entry.path, 0o600)
     return folder

@@ -21,26 +21,17 @@ import yaml
 from .. import names
 from ..backends.kernel import cgroups, netlink, procs
 from ..backends.remote.ssh import CONTROL_DIR
+from ..backends.services import sshd
+from ..backends.services.sshd import SSHD
 from ..errors import LabError
 from ..lab import cleanup, state
 from ..lab.lab import Lab
 from ..sites.ssh import remotes
 
 SUBNET = "198.18.0.0/24"  # RFC 2544's benchmarking range: not routed anywhere
-SSHD = "/usr/sbin/sshd"
-_SSHD_CONFIG = """Port 22
-HostKey /etc/ssh/ssh_host_ed25519_key
-AuthorizedKeysFile /etc/ssh/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PidFile none
-PrintMotd no
-MaxSessions 100
-MaxStartups 100:30:200
-"""
+_SSHD_CONFIG = sshd.config(
+    "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/authorized_keys", "Port 22", "MaxSessions 100", "MaxStartups 100:30:200"
+)
 
 
 def inventory_path(name: str) -> str:

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Small commands on a running 500-node lab, each timed from the shell (docs/performance.md,
+"Small commands on a 500-node lab"): the table there is this script's output.
+
+A star of 500 hosts on one bridge is deployed; the first ``inspect --format json`` is timed right
+after the deploy returns (as a user meets it), then every command is run ``--repeat`` times and its
+best time kept.  With ``--before REF`` the same is done for that commit's tree (a git worktree),
+interleaved, and the table has both.
+
+Usage (root):  python benchmarks/small_commands.py [--before REF] [--repeat 3] [--nodes 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+LAB = "small500"
+
+
+def star(n: int) -> str:
+    nodes = "".join(f"    h{i}: {{}}\n" for i in range(n))
+    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n))
+    return f"name: {LAB}\nipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{nodes}  links:\n{links}"
+
+
+COMMANDS = [
+    ("nestlab --help", ["--help"]),
+    ("link set --lab L h1:eth1 sw:p1 --rate 10mbit", ["link", "set", "--lab", LAB, "h1:eth1", "sw:p1", "--rate", "10mbit"]),
+    ("link show --lab L h1:eth1 sw:p1", ["link", "show", "--lab", LAB, "h1:eth1", "sw:p1"]),
+    ("link show --lab L --format json", ["link", "show", "--lab", LAB, "--format", "json"]),
+    ("inspect --lab L", ["inspect", "--lab", LAB]),
+    ("inspect --lab L --format json", ["inspect", "--lab", LAB, "--format", "json"]),
+    ("inspect --all", ["inspect", "--all"]),
+    ("events --lab L --since 0 --no-follow", ["events", "--lab", LAB, "--since", "0", "--no-follow"]),
+    ("graph --lab L --format json", ["graph", "--lab", LAB, "--format", "json"]),
+    ("clab inspect --name L --format json", ["clab", "inspect", "--name", LAB, "--format", "json"]),
+]
+
+
+def cli(tree: str, args: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "nestlab.cli.app", *args],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": tree},
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def measure(tree: str, topo: str, repeat: int) -> dict[str, float]:
+    """Deploy, the first inspect at once, every command's best of ``repeat``, destroy."""
+    cli(tree, ["deploy", "-t", topo])
+    try:
+        found = {"first inspect --format json after deploy": cli(tree, ["inspect", "--lab", LAB, "--format", "json"])}
+        for label, args in COMMANDS:
+            found[label] = min(cli(tree, args) for _ in range(repeat))
+    finally:
+        cli(tree, ["destroy", "--lab", LAB])
+        time.sleep(2)  # the kernel frees namespaces asynchronously
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", help="a commit to compare this checkout with")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=500)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        topo = os.path.join(tmp, "star.yml")
+        with open(topo, "w") as fh:
+            fh.write(star(args.nodes))
+        trees = {"this checkout": ROOT}
+        if args.before:
+            before = os.path.join(tmp, "before")
+            subprocess.run(
+                ["git", "-C", ROOT, "worktree", "add", "--detach", before, args.before], check=True, capture_output=True
+            )
+            trees = {f"before ({args.before})": before, **trees}
+        try:
+            results = {side: measure(tree, topo, args.repeat) for side, tree in trees.items()}
+        finally:
+            if args.before:
+                subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", before], capture_output=True)
+    sides = list(results)
+    print("| command (L: a star of %d hosts) | %s |" % (args.nodes, " | ".join(sides)))
+    print("|---|" + "---|" * len(sides))
+    for label in results[sides[0]]:
+        print(f"| `{label}` | " + " | ".join(f"{results[s][label]:.3f} s" for s in sides) + " |")
+
+
+if __name__ == "__main__":
+    main()
