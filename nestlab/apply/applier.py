@@ -22,6 +22,7 @@ from .. import kinds, links, names
 from ..backends.kernel import cgroups, containers, mptcp, namespaces, netlink, shaping, spares, views
 from ..backends.kernel.netlink import Netlink, Request
 from ..errors import LabError
+from ..links import Stage
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
 from ..registry import LINK_MODES, RUNTIMES
@@ -49,6 +50,7 @@ class Applier:
         self.queues: dict[str | None, list[Request]] = {}
         self.bridge_index: dict[str, int | None] = {}
         self.wired: set = set()  # keys of new links the spares' helper already made (see _claim_wired)
+        self._addressing: list[tuple[list[EndObj], dict[str, str], list[EndObj], bool]] = []  # see address()
         self._tree: cgroups.Tree | None = None
 
     @property
@@ -141,7 +143,10 @@ class Applier:
             self._create_nodes(changes.add_nodes, made_nodes)
             self._claim_wired(changes.add_links, made)
             for mode, objs in links.by_stage(changes.add_links + changes.add_attachments):
+                if mode.stage >= Stage.OVERLAY:  # tunnels and daemons need their hosts' addresses in place
+                    self._settle()
                 mode.create(self, objs, made, changes)
+            self._settle()
             self._finish(changes)
         except BaseException:
             self.queues.clear()
@@ -209,27 +214,51 @@ class Applier:
                 self.queue(end[0], netlink.del_link(end[1]))
         self.flush()
 
-    def address(self, ends: list[EndObj], routes: dict[str, str] | None = None, up: Sequence[EndObj] = ()) -> None:
-        """Add the ends' addresses (after flushing whatever is queued), then bring ``up`` up, then add
-        ``routes`` (node -> default gateway), then wait for each end to carry traffic: one batch per
-        namespace, in that order.
+    def address(
+        self, ends: list[EndObj], routes: dict[str, str] | None = None, up: Sequence[EndObj] = (), nodad: bool = False
+    ) -> None:
+        """Add the ends' addresses, then bring ``up`` up, then add ``routes`` (node -> default gateway), then
+        wait for each end to carry traffic: one batch per namespace, in that order.  Deferred until the
+        cables and attachments of every mode are made (:meth:`_settle`): a node's data links and its
+        management interface are addressed in one round per namespace, not one round per mode.
 
         Up comes after the wiring so a lab's first packets (IPv6 DAD, MLD reports, which a bridge floods
         to every port) start when the lab is wired, not while the rest is still being made; in a quiet lab's
-        hosts (model/ipv6.py) there are none.
+        hosts (model/ipv6.py) there are none.  ``nodad``: IPv6 addresses are usable at once, unprobed (each
+        probe is a multicast every other port of a shared bridge gets).
         """
-        lookups = [(end, self.queue(end.node, netlink.get_link(end.iface))) for end in ends if end.ipv4 or end.ipv6]
-        answers = self.flush()
-        for end, slot in lookups:
+        self._addressing.append((list(ends), dict(routes or {}), list(up), nodad))
+
+    def _settle(self) -> None:
+        """Carry out every :meth:`address` asked for so far, together."""
+        work, self._addressing = self._addressing, []
+        if not work:
+            return
+        ends = [end for group, _, _, _ in work for end in group]
+        up = [end for _, _, ups, _ in work for end in ups]
+        lookups = [
+            (end, nodad, self.queue(end.node, netlink.get_link(end.iface)))
+            for group, _, _, nodad in work
+            for end in group
+            if end.ipv4 or end.ipv6
+        ]
+        answers = self.flush()  # what the modes queued, then the lookups
+        for end, nodad, slot in lookups:
             index = answers[end.node][slot]
-            self.queue(end.node, *(netlink.new_addr(index, cidr, end.ref) for cidr in end.ipv4 + end.ipv6))
+            flags = netlink.IFA_F_NODAD if nodad else 0
+            self.queue(
+                end.node,
+                *(netlink.new_addr(index, cidr, end.ref) for cidr in end.ipv4),
+                *(netlink.new_addr(index, cidr, end.ref, flags) for cidr in end.ipv6),
+            )
         quiet = {n for n in {end.node for end in up} if n in self.nodes and not self.nodes[n].link_local}
         for end in up:
             if end.node in quiet:  # before it is up: the address would be made (and announced) at once
                 self.queue(end.node, netlink.no_link_local(end.iface))
             self.queue(end.node, netlink.set_up(end.iface))
-        for node, gateway in (routes or {}).items():
-            self.queue(node, netlink.route(gateway))
+        for _, routes, _, _ in work:
+            for node, gateway in routes.items():
+                self.queue(node, netlink.route(gateway))
         if up:
             # Asking for a link makes the kernel finish its carrier change now (rtnl_getlink runs the
             # link watch for it): until then the interface has no queue and drops what it is given.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -70,9 +71,35 @@ def lab_folder(lab: Lab) -> str:
     return os.path.join(base, f"clab-{lab.name}")
 
 
-def publish(lab: Lab) -> list[Managed]:
-    """Make the lab's nodes reachable by name, SSH and inventory (nothing for a lab without management)."""
-    nodes = managed(lab)
+class Ahead:
+    """What publishing needs of no kernel object, done on a thread while the nodes are made: the lab
+    directory's files written and the lab's keys made (ssh-keygen runs as processes of its own)."""
+
+    def __init__(self, lab: Lab):
+        self.nodes: list[Managed] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._work, args=(lab,), name="nestlab-access")
+        self.thread.start()
+
+    def _work(self, lab: Lab) -> None:
+        try:
+            self.nodes = managed(lab)
+            if self.nodes:
+                _files(lab, lab_folder(lab), self.nodes)
+                sshgate.keys(lab.name)
+        except BaseException as exc:  # re-raised by done()
+            self.error = exc
+
+    def done(self) -> list[Managed]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.nodes
+
+
+def publish(lab: Lab, ahead: Ahead) -> list[Managed]:
+    """Make the lab's nodes reachable by name and SSH, once they exist (nothing for a lab without management)."""
+    nodes = ahead.done()
     if not nodes:
         return []
     folder = lab_folder(lab)
@@ -87,7 +114,6 @@ def publish(lab: Lab) -> list[Managed]:
         hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
     hosts.block(lab.name, _host_lines(nodes))
     _ssh_config(lab.name, config, nodes, sshgate.client_key(lab.name))
-    _files(lab, folder, nodes)
     gate.ready()
     return nodes
 
@@ -113,13 +139,14 @@ def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
 def _files(lab: Lab, folder: str, nodes: list[Managed]) -> None:
     import yaml
 
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a 500-node inventory in 20 ms, not 300
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "topology-data.json"), "w") as fh:
-        json.dump(topology_data(lab, nodes), fh, indent=2)
+    with open(os.path.join(folder, "topology-data.json"), "w") as fh:  # one line: the C encoder (indented: 0.1 s at 500 nodes)
+        fh.write(json.dumps(topology_data(lab, nodes)) + "\n")
     with open(os.path.join(folder, "ansible-inventory.yml"), "w") as fh:
-        yaml.safe_dump(ansible_inventory(lab, nodes), fh, sort_keys=False)
+        yaml.dump(ansible_inventory(lab, nodes), fh, Dumper=dumper, sort_keys=False)
     with open(os.path.join(folder, "nornir-simple-inventory.yml"), "w") as fh:
-        yaml.safe_dump(nornir_inventory(nodes), fh, sort_keys=False)
+        yaml.dump(nornir_inventory(nodes), fh, Dumper=dumper, sort_keys=False)
 
 
 def _clab_kind(kind: str) -> str:
@@ -130,6 +157,7 @@ def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
     """containerlab's topology-data.json: the lab, its nodes (long name, FQDN, management addresses) and links."""
     doc = lab.document()
     by_node = {n.node: n for n in nodes}
+    folder = lab_folder(lab)
     out_nodes = {}
     for name, obj in lab.plan.nodes.items():
         if KINDS.get(obj.kind).machine or obj.parent:
@@ -142,7 +170,7 @@ def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
             "longname": names.long_name(doc.get("prefix"), lab.name, name),
             "fqdn": f"{name}.{lab.name}.io",
             "group": str(spec.get("group") or ""),
-            "labdir": os.path.join(lab_folder(lab), name),
+            "labdir": os.path.join(folder, name),
             "kind": _clab_kind(obj.kind),
             "image": str(spec.get("image") or ""),
             "mgmt-net": (doc.get("mgmt") or {}).get("network", "") if node else "",

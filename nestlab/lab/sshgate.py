@@ -36,18 +36,22 @@ def client_key(lab: str) -> str:
     return os.path.join(names.lab_keys(lab), "id_ed25519")
 
 
-def _keys(lab: str) -> str:
-    """The lab's keys and sshd configuration, made once (root's alone)."""
+def keys(lab: str) -> str:
+    """The lab's keys and sshd configuration, made once (root's alone; the two keys at once)."""
     folder = names.lab_keys(lab)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    for key in ("ssh_host_ed25519_key", "id_ed25519"):
-        path = os.path.join(folder, key)
-        if not os.path.exists(path):
-            subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"nestlab lab {lab}", "-f", path],
-                check=True,
-                capture_output=True,
-            )
+    making = [
+        subprocess.Popen(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"nestlab lab {lab}", "-f", path],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for path in (os.path.join(folder, key) for key in ("ssh_host_ed25519_key", "id_ed25519"))
+        if not os.path.exists(path)
+    ]
+    for proc in making:
+        if proc.wait():
+            raise LabError(f"ssh-keygen failed: {proc.stderr.read().decode().strip() if proc.stderr else ''}")
     mine = [path for path in glob.glob(os.path.expanduser("~/.ssh/id_*.pub"))]
     with open(os.path.join(folder, "authorized_keys"), "w") as fh:
         for path in [client_key(lab) + ".pub", *mine]:
@@ -95,7 +99,7 @@ def start(lab: Lab, nodes: list[tuple[str, str]]) -> Gate:
 
     if not os.path.exists(SSHD):
         return Gate(None)  # no sshd here: names and inventories still work; `nestlab doctor` says so
-    keys = _keys(lab.name)
+    folder = names.lab_keys(lab.name)
     held: list[tuple[socket.socket, str]] = []
     try:
         for node, address in nodes:
@@ -115,7 +119,7 @@ def start(lab: Lab, nodes: list[tuple[str, str]]) -> Gate:
             held.append((sock, node))
         if not held:
             return Gate(None)
-        args = [sys.executable, "-m", "nestlab.lab.sshgate", names.lab_dir(lab.name) + "/", keys]
+        args = [sys.executable, "-m", "nestlab.lab.sshgate", names.lab_dir(lab.name) + "/", folder]
         args += [f"{sock.fileno()}={node}" for sock, node in held]
         proc = subprocess.Popen(
             args,

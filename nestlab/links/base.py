@@ -126,10 +126,10 @@ def into_switches(ap: Applying, ends: Iterable[EndObj]) -> None:
             ap.queue(end.node, netlink.set_master(end.iface, master))
 
 
-def up_and_address(ap: Applying, ends: Iterable[EndObj], routes: dict[str, str] | None = None) -> None:
+def up_and_address(ap: Applying, ends: Iterable[EndObj], routes: dict[str, str] | None = None, nodad: bool = False) -> None:
     """Bring freshly made interfaces up and give them their addresses (and default routes)."""
     ends = list(ends)
-    ap.address(ends, routes, up=ends)
+    ap.address(ends, routes, up=ends, nodad=nodad)
 
 
 class SubInterface(LinkMode):

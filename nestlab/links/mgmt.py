@@ -114,7 +114,7 @@ class Mgmt(LinkMode):
                 )
                 made.append(att)
         ap.flush()
-        up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs})
+        up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs}, nodad=True)
 
 
 register(Mgmt())

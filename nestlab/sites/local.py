@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from typing import TYPE_CHECKING, Any
@@ -66,9 +67,17 @@ class Local(Site):
                 if current is None:
                     cleanup.remove_lab(lab.name)
                 raise
+            ahead = None
+            if lab.topology.mgmt is not None:  # the lab directory's files and the keys while the nodes are made
+                from ..lab import access
+
+                ahead = access.Ahead(lab)
             try:
                 Applier(lab.name, {**have.nodes, **lab.plan.nodes}, progress).apply(changes)
             except BaseException as exc:
+                if ahead is not None:
+                    with contextlib.suppress(Exception):
+                        ahead.done()  # before cleanup removes the keys it makes
                 drop()
                 if current is None:
                     cleanup.remove_lab(lab.name)
@@ -81,10 +90,8 @@ class Local(Site):
                     ) from exc
                 raise
             commit()
-            if lab.topology.mgmt is not None:
-                from ..lab import access
-
-                access.publish(lab)
+            if ahead is not None:
+                access.publish(lab, ahead)
         startup.run(lab, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
         return changes
 

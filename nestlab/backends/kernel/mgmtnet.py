@@ -59,7 +59,7 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
                 raise
         if not shutil.which("nft"):
             raise LabError("the management network needs nftables (`nft`): apt-get install nftables")
-        nl.run(netlink.new_bridge(bridge, MARKER + network))
+        nl.run(netlink.new_bridge(bridge, MARKER + network, snooping=False))  # a hub for multicast: no O(ports²) timers
         (index,) = nl.run(netlink.get_link(bridge))
         nl.run(netlink.set_mtu(index, mtu), *(netlink.new_addr(index, cidr, bridge) for cidr in gateways))
     finally:

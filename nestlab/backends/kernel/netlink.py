@@ -316,11 +316,15 @@ def del_link(name: str) -> Request:
     return Request(RTM_DELLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name), f"delete {name}")
 
 
-def new_addr(index: int, cidr: str, what: str) -> Request:
+IFA_F_NODAD = 0x02
+
+
+def new_addr(index: int, cidr: str, what: str, flags: int = 0) -> Request:
+    """Add ``cidr`` to interface ``index`` (``flags``: e.g. IFA_F_NODAD, an IPv6 address usable at once)."""
     addr, _, plen = cidr.partition("/")
     family = socket.AF_INET6 if ":" in addr else socket.AF_INET
     packed = socket.inet_pton(family, addr)
-    body = _IFADDR.pack(family, int(plen), 0, 0, index) + attr(IFA_LOCAL, packed) + attr(IFA_ADDRESS, packed)
+    body = _IFADDR.pack(family, int(plen), flags, 0, index) + attr(IFA_LOCAL, packed) + attr(IFA_ADDRESS, packed)
     return Request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, body, f"add {cidr} to {what}")
 
 
