@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What the management network costs a deploy, as a user waits for it: one run, A/B interleaved.
 
-A star of N nodes on one bridge is deployed, inspected and destroyed with the CLI (timed from the
-shell), once as it is and once with ``mgmt:`` (every node an eth0 on the management bridge, a name in
+A star of N nodes (on bridges of at most 500 ports, chained) is deployed, inspected and destroyed
+with the CLI (timed from the shell), once as it is and once with ``mgmt:`` (every node an eth0 on the management bridge, a name in
 /etc/hosts and ``ip netns``, SSH, inventories).  The two take turns; the table gives each side's
 median and the ratio.  After the last round it checks that nothing of either is left.
 
@@ -28,10 +28,13 @@ from nestlab.lab import cleanup  # noqa: E402
 
 
 def star(name: str, n: int, mgmt: bool) -> str:
-    nodes = "".join(f"    h{i}: {{}}\n" for i in range(n))
-    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw:p{i}"]\n' for i in range(n))
+    switches = -(-n // 500)
+    nodes = "".join(f"    sw{s}: {{kind: bridge}}\n" for s in range(switches))
+    nodes += "".join(f"    h{i}: {{}}\n" for i in range(n))
+    links = "".join(f'    - endpoints: ["h{i}:eth1", "sw{i // 500}:p{i}"]\n' for i in range(n))
+    links += "".join(f'    - endpoints: ["sw{s}:up", "sw{s + 1}:down"]\n' for s in range(switches - 1))
     top = "mgmt: {ipv4-subnet: 172.20.16.0/20}\n" if mgmt else ""
-    return f"name: {name}\n{top}ipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n    sw: {{kind: bridge}}\n{nodes}  links:\n{links}"
+    return f"name: {name}\n{top}ipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n{nodes}  links:\n{links}"
 
 
 def cli(*args: str) -> float:

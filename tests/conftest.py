@@ -120,8 +120,8 @@ def _management_leftovers() -> list[str]:
         found += [f"/etc/hosts line {line.strip()}" for line in fh if line.startswith("###### CLAB-")]
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
     found += [f"nftables {line.strip()}" for line in tables.splitlines() if "nestlab_mgmt_" in line]
-    listed = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
-    found += [f"bridge {line.split(':')[1].strip()}" for line in listed.splitlines() if "alias nestlab-mgmt:" in line]
+    listed = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found += [f"interface {line.split(':')[1].strip()}" for line in listed.splitlines() if "alias nestlab-mgmt:" in line]
     return found
 
 

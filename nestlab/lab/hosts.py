@@ -27,17 +27,17 @@ def record(lab: str, made: dict) -> None:
         json.dump(made, fh)
 
 
-def withdraw(lab: str, folder_too: bool = False) -> None:
-    """Remove what lab/access.py's ``publish`` made: names, the SSH gate, the lab's keys (``folder_too``: the lab directory)."""
+def withdraw(lab: str, folder_too: bool = False) -> list[str]:
+    """Remove what lab/access.py's ``publish`` made: names, the SSH gate, the lab's keys (``folder_too``: the lab
+    directory); returns the ``ip netns`` names, which pin the lab's namespaces too, for the caller to unpin with them."""
     try:
         with open(_record(lab)) as fh:
             made = json.load(fh)
     except (FileNotFoundError, ValueError):
         made = None
     stop_gate(lab)
+    pins = [os.path.join(names.NETNS_DIR, long) for long in (made or {}).get("netns", [])]
     if made:
-        for long in made.get("netns", []):
-            namespaces.unpin(os.path.join(names.NETNS_DIR, long))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(made["ssh_config"])
         if folder_too:
@@ -46,6 +46,7 @@ def withdraw(lab: str, folder_too: bool = False) -> None:
     shutil.rmtree(names.lab_keys(lab), ignore_errors=True)
     with contextlib.suppress(OSError):
         os.rmdir(names.KEYS_ROOT)
+    return [path for path in pins if os.path.exists(path)]
 
 
 def stop_gate(lab: str) -> None:

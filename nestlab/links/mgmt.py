@@ -30,6 +30,10 @@ def host_end(lab: str, node: str) -> str:
     return f"mg{zlib.crc32(f'{lab}/{node}'.encode()):08x}"
 
 
+def is_host_end(name: str) -> bool:
+    return len(name) == 10 and name.startswith("mg") and all(c in "0123456789abcdef" for c in name[2:])
+
+
 def managed(b: Planning) -> list[str]:
     """The nodes that get a management interface: every node with a network of its own, but switches,
     components and ``network-mode: none``."""
@@ -87,19 +91,27 @@ class Mgmt(LinkMode):
         for network in sorted({att.text("network") for att in objs}):
             mine = [att for att in objs if att.text("network") == network]
             first = mine[0]
+            subnet = ipaddress.IPv4Network(first.text("subnet"))
+            number = {
+                att.end.node: int(ipaddress.IPv4Interface(att.end.ipv4[0]).ip) - int(subnet.network_address) for att in mine
+            }
             with mgmt.locked(network):
                 bridge = mgmt.bridge_of(network) if mgmt.read(network) else first.text("bridge")
                 mgmt.lease(network, bridge, ap.lab, {att.end.node: att.end.ipv4[0].split("/")[0] for att in mine})
                 gateways = tuple(first.text("gateways").split(","))
                 subnet6 = str(ipaddress.IPv6Interface(gateways[1]).network)
-                index = mgmtnet.ensure(
-                    network,
-                    bridge,
-                    (gateways[0], gateways[1]),
-                    first.number("mtu"),
-                    (first.text("subnet"), subnet6),
-                    first.flag("external"),
-                )
+                index = {
+                    bridge: mgmtnet.ensure(
+                        network,
+                        bridge,
+                        (gateways[0], gateways[1]),
+                        first.number("mtu"),
+                        (str(subnet), subnet6),
+                        first.flag("external"),
+                    )
+                }
+                for name in sorted({mgmtnet.bridge_for(bridge, n) for n in number.values()} - {bridge}):
+                    index[name] = mgmtnet.child(network, bridge, name, first.number("mtu"))
             for att in mine:
                 ap.queue(
                     None,
@@ -109,7 +121,7 @@ class Mgmt(LinkMode):
                         ap.fd(att.end.node),
                         alias=ap.alias,
                         mtu=att.mtu,
-                        master=index,
+                        master=index[mgmtnet.bridge_for(bridge, number[att.end.node])],
                     ),
                 )
                 made.append(att)

@@ -1,8 +1,10 @@
 """A management network's bridge on this machine, and its nftables rules.
 
 The bridge (``br-clab`` for containerlab's default network) holds the gateway addresses and every
-node's management veth; labs that name one network share it, and the last lab to go removes it.  It
-carries the marker ``nestlab-mgmt:NETWORK`` (no lab's: it outlives each of them).
+node's management veth; labs that name one network share it, and the last lab to go removes it.  A
+Linux bridge takes at most 1 024 ports, so the nodes whose host number is past :data:`PORTS` hang on
+child bridges (``br-clab-1``, ...), each joined to the bridge by a veth pair.  All of them carry the
+marker ``nestlab-mgmt:NETWORK`` (no lab's: they outlive each of them).
 
 The rules (table ``ip``/``ip6`` ``nestlab_mgmt_NETWORK``): what the nodes send out of the machine is
 masqueraded (IPv4; ``external-access``, containerlab's default), and nothing from outside the bridge reaches
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import shutil
 import subprocess
 
@@ -21,6 +24,38 @@ from ...errors import LabError
 from . import netlink, sysctl
 
 MARKER = "nestlab-mgmt:"
+PORTS = 1000  # nodes per bridge (the kernel's limit is 1 024 ports)
+
+
+def bridge_for(bridge: str, host_number: int) -> str:
+    """The bridge a node with this host number of the subnet hangs on: the network's, or a child."""
+    child = host_number // PORTS
+    return bridge if child == 0 else f"{bridge[:12]}-{child}"
+
+
+def child(network: str, bridge: str, name: str, mtu: int) -> int:
+    """A child bridge ``name`` joined to ``bridge`` (made unless it is there); returns its index.  Called
+    with the network's lock held."""
+    nl = netlink.Netlink()
+    try:
+        try:
+            (index,) = nl.run(netlink.get_link(name))
+            return index
+        except netlink.NetlinkError as exc:
+            if exc.errno != errno.ENODEV:
+                raise
+        nl.run(netlink.new_bridge(name, MARKER + network, snooping=False))
+        index, main = nl.run(netlink.get_link(name), netlink.get_link(bridge))
+        nl.run(netlink.set_mtu(index, mtu))
+        here = os.open("/proc/thread-self/ns/net", os.O_RDONLY)  # both ends of the joining veth stay here
+        try:
+            nl.run(netlink.new_veth(f"{name}u", f"{name}d", here, alias=MARKER + network, mtu=mtu, master=main))
+        finally:
+            os.close(here)
+        nl.run(netlink.set_master(f"{name}d", index), netlink.set_up(f"{name}d"))
+        return index
+    finally:
+        nl.close()
 
 
 def table(network: str) -> str:
@@ -74,11 +109,15 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
 
 
 def remove(network: str, bridge: str) -> None:
-    """The network's bridge and rules, gone (what is already gone is fine)."""
+    """The network's bridges and rules, gone (what is already gone is fine)."""
+    from . import rtdump
+
     nl = netlink.Netlink()
     try:
-        with contextlib.suppress(netlink.NetlinkError):
-            nl.run(netlink.del_link(bridge))
+        marked = [i.name for i in rtdump.interfaces(nl, counters=False) if i.alias == MARKER + network]
+        for name in [bridge, *marked]:
+            with contextlib.suppress(netlink.NetlinkError):
+                nl.run(netlink.del_link(name))
     finally:
         nl.close()
     for family in ("ip", "ip6"):
