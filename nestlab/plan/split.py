@@ -80,7 +80,8 @@ def shares(raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], p
         narrowed = fits if {link.a.node, link.b.node} & narrow else None
         out[_holder(link, placed)].topology["topology"]["links"].append(_link(link, narrowed))
     for att in plan.attachments.values():
-        out[placed.server(att.end.node)].topology["topology"]["links"].append(_attachment(att))
+        if att.mode != "mgmt":  # not on shares yet (see _frame)
+            out[placed.server(att.end.node)].topology["topology"]["links"].append(_attachment(att))
     return out
 
 
@@ -97,7 +98,9 @@ def _frame(raw: dict) -> dict:
     """A share's top level: the lab's, without servers, with addresses fixed by the whole lab's plan and its hosts'
     IPv6 as the whole lab's."""
     body = {k: v for k, v in raw["topology"].items() if k not in ("nodes", "links")}
-    top = {k: v for k, v in raw.items() if k not in ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts")}
+    # no management network on a share yet (docs/management.md): each server would make one of its own
+    skipped = ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts", "mgmt", "prefix")
+    top = {k: v for k, v in raw.items() if k not in skipped}
     return copy.deepcopy({**top, "ipv4_pool": None, "ipv6": ipv6.resolve(raw), "topology": {**body, "nodes": {}, "links": []}})
 
 
