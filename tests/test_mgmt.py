@@ -92,6 +92,9 @@ def test_a_containerlab_file_is_reached_by_name_ip_netns_ssh_and_inventories(tmp
             subprocess.run(["ip", "-n", world, "route", "add", "172.20.20.0/24", "via", "198.51.100.1"], check=True)
             inward = _run("ip", "netns", "exec", world, "ping", "-c1", "-W1", "172.20.20.77")
             assert inward.returncode != 0, "nothing from outside reaches a node"
+        report = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json").stdout)
+        eth0 = next(i for n in report["nodes"] if n["name"] == "b" for i in n["interfaces"] if i["name"] == "eth0")
+        assert eth0["mode"] == "mgmt:clab" and "172.20.20.77/24" in eth0["addresses"], eth0
         folder = tmp_path / f"clab-{lab_name}"
         data = json.loads((folder / "topology-data.json").read_text())
         assert data["name"] == lab_name and data["nodes"]["b"]["mgmt-ipv4-address"] == "172.20.20.77"

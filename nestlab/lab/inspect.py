@@ -6,7 +6,7 @@ import os
 
 from .. import kinds, names
 from ..backends.kernel import cgroups, mptcp, namespaces, rtdump
-from ..registry import KINDS
+from ..registry import KINDS, LINK_MODES
 from . import collector, where
 from .lab import Lab
 
@@ -38,12 +38,7 @@ def here(lab: Lab, only: set[str] | None = None) -> dict:
         for link in plan.links.values()
         for end, other in ((link.a, link.b), (link.b, link.a))
     }
-    modes.update(
-        {
-            (a.end.node, a.end.iface): ":".join([a.mode, *(str(v) for k, v in a.options if k != "bridge")])
-            for a in plan.attachments.values()
-        }
-    )
+    modes.update({(a.end.node, a.end.iface): LINK_MODES.get(a.mode).label(a) for a in plan.attachments.values()})
     nodes = []
     components: dict[str, list[str]] = {}
     for name, o in plan.nodes.items():

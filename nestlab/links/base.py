@@ -109,6 +109,11 @@ class LinkMode:
             return (obj.end,)
         return obj.ends if self.separate_ends else (obj.a,)
 
+    # -- observe ----------------------------------------------------------------------------------------
+    def label(self, att: AttachObj) -> str:
+        """How ``inspect`` names an attachment of this mode: the mode and its options' values."""
+        return ":".join([self.name, *(str(v) for k, v in att.options if k != "bridge")])
+
     def delete(self, ap: Applying, obj: LinkObj | AttachObj, quiet: bool) -> None:
         """Remove ``obj``'s kernel objects (``ap.run_quiet(node, req, quiet)``)."""
         from ..backends.kernel import netlink

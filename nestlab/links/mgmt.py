@@ -60,6 +60,9 @@ class Mgmt(LinkMode):
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
         return [ctx.problem(path + ("mode",), "mode: mgmt is made by mgmt: for every node; drop this link and give mgmt:")]
 
+    def label(self, att: AttachObj) -> str:
+        return f"mgmt:{att.text('network')}"
+
     def finish(self, b: Planning) -> None:
         from ..plan import mgmt
 
