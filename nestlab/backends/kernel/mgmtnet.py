@@ -38,12 +38,8 @@ def child(network: str, bridge: str, name: str, mtu: int) -> int:
     with the network's lock held."""
     nl = netlink.Netlink()
     try:
-        try:
-            (index,) = nl.run(netlink.get_link(name))
-            return index
-        except netlink.NetlinkError as exc:
-            if exc.errno != errno.ENODEV:
-                raise
+        if (there := _index(nl, name)) is not None:
+            return there
         nl.run(netlink.new_bridge(name, MARKER + network, snooping=False))
         index, main = nl.run(netlink.get_link(name), netlink.get_link(bridge))
         nl.run(netlink.set_mtu(index, mtu))
@@ -81,17 +77,24 @@ def ruleset(network: str, bridge: str, subnet4: str, subnet6: str, external: boo
     return text
 
 
+def _index(nl: netlink.Netlink, name: str) -> int | None:
+    """The interface's index, None if there is no such interface."""
+    try:
+        (index,) = nl.run(netlink.get_link(name))
+    except netlink.NetlinkError as exc:
+        if exc.errno != errno.ENODEV:
+            raise
+        return None
+    return index
+
+
 def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subnets: tuple[str, str], external: bool) -> int:
     """The network's bridge, made (up, with ``gateways`` as its addresses, its rules installed) unless it is
     there; returns its index.  Called with the network's lock held."""
     nl = netlink.Netlink()
     try:
-        try:
-            (index,) = nl.run(netlink.get_link(bridge))
-            return index
-        except netlink.NetlinkError as exc:
-            if exc.errno != errno.ENODEV:
-                raise
+        if (there := _index(nl, bridge)) is not None:
+            return there
         if not shutil.which("nft"):
             raise LabError("the management network needs nftables (`nft`): apt-get install nftables")
         nl.run(netlink.new_bridge(bridge, MARKER + network, snooping=False))  # a hub for multicast: no O(ports²) timers
