@@ -126,6 +126,7 @@ class Mgmt(LinkMode):
                         mtu=att.mtu,
                         master=index[mgmtnet.bridge_for(bridge, number[att.end.node])],
                     ),
+                    netlink.set_up(host_end(ap.lab, att.end.node), alias=ap.alias),  # the kernel keeps no alias given at birth
                 )
                 made.append(att)
         ap.flush()

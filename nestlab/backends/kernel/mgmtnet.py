@@ -40,7 +40,7 @@ def child(network: str, bridge: str, name: str, mtu: int) -> int:
     try:
         if (there := _index(nl, name)) is not None:
             return there
-        nl.run(netlink.new_bridge(name, MARKER + network, snooping=False))
+        nl.run(netlink.new_bridge(name, MARKER + network, snooping=False), netlink.set_up(name, alias=MARKER + network))
         index, main = nl.run(netlink.get_link(name), netlink.get_link(bridge))
         nl.run(netlink.set_mtu(index, mtu))
         here = os.open("/proc/thread-self/ns/net", os.O_RDONLY)  # both ends of the joining veth stay here
@@ -48,7 +48,11 @@ def child(network: str, bridge: str, name: str, mtu: int) -> int:
             nl.run(netlink.new_veth(f"{name}u", f"{name}d", here, alias=MARKER + network, mtu=mtu, master=main))
         finally:
             os.close(here)
-        nl.run(netlink.set_master(f"{name}d", index), netlink.set_up(f"{name}d"))
+        nl.run(
+            netlink.set_master(f"{name}d", index),
+            netlink.set_up(f"{name}d", alias=MARKER + network),
+            netlink.set_up(f"{name}u", alias=MARKER + network),
+        )
         return index
     finally:
         nl.close()
@@ -97,7 +101,9 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
             return there
         if not shutil.which("nft"):
             raise LabError("the management network needs nftables (`nft`): apt-get install nftables")
-        nl.run(netlink.new_bridge(bridge, MARKER + network, snooping=False))  # a hub for multicast: no O(ports²) timers
+        nl.run(  # a hub for multicast: no O(ports²) timers; the alias set apart (the kernel keeps none given at birth)
+            netlink.new_bridge(bridge, MARKER + network, snooping=False), netlink.set_up(bridge, alias=MARKER + network)
+        )
         (index,) = nl.run(netlink.get_link(bridge))
         nl.run(netlink.set_mtu(index, mtu), *(netlink.new_addr(index, cidr, bridge) for cidr in gateways))
     finally:
