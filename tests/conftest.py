@@ -113,11 +113,12 @@ def _management_leftovers() -> list[str]:
     import glob
 
     found = [f"netns name {p}" for p in glob.glob("/run/netns/clab-*")]
-    found += [f"ssh config {p}" for p in glob.glob("/etc/ssh/ssh_config.d/clab-*.conf")]
     found += [f"management leases {p}" for p in glob.glob("/run/nestlab-mgmt/*.json")]
-    found += [f"lab keys {p}" for p in glob.glob("/var/lib/nestlab/ssh/*")]
-    with open("/etc/hosts") as fh:
-        found += [f"/etc/hosts line {line.strip()}" for line in fh if line.startswith("###### CLAB-")]
+    if not IN_VM:  # the VM sees this machine's /etc and /var, where the host tier's labs may be running
+        found += [f"ssh config {p}" for p in glob.glob("/etc/ssh/ssh_config.d/clab-*.conf")]
+        found += [f"lab keys {p}" for p in glob.glob("/var/lib/nestlab/ssh/*")]
+        with open("/etc/hosts") as fh:
+            found += [f"/etc/hosts line {line.strip()}" for line in fh if line.startswith("###### CLAB-")]
     tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
     found += [f"nftables {line.strip()}" for line in tables.splitlines() if "nestlab_mgmt_" in line]
     listed = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
