@@ -29,9 +29,8 @@ def _release_mgmt(lab: str) -> None:
 
     for network in mgmt.networks_of(lab):
         with mgmt.locked(network):
-            bridge = mgmt.bridge_of(network)
             if mgmt.release(network, lab):
-                mgmtnet.remove(network, bridge)
+                mgmtnet.remove(network)
 
 
 def _mounts_under(prefix: str) -> list[str]:

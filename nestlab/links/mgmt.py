@@ -76,7 +76,8 @@ class Mgmt(LinkMode):
         options = (
             ("bridge", net.bridge),
             ("external", net.external),
-            ("gateways", f"{net.gw4}/{net.ipv4.prefixlen},{net.gw6}/{net.ipv6.prefixlen}"),
+            ("gateway4", f"{net.gw4}/{net.ipv4.prefixlen}"),
+            ("gateway6", f"{net.gw6}/{net.ipv6.prefixlen}"),
             ("mtu", net.mtu),
             ("network", net.name),
             ("subnet", str(net.ipv4)),
@@ -99,19 +100,11 @@ class Mgmt(LinkMode):
                 att.end.node: int(ipaddress.IPv4Interface(att.end.ipv4[0]).ip) - int(subnet.network_address) for att in mine
             }
             with mgmt.locked(network):
-                bridge = mgmt.bridge_of(network) if mgmt.read(network) else first.text("bridge")
+                bridge = mgmt.bridge_of(network, first.text("bridge"))
                 mgmt.lease(network, bridge, ap.lab, {att.end.node: att.end.ipv4[0].split("/")[0] for att in mine})
-                gateways = tuple(first.text("gateways").split(","))
-                subnet6 = str(ipaddress.IPv6Interface(gateways[1]).network)
+                gateways = (first.text("gateway4"), first.text("gateway6"))
                 index = {
-                    bridge: mgmtnet.ensure(
-                        network,
-                        bridge,
-                        (gateways[0], gateways[1]),
-                        first.number("mtu"),
-                        (str(subnet), subnet6),
-                        first.flag("external"),
-                    )
+                    bridge: mgmtnet.ensure(network, bridge, gateways, first.number("mtu"), str(subnet), first.flag("external"))
                 }
                 for name in sorted({mgmtnet.bridge_for(bridge, n) for n in number.values()} - {bridge}):
                     index[name] = mgmtnet.child(network, bridge, name, first.number("mtu"))

@@ -71,9 +71,9 @@ def read(network: str) -> dict[str, dict[str, str]]:
     return labs if isinstance(labs, dict) else {}
 
 
-def bridge_of(network: str) -> str:
-    """The bridge the network's first lab made (its name is the file's, not every lab's to choose)."""
-    return str(_file(network).get("bridge") or names.mgmt_bridge(network))
+def bridge_of(network: str, default: str) -> str:
+    """The bridge the network's first lab made (its name is the file's, not every lab's to choose), else ``default``."""
+    return str(_file(network).get("bridge") or default)
 
 
 def choose(net: Network, lab: str, nodes: list[str], fixed: dict[str, str]) -> dict[str, ipaddress.IPv4Address]:
@@ -115,8 +115,9 @@ def _write(network: str, labs: dict[str, dict[str, str]], bridge: str) -> None:
 
 
 def lease(network: str, bridge: str, lab: str, held: dict[str, str]) -> None:
-    """Record the lab's addresses (with the network locked by the caller) before anything is made, so a
-    cleanup finds the network; refused if another lab holds one of them."""
+    """Record the lab's addresses on the network whose bridge is ``bridge`` (:func:`bridge_of`; the network
+    locked by the caller) before anything is made, so a cleanup finds the network; refused if another lab
+    holds one of them."""
     labs = read(network)
     owners = {a: other for other, addresses in labs.items() if other != lab for a in addresses.values()}
     clash = sorted((node, a, owners[a]) for node, a in held.items() if a in owners)
@@ -127,7 +128,7 @@ def lease(network: str, bridge: str, lab: str, held: dict[str, str]) -> None:
             "(both deployed at once); deploy again, or give the node another mgmt-ipv4"
         )
     labs[lab] = {**labs.get(lab, {}), **held}
-    _write(network, labs, bridge_of(network) if labs.keys() - {lab} else bridge)
+    _write(network, labs, bridge)
 
 
 def release(network: str, lab: str) -> bool:
@@ -135,7 +136,7 @@ def release(network: str, lab: str) -> bool:
     labs = read(network)
     labs.pop(lab, None)
     if labs:
-        _write(network, labs, bridge_of(network))
+        _write(network, labs, bridge_of(network, names.mgmt_bridge(network)))
         return False
     with contextlib.suppress(FileNotFoundError):
         os.unlink(names.mgmt_leases(network))

@@ -62,11 +62,12 @@ def table(network: str) -> str:
     return "nestlab_mgmt_" + network.replace("-", "_")
 
 
-def ruleset(network: str, bridge: str, subnet4: str, subnet6: str, external: bool) -> str:
+def ruleset(network: str, bridge: str, subnet: str, external: bool) -> str:
+    """The same forward filter for IPv4 and IPv6; masquerade (``external``) of the IPv4 ``subnet`` only."""
     name = table(network)
     out = "accept" if external else "drop"
     text = ""
-    for family, subnet, selector in (("ip", subnet4, "ip saddr"), ("ip6", "", "")):
+    for family in ("ip", "ip6"):
         text += (
             f"table {family} {name} {{\n"
             "  chain forward {\n    type filter hook forward priority filter; policy accept;\n"
@@ -75,7 +76,7 @@ def ruleset(network: str, bridge: str, subnet4: str, subnet6: str, external: boo
             f'    oifname "{bridge}" drop\n'
             f'    iifname "{bridge}" {out}\n  }}\n'
             "  chain postrouting {\n    type nat hook postrouting priority srcnat;\n"
-            + (f'    {selector} {subnet} oifname != "{bridge}" masquerade\n' if external and subnet else "")
+            + (f'    ip saddr {subnet} oifname != "{bridge}" masquerade\n' if external and family == "ip" else "")
             + "  }\n}\n"
         )
     return text
@@ -92,7 +93,7 @@ def _index(nl: netlink.Netlink, name: str) -> int | None:
     return index
 
 
-def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subnets: tuple[str, str], external: bool) -> int:
+def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subnet: str, external: bool) -> int:
     """The network's bridge, made (up, with ``gateways`` as its addresses, its rules installed) unless it is
     there; returns its index.  Called with the network's lock held."""
     nl = netlink.Netlink()
@@ -110,21 +111,20 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
         nl.close()
     if external:  # as Docker does, and left on; IPv6 is not forwarded (it would stop the machine taking router adverts)
         sysctl.write("net.ipv4.ip_forward", "1")
-    proc = subprocess.run(["nft", "-f", "-"], input=ruleset(network, bridge, *subnets, external), capture_output=True, text=True)
+    proc = subprocess.run(["nft", "-f", "-"], input=ruleset(network, bridge, subnet, external), capture_output=True, text=True)
     if proc.returncode:
-        remove(network, bridge)
+        remove(network)
         raise LabError(f"the management network's rules were refused: {proc.stderr.strip()} (see `nestlab doctor`)")
     return index
 
 
-def remove(network: str, bridge: str) -> None:
-    """The network's bridges and rules, gone (what is already gone is fine)."""
+def remove(network: str) -> None:
+    """The network's bridges, joining veths and rules, gone (found by their marker; what is already gone is fine)."""
     from . import rtdump
 
     nl = netlink.Netlink()
     try:
-        marked = [i.name for i in rtdump.interfaces(nl, counters=False) if i.alias == MARKER + network]
-        for name in [bridge, *marked]:
+        for name in [i.name for i in rtdump.interfaces(nl, counters=False) if i.alias == MARKER + network]:
             with contextlib.suppress(netlink.NetlinkError):
                 nl.run(netlink.del_link(name))
     finally:
