@@ -130,3 +130,8 @@ KEYS_ROOT = "/var/lib/nestlab/ssh"  # outside /run: a node's own filesystem view
 def lab_keys(lab: str) -> str:
     """The lab's SSH host key, client key and sshd configuration (root's alone)."""
     return os.path.join(KEYS_ROOT, lab)
+
+
+def clab_kind(kind: str) -> str:
+    """containerlab's word for a node of this kind (an FRR node is containerlab's linux kind running FRR's image)."""
+    return {"ovs": "ovs-bridge", "machine": "host", "frr": "linux"}.get(kind, kind)

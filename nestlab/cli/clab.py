@@ -17,6 +17,7 @@ from pathlib import Path
 
 import typer
 
+from .. import names
 from ..errors import LabError
 from ..registry import KINDS
 from .common import err, out, reported
@@ -53,7 +54,6 @@ def _lab_name(topo: Path | None, name: str | None) -> str:
 
 def containers(name: str) -> list[dict]:
     """The lab's nodes as containerlab's ``inspect --format json`` lists its containers."""
-    from .. import names
     from ..lab.lab import Lab
 
     lab = Lab.running(name)
@@ -76,7 +76,7 @@ def containers(name: str) -> list[dict]:
                 "name": container_name(raw, node),
                 "container_id": ident[:12],
                 "image": obj.image or images.get(node) or "",
-                "kind": _clab_kind(obj.kind),
+                "kind": names.clab_kind(obj.kind),
                 "group": spec.get("group") or "",
                 "state": "running" if ident else "exited",
                 "status": "Up" if ident else "Exited",
@@ -112,8 +112,6 @@ def _images_in(source: str) -> dict[str, str]:
 
 
 def container_name(raw: dict, node: str) -> str:
-    from .. import names
-
     return names.long_name(raw.get("prefix"), raw["name"], node)
 
 
@@ -124,14 +122,10 @@ def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, 
         **own,
         "containerlab": lab,
         "clab-node-name": node,
-        "clab-node-kind": _clab_kind(kind),
+        "clab-node-kind": names.clab_kind(kind),
         "clab-node-group": spec.get("group") or "",
         "clab-topo-file": os.path.abspath(source) if source else "",
     }
-
-
-def _clab_kind(kind: str) -> str:
-    return {"ovs": "ovs-bridge", "machine": "host", "frr": "linux"}.get(kind, kind)
 
 
 @clab_app.command()

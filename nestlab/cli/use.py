@@ -178,6 +178,6 @@ def ssh(
         from ..lab.sshgate import client_key
 
         args = ["ssh", "-i", client_key(the_lab.name), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
-        args += ["-o", "LogLevel=ERROR", f"root@{found[node].ipv4.split('/')[0]}"]
+        args += ["-o", "LogLevel=ERROR", f"root@{found[node].ipv4.ip}"]
         rest = list(command or [])
         os.execvp("ssh", args + (rest[1:] if rest[:1] == ["--"] else rest))

@@ -16,6 +16,7 @@ goes with ``destroy --cleanup``.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import threading
@@ -39,24 +40,20 @@ class Managed:
     node: str
     long: str
     kind: str
-    ipv4: str  # CIDR
-    ipv6: str  # CIDR
-    group: str
+    ipv4: ipaddress.IPv4Interface
+    ipv6: ipaddress.IPv6Interface
 
 
 def managed(lab: Lab) -> list[Managed]:
     """The lab's nodes with a management address, in name order."""
-    doc = lab.document()
-    prefix = doc.get("prefix")
-    specs = doc["topology"]["nodes"]
+    prefix = lab.document().get("prefix")
     return [
         Managed(
             att.end.node,
             names.long_name(prefix, lab.name, att.end.node),
             lab.plan.nodes[att.end.node].kind,
-            att.end.ipv4[0],
-            att.end.ipv6[0],
-            str(specs.get(att.end.node, {}).get("group") or ""),
+            ipaddress.IPv4Interface(att.end.ipv4[0]),
+            ipaddress.IPv6Interface(att.end.ipv6[0]),
         )
         for att in sorted(lab.plan.attachments.values(), key=lambda a: a.end.node)
         if att.mode == "mgmt"
@@ -107,7 +104,7 @@ def publish(lab: Lab, ahead: Ahead) -> list[Managed]:
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
     hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
     hosts.record(lab.name, record)  # first: a cleanup knows what to look for
-    gate = sshgate.start(lab, [(n.node, n.ipv4.split("/")[0]) for n in nodes])
+    gate = sshgate.start(lab, [(n.node, str(n.ipv4.ip)) for n in nodes])
     if gate.proc is not None:
         hosts.record(lab.name, {**record, "gate": gate.proc.pid})
     for node in nodes:
@@ -119,8 +116,8 @@ def publish(lab: Lab, ahead: Ahead) -> list[Managed]:
 
 
 def _host_lines(nodes: list[Managed]) -> list[str]:
-    v4 = [f"{n.ipv4.split('/')[0]}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
-    v6 = [f"{n.ipv6.split('/')[0]}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
+    v4 = [f"{n.ipv4.ip}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
+    v6 = [f"{n.ipv6.ip}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
     return v4 + v6
 
 
@@ -149,10 +146,6 @@ def _files(lab: Lab, folder: str, nodes: list[Managed]) -> None:
         yaml.dump(nornir_inventory(nodes), fh, Dumper=dumper, sort_keys=False)
 
 
-def _clab_kind(kind: str) -> str:
-    return {"ovs": "ovs-bridge", "machine": "host", "frr": "linux"}.get(kind, kind)
-
-
 def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
     """containerlab's topology-data.json: the lab, its nodes (long name, FQDN, management addresses) and links."""
     doc = lab.document()
@@ -171,14 +164,14 @@ def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
             "fqdn": f"{name}.{lab.name}.io",
             "group": str(spec.get("group") or ""),
             "labdir": os.path.join(folder, name),
-            "kind": _clab_kind(obj.kind),
+            "kind": names.clab_kind(obj.kind),
             "image": str(spec.get("image") or ""),
             "mgmt-net": (doc.get("mgmt") or {}).get("network", "") if node else "",
             "mgmt-intf": "eth0" if node else "",
-            "mgmt-ipv4-address": node.ipv4.split("/")[0] if node else "",
-            "mgmt-ipv4-prefix-length": int(node.ipv4.split("/")[1]) if node else 0,
-            "mgmt-ipv6-address": node.ipv6.split("/")[0] if node else "",
-            "mgmt-ipv6-prefix-length": int(node.ipv6.split("/")[1]) if node else 0,
+            "mgmt-ipv4-address": str(node.ipv4.ip) if node else "",
+            "mgmt-ipv4-prefix-length": node.ipv4.network.prefixlen if node else 0,
+            "mgmt-ipv6-address": str(node.ipv6.ip) if node else "",
+            "mgmt-ipv6-prefix-length": node.ipv6.network.prefixlen if node else 0,
             "mac-address": "",
             "labels": {k: str(v) for k, v in (spec.get("labels") or {}).items()},
         }
@@ -205,8 +198,8 @@ def ansible_inventory(lab: Lab, nodes: list[Managed]) -> dict:
     doc = lab.document()
     children: dict[str, dict] = {}
     for node in nodes:
-        host = {"ansible_host": node.ipv4.split("/")[0]}
-        children.setdefault(_clab_kind(node.kind), {"hosts": {}})["hosts"][node.long] = host
+        host = {"ansible_host": str(node.ipv4.ip)}
+        children.setdefault(names.clab_kind(node.kind), {"hosts": {}})["hosts"][node.long] = host
         group = (doc["topology"]["nodes"].get(node.node, {}).get("labels") or {}).get("ansible-group")
         if group:
             children.setdefault(str(group), {"hosts": {}})["hosts"][node.long] = host
@@ -216,6 +209,5 @@ def ansible_inventory(lab: Lab, nodes: list[Managed]) -> dict:
 def nornir_inventory(nodes: list[Managed]) -> dict:
     """containerlab's nornir-simple-inventory.yml: each node by its short name, its management address as hostname."""
     return {
-        node.node: {"username": "root", "password": None, "platform": "linux", "hostname": node.ipv4.split("/")[0]}
-        for node in nodes
+        node.node: {"username": "root", "password": None, "platform": "linux", "hostname": str(node.ipv4.ip)} for node in nodes
     }

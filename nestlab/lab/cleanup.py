@@ -37,16 +37,19 @@ def _mounts_under(prefix: str) -> list[str]:
     return [p for p in mounts.points() if p.startswith(prefix)]
 
 
-def _kill_tools_of(lab: str) -> None:
-    """Kill processes outside the lab's namespaces that work on its folder: a tool a killed deploy left
-    running (an ``ovs-vsctl`` waits up to 30 s for a switch that is gone)."""
+def _tools_of(lab: str) -> list[int]:
+    """Processes outside the lab's namespaces that work on its folder (their command line names it): a tool
+    a killed deploy left running (an ``ovs-vsctl`` waits up to 30 s for a switch that is gone), the SSH gate."""
     folder = os.fsencode(names.lab_dir(lab) + "/")
-    for pid in procs.others():
-        if folder in procs.cmdline(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:  # gone meanwhile
-                continue
+    return [pid for pid in procs.others() if folder in procs.cmdline(pid)]
+
+
+def _kill_tools_of(lab: str) -> None:
+    for pid in _tools_of(lab):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # gone meanwhile
+            continue
 
 
 def left(lab: str) -> list[str]:
@@ -56,7 +59,7 @@ def left(lab: str) -> list[str]:
     found = [f"namespace {p}" for p in marked_namespaces(lab)]
     found += [f"folder {folder}"] if os.path.exists(folder) else []
     found += [f"mount {p}" for p in _mounts_under(folder + "/")]
-    found += [f"process {pid}" for pid in procs.others() if os.fsencode(folder + "/") in procs.cmdline(pid)]
+    found += [f"process {pid}" for pid in _tools_of(lab)]
     found += [f"cgroup {p}" for p in cgroups.lab_cgroups().get(lab, [])]
     found += [f"interface {name}" for name in rtdump.marked(lab)]
     return found
