@@ -219,8 +219,9 @@ class Lab:
     def site(self) -> Site:
         """Where the lab runs: as its record says once it runs, else where a deploy of it goes (its
         ``servers:``, or this machine)."""
-        if self._topology is None or where.read(self.name):  # running (its plan recorded), or recorded elsewhere
-            return where.of(self.name)
+        recorded = where.of(self.name)  # this machine when there is no record
+        if self._topology is None or not recorded.here:  # running (its plan recorded), or recorded elsewhere
+            return recorded
         return where.chosen(self.topology)
 
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes:

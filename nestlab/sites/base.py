@@ -1,5 +1,5 @@
-"""What every site implements (``nestlab.seams.Site``), and what the two remote sites share: a lab cut
-into shares, each share run by the nestlab of the place it went to.
+"""What every site implements (``nestlab.seams.Site``), and what finding and running things in a lab's
+shares takes on every site (what the two remote sites alone share is in shares.py).
 
 A site is made for one lab from its record (``lab/where.py``) or, for a deploy, empty; the lab layer
 and the commands ask it where a node runs (:meth:`Site.remote`), how the lab looks
