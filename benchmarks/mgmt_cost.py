@@ -16,7 +16,6 @@ import glob
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from benchmarks.ab_deploy import cli  # noqa: E402  (a CLI call from the shell, run from a tree)
 from nestlab.lab import cleanup  # noqa: E402
 
 
@@ -35,19 +35,6 @@ def star(name: str, n: int, mgmt: bool) -> str:
     links += "".join(f'    - endpoints: ["sw{s}:up", "sw{s + 1}:down"]\n' for s in range(switches - 1))
     top = "mgmt: {ipv4-subnet: 172.20.16.0/20}\n" if mgmt else ""
     return f"name: {name}\n{top}ipv4_pool: 10.64.0.0/10\ntopology:\n  nodes:\n{nodes}  links:\n{links}"
-
-
-def cli(*args: str) -> float:
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "nestlab.cli.app", *args],
-        cwd=ROOT,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": ROOT},
-    )
-    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -69,9 +56,9 @@ def main() -> None:
         for r in range(args.rounds):
             for side in list(sides) if r % 2 == 0 else list(sides)[::-1]:
                 path, name = files[side]
-                times[side]["deploy"].append(cli("deploy", "-t", path))
-                times[side]["inspect"].append(cli("inspect", "--lab", name, "--format", "json"))
-                times[side]["destroy"].append(cli("destroy", "--lab", name, "--cleanup"))
+                times[side]["deploy"].append(cli(ROOT, "deploy", "-t", path))
+                times[side]["inspect"].append(cli(ROOT, "inspect", "--lab", name, "--format", "json"))
+                times[side]["destroy"].append(cli(ROOT, "destroy", "--lab", name, "--cleanup"))
                 time.sleep(2)  # the kernel frees namespaces asynchronously
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
         left = [x for _, name in files.values() for x in cleanup.left(name)]

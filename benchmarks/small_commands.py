@@ -21,6 +21,10 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, ROOT)
+
+from benchmarks.ab_deploy import cli  # noqa: E402  (a CLI call from the shell, run from a tree)
+
 LAB = "small500"
 
 
@@ -44,28 +48,15 @@ COMMANDS = [
 ]
 
 
-def cli(tree: str, args: list[str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "nestlab.cli.app", *args],
-        cwd=tree,
-        env={**os.environ, "PYTHONPATH": tree},
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - started
-
-
 def measure(tree: str, topo: str, repeat: int) -> dict[str, float]:
     """Deploy, the first inspect at once, every command's best of ``repeat``, destroy."""
-    cli(tree, ["deploy", "-t", topo])
+    cli(tree, "deploy", "-t", topo)
     try:
-        found = {"first inspect --format json after deploy": cli(tree, ["inspect", "--lab", LAB, "--format", "json"])}
+        found = {"first inspect --format json after deploy": cli(tree, "inspect", "--lab", LAB, "--format", "json")}
         for label, args in COMMANDS:
-            found[label] = min(cli(tree, args) for _ in range(repeat))
+            found[label] = min(cli(tree, *args) for _ in range(repeat))
     finally:
-        cli(tree, ["destroy", "--lab", LAB])
+        cli(tree, "destroy", "--lab", LAB)
         time.sleep(2)  # the kernel frees namespaces asynchronously
     return found
 
