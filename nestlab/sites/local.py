@@ -13,6 +13,7 @@ from ..lab.where import LOCAL
 from ..plan.objects import Plan
 from ..registry import KINDS, SITES
 from .base import Site
+from .shares import refuse_pins
 
 if TYPE_CHECKING:
     from ..lab.lab import ExecReport, Lab
@@ -32,10 +33,7 @@ class Local(Site):
         from ..lab import startup
         from ..plan.diff import diff
 
-        if pinned := sorted(n for n, spec in lab.topology.topology.nodes.items() if spec.server):
-            from .shares import NO_SERVERS, pin_error
-
-            pin_error(lab, lab.topology.topology.nodes[pinned[0]].server, NO_SERVERS)
+        refuse_pins(lab)
         with state.locked(lab.name):
             current = state.read(lab.name)
             if current and current.status == "deploying":

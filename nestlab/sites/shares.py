@@ -40,9 +40,9 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
 
     topo = lab.topology
     servers = servers or topo.servers
+    if not servers:
+        refuse_pins(lab)
     pins = {name: spec.server for name, spec in topo.topology.nodes.items() if spec.server}
-    if not servers and pins:
-        pin_error(lab, next(iter(pins.values())), NO_SERVERS)
     if not servers:
         raise LabError("this lab names no servers: add servers: to the file or pass --servers FILE")
     for server in pins.values():
@@ -61,6 +61,12 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
     raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
     parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu)
     return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
+
+
+def refuse_pins(lab) -> None:
+    """A lab without servers whose file pins a node to one (``server:``): a file error at the first such node."""
+    if pinned := next((spec.server for spec in lab.topology.topology.nodes.values() if spec.server), None):
+        pin_error(lab, pinned, NO_SERVERS)
 
 
 def pin_error(lab, server: str, message: str) -> None:
