@@ -69,12 +69,12 @@ def test_containerlab_shapes_deploy_wait_connect_and_leave_nothing(topo_file, tm
         # Restarted on request: the old session ends, the new one runs the same cmd.
         pid_file = os.path.join(names.node_dir(lab.name, "a"), "cmd.pid")
         old = int(open(pid_file).read().split()[0])
-        restarted = run_cli("node", "restart", "--lab", lab.name, "a")
+        restarted = run_cli("node", "restart", "--lab", lab.name, "a", "--cmd")
         assert restarted.returncode == 0, restarted.stderr
         new = int(open(pid_file).read().split()[0])
         assert new != old and not _alive(old) and _alive(new)
         assert _started(tmp_path / "a.cmd", 2) == "started\nstarted\n"
-        refused = run_cli("node", "restart", "--lab", lab.name, "c")
+        refused = run_cli("node", "restart", "--lab", lab.name, "c", "--cmd")
         assert refused.returncode == 1 and "has no cmd" in refused.stderr, refused.stderr
         # groups + cpu/memory: the group's limits reach the node's cgroup.
         limits = cgroups.Tree(lab.name).limits("a")

@@ -81,11 +81,11 @@ TOKENS = [
 
 def accepts_or_refuses(path) -> None:
     """Load and plan ``path``; a refusal must be ours (with a location), nothing else may escape."""
-    from nestlab.lab import schedule
+    from nestlab.lab import schedule, where
 
     try:
         lab = Lab.from_file(path)
-        lab.plan
+        where.chosen(lab.topology).check(lab, machine=False)  # what deploy checks of the file (pins, placement)
         schedule.timeline(lab)
     except TopologyError as exc:
         event("refused")

@@ -163,6 +163,13 @@ def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_
     assert run_cli("exec", "--lab", lab, "h3", "--", "ping", "-c1", "-W3", "10.0.3.1").returncode == 0
     cut = run_cli("link", "set", "--lab", lab, "a:eth1", "b:eth1", "--rate", "20mbit")
     assert cut.returncode == 1 and "pin both ends to one server" in cut.stderr, cut.stderr
+    # node stop/start: the pod holding h1 stops it; inspect asks the pods.
+    assert run_cli("node", "stop", "--lab", lab, "h1").returncode == 0
+    assert run_cli("exec", "--lab", lab, "h3", "--", "ping", "-c1", "-W1", "10.0.3.1").returncode != 0
+    states = {n["name"]: n["state"] for n in json.loads(run_cli("inspect", "--lab", lab, "--format", "json").stdout)["nodes"]}
+    assert states["h1"] == "stopped" and states["h3"] == "running", states
+    assert run_cli("node", "start", "--lab", lab, "h1").returncode == 0
+    assert run_cli("exec", "--lab", lab, "h3", "--", "ping", "-c1", "-W3", "10.0.3.1").returncode == 0
 
     server = subprocess.Popen([*NESTLAB, "exec", "--lab", lab, "b", "--", "iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
     try:

@@ -397,6 +397,19 @@ def test_capture_events_and_link_set_ask_the_site_of_a_lab_on_two_servers(two_se
         assert "rate 10Mbit" in qdiscs, qdiscs
         assert "1 received" in run_cli("exec", "--lab", lab_name, "a", "--", "ping", "-c1", "-W2", "10.0.6.2").stdout
 
+        # node stop/start: each server's nestlab stops its own; inspect (here and containerlab's) asks them.
+        stopped = run_cli("node", "stop", "--lab", lab_name, "a", "c")
+        said = stopped.stdout + stopped.stderr
+        assert stopped.returncode == 0 and "stopped a" in said and "stopped c" in said, said
+        assert run_cli("exec", "--lab", lab_name, "b", "--", "ping", "-c1", "-W1", "10.0.6.1").returncode != 0
+        found = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json").stdout)
+        assert {n["name"]: n["state"] for n in found["nodes"]} == {"a": "stopped", "b": "running", "c": "stopped"}, found
+        clab = json.loads(run_cli("clab", "inspect", "--name", lab_name, "--format", "json").stdout)[lab_name]
+        assert {c["name"].rsplit("-", 1)[1]: c["state"] for c in clab} == {"a": "exited", "b": "running", "c": "exited"}, clab
+        assert run_cli("node", "start", "--lab", lab_name, "a", "c").returncode == 0
+        assert "1 received" in run_cli("exec", "--lab", lab_name, "b", "--", "ping", "-c1", "-W2", "10.0.6.1").stdout
+        assert "1 received" in run_cli("exec", "--lab", lab_name, "b", "--", "ping", "-c1", "-W2", "10.0.6.6").stdout
+
         cut = run_cli("link", "set", "--lab", lab_name, "b:eth2", "c:eth1", "--rate", "10mbit")
         assert cut.returncode == 1 and "s1, s2" in cut.stderr and "pin both ends to one server" in cut.stderr, cut.stderr
 

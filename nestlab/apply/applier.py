@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import kinds, links, names
-from ..backends.kernel import cgroups, containers, mptcp, namespaces, netlink, shaping, spares, views
+from ..backends.kernel import cgroups, mptcp, namespaces, netlink, shaping, spares, views
 from ..backends.kernel.netlink import Netlink, Request
 from ..errors import LabError
 from ..links import Stage
@@ -285,8 +285,10 @@ class Applier:
         for kind, nodes in kinds.grouped(changes.add_nodes):
             kind.finish(self, nodes)
         for node in changes.add_nodes:
-            if node.ports:
-                self._forward(node)
+            if node.ports:  # asyncio, for the forwarder's own process: 15 ms no other deploy needs
+                from ..backends.services import portfwd
+
+                portfwd.start(self.path(node.name), names.uts_path(self.lab, node.name), node.name, node.ports)
         for node in changes.add_nodes:
             if node.mptcp:
                 mptcp.configure(self.path(node.name), *node.mptcp, list(node.mptcp_endpoints))
@@ -302,27 +304,6 @@ class Applier:
                     shaper.apply(self.path(att.end.node), att.end.iface, dict(att.shape))
         finally:
             shaper.close()
-
-    def _forward(self, node: NodeObj) -> None:
-        """Start the node's port forwarder inside its network namespace, holding its loopback listeners."""
-        from ..backends.services import portfwd  # asyncio, for the forwarder's own process: 15 ms no other deploy needs
-
-        listeners = portfwd.listen(node.name, node.ports)
-        try:
-            containers.popen_in(
-                self.path(node.name),
-                names.uts_path(self.lab, node.name),
-                [],
-                portfwd.command(listeners),
-                pass_fds=[sock.fileno() for sock, _, _ in listeners],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            for sock, _, _ in listeners:
-                sock.close()
 
     # -- deletion ----------------------------------------------------------------
     def run_quiet(self, node: str | None, req: Request, quiet: bool) -> None:

@@ -36,12 +36,12 @@ Ignored = dict(hidden=True, help="accepted for containerlab's sake; nestlab has 
 
 
 def _lab_name(topo: Path | None, name: str | None) -> str:
-    from ..lab.lab import Lab
+    from ..model.labname import name_of
 
     if name:
         return name
     if topo:
-        return Lab.from_file(topo).name
+        return name_of(topo)
     from ..lab import state
 
     running = state.labs()
@@ -63,11 +63,13 @@ def containers(name: str) -> list[dict]:
     relative = os.path.relpath(source) if source else ""
     images = _images_in(source)
     mgmt = {a.end.node: a.end for a in lab.plan.attachments.values() if a.mode == "mgmt"}
+    states = _states(lab)
     listed = []
     for node, obj in lab.plan.nodes.items():
         spec = nodes.get(node.split("/", 1)[0], {})
         path = names.netns_path(name, node)
         ident = f"{os.stat(path).st_ino:012x}" if os.path.exists(path) else ""
+        up = states.get(node) == "running"
         listed.append(
             {
                 "lab_name": name,
@@ -78,8 +80,8 @@ def containers(name: str) -> list[dict]:
                 "image": obj.image or images.get(node) or "",
                 "kind": names.clab_kind(obj.kind),
                 "group": spec.get("group") or "",
-                "state": "running" if ident else "exited",
-                "status": "Up" if ident else "Exited",
+                "state": "running" if up else "exited",
+                "status": "Up" if up else "Exited",
                 "ipv4_address": mgmt[node].ipv4[0] if node in mgmt else "N/A",
                 "ipv6_address": mgmt[node].ipv6[0] if node in mgmt else "N/A",
                 "owner": "root",
@@ -87,6 +89,20 @@ def containers(name: str) -> list[dict]:
             }
         )
     return sorted(listed, key=lambda c: c["name"])
+
+
+def _states(lab) -> dict[str, str]:
+    """Each node's state (running, stopped, missing): asked of the shares for a lab elsewhere."""
+    from ..lab import stop_start, where
+
+    site = where.of(lab.name)
+    if not site.here:
+        return {n["name"]: n["state"] for n in site.inspect(lab)["nodes"]}
+    return {
+        node: "stopped" if stop_start.is_stopped(lab.name, node) else "running"
+        for node in lab.plan.nodes
+        if os.path.exists(names.netns_path(lab.name, node))
+    }
 
 
 def _images_in(source: str) -> dict[str, str]:
@@ -141,7 +157,9 @@ def deploy(
     """Deploy a lab (containerlab deploy), then print its containers as containerlab's table does."""
     from .lifecycle import deploy as nestlab_deploy
 
-    nestlab_deploy(topo=topo, reconfigure=reconfigure, fmt="summary", table=False, vars_files=vars_files, servers=None)
+    nestlab_deploy(
+        topo=topo, reconfigure=reconfigure, fmt="summary", table=False, vars_files=vars_files, servers=None, dry_run=False
+    )
 
 
 @clab_app.command()
@@ -204,6 +222,39 @@ def inspect(
         for lab, cname, kind, image, st, ip in rows:
             table.add_row(lab, cname, f"{kind}\n{image}" if image else kind, st, ip)
         out.print(table)
+
+
+NodeOpt = typer.Option([], "-n", "--node", help="Node(s), repeatable or comma-separated; all nodes when omitted.")
+
+
+@clab_app.command()
+def stop(topo: Path | None = TopoOpt, name: str | None = NameOpt, nodes: list[str] = NodeOpt):
+    """Stop nodes of a deployed lab (containerlab stop): processes end, links go down, the rest is kept."""
+    _lifecycle("stop", topo, name, nodes)
+
+
+@clab_app.command()
+def start(topo: Path | None = TopoOpt, name: str | None = NameOpt, nodes: list[str] = NodeOpt):
+    """Start stopped nodes of a deployed lab (containerlab start)."""
+    _lifecycle("start", topo, name, nodes)
+
+
+@clab_app.command()
+def restart(topo: Path | None = TopoOpt, name: str | None = NameOpt, nodes: list[str] = NodeOpt):
+    """Stop and start nodes of a deployed lab (containerlab restart)."""
+    _lifecycle("restart", topo, name, nodes)
+
+
+def _lifecycle(action: str, topo: Path | None, name: str | None, nodes: list[str]) -> None:
+    from ..lab.lab import Lab
+    from .live import power
+
+    with reported():
+        lab = _lab_name(topo, name)
+        picked = [n for given in nodes for n in given.split(",") if n]
+        if not picked:
+            picked = [n for n, obj in Lab.running(lab).plan.nodes.items() if not obj.parent and not KINDS.get(obj.kind).machine]
+    power(action, picked, None, lab)
 
 
 @clab_app.command("exec")

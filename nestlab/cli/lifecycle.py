@@ -11,7 +11,7 @@ import typer
 
 from .. import names
 from ..errors import LabError
-from .common import LabOpt, TopoOpt, err, notices, out, progress_bar, reported, resolve
+from .common import LabOpt, TopoOpt, err, notices, out, print_json, progress_bar, reported, resolve
 from .servers import ServersOpt
 from .tables import show
 
@@ -40,6 +40,9 @@ def deploy(
         "repeat to merge. Default: NAME_vars.yml beside the file.",
     ),
     servers: Path | None = ServersOpt,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Say what deploy would create, recreate (and why), reshape and remove; change nothing."
+    ),
 ):
     """Create the lab described by a topology file.
 
@@ -55,6 +58,10 @@ def deploy(
     from ..backends.kernel import spares
     from ..model.glance import glance
 
+    if dry_run:
+        with reported():
+            _dry_run(topo, vars_files, servers, fmt)
+        return
     started = time.perf_counter()
     if not servers:  # this machine's namespaces are made while the rest loads (backends/spares.py)
         spares.start(lambda: _ahead(glance(topo), reconfigure))
@@ -100,6 +107,56 @@ def _deploy(
 
 
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
+
+
+def _dry_run(topo: Path, vars_files: list[Path], servers: Path | None, fmt: str) -> None:
+    """What a deploy of ``topo`` would change, object by object, as its site sees the running lab."""
+    from collections import Counter
+
+    from ..lab.lab import Lab
+
+    lab = Lab.from_file(topo, vars_files, servers)
+    notices(lab)
+    found = lab.site.preview(lab)
+    if fmt == "json":
+        print_json({"lab": lab.name, "changes": [step.to_json() for step in found]})
+        return
+    counted = Counter((step.action, step.what) for step in found)
+    summary = ", ".join(f"{n} {what}{'s' if n > 1 else ''} to {action}" for (action, what), n in counted.items())
+    err.line(f"dry run: lab {lab.name}: {summary or 'nothing to change'}; nothing was changed")
+    for step in found[:SHOWN] if len(found) > SHOWN else found:
+        out.line(f"{step.action:9s} {step.what:10s} {step.name}" + (f": {step.why}" if step.why else ""))
+    if len(found) > SHOWN:
+        out.line(f"... and {len(found) - SHOWN} more (--format json lists every one)")
+
+
+SHOWN = 60  # dry-run lines before the rest is only counted
+
+
+@commands.command()
+def validate(
+    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file (YAML), or a Kathará lab (its folder or lab.conf)."),
+    vars_files: list[Path] = typer.Option([], "--vars", help="Variables for a Go-template topology (as deploy's --vars)."),
+    servers: Path | None = ServersOpt,
+):
+    """Check a topology file completely: every check deploy makes before it changes anything (schema,
+    names, addresses, links, placement on servers, what this machine must have), and nothing is made.
+
+    Exit 0: the file deploys as it is; 2: the file's problems, each with file:line:col;
+    1: this machine lacks something the lab needs (said with how to get it).
+    Example: nestlab validate -t examples/quickstart.yml
+    """
+    from ..lab.lab import Lab
+    from ..lab.where import chosen
+
+    with reported():
+        lab = Lab.from_file(topo, vars_files, servers)
+        notices(lab)
+        chosen(lab.topology).check(lab)
+        plan = lab.plan
+        err.line(
+            f"{topo}: lab {lab.name} is valid ({len(plan.nodes)} namespaces, {len(plan.links) + len(plan.attachments)} links)"
+        )
 
 
 def _ahead(glanced: Glance, reconfigure: bool) -> spares.Ahead:
@@ -222,12 +279,12 @@ def destroy(
     across servers), its names (/etc/hosts, ip netns, ssh config) and management addresses.
     Nothing else is touched."""
     from ..lab import cleanup, state, where
+    from ..model.labname import name_of
 
     with reported():
-        if lab and not topo:
-            name = lab
-        else:
-            name = resolve(topo, lab).name
+        if topo and lab:
+            raise LabError("give either -t FILE or --lab NAME, not both")
+        name = name_of(topo) if topo else lab or resolve(None, None).name  # the file's name alone: it need not check
         site = where.of(name)
         with state.locked(name):
             removed = cleanup.remove_lab(name, folder_too)

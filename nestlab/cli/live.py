@@ -172,7 +172,9 @@ def run(
                 lab.destroy()
 
 
-node_app = typer.Typer(help="Change or show a running node's cgroup limits and usage; restart its cmd.", no_args_is_help=True)
+node_app = typer.Typer(
+    help="Stop, start or restart nodes of a running lab; change or show their cgroup limits and usage.", no_args_is_help=True
+)
 commands.add_typer(node_app, name="node")
 
 
@@ -206,23 +208,85 @@ def node_set(
         err.print(f"node {node}: limits now " + ", ".join(f"{k}={v}" for k, v in limits.items()))
 
 
+NodesArg = typer.Argument(..., help="Nodes (a node's components go with it), or NODE/COMPONENT alone.")
+ExecOpt = typer.Option(False, "--exec", help="Also run the nodes' exec: commands again (their routes and addresses are kept).")
+
+
+@node_app.command("stop")
+def node_stop(nodes: list[str] = NodesArg, topo: Path | None = TopoOpt, lab: str | None = LabOpt):
+    """Stop nodes of a running lab: their processes end (cmd, FRR, whatever runs in them) and their
+    interfaces go down, so their peers see carrier loss; namespaces, files, addresses and the routes
+    they were given are kept for `nestlab node start`.  Example: nestlab node stop --lab ring r2
+    """
+    power("stop", nodes, topo, lab)
+
+
+@node_app.command("start")
+def node_start(nodes: list[str] = NodesArg, topo: Path | None = TopoOpt, lab: str | None = LabOpt, exec_too: bool = ExecOpt):
+    """Start stopped nodes: interfaces, addresses and routes back, then their kind's daemons (FRR reads
+    its frr.conf, as saved if it was), forwarded ports and cmd.  Example: nestlab node start --lab ring r2
+    """
+    power("start", nodes, topo, lab, exec_too)
+
+
 @node_app.command("restart")
 def node_restart(
-    node: str = typer.Argument(..., help="The node whose cmd: to restart."),
+    nodes: list[str] = NodesArg,
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
+    exec_too: bool = ExecOpt,
+    cmd_only: bool = typer.Option(
+        False, "--cmd", help="Restart only the node's cmd: (SIGTERM to its session, SIGKILL after 5 s), links untouched."
+    ),
 ):
-    """Restart a node's main process (its cmd:, as containerlab's), e.g. after editing a file it reads.
-
-    Its whole session gets SIGTERM, then SIGKILL after 5 s; the new one appends to
-    /run/nestlab/LAB/nodes/NODE/cmd.log.  Example: nestlab node restart --lab web srv
+    """Stop and start nodes (a running node is stopped first).  With --cmd, only the main process
+    restarts, e.g. after editing a file it reads; it appends to /run/nestlab/LAB/nodes/NODE/cmd.log.
+    Example: nestlab node restart --lab web srv --cmd
     """
+    if not cmd_only:
+        power("restart", nodes, topo, lab, exec_too)
+        return
     from ..lab.startup import restart_cmd
 
     with reported():
         the_lab = resolve(topo, lab)
-        pid = restart_cmd(the_lab, node)
-        err.line(f"{node}: cmd restarted (pid {pid})")
+        for node in nodes:
+            err.line(f"{node}: cmd restarted (pid {restart_cmd(the_lab, node)})")
+
+
+def power(action: str, refs: list[str], topo: Path | None, lab: str | None, exec_too: bool = False) -> None:
+    """Stop, start or restart nodes where they run: here, or by each holding share's nestlab."""
+    import time
+
+    from ..lab import stop_start, where
+    from .lifecycle import ExecReport
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        stop_start.chosen(the_lab, refs)  # every name checked before anything stops
+        site = where.of(the_lab.name)
+        if not site.here:
+            extra = ["--exec"] if exec_too else []
+            commands = {
+                share: ["node", action, "--lab", the_lab.name, *held, *extra] for share, held in site.holders(refs).items()
+            }
+            raise typer.Exit(site.forward(commands, sys.stdout.buffer))
+        began = time.perf_counter()
+        stopped = stop_start.stop(the_lab, refs) if action in ("stop", "restart") else []
+        execs = ExecReport()
+        started = stop_start.start(the_lab, refs, execs.show, exec_too) if action in ("start", "restart") else []
+        execs.summary(the_lab.name)
+        took = time.perf_counter() - began
+        done = started if action != "stop" else stopped
+        verb = {"stop": "stopped", "start": "started", "restart": "restarted"}[action]
+        if done:
+            err.line(f"lab {the_lab.name}: {verb} {_listed(done)} in {took:.2f} s")
+        else:
+            err.line(f"lab {the_lab.name}: {_listed(refs)} already {'stopped' if action == 'stop' else 'running'}; nothing to do")
+
+
+def _listed(nodes: list[str], shown: int = 10) -> str:
+    return ", ".join(nodes[:shown]) + (f" and {len(nodes) - shown} more" if len(nodes) > shown else "")
 
 
 @node_app.command("show")

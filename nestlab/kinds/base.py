@@ -81,6 +81,10 @@ class NodeKind:
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
         """Once every link of the change exists: the new nodes of this kind (services, flows, a bridge's snooping)."""
 
+    def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        """Stopped nodes of this kind starting again, their interfaces back up: what :meth:`started` and
+        :meth:`finish` started (their processes were ended by the stop; their files are kept)."""
+
     def port_removed(self, ap: Applying, node: NodeObj, iface: str) -> None:
         """(``takes_ports``) A link ending in the node was deleted."""
 

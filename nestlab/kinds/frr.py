@@ -48,6 +48,9 @@ class Frr(NodeKind):
 
         frr.start({n.name: (lambda args, node=n.name, **kw: ap.popen(node, args, **kw)) for n in nodes})
 
+    def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        self.finish(ap, nodes)  # the daemons again, reading the node's frr.conf (as saved, if it was)
+
     def doctor(self) -> list[tuple[str, bool, str, str]]:
         from ..backends.services import frr
 

@@ -56,6 +56,13 @@ class Ovs(Switch):
             if node.flows:
                 ovs.Switch(ap.lab, node.name).add_flows(list(node.flows))
 
+    def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        from ..backends.services import ovs
+
+        for node in nodes:
+            ovs.Switch(ap.lab, node.name).resume()
+        self.finish(ap, nodes)  # flows are not kept in the database
+
     def port_removed(self, ap: Applying, node: NodeObj, iface: str) -> None:
         from ..backends.services import ovs
 

@@ -7,7 +7,7 @@ import os
 from .. import kinds, names
 from ..backends.kernel import cgroups, mptcp, namespaces, rtdump
 from ..registry import KINDS, LINK_MODES
-from . import collector, where
+from . import collector, stop_start, where
 from .lab import Lab
 
 
@@ -63,7 +63,7 @@ def here(lab: Lab, only: set[str] | None = None) -> dict:
             "interfaces": [],
         }
         if obj.name in found:
-            entry["state"] = "running"
+            entry["state"] = "stopped" if stop_start.is_stopped(lab.name, obj.name) else "running"
             entry["interfaces"] = [{**i, "mode": modes.get((obj.name, i["name"]))} for i in found[obj.name]]
             entry.update(kinds.of(obj).inspect(lab.name, obj))
             if obj.mptcp:

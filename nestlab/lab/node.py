@@ -161,12 +161,13 @@ class Node:
         """CPU seconds and memory bytes used by the node (its components included); empty without a cgroup."""
         return self._tree().usage(self.name) if self.obj.cgroup else {}
 
-    def stop(self, scheduled: float | None = None) -> float:
-        """Freeze the node's processes (SIGSTOP) and take its link interfaces down; returns ms spent."""
+    def pause(self, scheduled: float | None = None) -> float:
+        """Freeze the node's processes (SIGSTOP) and take its link interfaces down, at once (a schedule's
+        ``action: stop``; ``nestlab node stop`` ends the processes instead); returns ms spent."""
         return self._pause(True, scheduled)
 
-    def start(self, scheduled: float | None = None) -> float:
-        """Undo :meth:`stop`: interfaces up, processes continued (SIGCONT); returns ms spent."""
+    def resume(self, scheduled: float | None = None) -> float:
+        """Undo :meth:`pause`: interfaces up, processes continued (SIGCONT); returns ms spent."""
         return self._pause(False, scheduled)
 
     def _pause(self, stop: bool, scheduled: float | None) -> float:
@@ -194,7 +195,7 @@ class Node:
             except ProcessLookupError:
                 pass
         applied, spent = time.time(), (time.perf_counter() - started) * 1000
-        events.record(self.lab.name, {"node": self.name, "action": "stop" if stop else "start"}, applied, spent, scheduled)
+        events.record(self.lab.name, {"node": self.name, "action": "pause" if stop else "resume"}, applied, spent, scheduled)
         return spent
 
     def cmd(self, command: Sequence[str] | str, *, timeout: float | None = 60, check: bool = False) -> str:

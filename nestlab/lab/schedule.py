@@ -54,7 +54,7 @@ class Timed:
         and returns the milliseconds until the kernel had it."""
         if self.node:
             node = lab.nodes[self.node]
-            return node.stop if self.action == "stop" else node.start
+            return node.pause if self.action == "stop" else node.resume
         handle = handles[self.link]
         if self.action == "remove":
             return handle.remove

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from .. import names
+from ..backends.kernel import procs
 from ..errors import LabError
 from ..model.schema import STAGES, Healthcheck
 from ..model.stages import Startup, startup_of
@@ -29,10 +30,15 @@ def run(lab, added: list[str], on_exec: ExecReport | None) -> None:
     startups = {name: startup_of(lab.topology, name) if name in nodes else Startup() for name in added}
     if all(s.plain for s in startups.values()):
         for name in added:
-            for command in lab.plan.nodes[name].exec:
-                _report(on_exec, name, command, *_run_in(lab, name, command))
+            run_exec(lab, name, on_exec)
         return
     _Stages(lab, startups, on_exec).run()
+
+
+def run_exec(lab, name: str, on_exec: ExecReport | None) -> None:
+    """Run the node's ``exec`` commands in turn."""
+    for command in lab.plan.nodes[name].exec:
+        _report(on_exec, name, command, *_run_in(lab, name, command))
 
 
 def _run_in(lab, name: str, command: str) -> tuple[int, str]:
@@ -56,7 +62,7 @@ def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:
             ["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
     with open(os.path.join(folder, "cmd.pid"), "w") as fh:
-        fh.write(f"{proc.pid} {_start_time(proc.pid)}\n")
+        fh.write(f"{proc.pid} {procs.start_time(proc.pid)}\n")
     return proc
 
 
@@ -81,17 +87,7 @@ def _running_cmd(lab: str, name: str) -> int | None:
             pid, started = (int(x) for x in fh.read().split())
     except (FileNotFoundError, ValueError):
         return None
-    return pid if _start_time(pid) == started else None
-
-
-def _start_time(pid: int) -> int | None:
-    """A live (not zombie) process's start time in clock ticks since boot, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None if fields[0] in "ZX" else int(fields[19])
+    return pid if procs.start_time(pid) == started else None
 
 
 def _stop_session(pid: int, grace: float) -> None:
@@ -102,7 +98,7 @@ def _stop_session(pid: int, grace: float) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + grace
-    while _start_time(pid) is not None and time.monotonic() < deadline:
+    while procs.start_time(pid) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     try:
         os.killpg(pid, signal.SIGKILL)

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..names import HIDDEN
 from ..registry import KINDS
 from .errors import Problem
-from .modes import node_kind
+from .modes import kind_defaults, node_kind
 from .schema import Topology
 from .yamlsource import Located, read_source
 
@@ -59,6 +59,9 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
             else:
                 kept.append(":".join([str(src), dst, *parts[2:]]))
         spec.binds = kept
+        if KINDS.get(kind).config_file and "startup_config" not in spec.model_fields_set:  # its kind's, else defaults'
+            layers = (kind_defaults(topology.topology, kind), topology.topology.defaults)
+            spec.startup_config = next((x.startup_config for x in layers if x and x.startup_config is not None), None)
         if spec.startup_config is not None:
             if KINDS.get(kind).config_file is None:
                 takers = " or ".join(k.name for k in KINDS.values() if k.config_file)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 from .objects import AttachObj, LinkObj, NodeObj, Plan
 
@@ -60,3 +60,69 @@ def diff(want: Plan, have: Plan) -> Changes:
         and (have.links[key].shape_a, have.links[key].shape_b, have.links[key].state) != (x.shape_a, x.shape_b, x.state)
     ]
     return changes
+
+
+@dataclass(frozen=True)
+class Step:
+    """One object a change makes, removes, recreates or reshapes, and why (``deploy --dry-run``)."""
+
+    what: str  # node, link, attachment
+    name: str
+    action: str  # create, remove, recreate, reshape
+    why: str = ""
+
+    def to_json(self) -> dict:
+        return {"what": self.what, "name": self.name, "action": self.action, "why": self.why}
+
+
+def steps(changes: Changes, have: Plan) -> list[Step]:
+    """What ``changes`` does to the running lab ``have``, object by object, with each difference that causes it."""
+    gone = {n.name for n in changes.del_nodes}
+    found: list[Step] = []
+    for what, added, deleted, old in (
+        ("node", changes.add_nodes, changes.del_nodes, have.nodes),
+        ("link", changes.add_links, changes.del_links, have.links),
+        ("attachment", changes.add_attachments, changes.del_attachments, have.attachments),
+    ):
+        made = {_key(obj) for obj in added}
+        for obj in added:
+            before = old.get(_key(obj))
+            if before is None:
+                found.append(Step(what, _key(obj), "create"))
+            else:
+                why = _differences(before, obj) or f"{', '.join(sorted(obj.deps & gone))} is recreated"
+                found.append(Step(what, _key(obj), "recreate", why))
+        found.extend(Step(what, _key(obj), "remove") for obj in deleted if _key(obj) not in made)
+    for link in changes.reshape:
+        found.append(Step("link", link.key, "reshape", _differences(have.links[link.key], link, live=True)))
+    return found
+
+
+def _key(obj: NodeObj | LinkObj | AttachObj) -> str:
+    return obj.name if isinstance(obj, NodeObj) else obj.key
+
+
+def _differences(old: object, new: object, prefix: str = "", live: bool = False) -> str:
+    """``field old -> new`` for every field that differs and recreates the object (an endpoint's fields by
+    name); ``live``: for the fields changed in place instead (a link's shapes and state)."""
+    said = []
+    for f in fields(old):  # type: ignore[arg-type]
+        if f.compare == live:
+            continue
+        before, after = getattr(old, f.name), getattr(new, f.name)
+        if before == after:
+            continue
+        if is_dataclass(before) and is_dataclass(after):
+            said.append(_differences(before, after, f"{prefix}{f.name}."))
+        else:
+            said.append(f"{prefix}{f.name} {_shown(before)} -> {_shown(after)}")
+    return "; ".join(said)
+
+
+def _shown(value: object) -> str:
+    if value in (None, (), ""):
+        return "none"
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        value = ", ".join(f"{k}={v}" for k, v in value)
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -52,6 +52,10 @@ class Runtime:
     def stop(self, lab: str, node: NodeObj) -> None:
         """Release what :meth:`start` started beyond the namespaces (which the caller unpins)."""
 
+    def holders(self, lab: str, node: NodeObj) -> set[int]:
+        """Processes that hold the node's namespaces: a stopped node keeps them (its PID 1)."""
+        return set()
+
     def popen(
         self, lab: str, node: NodeObj, cgroup_files: Sequence[str], args: Sequence[str], **kwargs: Any
     ) -> subprocess.Popen[Any]:
@@ -79,6 +83,12 @@ class WithInit(Runtime):
         if pid is None:
             raise LabError(f"node {node.name} of lab {lab} has no running init (redeploy the lab)")
         return containers.spawn(pid, cgroups.files_of(pid), args, **kwargs)
+
+    def holders(self, lab: str, node: NodeObj) -> set[int]:
+        from ..backends.kernel import containers
+
+        init = containers.init_pid(lab, node.name)
+        return set() if init is None else {init}
 
     def stop(self, lab: str, node: NodeObj) -> None:
         from ..backends.kernel import containers

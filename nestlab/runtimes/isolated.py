@@ -59,5 +59,16 @@ class Isolated(WithInit):
         containers.record_init(ap.lab, node.name, containers.in_thread(work).pid)
         return handles
 
+    def holders(self, lab: str, node: NodeObj) -> set[int]:
+        """tini and the sleep it keeps alive (its first child: orphans it adopts come later)."""
+        from ..backends.kernel import procs
+
+        held = super().holders(lab, node)
+        for init in list(held):
+            born = {pid: procs.start_time(pid) for pid in procs.children(init)}
+            if first := min((pid for pid, t in born.items() if t is not None), key=lambda p: (born[p], p), default=None):
+                held.add(first)
+        return held
+
 
 register(Isolated())

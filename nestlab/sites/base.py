@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar
 from ..errors import LabError
 
 if TYPE_CHECKING:
+    from ..plan.diff import Step
     from ..seams import Remote
 
 
@@ -35,6 +36,22 @@ class Site:
 
     def deploy(self, lab: Any, progress: Any = None, **options: Any) -> Any:
         raise NotImplementedError
+
+    def check(self, lab: Any, machine: bool = True) -> None:
+        """Every check a deploy of ``lab`` here makes before it changes anything (``nestlab validate``);
+        ``machine``: also whether this machine has what the lab needs (else only the file is checked)."""
+        lab.plan
+
+    def preview(self, lab: Any) -> list[Step]:
+        """What a deploy of ``lab`` would change, object by object (``deploy --dry-run``): against the
+        plan recorded when it was deployed."""
+        from ..lab import state
+        from ..plan.diff import diff, steps
+        from ..plan.objects import Plan
+
+        current = state.read(lab.name)
+        have = current.plan if current else Plan()
+        return steps(diff(lab.plan, have), have)
 
     def remove(self) -> None:
         """Remove what the lab has at this site (what is on this machine is the caller's)."""

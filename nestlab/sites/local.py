@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LabError
 from ..lab import cleanup, collector, state
 from ..lab.where import LOCAL
+from ..plan.diff import Step
 from ..plan.objects import Plan
 from ..registry import KINDS, SITES
 from .base import Site
@@ -93,6 +94,28 @@ class Local(Site):
         startup.run(lab, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
         return changes
 
+    def check(self, lab: Lab, machine: bool = True) -> None:
+        from ..plan.diff import diff
+
+        refuse_pins(lab)
+        changes = diff(lab.plan, Plan())
+        if machine:
+            _check_needs(changes)
+
+    def preview(self, lab: Lab) -> list[Step]:
+        """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
+        from ..plan.diff import diff, steps
+
+        refuse_pins(lab)
+        current = state.read(lab.name)
+        have = _existing(lab.name, current.plan) if current else Plan()
+        found = steps(diff(lab.plan, have), have)
+        for new in lab.plan.nodes.values():
+            old = have.nodes.get(new.name)
+            if new.cgroup and old and old.resources != new.resources and new.name not in {s.name for s in found}:
+                found.append(Step("node", new.name, "retune", f"limits {_limits(old)} -> {_limits(new)} (in place)"))
+        return found
+
     def inspect(self, lab: Lab, only: set[str] | None = None) -> dict[str, Any]:
         from ..lab.inspect import here
 
@@ -102,6 +125,10 @@ class Local(Site):
 _HINTS = {
     errno.EXFULL: " (a Linux bridge takes at most 1024 ports: split it, e.g. a bridge per group of nodes joined to a core bridge)"
 }
+
+
+def _limits(node: Any) -> str:
+    return ", ".join(f"{k}={v}" for k, v in node.resources) or "none"
 
 
 def _retune(lab: str, plan: Plan, have: Plan) -> bool:

@@ -79,6 +79,9 @@ class Servers(Site):
     summary = "SSH servers: a share per server, deployed by its own nestlab (servers:)"
     keys = {"servers": dict, "base": str, "placement": dict}
 
+    def check(self, lab: Lab, machine: bool = True) -> None:
+        split(lab)  # placement and pins: what a deploy checks before it sends a server anything
+
     def deploy(self, lab: Lab, progress: Any = None, starting: Starting | None = None, **_options: Any) -> Split:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
         ``starting``: the servers' nestlab already started (for these very servers), else started here."""

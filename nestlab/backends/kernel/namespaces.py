@@ -267,9 +267,9 @@ def remove_pinned(paths: list[str], kill_by: list[str] | None = None) -> None:
                 os.close(fd)
 
 
-def kill_inside(inodes: set[int], grace: float = 1.0) -> None:
-    """SIGTERM the processes in those namespaces, SIGKILL whatever is left after ``grace`` seconds."""
-    pids = pids_in(inodes) if inodes else []
+def kill_inside(inodes: set[int], grace: float = 1.0, keep: frozenset[int] = frozenset()) -> None:
+    """SIGTERM the processes in those namespaces (but ``keep``), SIGKILL whatever is left after ``grace`` seconds."""
+    pids = [pid for pid in pids_in(inodes) if pid not in keep] if inodes else []
     if not pids:
         return
     for sig in (signal.SIGTERM, signal.SIGKILL):

@@ -41,3 +41,22 @@ def comm(pid: int) -> str:
 def in_namespaces(inodes: set[int], kinds: tuple[str, ...] = ("net", "uts")) -> list[int]:
     """Processes one of whose namespaces of ``kinds`` is one of ``inodes``."""
     return [pid for pid in others() if any(namespace(pid, kind) in inodes for kind in kinds)]
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of process ``pid`` (its main thread's)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(x) for x in fh.read().split()]
+    except OSError:
+        return []
+
+
+def start_time(pid: int) -> int | None:
+    """A live (not zombie) process's start time in clock ticks since boot, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None if fields[0] in "ZX" else int(fields[19])

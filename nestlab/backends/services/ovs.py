@@ -84,28 +84,7 @@ class Switch:
             )
         os.makedirs(self.dir, exist_ok=True)
         self._run("ovsdb-tool", "create", f"{self.dir}/conf.db", SCHEMA)
-        self._run(
-            "ovsdb-server",
-            f"{self.dir}/conf.db",
-            f"--remote=punix:{self.dir}/db.sock",
-            f"--pidfile={self.dir}/ovsdb-server.pid",
-            f"--unixctl={self.dir}/ovsdb-server.ctl",
-            f"--log-file={self.dir}/ovsdb-server.log",
-            "--detach",
-            inside=True,
-        )
-        self.vsctl("--no-wait", "init")
-        if use == "netdev":
-            self.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true")
-        self._run(
-            "ovs-vswitchd",
-            self.db,
-            f"--pidfile={self.dir}/ovs-vswitchd.pid",
-            f"--unixctl={self.dir}/ovs-vswitchd.ctl",
-            f"--log-file={self.dir}/ovs-vswitchd.log",
-            "--detach",
-            inside=True,
-        )
+        self._daemons(use, fresh=True)
         args = [
             "add-br",
             self.node,
@@ -120,6 +99,36 @@ class Switch:
             args += ["--", "set-controller", self.node, controller]
         self.vsctl(*args)
         return use
+
+    def resume(self) -> None:
+        """Start the daemons again on the switch's database (bridge and ports as they were)."""
+        self._daemons("", fresh=False)
+
+    def _daemons(self, datapath: str, fresh: bool) -> None:
+        """ovsdb-server, then ovs-vswitchd; a ``fresh`` database is initialised first."""
+        self._run(
+            "ovsdb-server",
+            f"{self.dir}/conf.db",
+            f"--remote=punix:{self.dir}/db.sock",
+            f"--pidfile={self.dir}/ovsdb-server.pid",
+            f"--unixctl={self.dir}/ovsdb-server.ctl",
+            f"--log-file={self.dir}/ovsdb-server.log",
+            "--detach",
+            inside=True,
+        )
+        if fresh:
+            self.vsctl("--no-wait", "init")
+            if datapath == "netdev":
+                self.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true")
+        self._run(
+            "ovs-vswitchd",
+            self.db,
+            f"--pidfile={self.dir}/ovs-vswitchd.pid",
+            f"--unixctl={self.dir}/ovs-vswitchd.ctl",
+            f"--log-file={self.dir}/ovs-vswitchd.log",
+            "--detach",
+            inside=True,
+        )
 
     def add_ports(self, ports: list[str]) -> None:
         args: list[str] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import subprocess
 import sys
 
 from ...errors import LabError
@@ -45,6 +46,28 @@ def listen(node: str, ports: tuple[tuple[int, int, str], ...]) -> list[tuple[soc
 def command(listeners: list[tuple[socket.socket, int, str]]) -> list[str]:
     """The forwarder's command line (the sockets' fds must be passed to it)."""
     return [sys.executable, "-m", __name__, *(f"{proto}:{sock.fileno()}:{inner}" for sock, inner, proto in listeners)]
+
+
+def start(net_path: str, uts_path: str, node: str, ports: tuple[tuple[int, int, str], ...]) -> None:
+    """Start the node's forwarder inside its network namespace, holding its loopback listeners."""
+    from ..kernel import containers
+
+    listeners = listen(node, ports)
+    try:
+        containers.popen_in(
+            net_path,
+            uts_path,
+            [],
+            command(listeners),
+            pass_fds=[sock.fileno() for sock, _, _ in listeners],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        for sock, _, _ in listeners:
+            sock.close()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
