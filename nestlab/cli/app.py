@@ -53,6 +53,10 @@ def main() -> None:
     large lab one by one took 0.05-0.2 s after a 500-node deploy had printed everything."""
     try:
         code = quick.link_set(sys.argv[3:]) if sys.argv[1:3] == ["link", "set"] else None
+        if sys.argv[1:2] == ["clab"]:  # containerlab's command line: its global flags anywhere, CLAB_* variables
+            from .clab import run
+
+            code = run(sys.argv[2:])
         if code is None:
             build()()
             code = 0

@@ -75,9 +75,16 @@ _READ_ONLY = {"inspect", "plan", "version", "report", "compare", "modes", "graph
 
 def needs_root(ctx: typer.Context) -> None:
     """Refuse a command that changes the machine before it starts, when not run as root."""
-    if ctx.invoked_subcommand not in _READ_ONLY and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv):
-        err.print(f"[red]error[/red] nestlab {ctx.invoked_subcommand} {NEEDS_ROOT}")
-        raise typer.Exit(1)
+    if code := needs_root_for(ctx.invoked_subcommand or "", _READ_ONLY):
+        raise typer.Exit(code)
+
+
+def needs_root_for(command: str, read_only: set[str]) -> int:
+    """1 (having said why) if ``command`` changes the machine and this is not root, else 0."""
+    if command not in read_only and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv):
+        err.print(f"[red]error[/red] nestlab {command} {NEEDS_ROOT}")
+        return 1
+    return 0
 
 
 @contextmanager

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..backends.kernel import spares
     from ..lab.lab import Lab
     from ..model.glance import Glance
+    from ..model.overrides import Overrides
 
 commands = typer.Typer()
 
@@ -43,6 +44,12 @@ def deploy(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Say what deploy would create, recreate (and why), reshape and remove; change nothing."
     ),
+    name: str | None = typer.Option(
+        None, "--name", help="Deploy the file under this lab name instead of its name: (as containerlab's)."
+    ),
+    node_filter: list[str] = typer.Option(
+        [], "--node-filter", help="Only these nodes and the links between them (repeatable or comma-separated)."
+    ),
 ):
     """Create the lab described by a topology file.
 
@@ -55,33 +62,57 @@ def deploy(
     Example: nestlab deploy -t examples/quickstart.yml
     (the file format is described in docs/topology.md)
     """
+    from ..model.overrides import Overrides
+
+    overrides = Overrides(name=name, nodes=frozenset(n for given in node_filter for n in given.split(",") if n))
+    deploy_with(topo, reconfigure, fmt, table, vars_files, servers, dry_run, overrides)
+
+
+def deploy_with(
+    topo: Path,
+    reconfigure: bool,
+    fmt: str,
+    table: bool,
+    vars_files: list[Path],
+    servers: Path | None,
+    dry_run: bool,
+    overrides: Overrides,
+) -> None:
+    """``nestlab deploy`` once its flags are read (containerlab's deploy comes here too, with its own overrides)."""
     from ..backends.kernel import spares
     from ..model.glance import glance
 
     if dry_run:
         with reported():
-            _dry_run(topo, vars_files, servers, fmt)
+            _dry_run(topo, vars_files, servers, fmt, overrides)
         return
     started = time.perf_counter()
-    if not servers:  # this machine's namespaces are made while the rest loads (backends/spares.py)
+    if not servers and not overrides:  # this machine's namespaces are made while the rest loads (backends/spares.py)
         spares.start(lambda: _ahead(glance(topo), reconfigure))
     with reported():
         try:
-            _deploy(topo, reconfigure, fmt, table, vars_files, servers, started)
+            _deploy(topo, reconfigure, fmt, table, vars_files, servers, started, overrides)
         finally:
             spares.stop()
 
 
 def _deploy(
-    topo: Path, reconfigure: bool, fmt: str, table: bool, vars_files: list[Path], servers: Path | None, started: float
+    topo: Path,
+    reconfigure: bool,
+    fmt: str,
+    table: bool,
+    vars_files: list[Path],
+    servers: Path | None,
+    started: float,
+    overrides: Overrides,
 ) -> None:
     """What `deploy` does once its helper is started: load, deploy (here or on servers), say what was made."""
     from ..lab.lab import Lab
 
     if servers:  # known before the topology: each server's nestlab starts while it loads
-        _deploy_split(topo, vars_files, servers, reconfigure, started)
+        _deploy_split(topo, vars_files, servers, reconfigure, started, overrides=overrides)
         return
-    lab = Lab.from_file(topo, vars_files)
+    lab = Lab.from_file(topo, vars_files, overrides=overrides)
     notices(lab)
     if reconfigure:
         lab.destroy()
@@ -109,13 +140,13 @@ def _deploy(
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
 
 
-def _dry_run(topo: Path, vars_files: list[Path], servers: Path | None, fmt: str) -> None:
+def _dry_run(topo: Path, vars_files: list[Path], servers: Path | None, fmt: str, overrides: Overrides) -> None:
     """What a deploy of ``topo`` would change, object by object, as its site sees the running lab."""
     from collections import Counter
 
     from ..lab.lab import Lab
 
-    lab = Lab.from_file(topo, vars_files, servers)
+    lab = Lab.from_file(topo, vars_files, servers, overrides)
     notices(lab)
     found = lab.site.preview(lab)
     if fmt == "json":
@@ -176,7 +207,13 @@ def _ahead(glanced: Glance, reconfigure: bool) -> spares.Ahead:
 
 
 def _deploy_split(
-    topo: Path, vars_files: list[Path], servers: Path | None, reconfigure: bool, started: float, lab: Lab | None = None
+    topo: Path,
+    vars_files: list[Path],
+    servers: Path | None,
+    reconfigure: bool,
+    started: float,
+    lab: Lab | None = None,
+    overrides: Overrides | None = None,
 ) -> None:
     """Deploy a lab on servers (an inventory's, or its file's) and say where everything went."""
     from collections import Counter
@@ -191,7 +228,7 @@ def _deploy_split(
         starting = Starting({name: spec.model_dump() for name, spec in found.items()}, str(servers.parent.resolve()))
     try:
         if lab is None:
-            lab = Lab.from_file(topo, vars_files, servers)
+            lab = Lab.from_file(topo, vars_files, servers, overrides)
             notices(lab)
         if reconfigure:
             lab.destroy()
@@ -301,6 +338,7 @@ def save(
     to: Path | None = typer.Option(
         None, "--to", help="Also write DIR/NODE/frr.conf (e.g. beside the topology, to deploy from next time)."
     ),
+    node_filter: list[str] = typer.Option([], "--node-filter", help="Only these routers (repeatable or comma-separated)."),
 ):
     """Save each router's running configuration (like clab save).
 
@@ -309,7 +347,8 @@ def save(
     Example: nestlab save --lab ospf --to saved/
     """
     with reported():
-        written = resolve(topo, lab).save(to)
+        only = {n for given in node_filter for n in given.split(",") if n} or None
+        written = resolve(topo, lab).save(to, only)
         if not written:
             raise LabError("this lab has no router (kind: frr) to save")
         for node, path in written.items():

@@ -103,6 +103,7 @@ def publish(lab: Lab, ahead: Ahead) -> list[Managed]:
     config = os.path.join(SSH_CONFIG_DIR, f"clab-{lab.name}.conf")
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
     hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
+    hosts.unpin_gone(lab.name, set(record["netns"]))
     hosts.record(lab.name, record)  # first: a cleanup knows what to look for
     gate = sshgate.start(lab, [(n.node, str(n.ipv4.ip)) for n in nodes])
     if gate.proc is not None:

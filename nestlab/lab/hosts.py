@@ -49,6 +49,18 @@ def withdraw(lab: str, folder_too: bool = False) -> list[str]:
     return [path for path in pins if os.path.exists(path)]
 
 
+def unpin_gone(lab: str, kept: set[str]) -> None:
+    """Unpin the ``ip netns`` names an earlier deploy gave nodes that are no longer in ``kept`` (long names)."""
+    try:
+        with open(_record(lab)) as fh:
+            before = json.load(fh).get("netns", [])
+    except (FileNotFoundError, ValueError, AttributeError):
+        return
+    for long in set(before) - kept:
+        with contextlib.suppress(FileNotFoundError, OSError):
+            namespaces.unpin(os.path.join(names.NETNS_DIR, long))
+
+
 def stop_gate(lab: str) -> None:
     try:
         with open(_record(lab)) as fh:

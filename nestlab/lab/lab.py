@@ -37,6 +37,7 @@ from .node import Node
 if TYPE_CHECKING:
     from ..apply.applier import Progress
     from ..model.load import Loaded
+    from ..model.overrides import Overrides
     from ..model.schema import Topology
     from ..plan.diff import Changes
     from ..seams import Site
@@ -62,16 +63,21 @@ class Lab:
     @classmethod
     @collector.paused()
     def from_file(
-        cls, path: str | os.PathLike, vars_files: Sequence[str | os.PathLike] = (), servers: str | os.PathLike | None = None
+        cls,
+        path: str | os.PathLike,
+        vars_files: Sequence[str | os.PathLike] = (),
+        servers: str | os.PathLike | None = None,
+        overrides: Overrides | None = None,
     ) -> Lab:
         """Load and check a topology file; errors name file, line and column.  A Go-template topology
         (containerlab's) is rendered with ``vars_files``, or the ``NAME_vars.yml`` beside it.  ``servers``:
-        an inventory file whose ``servers:`` (and ``stitch:``) replace the file's (docs/servers.md)."""
+        an inventory file whose ``servers:`` (and ``stitch:``) replace the file's (docs/servers.md);
+        ``overrides``: what a command line changes in it (another name, only some nodes, ...)."""
         from ..model.load import load_data, load_file
         from ..model.servers import load_inventory
 
         lab = cls.__new__(cls)
-        loaded = load_file(path, vars_files)
+        loaded = load_file(path, vars_files, overrides)
         if servers is not None:
             found, stitch = load_inventory(servers)
             raw = loaded.topology.model_dump(mode="json")
@@ -82,6 +88,15 @@ class Lab:
             loaded = load_data(raw, loaded.source)
             loaded.notices, loaded.located = notes, located
         lab._set(loaded, loaded.source)  # a Kathará lab's folder: its lab.conf
+        return lab
+
+    @classmethod
+    def from_document(cls, data: dict, source: str, overrides: Overrides | None = None) -> Lab:
+        """A lab from topology data as :meth:`document` gives it (e.g. a running lab's, changed by ``overrides``)."""
+        from ..model.load import load_data
+
+        lab = cls.__new__(cls)
+        lab._set(load_data(copy.deepcopy(data), source, overrides), source)
         return lab
 
     @classmethod
@@ -244,14 +259,15 @@ class Lab:
         """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
         return self._located.problem(path, message) if self._located is not None else Problem(path, message)
 
-    def save(self, to: str | os.PathLike | None = None) -> dict[str, str]:
+    def save(self, to: str | os.PathLike | None = None, only: set[str] | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the
-        lab's folder, and into ``to``/NODE/frr.conf when given (as ``clab save``); returns the files by node."""
+        lab's folder, and into ``to``/NODE/frr.conf when given (as ``clab save``); returns the files by node.
+        ``only``: those routers alone."""
         from ..backends.services import frr
 
         written = {}
         for name, obj in self.plan.nodes.items():
-            if obj.router != "frr":
+            if obj.router != "frr" or (only is not None and name not in only):
                 continue
             text = frr.running_config(name, Node(self, name).popen)
             targets = [os.path.join(names.node_dir(self.name, name), "etc", "frr", "frr.conf")]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import struct
 from typing import TYPE_CHECKING
 
 from pydantic import Field
@@ -16,8 +14,6 @@ if TYPE_CHECKING:
     from ..model.schema import LinkSpec
     from ..plan.objects import LinkObj, Options
     from ..seams import Applying
-
-IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT = 1, 2, 4, 7, 15
 
 
 class Vxlan(Overlay):
@@ -41,13 +37,7 @@ class Vxlan(Overlay):
         from ..backends.kernel import netlink
 
         end, (_host, local, remote) = link.ends[side], link.underlay[side]
-        data = (
-            netlink.u32_attr(IFLA_VXLAN_ID, link.number("vni"))
-            + netlink.attr(IFLA_VXLAN_LOCAL, socket.inet_aton(local))
-            + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(remote))
-            + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", link.number("port")))
-            + netlink.attr(IFLA_VXLAN_LEARNING, b"\0")
-        )
+        data = netlink.vxlan_data(link.number("vni"), remote, link.number("port"), local)
         return netlink.sublink(self.name, end.iface, data, alias=ap.alias, ns_fd=ap.fd(end.node), mtu=link.mtu)
 
 

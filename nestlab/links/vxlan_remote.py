@@ -8,15 +8,13 @@ the two halves of a cut link, and how a bridge replicated on several servers is 
 from __future__ import annotations
 
 import ipaddress
-import socket
-import struct
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from ..plan.objects import AttachObj, Options
 from .base import KernelFeature, LinkMode, Stage, into_switches, register, up_and_address
-from .vxlan import IFLA_VXLAN_GROUP, IFLA_VXLAN_ID, IFLA_VXLAN_LEARNING, IFLA_VXLAN_PORT, Vxlan
+from .vxlan import Vxlan
 
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
     from ..plan.objects import EndObj, LinkObj
     from ..seams import Applying, Checking, Planning
 
-IFLA_VXLAN_PORT_RANGE = 10
 OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
 
 
@@ -79,14 +76,8 @@ class VxlanRemote(LinkMode):
         from ..backends.kernel import netlink
 
         for att in objs:
-            data = (
-                netlink.u32_attr(IFLA_VXLAN_ID, att.number("vni"))
-                + netlink.attr(IFLA_VXLAN_GROUP, socket.inet_aton(att.text("remote")))
-                + netlink.attr(IFLA_VXLAN_PORT, struct.pack("!H", att.number("port")))
-                + netlink.attr(IFLA_VXLAN_LEARNING, b"\0")
-            )
-            if att.option("src_port"):
-                data += netlink.attr(IFLA_VXLAN_PORT_RANGE, struct.pack("!HH", att.number("src_port"), att.number("src_port")))
+            src_port = att.number("src_port") if att.option("src_port") else 0
+            data = netlink.vxlan_data(att.number("vni"), att.text("remote"), att.number("port"), src_port=src_port)
             ap.queue(
                 att.host, netlink.sublink("vxlan", att.end.iface, data, alias=ap.alias, ns_fd=ap.fd(att.end.node), mtu=att.mtu)
             )

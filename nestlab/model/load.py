@@ -20,6 +20,7 @@ from .errors import Path, Problem, TopologyError
 from .formats import clab, gotemplate, kathara
 from .modes import check_modes, node_kind
 from .nesting import expand, is_flat
+from .overrides import Overrides
 from .paths import expand_paths
 from .ports import check_ports
 from .schema import (
@@ -46,36 +47,42 @@ class Loaded:
     located: Located | None = None  # where each key came from, for problems found later (planning)
 
 
-def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = ()) -> Loaded:
+def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = (), overrides: Overrides | None = None) -> Loaded:
     """A topology file, or a Kathará lab (its folder or its lab.conf).  A file holding Go template actions is
     rendered first with the variables of ``vars_files`` (as containerlab's ``--vars``), or else of the
     ``NAME_vars.yml``/``.yaml``/``.json`` files beside it (``NAME``: the file name without its last extension)."""
     if kathara.is_lab(path):
         located, source, notes = kathara.load(path)
-        loaded = load_data(located, source)
+        loaded = load_data(located, source, overrides)
         loaded.notices[:0] = notes
         return loaded
     path = FsPath(path)
     text = read_source(path)
     if clab.template_line(text) is None:
-        return load_text(text, str(path))
+        return load_text(text, str(path), overrides=overrides)
     found = [FsPath(f) for f in vars_files] or sorted(
         f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*") if f.suffix in (".yaml", ".yml", ".json")
     )
-    return load_text(text, str(path), _template_vars(found), [str(f) for f in found])
+    return load_text(text, str(path), _template_vars(found), [str(f) for f in found], overrides)
 
 
-def load_text(text: str, source: str = "<topology>", template_vars: Any = None, vars_files: Sequence[str] = ()) -> Loaded:
+def load_text(
+    text: str,
+    source: str = "<topology>",
+    template_vars: Any = None,
+    vars_files: Sequence[str] = (),
+    overrides: Overrides | None = None,
+) -> Loaded:
     """A topology given as text; Go template actions in it are rendered with ``template_vars`` first."""
     line = clab.template_line(text)
     if line is None:
-        return load_data(load_yaml(clab.expand_env(text), source), source)
+        return load_data(load_yaml(clab.expand_env(text), source), source, overrides)
     try:
         text = gotemplate.render(text, template_vars)
     except gotemplate.TemplateError as exc:
         raise TopologyError(source, [Problem((), f"Go template: {exc}", exc.line, 1)]) from None
     try:
-        loaded = load_data(load_yaml(clab.expand_env(text), source), source)
+        loaded = load_data(load_yaml(clab.expand_env(text), source), source, overrides)
     except TopologyError as exc:
         raise TopologyError(
             f"{source} (as rendered from its Go template; lines count in the rendered text)", exc.problems
@@ -104,13 +111,15 @@ def _merge(into: dict, more: dict) -> dict:
     return out
 
 
-def load_data(located: Located | dict, source: str = "<python>") -> Loaded:
-    """Validate plain data; positions are used for messages when ``located`` carries them."""
+def load_data(located: Located | dict, source: str = "<python>", overrides: Overrides | None = None) -> Loaded:
+    """Validate plain data (changed first as ``overrides`` say); positions are used for messages when ``located`` carries them."""
     if not isinstance(located, Located):
         located = Located(located)
     data = located.data
     if not isinstance(data, dict):
         raise TopologyError(source, [located.problem((), "the top level must be a mapping with `name:` and `topology:`")])
+    if overrides:
+        overrides.apply(data)
     notices: list[Problem] = []
     data, problems = clab.normalize(data, located, notices)
     if problems:

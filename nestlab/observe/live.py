@@ -10,7 +10,6 @@ it exactly as ``nestlab link set`` does.  The server listens on 127.0.0.1 unless
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +17,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from .. import names
-from ..backends.kernel import libc, namespaces, rtdump
+from ..backends.kernel import libc, rtdump
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..model.endpoint import Endpoint
@@ -31,15 +30,7 @@ VENDORED = {f"/vendor/{p.name}": p for p in (STATIC / "vendor").glob("*.js")}
 
 def dump(lab: str, node: str) -> list[rtdump.LinkInfo]:
     """A node's interfaces, read from its namespace (empty if it is gone)."""
-    try:
-        fd, nl = namespaces.open_netlink(names.netns_path(lab, node))
-    except FileNotFoundError:
-        return []
-    try:
-        return rtdump.interfaces(nl)
-    finally:
-        nl.close()
-        os.close(fd)
+    return rtdump.of_namespace(names.netns_path(lab, node))
 
 
 class LiveState:

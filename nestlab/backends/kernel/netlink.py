@@ -142,6 +142,28 @@ def sublink(
     return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body + linkinfo, f"create {kind} {name}")
 
 
+IFLA_VXLAN_ID, IFLA_VXLAN_GROUP, IFLA_VXLAN_LINK, IFLA_VXLAN_LOCAL, IFLA_VXLAN_LEARNING = 1, 2, 3, 4, 7
+IFLA_VXLAN_PORT_RANGE, IFLA_VXLAN_PORT = 10, 15
+
+
+def vxlan_data(vni: int, remote: str, port: int, local: str | None = None, src_port: int = 0, dev_index: int = 0) -> bytes:
+    """``IFLA_INFO_DATA`` of a point-to-point VXLAN device (no learning): to ``remote``:``port`` (from
+    ``local``, out of ``dev_index``, from UDP ``src_port``, where given)."""
+    data = (
+        u32_attr(IFLA_VXLAN_ID, vni)
+        + attr(IFLA_VXLAN_GROUP, socket.inet_aton(remote))
+        + attr(IFLA_VXLAN_PORT, struct.pack("!H", port))
+        + attr(IFLA_VXLAN_LEARNING, b"\0")
+    )
+    if local:
+        data += attr(IFLA_VXLAN_LOCAL, socket.inet_aton(local))
+    if src_port:
+        data += attr(IFLA_VXLAN_PORT_RANGE, struct.pack("!HH", src_port, src_port))
+    if dev_index:
+        data += u32_attr(IFLA_VXLAN_LINK, dev_index)
+    return data
+
+
 def move(index: int, ns_fd: int, new_name: str) -> Request:
     """Move interface ``index`` into another namespace under ``new_name``."""
     body = ifinfo(index) + name_attr(IFLA_IFNAME, new_name) + u32_attr(IFLA_NET_NS_FD, ns_fd)

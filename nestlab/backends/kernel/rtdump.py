@@ -8,6 +8,7 @@ multicast messages have the same layout.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 from dataclasses import dataclass, field
@@ -96,6 +97,21 @@ def interfaces(nl: Netlink, counters: bool = True) -> list[LinkInfo]:
         if index in found and not address.startswith("fe80:"):
             found[index].addresses.append(address)
     return sorted(found.values(), key=lambda i: i.index)
+
+
+def of_namespace(path: str, counters: bool = True) -> list[LinkInfo]:
+    """The interfaces of the network namespace pinned at ``path`` (none once it is gone)."""
+    from . import namespaces
+
+    try:
+        fd, nl = namespaces.open_netlink(path)
+    except FileNotFoundError:
+        return []
+    try:
+        return interfaces(nl, counters)
+    finally:
+        nl.close()
+        os.close(fd)
 
 
 def marked(lab: str | None = None) -> list[str]:

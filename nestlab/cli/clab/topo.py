@@ -1,0 +1,48 @@
+"""containerlab's ``-t``: a file, a folder holding one ``*.clab.yml``, ``-`` (the file on standard input) or a
+URL, made a file here (what standard input or a URL gave is kept under /run/nestlab-topologies, named by its
+content, so later commands and the lab directory find it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+from ...errors import LabError
+
+KEPT = "/run/nestlab-topologies"
+
+
+def fetched(value: str) -> str:
+    """A local file for ``-t value``."""
+    if value == "-":
+        return _kept(sys.stdin.buffer.read(), "stdin")
+    if value.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(value, timeout=30) as answer:
+                body = answer.read()
+        except OSError as exc:
+            raise LabError(f"-t {value}: could not fetch it ({exc})") from None
+        return _kept(body, Path(value.split("?", 1)[0]).name or "topology")
+    path = Path(value)
+    if path.is_dir():
+        found = sorted(path.glob("*.clab.yml")) + sorted(path.glob("*.clab.yaml"))
+        if len(found) != 1:
+            listed = ", ".join(f.name for f in found) or "none"
+            raise LabError(f"-t {value}: a folder must hold exactly one *.clab.yml (it holds {listed}); name the file")
+        return str(found[0])
+    return value
+
+
+def _kept(body: bytes, name: str) -> str:
+    """``body`` as a file named after its content (so deploy and destroy from the same input meet)."""
+    stem = name.removesuffix(".yml").removesuffix(".yaml").removesuffix(".clab")
+    path = Path(KEPT) / hashlib.sha256(body).hexdigest()[:12] / f"{stem}.clab.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(body)
+        os.replace(tmp, path)
+    return str(path)
