@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from conftest import ROOT, run_cli
+from conftest import NESTLAB, ROOT, run_cli
 
 from nestlab.lab import state
 
@@ -125,3 +125,74 @@ def test_netlabs_lab_runs_through_the_containerlab_command(tmp_path, lab_name):
     finally:
         gone = run_cli("clab", "destroy", "--name", lab_name, "--cleanup")
     assert gone.returncode == 0 and lab_name not in state.labs(), gone.stderr
+
+
+def test_topology_from_a_folder_stdin_or_a_url_and_flags_from_clab_variables(tmp_path, lab_name):
+    """-t DIR finds the folder's one *.clab.yml; -t - and -t URL keep what they read as a file of their own;
+    CLAB_TOPO and CLAB_<COMMAND>_<FLAG> stand for flags; global flags may come before the command."""
+    import http.server
+    import threading
+
+    text = "name: {name}\ntopology:\n  nodes:\n    a: {}\n    b: {}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n"
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    (folder / "x.clab.yml").write_text(text.replace("{name}", lab_name))
+    try:
+        done = run_cli("clab", "-r", "docker", "deploy", "-t", str(folder))
+        assert done.returncode == 0, done.stderr
+        (folder / "y.clab.yml").write_text("name: other\n")
+        refused = run_cli("clab", "inspect", "-t", str(folder))
+        assert refused.returncode == 2 and "x.clab.yml, y.clab.yml" in refused.stderr, refused.stderr
+        again = subprocess.run(
+            [*NESTLAB, "clab", "deploy", "--name", lab_name],
+            env={**os.environ, "CLAB_TOPO": str(folder / "x.clab.yml"), "CLAB_DEPLOY_RECONFIGURE": "true"},
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert again.returncode == 0 and "nodes to create" in again.stderr, again.stderr  # reconfigured: made anew
+        piped = subprocess.run(
+            [*NESTLAB, "clab", "inspect", "-t", "-", "--format", "json"],
+            input=text.replace("{name}", lab_name),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert piped.returncode == 0 and lab_name in json.loads(piped.stdout), piped.stderr
+        handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(folder))  # noqa: E731
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}/x.clab.yml"
+            gone = run_cli("clab", "destroy", "-t", url, "--cleanup")
+        finally:
+            server.shutdown()
+        assert gone.returncode == 0 and f"lab {lab_name}: destroyed" in gone.stderr, gone.stderr
+    finally:
+        run_cli("clab", "destroy", "--name", lab_name)
+
+
+def test_tools_veth_and_vxlan_join_a_node_to_this_machine_and_go_with_the_lab(topo_file, lab_name):
+    path = topo_file("name: {name}\ntopology:\n  nodes:\n    a: {}\n")
+    host_if = "nv" + lab_name[1:9]
+    assert run_cli("clab", "deploy", "-t", str(path)).returncode == 0
+    try:
+        made = run_cli("clab", "tools", "veth", "create", "-a", f"clab-{lab_name}-a:eth7", "-b", f"host:{host_if}")
+        assert made.returncode == 0, made.stderr
+        subprocess.run(["ip", "addr", "add", "10.98.0.1/30", "dev", host_if], check=True)
+        run_cli("exec", "--lab", lab_name, "a", "--", "ip", "addr", "add", "10.98.0.2/30", "dev", "eth7", check=True)
+        assert subprocess.run(["ping", "-c1", "-W2", "10.98.0.2"], capture_output=True).returncode == 0
+        tunnel = run_cli("clab", "tools", "vxlan", "create", "--remote", "127.0.0.1", "-l", host_if, "-i", "42")
+        assert tunnel.returncode == 0, tunnel.stderr
+        shown = subprocess.run(["ip", "-d", "link", "show", f"vx-{host_if}"[:15]], capture_output=True, text=True).stdout
+        assert "vxlan id 42" in shown and f"alias nestlab:{lab_name}" in shown, shown
+        redirects = subprocess.run(["tc", "filter", "show", "dev", host_if, "ingress"], capture_output=True, text=True).stdout
+        assert "mirred" in redirects or "redirect" in redirects, redirects
+        refused = run_cli("clab", "tools", "vxlan", "create", "--remote", "127.0.0.1", "-l", "lo")
+        assert refused.returncode == 1 and "no lab's marker" in refused.stderr, refused.stderr
+    finally:
+        run_cli("clab", "destroy", "--name", lab_name)
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert host_if not in links, "the host end and its tunnel went with the lab"
