@@ -18,6 +18,7 @@ def build():
     from .clab import clab_app, compat_app
     from .common import needs_root
     from .k8s import k8s_app
+    from .kathara import kathara_app
     from .servers import plan, servers_app
 
     app = typer.Typer(
@@ -43,6 +44,7 @@ def build():
     app.add_typer(servers_app, name="servers")
     app.add_typer(k8s_app, name="k8s")
     app.add_typer(clab_app, name="clab")  # containerlab's commands (nestlab compat install-cli makes it `containerlab`)
+    app.add_typer(kathara_app, name="kathara")  # Kathará's commands (nestlab compat install-cli kathara makes it `kathara`)
     app.add_typer(compat_app, name="compat")
     app.add_typer(machine.commands)  # image, doctor, modes, version, mobility
     return app

@@ -247,6 +247,16 @@ class Lab:
         """
         return where.chosen(self.topology).deploy(self, progress, on_exec=on_exec)
 
+    def without(self, nodes: list[str]) -> Changes:
+        """Remove ``nodes`` (and the links ending on them) from this running lab; the rest keeps running."""
+        from ..model.overrides import Overrides
+
+        unknown = [n for n in nodes if n not in self.plan.nodes]
+        if unknown:
+            raise LabError(f"lab {self.name} has no node {', '.join(unknown)}")
+        keep = frozenset(n for n in self.document()["topology"]["nodes"] if n not in nodes)
+        return Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy()
+
     def snapshot(self, status: str, plan: Plan) -> state.LabState:
         """The lab's state record: ``status`` (deploying, running), its topology as data and ``plan``."""
         return state.LabState(self.name, status, os.getpid(), self.source, time.time(), self._raw, plan)

@@ -13,20 +13,28 @@ from ..common import err, reported
 compat_app = typer.Typer(help="Compatibility with other tools' commands.", no_args_is_help=True)
 
 
+TOOLS = {"containerlab": ("clab", "containerlab deploy -t F"), "kathara": ("kathara", "kathara lstart -d DIR")}
+
+
 @compat_app.command("install-cli")
 def install_cli(
-    directory: Path = typer.Option(Path("/usr/local/bin"), "--dir", help="Where to put the `containerlab` command."),
-    force: bool = typer.Option(False, "--force", help="Replace a `containerlab` that is not nestlab's."),
+    tool: str = typer.Argument("containerlab", help="containerlab or kathara: the command to install."),
+    directory: Path = typer.Option(Path("/usr/local/bin"), "--dir", help="Where to put the command."),
+    force: bool = typer.Option(False, "--force", help="Replace a command of that name that is not nestlab's."),
 ):
-    """Install a `containerlab` command that runs `nestlab clab ...`, for tools that call containerlab."""
+    """Install a `containerlab` (or `kathara`) command that runs `nestlab clab ...` (`nestlab kathara ...`),
+    for people and tools that call them."""
     with reported():
-        target = directory / "containerlab"
+        if tool not in TOOLS:
+            raise LabError(f"install-cli {tool}: give containerlab or kathara")
+        group, example = TOOLS[tool]
+        target = directory / tool
         if target.exists() and "nestlab" not in target.read_text(errors="replace") and not force:
             raise LabError(f"{target} exists and is not nestlab's; --force replaces it")
         directory.mkdir(parents=True, exist_ok=True)
         target.write_text(
-            "#!/bin/sh\n# nestlab's containerlab-compatible command (nestlab compat install-cli)\n"
-            f'exec {sys.executable} -m nestlab.cli.app clab "$@"\n'
+            f"#!/bin/sh\n# nestlab's {tool}-compatible command (nestlab compat install-cli {tool})\n"
+            f'exec {sys.executable} -m nestlab.cli.app {group} "$@"\n'
         )
         target.chmod(0o755)
-        err.line(f"installed {target}: `containerlab deploy -t F` now runs nestlab")
+        err.line(f"installed {target}: `{example}` now runs nestlab")

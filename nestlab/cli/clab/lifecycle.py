@@ -127,26 +127,16 @@ def destroy(
         if node_filter:
             if every:
                 raise LabError("--node-filter names nodes of one lab: give -t or --name, not --all")
-            _remove_nodes(targets[0], split_list(node_filter))
+            from ...lab.lab import Lab
+
+            gone = split_list(node_filter)
+            changes = Lab.running(targets[0]).without(gone)
+            err.line(f"lab {targets[0]}: removed {', '.join(gone)} ({changes.summary()})")
             return
         for lab in targets:
             with state.locked(lab):
                 cleanup.remove_lab(lab, folder_too)
             err.line(f"lab {lab}: destroyed")
-
-
-def _remove_nodes(lab: str, gone: list[str]) -> None:
-    """Deploy the running lab without ``gone`` (and the links ending on them)."""
-    from ...lab.lab import Lab
-    from ...model.overrides import Overrides
-
-    running = Lab.running(lab)
-    unknown = [n for n in gone if n not in running.plan.nodes]
-    if unknown:
-        raise LabError(f"lab {lab} has no node {', '.join(unknown)}")
-    keep = frozenset(n for n in running.document()["topology"]["nodes"] if n not in gone)
-    changes = Lab.from_document(running.document(), running.source, Overrides(nodes=keep)).deploy()
-    err.line(f"lab {lab}: removed {', '.join(gone)} ({changes.summary()})")
 
 
 NodeOpt = typer.Option([], "-n", "--node", help="Node(s), repeatable or comma-separated; all nodes when omitted.")

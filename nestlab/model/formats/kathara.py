@@ -34,6 +34,14 @@ _NOTED = {
     "ipv6": "IPv6 follows the machine's defaults",
 }
 _FOREIGN = ("quagga", "p4", "pox", "sdn", "bind", "wireshark")
+# Web servers a start-up may start, run in the foreground as the device's cmd (in a root of its own, where the
+# server writes its run and log files): service -> (program, command).
+_SERVERS = {
+    "apache2": ("apache2ctl", "mkdir -p /run/lock && apache2ctl -D FOREGROUND"),  # the node's /run is its own
+    "nginx": ("nginx", "nginx -g 'daemon off;'"),
+    "lighttpd": ("lighttpd", "lighttpd -D -f /etc/lighttpd/lighttpd.conf"),
+}
+_SERVICE_NAME = re.compile(r"(?:systemctl\s+(?:re)?start\s+|service\s+|/etc/init\.d/)([A-Za-z0-9_.@-]+)")
 
 
 def is_lab(path: str | os.PathLike) -> bool:
@@ -127,14 +135,16 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
                 )
             )
         script, skipped = _filter(shared + _startup(folder / f"{dev}.startup"))
-        notes += [
-            (
-                line,
-                dev,
-                f"ignored: {dev}.startup: `{cmd}`: {'nestlab starts the router' if spec.get('kind') == 'frr' else 'it would start a service of this machine'}",
-            )
-            for cmd in skipped
-        ]
+        for cmd in skipped:
+            server = _server(cmd) if spec.get("kind") != "frr" else None
+            if server and "cmd" not in spec:
+                spec["cmd"], spec["own_root"] = server, True
+                notes.append(
+                    (line, dev, f"{dev}.startup: `{cmd}` runs `{server}` as the device's main process, in a root of its own")
+                )
+                continue
+            why = "nestlab starts the router" if spec.get("kind") == "frr" else "it would start a service of this machine"
+            notes.append((line, dev, f"ignored: {dev}.startup: `{cmd}`: {why}"))
         if script.strip():
             spec["exec"] = [script]
         spec["binds"] = _tree(folder / dev)
@@ -193,6 +203,15 @@ def _filter(script: str) -> tuple[str, list[str]]:
         else:
             kept.append(line)
     return "\n".join(kept).strip() + "\n" if any(k.strip() for k in kept) else "", skipped
+
+
+def _server(line: str) -> str | None:
+    """The foreground command of the web server a start-up line starts, if this machine has it."""
+    import shutil
+
+    found = _SERVICE_NAME.search(line)
+    program, command = _SERVERS.get(found.group(1).removesuffix(".service") if found else "", ("", ""))
+    return command if program and shutil.which(program) else None
 
 
 def _tree(root: FsPath) -> list[str]:

@@ -1,0 +1,317 @@
+"""``nestlab kathara ...``: Kathará's commands on Kathará's labs (a folder with lab.conf, docs/compat.md), for
+people and scripts that type them.  ``nestlab compat install-cli kathara`` installs it as ``kathara``.
+
+``lstart``/``lclean``/``lrestart``/``linfo`` take the lab's folder (``-d``, default the current one);
+``connect``/``exec`` a device of the lab in the current folder (or ``-d``); ``vstart``/``vclean`` make
+single devices on collision domains of their own lab (``kathara-vlab``); ``list``, ``wipe`` and
+``check`` look at every Kathará lab of this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from ..errors import LabError
+from .common import err, out, reported
+
+kathara_app = typer.Typer(
+    help="Kathará's commands (lstart, lclean, lrestart, linfo, lconfig, connect, exec, wipe, list, check, vstart, vclean) "
+    "on Kathará labs: a folder with lab.conf.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+DirOpt = typer.Option(Path("."), "-d", "--directory", help="The lab's folder (holding lab.conf); default: this one.")
+VLAB = "kathara-vlab"  # the lab vstart's devices belong to
+
+
+def _folder(directory: Path) -> Path:
+    from ..model.formats import kathara
+
+    if not kathara.is_lab(directory):
+        raise LabError(f"{directory.resolve()} holds no lab.conf: give the lab's folder with -d")
+    return directory if directory.is_dir() else directory.parent
+
+
+def _name(directory: Path) -> str:
+    from ..model.labname import name_of
+
+    return name_of(_folder(directory))
+
+
+def _note(flag: str, why: str) -> None:
+    err.line(f"note {flag}: ignored ({why})")
+
+
+@kathara_app.command()
+def lstart(
+    directory: Path = DirOpt,
+    machines: list[str] = typer.Argument(None, help="Only these devices (and the collision domains between them)."),
+    force: bool = typer.Option(False, "-F", "--force-lab", help="Start the lab anew even if it runs."),
+    noterminals: bool = typer.Option(False, "--noterminals", help="Open no terminal (nestlab never opens one)."),
+    terminals: bool = typer.Option(False, "--terminals", help="Kathará opens a terminal per device; nestlab does not."),
+    privileged: bool = typer.Option(False, "--privileged", help="Accepted: devices are root in their namespaces anyway."),
+    options: list[str] = typer.Option([], "-o", "--pass", help="Kathará's per-device options: not taken (a note says so)."),
+    listing: bool = typer.Option(False, "-l", "--list", help="Show the devices once started (as linfo)."),
+):
+    """Start a Kathará lab (kathara lstart): every device of lab.conf with its collision domains and startup file."""
+    from ..model.overrides import Overrides
+    from .lifecycle import deploy_with
+
+    if terminals:
+        _note("--terminals", "open a shell with `nestlab kathara connect DEVICE`")
+    if options:
+        _note("-o", "set device options in lab.conf")
+    with reported():
+        folder = _folder(directory)
+    deploy_with(folder, force, "summary", False, [], None, False, Overrides(nodes=frozenset(machines or ())))
+    if listing:
+        linfo(directory=directory, device=None, conf=False)
+
+
+@kathara_app.command()
+def lclean(
+    directory: Path = DirOpt,
+    machines: list[str] = typer.Argument(None, help="Only these devices (the rest keeps running)."),
+):
+    """Stop a Kathará lab and remove everything of it (kathara lclean); with devices named, only those."""
+    from ..lab import cleanup, state
+    from ..lab.lab import Lab
+
+    with reported():
+        name = _name(directory)
+        if machines:
+            changes = Lab.running(name).without(list(machines))
+            err.line(f"lab {name}: removed {', '.join(machines)} ({changes.summary()})")
+            return
+        with state.locked(name):
+            removed = cleanup.remove_lab(name)
+        err.line(f"lab {name}: removed {removed} devices" if removed else f"lab {name}: nothing to remove")
+
+
+@kathara_app.command()
+def lrestart(
+    directory: Path = DirOpt,
+    noterminals: bool = typer.Option(False, "--noterminals", help="Open no terminal (nestlab never opens one)."),
+    listing: bool = typer.Option(False, "-l", "--list", help="Show the devices once started."),
+):
+    """lclean, then lstart (kathara lrestart)."""
+    lclean(directory=directory, machines=[])
+    lstart(
+        directory=directory,
+        machines=[],
+        force=False,
+        noterminals=True,
+        terminals=False,
+        privileged=False,
+        options=[],
+        listing=listing,
+    )
+
+
+@kathara_app.command()
+def linfo(
+    directory: Path = DirOpt,
+    device: str | None = typer.Option(None, "-n", "--name", help="Only this device."),
+    conf: bool = typer.Option(False, "-c", "--conf", help="The lab as lab.conf describes it (it need not run)."),
+    live: bool = typer.Option(False, "-l", "--live", help="Accepted: the table is read from the kernel each time."),
+):
+    """The lab's devices, their collision domains and interfaces (kathara linfo)."""
+    from ..lab.inspect import inspect
+    from ..lab.lab import Lab
+    from .tables import show
+
+    with reported():
+        folder = _folder(directory)
+        if conf:
+            lab = Lab.from_file(folder)
+            for link in lab.plan.links.values():
+                out.line(f"{link.a.ref} -- {link.b.ref}")
+            for name, obj in lab.plan.nodes.items():
+                out.line(f"{name}: {obj.kind}")
+            return
+        lab = Lab.running(_name(directory))
+        show(inspect(lab, {device} if device else None), "table")
+
+
+@kathara_app.command()
+def lconfig(
+    directory: Path = DirOpt,
+    device: str = typer.Option(..., "-n", "--name", help="The device."),
+    add: list[str] = typer.Option([], "--add", help="Collision domain to join."),
+    rm: list[str] = typer.Option([], "--rm", help="Collision domain to leave."),
+):
+    """Join or leave collision domains on a running device (kathara lconfig): refused, with what to do instead."""
+    with reported():
+        raise LabError(
+            "lconfig is not answered: add or remove the device's dev[N]=DOMAIN line in lab.conf and run "
+            "`nestlab kathara lstart -d DIR` again; the running lab is reconciled (only what changed is made)"
+        )
+
+
+@kathara_app.command()
+def connect(
+    device: str = typer.Argument(..., help="The device."),
+    directory: Path = DirOpt,
+    shell: str | None = typer.Option(None, "--shell", help="The shell to run (default: yours)."),
+    logs: bool = typer.Option(
+        False, "-l", "--logs", help="Kathará shows the startup's output first; nestlab printed it at lstart."
+    ),
+):
+    """A shell in a device (kathara connect)."""
+    from .use import shell as nestlab_shell
+
+    if shell:
+        os.environ["SHELL"] = shell
+    if logs:
+        _note("--logs", "the startup's output was printed by lstart")
+    with reported():
+        name = _name(directory)
+    nestlab_shell(node=device, topo=None, lab=name)
+
+
+@kathara_app.command("exec", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
+def exec_cmd(
+    device: str = typer.Argument(..., help="The device."),
+    command: list[str] = typer.Argument(..., help="The command and its arguments."),
+    directory: Path = DirOpt,
+    vmachine: bool = typer.Option(False, "-v", "--vmachine", help="A device vstart made."),
+):
+    """Run a command in a device and print its output (kathara exec)."""
+    from .use import exec_cmd as nestlab_exec
+
+    with reported():
+        name = VLAB if vmachine else _name(directory)
+    nestlab_exec(node=device, command=[c for c in command if c != "--"], topo=None, lab=name, env=[])
+
+
+def _kathara_labs() -> list[str]:
+    from ..lab import state
+
+    found = []
+    for name in state.labs():
+        try:
+            current = state.read(name)
+        except LabError:
+            continue
+        if current and (current.source or "").endswith("lab.conf") or name == VLAB:
+            found.append(name)
+    return found
+
+
+@kathara_app.command("list")
+def list_cmd(
+    every: bool = typer.Option(False, "-a", "--all", help="Every Kathará lab (not only the one in this folder)."),
+    device: str | None = typer.Option(None, "-n", "--name", help="Only this device."),
+    directory: Path = DirOpt,
+):
+    """The running devices: lab, device, state, interfaces (kathara list)."""
+    from rich.table import Table
+
+    from ..lab.inspect import inspect
+    from ..lab.lab import Lab
+
+    with reported():
+        labs = _kathara_labs() if every or not (directory / "lab.conf").exists() else [_name(directory)]
+        table = Table("LAB", "DEVICE", "STATE", "INTERFACES")
+        for name in labs:
+            for node in inspect(Lab.running(name), {device} if device else None)["nodes"]:
+                if node["kind"] == "bridge" and node["name"].startswith("cd-"):
+                    continue  # a collision domain, not a device
+                ifaces = ", ".join(f"{i['name']} {' '.join(i['addresses'])}".strip() for i in node["interfaces"])
+                table.add_row(name, node["name"], node["state"], ifaces)
+        out.print(table)
+
+
+@kathara_app.command()
+def wipe(
+    force: bool = typer.Option(False, "-f", "--force", help="Do not ask."),
+    settings: bool = typer.Option(False, "-s", "--settings", help="Kathará's settings: nestlab keeps none."),
+    every: bool = typer.Option(False, "-a", "--all", help="Every user's labs (labs here are root's)."),
+):
+    """Remove every Kathará lab of this machine (kathara wipe); other nestlab labs are left alone."""
+    from ..lab import cleanup, state
+
+    with reported():
+        labs = _kathara_labs()
+        if settings:
+            _note("--settings", "nestlab keeps no Kathará settings")
+        if labs and not force and not typer.confirm(f"remove the Kathará labs {', '.join(labs)}?", err=True):
+            raise LabError("nothing removed")
+        for name in labs:
+            with state.locked(name):
+                cleanup.remove_lab(name)
+            err.line(f"lab {name}: removed")
+
+
+@kathara_app.command()
+def check():
+    """What Kathará checks before it runs: here, nestlab's version and what this machine lacks (nestlab doctor)."""
+    from .. import __version__
+    from ..backends.kernel import probe
+
+    with reported():
+        out.line(f"nestlab {__version__} answers Kathará's commands (no Docker needed)")
+        missing = [f.name for f in probe.features() if not f.ok]
+        out.line("this kernel lacks: " + (", ".join(sorted(missing)) or "nothing nestlab uses") + " (see `nestlab doctor`)")
+        out.line(f"python {sys.version.split()[0]}; running Kathará labs: {', '.join(_kathara_labs()) or 'none'}")
+
+
+@kathara_app.command()
+def vstart(
+    name: str = typer.Option(..., "-n", "--name", help="The device."),
+    eth: list[str] = typer.Option([], "--eth", help="N:DOMAIN: its ethN on that collision domain (repeat)."),
+    image: str | None = typer.Option(None, "--image", help="Its image: one naming frr makes a router."),
+    noterminals: bool = typer.Option(False, "--noterminals", help="Open no terminal (nestlab never opens one)."),
+):
+    """Start one device on collision domains of its own (kathara vstart); devices of several vstarts meet
+    on a domain of the same name."""
+    from ..lab import state
+    from ..lab.lab import Lab
+
+    with reported():
+        current = state.read(VLAB)
+        doc = (
+            Lab.running(VLAB).document() if current else {"name": VLAB, "ipv4_pool": None, "topology": {"nodes": {}, "links": []}}
+        )
+        nodes, links = doc["topology"]["nodes"], doc["topology"]["links"]
+        if name in nodes:
+            raise LabError(f"device {name} already runs (`nestlab kathara vclean -n {name}` first)")
+        nodes[name] = {"kind": "frr"} if image and "frr" in image else {}
+        for given in eth:
+            number, _, domain = given.partition(":")
+            if not number.isdigit() or not domain:
+                raise LabError(f"--eth {given}: give N:DOMAIN, e.g. 0:A")
+            nodes.setdefault(f"cd-{domain}", {"kind": "bridge"})
+            links.append({"endpoints": [f"{name}:eth{number}", f"cd-{domain}:{name}-{number}"]})
+        lab = Lab.from_document(doc, "<kathara vstart>")
+        changes = lab.deploy()
+        err.line(f"device {name} started in {VLAB} ({changes.summary()})")
+
+
+@kathara_app.command()
+def vclean(name: str = typer.Option(..., "-n", "--name", help="The device.")):
+    """Remove a device vstart made (kathara vclean); its collision domains go with their last device."""
+    from ..lab import cleanup, state
+    from ..lab.lab import Lab
+    from ..model.endpoint import Endpoint
+    from ..model.overrides import Overrides
+
+    with reported():
+        running = Lab.running(VLAB)
+        doc = running.document()
+        if name not in doc["topology"]["nodes"]:
+            raise LabError(f"no device {name} was started with vstart")
+        keep = {n for n in doc["topology"]["nodes"] if n != name and not n.startswith("cd-")}
+        if not keep:
+            with state.locked(VLAB):
+                cleanup.remove_lab(VLAB)
+            err.line(f"device {name} removed ({VLAB} is gone with its last device)")
+            return
+        ends = [[Endpoint(e).node for e in ln["endpoints"]] for ln in doc["topology"]["links"]]
+        used = {domain for device, domain in ends if device in keep}
+        Lab.from_document(doc, "<kathara vstart>", Overrides(nodes=frozenset(keep | used))).deploy()
+        err.line(f"device {name} removed")
