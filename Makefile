@@ -4,7 +4,7 @@
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr openssh-server openssh-client nginx curl
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr openssh-server openssh-client nginx apache2 bridge-utils curl
 APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
 MPT    := mpt/nestlab-mpt
@@ -49,7 +49,7 @@ deps: $(VENV)/.installed $(MPT)
 	  guard=""; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; guard=1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; status=$$?; \
 	  if [ -n "$$guard" ]; then rm -f /usr/sbin/policy-rc.d; fi; [ $$status -eq 0 ] || exit $$status; \
-	  for service in frr ssh nginx; do ! command -v systemctl >/dev/null || systemctl disable --now $$service 2>/dev/null || true; done; \
+	  for service in frr ssh nginx apache2; do ! command -v systemctl >/dev/null || systemctl disable --now $$service 2>/dev/null || true; done; \
 	fi
 
 $(VENV)/.installed: pyproject.toml

@@ -20,7 +20,7 @@ from nestlab.registry import KINDS, LINK_MODES, RUNTIMES
 PACKAGE = ROOT / "nestlab"
 BIN = Path(sys.executable).parent
 # Readers and writers of other tools' formats speak those tools' kind names (containerlab, Kathará, netlab).
-FOREIGN = {"model/formats/clab.py", "model/formats/kathara.py", "model/formats/gotemplate.py", "cli/clab.py"}
+FOREIGN = {"model/formats/clab.py", "model/formats/kathara.py", "model/formats/gotemplate.py"}
 
 
 def test_the_layer_contracts_hold():

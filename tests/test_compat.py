@@ -381,7 +381,7 @@ KATHARA = {
     "r1/etc/frr/frr.conf": "hostname r1\nip route 10.3.0.0/24 10.2.0.2\n",
     "r2/etc/frr/frr.conf": "hostname r2\nip route 10.1.0.0/24 10.2.0.1\n",
     "pc1/tmp/hello.txt": "from pc1's folder\n",
-    "pc1/var/www/html/index.html": "not on this machine\n",
+    "pc1/var/www/nestlab-site/index.html": "not on this machine\n",
 }
 
 
@@ -407,12 +407,64 @@ def test_kathara_lab_runs_from_its_folder(tmp_path):
         assert "1 received" in lab.nodes["pc3"].cmd("ping -c1 -W1 10.1.0.10")
         assert lab.nodes["pc1"].cmd("cat /tmp/hello.txt") == "from pc1's folder\n"
         assert "hello.txt" not in lab.nodes["pc3"].cmd("ls /tmp"), "a device's folder is its own"
-        assert lab.nodes["pc1"].cmd("cat /var/www/html/index.html") == "not on this machine\n", (
+        assert lab.nodes["pc1"].cmd("cat /var/www/nestlab-site/index.html") == "not on this machine\n", (
             "a path the machine lacks is the device's"
         )
-        assert not os.path.exists("/var/www/html/index.html")
+        assert not os.path.exists("/var/www/nestlab-site")
     finally:
         run_cli("destroy", "--lab", "kathara-static")
+
+
+WEB = {
+    "lab.conf": 'client[0]=A\nclient[image]="kathara/base"\nclient[sysctl]="net.ipv6.conf.eth0.accept_ra=2"\n'
+    'server[0]=A\nserver[image]="kathara/base"\n',
+    "server.startup": "ip address add 10.0.0.1/24 dev eth0\nsystemctl start apache2\n",
+    "client.startup": "ip address add 10.0.0.2/24 dev eth0\n",
+    "server/var/www/html/index.html": "<html>Hello from the lab!</html>\n",
+}
+
+
+@pytest.mark.skipif(not shutil.which("apache2ctl"), reason="needs Debian's apache2 package (make deps installs it)")
+def test_katharas_commands_start_a_web_server_lab_and_clean_it(tmp_path):
+    """lstart/exec/linfo/list/lclean on a lab shaped like Kathará's web-server teaching lab: the server's
+    startup starts apache2, which serves the lab's own index.html; nothing is left after lclean."""
+    folder = tmp_path / "web"
+    for rel, text in WEB.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    started = run_cli("kathara", "lstart", "-d", str(folder), "--noterminals", timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "`systemctl start apache2` runs `" in started.stderr, started.stderr
+        deadline, page = time.monotonic() + 20, ""
+        while "Hello from the lab!" not in page and time.monotonic() < deadline:
+            page = run_cli("kathara", "exec", "-d", str(folder), "client", "--", "curl", "-s", "-m2", "10.0.0.1").stdout
+            time.sleep(0.3)
+        assert "Hello from the lab!" in page, page
+        listed = run_cli("kathara", "list", "-d", str(folder)).stdout
+        assert "client" in listed and "server" in listed and "cd-A" not in listed, listed
+        assert "10.0.0.1/24" in run_cli("kathara", "linfo", "-d", str(folder), "-n", "server").stdout
+        ra = run_cli("kathara", "exec", "-d", str(folder), "client", "--", "sysctl", "-n", "net.ipv6.conf.eth0.accept_ra").stdout
+        assert ra.strip() == "2", "an interface's sysctl, set once the interface exists"
+    finally:
+        cleaned = run_cli("kathara", "lclean", "-d", str(folder))
+    assert cleaned.returncode == 0 and "removed 2 devices" in cleaned.stderr, cleaned.stderr
+    assert not cleanup.left("web")
+
+
+def test_kathara_vstart_devices_meet_on_a_collision_domain():
+    try:
+        for device, eth in (("pc1", "0:A"), ("pc2", "0:A")):
+            assert run_cli("kathara", "vstart", "-n", device, "--eth", eth, "--noterminals").returncode == 0
+        run_cli("kathara", "exec", "-v", "pc1", "--", "ip", "addr", "add", "10.7.0.1/24", "dev", "eth0", check=True)
+        run_cli("kathara", "exec", "-v", "pc2", "--", "ip", "addr", "add", "10.7.0.2/24", "dev", "eth0", check=True)
+        assert "1 received" in run_cli("kathara", "exec", "-v", "pc1", "--", "ping", "-c1", "-W2", "10.7.0.2").stdout
+        assert run_cli("kathara", "vclean", "-n", "pc2").returncode == 0
+        assert "pc2" not in run_cli("kathara", "list", "-a").stdout
+    finally:
+        run_cli("kathara", "vclean", "-n", "pc1")
+        run_cli("kathara", "vclean", "-n", "pc2")
+    assert not cleanup.left("kathara-vlab")
 
 
 def test_bad_kathara_line_is_refused_with_its_line(tmp_path):

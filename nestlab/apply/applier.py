@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import kinds, links, names
-from ..backends.kernel import cgroups, mptcp, namespaces, netlink, shaping, spares, views
+from ..backends.kernel import cgroups, mptcp, namespaces, netlink, shaping, spares, sysctl, views
 from ..backends.kernel.netlink import Netlink, Request
 from ..errors import LabError
 from ..links import Stage
@@ -282,6 +283,11 @@ class Applier:
                 ports.setdefault(att.end.node, []).append(att.end.iface)
         for node, ifaces in ports.items():
             kinds.of(self.nodes[node]).ports(self, self.nodes[node], ifaces)
+        for node in changes.add_nodes:
+            if late := _sysctls(node, late=True):
+                with namespaces.entered(self.path(node.name)):
+                    for key, value in late.items():
+                        sysctl.write(key, value)
         for kind, nodes in kinds.grouped(changes.add_nodes):
             kind.finish(self, nodes)
         for node in changes.add_nodes:
@@ -354,9 +360,13 @@ def _ahead(node: NodeObj) -> bool:
     return kinds.of(node).made_ahead(node)
 
 
-def _sysctls(node: NodeObj) -> dict[str, str]:
-    """A node's sysctls: its own over those its kind gets."""
-    return {**kinds.of(node).sysctls(), **dict(node.sysctls)}
+def _sysctls(node: NodeObj, late: bool = False) -> dict[str, str]:
+    """A node's sysctls: its own over those its kind gets; those of one interface (``net.ipv6.conf.eth0.*``)
+    apart (``late``), as the interface exists only once the links are made."""
+    return {k: v for k, v in {**kinds.of(node).sysctls(), **dict(node.sysctls)}.items() if bool(_ONE_INTERFACE.match(k)) == late}
+
+
+_ONE_INTERFACE = re.compile(r"^net\.ipv[46]\.(conf|neigh)\.(?!(all|default|lo)\.)[^.]+\.")
 
 
 def shape_link(shaper: shaping.Shaper, lab: str, link: LinkObj, reset: bool = False) -> None:

@@ -10,6 +10,7 @@ single devices on collision domains of their own lab (``kathara-vlab``); ``list`
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -213,14 +214,15 @@ def list_cmd(
 
     from ..lab.inspect import inspect
     from ..lab.lab import Lab
+    from ..registry import KINDS
 
     with reported():
         labs = _kathara_labs() if every or not (directory / "lab.conf").exists() else [_name(directory)]
         table = Table("LAB", "DEVICE", "STATE", "INTERFACES")
         for name in labs:
             for node in inspect(Lab.running(name), {device} if device else None)["nodes"]:
-                if node["kind"] == "bridge" and node["name"].startswith("cd-"):
-                    continue  # a collision domain, not a device
+                if KINDS.get(node["kind"]).switch:
+                    continue  # a collision domain's bridge, not a device
                 ifaces = ", ".join(f"{i['name']} {' '.join(i['addresses'])}".strip() for i in node["interfaces"])
                 table.add_row(name, node["name"], node["state"], ifaces)
         out.print(table)
@@ -282,9 +284,10 @@ def vstart(
             raise LabError(f"device {name} already runs (`nestlab kathara vclean -n {name}` first)")
         nodes[name] = {"kind": "frr"} if image and "frr" in image else {}
         for given in eth:
-            number, _, domain = given.partition(":")
-            if not number.isdigit() or not domain:
+            found = re.fullmatch(r"(\d+):([A-Za-z0-9_-]+)", given)  # Kathará's N:DOMAIN
+            if not found:
                 raise LabError(f"--eth {given}: give N:DOMAIN, e.g. 0:A")
+            number, domain = found.groups()
             nodes.setdefault(f"cd-{domain}", {"kind": "bridge"})
             links.append({"endpoints": [f"{name}:eth{number}", f"cd-{domain}:{name}-{number}"]})
         lab = Lab.from_document(doc, "<kathara vstart>")
