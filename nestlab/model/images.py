@@ -32,6 +32,7 @@ ALPINE_BIN = str(Path(__file__).with_name("alpine_bin"))
 ALPINE_PATH = f"{ALPINE_BIN}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOOL_IMAGES = (
     "alpine",
+    "python",  # netlab's linux hosts (python:3.13-alpine): this machine's python3
     "busybox",
     "debian",
     "ubuntu",
@@ -129,7 +130,7 @@ def resolve_paths(topology: Topology, source: str, located: Located, notices: li
                     key=True,
                 )
             )
-            if _repository(spec.image) in ("alpine", "busybox"):
+            if _repository(spec.image) in ("alpine", "busybox") or "alpine" in spec.image.rpartition(":")[2]:
                 spec.env.setdefault("PATH", ALPINE_PATH)
             spec.image = None
         else:

@@ -253,26 +253,18 @@ def _problem(err: dict, located: Located) -> Problem:
 
 
 def apply_groups(topology: Topology, located: Located) -> list[Problem]:
-    """containerlab's ``groups``: a node takes every key its group sets and it does not (node > group > kind > defaults)."""
+    """containerlab's ``groups``: a node takes every key its group sets and it does not (node > group > kind > defaults).
+    A ``group:`` that ``groups:`` does not define is only a name (containerlab's inspect, graph and inventories
+    show it; netlab writes ``group: netlab_no_reload,...``), as with containerlab."""
     body = topology.topology
-    problems = []
-    for name, spec in body.nodes.items():
-        if spec.group is None:
-            continue
-        group = body.groups.get(spec.group)
+    for spec in body.nodes.values():
+        group = body.groups.get(spec.group) if spec.group is not None else None
         if group is None:
-            known = ", ".join(body.groups) or "none"
-            problems.append(
-                located.problem(
-                    ("topology", "nodes", name, "group"),
-                    f"group '{spec.group}' is not defined under topology.groups (groups: {known})",
-                )
-            )
             continue
         for key in group.model_fields_set - spec.model_fields_set:
             setattr(spec, key, copy.deepcopy(getattr(group, key)))
             spec.model_fields_set.add(key)
-    return problems
+    return []
 
 
 def check(topology: Topology, located: Located) -> list[Problem]:
