@@ -1,0 +1,64 @@
+"""netlab (networklab from PyPI, unchanged) drives a lab through nestlab: after `nestlab compat netlab`, plain
+`netlab up` of 3 FRR routers and 2 Linux hosts in OSPF configures them over SSH, `netlab validate` passes,
+`netlab connect` answers, and `netlab down` leaves nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+
+from nestlab.lab import cleanup
+
+NETLAB = Path(sys.executable).parent / "netlab"
+pytestmark = pytest.mark.skipif(not NETLAB.exists(), reason="needs networklab from PyPI (make deps installs it)")
+
+
+@pytest.fixture
+def netlab_defaults(tmp_path):
+    """`nestlab compat netlab` with its command in a folder of the test's; root's own ~/.netlab.yml and SSH key
+    are put back as they were."""
+    home = Path.home()
+    settings, key = home / ".netlab.yml", home / ".ssh" / "id_ed25519"
+    kept = settings.read_bytes() if settings.exists() else None
+    had_key = bool(list((home / ".ssh").glob("id_*.pub")))
+    bin_dir = tmp_path / "bin"
+    done = run_cli("compat", "netlab", "--dir", str(bin_dir))
+    try:
+        assert done.returncode == 0, done.stderr
+        yield {**os.environ, "PATH": f"{bin_dir}:{NETLAB.parent}:{os.environ['PATH']}"}
+    finally:
+        if kept is None:
+            settings.unlink(missing_ok=True)
+        else:
+            settings.write_bytes(kept)
+        if not had_key:
+            for made in (key, key.with_suffix(".pub")):
+                made.unlink(missing_ok=True)
+
+
+def _netlab(env: dict, folder: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(NETLAB), *args], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_netlab_up_validate_connect_down(netlab_defaults, tmp_path):
+    folder = tmp_path / "lab"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "netlab-ospf", folder)
+    try:
+        up = _netlab(netlab_defaults, folder, "up")
+        assert up.returncode == 0 and "OK: Lab devices configured" in up.stdout, up.stdout[-3000:] + up.stderr[-2000:]
+        checked = _netlab(netlab_defaults, folder, "validate")
+        assert checked.returncode == 0 and "Tests passed: 2" in checked.stdout, checked.stdout[-3000:] + checked.stderr[-1000:]
+        shown = _netlab(netlab_defaults, folder, "connect", "r1", "--show", "ip", "ospf", "neighbor", timeout=60)
+        assert shown.returncode == 0 and shown.stdout.count("Full") == 2, shown.stdout + shown.stderr
+        pinged = _netlab(netlab_defaults, folder, "connect", "h1", "ping", "-c1", "-W2", "h2", timeout=60)
+        assert pinged.returncode == 0 and "1 received" in pinged.stdout, pinged.stdout + pinged.stderr
+    finally:
+        down = _netlab(netlab_defaults, folder, "down", "--cleanup")
+    assert down.returncode == 0, down.stdout[-2000:] + down.stderr[-2000:]
+    assert not cleanup.left("lab"), "netlab's lab (named after its folder) left nothing"
