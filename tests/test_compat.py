@@ -114,7 +114,8 @@ def _alive(pid: int) -> bool:
 
 def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
     """containerlab's tests/01-smoke: stages (wait-for across four nodes, host exec, healthcheck), a bridge and
-    host: endpoints, mgmt-net:, empty node entries, startup-delay."""
+    host: endpoints, mgmt-net: (a port of the management bridge), empty node entries, startup-delay; and
+    tests/08-vxlan/vxlan-stitch-linux (l1 reaches l2 through a VXLAN stitch to l2's management address)."""
     made = [p for p in ("/tmp/host-exec-test", "/tmp/time") if not os.path.exists(p)]
     labs = {
         "stages": "stages",
@@ -122,6 +123,7 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
         "16-mgmtnetinterface": "mgmtnetif",
         "node-filter": "node-filter",
         "stages-race": "stages-race",
+        "vxlan-stitch-linux": "vxlan-stitch-linux",
     }
     for name, lab in labs.items():
         folder = tmp_path / name
@@ -147,6 +149,13 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
                 assert "l1-01-03-eth3" in root_links()
             if name == "stages-race":
                 assert "exec l1: ip l show dev eth1 (exit 0)" in result.stdout + result.stderr
+            if name == "16-mgmtnetinterface":  # a port of the management bridge, up, its end here named l1eth1
+                shown = subprocess.run(["ip", "link", "show", "dev", "l1eth1"], capture_output=True, text=True).stdout
+                assert "state UP" in shown and "master br-clab" in shown, shown
+            if name == "vxlan-stitch-linux":  # l1's eth1 tunnelled to l2's vxlan0 through their management addresses
+                for node, far in (("l1", "10.0.0.2"), ("l2", "10.0.0.1")):
+                    ping = run_cli("exec", "--lab", lab, node, "--", "ping", "-c2", "-W2", far)
+                    assert "2 received" in ping.stdout, ping.stdout + ping.stderr
         finally:
             gone = run_cli("destroy", "--lab", lab)
         assert gone.returncode == 0, gone.stderr

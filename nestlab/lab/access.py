@@ -46,6 +46,8 @@ class Managed:
 
 def managed(lab: Lab) -> list[Managed]:
     """The lab's nodes with a management address, in name order."""
+    from ..links.mgmt import interfaces
+
     prefix = lab.document().get("prefix")
     return [
         Managed(
@@ -55,8 +57,7 @@ def managed(lab: Lab) -> list[Managed]:
             ipaddress.IPv4Interface(att.end.ipv4[0]),
             ipaddress.IPv6Interface(att.end.ipv6[0]),
         )
-        for att in sorted(lab.plan.attachments.values(), key=lambda a: a.end.node)
-        if att.mode == "mgmt"
+        for att in sorted(interfaces(lab.plan).values(), key=lambda a: a.end.node)
     ]
 
 

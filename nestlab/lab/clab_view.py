@@ -16,6 +16,7 @@ import yaml
 from .. import names
 from ..backends.kernel import rtdump
 from ..errors import LabError
+from ..links.mgmt import interfaces as management
 from . import stop_start, where
 from .lab import Lab
 
@@ -68,7 +69,7 @@ def containers(name: str) -> list[dict[str, Any]]:
     source = lab.source if os.path.exists(lab.source) else ""
     relative = os.path.relpath(source) if source else ""
     images = _images_in(source)
-    attached = {a.end.node: a for a in lab.plan.attachments.values() if a.mode == "mgmt"}
+    attached = management(lab.plan)
     mgmt = {node: a.end for node, a in attached.items()}
     known = states(lab)
     listed = []

@@ -1,18 +1,23 @@
 """mgmt: every node's management interface (eth0) on its management network's bridge on this machine.
 
-Never written in a file: ``mgmt:`` (on for containerlab files, as containerlab) gives each node that
-has a network of its own an eth0 here, with its leased address and a default route to the bridge's
-gateway address (docs/management.md).  The bridge is the network's, shared by every lab that names
-it; the veth's end on this machine is ``mg`` and a digest of lab and node, with the lab's marker.
+``mgmt:`` (on for containerlab files, as containerlab) gives each node that has a network of its own
+an eth0 here, with its leased address and a default route to the bridge's gateway address
+(docs/management.md).  The bridge is the network's, shared by every lab that names it; the veth's end
+on this machine is ``mg`` and a digest of lab and node, with the lab's marker.  A link written with
+``host_interface`` (containerlab's ``mgmt-net:IF``) is a plain port: another interface of the node on
+the same bridge, its end here named IF, no address.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from ..plan.objects import AttachObj, EndObj
+from pydantic import Field
+
+from ..plan.objects import AttachObj, EndObj, Plan
 from ..registry import KINDS
 from .base import LinkMode, Stage, register, up_and_address
 
@@ -32,6 +37,11 @@ def host_end(lab: str, node: str) -> str:
 
 def is_host_end(name: str) -> bool:
     return len(name) == 10 and name.startswith("mg") and all(c in "0123456789abcdef" for c in name[2:])
+
+
+def interfaces(plan: Plan) -> dict[str, AttachObj]:
+    """Each node's management interface (its eth0 with the management address), by node."""
+    return {a.end.node: a for a in plan.attachments.values() if a.mode == Mgmt.name and not a.option("host_interface")}
 
 
 def managed(b: Planning) -> list[str]:
@@ -56,9 +66,41 @@ class Mgmt(LinkMode):
     ends = 1
     real_host = True
     stage = Stage.ATTACH
+    options = {
+        "host_interface": (
+            str | None,
+            Field(default=None, description="machine-veth, mgmt: the name of the veth's end on the machine"),
+        )
+    }
 
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:
-        return [ctx.problem(path + ("mode",), "mode: mgmt is made by mgmt: for every node; drop this link and give mgmt:")]
+        if not link.host_interface:
+            return [
+                ctx.problem(
+                    path + ("mode",),
+                    "mode: mgmt is made by mgmt: for every node; a link of it is a port with host_interface: NAME "
+                    "(containerlab's mgmt-net:NAME)",
+                )
+            ]
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$", link.host_interface):
+            return [
+                ctx.problem(
+                    path + ("host_interface",),
+                    f"'{link.host_interface}' is not an interface name (1-15 letters, digits, '.', '-', '_')",
+                )
+            ]
+        return []
+
+    def join(self, b: Planning, link: LinkSpec, keys: list[tuple[str, str]]) -> None:
+        """A port takes no address: nothing to join."""
+
+    def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> AttachObj:
+        from ..plan import mgmt
+
+        if b.t.mgmt is None:
+            b.fail(f"{ends[0].ref}: a port on the management network (mgmt-net:) needs the management network: give mgmt:")
+        options = (*_options(mgmt.Network.of(b.t.mgmt)), ("host_interface", link.host_interface))
+        return AttachObj(EndObj(ends[0].node, ends[0].iface), self.name, None, None, tuple(sorted(options)), link.mtu)
 
     def label(self, att: AttachObj) -> str:
         return f"mgmt:{att.text('network')}"
@@ -73,15 +115,7 @@ class Mgmt(LinkMode):
         specs = b.t.topology.nodes
         fixed = {n: str(specs[n].mgmt_ipv4) for n in nodes if specs[n].mgmt_ipv4}
         chosen = mgmt.choose(net, b.t.name, nodes, fixed)
-        options = (
-            ("bridge", net.bridge),
-            ("external", net.external),
-            ("gateway4", f"{net.gw4}/{net.ipv4.prefixlen}"),
-            ("gateway6", f"{net.gw6}/{net.ipv6.prefixlen}"),
-            ("mtu", net.mtu),
-            ("network", net.name),
-            ("subnet", str(net.ipv4)),
-        )
+        options = _options(net)
         for node in nodes:
             v4 = chosen[node]
             v6 = ipaddress.IPv6Address(specs[node].mgmt_ipv6) if specs[node].mgmt_ipv6 else net.v6_for(v4)
@@ -96,6 +130,8 @@ class Mgmt(LinkMode):
             mine = [att for att in objs if att.text("network") == network]
             first = mine[0]
             subnet = ipaddress.IPv4Network(first.text("subnet"))
+            ports = [att for att in mine if att.option("host_interface")]
+            mine = [att for att in mine if not att.option("host_interface")]
             number = {
                 att.end.node: int(ipaddress.IPv4Interface(att.end.ipv4[0]).ip) - int(subnet.network_address) for att in mine
             }
@@ -122,8 +158,35 @@ class Mgmt(LinkMode):
                     netlink.set_up(host_end(ap.lab, att.end.node), alias=ap.alias),  # the kernel keeps no alias given at birth
                 )
                 made.append(att)
+            for att in ports:
+                ap.queue(
+                    None,
+                    netlink.new_veth(
+                        att.text("host_interface"),
+                        att.end.iface,
+                        ap.fd(att.end.node),
+                        alias=ap.alias,
+                        mtu=att.mtu,
+                        master=index[bridge],
+                    ),
+                    netlink.set_up(att.text("host_interface"), alias=ap.alias),
+                )
+                made.append(att)
         ap.flush()
-        up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs}, nodad=True)
+        up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs if att.gateway}, nodad=True)
+
+
+def _options(net: Any) -> tuple[tuple[str, str | int | bool], ...]:
+    """What creating a network's attachment needs of it (its bridge, gateways, MTU, name, subnet)."""
+    return (
+        ("bridge", net.bridge),
+        ("external", net.external),
+        ("gateway4", f"{net.gw4}/{net.ipv4.prefixlen}"),
+        ("gateway6", f"{net.gw6}/{net.ipv6.prefixlen}"),
+        ("mtu", net.mtu),
+        ("network", net.name),
+        ("subnet", str(net.ipv4)),
+    )
 
 
 register(Mgmt())

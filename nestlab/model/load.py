@@ -121,7 +121,8 @@ def load_data(located: Located | dict, source: str = "<python>", overrides: Over
     if overrides:
         overrides.apply(data)
     notices: list[Problem] = []
-    data, problems = clab.normalize(data, located, notices)
+    managed = data.get("mgmt") is not None or source.endswith(clab.FILE_ENDINGS)
+    data, problems = clab.normalize(data, located, notices, managed)
     if problems:
         raise TopologyError(source, problems)
     if source.endswith(clab.FILE_ENDINGS) and "ipv4_pool" not in data:

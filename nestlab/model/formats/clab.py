@@ -7,7 +7,8 @@
 * node ``cpu``/``memory``/``cpu-set`` become ``resources``; an empty node (``n1:``) is ``{}``;
 * a bridge inside a node (``BRIDGE|NODE``) is made by NODE's first exec commands;
 * special endpoints: ``host:IF`` (a veth to this machine, mode: host), ``mgmt-net:IF`` (a port of
-  the lab's management bridge, a ``kind: bridge`` node named mgmt-net), ``macvlan:PARENT``
+  the management network's bridge, its end here named IF; without a management network, a ``kind:
+  bridge`` node named mgmt-net), ``macvlan:PARENT``
   (mode: macvlan on this machine's interface PARENT, taken as containerlab takes it: no flag needed,
   a note says where its traffic leaves; ``allow_host_interfaces: false`` refuses it, a missing PARENT is an error);
 * the extended link form (``type: veth|host|mgmt-net|macvlan|vxlan|vxlan-stitch|dummy`` with ``endpoint(s)``,
@@ -56,8 +57,9 @@ def template_line(text: str) -> int | None:
     return None
 
 
-def normalize(data: dict, located: Located, notices: list[Problem]) -> tuple[dict, list[Problem]]:
-    """Rewrite containerlab forms in ``data`` (a topology file's top level); returns it and any problems."""
+def normalize(data: dict, located: Located, notices: list[Problem], managed: bool = False) -> tuple[dict, list[Problem]]:
+    """Rewrite containerlab forms in ``data`` (a topology file's top level); returns it and any problems.
+    ``managed``: the lab has a management network, which ``mgmt-net:IF`` endpoints are ports of."""
     body = data.get("topology")
     if not isinstance(body, dict):
         return data, []
@@ -79,7 +81,7 @@ def normalize(data: dict, located: Located, notices: list[Problem]) -> tuple[dic
         defined = set(body.get("nodes") or {}) if isinstance(body.get("nodes"), dict) else set()
         for i, link in enumerate(body["links"]):
             if isinstance(link, dict):
-                link = _link(link, ("topology", "links", i), located, notices, problems, defined)
+                link = _link(link, ("topology", "links", i), located, notices, problems, defined, managed)
             if isinstance(link, dict) and link.pop("_real_parent", False):
                 machine_parents = True
                 _machine_parent(data, link["parent"], ("topology", "links", i, "endpoints"), located, notices, problems)
@@ -92,7 +94,7 @@ def normalize(data: dict, located: Located, notices: list[Problem]) -> tuple[dic
             if isinstance(ln, dict)
             for ep in ln.get("endpoints") or []
         )
-        if uses_mgmt and isinstance(body.get("nodes"), dict) and MGMT not in body["nodes"]:
+        if uses_mgmt and not managed and isinstance(body.get("nodes"), dict) and MGMT not in body["nodes"]:
             body["nodes"] = {**body["nodes"], MGMT: {"kind": "bridge"}}
     if machine_parents and "allow_host_interfaces" not in data:
         data = {**data, "allow_host_interfaces": True}
@@ -193,7 +195,9 @@ def _resources(spec):
     return spec
 
 
-def _link(link: dict, path, located: Located, notices: list[Problem], problems: list[Problem], defined: set[str]) -> dict | None:
+def _link(
+    link: dict, path, located: Located, notices: list[Problem], problems: list[Problem], defined: set[str], managed: bool
+) -> dict | None:
     """One link in nestlab's form (None: dropped with a notice)."""
     kind = link.get("type")
     if kind is not None:
@@ -232,10 +236,11 @@ def _link(link: dict, path, located: Located, notices: list[Problem], problems: 
         return link
     link = {**link, **_endpoint_keys(endpoints, link)}
     endpoints = link["endpoints"]
+    words = ("host", "macvlan", MGMT) if managed else ("host", "macvlan")
     special = [
         j
         for j, ep in enumerate(endpoints)
-        if isinstance(ep, str) and ep.partition(":")[0] in ("host", "macvlan") and ep.partition(":")[0] not in defined
+        if isinstance(ep, str) and ep.partition(":")[0] in words and ep.partition(":")[0] not in defined
     ]
     if len(endpoints) != 2 or len(special) != 1:
         return link
@@ -248,6 +253,8 @@ def _link(link: dict, path, located: Located, notices: list[Problem], problems: 
             kept[family] = [link[family][1 - j]]
     if kind == "host":
         return {**kept, "mode": "machine-veth", "host_interface": name}
+    if kind == MGMT:  # a port of the management network's bridge, its end here named as given
+        return {**kept, "mode": "mgmt", "host_interface": name}
     return {**kept, "mode": "macvlan", "parent": name, "_real_parent": True}
 
 
