@@ -196,3 +196,23 @@ def test_tools_veth_and_vxlan_join_a_node_to_this_machine_and_go_with_the_lab(to
         run_cli("clab", "destroy", "--name", lab_name)
     links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
     assert host_if not in links, "the host end and its tunnel went with the lab"
+
+
+def test_generate_writes_containerlabs_clos_and_deploys_it(tmp_path, lab_name):
+    import yaml
+
+    path = tmp_path / "clos.clab.yml"
+    done = run_cli("clab", "gen", "--name", lab_name, "--nodes", "2,3:frr,1", "--file", str(path))
+    assert done.returncode == 0, done.stderr
+    topo = yaml.safe_load(path.read_text())
+    assert topo["topology"]["nodes"]["node2-3"] == {"group": "tier-2", "kind": "frr"}
+    ends = [tuple(link["endpoints"]) for link in topo["topology"]["links"]]
+    assert len(ends) == 2 * 3 + 3 * 1 and ("node1-2:eth3", "node2-3:eth2") in ends and ("node2-1:eth3", "node3-1:eth1") in ends
+    try:
+        deployed = run_cli("clab", "deploy", "-t", str(path), timeout=120)
+        assert deployed.returncode == 0, deployed.stderr
+        assert "node3-1" in run_cli("clab", "inspect", "--name", lab_name).stdout
+    finally:
+        run_cli("clab", "destroy", "--name", lab_name, "--cleanup")
+    bad = run_cli("clab", "generate", "--name", "x", "--nodes", "2,zero")
+    assert bad.returncode == 1 and "--nodes zero: give N[:KIND[:TYPE]]" in bad.stderr, bad.stderr

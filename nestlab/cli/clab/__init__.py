@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import inspect, lifecycle, tools  # noqa: F401  (their commands join the app)
+from . import generate, inspect, lifecycle, tools  # noqa: F401  (their commands join the app)
 from .base import clab_app
 from .compat import compat_app
 from .topo import fetched
@@ -30,7 +30,7 @@ ALIASES = {
     "gen": "generate",
     "ev": "events",
 }
-NO_TOPOLOGY = {"tools", "version", "events", "generate"}  # commands that take no -t/--name
+TAKES = {"tools": set(), "version": set(), "events": set(), "generate": {"--name"}}  # global flags a command takes (else all)
 _VALUED = {"-t": "--topo", "--topo": "--topo", "--name": "--name", "--vars": "--vars"}
 _DROPPED = {"-r", "--runtime", "--log-level", "--timeout"}  # global flags with a value that change nothing here
 _ENV = {"CLAB_TOPO": "--topo", "CLAB_NAME": "--name", "CLAB_VARS": "--vars"}
@@ -61,13 +61,14 @@ def normalize(args: list[str], env: dict[str, str] | os._Environ[str] = os.envir
         i += 1
     if rest and rest[0] in ALIASES:
         rest[0] = ALIASES[rest[0]]
-    if not rest or rest[0] in NO_TOPOLOGY or {"--help", "-h"} & set(rest):
+    if not rest or {"--help", "-h"} & set(rest):
         return rest
     named = {flag for flag, _ in given}
     for var, flag in _ENV.items():
         if env.get(var) and flag not in named:
             given.append((flag, env[var]))
-    moved = [part for flag, value in given for part in (flag, fetched(value) if flag == "--topo" else value)]
+    taken = TAKES.get(rest[0], set(_VALUED.values()))
+    moved = [part for flag, value in given if flag in taken for part in (flag, fetched(value) if flag == "--topo" else value)]
     return rest + moved
 
 
