@@ -168,6 +168,7 @@ def operations(folder: str, name: str) -> dict[str, Operation]:
         "nested": nested_text(name),
         "schedule": schedule_text(name),
         "mpt": MPT_TEXT.format(name=name),
+        "mgmt": lab_text(name).replace("topology:", "mgmt: {}\ntopology:", 1),
     }
     paths = {}
     for key, text in files.items():
@@ -187,6 +188,9 @@ def operations(folder: str, name: str) -> dict[str, Operation]:
         "nested deploy": Operation([], ["deploy", "-t", paths["nested"]]),
         "bench": Operation([deploy], ["bench", "run", "--lab", name, "--from", "h0", "--to", "h1", "--duration", "1"]),
         "mpt deploy": Operation([], ["deploy", "-t", paths["mpt"]]),
+        # management network: names in /etc/hosts and ip netns, SSH gate, ssh config, NAT rules, the bridge's ports
+        "mgmt deploy": Operation([], ["deploy", "-t", paths["mgmt"]]),
+        "node restart": Operation([deploy], ["node", "restart", "--lab", name, "srv", "n1", *(f"h{i}" for i in range(HOSTS))]),
     }
 
 
@@ -202,7 +206,21 @@ def _restore_and_check(name: str, foreign: Foreign, what: str) -> None:
     assert foreign.missing() == [], f"{what}: foreign objects gone: {foreign.missing()}"
 
 
-@pytest.mark.parametrize("op", ["deploy", "reconcile", "destroy", "link set", "schedule", "nested deploy", "bench", "mpt deploy"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "deploy",
+        "reconcile",
+        "destroy",
+        "link set",
+        "schedule",
+        "nested deploy",
+        "bench",
+        "mpt deploy",
+        "mgmt deploy",
+        "node restart",
+    ],
+)
 def test_sigkill_at_random_points_then_cleanup_leaves_nothing(op, foreign, tmp_path, lab_name):
     if op == "mpt deploy":
         mpt_daemon.binary()  # raises if the daemon is not built: it must be tested, not skipped
