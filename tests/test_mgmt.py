@@ -141,6 +141,15 @@ def test_two_labs_share_the_network_and_their_addresses_do_not_clash(tmp_path):
                 assert _run("ping", "-c1", "-W2", long).returncode == 0
         first = names[0]
         assert run_cli("exec", "--lab", first, "n1", "--", "ping", "-c1", "-W2", held[1][f"clab-{names[1]}-n1"]).returncode == 0
+        # A third lab naming the network with another subnet would be cut off from the bridge's gateway: refused.
+        other = tmp_path / "other.clab.yml"
+        other.write_text("name: tmgother\nmgmt: {ipv4-subnet: 172.31.9.0/24}\ntopology:\n  nodes:\n    n1: {}\n")
+        refused = run_cli("deploy", "-t", str(other))
+        assert (
+            refused.returncode == 2
+            and "other.clab.yml:2:" in refused.stderr
+            and "give ipv4-subnet: 172.20.20.0/24" in refused.stderr
+        ), refused.stderr
         assert run_cli("destroy", "-t", str(files[0])).returncode == 0
         assert _run("ping", "-c1", "-W2", f"clab-{names[1]}-n2").returncode == 0, "the other lab keeps the network"
     finally:

@@ -111,6 +111,20 @@ class Mgmt(LinkMode):
         if b.t.mgmt is None:
             return
         net = mgmt.Network.of(b.t.mgmt)
+        held = mgmt.in_use(net.name, b.t.name)
+        if held and held[0] != str(net.ipv4):
+            from ..model.errors import Problem, TopologyError
+
+            raise TopologyError(
+                b.source,
+                [
+                    Problem(
+                        ("mgmt",),
+                        f"management network {net.name} is {held[0]} while lab {', '.join(held[1])} uses it, not {net.ipv4}: "
+                        f"give ipv4-subnet: {held[0]}, or another network:",
+                    )
+                ],
+            )
         nodes = managed(b)
         specs = b.t.topology.nodes
         fixed = {n: str(specs[n].mgmt_ipv4) for n in nodes if specs[n].mgmt_ipv4}
@@ -137,7 +151,7 @@ class Mgmt(LinkMode):
             }
             with mgmt.locked(network):
                 bridge = mgmt.bridge_of(network, first.text("bridge"))
-                mgmt.lease(network, bridge, ap.lab, {att.end.node: att.end.ipv4[0].split("/")[0] for att in mine})
+                mgmt.lease(network, bridge, ap.lab, {att.end.node: att.end.ipv4[0].split("/")[0] for att in mine}, str(subnet))
                 gateways = (first.text("gateway4"), first.text("gateway6"))
                 index = {
                     bridge: mgmtnet.ensure(network, bridge, gateways, first.number("mtu"), str(subnet), first.flag("external"))

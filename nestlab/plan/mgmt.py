@@ -71,6 +71,13 @@ def read(network: str) -> dict[str, dict[str, str]]:
     return labs if isinstance(labs, dict) else {}
 
 
+def in_use(network: str, lab: str) -> tuple[str, list[str]] | None:
+    """The subnet a network has while other labs hold addresses on it, and those labs (None: free)."""
+    found = _file(network)
+    others = sorted(other for other in read(network) if other != lab)
+    return (str(found.get("subnet") or ""), others) if others and found.get("subnet") else None
+
+
 def bridge_of(network: str, default: str) -> str:
     """The bridge the network's first lab made (its name is the file's, not every lab's to choose), else ``default``."""
     return str(_file(network).get("bridge") or default)
@@ -107,14 +114,14 @@ def locked(network: str) -> Iterator[None]:
         yield
 
 
-def _write(network: str, labs: dict[str, dict[str, str]], bridge: str) -> None:
+def _write(network: str, labs: dict[str, dict[str, str]], bridge: str, subnet: str) -> None:
     path = names.mgmt_leases(network)
     with open(path + ".tmp", "w") as fh:
-        json.dump({"bridge": bridge, "labs": labs}, fh)
+        json.dump({"bridge": bridge, "subnet": subnet, "labs": labs}, fh)
     os.replace(path + ".tmp", path)
 
 
-def lease(network: str, bridge: str, lab: str, held: dict[str, str]) -> None:
+def lease(network: str, bridge: str, lab: str, held: dict[str, str], subnet: str) -> None:
     """Record the lab's addresses on the network whose bridge is ``bridge`` (:func:`bridge_of`; the network
     locked by the caller) before anything is made, so a cleanup finds the network; refused if another lab
     holds one of them."""
@@ -128,7 +135,7 @@ def lease(network: str, bridge: str, lab: str, held: dict[str, str]) -> None:
             "(both deployed at once); deploy again, or give the node another mgmt-ipv4"
         )
     labs[lab] = {**labs.get(lab, {}), **held}
-    _write(network, labs, bridge)
+    _write(network, labs, bridge, str(_file(network).get("subnet") or subnet))
 
 
 def release(network: str, lab: str) -> bool:
@@ -136,7 +143,7 @@ def release(network: str, lab: str) -> bool:
     labs = read(network)
     labs.pop(lab, None)
     if labs:
-        _write(network, labs, bridge_of(network, names.mgmt_bridge(network)))
+        _write(network, labs, bridge_of(network, names.mgmt_bridge(network)), str(_file(network).get("subnet") or ""))
         return False
     with contextlib.suppress(FileNotFoundError):
         os.unlink(names.mgmt_leases(network))
