@@ -35,6 +35,7 @@ class Local(Site):
         from ..plan.diff import diff
 
         refuse_pins(lab)
+        lab.plan  # the plan's problems (a management network's subnet...) before the lab's folder and lock exist
         with state.locked(lab.name):
             current = state.read(lab.name)
             if current and current.status == "deploying":
