@@ -13,7 +13,7 @@ def build():
     """The typer app with every command group (imported here: `nestlab link set` can go without them)."""
     import typer
 
-    from . import lifecycle, live, machine, observe, use
+    from . import lifecycle, live, machine, observe, use, verify
     from .bench import bench_app, compare_cmd, report_cmd
     from .clab import clab_app, compat_app
     from .common import needs_root
@@ -35,6 +35,7 @@ def build():
     app.add_typer(use.commands)  # inspect, exec, shell, ssh
     app.add_typer(live.commands)  # link, run, node
     app.add_typer(observe.commands)  # graph, capture, events
+    app.add_typer(verify.commands)  # check
     measure = typer.Typer()
     measure.add_typer(bench_app, name="bench")
     measure.command("report")(report_cmd)

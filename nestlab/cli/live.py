@@ -157,19 +157,49 @@ def run(
         if not lab.topology.schedule and not lab.topology.dynamics:
             raise LabError(f"{topo} has no schedule: or dynamics: section; see docs/shaping.md")
         lab.deploy()
+        watcher = None
         try:
+            if lab.topology.checks:  # the schedule starts on a lab that works, and each change is timed until it works again
+                watcher = _converged(lab)
             played = play(
                 lab,
                 loops,
-                lambda p: err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"),
+                lambda p: (
+                    err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"),
+                    watcher.changed(p.applied, f"t={p.at:.3f}s {p.what}") if watcher else None,
+                ),
             )
             worst = max(p.late_ms + p.apply_ms for p in played)
             err.print(f"{len(played)} changes; worst lateness including apply time {worst:.2f} ms")
+            if watcher:
+                times = watcher.finish()
+                settled = [t for t in times if t is not None]
+                err.print(
+                    f"reconvergence after {len(times)} changes: {len(settled)} settled"
+                    + (f", slowest {max(settled):.2f} s" if settled else "")
+                )
         except KeyboardInterrupt:
             err.print("stopped")
         finally:
             if not keep:
                 lab.destroy()
+
+
+def _converged(lab):
+    """Wait until every check of the lab holds (or fail), saying when; returns the watcher of the changes to come."""
+    import time
+
+    from ..verify.checks import Reconvergence, run
+
+    started = time.time()
+    results = run(lab, lab.topology.checks, started, wait=120)
+    failing = [r.title for r in results if not r.held]
+    if failing:
+        raise LabError(f"lab {lab.name}: before the schedule, {len(failing)} checks do not hold: {'; '.join(failing)}")
+    err.print(
+        f"every check holds ({len(results)}), {max(r.first_held or 0 for r in results):.2f} s after the deploy; the schedule starts"
+    )
+    return Reconvergence(lab, lab.topology.checks, err.line)
 
 
 node_app = typer.Typer(

@@ -38,6 +38,7 @@ class Played:
     late_ms: float  # applied minus scheduled
     apply_ms: float  # time spent applying
     what: str
+    applied: float = 0.0  # wall-clock time (time.time()) the change took effect
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def _play_once(
             pass
         late = (time.monotonic() - deadline) * 1000
         spent = commit(start_wall + change.at)
-        played.append(Played(change.at, late, spent, change.describe()))
+        played.append(Played(change.at, late, spent, change.describe(), start_wall + change.at + (late + spent) / 1000))
         pending.append(played[-1])
         following = changes[i + 1].at if i + 1 < len(changes) else None
         if following is None or following - change.at > 0.05:  # slack: report and collect garbage now

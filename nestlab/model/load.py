@@ -361,7 +361,7 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                     )
                 else:
                     seen_addr[ip.ip] = path[:3]
-    return problems + check_modes(topology, located) + _check_schedule(topology, located)
+    return problems + check_modes(topology, located) + _check_schedule(topology, located) + _check_checks(topology, located)
 
 
 def _check_schedule(topology: Topology, located: Located) -> list[Problem]:
@@ -379,6 +379,18 @@ def _check_schedule(topology: Topology, located: Located) -> list[Problem]:
             problems.append(
                 located.problem(("schedule", i, "link"), f"no link of the file joins {change.link[0]} and {change.link[1]}")
             )
+    return problems
+
+
+def _check_checks(topology: Topology, located: Located) -> list[Problem]:
+    """A check names nodes of the file."""
+    nodes = topology.topology.nodes
+    problems = []
+    for i, check in enumerate(topology.checks):
+        for key in ("from", "node"):
+            name = getattr(check.spec, "source" if key == "from" else "node", None)
+            if name is not None and name not in nodes:
+                problems.append(located.problem(("checks", i, check.kind, key), f"node '{name}' is not under topology.nodes"))
     return problems
 
 

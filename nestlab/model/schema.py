@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, fi
 
 from ..registry import KINDS, LINK_MODES, RUNTIMES
 from . import shape_keys
+from .checks import Check
 from .endpoint import Endpoint
 from .units import parse_rate, parse_size, parse_time
 
@@ -585,6 +586,7 @@ class Topology(_Strict):
     topology: TopologyBody
     schedule: list[ScheduledChange] = Field(default_factory=list, description="timed link changes played by nestlab run")
     dynamics: Dynamics | None = None
+    checks: list[Check] = Field(default_factory=list, description="assertions that the lab works (nestlab check, docs/checks.md)")
 
     @field_validator("ipv4_pool")
     @classmethod
@@ -607,6 +609,7 @@ ALLOWED_KEYS: dict[str, list[str]] = {
     "params": list(WireParams.model_fields),
     "shape": list(LinkParams.model_fields),
     "schedule": list(ScheduledChange.model_fields),
+    "check": list(Check.model_fields),
     "dynamics": list(Dynamics.model_fields),
     "host": list(HostSpec.model_fields),
     "server": list(ServerSpec.model_fields),

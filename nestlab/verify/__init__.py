@@ -1,0 +1,1 @@
+"""Verify a lab: its ``checks:`` run and timed (checks.py)."""

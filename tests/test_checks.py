@@ -1,0 +1,152 @@
+"""checks: and `nestlab check`: ten checks hold on a working lab, a link broken by hand fails exactly the checks
+that need it (named in the JUnit file), and `nestlab run` times the reconvergence after a scheduled failure
+as the traffic itself sees it (timestamped pings)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+from conftest import NESTLAB, ROOT, run_cli
+
+EXAMPLE = "examples/checks.yml"
+
+
+def test_ten_checks_hold_and_a_broken_link_fails_exactly_its_checks(tmp_path):
+    report = tmp_path / "checks.xml"
+    try:
+        done = run_cli("check", "-t", EXAMPLE, "--wait", "90", "--junit", str(report), "--format", "json", timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        results = json.loads(done.stdout)["checks"]
+        assert len(results) == 10 and all(r["held"] and r["first_held"] is not None for r in results), results
+        assert not ET.parse(report).getroot().findall("testcase/failure")
+
+        assert run_cli("link", "set", "--lab", "checks", "r1:eth1", "r2:eth1", "--down").returncode == 0
+        broken = run_cli("check", "--lab", "checks", "--wait", "5", "--junit", str(report), timeout=120)
+        assert broken.returncode == 1, broken.stdout + broken.stderr
+        failed = {case.get("name") for case in ET.parse(report).getroot().findall("testcase") if case.find("failure") is not None}
+        assert failed == {
+            "r1 routes 10.3.3.0/24 via 10.0.12.2",
+            "r1 has OSPF neighbor 10.255.0.2 Full",
+            "r1 has BGP peer 10.0.12.2 Established",
+            "r2 has BGP peer 10.0.12.1 Established",
+        }, failed
+        assert "6 of 10 checks hold" in broken.stderr
+    finally:
+        run_cli("destroy", "--lab", "checks")
+
+
+def test_bad_checks_are_file_errors(topo_file):
+    shapes = topo_file(
+        "name: {name}\ntopology:\n  nodes: {a: {}}\nchecks:\n  - reach: {from: a, to: a}\n"
+        "  - rate: {from: a, to: a, mbit: 5, tolerance: lots}\n  - {reach: {from: a, to: a}, route: {node: a, prefix: 10.0.0.0/8}}\n"
+    )
+    refused = run_cli("check", "-t", str(shapes))
+    assert refused.returncode == 2, refused.stderr
+    assert "lab.yml:6:" in refused.stderr and "'lots' is not a tolerance" in refused.stderr, refused.stderr
+    assert "lab.yml:7:" in refused.stderr and "a check is one of" in refused.stderr, refused.stderr
+    ghost = topo_file("name: {name}\ntopology:\n  nodes: {a: {}}\nchecks:\n  - reach: {from: ghost, to: a}\n", "ghost.yml")
+    refused = run_cli("check", "-t", str(ghost))
+    assert refused.returncode == 2 and "ghost.yml:5:" in refused.stderr and "node 'ghost' is not under" in refused.stderr, (
+        refused.stderr
+    )
+
+
+def _router(n: int, expensive: bool) -> str:
+    """An OSPF router's frr.conf; ``expensive``: its eth2 (towards r4) costs 100.  SPF runs 200 ms after a
+    change, so the failure costs an outage of about that, which the pings measure to 10 ms."""
+    return (
+        f"frr defaults traditional\nhostname r{n}\n!\ninterface eth1\n ip ospf hello-interval 1\n ip ospf dead-interval 4\n!\n"
+        "interface eth2\n ip ospf hello-interval 1\n ip ospf dead-interval 4\n"
+        + (" ip ospf cost 100\n" if expensive else "")
+        + f"!\nrouter ospf\n ospf router-id 10.255.0.{n}\n network 10.0.0.0/8 area 0\n passive-interface eth3\n"
+        " timers throttle spf 200 400 1000\n!\n"  # a reroute that waits 200 ms: an outage the pings see whole
+    )
+
+
+RING = """name: {name}
+topology:
+  nodes:
+    r1: {kind: frr, startup-config: "R1"}
+    r2: {kind: frr, startup-config: "R2"}
+    r3: {kind: frr, startup-config: "R3"}
+    r4: {kind: frr, startup-config: "R4"}
+    h1: {exec: ["ip route add default via 10.1.1.1"]}
+    h2: {exec: ["ip route add default via 10.3.3.1"]}
+  links:
+    - {endpoints: ["r1:eth1", "r2:eth1"], ipv4: ["10.0.12.1/24", "10.0.12.2/24"]}
+    - {endpoints: ["r2:eth2", "r3:eth1"], ipv4: ["10.0.23.2/24", "10.0.23.3/24"]}
+    - {endpoints: ["r1:eth2", "r4:eth1"], ipv4: ["10.0.14.1/24", "10.0.14.4/24"]}
+    - {endpoints: ["r4:eth2", "r3:eth2"], ipv4: ["10.0.34.4/24", "10.0.34.3/24"]}
+    - {endpoints: ["h1:eth1", "r1:eth3"], ipv4: ["10.1.1.10/24", "10.1.1.1/24"]}
+    - {endpoints: ["h2:eth1", "r3:eth3"], ipv4: ["10.3.3.10/24", "10.3.3.1/24"]}
+checks:
+  - reach: {from: h1, to: h2}
+schedule:
+  - {at: 15s, link: ["r1:eth1", "r2:eth1"], state: down}
+"""
+
+
+def test_reconvergence_after_a_scheduled_failure_matches_the_traffic(topo_file, lab_name, tmp_path):
+    """r1-r2 carries h1's traffic (the r4 side costs more); the schedule takes it down. The time `run` reports
+    until the reach check holds again matches the outage timestamped pings see, within 0.2 s."""
+    text = RING
+    for n, expensive in ((1, True), (2, False), (3, True), (4, False)):
+        text = text.replace(f'"R{n}"', json.dumps(_router(n, expensive)))
+    path = topo_file(text)
+    proc = subprocess.Popen(
+        [*NESTLAB, "run", "-t", str(path)], cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    pings = None
+    log = tmp_path / "pings.txt"
+    said: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            said.append(line)
+            if "the schedule starts" in line or not line:
+                break
+        assert "the schedule starts" in said[-1], "".join(said)
+        deadline = time.monotonic() + 14  # OSPF settles on the cheaper way, through r2, before the change at 15 s
+        while "via 10.0.12.2" not in run_cli("exec", "--lab", lab_name, "r1", "--", "ip", "route", "get", "10.3.3.10").stdout:
+            assert time.monotonic() < deadline, "r1 never routed through r2"
+            time.sleep(0.5)
+        ping = [
+            "stdbuf",
+            "-oL",
+            "ping",
+            "-D",
+            "-n",
+            "-i",
+            "0.01",
+            "-W",
+            "0.2",
+            "-c",
+            "2000",
+            "10.3.3.10",
+        ]  # -w would end at an error
+        pings = subprocess.Popen(
+            [*NESTLAB, "exec", "--lab", lab_name, "h1", "--", *ping],
+            stdout=log.open("w"),  # a file: a pipe nobody reads fills after ~13 s and stops the pings
+        )
+        said += proc.stderr.readlines()
+        assert proc.wait(timeout=120) == 0, "".join(said)
+        pings.wait(timeout=30)
+        replies = [float(m.group(1)) for m in re.finditer(r"^\[(\d+\.\d+)\] \d+ bytes from", log.read_text(), re.M)]
+    finally:
+        proc.kill()
+        if pings and pings.poll() is None:
+            pings.kill()
+    reported = re.search(r"every check holds again (\d+\.\d+) s later", "".join(said))
+    assert reported, "".join(said)
+    gaps = [(b - a, a, b) for a, b in zip(replies, replies[1:])]
+    outage, last, first = max(gaps)
+    assert outage > 0.15, (
+        f"no outage seen by the pings ({len(replies)} replies, {replies[0]:.2f}-{replies[-1]:.2f}): {''.join(said)}"
+    )
+    print(f"reconvergence: reported {reported.group(1)} s, the pings' outage {outage:.3f} s")  # shown with -s
+    assert abs(float(reported.group(1)) - outage) <= 0.2, (reported.group(0), outage)
