@@ -144,7 +144,8 @@ def run(
     """Deploy a lab and play its schedule: timed link changes on a drift-free clock.
 
     Each change is printed and logged (/run/nestlab/LAB/events.jsonl) with how late it was
-    applied. Ctrl-C stops; the lab is destroyed unless --keep.
+    applied. With checks: (docs/checks.md) the schedule starts once they hold, and after each change
+    the time until every check holds again is printed. Ctrl-C stops; the lab is destroyed unless --keep.
 
     Example schedule entry:  - {at: 2.5s, link: ["a:eth1", "b:eth1"], set: {rate: 10mbit}}
     """
