@@ -52,9 +52,9 @@ def generate(
         file.write_text(text)
         err.line(f"wrote {file}")
     if deploy:
-        from .lifecycle import _deploy
+        from .lifecycle import deploy_topology
 
-        _deploy(file, None, True, [], [], (None, None, None))
+        deploy_topology(file, None, True, [], [], (None, None, None))
 
 
 def topology(

@@ -10,7 +10,7 @@ import typer
 
 from ...errors import LabError
 from ..common import out, reported
-from .base import Ignored, NameOpt, TopoOpt, clab_app, lab_name
+from .base import NameOpt, TopoOpt, clab_app, lab_name
 
 inspect_app = typer.Typer(invoke_without_command=True, help="The lab's containers (containerlab inspect).")
 clab_app.add_typer(inspect_app, name="inspect")
@@ -141,7 +141,6 @@ def events(
     initial: bool = typer.Option(False, "--initial-state", help="First every running container and interface as it is."),
     stats: bool = typer.Option(False, "--interface-stats", help="Also each interface's counters and rates, periodically."),
     interval: str = typer.Option("1s", "--interface-stats-interval", help="How often the counters are read (500ms, 2s, 1m)."),
-    _runtime: str = typer.Option("", "--runtime", **Ignored),
 ):
     """Stream every lab's containers and interfaces as containerlab's events do, until Ctrl-C: container
     start/stop/die/destroy, interface create/update/delete (and stats), labs deployed later included."""

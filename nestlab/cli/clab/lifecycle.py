@@ -53,10 +53,10 @@ def deploy(
 ):
     """Deploy a lab (containerlab deploy), then print its containers as containerlab's table does."""
     _deploy_flags(owner, export_template, skip_acl, workers, skip_post, graph)
-    _deploy(topo, name, reconfigure, vars_files, split_list(node_filter), (network, ipv4_subnet, ipv6_subnet), dry_run)
+    deploy_topology(topo, name, reconfigure, vars_files, split_list(node_filter), (network, ipv4_subnet, ipv6_subnet), dry_run)
 
 
-def _deploy(
+def deploy_topology(
     topo: Path,
     name: str | None,
     reconfigure: bool,
@@ -101,7 +101,7 @@ def redeploy(
         lab = lab_name(topo, name)
         with state.locked(lab):
             cleanup.remove_lab(lab, folder_too)
-    _deploy(topo, name, False, vars_files, [], (network, ipv4_subnet, ipv6_subnet))
+    deploy_topology(topo, name, False, vars_files, [], (network, ipv4_subnet, ipv6_subnet))
 
 
 @clab_app.command()
