@@ -107,6 +107,58 @@ def test_live_rate_step_shows_within_one_interval(lab_from):
     assert any(e["what"]["set"] == {"rate": "10mbit"} for e in _events(lab))
 
 
+def _trace(path, pattern: list[tuple[int, int]]) -> None:
+    """A Mahimahi trace: (milliseconds, Mbit/s) segments, delivery opportunities spread evenly in each."""
+    lines, start = [], 0
+    for ms, mbit in pattern:
+        count = int(mbit * 1e6 / 12000 * ms / 1000)
+        lines += [start + 1 + k * ms // count for k in range(count)]
+        start += ms
+    path.write_text("\n".join(map(str, sorted(lines))) + "\n")
+
+
+@pytest.mark.throughput
+def test_a_trace_delivers_its_average_and_follows_it_second_by_second(topo_file, tmp_path, lab_name):
+    """A trace of 2 s at 20 Mbit/s then 2 s at 40 (30 on average), looping: 20 s of UDP offered at 60 Mbit/s
+    arrive at 30 Mbit/s within 5 %, and the per-second rate rises and falls with the trace."""
+    from nestlab.lab.lab import Lab
+
+    _trace(tmp_path / "alt.trace", [(2000, 20), (2000, 40)])
+    path = topo_file(
+        "name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links:\n"
+        '    - {endpoints: ["a:eth1", "b:eth1"], ipv4: ["10.9.0.1/24", "10.9.0.2/24"], params: {a: {trace: alt.trace}}}\n'
+    )
+    lab = Lab.from_file(path)
+    lab.deploy()
+    try:
+        server = lab.nodes["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+        time.sleep(0.3)
+        out = lab.nodes["a"].cmd(["iperf3", "-c", "10.9.0.2", "-u", "-b", "60M", "-t", "20", "-i", "1", "-J"], timeout=60)
+        server.wait(timeout=10)
+    finally:
+        lab.destroy()
+    result = json.loads(out)
+    average = result["end"]["sum_received"]["bits_per_second"] / 1e6
+    assert abs(average - 30) <= 1.5, average
+    seconds = [i["sum"]["bits_per_second"] / 1e6 for i in result["intervals"]]
+    expected = [20 if (t % 4) < 2 else 40 for t in range(len(seconds))]
+    best = max(statistics.correlation(seconds, expected[lag:] + expected[:lag]) for lag in range(4))
+    assert best > 0.8, (seconds, best)
+
+
+def test_bad_trace_is_a_file_error(topo_file, tmp_path):
+    (tmp_path / "bad.trace").write_text("5\n3\n")
+    path = topo_file(
+        "name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links:\n"
+        '    - {endpoints: ["a:eth1", "b:eth1"], params: {trace: bad.trace}}\n'
+        '    - {endpoints: ["a:eth2", "b:eth2"], params: {trace: missing.trace}}\n'
+    )
+    refused = run_cli("deploy", "-t", str(path))
+    assert refused.returncode == 2, refused.stderr
+    assert "lab.yml:5:" in refused.stderr and "line 2: '3' is not a time in ms" in refused.stderr, refused.stderr
+    assert "lab.yml:6:" in refused.stderr and "No such file" in refused.stderr, refused.stderr
+
+
 def test_down_then_up_keeps_tcp_connections(lab_from):
     lab = lab_from(pair())
     a, b = lab.nodes["a"], lab.nodes["b"]

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..registry import KINDS
-from . import images, ipv6, mgmt
+from . import images, ipv6, mgmt, trace
 from .binds import resolve_binds
 from .errors import Path, Problem, TopologyError
 from .formats import clab, gotemplate, kathara
@@ -149,6 +149,7 @@ def load_data(located: Located | dict, source: str = "<python>", overrides: Over
         problems = (
             images.resolve_paths(topology, source, located, notices)
             + resolve_binds(topology, source, located, notices)
+            + trace.resolve(topology, source, located)
             + _graph_exists(topology, source, located)
         )
     if problems:

@@ -300,6 +300,9 @@ class Shape(_Strict):
     corrupt: str | float | None = None
     duplicate: str | float | None = None
     reorder: str | float | None = Field(default=None, description="share of packets sent early, needs delay (netem)")
+    trace: str | None = Field(
+        default=None, description="a Mahimahi delivery trace (one line per 1500-byte opportunity, in ms), replayed in a loop"
+    )
 
     _rate = _parsed_by(shape_keys.PARSERS["rate"], "rate")
     _burst = _parsed_by(shape_keys.PARSERS["burst"], "burst")

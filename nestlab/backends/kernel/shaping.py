@@ -26,6 +26,7 @@ from ...model.units import parse_percent, parse_rate, parse_size, parse_time
 from . import namespaces, netlink, rtdump
 
 UNLIMITED = 400 * 10**9
+MIN_BITS = 8000  # HTB's slowest rate: a trace's slice without delivery opportunities
 NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
 
 
@@ -171,6 +172,10 @@ class Shaper:
             self._child.pop(key, None)
             return
         bits = parse_rate(shape["rate"]) if "rate" in shape else (UNLIMITED if shape.get("qdisc") != "tbf" else 34 * 10**9)
+        if "trace" in shape:  # the trace's first slice; its player (services/traceplay.py) changes it from then on
+            from ...model.trace import bins, read
+
+            bits = max(MIN_BITS, bins(read(shape["trace"]))[0])
         burst = parse_size(shape["burst"]) if "burst" in shape else burst_for(bits)
         try:
             want = shape.get("qdisc", "htb")

@@ -1,0 +1,69 @@
+"""Mahimahi delivery traces (``params: {trace: FILE}``): one line per delivery opportunity of one 1500-byte
+packet, its time in ms from the start; the trace repeats once its last line has passed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import Problem
+from .schema import Topology
+from .yamlsource import Located
+
+PACKET_BITS = 1500 * 8
+BIN_MS = 100  # the player changes the rate this often
+
+
+def read(path: str) -> list[int]:
+    """The trace's delivery times (ms); ValueError naming the line that is not one."""
+    times: list[int] = []
+    with open(path) as fh:
+        for number, line in enumerate(fh, 1):
+            text = line.strip()
+            if not text:
+                continue
+            if not text.isdigit() or (times and int(text) < times[-1]):
+                raise ValueError(f"line {number}: '{text[:20]}' is not a time in ms at or after the line before")
+            times.append(int(text))
+    if not times or times[-1] == 0:
+        raise ValueError("it has no delivery time after 0 ms (a trace lasts until its last line)")
+    return times
+
+
+def bins(times: list[int]) -> list[int]:
+    """Bits per second the trace delivers in each :data:`BIN_MS` slice of its period."""
+    count = max(1, -(-times[-1] // BIN_MS))
+    slots = [0] * count
+    for t in times:
+        slots[min(t // BIN_MS, count - 1)] += 1
+    return [n * PACKET_BITS * 1000 // BIN_MS for n in slots]
+
+
+def average_bits(times: list[int]) -> int:
+    """The trace's average rate in bits per second."""
+    return len(times) * PACKET_BITS * 1000 // times[-1]
+
+
+def resolve(topology: Topology, source: str, located: Located) -> list[Problem]:
+    """Make each link's ``trace:`` absolute (relative to the topology file) and check it reads."""
+    base = Path(source).parent if os.path.exists(source) else Path.cwd()
+    problems = []
+    for i, link in enumerate(topology.topology.links):
+        params = link.params
+        for side, shape in (((), params), (("a",), params and params.a), (("b",), params and params.b)):
+            if shape is None or shape.trace is None:
+                continue
+            path = ("topology", "links", i, "params", *side, "trace")
+            full = (base / os.path.expanduser(shape.trace)).resolve()
+            try:
+                read(str(full))
+            except OSError as exc:
+                problems.append(located.problem(path, f"trace '{shape.trace}': {exc.strerror} ({full})"))
+                continue
+            except ValueError as exc:
+                problems.append(located.problem(path, f"trace '{shape.trace}' is not a Mahimahi trace: {exc}"))
+                continue
+            if shape.rate is not None:
+                problems.append(located.problem(path, "a trace sets the rate itself: drop rate: (or trace:)"))
+            shape.trace = str(full)
+    return problems
