@@ -310,15 +310,16 @@ class Applier:
                     shaper.apply(self.path(att.end.node), att.end.iface, dict(att.shape))
         finally:
             shaper.close()
-        self._play_traces(changes.add_links)
+        self.play_traces(changes.add_links)
 
-    def _play_traces(self, links: list[LinkObj]) -> None:
-        """A player for each direction of a new link that follows a delivery trace (it runs in the sending node)."""
+    def play_traces(self, links: list[LinkObj], senders: set[str] | None = None) -> None:
+        """A player for each direction of ``links`` that follows a delivery trace (it runs in the sending node;
+        ``senders``: only where those nodes send)."""
         from ..backends.services import traceplay
 
         for link in links:
             for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b)):
-                if trace := dict(shape).get("trace"):
+                if (trace := dict(shape).get("trace")) and (senders is None or end.node in senders):
                     traceplay.start(self.path(end.node), names.uts_path(self.lab, end.node), end.iface, trace)
 
     # -- deletion ----------------------------------------------------------------

@@ -4,8 +4,8 @@ A stopped node keeps its namespaces, files, addresses and the routes it was give
 (its ``cmd``, daemons its kind started, whatever ran in it) and its interfaces go down, so its peers
 see their carrier go.  What the kernel forgets with the interfaces down waits in the node's folder
 (``stopped.json``), which also says that the node is stopped.  Starting brings the interfaces, those
-addresses and routes, its kind's daemons (FRR reads its frr.conf again), its forwarded ports and its
-``cmd`` back; its ``exec`` commands run again only when asked.
+addresses and routes, its kind's daemons (FRR reads its frr.conf again), its trace players, its
+forwarded ports and its ``cmd`` back; its ``exec`` commands run again only when asked.
 """
 
 from __future__ import annotations
@@ -87,6 +87,8 @@ def start(lab: Lab, refs: list[str], on_exec: ExecReport | None = None, exec_too
     try:
         for kind, members in kinds.grouped(nodes):
             kind.resumed(applier, members)
+        starting = {n.name for n in nodes}
+        applier.play_traces([x for x in lab.plan.links.values() if {x.a.node, x.b.node} & starting], starting)
     finally:
         applier.close()
     declared = lab.topology.topology.nodes
