@@ -111,6 +111,16 @@ def reported() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+def split_list(values: list[str]) -> list[str]:
+    """Options that are repeatable and comma-separated (``--node a,b --node c``), as containerlab's string slices."""
+    return [item for value in values for item in value.split(",") if item]
+
+
+def ignored(flag: str, why: str) -> None:
+    """A flag that is accepted for another tool's sake and changes nothing here, said on standard error."""
+    err.line(f"note {flag}: ignored ({why})")
+
+
 def resolve(topo: Path | None, lab: str | None) -> Lab:
     from ..lab import state
     from ..lab.lab import Lab

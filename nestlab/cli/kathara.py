@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from ..errors import LabError
-from .common import err, out, reported
+from .common import err, ignored, out, reported
 
 kathara_app = typer.Typer(
     help="Kathará's commands (lstart, lclean, lrestart, linfo, lconfig, connect, exec, wipe, list, check, vstart, vclean) "
@@ -43,10 +43,6 @@ def _name(directory: Path) -> str:
     return name_of(_folder(directory))
 
 
-def _note(flag: str, why: str) -> None:
-    err.line(f"note {flag}: ignored ({why})")
-
-
 @kathara_app.command()
 def lstart(
     directory: Path = DirOpt,
@@ -63,9 +59,9 @@ def lstart(
     from .lifecycle import deploy_with
 
     if terminals:
-        _note("--terminals", "open a shell with `nestlab kathara connect DEVICE`")
+        ignored("--terminals", "open a shell with `nestlab kathara connect DEVICE`")
     if options:
-        _note("-o", "set device options in lab.conf")
+        ignored("-o", "set device options in lab.conf")
     with reported():
         folder = _folder(directory)
     deploy_with(folder, force, "summary", False, [], None, False, Overrides(nodes=frozenset(machines or ())))
@@ -168,7 +164,7 @@ def connect(
     if shell:
         os.environ["SHELL"] = shell
     if logs:
-        _note("--logs", "the startup's output was printed by lstart")
+        ignored("--logs", "the startup's output was printed by lstart")
     with reported():
         name = _name(directory)
     nestlab_shell(node=device, topo=None, lab=name)
@@ -240,7 +236,7 @@ def wipe(
     with reported():
         labs = _kathara_labs()
         if settings:
-            _note("--settings", "nestlab keeps no Kathará settings")
+            ignored("--settings", "nestlab keeps no Kathará settings")
         if labs and not force and not typer.confirm(f"remove the Kathará labs {', '.join(labs)}?", err=True):
             raise LabError("nothing removed")
         for name in labs:

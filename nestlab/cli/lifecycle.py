@@ -11,7 +11,7 @@ import typer
 
 from .. import names
 from ..errors import LabError
-from .common import LabOpt, TopoOpt, err, notices, out, print_json, progress_bar, reported, resolve
+from .common import LabOpt, TopoOpt, err, notices, out, print_json, progress_bar, reported, resolve, split_list
 from .servers import ServersOpt
 from .tables import show
 
@@ -64,7 +64,7 @@ def deploy(
     """
     from ..model.overrides import Overrides
 
-    overrides = Overrides(name=name, nodes=frozenset(n for given in node_filter for n in given.split(",") if n))
+    overrides = Overrides(name=name, nodes=frozenset(split_list(node_filter)))
     deploy_with(topo, reconfigure, fmt, table, vars_files, servers, dry_run, overrides)
 
 
@@ -347,7 +347,7 @@ def save(
     Example: nestlab save --lab ospf --to saved/
     """
     with reported():
-        only = {n for given in node_filter for n in given.split(",") if n} or None
+        only = set(split_list(node_filter)) or None
         written = resolve(topo, lab).save(to, only)
         if not written:
             raise LabError("this lab has no router (kind: frr) to save")

@@ -76,13 +76,14 @@ def containers(name: str) -> list[dict[str, Any]]:
     for node, obj in lab.plan.nodes.items():
         spec = nodes.get(node.split("/", 1)[0], {})
         up = known.get(node) == "running"
+        short, full = identity(name, node)
         listed.append(
             {
                 "lab_name": name,
                 "labPath": relative,
                 "absLabPath": os.path.abspath(source) if source else "",
                 "name": container_name(raw, node),
-                "container_id": identity(name, node)[0],
+                "container_id": short,
                 "image": obj.image or images.get(node) or "",
                 "kind": names.clab_kind(obj.kind),
                 "group": spec.get("group") or "",
@@ -93,6 +94,7 @@ def containers(name: str) -> list[dict[str, Any]]:
                 "owner": "root",
                 "labels": labels(raw, name, node, obj.kind, source),
                 "node": node,
+                "full_id": full,
                 "gateways": (str(attached[node].option("gateway4") or ""), str(attached[node].option("gateway6") or ""))
                 if node in attached
                 else ("", ""),

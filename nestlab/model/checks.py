@@ -16,9 +16,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
-class Reach(_Strict):
-    source: str = Field(alias="from", description="the node that pings (or connects)")
+class _Between(_Strict):
+    """A check from one node to another node (its first address) or an address."""
+
+    source: str = Field(alias="from", description="the node the check runs in")
     to: str = Field(description="a node (its first address) or an address")
+
+
+class Reach(_Between):
     expect: bool = Field(default=True, description="false: the check holds while there is no answer")
     port: int | None = Field(default=None, ge=1, le=65535, description="a TCP connect to this port instead of a ping")
 
@@ -50,9 +55,7 @@ class Bgp(_Strict):
     state: str = "Established"
 
 
-class Rate(_Strict):
-    source: str = Field(alias="from")
-    to: str
+class Rate(_Between):
     mbit: float = Field(gt=0, description="the rate expected (iperf3, TCP, 2 s)")
     tolerance: str = Field(default="20%", description="how far off it may be: a percentage or Mbit/s")
 
@@ -68,9 +71,7 @@ class Rate(_Strict):
         return self.mbit * float(self.tolerance[:-1]) / 100 if self.tolerance.endswith("%") else float(self.tolerance)
 
 
-class Latency(_Strict):
-    source: str = Field(alias="from")
-    to: str
+class Latency(_Between):
     ms: float = Field(ge=0, description="the round-trip time expected (ping's average)")
     tolerance: str = Field(default="2ms", description="how far off it may be: a time (2ms) or a percentage")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .endpoint import Endpoint
+
 
 @dataclass(frozen=True)
 class Overrides:
@@ -38,5 +40,5 @@ def _within(link: object, nodes: frozenset[str]) -> bool:
     ends = link.get("endpoints")
     if ends is None:  # the extended form: endpoint: / endpoints: [{node: ...}]
         ends = [link["endpoint"]] if "endpoint" in link else []
-    names = [e.get("node") if isinstance(e, dict) else str(e).split(":", 1)[0] for e in ends or []]
+    names = [e.get("node") if isinstance(e, dict) else Endpoint(str(e)).node for e in ends or []]
     return all(n in nodes for n in names if n not in ("host", "mgmt-net", "macvlan"))

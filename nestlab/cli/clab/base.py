@@ -42,11 +42,6 @@ def lab_name(topo: Path | None, name: str | None) -> str:
     )
 
 
-def split_list(values: list[str]) -> list[str]:
-    """containerlab's string slices: repeatable and comma-separated."""
-    return [item for value in values for item in value.split(",") if item]
-
-
 def node_names(lab: str, given: list[str]) -> list[str]:
     """The nodes given (short or long names, ``clab-LAB-NODE``), or every node of the lab when none is."""
     from ...lab.clab_view import container_name

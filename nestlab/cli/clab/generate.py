@@ -10,8 +10,8 @@ import typer
 import yaml
 
 from ...errors import LabError
-from ..common import err, reported
-from .base import Ignored, clab_app, split_list
+from ..common import err, reported, split_list
+from .base import Ignored, clab_app
 
 INTERFACES = {"srl": "e1-{}", "nokia_srlinux": "e1-{}"}  # a kind's interface names (default eth{})
 

@@ -38,7 +38,7 @@ def inspect(
             out.line(json.dumps({lab: [_details(c) for c in found] for lab, found in grouped.items()}, indent=2))
             return
         if fmt == "json":
-            hidden = ("labels", "node", "gateways")
+            hidden = ("labels", "node", "full_id", "gateways")
             out.line(
                 json.dumps(
                     {lab: [{k: v for k, v in c.items() if k not in hidden} for c in found] for lab, found in grouped.items()},
@@ -72,15 +72,12 @@ def inspect(
 
 def _details(c: dict) -> dict:
     """A container as containerlab's --details prints it (its runtime's GenericContainer)."""
-    from ...lab.clab_view import identity
-
-    short, full = identity(c["lab_name"], c["node"])
     v4, _, v4len = c["ipv4_address"].partition("/")
     v6, _, v6len = c["ipv6_address"].partition("/")
     return {
         "Names": [c["name"]],
-        "ID": full,
-        "ShortID": short,
+        "ID": c["full_id"],
+        "ShortID": c["container_id"],
         "Image": c["image"],
         "State": c["state"],
         "Status": c["status"],

@@ -11,13 +11,8 @@ import typer
 
 from ...errors import LabError
 from ...registry import KINDS
-from ..common import err, out, reported
-from .base import COMPATIBLE, Ignored, NameOpt, NodeFilterOpt, TopoOpt, VarsOpt, clab_app, lab_name, node_names, split_list
-
-
-def note(flag: str, why: str) -> None:
-    """A flag that is accepted and changes nothing here, said once on standard error."""
-    err.line(f"note {flag}: ignored ({why})")
+from ..common import err, ignored, out, reported, split_list
+from .base import COMPATIBLE, Ignored, NameOpt, NodeFilterOpt, TopoOpt, VarsOpt, clab_app, lab_name, node_names
 
 
 def _deploy_flags(owner: str, export_template: str, skip_acl: bool, workers: int, skip_post: bool, graph: bool = False) -> None:
@@ -30,7 +25,14 @@ def _deploy_flags(owner: str, export_template: str, skip_acl: bool, workers: int
         (graph, "--graph", "draw it with `containerlab graph`"),
     ):
         if given:
-            note(flag, why)
+            ignored(flag, why)
+
+
+def _teardown_flags(graceful: bool, keep_mgmt: bool) -> None:
+    if graceful:
+        ignored("--graceful", "nodes are namespaces: destroy ends their processes with SIGTERM first anyway")
+    if keep_mgmt:
+        ignored("--keep-mgmt-net", "the management bridge is removed with the last lab using it")
 
 
 @clab_app.command()
@@ -93,10 +95,7 @@ def redeploy(
     from ...lab import cleanup, state
 
     _deploy_flags("", export_template, skip_acl, workers, skip_post, graph)
-    if graceful:
-        note("--graceful", "nodes are namespaces: destroy ends their processes with SIGTERM first anyway")
-    if keep_mgmt:
-        note("--keep-mgmt-net", "the management bridge is removed with the last lab using it")
+    _teardown_flags(graceful, keep_mgmt)
     with reported():
         lab = lab_name(topo, name)
         with state.locked(lab):
@@ -118,10 +117,7 @@ def destroy(
     """Destroy a lab, or every lab with --all (containerlab destroy); --node-filter removes only those nodes."""
     from ...lab import cleanup, state
 
-    if graceful:
-        note("--graceful", "nodes are namespaces: destroy ends their processes with SIGTERM first anyway")
-    if keep_mgmt:
-        note("--keep-mgmt-net", "the management bridge is removed with the last lab using it")
+    _teardown_flags(graceful, keep_mgmt)
     with reported():
         targets = state.labs() if every else [lab_name(topo, name)]
         if node_filter:
@@ -256,7 +252,7 @@ def graph(
     from ..observe import graph as nestlab_graph
 
     if drawio_args:
-        note("--drawio-args", "nestlab draws the diagram itself, in one layout")
+        ignored("--drawio-args", "nestlab draws the diagram itself, in one layout")
     fmt = "mermaid" if mermaid else "drawio" if drawio else "dot" if dot else None
     if fmt is None:
         nestlab_graph(topo=topo, lab=name, fmt="json", serve=True, host="127.0.0.1", port=50080, output=None)

@@ -99,16 +99,15 @@ def netem_show(
 
 def _impairment(iface: str, shape: dict[str, str]) -> dict:
     """One interface as containerlab's netem show JSON has it."""
-    from ...model.units import parse_rate
+    from ...model.units import parse_percent, parse_rate
 
-    percent = lambda key: float(shape[key].rstrip("%")) if key in shape else 0.0  # noqa: E731
     return {
         "interface": iface,
         "delay": shape.get("delay", ""),
         "jitter": shape.get("jitter", ""),
-        "packet_loss": percent("loss"),
+        "packet_loss": parse_percent(shape["loss"]) if "loss" in shape else 0.0,
         "rate": parse_rate(shape["rate"]) // 1000 if "rate" in shape else 0,
-        "corruption": percent("corrupt"),
+        "corruption": parse_percent(shape["corrupt"]) if "corrupt" in shape else 0.0,
     }
 
 
