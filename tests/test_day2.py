@@ -78,7 +78,12 @@ def test_stopped_router_reroutes_traffic_and_comes_back_with_ospf_full():
         assert "10.77.0.0/16 via 10.1.1.1" in _in("h1", "ip", "route"), "and the route it was given"
         assert "default via 10.1.1.1" in _in("h1", "ip", "route")
         assert _wait(lambda: _full("r2") == 2, 60), _in("r2", "vtysh", "-c", "show ip ospf neighbor")
-        assert _wait(lambda: "10.0.12.2" in _in("r1", "ip", "route", "show", "10.3.3.0/24"), 60), "r2 carries traffic again"
+        assert _wait(lambda: "10.0.12.2" in _in("r1", "ip", "route", "show", "10.3.3.0/24"), 60), (
+            "r2 carries traffic again: "
+            + _in("r1", "ip", "route", "show", "10.3.3.0/24")
+            + _in("r1", "vtysh", "-c", "show ip route 10.3.3.0/24")
+            + _in("r1", "vtysh", "-c", "show ip ospf neighbor")
+        )
         assert _wait(lambda: "1 received" in _in("h1", "ping", "-c1", "-W1", "10.3.3.10"), 10)
         assert set(_states(LAB).values()) == {"running"}
 
