@@ -190,7 +190,9 @@ def operations(folder: str, name: str) -> dict[str, Operation]:
         "mpt deploy": Operation([], ["deploy", "-t", paths["mpt"]]),
         # management network: names in /etc/hosts and ip netns, SSH gate, ssh config, NAT rules, the bridge's ports
         "mgmt deploy": Operation([], ["deploy", "-t", paths["mgmt"]]),
-        "node restart": Operation([deploy], ["node", "restart", "--lab", name, "srv", "n1", *(f"h{i}" for i in range(HOSTS))]),
+        "node restart": Operation(
+            [deploy], ["node", "restart", "--lab", name, "o1", "srv", "n1", *(f"h{i}" for i in range(HOSTS))]
+        ),
     }
 
 
