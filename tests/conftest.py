@@ -102,6 +102,7 @@ def leftovers() -> list[str]:
     found += [f"cgroup {path}" for paths in cgroups.lab_cgroups().values() for path in paths]
     found += [f"interface {name} of this machine" for name in rtdump.marked()]
     found += _management_leftovers()
+    found += [f"lab directory {p}" for p in _lab_folders_in_checkout()]
     if os.environ.get("DOCKER_HOST"):  # set by the docker_engine fixture while its engine runs
         listed = subprocess.run(["docker", "ps", "-aq", "--filter", "label=nestlab.lab"], capture_output=True, text=True)
         found += [f"docker container {cid}" for cid in listed.stdout.split()]
@@ -124,6 +125,20 @@ def _management_leftovers() -> list[str]:
     listed = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     found += [f"interface {line.split(':')[1].strip()}" for line in listed.splitlines() if "alias nestlab-mgmt:" in line]
     return found
+
+
+def _lab_folders_in_checkout() -> list[str]:
+    """clab-LAB/ folders a deploy wrote beside a file of this checkout (destroy keeps them; tests must not)."""
+    if not (ROOT / ".git").exists():  # an unpacked archive: what a deploy writes there
+        return [str(p.parent) for p in ROOT.glob("**/clab-*/topology-data.json") if ".venv" not in p.parts]
+    listed = subprocess.run(
+        ["git", "-c", "safe.directory=*", "-C", str(ROOT), "ls-files", "-o", "-i", "--exclude-standard", "--directory"],
+        capture_output=True,
+        text=True,
+    )
+    if listed.returncode:
+        raise RuntimeError(f"cannot list this checkout's ignored files: {listed.stderr}")
+    return [p for p in listed.stdout.split() if os.path.basename(p.rstrip("/")).startswith("clab-")]
 
 
 def processes():

@@ -178,4 +178,4 @@ def test_clab_template_example_renders_forwards_and_restarts():
         assert run_cli("node", "restart", "--lab", "clab-template", "web").returncode == 0
         assert b"Directory listing" in _get("http://127.0.0.1:18080/"), "served again by the restarted cmd"
     finally:
-        run_cli("destroy", "--lab", "clab-template")
+        run_cli("destroy", "--lab", "clab-template", "--cleanup")

@@ -165,4 +165,4 @@ def test_containerlab_frr01_example_runs_unchanged():
         assert _wait(lambda: "2 received" in lab.nodes["PC2"].cmd("ping -c2 -W1 192.168.11.2"), 60)
         assert "ldpd" in lab.nodes["router1"].cmd("vtysh -c 'show daemons'"), "its own daemons file is used"
     finally:
-        lab.destroy()
+        lab.destroy(folder_too=True)

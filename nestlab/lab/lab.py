@@ -290,10 +290,11 @@ class Lab:
             written[name] = targets[-1]
         return written
 
-    def destroy(self) -> int:
-        """Remove every object of this lab (and any process inside it); returns namespaces removed."""
+    def destroy(self, folder_too: bool = False) -> int:
+        """Remove every object of this lab (and any process inside it); returns namespaces removed.
+        ``folder_too``: also the lab directory beside its file (clab-LAB/), as ``destroy --cleanup``."""
         with state.locked(self.name):
-            return cleanup.remove_lab(self.name)
+            return cleanup.remove_lab(self.name, folder_too)
 
     @contextmanager
     def deployed(self) -> Iterator[Lab]:
