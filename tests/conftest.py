@@ -213,6 +213,23 @@ def run_cli(*args: str, check: bool = False, timeout: float | None = None) -> su
     )
 
 
+def assert_every_cell_judged(folder: Path) -> dict:
+    """A suite's results.json: every measured row and every cell carries a fidelity verdict (docs/fidelity.md)."""
+    import json
+
+    data = json.loads((folder / "results.json").read_text())
+    levels = ("ok", "doubtful", "failed")
+    assert data["cells"], "results.json has a summary per cell"
+    for cell in data["cells"]:
+        assert cell["fidelity"]["verdict"] in levels and cell["fidelity"]["measurements"], cell
+        assert all(m["figures"]["cpus"] for m in cell["fidelity"]["measurements"]), cell
+        assert all(len(f["ci95"]) == 2 for f in cell["figures"].values()), cell
+    assert all(r["fidelity"] in levels for r in data["rows"] if not r.get("error")), "every measured row"
+    page = (folder / "report.html").read_text()
+    assert "id='fidelity'" in page and "<th>fidelity</th>" in page
+    return data
+
+
 def star(name: str, hosts: int, extra: str = "") -> str:
     """A lab ``name``: hosts h0.. on one bridge sw (``extra``: more node lines)."""
     nodes = "".join(f"    h{i}: {{}}\n" for i in range(hosts))

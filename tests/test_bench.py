@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import assert_every_cell_judged, run_cli
 
 from nestlab.bench import stats, tools
 from nestlab.bench.together import Pair, run_together
@@ -160,6 +160,7 @@ def test_lxc_modes_quick_suite_end_to_end(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads((folder / "results.json").read_text())
     assert data["meta"]["kernel"] and data["meta"]["commands"] and not data["meta"]["interrupted"]
+    assert_every_cell_judged(folder)
     modes = {row["mode"] for row in data["rows"]}
     assert {"none", "bridge", "macvlan"} <= modes
     assert all(row["pps"] > 0 and row["latency_avg_us"] > 0 for row in data["rows"] if row["pair"] != "all")
@@ -283,6 +284,7 @@ def test_nested_suite_measures_each_experiment_nested_and_flat(tmp_path):
     folder = scenario.run(dataclasses.replace(suite, quick_axes=axes), tmp_path / "run", quick=True, reps=1)
     _, rows = results.load(folder)
     assert not [r for r in rows if r.get("error")]
+    assert_every_cell_judged(folder)
     for experiment, pairs in (("intra", 2), ("inter", 1)):
         for nesting in both:
             links = [r for r in rows if r["experiment"] == experiment and r["nesting"] == nesting and r["pair"] != "all"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -105,6 +106,7 @@ def test_shaping_and_manet_examples_run(tmp_path):
         result = run_cli("run", "-t", str(tmp_path / name))
         assert result.returncode == 0, result.stderr
         assert "changes; worst lateness" in result.stderr
+        assert re.search(r"^fidelity: (ok|\d+ of 1 not ok)", result.stderr, re.M), result.stderr  # the schedule's verdict
 
 
 @pytest.mark.parametrize("name", ["nestednet-manet.yml", "nestednet-manet-flat.yml"])

@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from conftest import assert_every_cell_judged
 
 from nestlab import names
 from nestlab.backends.kernel import mptcp
@@ -256,6 +257,8 @@ def test_multipath_suite_aggregates_paths_native_and_containerised(tmp_path):
     )
     _, rows = results.load(folder)
     assert not [r for r in rows if r.get("error")]
+    cells = {(c["cell"]["placement"], c["cell"]["method"]): c for c in assert_every_cell_judged(folder)["cells"]}
+    assert cells[("containerised", "tcp")]["figures"]["mbps"]["mean"] > 0
     total = {(r["placement"], r["method"]): r for r in rows if r["pair"] == "all"}
     for placement in ("containerised", "native"):
         plain, mptcp_, mpt_tcp, mpt_udp = (total[(placement, m)] for m in multipath.METHODS)

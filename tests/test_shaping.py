@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -146,6 +148,51 @@ def test_a_trace_delivers_its_average_and_follows_it_second_by_second(topo_file,
     assert best > 0.8, (seconds, best)
 
 
+def _players(lab_name: str, node: str) -> list[str]:
+    from nestlab import names
+    from nestlab.backends.kernel import namespaces, procs
+
+    inode = namespaces.inode(names.netns_path(lab_name, node))
+    found = [procs.cmdline(pid).decode() for pid in procs.in_namespaces({inode}, ("net",))]
+    return [c for c in found if "traceplay" in c]
+
+
+@pytest.mark.throughput
+def test_link_set_trace_replays_it_live_and_rate_ends_it(lab_from, lab_name, tmp_path):
+    """`link set --trace` on a running unshaped link: UDP offered at 60 Mbit/s arrives at the trace's
+    average (20 Mbit/s) within 5 %; another trace replaces the player, --rate ends it, a bad file exits 2."""
+    lab = lab_from(pair())
+    _trace(tmp_path / "alt.trace", [(1000, 10), (1000, 30)])
+    _trace(tmp_path / "flat.trace", [(1000, 5)])
+    done = run_cli(
+        "link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--direction", "a", "--trace", str(tmp_path / "alt.trace")
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(_players(lab_name, "a")) == 1 and not _players(lab_name, "b")
+    server = lab.nodes["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+    time.sleep(0.3)
+    ip = lab.nodes["b"].intf("eth1").ip
+    out = lab.nodes["a"].cmd(["iperf3", "-c", ip, "-u", "-b", "60M", "-t", "8", "-J"], timeout=60)
+    server.wait(timeout=10)
+    average = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+    assert abs(average - 20) <= 1.0, average
+    assert (
+        run_cli(
+            "link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--direction", "a", "--trace", str(tmp_path / "flat.trace")
+        ).returncode
+        == 0
+    )
+    (player,) = _players(lab_name, "a")
+    assert "flat.trace" in player
+    assert run_cli("link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--direction", "a", "--rate", "50mbit").returncode == 0
+    assert not _players(lab_name, "a")
+    (shown,) = json.loads(run_cli("link", "show", "--lab", lab_name, "a:eth1", "b:eth1", "--format", "json").stdout)
+    assert shown["sends"]["a:eth1"] == {"rate": "50mbit"} and shown["kernel"]["a:eth1"]["rate_bps"] == 50_000_000, shown
+    (tmp_path / "bad.trace").write_text("7\n2\n")
+    refused = run_cli("link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--trace", str(tmp_path / "bad.trace"))
+    assert refused.returncode == 2 and "line 2: '2' is not a time in ms" in refused.stderr, refused.stderr
+
+
 def test_bad_trace_is_a_file_error(topo_file, tmp_path):
     (tmp_path / "bad.trace").write_text("5\n3\n")
     path = topo_file(
@@ -268,6 +315,24 @@ def test_bad_params_in_the_file_name_the_field(topo_file):
 
 
 @pytest.mark.throughput
+@pytest.mark.kernel("netem")
+def test_gemodel_loses_in_bursts_at_its_stationary_rate(lab_from):
+    """Gilbert-Elliott '5% 20%' (`link set --gemodel`): 20 % of the pings lost, as p / (p + r) says, in runs
+    averaging about 1 / r = 5 (independent 20 % loss would average 1.25); the kernel has the model."""
+    lab = lab_from(pair())
+    ip = lab.nodes["b"].intf("eth1").ip
+    done = run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", "--direction", "a", "--gemodel", "5% 20%")
+    assert done.returncode == 0, done.stderr
+    out = lab.nodes["a"].cmd(["ping", "-n", "-c", "3000", "-i", "0.002", "-W", "1", ip], timeout=120)
+    seen = {int(m) for m in re.findall(r"icmp_seq=(\d+)", out)}
+    lost = [seq not in seen for seq in range(1, 3001)]
+    runs = [len(list(group)) for is_lost, group in itertools.groupby(lost) if is_lost]
+    assert 12 <= 100 * sum(lost) / len(lost) <= 28, sum(lost)
+    assert statistics.fmean(runs) >= 2.5, runs
+    refused = run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", "--gemodel", "5%")
+    assert refused.returncode == 2 and "P R [1-H [1-K]]" in refused.stderr, refused.stderr
+
+
 @pytest.mark.kernel("netem")
 def test_netem_delay_loss_jitter(lab_from):
     lab = lab_from(pair())

@@ -30,6 +30,37 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
     return {key: [statistics.fmean(v) for _, v in sorted(reps.items())] for key, reps in buckets.items()}
 
 
+def fidelity(rows: list[dict], fig: Figure) -> dict[tuple, str]:
+    """(x, series) -> the worst fidelity verdict of the measurements behind that bar."""
+    from ..lab.fidelity import LEVELS
+
+    worst: dict[tuple, str] = {}
+    for row in rows:
+        if row.get("fidelity") is None or any(row.get(k) != v for k, v in fig.where.items()) or fig.x not in row:
+            continue
+        key = (row[fig.x], row[fig.series])
+        worst[key] = max(worst.get(key, "ok"), row["fidelity"], key=LEVELS.index)
+    return worst
+
+
+def _fidelity_section(cells: list[dict]) -> str:
+    """Which cells the emulation may not have kept up in, and why (docs/fidelity.md)."""
+    judged = [c for c in cells if c["fidelity"]["measurements"]]
+    bad = [c for c in judged if c["fidelity"]["verdict"] != "ok"]
+    head = f"<h2 id='fidelity'>Fidelity</h2><p>{len(judged) - len(bad)} of {len(judged)} cells ok"
+    if not bad:
+        return head + ": the emulation kept up with every measurement.</p>"
+    table = [
+        [", ".join(f"{k}={v}" for k, v in c["cell"].items()), c["fidelity"]["verdict"], "; ".join(c["fidelity"]["reasons"])]
+        for c in bad
+    ]
+    return (
+        head
+        + "; these are not, and their numbers describe the machine as much as the network:</p>"
+        + _table(["cell", "verdict", "why"], table, "fidelity")
+    )
+
+
 def _verdict(paper_order: list, our_order: list, ours: dict) -> str:
     """ "agrees", or "undecided" when every pair we order differently overlaps in its 95 % intervals, else "differs"."""
     if paper_order == our_order:
@@ -153,6 +184,7 @@ def render(folder: Path, suite: Suite) -> Path:
             for r in failed
         )
         parts.append(f"<p class='warning'>{len(failed)} measurements failed and are left out:</p><ul class='failed'>{items}</ul>")
+    parts.append(_fidelity_section(results.cells(folder)))
     for note in suite.notes:
         parts.append(f"<p class='note'>{html.escape(note)}</p>")
     for fig in suite.figures:
@@ -163,6 +195,7 @@ def render(folder: Path, suite: Suite) -> Path:
             parts.append("<p class='empty'>No measurements for this figure in this run.</p></section>")
             continue
         parts.append(f"<figure>{_svg(fig, ours)}</figure>")
+        judged = fidelity(rows, fig)
         table = [
             [
                 str(x),
@@ -172,10 +205,13 @@ def render(folder: Path, suite: Suite) -> Path:
                 f"{v['cv_pct']:.1f}",
                 str(v["n"]),
                 stats.advice(v),
+                judged.get((x, s), "-"),
             ]
             for (x, s), v in sorted(ours.items(), key=lambda kv: str(kv[0]))
         ]
-        parts.append(_table([fig.x, fig.series, f"mean {fig.unit}", "95 % CI", "CV %", "reps", "noisy?"], table, "ours"))
+        parts.append(
+            _table([fig.x, fig.series, f"mean {fig.unit}", "95 % CI", "CV %", "reps", "noisy?", "fidelity"], table, "ours")
+        )
         if fig.claim:
             parts.append(f"<p class='paper'>Paper ({html.escape(fig.paper_ref)}): {html.escape(fig.claim)}</p>")
             parts.append(

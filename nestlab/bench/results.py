@@ -39,8 +39,9 @@ def machine() -> dict:
     }
 
 
-def write(folder: Path, meta: dict, rows: list[dict]) -> None:
-    """results.json and results.csv, each replaced whole or not at all (a full disk keeps the last)."""
+def write(folder: Path, meta: dict, rows: list[dict], cells: list[dict] | None = None) -> None:
+    """results.json (``meta``, ``rows``, and ``cells``: each cell's summary and fidelity) and results.csv
+    (the rows), each replaced whole or not at all (a full disk keeps the last)."""
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
@@ -48,7 +49,10 @@ def write(folder: Path, meta: dict, rows: list[dict]) -> None:
     writer = csv.DictWriter(text, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
-    for name, content in (("results.json", json.dumps({"meta": meta, "rows": rows}, indent=1)), ("results.csv", text.getvalue())):
+    for name, content in (
+        ("results.json", json.dumps({"meta": meta, "cells": cells or [], "rows": rows}, indent=1)),
+        ("results.csv", text.getvalue()),
+    ):
         tmp = folder / f".{name}.tmp"
         try:
             tmp.write_text(content)
@@ -65,3 +69,8 @@ def load(folder: Path) -> tuple[dict, list[dict]]:
         raise LabError(f"{folder} is not a results folder (no results.json); `nestlab bench SUITE` makes one")
     data = json.loads(path.read_text())
     return data["meta"], data["rows"]
+
+
+def cells(folder: Path) -> list[dict]:
+    """The per-cell summaries (figures, fidelity) of a results folder; none in one written before they were."""
+    return json.loads((Path(folder) / "results.json").read_text()).get("cells", [])

@@ -46,6 +46,7 @@ def _suite_command(name: str):
 
     from ..bench import results, scenario
     from ..bench.suites import SUITES
+    from ..lab.fidelity import summary_line
 
     suite = SUITES[name]
 
@@ -83,6 +84,9 @@ def _suite_command(name: str):
             meta, _ = results.load(folder)
             state = "interrupted; finished cells kept" if meta["interrupted"] else "done"
             err.print(f"{name}: {state} -> {folder}/report.html (results.json, results.csv, raw/)")
+            judged = [c["fidelity"] for c in results.cells(folder) if c["fidelity"]["measurements"]]
+            if line := summary_line(judged):
+                err.line(f"{name}: {line} (report.html#fidelity)")
             if meta["interrupted"]:
                 raise typer.Exit(130)
 
@@ -125,70 +129,79 @@ def bench_run(
 ):
     """Measure once between two nodes of a running lab (Mininet's iperf, done right).
 
-    JSON keys carry their units: mbps, pps, latency_avg_us, rtt_avg_ms...
+    JSON keys carry their units: mbps, pps, latency_avg_us, rtt_avg_ms...  Each measurement carries a
+    fidelity verdict (ok, doubtful, failed: whether the emulation kept up, docs/fidelity.md).
     Example: nestlab bench run --lab quickstart --from h1 --to h2 --tool iperf3 --parallel 4
     """
     from rich.table import Table
 
     from ..bench import tools
     from ..bench.together import Pair, run_together
+    from ..lab.fidelity import Watch, summary_line
 
     with reported():
         tools.check_run(tool, duration, parallel, size, bitrate, cpu, fmt)
         the_lab = resolve(topo, lab)
         client, server = node_of(the_lab, src), node_of(the_lab, dst)
         target = _address(server, address)
-        if tool == "ping":
-            tools.require("ping")
-            result = tools.parse_ping(
-                client.cmd(
-                    [
-                        "ping",
-                        "-n",
-                        "-q",
-                        "-c",
-                        str(max(1, int(duration * 5))),
-                        "-i",
-                        "0.2",
-                        *(["-s", str(size)] if size else []),
-                        target,
-                    ],
-                    timeout=duration + 30,
+        with Watch(the_lab) as watch:
+            if tool == "ping":
+                tools.require("ping")
+                result = tools.parse_ping(
+                    client.cmd(
+                        [
+                            "ping",
+                            "-n",
+                            "-q",
+                            "-c",
+                            str(max(1, int(duration * 5))),
+                            "-i",
+                            "0.2",
+                            *(["-s", str(size)] if size else []),
+                            target,
+                        ],
+                        timeout=duration + 30,
+                    )
                 )
-            )
-        elif tool == "iperf3":
-            tools.require("iperf3")
-            if mptcp:
-                tools.require("mptcpize")
-            command = tools.iperf3_command(
-                target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp, cpu=cpu
-            )
-            (ran,) = run_together(
-                [Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30
-            )
-            result = tools.parse_iperf3(ran.stdout)
-        else:  # sockperf (check_run took only the three)
-            tools.require("sockperf")
-            results_ = {}
-            for test in ("throughput", "ping-pong"):
-                command = tools.sockperf_command(test, target, 11111, duration, size or 64)
+            elif tool == "iperf3":
+                tools.require("iperf3")
+                if mptcp:
+                    tools.require("mptcpize")
+                command = tools.iperf3_command(
+                    target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp, cpu=cpu
+                )
                 (ran,) = run_together(
-                    [Pair(client, command, server, ["sockperf", "server", "-i", target, "-p", "11111"])], timeout=duration + 30
+                    [Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30
                 )
-                results_[test] = tools.parse_sockperf(ran.stdout)
-            result = {
-                "pps": results_["throughput"]["pps"],
-                "mbps": results_["throughput"]["mbps"],
-                **{k: v for k, v in results_["ping-pong"].items() if k.startswith("latency_")},
-            }
-        result = {"tool": tool, "from": src, "to": dst, "address": target, **result}
+                result = tools.parse_iperf3(ran.stdout)
+            else:  # sockperf (check_run took only the three)
+                tools.require("sockperf")
+                results_ = {}
+                for test in ("throughput", "ping-pong"):
+                    command = tools.sockperf_command(test, target, 11111, duration, size or 64)
+                    (ran,) = run_together(
+                        [Pair(client, command, server, ["sockperf", "server", "-i", target, "-p", "11111"])],
+                        timeout=duration + 30,
+                    )
+                    results_[test] = tools.parse_sockperf(ran.stdout)
+                result = {
+                    "pps": results_["throughput"]["pps"],
+                    "mbps": results_["throughput"]["mbps"],
+                    **{k: v for k, v in results_["ping-pong"].items() if k.startswith("latency_")},
+                }
+        verdict = watch.verdict.to_json()
+        result = {"tool": tool, "from": src, "to": dst, "address": target, **result, "fidelity": verdict}
         if fmt == "json":
             print_json(result)
         else:
             table = Table("measure", "value")
             for key, value in result.items():
-                table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+                if key != "fidelity":
+                    table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+            table.add_row("fidelity", verdict["verdict"])
             out.print(table)
+        if line := summary_line([verdict]):
+            err.line(f"{line} (--format json: its figures)")
 
 
 def _nearest(src, dst) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -30,11 +31,17 @@ def link_set(
     jitter: str | None = typer.Option(None, help="e.g. 5ms (netem, needs --delay)."),
     distribution: str | None = typer.Option(None, help="Of the jitter: uniform, normal, pareto, paretonormal."),
     loss: str | None = typer.Option(None, help="e.g. 10% (netem)."),
+    gemodel: str | None = typer.Option(
+        None, help="Bursty loss, Gilbert-Elliott as tc writes it: 'P R [1-H [1-K]]', e.g. '5% 20%' (netem)."
+    ),
     corrupt: str | None = typer.Option(None, help="e.g. 1% (netem)."),
     duplicate: str | None = typer.Option(None, help="e.g. 1% (netem)."),
     reorder: str | None = typer.Option(None, help="e.g. 25% (netem, needs --delay)."),
     mtu: int | None = typer.Option(None, help="MTU of both ends."),
     qdisc: str | None = typer.Option(None, help="htb (default) or tbf: what enforces the rate."),
+    trace: str | None = typer.Option(
+        None, help="A Mahimahi delivery trace file: the rate follows it, looping (replaces --rate; none stops it)."
+    ),
     down: bool = typer.Option(False, "--down", help="Take the link down (both ends)."),
     up: bool = typer.Option(False, "--up", help="Bring the link up again."),
     direction: str = typer.Option("both", help="both, a (what A sends) or b (what B sends)."),
@@ -44,6 +51,7 @@ def link_set(
     Only the options given change; "none" removes one (e.g. --delay none).
 
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
+    Example: nestlab link set --lab lte ue:eth1 enb:eth1 --direction b --trace traces/Verizon-LTE-down.trace
     """
     from ..lab import where
 
@@ -56,11 +64,13 @@ def link_set(
             jitter=jitter,
             distribution=distribution,
             loss=loss,
+            gemodel=gemodel,
             corrupt=corrupt,
             duplicate=duplicate,
             reorder=reorder,
             mtu=mtu,
             qdisc=qdisc,
+            trace=os.path.abspath(trace) if trace not in (None, "none") else trace,
         )
         params = {k: v for k, v in given.items() if v is not None}
         if down and up:
@@ -73,6 +83,8 @@ def link_set(
         handle = found.link(a, b)
         site = where.of(found.name)
         if not site.here:  # the share holding the link changes it; its own line says what it did
+            if trace:
+                raise LabError("--trace on a lab on servers: the trace file would have to be on the server; not supported yet")
             share = site.one_share(
                 [a, b],
                 "live changes to a link cut between servers (a VXLAN tunnel) are not supported yet; pin both ends to one server",
@@ -149,6 +161,7 @@ def run(
 
     Example schedule entry:  - {at: 2.5s, link: ["a:eth1", "b:eth1"], set: {rate: 10mbit}}
     """
+    from ..lab.fidelity import Watch, summary_line
     from ..lab.lab import Lab
     from ..lab.schedule import play
 
@@ -162,14 +175,16 @@ def run(
         try:
             if lab.topology.checks:  # the schedule starts on a lab that works, and each change is timed until it works again
                 watcher = _converged(lab)
-            played = play(
-                lab,
-                loops,
-                lambda p: (
-                    err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"),
-                    watcher.changed(p.applied, f"t={p.at:.3f}s {p.what}") if watcher else None,
-                ),
-            )
+            with Watch(lab) as fidelity:
+                played = play(
+                    lab,
+                    loops,
+                    lambda p: (
+                        err.print(f"t={p.at:7.3f}s  {p.what}  (late {p.late_ms:.2f} ms, applied in {p.apply_ms:.2f} ms)"),
+                        watcher.changed(p.applied, f"t={p.at:.3f}s {p.what}") if watcher else None,
+                    ),
+                )
+            err.line(summary_line([fidelity.verdict.to_json()]) or "fidelity: ok (the emulation kept up with the schedule)")
             worst = max(p.late_ms + p.apply_ms for p in played)
             err.print(f"{len(played)} changes; worst lateness including apply time {worst:.2f} ms")
             if watcher:

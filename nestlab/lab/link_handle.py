@@ -89,6 +89,7 @@ class LinkHandle:
                 if value == CLEAR:
                     shape[side].pop(key, None)
                 else:
+                    shape[side].pop({"trace": "rate", "rate": "trace"}.get(key, ""), None)  # each sets the rate
                     shape[side][key] = str(value)
         updated = dataclasses.replace(
             self.obj,
@@ -98,7 +99,11 @@ class LinkHandle:
             mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
         ends = [
-            (names.netns_path(self.lab.name, end.node), end.iface, dict(new) if new != old else None)
+            (
+                end,
+                dict(new) if new != old else None,
+                dict(new).get("trace") if dict(new).get("trace") != dict(old).get("trace") else False,
+            )
             for end, old, new in (
                 (self.obj.a, self.obj.shape_a, updated.shape_a),
                 (self.obj.b, self.obj.shape_b, updated.shape_b),
@@ -110,9 +115,16 @@ class LinkHandle:
             with state.locked(self.lab.name, create=False):  # not in the middle of a deploy or destroy
                 started = time.perf_counter()
                 with self._shaping() as shaper:
-                    for path, iface, new_shape in ends:
+                    for end, new_shape, trace in ends:
+                        path, iface = names.netns_path(self.lab.name, end.node), end.iface
+                        if trace is not False:  # the trace changed: its player goes (a new one follows the new trace)
+                            from ..backends.services import traceplay
+
+                            traceplay.stop(path, iface)
                         if new_shape is not None:
                             shaper.apply(path, iface, new_shape)
+                        if trace:
+                            traceplay.start(path, names.uts_path(self.lab.name, end.node), iface, trace)
                         if mtu is not None:
                             shaper.set_mtu(path, iface, int(mtu))
                         if new_state:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import glob
 import ipaddress
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -149,12 +150,37 @@ def load_data(located: Located | dict, source: str = "<python>", overrides: Over
         problems = (
             images.resolve_paths(topology, source, located, notices)
             + resolve_binds(topology, source, located, notices)
-            + trace.resolve(topology, source, located)
+            + _resolve_traces(topology, source, located)
             + _graph_exists(topology, source, located)
         )
     if problems:
         raise TopologyError(source, problems)
     return Loaded(topology, source, notices + mgmt.notes(topology, located), located)
+
+
+def _resolve_traces(topology: Topology, source: str, located: Located) -> list[Problem]:
+    """Make each link's ``trace:`` absolute (relative to the topology file) and check it reads."""
+    base = FsPath(source).parent if os.path.exists(source) else FsPath.cwd()
+    problems = []
+    for i, link in enumerate(topology.topology.links):
+        params = link.params
+        for side, shape in (((), params), (("a",), params and params.a), (("b",), params and params.b)):
+            if shape is None or shape.trace is None:
+                continue
+            path = ("topology", "links", i, "params", *side, "trace")
+            full = (base / os.path.expanduser(shape.trace)).resolve()
+            try:
+                trace.read(str(full))
+            except OSError as exc:
+                problems.append(located.problem(path, f"trace '{shape.trace}': {exc.strerror} ({full})"))
+                continue
+            except ValueError as exc:
+                problems.append(located.problem(path, f"trace '{shape.trace}' is not a Mahimahi trace: {exc}"))
+                continue
+            if shape.rate is not None:
+                problems.append(located.problem(path, "a trace sets the rate itself: drop rate: (or trace:)"))
+            shape.trace = str(full)
+    return problems
 
 
 def _graph_exists(topology: Topology, source: str, located: Located) -> list[Problem]:

@@ -300,6 +300,9 @@ class Shape(_Strict):
     corrupt: str | float | None = None
     duplicate: str | float | None = None
     reorder: str | float | None = Field(default=None, description="share of packets sent early, needs delay (netem)")
+    gemodel: str | None = Field(
+        default=None, description="Gilbert-Elliott bursty loss, 'P R [1-H [1-K]]' as tc writes it, e.g. '5% 20%' (netem)"
+    )
     trace: str | None = Field(
         default=None, description="a Mahimahi delivery trace (one line per 1500-byte opportunity, in ms), replayed in a loop"
     )
@@ -308,6 +311,7 @@ class Shape(_Strict):
     _burst = _parsed_by(shape_keys.PARSERS["burst"], "burst")
     _times = _parsed_by(shape_keys.PARSERS["delay"], "delay", "jitter")
     _shares = _parsed_by(shape_keys.PARSERS["loss"], "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
+    _gemodel = _parsed_by(shape_keys.PARSERS["gemodel"], "gemodel")
 
 
 class LinkParams(Shape):

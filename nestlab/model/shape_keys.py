@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .units import parse_percent, parse_rate, parse_size, parse_time
+from .units import parse_gemodel, parse_percent, parse_rate, parse_size, parse_time
 
 QDISCS = ("htb", "tbf")
 DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
@@ -51,9 +51,24 @@ PARSERS: dict[str, Callable] = {
     "delay": parse_time,
     "jitter": parse_time,
     **dict.fromkeys(("loss", "loss_correlation", "corrupt", "duplicate", "reorder"), parse_percent),
+    "gemodel": parse_gemodel,
 }
+
+
+def _trace(value: str) -> None:
+    from .trace import read
+
+    try:
+        read(value)
+    except OSError as exc:
+        raise ValueError(f"'{value}': {exc.strerror}") from None
+    except ValueError as exc:
+        raise ValueError(f"'{value}' is not a Mahimahi trace: {exc}") from None
+
+
 CHECKS: dict[str, Callable] = {
     **PARSERS,
+    "trace": _trace,
     "queue": _queue,
     "qdisc": _choice(QDISCS),
     "distribution": _choice(DISTRIBUTIONS),
@@ -75,6 +90,10 @@ def problems(params: dict[str, str | int | float]) -> list[tuple[str, str]]:
             found.append((key, str(exc)))
     if not found and (wrong := tbf_problem(params.get("qdisc"), params.get("rate"))):
         found.append(("qdisc", wrong))
+    if "gemodel" in params and "loss" in params:
+        found.append(("gemodel", "gemodel is a loss model of its own: give loss or gemodel"))
+    if "trace" in params and "rate" in params:
+        found.append(("trace", "a trace sets the rate itself: give --trace or --rate"))
     return found
 
 

@@ -3,13 +3,6 @@ packet, its time in ms from the start; the trace repeats once its last line has 
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from .errors import Problem
-from .schema import Topology
-from .yamlsource import Located
-
 PACKET_BITS = 1500 * 8
 BIN_MS = 100  # the player changes the rate this often
 
@@ -42,28 +35,3 @@ def bins(times: list[int]) -> list[int]:
 def average_bits(times: list[int]) -> int:
     """The trace's average rate in bits per second."""
     return len(times) * PACKET_BITS * 1000 // times[-1]
-
-
-def resolve(topology: Topology, source: str, located: Located) -> list[Problem]:
-    """Make each link's ``trace:`` absolute (relative to the topology file) and check it reads."""
-    base = Path(source).parent if os.path.exists(source) else Path.cwd()
-    problems = []
-    for i, link in enumerate(topology.topology.links):
-        params = link.params
-        for side, shape in (((), params), (("a",), params and params.a), (("b",), params and params.b)):
-            if shape is None or shape.trace is None:
-                continue
-            path = ("topology", "links", i, "params", *side, "trace")
-            full = (base / os.path.expanduser(shape.trace)).resolve()
-            try:
-                read(str(full))
-            except OSError as exc:
-                problems.append(located.problem(path, f"trace '{shape.trace}': {exc.strerror} ({full})"))
-                continue
-            except ValueError as exc:
-                problems.append(located.problem(path, f"trace '{shape.trace}' is not a Mahimahi trace: {exc}"))
-                continue
-            if shape.rate is not None:
-                problems.append(located.problem(path, "a trace sets the rate itself: drop rate: (or trace:)"))
-            shape.trace = str(full)
-    return problems

@@ -48,6 +48,16 @@ def parse_percent(text: str | int | float) -> float:
     return value
 
 
+def parse_gemodel(text: str) -> tuple[float, float, float, float]:
+    """Gilbert-Elliott loss as tc writes it, ``"P R [1-H [1-K]]"`` (percentages): P good->bad, R bad->good,
+    1-H loss in the bad state (default 100%), 1-K loss in the good state (default 0%); raises ValueError."""
+    words = str(text).split()
+    if not 2 <= len(words) <= 4:
+        raise ValueError(f"'{text}' is not 'P R [1-H [1-K]]', e.g. '5% 20%' (good->bad, bad->good) or '5% 20% 80% 1%'")
+    shares = [parse_percent(w) for w in words] + [100.0, 0.0][len(words) - 2 :]
+    return shares[0], shares[1], shares[2], shares[3]
+
+
 def parse_size(text: str | int) -> int:
     """Bytes from ``"64kb"``, ``"1mb"``, ``1500``; raises ValueError."""
     if isinstance(text, int):

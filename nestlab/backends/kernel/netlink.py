@@ -240,7 +240,8 @@ def pfifo(index: int, handle: int, parent: int, limit: int) -> Request:
     return Request(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, body, f"set pfifo on interface {index}")
 
 
-TCA_NETEM_CORR, TCA_NETEM_DELAY_DIST, TCA_NETEM_REORDER, TCA_NETEM_CORRUPT = 1, 2, 3, 4
+TCA_NETEM_CORR, TCA_NETEM_DELAY_DIST, TCA_NETEM_REORDER, TCA_NETEM_CORRUPT, TCA_NETEM_LOSS = 1, 2, 3, 4, 5
+NETEM_LOSS_GE = 2  # struct tc_netem_gemodel: p, r, h, k1
 
 
 def _share(percent: float) -> int:
@@ -261,10 +262,12 @@ def netem(
     prob_reorder: float = 0,
     prob_corrupt: float = 0,
     table: list[int] | None = None,
+    gemodel: tuple[float, float, float, float] | None = None,
 ) -> Request:
-    """A netem qdisc (times in µs, shares in %), with an optional delay distribution ``table`` (tc's .dist values).
+    """A netem qdisc (times in µs, shares in %), with an optional delay distribution ``table`` (tc's .dist values)
+    and Gilbert-Elliott loss ``gemodel`` (p, r, 1-h, 1-k in %, as tc takes them).
 
-    pyroute2 cannot send a distribution table, so this message is packed here.
+    pyroute2 can send neither, so this message is packed here.
     """
     qopt = struct.pack(
         "=IIIIII", int(delay * _TICKS), limit, _share(loss), 1 if prob_reorder else 0, _share(duplicate), int(jitter * _TICKS)
@@ -278,6 +281,10 @@ def netem(
         extra += attr(TCA_NETEM_REORDER, struct.pack("=II", _share(prob_reorder), 0))
     if prob_corrupt:
         extra += attr(TCA_NETEM_CORRUPT, struct.pack("=II", _share(prob_corrupt), 0))
+    if gemodel:
+        p, r, bad_loss, good_loss = gemodel
+        ge = struct.pack("=4I", _share(p), _share(r), 0xFFFFFFFF - _share(bad_loss), _share(good_loss))
+        extra += attr(TCA_NETEM_LOSS, attr(NETEM_LOSS_GE, ge))
     body = (
         _TCMSG.pack(socket.AF_UNSPEC, index, handle, parent, 0) + name_attr(TCA_KIND, "netem") + attr(TCA_OPTIONS, qopt + extra)
     )

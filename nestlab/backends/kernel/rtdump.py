@@ -33,7 +33,7 @@ OPERSTATES = ("UNKNOWN", "NOTPRESENT", "DOWN", "LOWERLAYERDOWN", "TESTING", "DOR
 IFF_UP = 0x1
 _IFINFO = struct.Struct("=BxHiII")
 _IFADDR = struct.Struct("=BBBBI")
-_STATS = struct.Struct("=4Q")  # rx_packets, tx_packets, rx_bytes, tx_bytes: the head of rtnl_link_stats64
+_STATS = struct.Struct("=8Q")  # rx/tx packets, rx/tx bytes, rx/tx errors, rx/tx dropped: the head of rtnl_link_stats64
 
 
 @dataclass
@@ -51,6 +51,7 @@ class LinkInfo:
     tx_packets: int = 0
     rx_bytes: int = 0
     tx_bytes: int = 0
+    tx_dropped: int = 0  # e.g. a tun device's: packets its reader (a daemon) was too slow for
     addresses: list[str] = field(default_factory=list)
     alias: str = ""  # the owner marker nestlab writes on what it creates outside its namespaces
 
@@ -75,7 +76,9 @@ def parse_link(body: bytes) -> LinkInfo:
     if IFLA_IFALIAS in a:
         info.alias = a[IFLA_IFALIAS].rstrip(b"\0").decode(errors="replace")
     if IFLA_STATS64 in a:
-        info.rx_packets, info.tx_packets, info.rx_bytes, info.tx_bytes = _STATS.unpack_from(a[IFLA_STATS64])
+        info.rx_packets, info.tx_packets, info.rx_bytes, info.tx_bytes, _, _, _, info.tx_dropped = _STATS.unpack_from(
+            a[IFLA_STATS64]
+        )
     return info
 
 

@@ -22,12 +22,12 @@ import sys
 from dataclasses import dataclass
 
 from ...errors import LabError
-from ...model.units import parse_percent, parse_rate, parse_size, parse_time
-from . import namespaces, netlink, rtdump
+from ...model.units import parse_gemodel, parse_percent, parse_rate, parse_size, parse_time
+from . import namespaces, netlink, rtdump, tcstats
 
 UNLIMITED = 400 * 10**9
 MIN_BITS = 8000  # HTB's slowest rate: a trace's slice without delivery opportunities
-NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder")
+NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder", "gemodel")
 
 
 def burst_for(bits: int, mtu: int = 1500) -> int:
@@ -72,12 +72,9 @@ def netem_options(shape: dict) -> dict:
     for key, arg in pairs:
         if key in shape:
             opts[arg] = parse_percent(shape[key])
+    if "gemodel" in shape:
+        opts["gemodel"] = parse_gemodel(shape["gemodel"])
     return opts
-
-
-_TCMSG = struct.Struct("=BxxxiIII")  # struct tcmsg: family, ifindex, handle, parent, info
-_TCA_KIND, _TCA_OPTIONS = 1, 2
-_RTM_GETTCLASS = 42
 
 
 @dataclass(frozen=True)
@@ -131,12 +128,12 @@ class Shaper:
         """A namespace's qdiscs by interface index (only ``index``'s if given).  The kernel dumps them
         whole: only the headers are read to pick one interface's (a switch namespace may hold thousands)."""
         found: dict[int, list[Qdisc]] = {}
-        for _type, body in self._fast(path).dump(netlink.RTM_GETQDISC, _TCMSG.pack(0, 0, 0, 0, 0)):
-            _family, ifindex, handle, parent, _info = _TCMSG.unpack_from(body)
+        for _type, body in self._fast(path).dump(netlink.RTM_GETQDISC, tcstats.TCMSG.pack(0, 0, 0, 0, 0)):
+            _family, ifindex, handle, parent, _info = tcstats.TCMSG.unpack_from(body)
             if index is None or ifindex == index:
-                a = netlink.attrs(body, _TCMSG.size)
+                a = netlink.attrs(body, tcstats.TCMSG.size)
                 found.setdefault(ifindex, []).append(
-                    Qdisc(handle, parent, a.get(_TCA_KIND, b"").rstrip(b"\0").decode(), a.get(_TCA_OPTIONS, b""))
+                    Qdisc(handle, parent, a.get(tcstats.TCA_KIND, b"").rstrip(b"\0").decode(), a.get(tcstats.TCA_OPTIONS, b""))
                 )
         return found
 
@@ -195,8 +192,9 @@ class Shaper:
             limit = int(shape.get("queue", 1000))
             child = ("netem", tuple(sorted(netem.items())), limit, shape.get("distribution")) if netem else ("pfifo", limit)
             if self._child.get(key) != child:
-                if netem and shape.get("distribution", "uniform") != "uniform":
-                    table = distribution_table(shape["distribution"])
+                if netem and (shape.get("distribution", "uniform") != "uniform" or "gemodel" in netem):  # pyroute2 sends neither
+                    spread = shape.get("distribution", "uniform")
+                    table = distribution_table(spread) if spread != "uniform" else None
                     self._fast(path).run(netlink.netem(index, 0x100000, 0x10001, limit=limit, table=table, **netem))
                 elif netem:
                     self._ipr(path).tc("replace", "netem", index=index, parent="1:1", handle="10:", limit=limit, **netem)
@@ -238,13 +236,9 @@ class Shaper:
             self._states[path] = {i.index: i.state for i in rtdump.interfaces(nl, counters=False)}
             self._shown[path] = self._qdisc_table(path)
         out: dict = {"state": self._states[path].get(index, "missing").lower()}
-        for _type, body in nl.dump(_RTM_GETTCLASS, _TCMSG.pack(0, index, 0, 0, 0)):
-            a = netlink.attrs(body, _TCMSG.size)
-            if a.get(_TCA_KIND, b"").rstrip(b"\0") == b"htb":
-                opts = netlink.attrs(a[_TCA_OPTIONS], 0)
-                # TCA_HTB_RATE64 when the rate passes 32 bits, else the tc_ratespec in TCA_HTB_PARMS (rate at byte 8)
-                rate = struct.unpack("=Q", opts[6])[0] if 6 in opts else struct.unpack_from("=I", opts[1], 8)[0]
-                out["rate_bps"] = rate * 8
+        rate = tcstats.htb_rate(nl, index)
+        if rate is not None:
+            out["rate_bps"] = rate
         for q in self._shown[path].get(index, []):
             if q.kind == "netem":  # struct tc_netem_qopt: latency, limit, loss, gap, duplicate, jitter
                 out["netem"] = {"limit": q.u32(4), "loss_u32": q.u32(8), "duplicate_u32": q.u32(16)}

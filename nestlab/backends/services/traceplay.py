@@ -5,12 +5,13 @@ namespace (``python -m nestlab.backends.services.traceplay IFACE TRACE``), it en
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 
 from ...model.trace import BIN_MS, bins, read
-from ..kernel import containers
+from ..kernel import containers, namespaces, procs
 from ..kernel.netlink import Netlink, get_link, htb_class
 from ..kernel.shaping import MIN_BITS, burst_for
 
@@ -27,6 +28,21 @@ def start(net_path: str, uts_path: str, iface: str, trace: str) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+def stop(net_path: str, iface: str) -> None:
+    """End the player of ``iface`` in that namespace, if one runs (before another starts or the trace is dropped)."""
+    inode = namespaces.inode(net_path)
+    if inode is None:
+        return
+    mine = [__name__.encode(), iface.encode()]
+    for pid in procs.in_namespaces({inode}, ("net",)):
+        argv = procs.cmdline(pid).split(b"\0")
+        if argv[1:4] == [b"-m", *mine]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def play(iface: str, trace: str) -> None:
