@@ -266,3 +266,116 @@ def test_ansible_configures_ospf_over_ssh_and_a_second_run_changes_nothing(tmp_p
     finally:
         run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
     assert leftovers() == []
+
+
+CREDENTIALS = """name: {name}
+mgmt: {ipv4-subnet: 172.20.29.0/24}
+topology:
+  defaults:
+    credentials: {username: admin, password: lab-Secret1}
+  groups:
+    lab: {labels: {ansible-group: hosts}}
+  nodes:
+    a: {kind: linux, group: lab}
+    b: {kind: linux, group: lab}
+    c: {kind: linux, group: lab, credentials: {password: c-Secret2}}
+    d: {kind: linux, group: lab, ssh: false}
+"""
+
+
+def _with_password(password: str, *args: str) -> subprocess.CompletedProcess:
+    """OpenSSH's own client, given the password by SSH_ASKPASS (no terminal), refusing keys."""
+    askpass = Path(os.environ.get("TMPDIR", "/tmp")) / f"askpass-{os.getpid()}"
+    askpass.write_text(f"#!/bin/sh\necho '{password}'\n")
+    askpass.chmod(0o700)
+    try:
+        return subprocess.run(
+            [
+                "ssh",
+                "-o",
+                "PubkeyAuthentication=no",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "ConnectTimeout=10",
+                "-o",
+                "NumberOfPasswordPrompts=1",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force", "DISPLAY": ":0"},
+        )
+    finally:
+        askpass.unlink()
+
+
+def test_credentials_log_in_with_their_password_and_fill_the_inventories(topo_file, tmp_path, lab_name):
+    """containerlab's credentials: (defaults, overridden per node): each node answers its username and
+    password on port 22 of its management address as uid 0, a wrong password is refused, the ssh config
+    names the user, the inventories carry the passwords where containerlab puts them, and Ansible (through
+    sshpass, as a user runs it with passwords) reaches every node with them; the machine's files are untouched."""
+    topo = topo_file(CREDENTIALS, "lab.clab.yml")
+    passwd_before = Path("/etc/passwd").read_bytes()
+    shadow_before = Path("/etc/shadow").read_bytes()
+    done = run_cli("deploy", "-t", str(topo), timeout=120)
+    assert done.returncode == 0, done.stderr
+    try:
+        report = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json").stdout)
+        address = {
+            n["name"]: a.split("/")[0]
+            for n in report["nodes"]
+            for i in n["interfaces"]
+            if i["name"] == "eth0"
+            for a in i["addresses"]
+            if "." in a
+        }
+        ok = _with_password("lab-Secret1", f"admin@{address['a']}", "id -u; hostname")
+        assert ok.returncode == 0 and ok.stdout.split() == ["0", "a"], ok.stderr
+        assert _with_password("c-Secret2", f"admin@{address['c']}", "hostname").stdout.strip() == "c"
+        wrong = _with_password("lab-Secret1", f"admin@{address['c']}", "hostname")
+        assert wrong.returncode == 255 and "Permission denied" in wrong.stderr, wrong.stderr
+        assert _with_password("lab-Secret1", f"root@{address['a']}", "hostname").returncode == 255, "root has no password"
+        keyed = _run("ssh", "-o", "BatchMode=yes", f"clab-{lab_name}-b", "echo $LOGNAME")
+        assert keyed.returncode == 0 and keyed.stdout.strip() == "admin", keyed.stderr  # User admin, the lab's key
+        assert Path("/etc/passwd").read_bytes() == passwd_before and Path("/etc/shadow").read_bytes() == shadow_before
+        folder = tmp_path / f"clab-{lab_name}"
+        inventory = yaml.safe_load((folder / "ansible-inventory.yml").read_text())["all"]
+        assert inventory["vars"]["ansible_user"] == "admin" and inventory["vars"]["ansible_password"] == "lab-Secret1"
+        hosts = inventory["children"]["linux"]["hosts"]
+        assert hosts[f"clab-{lab_name}-c"]["ansible_password"] == "c-Secret2", hosts  # its own: on the host
+        assert list(inventory["children"]["hosts"]["hosts"]) == [f"clab-{lab_name}-{n}" for n in "abcd"]
+        nornir = yaml.safe_load((folder / "nornir-simple-inventory.yml").read_text())
+        assert nornir["c"]["username"] == "admin" and nornir["c"]["password"] == "c-Secret2"
+        env = {
+            **os.environ,
+            "ANSIBLE_HOST_KEY_CHECKING": "False",
+            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible"),
+            "ANSIBLE_NOCOLOR": "1",
+        }
+        ansible = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "ansible"),
+                "-i",
+                str(folder / "ansible-inventory.yml"),
+                "linux:!*-d",
+                "-m",
+                "raw",
+                "-a",
+                "hostname",
+                "--ssh-extra-args=-o PubkeyAuthentication=no",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
+        assert ansible.returncode == 0 and ansible.stdout.count("CHANGED") == 3, ansible.stdout[-2000:] + ansible.stderr[-1000:]
+    finally:
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []

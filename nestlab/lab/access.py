@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import names
+from ..model.credentials import Login, inventory_vars, kind_login, login_of
 from ..registry import KINDS
 from . import hosts, sshgate
 
@@ -42,23 +43,29 @@ class Managed:
     kind: str
     ipv4: ipaddress.IPv4Interface
     ipv6: ipaddress.IPv6Interface
+    login: Login = Login()
 
 
 def managed(lab: Lab) -> list[Managed]:
     """The lab's nodes with a management address, in name order."""
     from ..links.mgmt import interfaces
 
-    prefix = lab.document().get("prefix")
-    return [
-        Managed(
-            att.end.node,
-            names.long_name(prefix, lab.name, att.end.node),
-            lab.plan.nodes[att.end.node].kind,
-            ipaddress.IPv4Interface(att.end.ipv4[0]),
-            ipaddress.IPv6Interface(att.end.ipv6[0]),
+    doc = lab.document()
+    base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
+    found = []
+    for att in sorted(interfaces(lab.plan).values(), key=lambda a: a.end.node):
+        kind = lab.plan.nodes[att.end.node].kind
+        found.append(
+            Managed(
+                att.end.node,
+                names.long_name(doc.get("prefix"), lab.name, att.end.node),
+                kind,
+                ipaddress.IPv4Interface(att.end.ipv4[0]),
+                ipaddress.IPv6Interface(att.end.ipv6[0]),
+                login_of(doc, att.end.node, kind, base),
+            )
         )
-        for att in sorted(interfaces(lab.plan).values(), key=lambda a: a.end.node)
-    ]
+    return found
 
 
 def lab_folder(lab: Lab) -> str:
@@ -84,7 +91,7 @@ class Ahead:
             self.nodes = managed(lab)
             if self.nodes:
                 _files(lab, lab_folder(lab), self.nodes)
-                sshgate.keys(lab.name)
+                sshgate.keys(lab.name, {n.node: n.login for n in self.nodes})
         except BaseException as exc:  # re-raised by done()
             self.error = exc
 
@@ -124,10 +131,11 @@ def _host_lines(nodes: list[Managed]) -> list[str]:
 
 
 def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
+    """containerlab's ssh config: per node its user (credentials:, else root) and key (identity-file:, else the lab's)."""
     text = f"# Containerlab SSH Config for the {lab} lab\n"
     for node in nodes:
         text += (
-            f'\nHost {node.long}\n\tUser root\n\tIdentityFile "{key}"\n'
+            f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
             "\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n"
         )
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -198,18 +206,38 @@ def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
 def ansible_inventory(lab: Lab, nodes: list[Managed]) -> dict:
     """containerlab's ansible-inventory.yml: a group per kind and per ``ansible-group`` label, ``ansible_host`` set."""
     doc = lab.document()
-    children: dict[str, dict] = {}
+    by_kind: dict[str, list[Managed]] = {}
     for node in nodes:
-        host = {"ansible_host": str(node.ipv4.ip)}
-        children.setdefault(names.clab_kind(node.kind), {"hosts": {}})["hosts"][node.long] = host
-        group = (doc["topology"]["nodes"].get(node.node, {}).get("labels") or {}).get("ansible-group")
-        if group:
-            children.setdefault(str(group), {"hosts": {}})["hosts"][node.long] = host
-    return {"all": {"vars": {"ansible_httpapi_use_proxy": False}, "children": children}}
+        by_kind.setdefault(names.clab_kind(node.kind), []).append(node)
+    kinds: dict[str, dict] = {}
+    groups: dict[str, dict] = {}
+    for kind, members in sorted(by_kind.items()):
+        group_vars, host_vars = inventory_vars({n.node: n.login for n in members}, kind_login(doc, members[0].kind))
+        kinds[kind] = {**({"vars": group_vars} if group_vars else {}), "hosts": {}}
+        for node in members:
+            host = {"ansible_host": str(node.ipv4.ip), **host_vars[node.node]}
+            kinds[kind]["hosts"][node.long] = host
+            group = (doc["topology"]["nodes"].get(node.node, {}).get("labels") or {}).get("ansible-group")
+            if group:
+                groups.setdefault(str(group), {"hosts": {}})["hosts"][node.long] = host
+    defaults = (doc["topology"].get("defaults") or {}).get("credentials") or {}
+    top = {"ansible_httpapi_use_proxy": False}
+    top |= {
+        key: defaults[word]
+        for key, word in (("ansible_user", "username"), ("ansible_password", "password"))
+        if defaults.get(word)
+    }
+    return {"all": {"vars": top, "children": kinds | dict(sorted(groups.items()))}}
 
 
 def nornir_inventory(nodes: list[Managed]) -> dict:
     """containerlab's nornir-simple-inventory.yml: each node by its short name, its management address as hostname."""
     return {
-        node.node: {"username": "root", "password": None, "platform": "linux", "hostname": str(node.ipv4.ip)} for node in nodes
+        node.node: {
+            "username": node.login.user,
+            "password": node.login.password,
+            "platform": "linux",
+            "hostname": str(node.ipv4.ip),
+        }
+        for node in nodes
     }

@@ -25,19 +25,32 @@ from .. import names
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
+from ..model.credentials import Login
 
 if TYPE_CHECKING:
     from .lab import Lab
 
 PORT = 22
+# sshd -i for a node with credentials: in a mount namespace of its own, the node's /etc/passwd plus the
+# login's line and a shadow file of that line alone are bound over /etc/passwd and /etc/shadow (the node's
+# files and the machine's are untouched; the temporary copies are gone once bound).
+# Arguments: sshd, its config, the node's logins/NODE file.
+LOGIN = r"""mkdir -p -m 0755 /run/sshd && exec unshare -m --propagation private sh -c '
+user=$(head -n1 "$3" | cut -d: -f1) && t=$(mktemp -d) &&
+grep -v "^$user:" /etc/passwd > "$t/passwd" && head -n1 "$3" >> "$t/passwd" &&
+tail -n1 "$3" > "$t/shadow" && chmod 600 "$t/shadow" &&
+mount --bind "$t/passwd" /etc/passwd && mount --bind "$t/shadow" /etc/shadow && rm -rf "$t" &&
+exec "$1" -i -f "$2" -o PasswordAuthentication=yes -o PermitRootLogin=yes' login "$@"
+"""
 
 
 def client_key(lab: str) -> str:
     return os.path.join(names.lab_keys(lab), "id_ed25519")
 
 
-def keys(lab: str) -> str:
-    """The lab's keys and sshd configuration, made once (root's alone; the two keys at once)."""
+def keys(lab: str, logins: dict[str, Login]) -> str:
+    """The lab's keys, sshd configuration and the logins ``credentials:`` ask for, made once (root's alone;
+    the two keys at once)."""
     folder = names.lab_keys(lab)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     making = [
@@ -53,6 +66,9 @@ def keys(lab: str) -> str:
         if proc.wait():
             raise LabError(f"ssh-keygen failed: {proc.stderr.read().decode().strip() if proc.stderr else ''}")
     mine = [path for path in glob.glob(os.path.expanduser("~/.ssh/id_*.pub"))]
+    mine += sorted(
+        {f"{x.identity_file}.pub" for x in logins.values() if x.identity_file and os.path.exists(f"{x.identity_file}.pub")}
+    )
     with open(os.path.join(folder, "authorized_keys"), "w") as fh:
         for path in [client_key(lab) + ".pub", *mine]:
             with open(path) as key:
@@ -66,9 +82,31 @@ def keys(lab: str) -> str:
                 "Subsystem sftp /usr/lib/openssh/sftp-server",
             )
         )
+    _logins(folder, {node: x for node, x in logins.items() if x.username or x.password})
     for entry in os.scandir(folder):
-        os.chmod(entry.path, 0o600)
+        os.chmod(entry.path, 0o600 if entry.is_file() else 0o700)
     return folder
+
+
+def _logins(folder: str, logins: dict[str, Login]) -> None:
+    """Per node with ``credentials:``, ``logins/NODE``: its passwd line (uid 0, as a device's admin) and
+    shadow line (the password hashed by OpenSSL's SHA-512 crypt, or ``*``: keys only)."""
+    where = os.path.join(folder, "logins")
+    os.makedirs(where, mode=0o700, exist_ok=True)
+    for stale in set(os.listdir(where)) - set(logins):  # a redeploy that dropped a node's credentials
+        os.unlink(os.path.join(where, stale))
+    words = sorted({x.password for x in logins.values() if x.password})
+    hashed = {}
+    if words:
+        made = subprocess.run(
+            ["openssl", "passwd", "-6", "-stdin"], input="\n".join(words) + "\n", capture_output=True, text=True
+        )
+        if made.returncode:
+            raise LabError(f"openssl could not hash the lab's passwords: {made.stderr.strip()}")
+        hashed = dict(zip(words, made.stdout.split()))
+    for node, x in logins.items():
+        with open(os.path.join(where, node), "w") as fh:
+            fh.write(f"{x.user}:x:0:0:{x.user}:/root:/bin/sh\n{x.user}:{hashed.get(x.password or '', '*')}:20000:0:99999:7:::\n")
 
 
 def wanted(lab: Lab, node: str) -> bool:
@@ -146,14 +184,17 @@ def serve(lab_dir: str, keys: str, listeners: dict[int, str]) -> None:
     for fd, node in listeners.items():
         chooser.register(socket.socket(fileno=fd), selectors.EVENT_READ, node)
     command = ["sh", "-c", f'mkdir -p -m 0755 /run/sshd && exec {SSHD} -i -f "{keys}/sshd_config"']
+    with_login = ["sh", "-c", LOGIN, "login", SSHD, f"{keys}/sshd_config"]
     while True:
         for key, _ in chooser.select():
             try:
                 conn, _ = key.fileobj.accept()
             except OSError:
                 continue
+            login = os.path.join(keys, "logins", key.data)
             try:
-                Node(lab, key.data).popen(command, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
+                run = [*with_login, login] if os.path.exists(login) else command
+                Node(lab, key.data).popen(run, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
             except (OSError, LabError):
                 pass  # the node is gone or stopped: this connection ends unanswered
             finally:

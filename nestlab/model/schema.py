@@ -165,6 +165,17 @@ class Healthcheck(_Strict):
         return value
 
 
+class Credentials(_Strict):
+    """containerlab's ``credentials:`` (docs/management.md): who logs in over SSH; each key falls back
+    separately, node > group > kind > defaults."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
+
+    username: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    password: str | None = Field(default=None, min_length=1)
+    identity_file: str | None = Field(default=None, alias="identity-file", description="private key for the ssh config")
+
+
 class _NodeBase(_Strict):
     """One node. ``kind`` falls back to ``topology.kinds`` / ``topology.defaults``, then ``linux``.
     The keys of each kind come from its module in nestlab/kinds."""
@@ -247,6 +258,7 @@ class _NodeBase(_Strict):
         description="none: no management interface; host: this machine's network stack; container:NODE: NODE's stack",
     )
     ssh: bool | None = Field(default=None, description="false: no SSH on the node's management address")
+    credentials: Credentials | None = Field(default=None, description="username/password (and identity-file) for SSH")
     component_of: str | None = Field(default=None, description="(set by nestlab) the node a component belongs to")
 
     _net_only = _parsed_by(_net_sysctls, "sysctls")

@@ -1,0 +1,83 @@
+"""Who logs in to a node over SSH: containerlab's ``credentials:`` (username, password, identity-file).
+
+Each key falls back on its own, node > group > kind > defaults, as containerlab resolves them; where
+they came from decides where an Ansible inventory puts them (containerlab's rules, ``inventory_vars``).
+Read from the topology as data (``Lab.document()``), so a running lab needs no schema to answer.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..registry import KINDS
+
+KEYS = ("username", "password", "identity_file")
+
+
+@dataclass(frozen=True)
+class Login:
+    username: str | None = None  # None: root, with the lab's key
+    password: str | None = None
+    identity_file: str | None = None
+    source: str | None = None  # where username/password came from: node (or its group), kind, defaults; None: unset
+
+    @property
+    def user(self) -> str:
+        return self.username or "root"
+
+
+def kind_login(doc: dict, kind: str) -> Login:
+    """What ``kinds:`` says for ``kind`` alone (an inventory's group vars)."""
+    body = doc["topology"]
+    by_kind = next((v for k, v in (body.get("kinds") or {}).items() if KINDS.canonical(k) == kind), None) or {}
+    found = by_kind.get("credentials") or {}
+    return Login(found.get("username"), found.get("password"))
+
+
+def login_of(doc: dict, node: str, kind: str, base: str) -> Login:
+    """``node``'s login (``kind``: its canonical kind; ``base``: the folder an identity-file is relative to)."""
+    body = doc["topology"]
+    spec = body["nodes"].get(node) or {}
+    group = (body.get("groups") or {}).get(spec.get("group") or "") or {}
+    by_kind = next((v for k, v in (body.get("kinds") or {}).items() if KINDS.canonical(k) == kind), None) or {}
+    layers = [
+        ("node", spec.get("credentials") or {}),
+        ("node", group.get("credentials") or {}),
+        ("kind", by_kind.get("credentials") or {}),
+        ("defaults", (body.get("defaults") or {}).get("credentials") or {}),
+    ]
+    found = {key: next((layer[key] for _, layer in layers if layer.get(key)), None) for key in KEYS}
+    source = next((where for where, layer in layers if layer.get("username") or layer.get("password")), None)
+    identity = found["identity_file"]
+    if identity:
+        identity = os.path.join(base, os.path.expanduser(identity))
+    return Login(found["username"], found["password"], identity, source)
+
+
+def inventory_vars(logins: dict[str, Login], kind_login: Login) -> tuple[dict, dict[str, dict]]:
+    """containerlab's placement of ``ansible_user``/``ansible_password`` for the nodes of one kind group:
+    (the group's vars, each host's vars).  A host carries its own when they came from the node or its
+    group, when the group's nodes differ, or when some came from defaults and some not."""
+    users = {n: login.username for n, login in logins.items()}
+    words = {n: login.password for n, login in logins.items()}
+    sources = {n: login.source for n, login in logins.items()}
+    mixed = "defaults" in sources.values() and any(s not in (None, "defaults") for s in sources.values())
+    uniform_user, uniform_word = len(set(users.values())) <= 1, len(set(words.values())) <= 1
+    group: dict = {}
+    first = next(iter(logins.values()), Login())
+    from_defaults = "defaults" in sources.values()
+    if kind_login.username or (uniform_user and first.username and not from_defaults):
+        group["ansible_user"] = kind_login.username or first.username
+    if kind_login.password or (uniform_word and first.password and not from_defaults):
+        group["ansible_password"] = kind_login.password or first.password
+    hosts: dict[str, dict] = {}
+    for name, login in logins.items():
+        mine = login.source == "node" or mixed
+        extra = {}
+        if mine or not uniform_user:
+            extra["ansible_user"] = login.username
+        if mine or not uniform_word:
+            extra["ansible_password"] = login.password
+        hosts[name] = {k: v for k, v in extra.items() if v is not None}
+    return group, hosts
