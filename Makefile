@@ -4,7 +4,7 @@
 SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
-APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr openssh-server openssh-client nginx apache2 bridge-utils sudo curl
+APT    := iproute2 iputils-ping iperf3 procps openvswitch-switch nftables tini runc umoci debootstrap busybox-static docker.io sockperf chromium mptcpd tshark frr openssh-server openssh-client nginx apache2 bridge-utils sudo curl sshpass openssl clang libbpf-dev
 APT_VM := qemu-system-x86 linux-image-amd64 busybox-static
 APT_BENCH := mininet bridge-utils
 MPT    := mpt/nestlab-mpt
@@ -60,10 +60,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat 2>/dev/null || $(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-# The multipath tunnel daemon (Go, standard library only; Debian's golang-go is enough).
-$(MPT): $(wildcard mpt/*.go) mpt/go.mod
+# The multipath tunnel daemon (Go; cilium/ebpf pinned in mpt/go.mod, from the Go module proxy) with its kernel
+# datapath, bpf/mpt.c, compiled by Debian's clang against Debian's libbpf headers and embedded in the binary.
+$(MPT): $(wildcard mpt/*.go) mpt/go.mod mpt/go.sum mpt/mpt.bpf.o
 	@test -x $(GO) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go >/dev/null; }
 	cd mpt && GOFLAGS=-mod=mod $(GO) build -trimpath -o nestlab-mpt .
+
+mpt/mpt.bpf.o: mpt/bpf/mpt.c
+	@command -v clang >/dev/null && test -f /usr/include/bpf/bpf_helpers.h || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libbpf-dev >/dev/null; }
+	clang -O2 -g -target bpf -mcpu=v3 -I/usr/include/$$(gcc -dumpmachine) -c mpt/bpf/mpt.c -o $@
 
 # Kubernetes from source for `nestlab k8s cluster up` (k8s/go.mod pins v1.34.2; modules and build cache stay in
 # $(K8S_CACHE), so a second `make k8s` does nothing); etcd, containerd, runc and the CNI plugins are Debian's.
@@ -103,4 +108,4 @@ test-k8s: k8s
 	$(VENV)/bin/pytest -m k8s -p no:cacheprovider -q -rs
 
 clean:
-	rm -rf $(VENV) *.egg-info $(MPT)
+	rm -rf $(VENV) *.egg-info $(MPT) mpt/mpt.bpf.o

@@ -1,16 +1,15 @@
 #!/usr/bin/env python3
-"""The MPT tunnel over 12 x 100 Mbit/s paths: this checkout's daemon against another's, and MPTCP, in one run.
+"""The MPT tunnel at line rate: its kernel datapath against its daemon's, against another checkout's daemon, and MPTCP, in one run.
 
-Seed 001's testbed (nestlab.bench.suites.multipath, containerised, 12 paths) is deployed once per
-variant: "after" (this checkout), and with --before REF also "before" (REF's daemon, the kernel's
-default tun queue of 500 packets) and "after-q500" (this daemon, that queue).  The variants take
-turns (A B C, then C B A, ...), so all see the same machine.  Each runs UDP offered at 1 200 Mbit/s
-and one TCP connection through the tunnel; "after" also MPTCP on the same paths.  Beside each
-result, where the machine's CPU went while it ran (both cores: the daemons; user, system, softirq,
-steal, idle).
+Seed 001's testbed (nestlab.bench.suites.multipath, containerised) over N x 100 Mbit/s paths (--paths, default
+12 and 32) is deployed once per variant: "bpf" (this checkout, tc programs carry the packets), "user" (this
+checkout's daemon reads every packet) and, with --before REF, "before" (REF's daemon).  The variants take turns
+(A B C, then C B A, ...), so all see the same machine.  Each runs UDP offered at N x 100 Mbit/s with iperf3's
+default socket buffers (as a user runs it) and one TCP connection through the tunnel; "bpf" also MPTCP on the
+same paths.  Beside each result: the machine's idle share and its CPU per Gbit/s (every core, kernel work
+included: a kernel datapath's work is softirq, a daemon's is its own).
 
-Usage (root):  python benchmarks/mpt_line_rate.py [--before REF] [--rounds 3] [--duration 10] [--json FILE]
-REF is a commit whose mpt/ is built for the comparison (default: none, this checkout only).
+Usage (root):  python benchmarks/mpt_line_rate.py [--before REF] [--paths 12,32] [--rounds 3] [--duration 10] [--json FILE]
 """
 
 from __future__ import annotations
@@ -30,41 +29,27 @@ from nestlab.backends.services import mpt_daemon  # noqa: E402
 from nestlab.bench import tools  # noqa: E402
 from nestlab.bench.suites import multipath  # noqa: E402
 
-PATHS = 12
+KEYS = ("mbps", "capacity_pct", "retransmits", "lost_pct", "cpu_idle_pct", "cpu_softirq_pct", "cpu_steal_pct")
+KEYS += ("machine_cpu_pct_per_gbps", "cpu_daemons_pct", "datapath")
 
 
 def build(ref: str, out: str) -> str:
-    """nestlab-mpt built from commit ``ref``'s mpt/ folder."""
+    """nestlab-mpt built from commit ``ref``'s mpt/ folder (its kernel program too, if it has one)."""
     src = tempfile.mkdtemp(prefix="mpt-src-")
     tar = subprocess.run(["git", "-C", ROOT, "archive", ref, "mpt"], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", src], input=tar, check=True)
+    folder = os.path.join(src, "mpt")
+    if os.path.exists(os.path.join(folder, "bpf", "mpt.c")):
+        machine = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+        subprocess.run(
+            ["clang", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{machine}", "-c", "bpf/mpt.c", "-o", "mpt.bpf.o"],
+            cwd=folder,
+            check=True,
+        )
     subprocess.run(
-        ["go", "build", "-trimpath", "-o", out, "."],
-        cwd=os.path.join(src, "mpt"),
-        check=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod"},
+        ["go", "build", "-trimpath", "-o", out, "."], cwd=folder, check=True, env={**os.environ, "GOFLAGS": "-mod=mod"}
     )
     return out
-
-
-def measure(lab, method: str, duration: float) -> dict:
-    cell = {"placement": "containerised", "paths": PATHS, "method": method}
-    summary = multipath.measure(lab, cell, duration, Discard())[-1]
-    return {
-        key: summary.get(key)
-        for key in (
-            "mbps",
-            "capacity_pct",
-            "retransmits",
-            "lost_pct",
-            "cpu_daemons_pct",
-            "cpu_user_pct",
-            "cpu_system_pct",
-            "cpu_softirq_pct",
-            "cpu_steal_pct",
-            "cpu_idle_pct",
-        )
-    }
 
 
 class Discard:
@@ -74,18 +59,20 @@ class Discard:
         pass
 
 
-def run(variant: str, binary: str, txqueuelen: int, results: list, duration: float, methods: list[str]) -> None:
-    os.environ["NESTLAB_MPT"], mpt_daemon.TXQUEUELEN = binary, txqueuelen
-    lab = multipath.testbed("containerised", PATHS)
+def run(variant: str, binary: str, datapath: str, paths: int, results: list, duration: float, methods: list[str]) -> None:
+    os.environ["NESTLAB_MPT"] = binary
+    lab = multipath.testbed("containerised", paths, datapath)
     lab.deploy()
     try:
         for method in methods:
-            r = measure(lab, method, duration)
-            results.append({"variant": variant, "method": method, **r})
+            cell = {"placement": "containerised", "paths": paths, "method": method, "datapath": datapath}
+            summary = multipath.measure(lab, cell, duration, Discard())[-1]
+            r = {key: summary.get(key) for key in KEYS}
+            results.append({"variant": variant, "paths": paths, "method": method, **r})
             print(
-                f"{variant:10} {method:8} {r['mbps']:6.0f} Mbit/s {r['capacity_pct']:5.1f} %  retransmits {r['retransmits'] or 0:5}  "
-                f"CPU: daemons {r['cpu_daemons_pct'] or 0:4.1f}  user {r['cpu_user_pct']:4.1f}  system {r['cpu_system_pct']:4.1f}  "
-                f"softirq {r['cpu_softirq_pct']:4.1f}  steal {r['cpu_steal_pct']:4.1f}  idle {r['cpu_idle_pct']:4.1f}",
+                f"{variant:7} {paths:3} paths {method:8} {r['mbps']:6.0f} Mbit/s {r['capacity_pct']:5.1f} %  "
+                f"retransmits {r['retransmits'] or 0:5}  idle {r['cpu_idle_pct']:4.1f} %  softirq {r['cpu_softirq_pct']:4.1f} %  "
+                f"steal {r['cpu_steal_pct']:4.1f} %  CPU/Gbit/s {r['machine_cpu_pct_per_gbps'] or 0:5.0f} %  ({r['datapath'] or '-'})",
                 flush=True,
             )
     finally:
@@ -94,39 +81,39 @@ def run(variant: str, binary: str, txqueuelen: int, results: list, duration: flo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--before", help="commit whose daemon is the baseline")
+    ap.add_argument("--before", help="commit whose daemon is a further baseline")
+    ap.add_argument("--paths", default="12,32")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--json")
     args = ap.parse_args()
     tools.require("iperf3")
-    variants = {"after": (mpt_daemon.binary(), mpt_daemon.TXQUEUELEN)}
+    variants = {"bpf": (mpt_daemon.binary(), "bpf"), "user": (mpt_daemon.binary(), "user")}
     if args.before:
-        old = build(args.before, os.path.join(tempfile.mkdtemp(prefix="mpt-before-"), "nestlab-mpt"))
-        variants |= {
-            "before": (old, 500),
-            "after-q500": (mpt_daemon.binary(), 500),
-        }  # the old daemon and queue; the new daemon alone
+        variants["before"] = (build(args.before, os.path.join(tempfile.mkdtemp(prefix="mpt-before-"), "nestlab-mpt")), "auto")
     results: list[dict] = []
     order = list(variants)
     for r in range(args.rounds):
-        for variant in order if r % 2 == 0 else order[::-1]:
-            methods = ["mpt-udp", "mpt-tcp"] + (["mptcp"] if variant == "after" else [])
-            run(variant, *variants[variant], results, args.duration, methods)
+        for paths in (int(p) for p in args.paths.split(",")):
+            for variant in order if r % 2 == 0 else order[::-1]:
+                methods = ["mpt-udp", "mpt-tcp"] + (["mptcp"] if variant == "bpf" else [])
+                run(variant, *variants[variant], paths, results, args.duration, methods)
     print(
-        f"\n{'variant':10} {'method':8} {'Mbit/s median (range)':>22} {'% of 1200':>9} {'retransmits':>11} {'daemons % CPU':>13} {'idle %':>6}"
+        f"\n{'variant':7} {'paths':>5} {'method':8} {'Mbit/s median (range)':>22} {'% of N x 100':>12} {'retr.':>6} {'idle %':>6} {'CPU % per Gbit/s':>16}"
     )
-    for variant in order:
-        for method in ("mpt-udp", "mpt-tcp", "mptcp"):
-            rows = [r for r in results if r["variant"] == variant and r["method"] == method]
-            if not rows:
-                continue
-            mbps = [r["mbps"] for r in rows]
-            print(
-                f"{variant:10} {method:8} {statistics.median(mbps):8.0f} ({min(mbps):.0f}-{max(mbps):.0f}){'':4} "
-                f"{statistics.median(r['capacity_pct'] for r in rows):9.1f} {statistics.median(r['retransmits'] or 0 for r in rows):11.0f} "
-                f"{statistics.median(r['cpu_daemons_pct'] or 0 for r in rows):13.1f} {statistics.median(r['cpu_idle_pct'] for r in rows):6.1f}"
-            )
+    for paths in (int(p) for p in args.paths.split(",")):
+        for variant in order:
+            for method in ("mpt-udp", "mpt-tcp", "mptcp"):
+                rows = [r for r in results if r["variant"] == variant and r["method"] == method and r["paths"] == paths]
+                if not rows:
+                    continue
+                mbps = [r["mbps"] for r in rows]
+                print(
+                    f"{variant:7} {paths:5} {method:8} {statistics.median(mbps):8.0f} ({min(mbps):.0f}-{max(mbps):.0f}){'':4} "
+                    f"{statistics.median(r['capacity_pct'] for r in rows):12.1f} {statistics.median(r['retransmits'] or 0 for r in rows):6.0f} "
+                    f"{statistics.median(r['cpu_idle_pct'] for r in rows):6.1f} "
+                    f"{statistics.median(r['machine_cpu_pct_per_gbps'] or 0 for r in rows):16.0f}"
+                )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)

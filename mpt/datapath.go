@@ -235,6 +235,9 @@ func (t *tunnel) decapsulate(index int, p *path, pkt []byte) {
 			t.malformed.Add(1)
 			return
 		}
+		if version == 4 {
+			completeChecksum(body)
+		}
 		if _, err := syscall.Write(t.tun, body); err == nil {
 			p.rxPackets.Add(1)
 			p.rxBytes.Add(uint64(len(body)))
@@ -249,4 +252,51 @@ func (t *tunnel) decapsulate(index int, p *path, pkt []byte) {
 func fatal(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "nestlab-mpt: "+format+"\n", args...)
 	os.Exit(1)
+}
+
+// completeChecksum finishes an IPv4 TCP or UDP checksum left partial: a peer's kernel datapath sends a
+// TCP burst's segments as the kernel made them for a device that would complete them (the field holds
+// only the pseudo-header's sum).  A complete checksum that happens to equal that sum is recomputed to
+// itself, so the test is safe; its cost is the pseudo-header's sum per packet.
+func completeChecksum(pkt []byte) {
+	ihl := int(pkt[0]&0x0f) * 4
+	if ihl < 20 || len(pkt) < ihl+8 || binary.BigEndian.Uint16(pkt[6:8])&0x3fff != 0 { // fragments: left alone
+		return
+	}
+	field := ihl + 16 // TCP
+	switch pkt[9] {
+	case 6:
+		if len(pkt) < ihl+20 {
+			return
+		}
+	case 17:
+		field = ihl + 6
+	default:
+		return
+	}
+	length := len(pkt) - ihl
+	pseudo := sum(pkt[12:20], uint32(pkt[9])+uint32(length))
+	if binary.BigEndian.Uint16(pkt[field:]) != fold(pseudo) {
+		return
+	}
+	pkt[field], pkt[field+1] = 0, 0
+	binary.BigEndian.PutUint16(pkt[field:], ^fold(sum(pkt[ihl:], pseudo)))
+}
+
+func sum(b []byte, acc uint32) uint32 {
+	for len(b) >= 2 {
+		acc += uint32(b[0])<<8 | uint32(b[1])
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		acc += uint32(b[0]) << 8
+	}
+	return acc
+}
+
+func fold(acc uint32) uint16 {
+	for acc > 0xffff {
+		acc = acc&0xffff + acc>>16
+	}
+	return uint16(acc)
 }

@@ -1,3 +1,7 @@
 module nestlab/mpt
 
-go 1.19
+go 1.25.0
+
+require github.com/cilium/ebpf v0.22.0
+
+require golang.org/x/sys v0.43.0

@@ -9,7 +9,9 @@
 // and malformed ones, are dropped and counted.  Counters are written as JSON to -stats.
 //
 // The UDP side moves datagrams in batches (sendmmsg, recvmmsg: datapath.go, mmsg.go), so a busy
-// tunnel costs about one system call per packet, its read or write on the tun device.
+// tunnel costs about one system call per packet, its read or write on the tun device.  Where the
+// kernel allows (tcx, BPF), tc programs carry IPv4 in the kernel instead (kernelpath.go, bpf/mpt.c),
+// and this process keeps the control: keepalives, failover, weights, counters.
 package main
 
 import (
@@ -61,7 +63,9 @@ type tunnel struct {
 	dead                       time.Duration
 	malformed, foreign, noPath atomic.Uint64
 	mu                         sync.Mutex
-	live                       []*path // pick's scratch list (tun reader only)
+	live                       []*path     // pick's scratch list (tun reader only)
+	kernel                     *kernelPath // the kernel datapath, when it could be attached
+	datapath                   string      // "bpf" or "user", and why not bpf
 }
 
 type pathList []string
@@ -78,9 +82,16 @@ func main() {
 	dead := flag.Duration("dead", 400*time.Millisecond, "a path without an echoed keepalive for this long is skipped")
 	stats := flag.String("stats", "", "file the counters are written to (JSON), every 200 ms and at exit")
 	flag.Var(&specs, "path", "LOCAL_IP,REMOTE_IP[,DEV[,WEIGHT]] (repeat per path)")
+	datapath := flag.String("datapath", "auto", "bpf: tc programs carry IPv4 in the kernel; user: this process; auto: bpf where the kernel allows")
+	peer := flag.String("peer-datapath", "auto", "the other end's datapath: with user, TCP bursts are cut into datagrams before they leave")
+	probe := flag.Bool("probe", false, "say which datapath this kernel gives (bpf, or user and why) and exit")
 	flag.Parse()
-	if len(specs) == 0 || (*scheduler != "wrr" && *scheduler != "hash") {
-		fmt.Fprintln(os.Stderr, "nestlab-mpt: give at least one -path, and -scheduler wrr or hash")
+	if *probe {
+		fmt.Println(probeKernelPath())
+		return
+	}
+	if len(specs) == 0 || (*scheduler != "wrr" && *scheduler != "hash") || (*datapath != "auto" && *datapath != "bpf" && *datapath != "user") {
+		fmt.Fprintln(os.Stderr, "nestlab-mpt: give at least one -path, -scheduler wrr or hash, -datapath auto, bpf or user")
 		os.Exit(2)
 	}
 	t := &tunnel{hash: *scheduler == "hash", dead: *dead}
@@ -102,6 +113,19 @@ func main() {
 	for _, p := range t.paths {
 		p.alive.Store(true)
 		p.lastEcho.Store(now)
+	}
+	t.datapath = "user"
+	if *datapath != "user" {
+		kernel, err := openKernelPath(t, name, *port, *peer != "user")
+		switch {
+		case err == nil:
+			t.kernel, t.datapath = kernel, "bpf"
+		case *datapath == "bpf":
+			fmt.Fprintf(os.Stderr, "nestlab-mpt: kernel datapath: %v\n", err)
+			os.Exit(1)
+		default:
+			t.datapath = fmt.Sprintf("user (kernel datapath: %v)", err)
+		}
 	}
 	go t.receive()
 	go t.keepalive(*interval)
@@ -251,6 +275,9 @@ func (t *tunnel) keepalive(interval time.Duration) {
 				p.alive.Store(false)
 			}
 		}
+		if t.kernel != nil {
+			t.kernel.refresh(t)
+		}
 	}
 }
 
@@ -268,14 +295,19 @@ func (t *tunnel) writeStats(file string) {
 		RxBytes   uint64 `json:"rx_bytes"`
 	}
 	out := struct {
+		Datapath  string      `json:"datapath"`
 		Paths     []pathStats `json:"paths"`
 		Malformed uint64      `json:"dropped_malformed"`
 		Foreign   uint64      `json:"dropped_foreign"`
 		NoPath    uint64      `json:"dropped_no_path"`
-	}{Malformed: t.malformed.Load(), Foreign: t.foreign.Load(), NoPath: t.noPath.Load()}
-	for _, p := range t.paths {
+	}{Datapath: t.datapath, Malformed: t.malformed.Load(), Foreign: t.foreign.Load(), NoPath: t.noPath.Load()}
+	for i, p := range t.paths {
+		var k bpfCounters // what the kernel datapath carried, beside what this process did
+		if t.kernel != nil {
+			k = t.kernel.counters(i)
+		}
 		out.Paths = append(out.Paths, pathStats{p.Local, p.Remote, p.Dev, p.Weight, p.alive.Load(), p.rttNs.Load() / 1000,
-			p.txPackets.Load(), p.txBytes.Load(), p.rxPackets.Load(), p.rxBytes.Load()})
+			p.txPackets.Load() + k.TxPackets, p.txBytes.Load() + k.TxBytes, p.rxPackets.Load() + k.RxPackets, p.rxBytes.Load() + k.RxBytes})
 	}
 	data, _ := json.MarshalIndent(out, "", " ")
 	t.mu.Lock()

@@ -132,9 +132,17 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
     from ..registry import KINDS
 
     with reported():
+        from ..backends.services import mpt_daemon
+
+        bpf, said = mpt_daemon.datapath()
         features = probe.features() + [
             probe.Feature(name, kind.name, ok, detail, fix) for kind in KINDS.values() for name, ok, detail, fix in kind.doctor()
         ]
+        features.append(
+            probe.Feature(
+                "mpt-bpf", "multipath", bpf, said, "" if bpf else "Linux 6.6+ with BPF; the daemon carries the tunnel meanwhile"
+            )
+        )
         if fmt == "json":
             print_json([f.to_json() for f in features])
             return

@@ -1,7 +1,8 @@
 """mpt: a multipath tunnel (``nestlab-mpt``, GRE-in-UDP over a tun device) over parallel paths between two nodes.
 
 A daemon in each end's node carries the link; its tun device goes with the process, so stopping
-the daemon removes the link.  The tunnel starts after every path has its addresses.
+the daemon removes the link.  The tunnel starts after every path has its addresses.  Where the
+kernel allows, the daemon's tc programs carry the packets (``datapath: bpf``, docs/multipath.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from ..seams import Applying, Planning
 
 OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
+Datapath = Literal["auto", "bpf", "user"]
 
 
 class MultipathSpec(BaseModel):
@@ -33,6 +35,11 @@ class MultipathSpec(BaseModel):
     )
     weights: list[int] | None = Field(default=None, description="packets per round on each path (default 1 each)")
     scheduler: Literal["wrr", "hash"] = Field(default="wrr", description="wrr: per packet, weighted round robin; hash: per flow")
+    datapath: Datapath | tuple[Datapath, Datapath] = Field(
+        default="auto",
+        description="bpf: tc programs carry IPv4 in the kernel; user: the daemon reads every packet; auto: bpf where the kernel "
+        "allows; [A, B]: each end its own",
+    )
 
     @field_validator("weights")
     @classmethod
@@ -68,7 +75,15 @@ class Mpt(LinkMode):
             paths.append((name, near.ipv4[0].split("/")[0], far.ipv4[0].split("/")[0], mp.weights[i] if mp.weights else 1))
             mtus.append(path.mtu or 1500)
         return LinkObj(
-            a, z, link.mtu or min(mtus) - OVERHEAD, self.name, options=(("scheduler", mp.scheduler),), paths=tuple(paths)
+            a,
+            z,
+            link.mtu or min(mtus) - OVERHEAD,
+            self.name,
+            options=(
+                ("datapath", ",".join(mp.datapath) if isinstance(mp.datapath, tuple) else mp.datapath),
+                ("scheduler", mp.scheduler),
+            ),
+            paths=tuple(paths),
         )
 
     def needs(self, link: LinkObj | AttachObj) -> set[str]:

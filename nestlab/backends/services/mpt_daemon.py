@@ -7,6 +7,7 @@ live in the lab's state folder.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import select
@@ -39,6 +40,16 @@ def binary() -> str:
     )
 
 
+@functools.cache
+def datapath() -> tuple[bool, str]:
+    """Whether this kernel takes the daemon's tc programs (``-datapath bpf``), and what the probe said."""
+    try:
+        said = subprocess.run([binary(), "-probe"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except LabError as exc:
+        return False, str(exc)
+    return said == "bpf", "kernel datapath: tc programs (tcx) carry the tunnel" if said == "bpf" else said
+
+
 def _file(lab: str, end: EndObj, suffix: str) -> str:
     folder = os.path.join(names.lab_dir(lab), "mpt")
     os.makedirs(folder, exist_ok=True)
@@ -49,6 +60,12 @@ def command(lab: str, link: LinkObj, side: int) -> list[str]:
     """The daemon's command line for end ``side`` (0: a, 1: b) of the tunnel."""
     end = (link.a, link.b)[side]
     cmd = [binary(), "-tun", end.iface, "-scheduler", link.text("scheduler", "wrr"), "-stats", _file(lab, end, "json")]
+    chosen = link.text("datapath", "auto").split(",")
+    mine, peer = (chosen[side], chosen[1 - side]) if len(chosen) == 2 else (chosen[0], chosen[0])
+    if mine != "auto":  # the daemon's default (and a daemon older than the flag takes no flag)
+        cmd += ["-datapath", mine]
+    if peer == "user" and mine != "user":
+        cmd += ["-peer-datapath", "user"]
     for iface, a_ip, b_ip, weight in link.paths:
         local, remote = (a_ip, b_ip) if side == 0 else (b_ip, a_ip)
         cmd += ["-path", f"{local},{remote},{iface},{weight}"]

@@ -19,6 +19,8 @@ where the machine's CPU went meanwhile (user, system, softirq, idle, steal; the 
 
 from __future__ import annotations
 
+import os
+
 from ... import names
 from ...backends.kernel import namespaces
 from ...backends.services import mpt_daemon
@@ -34,9 +36,10 @@ PLACEMENTS = ["containerised", "native"]
 UDP_LENGTH = 1440  # tunnel MTU 1468 (1500 - 32) minus IPv4 and UDP headers
 
 
-def testbed(placement: str, paths: int) -> Lab:
-    """Seed 001's two machines joined by ``paths`` links of 100 Mbit/s, MPTCP and an MPT tunnel over them."""
-    lab = Lab(f"bench-mp-{placement[:6]}-{paths}", ipv4_pool="10.80.0.0/16")
+def testbed(placement: str, paths: int, datapath: str = "auto", rate: int = RATE_MBIT) -> Lab:
+    """Seed 001's two machines joined by ``paths`` links of ``rate`` Mbit/s, MPTCP and an MPT tunnel over them
+    (its ``datapath``: bpf, user or auto)."""
+    lab = Lab(f"bench-mp-{placement[:6]}-{paths}-{datapath[0]}{rate}", ipv4_pool="10.80.0.0/16")
     native = placement == "native"
     if native:
         lab.add_host("server")
@@ -44,7 +47,7 @@ def testbed(placement: str, paths: int) -> Lab:
     mptcp = {"subflows": 8, "add_addr_accepted": 8}
     for name, host in (("a", "client"), ("b", "server")):
         lab.add_node(name, mptcp=mptcp, **({"mode": "host", "host": host} if native else {}))
-    lab.add_link("a", "b", paths=paths, params={"rate": f"{RATE_MBIT}mbit"}, multipath={"type": "mpt"})
+    lab.add_link("a", "b", paths=paths, params={"rate": f"{rate}mbit"}, multipath={"type": "mpt", "datapath": datapath})
     return lab
 
 
@@ -62,6 +65,10 @@ def tunnel_cpu_seconds(lab: Lab) -> float:
     return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt_daemon.pids(lab.name))
 
 
+def _rate(cell: Cell) -> int:
+    return int(cell.get("rate", RATE_MBIT))
+
+
 def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
     a, b = lab.nodes["a"], lab.nodes["b"]
     method, paths = cell["method"], cell["paths"]
@@ -76,9 +83,8 @@ def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
         omit=1,
         mptcp=method == "mptcp",
         udp=udp,
-        bitrate=f"{paths * RATE_MBIT}M" if udp else None,
-        length=UDP_LENGTH if udp else None,
-        window="4M" if udp else None,  # a UDP receiver with 4 MB of buffer rides out a stalled CPU
+        bitrate=f"{paths * _rate(cell)}M" if udp else None,
+        length=UDP_LENGTH if udp else None,  # iperf3's default socket buffers, as a user runs it
         record=lambda command, out: rec.raw(f"iperf3-{cell['placement']}-{method}-{paths}", command, out),
     )
 
@@ -93,7 +99,7 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     machine = {kind: seconds - machine_before[kind] for kind, seconds in tools.machine_cpu_seconds().items()}
     total = sum(sent) or 1
     rows = [{"pair": k + 1, "share_pct": 100 * s / total} for k, s in enumerate(sent)]
-    capacity = RATE_MBIT * (1 if cell["method"] == "tcp" else paths)
+    capacity = _rate(cell) * (1 if cell["method"] == "tcp" else paths)
     used = sum(1 for s in sent if s > 0.01 * total)
     summary = {
         "pair": "all",
@@ -106,10 +112,15 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     }
     whole = sum(machine.values()) or 1.0  # where the machine's CPU went meanwhile, % of all its cores
     summary |= {f"cpu_{kind}_pct": 100 * seconds / whole for kind, seconds in machine.items()}
+    gbps = result["mbps"] / 1000
+    # The whole machine's CPU (every core, kernel work included) per Gbit/s: a kernel datapath's work is softirq, not a daemon's
+    busy = (whole - machine.get("idle", 0.0) - machine.get("steal", 0.0)) / whole * (os.cpu_count() or 1)
+    summary["machine_cpu_pct_per_gbps"] = 100 * busy / gbps if gbps else None
     if cell["method"].startswith("mpt-"):
         seconds = duration + 1  # iperf3's -O 1 warm-up second ran the tunnel too
-        summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / (result["mbps"] / 1000) if result["mbps"] else None
+        summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / gbps if gbps else None
         summary["cpu_daemons_pct"] = 100 * cpu / whole
+        summary["datapath"] = mpt_daemon.counters(lab.name, "a")["datapath"].split(" ")[0]
     return [*rows, summary]
 
 
@@ -130,6 +141,7 @@ def _line(fig_id: str, title: str, metric: str, unit: str, series: str, where: d
     )
 
 
+PAPER_CELLS = {"placement": "containerised", "datapath": "user", "rate": RATE_MBIT}  # the tunnel in its daemon, as the paper's
 FIGURES = [
     _line(
         "fig5-mpt-tcp",
@@ -137,7 +149,7 @@ FIGURES = [
         "mbps",
         "Mbit/s",
         "placement",
-        {"method": "mpt-tcp"},
+        {"method": "mpt-tcp", "datapath": "user", "rate": RATE_MBIT},
         "Fig. 5: iperf in Singularity reaches almost the native throughput; in Docker it does not scale beyond 9 NICs",
     ),
     _line(
@@ -146,7 +158,7 @@ FIGURES = [
         "mbps",
         "Mbit/s",
         "placement",
-        {"method": "mpt-udp"},
+        {"method": "mpt-udp", "datapath": "user", "rate": RATE_MBIT},
         "Fig. 6: containerised MPT in Singularity almost reaches native; in Docker it equals native up to 7 NICs, then falls behind",
     ),
     _line(
@@ -155,7 +167,7 @@ FIGURES = [
         "mbps",
         "Mbit/s",
         "placement",
-        {"method": "mptcp"},
+        {"method": "mptcp", "rate": RATE_MBIT},
         "Fig. 7: native and containerised are almost the same; MPTCP uses at most 8 NICs, which limits all of them",
     ),
     _line(
@@ -164,7 +176,7 @@ FIGURES = [
         "mbps",
         "Mbit/s",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
     ),
     _line(
         "capacity",
@@ -172,7 +184,7 @@ FIGURES = [
         "capacity_pct",
         "%",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
     ),
     _line(
         "paths-used",
@@ -180,7 +192,7 @@ FIGURES = [
         "paths_used",
         "paths",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
     ),
     _line(
         "evenness",
@@ -188,7 +200,7 @@ FIGURES = [
         "evenness_pct",
         "%",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
     ),
     _line(
         "retransmits",
@@ -196,7 +208,7 @@ FIGURES = [
         "retransmits",
         "segments",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
         higher_is_better=False,
     ),
     _line(
@@ -205,7 +217,7 @@ FIGURES = [
         "tunnel_cpu_pct_per_gbps",
         "% core per Gbit/s",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
         higher_is_better=False,
     ),
     _line(
@@ -214,7 +226,40 @@ FIGURES = [
         "cpu_idle_pct",
         "%",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
+    ),
+    _line(
+        "datapath-udp",
+        "The MPT tunnel's two datapaths: UDP (iperf3, default socket buffers) over N x 100 Mbit/s, containerised",
+        "mbps",
+        "Mbit/s",
+        "datapath",
+        {"placement": "containerised", "method": "mpt-udp", "rate": RATE_MBIT},
+    ),
+    _line(
+        "datapath-tcp",
+        "The MPT tunnel's two datapaths: one TCP connection over N x 100 Mbit/s, containerised",
+        "mbps",
+        "Mbit/s",
+        "datapath",
+        {"placement": "containerised", "method": "mpt-tcp", "rate": RATE_MBIT},
+    ),
+    _line(
+        "datapath-cpu",
+        "The MPT tunnel's two datapaths: the machine's CPU per Gbit/s of UDP (every core, kernel work included; % of one core)",
+        "machine_cpu_pct_per_gbps",
+        "% core per Gbit/s",
+        "datapath",
+        {"placement": "containerised", "method": "mpt-udp", "rate": RATE_MBIT},
+        higher_is_better=False,
+    ),
+    _line(
+        "gigabit",
+        "Each method over N x 1 Gbit/s paths (kernel datapath), containerised",
+        "mbps",
+        "Mbit/s",
+        "method",
+        {"placement": "containerised", "rate": 1000},
     ),
     _line(
         "machine-softirq",
@@ -222,28 +267,43 @@ FIGURES = [
         "cpu_softirq_pct",
         "%",
         "method",
-        {"placement": "containerised"},
+        PAPER_CELLS,
         higher_is_better=False,
     ),
 ]
 
 
-def _axes(paths: list[int]) -> dict[str, list]:
-    return {"placement": PLACEMENTS, "paths": paths, "method": METHODS}
+def _axes(paths: list[int], fast: list[int]) -> list[dict[str, list]]:
+    """The paper's matrix (the tunnel in its daemon, as the paper's MPT library ran), the kernel datapath beside
+    it, paths past the paper's 12, and 1 Gbit/s paths (``fast``)."""
+    tunnel = ["mpt-tcp", "mpt-udp"]
+    return [
+        {"placement": PLACEMENTS, "paths": paths, "method": ["tcp", "mptcp"], "datapath": ["user"], "rate": [RATE_MBIT]},
+        {"placement": PLACEMENTS, "paths": paths, "method": tunnel, "datapath": ["user"], "rate": [RATE_MBIT]},
+        {"placement": ["containerised"], "paths": paths, "method": tunnel, "datapath": ["bpf"], "rate": [RATE_MBIT]},
+        {"placement": ["containerised"], "paths": fast, "method": METHODS, "datapath": ["bpf"], "rate": [1000]},
+    ]
+
+
+def _unavailable(cell: Cell) -> str | None:
+    if cell.get("datapath") == "bpf" and not mpt_daemon.datapath()[0]:
+        return f"no kernel datapath here ({mpt_daemon.datapath()[1]}); `nestlab doctor` says why"
+    return None
 
 
 SUITE = Suite(
     name="multipath",
     title="Parallel 100 Mbit/s paths aggregated by MPTCP and by the MPT tunnel (TCP, UDP), tool native or containerised (seed 001)",
     paper=PAPER,
-    axes=_axes(list(range(1, 13))),
-    quick_axes=_axes([1, 4, 12]),
+    axes=_axes([*range(1, 13), 16, 24, 32], [1, 4, 8]),
+    quick_axes=_axes([1, 4, 12], [4]),
     reps=3,
     quick_reps=1,
     duration=10,
     quick_duration=3,
-    build=lambda cell: testbed(cell["placement"], cell["paths"]),
-    lab_key=lambda cell: (cell["placement"], cell["paths"]),
+    build=lambda cell: testbed(cell["placement"], cell["paths"], str(cell.get("datapath", "auto")), _rate(cell)),
+    lab_key=lambda cell: (cell["placement"], cell["paths"], cell.get("datapath", "auto"), _rate(cell)),
+    unavailable=_unavailable,
     measure=measure,
     figures=FIGURES,
     notes=[
