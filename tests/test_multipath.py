@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from conftest import assert_every_cell_judged
+from conftest import assert_every_cell_judged, run_cli
 
 from nestlab import names
 from nestlab.backends.kernel import mptcp
@@ -237,7 +237,10 @@ def test_one_end_in_the_kernel_the_other_in_its_daemon(lab_from):
     tcp = tools.iperf3(a, b, far, seconds=2)
     assert tcp["mbps"] > 200, tcp
     time.sleep(0.5)
-    sent, got = mpt_daemon.counters(lab.name, "a")["paths"], mpt_daemon.counters(lab.name, "b")["paths"]
+    report = json.loads(run_cli("inspect", "--lab", lab.name, "--format", "json").stdout)
+    shown = {n["name"]: n["tunnels"]["mpt0"] for n in report["nodes"] if "tunnels" in n}
+    assert [shown[n]["datapath"] for n in "ab"] == ["bpf", "user"], shown
+    sent, got = shown["a"]["paths"], shown["b"]["paths"]
     assert all(p["tx_packets"] > 1000 for p in sent) and all(p["rx_packets"] > 1000 for p in got), (sent, got)
 
 

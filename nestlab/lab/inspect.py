@@ -28,7 +28,8 @@ def here(lab: Lab, only: set[str] | None = None) -> dict:
     Per interface: state, MTU, MAC, addresses, bridge, and the attachment mode
     it was planned with; per OVS switch, the datapath and checksum handling in use;
     per node with a cgroup, CPU seconds and memory used (components included) and limits;
-    per node with ``mptcp:``, its connections and their subflows.  ``only``: just those nodes.
+    per node with ``mptcp:``, its connections and their subflows; per tunnel end (mpt), its datapath and
+    per-path counters.  ``only``: just those nodes.
     """
     plan = lab.plan
     modes = {
@@ -48,6 +49,10 @@ def here(lab: Lab, only: set[str] | None = None) -> dict:
     chosen = sorted(
         (o for o in plan.nodes.values() if only is None or o.name in only), key=lambda o: not KINDS.get(o.kind).machine
     )
+    tunnels: dict[str, list] = {}  # node -> (link, end) of links whose mode shows counters of its own
+    for link in plan.links.values():
+        for end in link.ends:
+            tunnels.setdefault(end.node, []).append((link, end))
     paths = {o.name: names.netns_path(lab.name, o.name) for o in chosen}
     running = [name for name, path in paths.items() if os.path.exists(path)]
     found = {name: _interfaces(paths[name]) for name in running}  # (threads were measured: no faster)
@@ -68,6 +73,11 @@ def here(lab: Lab, only: set[str] | None = None) -> dict:
             entry.update(kinds.of(obj).inspect(lab.name, obj))
             if obj.mptcp:
                 entry["mptcp"] = mptcp.subflows(path)
+            shown = {
+                end.iface: LINK_MODES.get(link.mode).counters(lab.name, link, end) for link, end in tunnels.get(obj.name, [])
+            }
+            if shown := {k: v for k, v in shown.items() if v is not None}:
+                entry["tunnels"] = shown
             if tree and obj.cgroup:
                 entry["usage"] = tree.usage(obj.name)
                 entry["limits"] = tree.limits(obj.name)

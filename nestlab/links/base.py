@@ -114,6 +114,10 @@ class LinkMode:
         """How ``inspect`` names an attachment of this mode: the mode and its options' values."""
         return ":".join([self.name, *(str(v) for k, v in att.options if k != "bridge")])
 
+    def counters(self, lab: str, link: LinkObj, end: EndObj) -> dict | None:
+        """What ``inspect`` shows of a running link end beyond its interface (a tunnel's own counters), or None."""
+        return None
+
     def delete(self, ap: Applying, obj: LinkObj | AttachObj, quiet: bool) -> None:
         """Remove ``obj``'s kernel objects (``ap.run_quiet(node, req, quiet)``)."""
         from ..backends.kernel import netlink

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..errors import LabError
 from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, register
 
@@ -95,6 +96,15 @@ class Mpt(LinkMode):
         for link in objs:
             made.append(link)
             mpt_daemon.start(ap.lab, link, ap.popen)
+
+    def counters(self, lab: str, link: LinkObj, end: EndObj) -> dict | None:
+        """The daemon's datapath and per-path packets and bytes (the kernel datapath's included)."""
+        from ..backends.services import mpt_daemon
+
+        try:
+            return mpt_daemon.counters(lab, end.node, end.iface)
+        except (OSError, ValueError, LabError):  # a daemon just stopped or starting: nothing to show
+            return None
 
     def delete(self, ap: Applying, link: LinkObj | AttachObj, quiet: bool) -> None:
         """A daemon's tun device goes with the daemon."""

@@ -120,7 +120,7 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         seconds = duration + 1  # iperf3's -O 1 warm-up second ran the tunnel too
         summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / gbps if gbps else None
         summary["cpu_daemons_pct"] = 100 * cpu / whole
-        summary["datapath"] = mpt_daemon.counters(lab.name, "a")["datapath"].split(" ")[0]
+        summary["datapath"] = mpt_daemon.counters(lab.name, "a").get("datapath", "user").split(" ")[0]  # (older daemons: user)
     return [*rows, summary]
 
 
