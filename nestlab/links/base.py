@@ -114,7 +114,7 @@ class LinkMode:
         """How ``inspect`` names an attachment of this mode: the mode and its options' values."""
         return ":".join([self.name, *(str(v) for k, v in att.options if k != "bridge")])
 
-    def counters(self, lab: str, link: LinkObj, end: EndObj) -> dict | None:
+    def counters(self, lab: str, link: LinkObj, end: EndObj) -> dict[str, Any] | None:
         """What ``inspect`` shows of a running link end beyond its interface (a tunnel's own counters), or None."""
         return None
 

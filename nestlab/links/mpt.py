@@ -97,7 +97,7 @@ class Mpt(LinkMode):
             made.append(link)
             mpt_daemon.start(ap.lab, link, ap.popen)
 
-    def counters(self, lab: str, link: LinkObj, end: EndObj) -> dict | None:
+    def counters(self, lab: str, link: LinkObj, end: EndObj) -> dict[str, Any] | None:
         """The daemon's datapath and per-path packets and bytes (the kernel datapath's included)."""
         from ..backends.services import mpt_daemon
 

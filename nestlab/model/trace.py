@@ -32,6 +32,15 @@ def bins(times: list[int]) -> list[int]:
     return [n * PACKET_BITS * 1000 // BIN_MS for n in slots]
 
 
+def rates(times: list[int]) -> list[int]:
+    """The rate a shaper is given in each slice: the slice's bits per second, and in a slice without
+    opportunities one packet's worth.  HTB charges a packet's time at the class's rate: a packet let
+    through as a fast slice ends, charged at a near-zero rate, would owe the shaper seconds, which no
+    later rate change forgives; one packet per slice owes it one slice at most."""
+    floor = PACKET_BITS * 1000 // BIN_MS
+    return [max(floor, bits) for bits in bins(times)]
+
+
 def average_bits(times: list[int]) -> int:
     """The trace's average rate in bits per second."""
     return len(times) * PACKET_BITS * 1000 // times[-1]

@@ -26,7 +26,6 @@ from ...model.units import parse_gemodel, parse_percent, parse_rate, parse_size,
 from . import namespaces, netlink, rtdump, tcstats
 
 UNLIMITED = 400 * 10**9
-MIN_BITS = 8000  # HTB's slowest rate: a trace's slice without delivery opportunities
 NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder", "gemodel")
 
 
@@ -170,9 +169,9 @@ class Shaper:
             return
         bits = parse_rate(shape["rate"]) if "rate" in shape else (UNLIMITED if shape.get("qdisc") != "tbf" else 34 * 10**9)
         if "trace" in shape:  # the trace's first slice; its player (services/traceplay.py) changes it from then on
-            from ...model.trace import bins, read
+            from ...model.trace import rates, read
 
-            bits = max(MIN_BITS, bins(read(shape["trace"]))[0])
+            bits = rates(read(shape["trace"]))[0]
         burst = parse_size(shape["burst"]) if "burst" in shape else burst_for(bits)
         try:
             want = shape.get("qdisc", "htb")

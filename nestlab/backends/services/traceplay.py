@@ -10,10 +10,10 @@ import subprocess
 import sys
 import time
 
-from ...model.trace import BIN_MS, bins, read
+from ...model.trace import BIN_MS, rates, read
 from ..kernel import containers, namespaces, procs
 from ..kernel.netlink import Netlink, get_link, htb_class
-from ..kernel.shaping import MIN_BITS, burst_for
+from ..kernel.shaping import burst_for
 
 
 def start(net_path: str, uts_path: str, iface: str, trace: str) -> None:
@@ -46,13 +46,13 @@ def stop(net_path: str, iface: str) -> None:
 
 
 def play(iface: str, trace: str) -> None:
-    rates = [max(MIN_BITS, bits) for bits in bins(read(trace))]
+    steps = rates(read(trace))
     nl = Netlink()
     index = nl.run(get_link(iface))[0]
     start = time.monotonic()
     step = 0
     while True:
-        bits = rates[step % len(rates)]
+        bits = steps[step % len(steps)]
         nl.run(htb_class(index, 0x10001, 0x10000, bits, burst_for(bits)))
         step += 1
         time.sleep(max(0.0, start + step * BIN_MS / 1000 - time.monotonic()))
