@@ -38,6 +38,8 @@ def test_one_100mbit_link_measured_from_the_shell_is_ok(lab_from, lab_name):
     assert link["rate_mbit"] == 100 and link["saturated_s"] >= 1, fidelity
     assert link["delivered_share_when_saturated"] >= 0.9, fidelity
     assert fidelity["verdict"] == "ok" and not fidelity["reasons"], fidelity
+    figures = fidelity["figures"]
+    assert figures["sampler_cpu_s"] < 0.05 * figures["seconds"], figures  # sampling costs < 5 % of a core
     assert "fidelity" not in result.stderr, "nothing to say when all is well"
 
 

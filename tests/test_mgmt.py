@@ -273,13 +273,13 @@ mgmt: {ipv4-subnet: 172.20.29.0/24}
 topology:
   defaults:
     credentials: {username: admin, password: lab-Secret1}
-  groups:
-    lab: {labels: {ansible-group: hosts}}
+  kinds:
+    linux: {labels: {ansible-group: hosts}}      # a kind's labels reach its nodes, as containerlab's
   nodes:
-    a: {kind: linux, group: lab}
-    b: {kind: linux, group: lab}
-    c: {kind: linux, group: lab, credentials: {password: c-Secret2}}
-    d: {kind: linux, group: lab, ssh: false}
+    a: {kind: linux}
+    b: {kind: linux}
+    c: {kind: linux, credentials: {password: c-Secret2}}
+    d: {kind: linux, ssh: false}
 """
 
 
@@ -367,7 +367,7 @@ def test_credentials_log_in_with_their_password_and_fill_the_inventories(topo_fi
                 "raw",
                 "-a",
                 "hostname",
-                "--ssh-extra-args=-o PubkeyAuthentication=no",
+                "--ssh-extra-args=-o PubkeyAuthentication=no -o UserKnownHostsFile=/dev/null",  # each run's lab has new host keys
             ],
             capture_output=True,
             text=True,

@@ -314,7 +314,13 @@ def test_multipath_suite_aggregates_paths_native_and_containerised(tmp_path):
                 timer.join()
         return multipath.measure(lab, cell, duration, rec)
 
-    axes = {"placement": ["containerised", "native"], "paths": [3], "method": multipath.METHODS}
+    axes = {
+        "placement": ["containerised", "native"],
+        "paths": [3],
+        "method": multipath.METHODS,
+        "datapath": ["user"],
+        "rate": [100],
+    }
     folder = scenario.run(
         dataclasses.replace(suite, quick_axes=axes, measure=measure), tmp_path / "run", quick=True, reps=1, duration=3
     )

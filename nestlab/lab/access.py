@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from .. import names
 from ..model.credentials import Login, inventory_vars, kind_login, login_of
+from ..model.layered import merged
 from ..registry import KINDS
 from . import hosts, sshgate
 
@@ -183,7 +184,7 @@ def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
             "mgmt-ipv6-address": str(node.ipv6.ip) if node else "",
             "mgmt-ipv6-prefix-length": node.ipv6.network.prefixlen if node else 0,
             "mac-address": "",
-            "labels": {k: str(v) for k, v in (spec.get("labels") or {}).items()},
+            "labels": {k: str(v) for k, v in merged(doc, name, obj.kind, "labels").items()},
         }
     links = [
         {
@@ -217,7 +218,7 @@ def ansible_inventory(lab: Lab, nodes: list[Managed]) -> dict:
         for node in members:
             host = {"ansible_host": str(node.ipv4.ip), **host_vars[node.node]}
             kinds[kind]["hosts"][node.long] = host
-            group = (doc["topology"]["nodes"].get(node.node, {}).get("labels") or {}).get("ansible-group")
+            group = merged(doc, node.node, node.kind, "labels").get("ansible-group")
             if group:
                 groups.setdefault(str(group), {"hosts": {}})["hosts"][node.long] = host
     defaults = (doc["topology"].get("defaults") or {}).get("credentials") or {}

@@ -17,6 +17,7 @@ from .. import names
 from ..backends.kernel import rtdump
 from ..errors import LabError
 from ..links.mgmt import interfaces as management
+from ..model.layered import merged
 from . import stop_start, where
 from .lab import Lab
 
@@ -35,9 +36,10 @@ def container_name(raw: dict, node: str) -> str:
 
 
 def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, str]:
-    """The node's labels and containerlab's own (``exec --label`` filters on them)."""
+    """The node's labels (with those its group, kind and ``defaults`` give) and containerlab's own
+    (``exec --label`` filters on them)."""
     spec = raw["topology"]["nodes"].get(node.split("/", 1)[0], {})
-    own = {k: str(v) for k, v in (spec.get("labels") or {}).items()}
+    own = {k: str(v) for k, v in merged(raw, node.split("/", 1)[0], kind, "labels").items()}
     return {
         **own,
         "containerlab": lab,

@@ -105,6 +105,7 @@ class Watch:
         self._labels: dict[tuple[str, int], str] = {}
         self._tun_first: dict[tuple[str, int], rtdump.LinkInfo] = {}
         self._late: list[float] = []
+        self._cpu = 0.0
 
     def __enter__(self) -> Watch:
         seen: set[int] = set()
@@ -148,6 +149,13 @@ class Watch:
         return {(node, i): s for node, (_fd, nl) in self._sockets.items() for i, s in tcstats.read(nl).items()}
 
     def _sample(self) -> None:
+        cpu = time.thread_time()
+        try:
+            self._loop()
+        finally:
+            self._cpu = time.thread_time() - cpu  # what the sampling itself cost, in the figures
+
+    def _loop(self) -> None:
         last, at = self._read(), time.monotonic()
         due = at + self.period
         while not self._stop.wait(max(0.0, due - time.monotonic())):
@@ -217,6 +225,7 @@ class Watch:
             samples=len(late),
             period_ms=self.period * 1000,
             sampler_late_p95_ms=round(p95, 2),
+            sampler_cpu_s=round(self._cpu, 3),
             steal_pct=round(steal, 1),
             cpus=cpus,
         )

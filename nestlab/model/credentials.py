@@ -10,9 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..registry import KINDS
-
-KEYS = ("username", "password", "identity_file")
+from .layered import kind_spec, layers, merged
 
 
 @dataclass(frozen=True)
@@ -29,30 +27,19 @@ class Login:
 
 def kind_login(doc: dict, kind: str) -> Login:
     """What ``kinds:`` says for ``kind`` alone (an inventory's group vars)."""
-    body = doc["topology"]
-    by_kind = next((v for k, v in (body.get("kinds") or {}).items() if KINDS.canonical(k) == kind), None) or {}
-    found = by_kind.get("credentials") or {}
-    return Login(found.get("username"), found.get("password"))
+    given = kind_spec(doc, kind).get("credentials") or {}
+    return Login(given.get("username"), given.get("password"))
 
 
 def login_of(doc: dict, node: str, kind: str, base: str) -> Login:
     """``node``'s login (``kind``: its canonical kind; ``base``: the folder an identity-file is relative to)."""
-    body = doc["topology"]
-    spec = body["nodes"].get(node) or {}
-    group = (body.get("groups") or {}).get(spec.get("group") or "") or {}
-    by_kind = next((v for k, v in (body.get("kinds") or {}).items() if KINDS.canonical(k) == kind), None) or {}
-    layers = [
-        ("node", spec.get("credentials") or {}),
-        ("node", group.get("credentials") or {}),
-        ("kind", by_kind.get("credentials") or {}),
-        ("defaults", (body.get("defaults") or {}).get("credentials") or {}),
-    ]
-    found = {key: next((layer[key] for _, layer in layers if layer.get(key)), None) for key in KEYS}
-    source = next((where for where, layer in layers if layer.get("username") or layer.get("password")), None)
-    identity = found["identity_file"]
+    found = merged(doc, node, kind, "credentials")
+    given = [(where, spec.get("credentials") or {}) for where, spec in layers(doc, node, kind)]
+    source = next(("node" if where == "group" else where for where, c in given if c.get("username") or c.get("password")), None)
+    identity = found.get("identity_file")
     if identity:
         identity = os.path.join(base, os.path.expanduser(identity))
-    return Login(found["username"], found["password"], identity, source)
+    return Login(found.get("username"), found.get("password"), identity, source)
 
 
 def inventory_vars(logins: dict[str, Login], kind_login: Login) -> tuple[dict, dict[str, dict]]:
