@@ -48,11 +48,12 @@ type bpfCounters struct {
 }
 
 type kernelPath struct {
-	coll  *ebpf.Collection
-	links []link.Link
-	mu    sync.Mutex
-	live  []bool // the alive set the schedule was built for
-	cfg   bpfConfig
+	coll    *ebpf.Collection
+	links   []link.Link
+	mu      sync.Mutex
+	live    []bool // the alive set the schedule was built for
+	cfg     bpfConfig
+	tunName string
 }
 
 // openKernelPath loads the programs, fills the maps and attaches them; any failure leaves nothing
@@ -75,7 +76,7 @@ func openKernelPath(t *tunnel, tunName string, port int, peerKernel bool) (*kern
 	if err != nil {
 		return nil, fmt.Errorf("loading: %w", err)
 	}
-	k := &kernelPath{coll: coll, live: make([]bool, len(t.paths))}
+	k := &kernelPath{coll: coll, live: make([]bool, len(t.paths)), tunName: tunName}
 	tun, err := net.InterfaceByName(tunName)
 	if err == nil {
 		k.cfg = bpfConfig{TunIfindex: uint32(tun.Index), Port: uint16(port)}
@@ -143,14 +144,20 @@ func (k *kernelPath) refresh(t *tunnel) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	macs := neighbours()
+	mtus := map[string]int{} // one dump of the namespace's interfaces per tick
+	if devices, err := net.Interfaces(); err == nil {
+		for _, dev := range devices {
+			mtus[dev.Name] = dev.MTU
+		}
+	}
 	for i, p := range t.paths {
 		var entry bpfPath
 		if k.coll.Maps["paths"].Lookup(uint32(i), &entry) != nil {
 			continue
 		}
 		changed := false
-		if dev, err := net.InterfaceByName(p.Dev); err == nil && uint32(dev.MTU) != entry.Mtu {
-			entry.Mtu, changed = uint32(dev.MTU), true // a path's MTU may change while the tunnel runs
+		if mtu, ok := mtus[p.Dev]; ok && uint32(mtu) != entry.Mtu {
+			entry.Mtu, changed = uint32(mtu), true // a path's MTU may change while the tunnel runs
 		}
 		if mac, ok := macs[p.Dev+" "+p.Remote]; ok && (entry.Ready == 0 || !bytes.Equal(entry.DstMac[:], mac)) {
 			copy(entry.DstMac[:], mac)
@@ -171,8 +178,8 @@ func (k *kernelPath) refresh(t *tunnel) {
 			live[i] = true
 		}
 	}
-	if tun, err := net.InterfaceByIndex(int(k.cfg.TunIfindex)); err == nil && uint32(tun.MTU) != k.cfg.TunMtu {
-		k.cfg.TunMtu, k.live = uint32(tun.MTU), nil // nestlab sets the tunnel's MTU once the daemon is up
+	if mtu, ok := mtus[k.tunName]; ok && uint32(mtu) != k.cfg.TunMtu {
+		k.cfg.TunMtu, k.live = uint32(mtu), nil // nestlab sets the tunnel's MTU once the daemon is up
 	}
 	if k.cfg.Slots != 0 && k.live != nil && equal(live, k.live) {
 		return

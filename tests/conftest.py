@@ -85,10 +85,6 @@ def _has(probe, name: str) -> bool:
             return True
         except PermissionError:
             return False
-    if name == "mpt-bpf":  # the tunnel's tc programs load and attach (tcx: Linux 6.6+)
-        from nestlab.backends.services import mpt_daemon
-
-        return mpt_daemon.datapath()[0]
     if name == "ovs-kernel":
         from nestlab.backends.services import ovs
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import platform
 import re
 import socket
 import struct
@@ -182,6 +183,14 @@ def test_mpt_tunnel_routes_around_a_dead_path_within_a_second(lab_from):
     assert [p["alive"] for p in paths] == [False, True]
 
 
+# The kernel datapath attaches with tcx (Linux 6.6+): this machine kind's kernel has it; Debian 12's 6.1 (the VM
+# tier) does not, and gets the daemon's datapath, which every other tunnel test here covers.  On 6.6+ the tests run
+# and fail if the programs do not load.
+TCX = pytest.mark.skipif(
+    tuple(int(x) for x in platform.release().split("-")[0].split(".")[:2]) < (6, 6),
+    reason="the MPT kernel datapath needs tcx (Linux 6.6+)",
+)
+
 KERNEL_TUNNEL = """
 name: {name}
 topology:
@@ -195,7 +204,7 @@ topology:
 
 
 @pytest.mark.throughput
-@pytest.mark.kernel("mpt-bpf")
+@TCX
 def test_kernel_datapath_carries_the_tunnel_without_the_daemon_and_counts_every_packet(lab_from):
     """datapath: bpf over 4 x 100 Mbit/s: UDP at iperf3's default socket buffers fills >= 90 % of the paths, TCP
     too; the daemons spend (almost) no CPU meanwhile, and their counters match what iperf3 sent within 1 %."""
@@ -204,7 +213,9 @@ def test_kernel_datapath_carries_the_tunnel_without_the_daemon_and_counts_every_
     far = lab.plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
     assert {mpt_daemon.counters(lab.name, n)["datapath"] for n in "ab"} == {"bpf"}
     assert " 0% packet loss" in a.cmd(["ping", "-c", "3", "-i", "0.05", far])
-    time.sleep(0.3)
+    cpu = sum(tools.cpu_seconds(pid) or 0 for pid in mpt_daemon.pids(lab.name))
+    time.sleep(4)  # what the daemons spend on keepalives, counters and the maps, idle
+    idle = sum(tools.cpu_seconds(pid) or 0 for pid in mpt_daemon.pids(lab.name)) - cpu
     before = sum(p["tx_packets"] for p in mpt_daemon.counters(lab.name, "a")["paths"])
     cpu = sum(tools.cpu_seconds(pid) or 0 for pid in mpt_daemon.pids(lab.name))
     server = b.popen(["iperf3", "-s", "-1", "-B", far], stdout=subprocess.DEVNULL)
@@ -215,7 +226,9 @@ def test_kernel_datapath_carries_the_tunnel_without_the_daemon_and_counts_every_
     end = json.loads(out)["end"]
     received = end["sum_received"]["bits_per_second"] / 1e6 if "sum_received" in end else end["sum"]["bits_per_second"] / 1e6
     assert received >= 0.9 * 4 * 100 * 1400 / 1474, end  # a 1474-byte frame carries 1400 bytes: 380 Mbit/s at most
-    assert spent < 0.2, f"the daemons used {spent:.2f} s of CPU for 4 s of 370 Mbit/s: packets crossed into them"
+    assert spent - idle < 0.1, (
+        f"the daemons used {spent:.2f} s of CPU for 4 s of 370 Mbit/s ({idle:.2f} s idle): packets crossed into them"
+    )
     time.sleep(0.5)  # the daemon writes its counters every 200 ms
     counted = sum(p["tx_packets"] for p in mpt_daemon.counters(lab.name, "a")["paths"]) - before
     sent = end["sum"]["packets"]
@@ -224,7 +237,7 @@ def test_kernel_datapath_carries_the_tunnel_without_the_daemon_and_counts_every_
     assert tcp["mbps"] > 0.85 * 4 * 93.5, tcp
 
 
-@pytest.mark.kernel("mpt-bpf")
+@TCX
 def test_one_end_in_the_kernel_the_other_in_its_daemon(lab_from):
     """datapath: [bpf, user]: the two datapaths speak one wire format, both ways."""
     lab = lab_from(KERNEL_TUNNEL.replace("DATAPATH", "[bpf, user]"))
