@@ -30,7 +30,7 @@ from nestlab.bench import tools  # noqa: E402
 from nestlab.bench.suites import multipath  # noqa: E402
 
 KEYS = ("mbps", "capacity_pct", "retransmits", "lost_pct", "cpu_idle_pct", "cpu_softirq_pct", "cpu_steal_pct")
-KEYS += ("machine_cpu_pct_per_gbps", "cpu_daemons_pct", "datapath")
+KEYS += ("machine_cpu_pct_per_gbps", "cpu_daemons_pct", "datapath_used")
 
 
 def build(ref: str, out: str) -> str:
@@ -72,7 +72,7 @@ def run(variant: str, binary: str, datapath: str, paths: int, results: list, dur
             print(
                 f"{variant:7} {paths:3} paths {method:8} {r['mbps']:6.0f} Mbit/s {r['capacity_pct']:5.1f} %  "
                 f"retransmits {r['retransmits'] or 0:5}  idle {r['cpu_idle_pct']:4.1f} %  softirq {r['cpu_softirq_pct']:4.1f} %  "
-                f"steal {r['cpu_steal_pct']:4.1f} %  CPU/Gbit/s {r['machine_cpu_pct_per_gbps'] or 0:5.0f} %  ({r['datapath'] or '-'})",
+                f"steal {r['cpu_steal_pct']:4.1f} %  CPU/Gbit/s {r['machine_cpu_pct_per_gbps'] or 0:5.0f} %  ({r['datapath_used'] or '-'})",
                 flush=True,
             )
     finally:

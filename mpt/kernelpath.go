@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -181,7 +182,7 @@ func (k *kernelPath) refresh(t *tunnel) {
 	if mtu, ok := mtus[k.tunName]; ok && uint32(mtu) != k.cfg.TunMtu {
 		k.cfg.TunMtu, k.live = uint32(mtu), nil // nestlab sets the tunnel's MTU once the daemon is up
 	}
-	if k.cfg.Slots != 0 && k.live != nil && equal(live, k.live) {
+	if k.cfg.Slots != 0 && k.live != nil && slices.Equal(live, k.live) {
 		return
 	}
 	slots := schedule(t.paths, live)
@@ -224,15 +225,6 @@ func schedule(paths []*path, live []bool) []uint32 {
 		out = append(out, uint32(best))
 	}
 	return out
-}
-
-func equal(a, b []bool) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // neighbours: complete IPv4 neighbour entries of this namespace, "DEV IP" -> MAC (/proc/net/arp).

@@ -33,33 +33,22 @@ def _key(cell: Cell) -> tuple:
     return tuple(sorted((k, str(v)) for k, v in cell.items()))
 
 
-def _fidelity_of(verdicts: dict[tuple, list[dict]], cell: Cell, rep: int) -> Row:
-    """The row's columns for its measurement's verdict (none for a measurement whose tool failed)."""
-    found = next((v for v in verdicts.get(_key(cell), []) if v["rep"] == rep), None)
-    return {"fidelity": found["verdict"], "fidelity_reasons": "; ".join(found["reasons"])} if found else {}
-
-
-def summarize(todo: list[Cell], rows: list[Row], verdicts: dict[tuple, list[dict]]) -> list[dict]:
-    """Per measured cell: its figures' mean and 95 % interval over the repetitions (the aggregate
-    rows, ``pair: all``) and its fidelity (the worst repetition's, every reason, each repetition's figures)."""
-    out = []
-    for cell in todo:
-        mine = [r for r in rows if all(r.get(k) == v for k, v in cell.items()) and not r.get("error")]
-        if not mine:
-            continue
-        totals = [r for r in mine if r.get("pair") == "all"] or mine
-        values: dict[str, list[float]] = {}
-        for row in totals:
-            for k, v in row.items():
-                if k not in cell and k != "rep" and isinstance(v, int | float) and not isinstance(v, bool):
-                    values.setdefault(k, []).append(float(v))
-        figures = {}
-        for k, vs in values.items():
-            s = stats.summarize(vs)
-            figures[k] = {"mean": s["mean"], "ci95": [s["ci95_low"], s["ci95_high"]], "n": s["n"]}
-        measured = verdicts.get(_key(cell), [])
-        out.append({"cell": cell, "figures": figures, "fidelity": {**Verdict.worst(measured), "measurements": measured}})
-    return out
+def summary(cell: Cell, rows: list[Row], verdicts: list[dict]) -> dict | None:
+    """One cell's figures' mean and 95 % interval over its repetitions (the aggregate rows, ``pair: all``) and its
+    fidelity (the worst repetition's, every reason, each repetition's figures); None while nothing was measured."""
+    mine = [r for r in rows if not r.get("error")]
+    if not mine:
+        return None
+    values: dict[str, list[float]] = {}
+    for row in [r for r in mine if r.get("pair") == "all"] or mine:
+        for k, v in row.items():
+            if k not in cell and k != "rep" and isinstance(v, int | float) and not isinstance(v, bool):
+                values.setdefault(k, []).append(float(v))
+    figures = {}
+    for k, vs in values.items():
+        s = stats.summarize(vs)
+        figures[k] = {"mean": s["mean"], "ci95": [s["ci95_low"], s["ci95_high"]], "n": s["n"]}
+    return {"cell": cell, "figures": figures, "fidelity": {**Verdict.worst(verdicts), "measurements": verdicts}}
 
 
 def run(
@@ -82,7 +71,12 @@ def run(
     todo = [cell for cell in todo if not suite.unavailable(cell)]
     recorder = Recorder(out)
     rows: list[Row] = []
-    verdicts: dict[tuple, list[dict]] = {}  # per cell, each repetition's fidelity verdict
+    # Per cell, in the matrix's order: its rows, each repetition's fidelity verdict, and its summary (remade
+    # when the cell gains a measurement: the cell alone, not the whole run, is summed again).
+    order = [_key(cell) for cell in todo]
+    cell_rows: dict[tuple, list[Row]] = {}
+    verdicts: dict[tuple, list[dict]] = {}
+    summaries: dict[tuple, dict] = {}
     meta = results.machine() | {
         "suite": suite.name,
         "title": suite.title,
@@ -106,17 +100,22 @@ def run(
                 lab.deploy()
                 for rep in range(reps):
                     for cell in group:
+                        key, columns = _key(cell), {}
                         try:
                             with Watch(lab) as watch:
                                 measured = suite.measure(lab, cell, duration, recorder)
                         except (LabError, ValueError) as exc:  # a tool failed in this cell: record it, go on
                             measured = [{"pair": "all", "error": str(exc)[:300]}]
                         else:
-                            verdicts.setdefault(_key(cell), []).append({"rep": rep, **watch.verdict.to_json()})
-                        for row in measured:
-                            rows.append({**cell, "rep": rep, **row, **_fidelity_of(verdicts, cell, rep)})
+                            verdicts.setdefault(key, []).append({"rep": rep, **watch.verdict.to_json()})
+                            columns = {"fidelity": watch.verdict.level, "fidelity_reasons": "; ".join(watch.verdict.reasons)}
+                        new = [{**cell, "rep": rep, **row, **columns} for row in measured]
+                        rows += new
+                        cell_rows.setdefault(key, []).extend(new)
+                        if (made := summary(cell, cell_rows[key], verdicts.get(key, []))) is not None:
+                            summaries[key] = made
                         done += 1
-                        results.write(out, meta, rows, summarize(todo, rows, verdicts))  # each finished measurement kept at once
+                        results.write(out, meta, rows, [summaries[k] for k in order if k in summaries])  # kept at once
                         if progress:
                             progress(", ".join(f"{k}={v}" for k, v in cell.items()), done, total)
             finally:
@@ -135,7 +134,7 @@ def run(
         meta["finished"] = time.time()
         meta["commands"] = sorted(set(recorder.commands))
         try:
-            results.write(out, meta, rows, summarize(todo, rows, verdicts))
+            results.write(out, meta, rows, [summaries[k] for k in order if k in summaries])
             report.render(out, suite)
         except OSError as exc:
             if exc.errno != errno.ENOSPC or not meta["interrupted"]:

@@ -116,14 +116,14 @@ class Watch:
                 continue
             seen.add(ino)
             fd, nl = namespaces.open_netlink(path)
-            shaped = tcstats.read(nl)
-            tuns = [i for i in rtdump.interfaces(nl) if i.kind == "tun"]
+            shaped, found = tcstats.read(nl), rtdump.interfaces(nl)
+            tuns = [i for i in found if i.kind == "tun"]
             if not shaped and not tuns:
                 nl.close()
                 os.close(fd)
                 continue
             self._sockets[node] = (fd, nl)
-            by_index = {i.index: i.name for i in rtdump.interfaces(nl, counters=False)}
+            by_index = {i.index: i.name for i in found}
             for index in shaped:
                 self._labels[(node, index)] = f"{node}:{by_index.get(index, index)}"
             for tun in tuns:

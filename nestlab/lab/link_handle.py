@@ -98,12 +98,8 @@ class LinkHandle:
             state=new_state or self.obj.state,
             mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
-        ends = [
-            (
-                end,
-                dict(new) if new != old else None,
-                dict(new).get("trace") if dict(new).get("trace") != dict(old).get("trace") else False,
-            )
+        ends = [  # (end, its new shape or None when unchanged, its trace before and after)
+            (end, dict(new) if new != old else None, dict(old).get("trace"), dict(new).get("trace"))
             for end, old, new in (
                 (self.obj.a, self.obj.shape_a, updated.shape_a),
                 (self.obj.b, self.obj.shape_b, updated.shape_b),
@@ -115,16 +111,16 @@ class LinkHandle:
             with state.locked(self.lab.name, create=False):  # not in the middle of a deploy or destroy
                 started = time.perf_counter()
                 with self._shaping() as shaper:
-                    for end, new_shape, trace in ends:
+                    for end, new_shape, old_trace, new_trace in ends:
                         path, iface = names.netns_path(self.lab.name, end.node), end.iface
-                        if trace is not False:  # the trace changed: its player goes (a new one follows the new trace)
+                        if new_trace != old_trace:  # its player goes (a new one follows the new trace)
                             from ..backends.services import traceplay
 
                             traceplay.stop(path, iface)
                         if new_shape is not None:
                             shaper.apply(path, iface, new_shape)
-                        if trace:
-                            traceplay.start(path, names.uts_path(self.lab.name, end.node), iface, trace)
+                        if new_trace and new_trace != old_trace:
+                            traceplay.start(path, names.uts_path(self.lab.name, end.node), iface, new_trace)
                         if mtu is not None:
                             shaper.set_mtu(path, iface, int(mtu))
                         if new_state:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..registry import KINDS
-from . import images, ipv6, mgmt, trace
+from . import images, ipv6, mgmt, shape_keys
 from .binds import resolve_binds
 from .errors import Path, Problem, TopologyError
 from .formats import clab, gotemplate, kathara
@@ -170,12 +170,9 @@ def _resolve_traces(topology: Topology, source: str, located: Located) -> list[P
             path = ("topology", "links", i, "params", *side, "trace")
             full = (base / os.path.expanduser(shape.trace)).resolve()
             try:
-                trace.read(str(full))
-            except OSError as exc:
-                problems.append(located.problem(path, f"trace '{shape.trace}': {exc.strerror} ({full})"))
-                continue
+                shape_keys.CHECKS["trace"](str(full))  # the check `link set --trace` makes
             except ValueError as exc:
-                problems.append(located.problem(path, f"trace '{shape.trace}' is not a Mahimahi trace: {exc}"))
+                problems.append(located.problem(path, f"trace {exc}"))
                 continue
             if shape.rate is not None:
                 problems.append(located.problem(path, "a trace sets the rate itself: drop rate: (or trace:)"))

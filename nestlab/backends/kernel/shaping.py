@@ -25,7 +25,6 @@ from ...errors import LabError
 from ...model.units import parse_gemodel, parse_percent, parse_rate, parse_size, parse_time
 from . import namespaces, netlink, rtdump, tcstats
 
-UNLIMITED = 400 * 10**9
 NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder", "gemodel")
 
 
@@ -167,7 +166,9 @@ class Shaper:
             self._root[key] = ""
             self._child.pop(key, None)
             return
-        bits = parse_rate(shape["rate"]) if "rate" in shape else (UNLIMITED if shape.get("qdisc") != "tbf" else 34 * 10**9)
+        bits = (
+            parse_rate(shape["rate"]) if "rate" in shape else (tcstats.UNLIMITED if shape.get("qdisc") != "tbf" else 34 * 10**9)
+        )
         if "trace" in shape:  # the trace's first slice; its player (services/traceplay.py) changes it from then on
             from ...model.trace import rates, read
 

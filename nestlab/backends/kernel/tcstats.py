@@ -26,7 +26,7 @@ TCA_NETEM_CORR, TCA_NETEM_LOSS, TCA_NETEM_LATENCY64, TCA_NETEM_JITTER64 = 1, 5, 
 NETEM_LOSS_GE = 2
 PSCHED_SHIFT = 6  # a psched tick is 64 ns
 ROOT, CLASS, CHILD = 0x10000, 0x10001, 0x100000
-UNLIMITED = 400 * 10**9  # the rate an HTB class gets when the link has none (shaping.UNLIMITED)
+UNLIMITED = 400 * 10**9  # the rate an HTB class gets when the link has none
 
 
 @dataclass(frozen=True)
@@ -87,34 +87,24 @@ def htb_rate(nl: Netlink, index: int) -> int | None:
     for _type, body in nl.dump(_RTM_GETTCLASS, TCMSG.pack(0, index, 0, 0, 0)):
         a = attrs(body, TCMSG.size)
         if TCMSG.unpack_from(body)[2] == CLASS and a.get(TCA_KIND, b"").rstrip(b"\0") == b"htb":
-            opts = attrs(a[TCA_OPTIONS], 0)
-            # TCA_HTB_RATE64 when the rate passes 32 bits, else the tc_ratespec in TCA_HTB_PARMS (rate at byte 8)
-            rate = (
-                struct.unpack("=Q", opts[TCA_HTB_RATE64])[0]
-                if TCA_HTB_RATE64 in opts
-                else struct.unpack_from("=I", opts[TCA_HTB_PARMS], 8)[0]
-            )
-            return rate * 8
+            return _rate(a[TCA_OPTIONS], TCA_HTB_RATE64, TCA_HTB_PARMS)
     return None
 
 
-def _tbf_rate(options: bytes) -> int:
+def _rate(options: bytes, rate64: int, parms: int) -> int:
+    """An HTB class's or TBF's rate in bit/s: its 64-bit attribute when the rate passes 32 bits, else the
+    tc_ratespec at the head of its parameters (the rate at byte 8)."""
     opts = attrs(options, 0)
-    return 8 * (
-        struct.unpack("=Q", opts[TCA_TBF_RATE64])[0]
-        if TCA_TBF_RATE64 in opts
-        else struct.unpack_from("=I", opts[TCA_TBF_PARMS], 8)[0]
-    )
+    rate = struct.unpack("=Q", opts[rate64])[0] if rate64 in opts else struct.unpack_from("=I", opts[parms], 8)[0]
+    return rate * 8
 
 
-def read(nl: Netlink, only: set[int] | None = None) -> dict[int, Shaped]:
-    """The shaped interfaces of ``nl``'s namespace by index (of ``only`` those, if given)."""
+def read(nl: Netlink) -> dict[int, Shaped]:
+    """The shaped interfaces of ``nl``'s namespace by index."""
     roots: dict[int, tuple[str, bytes, Counters]] = {}
     netems: dict[int, Netem] = {}
     for _type, body in nl.dump(RTM_GETQDISC, TCMSG.pack(0, 0, 0, 0, 0)):
         _family, index, handle, _parent, _info = TCMSG.unpack_from(body)
-        if only is not None and index not in only:
-            continue
         a = attrs(body, TCMSG.size)
         kind = a.get(TCA_KIND, b"").rstrip(b"\0").decode()
         if handle == ROOT and kind in ("htb", "tbf"):
@@ -123,6 +113,6 @@ def read(nl: Netlink, only: set[int] | None = None) -> dict[int, Shaped]:
             netems[index] = _netem(a.get(TCA_OPTIONS, b""), _counters(a))
     shaped = {}
     for index, (kind, options, counters) in roots.items():
-        rate = htb_rate(nl, index) if kind == "htb" else _tbf_rate(options)
+        rate = htb_rate(nl, index) if kind == "htb" else _rate(options, TCA_TBF_RATE64, TCA_TBF_PARMS)
         shaped[index] = Shaped(index, rate if rate and rate < UNLIMITED else None, counters, netems.get(index))
     return shaped

@@ -120,7 +120,8 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         seconds = duration + 1  # iperf3's -O 1 warm-up second ran the tunnel too
         summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / gbps if gbps else None
         summary["cpu_daemons_pct"] = 100 * cpu / whole
-        summary["datapath"] = mpt_daemon.counters(lab.name, "a").get("datapath", "user").split(" ")[0]  # (older daemons: user)
+        # The datapath the daemon reports using (older daemons: user), beside the cell's own ``datapath`` (what was asked)
+        summary["datapath_used"] = mpt_daemon.counters(lab.name, "a").get("datapath", "user").split(" ")[0]
     return [*rows, summary]
 
 
