@@ -338,7 +338,8 @@ def test_multipath_suite_aggregates_paths_native_and_containerised(tmp_path):
         dataclasses.replace(suite, quick_axes=axes, measure=measure), tmp_path / "run", quick=True, reps=1, duration=3
     )
     _, rows = results.load(folder)
-    assert not [r for r in rows if r.get("error")]
+    errors = [r for r in rows if r.get("error")]
+    assert not errors, (errors, sorted(p.name for p in folder.rglob("*") if p.is_file()))
     cells = {(c["cell"]["placement"], c["cell"]["method"]): c for c in assert_every_cell_judged(folder)["cells"]}
     assert cells[("containerised", "tcp")]["figures"]["mbps"]["mean"] > 0
     total = {(r["placement"], r["method"]): r for r in rows if r["pair"] == "all"}

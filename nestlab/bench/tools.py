@@ -101,7 +101,10 @@ def parse_iperf3(text: str) -> dict:
 
     Warnings iperf3 prints before its JSON (e.g. a UDP block larger than the TCP MSS) are skipped.
     """
-    data = json.loads(text[text.find("{") :] if "{" in text else text)
+    try:
+        data = json.loads(text[text.find("{") :] if "{" in text else text)
+    except ValueError:
+        raise LabError(f"iperf3 printed no result: {text[-300:]!r}") from None
     if "error" in data:
         raise LabError(f"iperf3: {data['error']}")
     end = data["end"]
@@ -157,8 +160,8 @@ def iperf3(
         address, port, seconds, udp=udp, bitrate=bitrate, length=length, omit=omit, mptcp=mptcp, window=window, cpu=cpu
     )
     try:
-        out = ""
-        for _ in range(50):  # the server needs a moment to listen
+        out, deadline = "", time.monotonic() + 15
+        while time.monotonic() < deadline and srv.poll() is None:  # the server needs a moment to listen
             out = client.cmd(command, timeout=seconds + omit + 30)
             if "unable to connect" not in out and "Connection refused" not in out:
                 break
