@@ -300,6 +300,33 @@ def test_a_file_pinning_a_node_the_cluster_lacks_exits_2(kube, tmp_path):
     assert re.search(r"pin\.yml:\d+:\d+", result.stderr) and "node9" in result.stderr, result.stderr
 
 
+def test_a_management_network_spans_the_pods(kube, tmp_path):
+    """mgmt: on a lab over three pods: every node answers every other's management address (across the
+    pods' joined bridges), `nestlab ssh` reaches a node through its pod, and the lab directory lists them."""
+    text = (
+        "name: pods-mgmt\nmgmt: {network: podmg, ipv4-subnet: 172.31.78.0/24, ipv6-subnet: '3fff:172:31:78::/64'}\n"
+        "topology:\n  nodes:\n    m1: {server: node1}\n    m2: {server: node2}\n    m3: {server: node3}\n"
+    )
+    topo = _lab(tmp_path, "pods-mgmt", text)
+    done = run_cli("k8s", "deploy", "-t", str(topo), "--kubeconfig", kube, "--timeout", "240", timeout=300)
+    try:
+        assert done.returncode == 0, done.stderr
+        data = json.loads((tmp_path / "clab-pods-mgmt" / "topology-data.json").read_text())
+        address = {name: node["mgmt-ipv4-address"] for name, node in data["nodes"].items()}
+        assert sorted(address) == ["m1", "m2", "m3"], address
+        for node in address:
+            for other, ip in address.items():
+                if other != node:
+                    ping = run_cli("exec", "--lab", "pods-mgmt", node, "--", "ping", "-c1", "-W3", ip)
+                    assert ping.returncode == 0, (node, other, ping.stdout + ping.stderr)
+        relayed = run_cli("ssh", "--lab", "pods-mgmt", "m3", "--", "hostname", timeout=60)
+        assert relayed.returncode == 0 and relayed.stdout.strip() == "m3", relayed.stdout + relayed.stderr
+    finally:
+        gone = run_cli("destroy", "--lab", "pods-mgmt", "--cleanup", timeout=300)
+    assert gone.returncode == 0, gone.stderr
+    assert not (tmp_path / "clab-pods-mgmt").exists()
+
+
 def test_z_a_node_that_dies_with_a_share_on_it(kube, tmp_path):
     """Last: node3 stays dead.  A deploy pinned to it fails naming the node; destroy still removes everything."""
     topo = _lab(tmp_path, "dies")

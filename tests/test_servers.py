@@ -423,3 +423,56 @@ def test_capture_events_and_link_set_ask_the_site_of_a_lab_on_two_servers(two_se
         destroyed = run_cli("destroy", "--lab", lab_name, timeout=300)
     assert destroyed.returncode == 0 and "removed from servers s1, s2" in destroyed.stderr, destroyed.stderr
     assert share_labs(two_servers) == {"s1": [], "s2": []}
+
+
+def test_one_management_network_spans_the_servers(servers, topo_file, lab_name):
+    """Nodes on three servers share one management segment: each reaches every other's management address
+    (spoke to spoke through the first server), leaves through its own server's gateway, is reached by
+    `nestlab ssh` through its server, and the lab directory here lists every one of them."""
+    topo = topo_file(
+        yaml.safe_dump(
+            {
+                "name": lab_name,
+                "mgmt": {"network": "span", "ipv4-subnet": "172.31.77.0/24", "ipv6-subnet": "3fff:172:31:77::/64"},
+                "topology": {
+                    "nodes": {
+                        "a": {"server": "s1"},
+                        "b": {"server": "s2"},
+                        "c": {"server": "s3", "mgmt-ipv4": "172.31.77.50"},
+                        "d": {"server": "s3"},
+                    },
+                    "links": [{"endpoints": ["a:eth1", "b:eth1"]}],
+                },
+            }
+        )
+    )
+    result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
+    folder = topo.parent / f"clab-{lab_name}"
+    try:
+        assert result.returncode == 0, result.stderr
+        inventory = yaml.safe_load((folder / "ansible-inventory.yml").read_text())
+        address = {
+            name.rsplit("-", 1)[1]: host["ansible_host"]
+            for group in inventory["all"]["children"].values()
+            for name, host in group["hosts"].items()
+        }
+        assert sorted(address) == ["a", "b", "c", "d"] and address["c"] == "172.31.77.50", address
+        for node in address:  # every node answers every other's management address, over two tunnels at most
+            answer = _pings(lab_name, node, [ip for other, ip in address.items() if other != node])
+            assert answer.count("ok ") == 3, (node, answer)
+        data = json.loads((folder / "topology-data.json").read_text())
+        assert data["nodes"]["c"]["mgmt-ipv6-address"] == "3fff:172:31:77::32", data["nodes"]["c"]  # 50 = 0x32
+        v6 = run_cli("exec", "--lab", lab_name, "b", "--", "ping", "-6", "-c1", "-W3", "3fff:172:31:77::32").stdout
+        assert "1 received" in v6, v6
+        routes = {n: run_cli("exec", "--lab", lab_name, n, "--", "ip", "-4", "route", "show", "default").stdout for n in "abc"}
+        assert "via 172.31.77.1 " in routes["a"] and len({r.split()[2] for r in routes.values()}) == 3, routes
+        assert " mtu 1450 " in run_cli("exec", "--lab", lab_name, "d", "--", "ip", "-o", "link", "show", "eth0").stdout
+        relayed = run_cli("ssh", "--lab", lab_name, "c", "--", "hostname", timeout=60)
+        assert relayed.returncode == 0 and relayed.stdout.strip() == "c", relayed.stdout + relayed.stderr
+        report = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json").stdout)
+        assert sorted(n["name"] for n in report["nodes"]) == ["a", "b", "c", "d"]  # not the servers' joint
+    finally:
+        destroyed = run_cli("destroy", "--lab", lab_name, "--cleanup", timeout=300)
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert not folder.exists()
+    assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}

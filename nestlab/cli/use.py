@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -162,13 +163,19 @@ def ssh(
     lab: str | None = LabOpt,
 ):
     """SSH into a node on its management address, as root with the lab's key (what `ssh clab-LAB-NODE` does).
+    A node on an SSH server or a pod is reached from there (its server's nestlab runs this command).
 
     Example: nestlab ssh --lab srl01 r1 -- ip -br addr
     """
-    from ..lab import access
+    from ..lab import access, where
 
     with reported():
         the_lab = resolve(topo, lab)
+        rest = list(command or [])
+        rest = rest[1:] if rest[:1] == ["--"] else rest
+        if remote := where.of(the_lab.name).remote(node):  # relayed by the node's server or pod
+            args = remote.nestlab_cmd("ssh", "--lab", the_lab.name, node, *(["--", *rest] if rest else []))
+            raise typer.Exit(remote.popen(args, tty=sys.stdin.isatty()).wait())
         found = {m.node: m for m in access.managed(the_lab)}
         if node not in found:
             raise LabError(
@@ -179,5 +186,4 @@ def ssh(
 
         args = ["ssh", "-i", client_key(the_lab.name), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
         args += ["-o", "LogLevel=ERROR", f"root@{found[node].ipv4.ip}"]
-        rest = list(command or [])
-        os.execvp("ssh", args + (rest[1:] if rest[:1] == ["--"] else rest))
+        os.execvp("ssh", args + rest)

@@ -70,11 +70,27 @@ def managed(lab: Lab) -> list[Managed]:
 
 
 def lab_folder(lab: Lab) -> str:
-    """``clab-LAB`` beside the topology file, or under ``$CLAB_LABDIR_BASE``, as containerlab puts it."""
-    base = os.environ.get("CLAB_LABDIR_BASE") or (
-        os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
-    )
+    """``clab-LAB`` beside the topology file, or under ``$CLAB_LABDIR_BASE``, as containerlab puts it; for a
+    topology read from a pipe (a server's share of a lab), in the lab's state directory, gone with the lab."""
+    if base := os.environ.get("CLAB_LABDIR_BASE"):
+        pass
+    elif os.path.isfile(lab.source):
+        base = os.path.dirname(os.path.abspath(lab.source))
+    elif os.path.exists(lab.source):
+        base = names.lab_dir(lab.name)
+    else:
+        base = os.getcwd()
     return os.path.join(base, f"clab-{lab.name}")
+
+
+def inventories(lab: Lab) -> list[Managed]:
+    """The lab directory alone, for a lab whose nodes are on servers or pods (each of them publishes its
+    own nodes' names and SSH there), recorded so ``destroy --cleanup`` removes it here."""
+    nodes = managed(lab)
+    if nodes:
+        hosts.record(lab.name, {"netns": [], "folder": lab_folder(lab)})
+        _files(lab, lab_folder(lab), nodes)
+    return nodes
 
 
 class Ahead:

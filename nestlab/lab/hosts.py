@@ -39,13 +39,12 @@ def withdraw(lab: str, folder_too: bool = False) -> list[str]:
     pins = [os.path.join(names.NETNS_DIR, long) for long in (made or {}).get("netns", [])]
     if made:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(made["ssh_config"])
+            if made.get("ssh_config"):  # none for a lab on servers or pods
+                os.unlink(made["ssh_config"])
         if folder_too:
             shutil.rmtree(made["folder"], ignore_errors=True)
     block(lab, [])
-    shutil.rmtree(names.lab_keys(lab), ignore_errors=True)
-    with contextlib.suppress(OSError):
-        os.rmdir(names.KEYS_ROOT)
+    shutil.rmtree(names.lab_keys(lab), ignore_errors=True)  # its folder stays, as /run/nestlab-mgmt does (a mount point)
     return [path for path in pins if os.path.exists(path)]
 
 

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from ..plan.objects import AttachObj, EndObj, Plan
 from ..registry import KINDS
-from .base import LinkMode, Stage, register, up_and_address
+from .base import LinkMode, Stage, into_switches, register, up_and_address
 
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
@@ -187,6 +187,7 @@ class Mgmt(LinkMode):
                 )
                 made.append(att)
         ap.flush()
+        into_switches(ap, [att.end for att in objs if att.option("host_interface")])  # a switch's port on the bridge
         up_and_address(ap, [att.end for att in objs], {att.end.node: att.gateway for att in objs if att.gateway}, nodad=True)
 
 

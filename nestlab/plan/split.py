@@ -10,20 +10,31 @@ there, with the addresses the whole lab's plan gave them (so no server picks its
 
 Links and ports that cross servers lose 50 bytes of MTU to the VXLAN headers; so do all ports of a
 switch that spans servers, so no frame fits one port and not the next.
+
+The management network (``mgmt:``) is one segment: each share makes its nodes' eth0 with the addresses
+the whole lab's plan leased them, on its server's management bridge, and where nodes sit on several
+servers those bridges are joined in a star by a switch ``nestlab-mgmt`` on each (a port on the bridge,
+``vxlan-remote`` ports between servers).  The first server's bridge keeps the network's gateway
+addresses; every other server's takes the highest free address of the subnet, so no address is on the
+segment twice and each server's own nodes leave through its NAT.
 """
 
 from __future__ import annotations
 
 import copy
+import ipaddress
 import itertools
+import zlib
 from dataclasses import dataclass, field
 
 from ..errors import LabError
 from ..model import ipv6
+from .mgmt import Network
 from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
 
 VXLAN_HEADERS = 50
+MGMT_STITCH = "nestlab-mgmt"  # on each server holding managed nodes of a lab whose nodes sit on several
 _LOCAL_MODES = {"veth", "ovs", "machine-veth"}  # modes a share can hold as they are (the rest need emulated hosts)
 
 
@@ -34,8 +45,11 @@ class Share:
     stitched: list[str] = field(default_factory=list)  # what this share tunnels, for the report
 
 
-def shares(raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], port: int, vni: int, mtu: int) -> dict[str, Share]:
-    """Every server's share of the lab ``raw`` (its checked topology as data) planned as ``plan``."""
+def shares(
+    raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], port: int, vni: int, mtu: int, mgmt=None
+) -> dict[str, Share]:
+    """Every server's share of the lab ``raw`` (its checked topology as data) planned as ``plan``; ``mgmt``:
+    its management network (the topology's ``mgmt:``), if any."""
     if raw.get("schedule") or raw.get("dynamics") or raw.get("wires"):
         raise LabError("schedule:, dynamics: and wires: are not split across servers yet; deploy this lab on one machine")
     servers = sorted(set(placed.server_of.values()) | set(underlay))
@@ -80,9 +94,64 @@ def shares(raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], p
         narrowed = fits if {link.a.node, link.b.node} & narrow else None
         out[_holder(link, placed)].topology["topology"]["links"].append(_link(link, narrowed))
     for att in plan.attachments.values():
-        if att.mode != "mgmt":  # not on shares yet (see _frame)
+        if att.mode != "mgmt" or att.option("host_interface"):  # eth0 on the management network: each share's own
             out[placed.server(att.end.node)].topology["topology"]["links"].append(_attachment(att))
+    if mgmt is not None:
+        _management(raw, plan, placed, out, Network.of(mgmt), lambda: next(next_vni), underlay, port, fits)
     return out
+
+
+def _management(
+    raw: dict,
+    plan: Plan,
+    placed: Placement,
+    out: dict[str, Share],
+    net: Network,
+    vni,
+    underlay: dict[str, str],
+    port: int,
+    fits: int,
+) -> None:
+    """The management network on every share (see the module's text): fixed addresses, a gateway per
+    server, and the star of switches joining the servers' bridges."""
+    eth0 = {a.end.node: a.end for a in plan.attachments.values() if a.mode == "mgmt" and not a.option("host_interface")}
+    holding = sorted({placed.server(node) for node in eth0}) or sorted(out)[:1]
+    if MGMT_STITCH in raw["topology"]["nodes"]:
+        raise LabError(f"node name {MGMT_STITCH} is nestlab's own on a lab split across servers; rename the node")
+    for node, end in eth0.items():
+        spec = out[placed.server(node)].topology["topology"]["nodes"][node]
+        spec["mgmt_ipv4"], spec["mgmt_ipv6"] = end.ipv4[0].split("/")[0], end.ipv6[0].split("/")[0]
+    taken = {ipaddress.IPv4Interface(end.ipv4[0]).ip for end in eth0.values()} | {net.gw4}
+    free = (a for a in _downward(net.ipv4) if a not in taken)
+    joined = len(holding) > 1
+    for server in out:
+        mine = {**raw["mgmt"], "mtu": min(net.mtu, fits) if joined else net.mtu}
+        if server != holding[0]:  # the hub keeps the network's gateways
+            gw4 = next(free, None)
+            if gw4 is None:
+                raise LabError(f"management network {net.name} ({net.ipv4}) has no address left for server {server}'s gateway")
+            mine |= {"ipv4_gw": str(gw4), "ipv6_gw": str(net.v6_for(gw4))}
+        out[server].topology["mgmt"] = mine
+    if not joined:
+        return
+    bridge_port = f"ms{zlib.crc32(raw['name'].encode()):08x}"  # the switch's port on the server's bridge
+    for server in holding:
+        share = out[server].topology["topology"]
+        share["nodes"][MGMT_STITCH] = {"kind": "bridge"}
+        share["links"].append({"endpoints": [f"{MGMT_STITCH}:mgmt"], "mode": "mgmt", "host_interface": bridge_port})
+    hub = holding[0]
+    for other in holding[1:]:
+        ident = vni()
+        end = EndObj(MGMT_STITCH, f"st{ident}"[:15])
+        for here, there in ((hub, other), (other, hub)):
+            out[here].topology["topology"]["links"].append(_half(end, underlay[there], ident, port, fits, ()))
+            out[here].stitched.append(f"management network -> {there} (vni {ident})")
+
+
+def _downward(subnet: ipaddress.IPv4Network):
+    """The subnet's host addresses, highest first."""
+    last, first = int(subnet.broadcast_address) - 1, int(subnet.network_address) + 1
+    return (ipaddress.IPv4Address(n) for n in range(last, first - 1, -1))
 
 
 def _holder(link: LinkObj, placed: Placement) -> str:
@@ -98,8 +167,7 @@ def _frame(raw: dict) -> dict:
     """A share's top level: the lab's, without servers, with addresses fixed by the whole lab's plan and its hosts'
     IPv6 as the whole lab's."""
     body = {k: v for k, v in raw["topology"].items() if k not in ("nodes", "links")}
-    # no management network on a share yet (docs/management.md): each server would make one of its own
-    skipped = ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts", "mgmt", "prefix")
+    skipped = ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts", "mgmt")  # mgmt: _management
     top = {k: v for k, v in raw.items() if k not in skipped}
     return copy.deepcopy({**top, "ipv4_pool": None, "ipv6": ipv6.resolve(raw), "topology": {**body, "nodes": {}, "links": []}})
 
@@ -149,6 +217,8 @@ def _half(end: EndObj, remote: str, ident: int, port: int, mtu: int, shape) -> d
 
 
 def _attachment(att: AttachObj) -> dict:
+    if att.mode == "mgmt":  # a port on the management bridge (mgmt-net:IF)
+        return {"endpoints": [att.end.ref], "mode": "mgmt", "host_interface": att.text("host_interface")}
     if att.mode not in _LOCAL_MODES | {"vxlan-remote"} or att.host is not None:
         raise LabError(f"{att.end.ref}: mode {att.mode} is not split across servers yet")
     out = {"endpoints": [att.end.ref], "mode": att.mode, **_addresses((att.end,)), **dict(att.options)}

@@ -164,7 +164,8 @@ def _pod(
         f"  if {resolve}; then {{ {'; '.join(f'echo {_peer_var(s)}=${_peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
         f"  sleep 0.2\ndone\n"
         f"set -a; . {RUN}/peers.env; set +a\n"
-        f"nestlab deploy -t /etc/nestlab/{share}.yml > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
+        # the share's lab directory in the pod's own /run (its file's folder is a read-only ConfigMap)
+        f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t /etc/nestlab/{share}.yml > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
         f"cat {RUN}/deploy.log\nsleep infinity & wait\n"
     )
     spec: dict = {
@@ -294,6 +295,10 @@ class Kubernetes(Site):
                     raise type(exc)(f"{exc}; every pod of the lab was deleted, nothing is left") from None
                 raise
             state.write(lab.snapshot("running", lab.plan))
+            if lab.topology.mgmt is not None:
+                from ..lab import access
+
+                access.inventories(lab)
         return parts
 
     def _cluster(self, timeout: float = 60):

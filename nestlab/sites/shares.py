@@ -59,7 +59,7 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
                     f"server {name}: address {spec.address} is not an IPv4 address; give underlay: IP for its VXLAN tunnels"
                 ) from None
     raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
-    parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu)
+    parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu, topo.mgmt)
     return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
 
 
@@ -107,12 +107,16 @@ def merged(
     """One ``inspect`` report from every share's (``answers``: share -> its command's answer): each interface
     with ``label[share]`` as its server, each node with ``extra(share, node)``; a switch copied onto several
     shares is one node with every share's ports."""
+    from ..plan.split import MGMT_STITCH
+
     by_name: dict[str, dict] = {}
     for share, answer in sorted(answers.items()):
         if why := cause(answer):
             raise LabError(f"{label[share]}: {why}")
         assert isinstance(answer, subprocess.CompletedProcess)
         for node in json.loads(answer.stdout)["nodes"]:
+            if node["name"] == MGMT_STITCH:  # the servers' management bridges' joint, not the lab's
+                continue
             interfaces = [{**i, "server": label[share]} for i in node["interfaces"]]
             if node["name"] in by_name:
                 by_name[node["name"]]["interfaces"] += [i for i in interfaces if i["name"] != node["name"]]

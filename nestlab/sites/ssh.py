@@ -111,6 +111,10 @@ class Servers(Site):
                 more = f" (and {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
                 raise LabError(f"server {first}{more}: {failed[first]}; every server was cleaned up, nothing is left")
             state.write(lab.snapshot("running", lab.plan))
+            if lab.topology.mgmt is not None:
+                from ..lab import access
+
+                access.inventories(lab)
         if progress:
             progress("servers", len(conns), len(conns))
         return plan

@@ -24,7 +24,7 @@ from ..backends.remote.ssh import CONTROL_DIR
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
-from ..lab import cleanup, state
+from ..lab import cleanup, hosts, state
 from ..lab.lab import Lab
 from ..sites.ssh import remotes
 
@@ -136,7 +136,14 @@ def _server_files(lab: str, server: str) -> str:
         fh.write(
             "set -e\n"
             f"mount --bind {etc} /etc/ssh\n"
-            f"mount --bind {os.path.join(home, 'run')} {names.STATE_ROOT}\n"
+            # a server's own names, management leases and lab keys (the real machine's hold its own labs'),
+            # before /run/nestlab, which holds their sources here, is the server's own
+            f"cp /etc/hosts {home}/hosts && mount --bind {home}/hosts {hosts.HOSTS}\n"
+            + "".join(
+                f"mkdir -p {home}/{os.path.basename(d)} {d} && mount --bind {home}/{os.path.basename(d)} {d}\n"
+                for d in (names.MGMT_ROOT, names.KEYS_ROOT)
+            )
+            + f"mount --bind {os.path.join(home, 'run')} {names.STATE_ROOT}\n"
             f"mount -t tmpfs -o mode=0755 nestlab-netns {names.NETNS_DIR}\n"
             f"{binds}mkdir -p /run/sshd\n"
             f"exec {SSHD} -D -e\n"

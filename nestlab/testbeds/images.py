@@ -36,7 +36,9 @@ PACKAGES = [
     "procps",
     "libpcap0.8",
     "frr",
-]  # libpcap: capture filters; frr: kind: frr
+    "nftables",
+    "openssh-server",
+]  # libpcap: capture filters; frr: kind: frr; nftables and OpenSSH: the management network (NAT, SSH to nodes)
 NOT_IN_IMAGE = {"matplotlib"}
 PAUSE_REF = "localhost/pause:nestlab"
 _SHIM = "#!/usr/bin/python3\nimport sys\nfrom nestlab.cli.app import main\nsys.exit(main())\n"
