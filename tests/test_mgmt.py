@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -72,6 +73,10 @@ def test_a_containerlab_file_is_reached_by_name_ip_netns_ssh_and_inventories(tmp
     done = run_cli("deploy", "-t", str(topo), timeout=120)
     try:
         assert done.returncode == 0, done.stderr
+        # First, at once: the IPv6 gateway answers (unprobed), and the bridge's ports carry no address of their own.
+        v6 = run_cli("exec", "--lab", lab_name, "a", "--", "ping", "-6", "-c1", "-W1", "3fff:172:20:20::1")
+        assert v6.returncode == 0, v6.stdout
+        assert not re.findall(r"^\d+: mg[0-9a-f]{8} .*inet6", _run("ip", "-o", "addr").stdout, re.M)
         a, b = f"clab-{lab_name}-a", f"clab-{lab_name}-b"
         block = _hosts_block(lab_name)
         assert block[0].startswith("172.20.20.") and block[0].endswith(f"\t{a}\t# Kind: linux"), block

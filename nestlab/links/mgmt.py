@@ -169,7 +169,9 @@ class Mgmt(LinkMode):
                         mtu=att.mtu,
                         master=index[mgmtnet.bridge_for(bridge, number[att.end.node])],
                     ),
-                    netlink.set_up(host_end(ap.lab, att.end.node), alias=ap.alias),  # the kernel keeps no alias given at birth
+                    # the kernel keeps no alias given at birth; a bridge port needs no IPv6 address (its DAD and MLD
+                    # reports would be flooded to every other port)
+                    netlink.set_up(host_end(ap.lab, att.end.node), alias=ap.alias, link_local=False),
                 )
                 made.append(att)
             for att in ports:

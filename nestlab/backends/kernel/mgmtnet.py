@@ -106,7 +106,8 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
             netlink.new_bridge(bridge, MARKER + network, snooping=False), netlink.set_up(bridge, alias=MARKER + network)
         )
         (index,) = nl.run(netlink.get_link(bridge))
-        nl.run(netlink.set_mtu(index, mtu), *(netlink.new_addr(index, cidr, bridge) for cidr in gateways))
+        # the gateways unprobed (IPv6 DAD would hold the gateway back for a second or two after deploy)
+        nl.run(netlink.set_mtu(index, mtu), *(netlink.new_addr(index, cidr, bridge, netlink.IFA_F_NODAD) for cidr in gateways))
     finally:
         nl.close()
     if external:  # as Docker does, and left on; IPv6 is not forwarded (it would stop the machine taking router adverts)

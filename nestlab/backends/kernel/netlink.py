@@ -306,20 +306,27 @@ def set_state(index: int, up: bool) -> Request:
     return Request(RTM_NEWLINK, 0, body, f"set interface {index} {'up' if up else 'down'}")
 
 
-def set_up(name: str, alias: str | None = None) -> Request:
+def set_up(name: str, alias: str | None = None, link_local: bool = True) -> Request:
     """Bring an interface up by name (``lo`` is always ifindex 1), marking it with ``alias`` if given
-    (a new link's own IFLA_IFALIAS is not kept by the kernel: only a change sets it)."""
+    (a new link's own IFLA_IFALIAS is not kept by the kernel: only a change sets it); without
+    ``link_local``, it generates no IPv6 link-local address once it has a carrier (its peer not up yet)."""
     if name == "lo":
         return Request(RTM_NEWLINK, 0, ifinfo(1, up=True), "set lo up")
     marker = name_attr(IFLA_IFALIAS, alias) if alias else b""
-    return Request(RTM_NEWLINK, 0, ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + marker, f"set {name} up")
+    quiet = b"" if link_local else attr(IFLA_AF_SPEC, _NO_LINK_LOCAL)
+    return Request(RTM_NEWLINK, 0, ifinfo(up=True) + name_attr(IFLA_IFNAME, name) + marker + quiet, f"set {name} up")
+
+
+_NO_LINK_LOCAL = attr(socket.AF_INET6, attr(IFLA_INET6_ADDR_GEN_MODE, bytes([IN6_ADDR_GEN_MODE_NONE])))
 
 
 def no_link_local(name: str) -> Request:
     """Make interface ``name`` generate no IPv6 link-local address when it comes up (before it does)."""
-    inet6 = attr(socket.AF_INET6, attr(IFLA_INET6_ADDR_GEN_MODE, bytes([IN6_ADDR_GEN_MODE_NONE])))
     return Request(
-        RTM_NEWLINK, 0, ifinfo() + name_attr(IFLA_IFNAME, name) + attr(IFLA_AF_SPEC, inet6), f"no link-local address on {name}"
+        RTM_NEWLINK,
+        0,
+        ifinfo() + name_attr(IFLA_IFNAME, name) + attr(IFLA_AF_SPEC, _NO_LINK_LOCAL),
+        f"no link-local address on {name}",
     )
 
 
