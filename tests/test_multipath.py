@@ -212,6 +212,7 @@ def test_kernel_datapath_carries_the_tunnel_without_the_daemon_and_counts_every_
     a, b = lab.nodes["a"], lab.nodes["b"]
     far = lab.plan.links["a:mpt0=b:mpt0"].b.ipv4[0].split("/")[0]
     assert {mpt_daemon.counters(lab.name, n)["datapath"] for n in "ab"} == {"bpf"}
+    assert " gso_max_size 16384 " in a.cmd(["ip", "-d", "link", "show", "mpt0"])  # ~1.3 ms of a 100 Mbit/s path per burst
     assert " 0% packet loss" in a.cmd(["ping", "-c", "3", "-i", "0.05", far])
     cpu = sum(tools.cpu_seconds(pid) or 0 for pid in mpt_daemon.pids(lab.name))
     time.sleep(4)  # what the daemons spend on keepalives, counters and the maps, idle

@@ -7,11 +7,13 @@ kernel allows, the daemon's tc programs carry the packets (``datapath: bpf``, do
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import LabError
+from ..model.units import parse_rate
 from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, register
 
@@ -22,6 +24,19 @@ if TYPE_CHECKING:
     from ..seams import Applying, Planning
 
 OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
+BURST_TIME = 0.0013  # seconds of its slowest path a TCP burst (GSO) may take, sent whole down one path
+
+
+def burst(rates: list[int]) -> int:
+    """The most bytes one TCP burst (GSO) through the tunnel may hold, so that the kernel datapath's bursts,
+    each sent whole down one path, spread finely enough: about 1.3 ms of the slowest path's ``rates``
+    (bits/s), a power of two in 4-64 KiB; 64 KiB over unshaped paths.  12 x 100 Mbit/s: 16 KiB, which
+    carried 92.6 % of the paths against 88 % with 64 KiB bursts (docs/multipath.md)."""
+    if not rates:
+        return 65536
+    return max(4096, min(65536, 1 << round(math.log2(min(rates) / 8 * BURST_TIME))))
+
+
 Datapath = Literal["auto", "bpf", "user"]
 
 
@@ -65,7 +80,7 @@ class Mpt(LinkMode):
         """The tunnel between a and b over the links named in ``multipath.paths`` (built before it)."""
         a, z = ends
         mp = link.multipath
-        paths, mtus = [], []
+        paths, mtus, rates = [], [], []
         for i, name in enumerate(mp.paths):
             path = b.plan.links.get(f"{a.node}:{name}={z.node}:{name}") or b.plan.links.get(f"{z.node}:{name}={a.node}:{name}")
             if path is None:
@@ -75,12 +90,14 @@ class Mpt(LinkMode):
                 b.fail(f"mpt path {name} between {a.node} and {z.node} has no IPv4 addresses")
             paths.append((name, near.ipv4[0].split("/")[0], far.ipv4[0].split("/")[0], mp.weights[i] if mp.weights else 1))
             mtus.append(path.mtu or 1500)
+            rates += [parse_rate(shape["rate"]) for shape in (dict(path.shape_a), dict(path.shape_b)) if "rate" in shape]
         return LinkObj(
             a,
             z,
             link.mtu or min(mtus) - OVERHEAD,
             self.name,
             options=(
+                ("burst", burst(rates)),
                 ("datapath", ",".join(mp.datapath) if isinstance(mp.datapath, tuple) else mp.datapath),
                 ("scheduler", mp.scheduler),
             ),

@@ -7,6 +7,7 @@ live in the lab's state folder.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -76,6 +77,7 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
     """Start both ends' daemons (``popen(node, args, **kwargs)`` runs a process in a node) and give
     their tun devices address, MTU and up."""
     from pyroute2 import IPRoute  # imported here: see backends/mptcp.py
+    from pyroute2.netlink.exceptions import NetlinkError
 
     for side, end in enumerate((link.a, link.b)):
         log = open(_file(lab, end, "log"), "w")
@@ -96,6 +98,8 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
                 address, prefix = cidr.split("/")
                 ipr.addr("add", index=index, address=address, prefixlen=int(prefix))
             ipr.link("set", index=index, mtu=link.mtu or 1468, txqlen=TXQUEUELEN, state="up")
+            with contextlib.suppress(NetlinkError):  # the kernel datapath's burst size (tcx kernels take it; older may not)
+                ipr.link("set", index=index, gso_max_size=link.number("burst"))
 
 
 def stop(lab: str, link: LinkObj) -> None:
