@@ -14,7 +14,7 @@ import time
 
 import pytest
 import yaml
-from conftest import processes, run_cli
+from conftest import ROOT, processes, run_cli
 
 from nestlab import Lab
 from nestlab.errors import LabError
@@ -425,27 +425,11 @@ def test_capture_events_and_link_set_ask_the_site_of_a_lab_on_two_servers(two_se
     assert share_labs(two_servers) == {"s1": [], "s2": []}
 
 
-def test_one_management_network_spans_the_servers(servers, topo_file, lab_name):
-    """Nodes on three servers share one management segment: each reaches every other's management address
-    (spoke to spoke through the first server), leaves through its own server's gateway, is reached by
-    `nestlab ssh` through its server, and the lab directory here lists every one of them."""
-    topo = topo_file(
-        yaml.safe_dump(
-            {
-                "name": lab_name,
-                "mgmt": {"network": "span", "ipv4-subnet": "172.31.77.0/24", "ipv6-subnet": "3fff:172:31:77::/64"},
-                "topology": {
-                    "nodes": {
-                        "a": {"server": "s1"},
-                        "b": {"server": "s2"},
-                        "c": {"server": "s3", "mgmt-ipv4": "172.31.77.50"},
-                        "d": {"server": "s3"},
-                    },
-                    "links": [{"endpoints": ["a:eth1", "b:eth1"]}],
-                },
-            }
-        )
-    )
+def test_one_management_network_spans_the_servers(servers):
+    """examples/servers-mgmt.yml, unchanged: nodes on three servers share one management segment: each reaches
+    every other's management address (spoke to spoke through the first server), leaves through its own server's
+    gateway, is reached by `nestlab ssh` through its server, and the lab directory here lists every one of them."""
+    topo, lab_name = ROOT / "examples" / "servers-mgmt.yml", "servers-mgmt"
     result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
     folder = topo.parent / f"clab-{lab_name}"
     try:
