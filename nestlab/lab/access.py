@@ -72,14 +72,12 @@ def managed(lab: Lab) -> list[Managed]:
 def lab_folder(lab: Lab) -> str:
     """``clab-LAB`` beside the topology file, or under ``$CLAB_LABDIR_BASE``, as containerlab puts it; for a
     topology read from a pipe (a server's share of a lab), in the lab's state directory, gone with the lab."""
-    if base := os.environ.get("CLAB_LABDIR_BASE"):
-        pass
+    if os.environ.get("CLAB_LABDIR_BASE"):
+        base = os.environ["CLAB_LABDIR_BASE"]
     elif os.path.isfile(lab.source):
         base = os.path.dirname(os.path.abspath(lab.source))
-    elif os.path.exists(lab.source):
-        base = names.lab_dir(lab.name)
     else:
-        base = os.getcwd()
+        base = names.lab_dir(lab.name) if os.path.exists(lab.source) else os.getcwd()
     return os.path.join(base, f"clab-{lab.name}")
 
 

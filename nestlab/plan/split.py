@@ -25,13 +25,18 @@ import copy
 import ipaddress
 import itertools
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import LabError
 from ..model import ipv6
 from .mgmt import Network
 from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
+
+if TYPE_CHECKING:
+    from ..model.schema import MgmtSpec
 
 VXLAN_HEADERS = 50
 MGMT_STITCH = "nestlab-mgmt"  # on each server holding managed nodes of a lab whose nodes sit on several
@@ -46,7 +51,14 @@ class Share:
 
 
 def shares(
-    raw: dict, plan: Plan, placed: Placement, underlay: dict[str, str], port: int, vni: int, mtu: int, mgmt=None
+    raw: dict,
+    plan: Plan,
+    placed: Placement,
+    underlay: dict[str, str],
+    port: int,
+    vni: int,
+    mtu: int,
+    mgmt: MgmtSpec | None = None,
 ) -> dict[str, Share]:
     """Every server's share of the lab ``raw`` (its checked topology as data) planned as ``plan``; ``mgmt``:
     its management network (the topology's ``mgmt:``), if any."""
@@ -107,7 +119,7 @@ def _management(
     placed: Placement,
     out: dict[str, Share],
     net: Network,
-    vni,
+    vni: Callable[[], int],
     underlay: dict[str, str],
     port: int,
     fits: int,
@@ -148,7 +160,7 @@ def _management(
             out[here].stitched.append(f"management network -> {there} (vni {ident})")
 
 
-def _downward(subnet: ipaddress.IPv4Network):
+def _downward(subnet: ipaddress.IPv4Network) -> Iterator[ipaddress.IPv4Address]:
     """The subnet's host addresses, highest first."""
     last, first = int(subnet.broadcast_address) - 1, int(subnet.network_address) + 1
     return (ipaddress.IPv4Address(n) for n in range(last, first - 1, -1))
