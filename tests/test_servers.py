@@ -430,6 +430,8 @@ def test_one_management_network_spans_the_servers(servers):
     every other's management address (spoke to spoke through the first server), leaves through its own server's
     gateway, is reached by `nestlab ssh` through its server, and the lab directory here lists every one of them."""
     topo, lab_name = ROOT / "examples" / "servers-mgmt.yml", "servers-mgmt"
+    planned = run_cli("plan", "-t", str(topo), "--servers", str(servers)).stdout
+    assert "management network: one segment over s1, s2, s3 (its gateway on s1)" in planned, planned
     result = run_cli("deploy", "-t", str(topo), "--servers", str(servers), timeout=300)
     folder = topo.parent / f"clab-{lab_name}"
     try:

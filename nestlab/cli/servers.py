@@ -36,6 +36,7 @@ def plan(
     import yaml
 
     from ..lab.lab import Lab
+    from ..plan.split import MGMT_STITCH
     from ..sites.shares import split
 
     with reported():
@@ -67,6 +68,9 @@ def plan(
             f"cut links: {len(placed.cut)}; switches spanning servers: {len(placed.spans)}; "
             f"VXLAN tunnels: {tunnels} (MTU {parts.mtu}, UDP port {lab.topology.stitch.port})"
         )
+        joined = [s for s, share in sorted(parts.shares.items()) if MGMT_STITCH in share.topology["topology"]["nodes"]]
+        if joined:  # the servers' management bridges, one segment (docs/servers.md)
+            out.line(f"management network: one segment over {', '.join(joined)} (its gateway on {joined[0]})")
         for a, b in placed.cut[:20]:
             out.line(f"  {a} ({placed.server(a.node)}) <-> {b} ({placed.server(b.node)})")
         if len(placed.cut) > 20:
