@@ -49,7 +49,7 @@ class Managed:
 
 def managed(lab: Lab) -> list[Managed]:
     """The lab's nodes with a management address, in name order."""
-    from ..links.mgmt import interfaces
+    from ..plan.mgmt import interfaces
 
     doc = lab.document()
     base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
@@ -86,8 +86,9 @@ def inventories(lab: Lab) -> list[Managed]:
     own nodes' names and SSH there), recorded so ``destroy --cleanup`` removes it here."""
     nodes = managed(lab)
     if nodes:
-        hosts.record(lab.name, {"netns": [], "folder": lab_folder(lab)})
-        _files(lab, lab_folder(lab), nodes)
+        folder = lab_folder(lab)
+        hosts.record(lab.name, {"netns": [], "folder": folder})
+        _files(lab, folder, nodes)
     return nodes
 
 

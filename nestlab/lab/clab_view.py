@@ -16,8 +16,8 @@ import yaml
 from .. import names
 from ..backends.kernel import rtdump
 from ..errors import LabError
-from ..links.mgmt import interfaces as management
 from ..model.layered import merged
+from ..plan.mgmt import interfaces as management
 from . import stop_start, where
 from .lab import Lab
 

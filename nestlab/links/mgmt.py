@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..plan.objects import AttachObj, EndObj, Plan
+from ..plan.objects import AttachObj, EndObj
 from ..registry import KINDS
 from .base import LinkMode, Stage, into_switches, register, up_and_address
 
@@ -37,11 +37,6 @@ def host_end(lab: str, node: str) -> str:
 
 def is_host_end(name: str) -> bool:
     return len(name) == 10 and name.startswith("mg") and all(c in "0123456789abcdef" for c in name[2:])
-
-
-def interfaces(plan: Plan) -> dict[str, AttachObj]:
-    """Each node's management interface (its eth0 with the management address), by node."""
-    return {a.end.node: a for a in plan.attachments.values() if a.mode == Mgmt.name and not a.option("host_interface")}
 
 
 def managed(b: Planning) -> list[str]:

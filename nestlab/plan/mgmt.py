@@ -19,6 +19,13 @@ from dataclasses import dataclass
 
 from .. import names
 from ..errors import LabError
+from .objects import AttachObj, Plan
+
+
+def interfaces(plan: Plan) -> dict[str, AttachObj]:
+    """Each node's management interface (its eth0 with the management address), by node: the attachments
+    of mode mgmt that are not a port (``host_interface``, containerlab's ``mgmt-net:IF``)."""
+    return {a.end.node: a for a in plan.attachments.values() if a.mode == "mgmt" and not a.option("host_interface")}
 
 
 @dataclass(frozen=True)

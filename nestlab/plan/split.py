@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import LabError
 from ..model import ipv6
-from .mgmt import Network
+from .mgmt import Network, interfaces
 from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
 
@@ -126,7 +126,7 @@ def _management(
 ) -> None:
     """The management network on every share (see the module's text): fixed addresses, a gateway per
     server, and the star of switches joining the servers' bridges."""
-    eth0 = {a.end.node: a.end for a in plan.attachments.values() if a.mode == "mgmt" and not a.option("host_interface")}
+    eth0 = {node: att.end for node, att in interfaces(plan).items()}
     holding = sorted({placed.server(node) for node in eth0}) or sorted(out)[:1]
     if MGMT_STITCH in raw["topology"]["nodes"]:
         raise LabError(f"node name {MGMT_STITCH} is nestlab's own on a lab split across servers; rename the node")

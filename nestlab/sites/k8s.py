@@ -33,7 +33,7 @@ from ..errors import LabError
 from ..lab import state, where
 from ..registry import SITES
 from .base import Site
-from .shares import Split, holder, merged, pin_error, split
+from .shares import Split, holder, merged, pin_error, running, split
 
 if TYPE_CHECKING:
     from ..lab.lab import Lab
@@ -294,11 +294,7 @@ class Kubernetes(Site):
                 if isinstance(exc, LabError):
                     raise type(exc)(f"{exc}; every pod of the lab was deleted, nothing is left") from None
                 raise
-            state.write(lab.snapshot("running", lab.plan))
-            if lab.topology.mgmt is not None:
-                from ..lab import access
-
-                access.inventories(lab)
+            running(lab)
         return parts
 
     def _cluster(self, timeout: float = 60):

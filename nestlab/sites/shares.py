@@ -63,6 +63,16 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
     return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
 
 
+def running(lab) -> None:
+    """Every share of ``lab`` runs: its record here says so, and for a lab with a management network the lab
+    directory here lists every node (each share publishes its own nodes' names and SSH where it runs)."""
+    state.write(lab.snapshot("running", lab.plan))
+    if lab.topology.mgmt is not None:  # lab/access loads only for a lab that needs it
+        from ..lab import access
+
+        access.inventories(lab)
+
+
 def refuse_pins(lab) -> None:
     """A lab without servers whose file pins a node to one (``server:``): a file error at the first such node."""
     if pinned := next((spec.server for spec in lab.topology.topology.nodes.values() if spec.server), None):

@@ -20,7 +20,7 @@ from ..errors import LabError
 from ..lab import state, where
 from ..registry import SITES
 from .base import Site
-from .shares import Split, cause, holder, merged, split
+from .shares import Split, cause, holder, merged, running, split
 
 if TYPE_CHECKING:
     from ..lab.lab import Lab
@@ -110,11 +110,7 @@ class Servers(Site):
                 first = sorted(failed)[0]
                 more = f" (and {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
                 raise LabError(f"server {first}{more}: {failed[first]}; every server was cleaned up, nothing is left")
-            state.write(lab.snapshot("running", lab.plan))
-            if lab.topology.mgmt is not None:
-                from ..lab import access
-
-                access.inventories(lab)
+            running(lab)
         if progress:
             progress("servers", len(conns), len(conns))
         return plan
