@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import pytest
 import yaml
 from conftest import NESTLAB, ROOT, leftovers, run_cli
 
+from nestlab.backends.kernel import namespaces
 from nestlab.model.mgmt import machine_routes
 
 LAB = """name: {name}
@@ -160,6 +162,57 @@ def test_two_labs_share_the_network_and_their_addresses_do_not_clash(tmp_path):
     finally:
         for path in files:
             run_cli("destroy", "-t", str(path))
+    assert leftovers() == []
+
+
+def _frames(sock, seconds: float) -> list[bytes]:
+    """What an AF_PACKET socket received (not sent) within ``seconds``."""
+    got, until = [], time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            frame, where = sock.recvfrom(2048)
+        except TimeoutError:
+            break
+        if where[2] != socket.PACKET_OUTGOING:
+            got.append(frame)
+    return got
+
+
+def _mld(frame: bytes) -> bool:
+    """An MLD report or done: ICMPv6 types 131, 132, 143 behind IPv6's hop-by-hop header."""
+    if frame[20] != 0:
+        return False
+    hop = frame[54:]
+    return hop[0] == 58 and hop[(hop[1] + 1) * 8] in (131, 132, 143)
+
+
+def test_the_segment_floods_multicast_but_not_the_nodes_mld_reports(tmp_path):
+    """A node joining a group sends an MLD report; with snooping off the bridge would hand it to every
+    other node (500 nodes: 250 000 frames while they come up).  The report stays off the segment, and
+    other multicast still reaches every node."""
+    name = "tmg" + os.urandom(3).hex()
+    path = tmp_path / f"{name}.clab.yml"
+    path.write_text(f"name: {name}\ntopology:\n  nodes:\n    n1: {{}}\n    n2: {{}}\n")
+    try:
+        assert run_cli("deploy", "-t", str(path), timeout=120).returncode == 0
+        with namespaces.entered(f"/run/netns/clab-{name}-n1"):
+            seen = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x86DD))
+            seen.bind(("eth0", 0))
+        with namespaces.entered(f"/run/netns/clab-{name}-n2"):
+            index = socket.if_nametoindex("eth0")
+            joiner, sender = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        (link,) = json.loads(_run("ip", "-n", f"clab-{name}-n2", "-j", "link", "show", "eth0").stdout)
+        mac = bytes.fromhex(link["address"].replace(":", ""))
+        with seen, joiner, sender:
+            group = socket.inet_pton(socket.AF_INET6, "ff02::1:3") + index.to_bytes(4, sys.byteorder)
+            joiner.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, group)
+            sender.sendto(b"to every node", ("ff02::1", 9, 0, index))
+            frames = _frames(seen, 2.0)
+        assert any(f[20] == 17 and f[56:58] == (9).to_bytes(2, "big") for f in frames), "multicast crosses the segment"
+        assert not [f for f in frames if f[6:12] == mac and _mld(f)], "n2's MLD report reached n1"
+    finally:
+        run_cli("destroy", "-t", str(path))
     assert leftovers() == []
 
 

@@ -163,6 +163,7 @@ class Mgmt(LinkMode):
                         alias=ap.alias,
                         mtu=att.mtu,
                         master=index[mgmtnet.bridge_for(bridge, number[att.end.node])],
+                        group=mgmtnet.GROUP,
                     ),
                     # the kernel keeps no alias given at birth; a bridge port needs no IPv6 address (its DAD and MLD
                     # reports would be flooded to every other port)

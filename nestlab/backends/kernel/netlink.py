@@ -25,6 +25,7 @@ IFLA_LINKINFO, IFLA_IFALIAS, IFLA_NET_NS_FD = 18, 20, 28
 IFLA_NUM_TX_QUEUES, IFLA_NUM_RX_QUEUES = 31, 32
 IFLA_PROP_LIST, IFLA_ALT_IFNAME, RTM_NEWLINKPROP, NLA_F_NESTED = 52, 53, 108, 0x8000
 IFLA_AF_SPEC, IFLA_INET6_ADDR_GEN_MODE, IN6_ADDR_GEN_MODE_NONE = 26, 8, 1
+IFLA_GROUP = 27
 IFLA_INFO_KIND, IFLA_INFO_DATA, VETH_INFO_PEER = 1, 2, 1
 IFLA_BR_MCAST_SNOOPING = 23
 IFA_ADDRESS, IFA_LOCAL = 1, 2
@@ -105,9 +106,10 @@ def new_veth(
     master: int | None = None,
     macs: tuple[str | None, str | None] = (None, None),
     up: bool = True,
+    group: int = 0,
 ) -> Request:
     """A veth pair: ``name`` in the socket's namespace (up unless ``up`` is False), ``peer`` created directly in
-    ``peer_ns_fd``; ``macs``: the two ends' MAC addresses, where given."""
+    ``peer_ns_fd``; ``macs``: the two ends' MAC addresses, where given; ``group``: ``name``'s interface group."""
     common = name_attr(IFLA_IFALIAS, alias) + (u32_attr(IFLA_MTU, mtu) if mtu else b"")
     # One queue each way, as veth ends up with anyway: asked for at birth, the kernel skips shrinking
     # the per-CPU default after registration, which waits for an RCU grace period per end.
@@ -119,6 +121,8 @@ def new_veth(
     body = ifinfo(up=up) + name_attr(IFLA_IFNAME, name) + common + _mac_attr(macs[0]) + linkinfo
     if master:
         body += u32_attr(IFLA_MASTER, master)
+    if group:
+        body += u32_attr(IFLA_GROUP, group)
     return Request(RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, body, f"create veth {name}<->{peer}")
 
 
