@@ -7,7 +7,9 @@ checkout's daemon reads every packet) and, with --before REF, "before" (REF's da
 (A B C, then C B A, ...), so all see the same machine.  Each runs UDP offered at N x 100 Mbit/s with iperf3's
 default socket buffers (as a user runs it) and one TCP connection through the tunnel; "bpf" also MPTCP on the
 same paths.  Beside each result: the machine's idle share and its CPU per Gbit/s (every core, kernel work
-included: a kernel datapath's work is softirq, a daemon's is its own).
+included: a kernel datapath's work is softirq, a daemon's is its own).  A further variant, "plain", sends the
+same UDP over one plain link at the paths' packet rate, no tunnel: what iperf3 gets on this machine at all,
+and what its two ends cost, so "over plain" is the tunnel's own CPU per Gbit/s of UDP.
 
 Usage (root):  python benchmarks/mpt_line_rate.py [--before REF] [--paths 12,32] [--rounds 3] [--duration 10] [--json FILE]
 """
@@ -28,6 +30,7 @@ sys.path.insert(0, ROOT)
 from nestlab.backends.services import mpt_daemon  # noqa: E402
 from nestlab.bench import tools  # noqa: E402
 from nestlab.bench.suites import multipath  # noqa: E402
+from nestlab.lab.lab import Lab  # noqa: E402
 
 KEYS = ("mbps", "capacity_pct", "retransmits", "lost_pct", "cpu_idle_pct", "cpu_softirq_pct", "cpu_steal_pct")
 KEYS += ("machine_cpu_pct_per_gbps", "cpu_daemons_pct", "datapath_used")
@@ -79,6 +82,41 @@ def run(variant: str, binary: str, datapath: str, paths: int, results: list, dur
         lab.destroy()
 
 
+def plain(paths: int, results: list, duration: float) -> None:
+    """No tunnel: one link carrying the same 1 440-byte datagrams at the paths' packet rate (N x 100 Mbit/s of
+    1 514-byte frames is N x 100 x 1 482/1 514 Mbit/s of 1 482-byte ones, so its ceiling is the tunnel's), the
+    ends on the testbed's cores: what iperf3 with default socket buffers gets on this machine at all."""
+    lab = Lab(f"bench-mp-plain-{paths}", ipv4_pool="10.81.0.0/16")
+    for name, own in zip("ab", multipath.cores()):
+        lab.add_node(name, **own)
+    lab.add_link("a:eth1", "b:eth1", params={"rate": f"{paths * multipath.RATE_MBIT * 1000 * 1482 // 1514}kbit"})
+    lab.deploy()
+    try:
+        before = tools.machine_cpu_seconds()
+        result = tools.iperf3(
+            lab.nodes["a"],
+            lab.nodes["b"],
+            lab.nodes["b"].intf("eth1").ip,
+            duration,
+            multipath.PORT,
+            omit=1,
+            udp=True,
+            bitrate=f"{paths * multipath.RATE_MBIT}M",
+            length=multipath.UDP_LENGTH,
+        )
+        spent = {kind: seconds - before[kind] for kind, seconds in tools.machine_cpu_seconds().items()}
+        r = {"mbps": result["mbps"], "capacity_pct": result["mbps"] / paths, "lost_pct": result["lost_pct"]}
+        r |= multipath.machine_cpu(spent, result["mbps"])
+        results.append({"variant": "plain", "paths": paths, "method": "mpt-udp", **{key: r.get(key) for key in KEYS}})
+        print(
+            f"plain   {paths:3} paths udp      {r['mbps']:6.0f} Mbit/s {r['capacity_pct']:5.1f} %  lost {r['lost_pct']:4.2f} %  "
+            f"idle {r['cpu_idle_pct']:4.1f} %  CPU/Gbit/s {r['machine_cpu_pct_per_gbps'] or 0:5.0f} %",
+            flush=True,
+        )
+    finally:
+        lab.destroy()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", help="commit whose daemon is a further baseline")
@@ -92,15 +130,24 @@ def main() -> None:
     if args.before:
         variants["before"] = (build(args.before, os.path.join(tempfile.mkdtemp(prefix="mpt-before-"), "nestlab-mpt")), "auto")
     results: list[dict] = []
-    order = list(variants)
+    order = [*variants, "plain"]
     for r in range(args.rounds):
         for paths in (int(p) for p in args.paths.split(",")):
             for variant in order if r % 2 == 0 else order[::-1]:
+                if variant == "plain":
+                    plain(paths, results, args.duration)
+                    continue
                 methods = ["mpt-udp", "mpt-tcp"] + (["mptcp"] if variant == "bpf" else [])
                 run(variant, *variants[variant], paths, results, args.duration, methods)
     print(
-        f"\n{'variant':7} {'paths':>5} {'method':8} {'Mbit/s median (range)':>22} {'% of N x 100':>12} {'retr.':>6} {'idle %':>6} {'CPU % per Gbit/s':>16}"
+        f"\n{'variant':7} {'paths':>5} {'method':8} {'Mbit/s median (range)':>22} {'% of N x 100':>12} {'retr.':>6} {'idle %':>6} "
+        f"{'CPU % per Gbit/s':>16} {'over plain':>10}"
     )
+
+    def median(variant: str, method: str, paths: int, key: str) -> float | None:
+        rows = [r for r in results if r["variant"] == variant and r["method"] == method and r["paths"] == paths]
+        return statistics.median(r[key] or 0 for r in rows) if rows else None
+
     for paths in (int(p) for p in args.paths.split(",")):
         for variant in order:
             for method in ("mpt-udp", "mpt-tcp", "mptcp"):
@@ -108,11 +155,13 @@ def main() -> None:
                 if not rows:
                     continue
                 mbps = [r["mbps"] for r in rows]
+                cpu = median(variant, method, paths, "machine_cpu_pct_per_gbps") or 0
+                floor = median("plain", method, paths, "machine_cpu_pct_per_gbps")  # what the two iperf3 ends cost
+                over = f"{cpu - floor:10.0f}" if floor is not None and variant != "plain" else f"{'':10}"
                 print(
                     f"{variant:7} {paths:5} {method:8} {statistics.median(mbps):8.0f} ({min(mbps):.0f}-{max(mbps):.0f}){'':4} "
                     f"{statistics.median(r['capacity_pct'] for r in rows):12.1f} {statistics.median(r['retransmits'] or 0 for r in rows):6.0f} "
-                    f"{statistics.median(r['cpu_idle_pct'] for r in rows):6.1f} "
-                    f"{statistics.median(r['machine_cpu_pct_per_gbps'] or 0 for r in rows):16.0f}"
+                    f"{statistics.median(r['cpu_idle_pct'] for r in rows):6.1f} {cpu:16.0f} {over}"
                 )
     if args.json:
         with open(args.json, "w") as fh:

@@ -10,7 +10,8 @@ one iperf3 connection a -> b of each ``method``:
 * ``mpt-tcp`` / ``mpt-udp``: to b's tunnel address (UDP offered at N x 100 Mbit/s, 1440-byte
   datagrams, which fill a path's 1514-byte frames).
 
-``placement``: ``containerised`` runs the tool in nodes with their own network stack;
+``placement``: ``containerised`` runs the tool in nodes with their own network stack (and, where
+there are two cores, each on a core of its own, as two machines are);
 ``native`` in nodes sharing their emulated host's stack (the paper's native and host-network
 containers).  Rows: each path's share of the bytes ``a`` sent, and the total with retransmits,
 the share of N x 100 Mbit/s reached and, through the tunnel, its daemons' CPU per Gbit/s; and
@@ -36,17 +37,26 @@ PLACEMENTS = ["containerised", "native"]
 UDP_LENGTH = 1440  # tunnel MTU 1468 (1500 - 32) minus IPv4 and UDP headers
 
 
+def cores() -> list[dict]:
+    """Each of the seed's two machines on a core of its own, where this machine lets us have two (as two
+    machines share no CPU): left to the scheduler on two cores, the UDP receiver ran on the sender's core in
+    about 40 % of samples and lost 3 % of the datagrams to its full socket buffer, a plain link as much as the
+    tunnel; on cores of their own, 0.3 %."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return [{"resources": {"cpuset": str(cpu)}} for cpu in allowed[:2]] if len(allowed) >= 2 else [{}, {}]
+
+
 def testbed(placement: str, paths: int, datapath: str = "auto", rate: int = RATE_MBIT) -> Lab:
     """Seed 001's two machines joined by ``paths`` links of ``rate`` Mbit/s, MPTCP and an MPT tunnel over them
-    (its ``datapath``: bpf, user or auto)."""
+    (its ``datapath``: bpf, user or auto); containerised, each machine on a core of its own (:func:`cores`)."""
     lab = Lab(f"bench-mp-{placement[:6]}-{paths}-{datapath[0]}{rate}", ipv4_pool="10.80.0.0/16")
     native = placement == "native"
     if native:
         lab.add_host("server")
         lab.add_host("client")
     mptcp = {"subflows": 8, "add_addr_accepted": 8}
-    for name, host in (("a", "client"), ("b", "server")):
-        lab.add_node(name, mptcp=mptcp, **({"mode": "host", "host": host} if native else {}))
+    for (name, host), own in zip((("a", "client"), ("b", "server")), cores()):
+        lab.add_node(name, mptcp=mptcp, **({"mode": "host", "host": host} if native else own))
     lab.add_link("a", "b", paths=paths, params={"rate": f"{rate}mbit"}, multipath={"type": "mpt", "datapath": datapath})
     return lab
 
@@ -110,19 +120,25 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         "paths_used": used,
         "evenness_pct": 100 * min(s / total for s in sent[:used]) * used if used else 0.0,
     }
-    whole = sum(machine.values()) or 1.0  # where the machine's CPU went meanwhile, % of all its cores
-    summary |= {f"cpu_{kind}_pct": 100 * seconds / whole for kind, seconds in machine.items()}
+    summary |= machine_cpu(machine, result["mbps"])
     gbps = result["mbps"] / 1000
-    # The whole machine's CPU (every core, kernel work included) per Gbit/s: a kernel datapath's work is softirq, not a daemon's
-    busy = (whole - machine.get("idle", 0.0) - machine.get("steal", 0.0)) / whole * (os.cpu_count() or 1)
-    summary["machine_cpu_pct_per_gbps"] = 100 * busy / gbps if gbps else None
     if cell["method"].startswith("mpt-"):
         seconds = duration + 1  # iperf3's -O 1 warm-up second ran the tunnel too
         summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / gbps if gbps else None
-        summary["cpu_daemons_pct"] = 100 * cpu / whole
+        summary["cpu_daemons_pct"] = 100 * cpu / (sum(machine.values()) or 1.0)
         # The datapath the daemon reports using (older daemons: user), beside the cell's own ``datapath`` (what was asked)
         summary["datapath_used"] = mpt_daemon.counters(lab.name, "a").get("datapath", "user").split(" ")[0]
     return [*rows, summary]
+
+
+def machine_cpu(spent: dict[str, float], mbps: float) -> dict:
+    """Where the machine's CPU went (``spent``: seconds by kind, every core), in % of all its cores, and its
+    busy time per Gbit/s carried in % of one core (every core, kernel work included: a kernel datapath's
+    work is softirq, not a daemon's; steal left out)."""
+    whole = sum(spent.values()) or 1.0
+    shares = {f"cpu_{kind}_pct": 100 * seconds / whole for kind, seconds in spent.items()}
+    busy = (whole - spent.get("idle", 0.0) - spent.get("steal", 0.0)) / whole * (os.cpu_count() or 1)
+    return shares | {"machine_cpu_pct_per_gbps": 100 * busy / (mbps / 1000) if mbps else None}
 
 
 def _line(fig_id: str, title: str, metric: str, unit: str, series: str, where: dict, claim: str = "", **extra) -> Figure:
