@@ -71,8 +71,7 @@ def table(network: str) -> str:
 def ruleset(network: str, bridge: str, subnet: str, external: bool) -> str:
     """The same forward filter for IPv4 and IPv6; masquerade (``external``) of what the IPv4 ``subnet`` sends
     beyond it (a frame between nodes on two of the network's bridges reaches the NAT hook, through the
-    machine's bridge netfilter, with the child bridge as its way out: not to be masqueraded); the bridge
-    table (see the module's docstring)."""
+    machine's bridge netfilter, with the child bridge as its way out: not to be masqueraded)."""
     name = table(network)
     out = "accept" if external else "drop"
     text = ""
@@ -92,8 +91,13 @@ def ruleset(network: str, bridge: str, subnet: str, external: bool) -> str:
             )
             + "  }\n}\n"
         )
-    return text + (
-        f"table bridge {name} {{\n"
+    return text
+
+
+def quiet(network: str) -> str:
+    """The bridge table that keeps the nodes' MLD reports off the network's bridges (module docstring)."""
+    return (
+        f"table bridge {table(network)} {{\n"
         "  chain prerouting {\n    type filter hook prerouting priority filter; policy accept;\n"
         f"    iifgroup {GROUP} icmpv6 type {{ mld-listener-report, mld-listener-done, mld2-listener-report }} drop\n"
         "  }\n}\n"
@@ -134,6 +138,8 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
     if proc.returncode:
         remove(network)
         raise LabError(f"the management network's rules were refused: {proc.stderr.strip()} (see `nestlab doctor`)")
+    # a kernel without nftables' bridge family floods the reports: slower to fill, the same network
+    subprocess.run(["nft", "-f", "-"], input=quiet(network), capture_output=True, text=True)
     return index
 
 
