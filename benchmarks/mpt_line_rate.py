@@ -144,20 +144,19 @@ def main() -> None:
         f"{'CPU % per Gbit/s':>16} {'over plain':>10}"
     )
 
-    def median(variant: str, method: str, paths: int, key: str) -> float | None:
-        rows = [r for r in results if r["variant"] == variant and r["method"] == method and r["paths"] == paths]
-        return statistics.median(r[key] or 0 for r in rows) if rows else None
+    def cpu_of(rows: list[dict]) -> float:
+        return statistics.median(r["machine_cpu_pct_per_gbps"] or 0 for r in rows)
 
     for paths in (int(p) for p in args.paths.split(",")):
+        floor = [r for r in results if r["variant"] == "plain" and r["paths"] == paths]  # what the two iperf3 ends cost
         for variant in order:
             for method in ("mpt-udp", "mpt-tcp", "mptcp"):
                 rows = [r for r in results if r["variant"] == variant and r["method"] == method and r["paths"] == paths]
                 if not rows:
                     continue
                 mbps = [r["mbps"] for r in rows]
-                cpu = median(variant, method, paths, "machine_cpu_pct_per_gbps") or 0
-                floor = median("plain", method, paths, "machine_cpu_pct_per_gbps")  # what the two iperf3 ends cost
-                over = f"{cpu - floor:10.0f}" if floor is not None and variant != "plain" else f"{'':10}"
+                cpu = cpu_of(rows)
+                over = f"{cpu - cpu_of(floor):10.0f}" if floor and method == "mpt-udp" and variant != "plain" else f"{'':10}"
                 print(
                     f"{variant:7} {paths:5} {method:8} {statistics.median(mbps):8.0f} ({min(mbps):.0f}-{max(mbps):.0f}){'':4} "
                     f"{statistics.median(r['capacity_pct'] for r in rows):12.1f} {statistics.median(r['retransmits'] or 0 for r in rows):6.0f} "

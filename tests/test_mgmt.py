@@ -165,6 +165,12 @@ def test_two_labs_share_the_network_and_their_addresses_do_not_clash(tmp_path):
     assert leftovers() == []
 
 
+def _eth0(lab: str, node: str) -> dict:
+    """``ip -j link show eth0`` of a node of ``lab``, as read from inside it."""
+    (link,) = json.loads(_run("ip", "-n", f"clab-{lab}-{node}", "-j", "link", "show", "eth0").stdout)
+    return link
+
+
 def _frames(sock, seconds: float) -> list[bytes]:
     """What an AF_PACKET socket received (not sent) within ``seconds``."""
     got, until = [], time.monotonic() + seconds
@@ -202,8 +208,7 @@ def test_the_segment_floods_multicast_but_not_the_nodes_mld_reports(tmp_path):
         with namespaces.entered(f"/run/netns/clab-{name}-n2"):
             index = socket.if_nametoindex("eth0")
             joiner, sender = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM), socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        (link,) = json.loads(_run("ip", "-n", f"clab-{name}-n2", "-j", "link", "show", "eth0").stdout)
-        mac = bytes.fromhex(link["address"].replace(":", ""))
+        mac = bytes.fromhex(_eth0(name, "n2")["address"].replace(":", ""))
         with seen, joiner, sender:
             group = socket.inet_pton(socket.AF_INET6, "ff02::1:3") + index.to_bytes(4, sys.byteorder)
             joiner.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, group)
@@ -227,11 +232,8 @@ def test_nodes_past_a_bridges_ports_hang_on_child_bridges_and_reach_every_other(
     )
     try:
         assert run_cli("deploy", "-t", str(path), timeout=120).returncode == 0
-        masters = {}
-        for node in ("n1", "n2", "n3"):
-            (link,) = json.loads(_run("ip", "-n", f"clab-{name}-{node}", "-j", "link", "show", "eth0").stdout)
-            (end,) = [i for i in json.loads(_run("ip", "-j", "link", "show").stdout) if i["ifindex"] == link["link_index"]]
-            masters[node] = end["master"]
+        here = {i["ifindex"]: i for i in json.loads(_run("ip", "-j", "link", "show").stdout)}
+        masters = {node: here[_eth0(name, node)["link_index"]]["master"] for node in ("n1", "n2", "n3")}
         assert masters == {"n1": f"br-{network}", "n2": f"br-{network}-1", "n3": f"br-{network}-2"}
         for node, other in (("n3", "172.20.24.10"), ("n3", "172.20.25.10"), ("n2", "172.20.24.1"), ("n1", "172.20.26.200")):
             assert run_cli("exec", "--lab", name, node, "--", "ping", "-c1", "-W2", other).returncode == 0, (node, other)
