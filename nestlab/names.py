@@ -15,7 +15,18 @@ Lab and node names cannot contain ``.``, so a namespace name always tells its la
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+IFNAMSIZ = 15  # the longest interface name the kernel takes (its IFNAMSIZ, 16, less the NUL)
+_IFNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def is_ifname(name: str) -> bool:
+    """An interface name the kernel takes and a shell needs no quotes for: 1-15 letters, digits, '.',
+    '-', '_', the first a letter or digit."""
+    return len(name) <= IFNAMSIZ and _IFNAME.fullmatch(name) is not None
+
 
 NETNS_DIR = "/run/netns"  # where ip netns (and nestlab) pin network namespaces
 
@@ -109,7 +120,7 @@ def mgmt_leases(network: str) -> str:
 
 def mgmt_bridge(network: str) -> str:
     """The default bridge of a management network: ``br-NETWORK`` cut to the kernel's 15 characters."""
-    return f"br-{network}"[:15]
+    return f"br-{network}"[:IFNAMSIZ]
 
 
 def long_name(prefix: str | None, lab: str, node: str) -> str:

@@ -139,8 +139,9 @@ def _sources() -> dict[str, str]:
 
 def test_each_question_has_one_home():
     """Where a lab runs is read in lab/where.py alone; the topology's data is the Lab's own; the mount
-    table is read and /proc scanned by one module each; ``NODE:IFACE`` is split where it is read (the
-    model, its endpoint type and the foreign formats), never again downstream."""
+    table is read and /proc scanned (a process's stat parsed) by one module each; the interface-name
+    rule is names.py's; ``NODE:IFACE`` is split where it is read (the model, its endpoint type and the
+    foreign formats), never again downstream."""
     sources = _sources()
 
     def holding(*needles: str) -> set[str]:
@@ -150,6 +151,8 @@ def test_each_question_has_one_home():
     assert holding("._raw") == {"lab/lab.py"}
     assert holding("/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts") == {"backends/kernel/mounts.py"}
     assert holding('scandir("/proc")', 'listdir("/proc")') == {"backends/kernel/procs.py"}
+    assert holding('}/stat"') == {"backends/kernel/procs.py"}  # a process's /proc/PID/stat
+    assert holding("{0,14}", "[:15]", "<= 15") == set()  # an interface name's limit is names.IFNAMSIZ
     splits = ('partition(":")', 'split(":", 1)', "partition(':')", "split(':', 1)")
     other_colons = {"bench/results.py", "bench/memory.py", "backends/remote/oci.py"}  # /proc's "key: value", an image's tag
     downstream = {name for name in holding(*splits) if not name.startswith("model/")} - other_colons

@@ -150,3 +150,93 @@ def test_reconvergence_after_a_scheduled_failure_matches_the_traffic(topo_file, 
     )
     print(f"reconvergence: reported {reported.group(1)} s, the pings' outage {outage:.3f} s")  # shown with -s
     assert abs(float(reported.group(1)) - outage) <= 0.2, (reported.group(0), outage)
+
+
+EXEC_ADDRESSED = """name: {name}
+topology:
+  nodes:
+    pc1: {exec: ["ip addr add 192.168.1.2/24 dev eth1", "ip route add 192.168.12.0/24 via 192.168.1.1",
+                 "ip route add 192.168.13.0/24 via 192.168.1.1"]}
+    r: {sysctls: {net.ipv4.ip_forward: 1},
+        exec: ["ip addr add 192.168.1.1/24 dev eth1", "ip addr add 192.168.12.1/24 dev eth2", "ip addr add 192.168.13.1/24 dev eth3"]}
+    pc2: {exec: ["ip addr add 192.168.12.2/24 dev eth1", "ip route add 192.168.1.0/24 via 192.168.12.1"]}
+    pc3: {exec: ["ip addr add 192.168.13.3/24 dev eth1", "ip route add 192.168.1.0/24 via 192.168.13.1"]}
+  links:
+    - endpoints: ["pc1:eth1", "r:eth1"]
+    - endpoints: ["r:eth2", "pc2:eth1"]
+      params: {rate: 40mbit}
+    - endpoints: ["r:eth3", "pc3:eth1"]
+checks:
+  - reach: {from: pc1, to: pc2}
+  - rate: {from: pc1, to: pc2, mbit: 40, tolerance: 25%}
+  - reach: {from: pc1, to: pc3}
+  - latency: {from: pc1, to: pc3, ms: 0.5, tolerance: 5ms}
+"""
+
+
+def test_a_node_name_resolves_to_the_address_the_source_routes_to(topo_file, lab_name):
+    """The hosts set their addresses in exec: (each link also has its automatic 10.200.0.x, which pc1 has no
+    route to beyond its own segment): reach and rate by node name take 192.168.12.2, the address pc1's kernel
+    routes to, and say so.  With r-pc2 down, exactly the checks across it fail, each quoting its tool."""
+    path = topo_file(EXEC_ADDRESSED)
+    done = run_cli("check", "-t", str(path), "--wait", "30", "--format", "json", timeout=200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(done.stdout)["checks"]
+    assert all(r["held"] for r in results), results
+    assert results[0]["saw"] == "answered from 192.168.12.2 (pc2 is 192.168.12.2 (via 192.168.1.1, /24))", results[0]
+    assert "Mbit/s to 192.168.12.2 (pc2 is 192.168.12.2 (via 192.168.1.1, /24))" in results[1]["saw"], results[1]
+    assert "192.168.13.3" in results[2]["saw"] and "192.168.13.3" in results[3]["saw"], results
+
+    assert run_cli("link", "set", "--lab", lab_name, "r:eth2", "pc2:eth1", "--down").returncode == 0
+    time.sleep(1)  # the checks start well after the change
+    broken = run_cli("check", "--lab", lab_name, "--wait", "4", "--format", "json", timeout=120)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    seen = {r["check"]: r for r in json.loads(broken.stdout)["checks"]}
+    assert [i for i, r in seen.items() if not r["held"]] == [0, 1], seen
+    assert seen[0]["saw"].endswith("1 packets transmitted, 0 received, 100% packet loss, time 0ms"), seen[0]
+    said = seen[1]["saw"].split(": ", 1)[1]
+    assert said.startswith("iperf3: error - ") and "{" not in said, seen[1]
+    # a lab checked long after its last change: the first attempt held, and since when is unknown
+    assert seen[2]["first_held"] is None and seen[2]["held_at_start"], seen[2]
+
+
+def _ospf(n: int) -> str:
+    return (
+        f"frr defaults traditional\nhostname r{n}\n!\ninterface eth1\n ip ospf network point-to-point\n"
+        " ip ospf hello-interval 1\n ip ospf dead-interval 3\n!\n"
+        f"router ospf\n ospf router-id 10.255.0.{n}\n network 10.0.0.0/8 area 0\n!\n"
+    )
+
+
+DELAYED = """name: {name}
+topology:
+  nodes:
+    r1: {kind: frr, startup-config: "R1"}
+    r2: {kind: frr, startup-config: "R2"}
+    sw: {kind: bridge}
+  links:
+    - {endpoints: ["r1:eth1", "sw:p1"], ipv4: ["10.0.12.1/24", null]}
+    - {endpoints: ["sw:p2", "r2:eth1"], ipv4: [null, "10.0.12.2/24"]}
+checks:
+  - ospf: {node: r1, neighbor: 10.255.0.2, state: Full}
+schedule:
+  - {at: 3s, link: ["sw:p2", "r2:eth1"], state: down}
+  - {at: 6.5s, link: ["sw:p2", "r2:eth1"], state: up}
+"""
+
+
+def test_a_change_whose_effect_comes_after_a_timer_is_timed_from_it(topo_file):
+    """r2's side of the switch goes down; r1 keeps its carrier and drops r2 only when its dead interval (3 s)
+    runs out: the check still holds when first tried after the change, and only counts once seen failing.
+    The link is back 3.5 s after it went down, so the reconvergence is ~3.5 s plus the adjacency, never ~0."""
+    text = DELAYED.replace('"R1"', json.dumps(_ospf(1))).replace('"R2"', json.dumps(_ospf(2)))
+    done = subprocess.run([*NESTLAB, "run", "-t", str(topo_file(text))], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    print(done.stderr)  # shown with -s
+    down = re.search(r"down: every check holds again (\d+\.\d+) s later \(.*failing from (\d+\.\d+) s", done.stderr)
+    assert down, done.stderr
+    again, failing = float(down.group(1)), float(down.group(2))
+    assert 1.8 <= failing <= 3.4, done.stderr  # the dead interval, counted from r2's last hello (one a second)
+    assert 3.5 <= again <= 7, done.stderr
+    up = re.search(r"up: every check holds again (\d+\.\d+) s later \(.*failing from (\d+\.\d+) s", done.stderr)
+    assert up and float(up.group(2)) < 0.2 and float(up.group(1)) < 3, done.stderr

@@ -216,3 +216,32 @@ def test_generate_writes_containerlabs_clos_and_deploys_it(tmp_path, lab_name):
         run_cli("clab", "destroy", "--name", lab_name, "--cleanup")
     bad = run_cli("clab", "generate", "--name", "x", "--nodes", "2,zero")
     assert bad.returncode == 1 and "--nodes zero: give N[:KIND[:TYPE]]" in bad.stderr, bad.stderr
+
+
+def test_flags_that_change_nothing_here_say_why_and_license_is_written(tmp_path):
+    import yaml
+
+    made = run_cli(
+        "clab",
+        "generate",
+        "--name",
+        "flags",
+        "--nodes",
+        "2,1",
+        "--license",
+        "linux=lic.key",
+        "--max-workers",
+        "4",
+        "--owner",
+        "bob",
+    )
+    assert made.returncode == 0, made.stderr
+    assert yaml.safe_load(made.stdout)["topology"]["kinds"] == {"linux": {"license": "lic.key"}}, made.stdout
+    assert "note --max-workers: ignored (nestlab makes every node in one process" in made.stderr
+    assert "note --owner: ignored (a lab's files are root's here)" in made.stderr
+    path = tmp_path / "flags.clab.yml"
+    path.write_text(made.stdout)
+    drawn = run_cli("clab", "graph", "-t", str(path), "--mermaid", "--offline")
+    assert drawn.returncode == 0, drawn.stderr
+    assert "note --offline: ignored (the live page's scripts are nestlab's own copies" in drawn.stderr
+    assert "flowchart" in (tmp_path / "flags.clab.mermaid").read_text()

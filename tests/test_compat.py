@@ -3,6 +3,7 @@ endpoints, the extended link form; containerlab's smoke topologies run unchanged
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -118,6 +119,8 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
     tests/08-vxlan/vxlan-stitch-linux (l1 reaches l2 through a VXLAN stitch to l2's management address)."""
     made = [p for p in ("/tmp/host-exec-test", "/tmp/time") if not os.path.exists(p)]
     labs = {
+        "01-linux-nodes": "2-linux-nodes",
+        "24-basic-groups": "2-linux-nodes",
         "stages": "stages",
         "03-linux-nodes-to-bridge-and-host": "03-bridge-and-host",
         "16-mgmtnetinterface": "mgmtnetif",
@@ -128,9 +131,11 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
     for name, lab in labs.items():
         folder = tmp_path / name
         folder.mkdir()
-        shutil.copy(SMOKE / f"{name}.clab.yml", folder)
+        file = next(SMOKE.glob(f"{name}.clab.y*ml"))
+        for each in (file, SMOKE / "01-test.txt", SMOKE / "01-test.json"):
+            shutil.copy(each, folder)
         before = root_links()
-        result = run_cli("deploy", "-t", str(folder / f"{name}.clab.yml"), timeout=120)
+        result = run_cli("deploy", "-t", str(folder / file.name), timeout=120)
         try:
             assert result.returncode == 0, result.stderr
             assert lab in state.labs()
@@ -147,6 +152,13 @@ def test_containerlab_smoke_topologies_run_unchanged(tmp_path):
                 assert "n3eth1" in root_links()
             if name == "03-linux-nodes-to-bridge-and-host":
                 assert "l1-01-03-eth3" in root_links()
+            if name == "01-linux-nodes":  # type: mgmt-net's endpoint mac: is the node end's, as containerlab gives it
+                l2 = run_cli("exec", "--lab", lab, "l2", "--", "ip", "link", "show", "eth5").stdout
+                assert "link/ether 02:00:00:00:00:05 " in l2, l2
+                shown = subprocess.run(["ip", "link", "show", "dev", "l2eth5mgmt"], capture_output=True, text=True).stdout
+                assert "master br-clab" in shown, shown
+                l1 = run_cli("exec", "--lab", lab, "l1", "--", "cat", "/01-test.txt").stdout
+                assert l1 == (SMOKE / "01-test.txt").read_text(), l1
             if name == "stages-race":
                 assert "exec l1: ip l show dev eth1 (exit 0)" in result.stdout + result.stderr
             if name == "16-mgmtnetinterface":  # a port of the management bridge, up, its end here named l1eth1
@@ -629,3 +641,170 @@ def test_a_failing_exec_is_reported_not_stray(tmp_path, lab_name):
         assert not [line for line in lines if line.startswith("Error")], "no line of a node's output reads as nestlab's"
     finally:
         run_cli("destroy", "--lab", lab_name)
+
+
+SCHEMA_DIR = ROOT / "tests" / "fixtures" / "clab-schema"
+
+
+def _schema_keys() -> dict[str, set[str]]:
+    """containerlab's schema (tests/fixtures/clab-schema, source noted there): the keys it allows at the top,
+    on a node, on an extended endpoint, and on each link type (``brief``: the endpoints-only form)."""
+    schema = json.loads((SCHEMA_DIR / "clab.schema.json").read_text())
+    defs = schema["definitions"]
+    keys = {
+        "top": set(schema["properties"]),
+        "node": set(defs["node-config"]["properties"]),
+        "endpoint": set(defs["link-endpoint"]["properties"]),
+        "brief": set(defs["link-config-short"]["properties"]),
+    }
+    for name, spec in defs.items():
+        if name.startswith("link-type-"):
+            keys[spec["properties"]["type"]["const"]] = set(spec["properties"])
+    return keys
+
+
+def _keys_used(doc: dict) -> dict[str, set[str]]:
+    body = doc["topology"]
+    used: dict[str, set[str]] = {"top": set(doc), "node": set(), "endpoint": set()}
+    for section in ("nodes", "groups", "kinds"):
+        for spec in (body.get(section) or {}).values():
+            used["node"] |= set(spec or {})
+    for link in body["links"]:
+        used.setdefault(link.get("type", "brief"), set()).update(link)
+        ends = [link["endpoint"]] if "endpoint" in link else link["endpoints"]
+        for end in ends:
+            used["endpoint"] |= set(end) if isinstance(end, dict) else set()
+    return used
+
+
+def test_every_key_of_containerlabs_schema_is_taken_and_acts(tmp_path, lab_name):
+    """A file using every key containerlab's schema allows on a node and on each link type deploys: keys nestlab
+    cannot honour are notes, the rest act (mgmt-net's endpoint mac:, macvlan mode:, vxlan ports, env-files, ...)."""
+    import yaml
+
+    from nestlab.model.schema import IGNORED_NODE_KEYS
+
+    doc = yaml.safe_load((SCHEMA_DIR / "every-key.clab.yml").read_text())
+    used, allowed = _keys_used(doc), _schema_keys()
+    for where, keys in allowed.items():
+        assert keys <= used.get(where, set()), f"every-key.clab.yml lacks {where} keys {sorted(keys - used.get(where, set()))}"
+    folder = tmp_path / "every-key"
+    shutil.copytree(SCHEMA_DIR, folder)
+    path = folder / "every-key.clab.yml"
+    path.write_text(path.read_text().replace("name: every-key\n", f"name: {lab_name}\n", 1))
+    prefix, far = lab_name[1:8], f"nlt-{lab_name}"
+    parent = f"nlt{prefix}p"
+    subprocess.run(["ip", "netns", "add", far], check=True)
+    try:
+        subprocess.run(["ip", "link", "add", parent, "type", "veth", "peer", "name", "far0", "netns", far], check=True)
+        subprocess.run(["ip", "link", "set", parent, "up"], check=True)
+        env = {**os.environ, "HOST_LINK": parent, "HOST_PREFIX": prefix}
+        result = subprocess.run([*NESTLAB, "deploy", "-t", str(path)], capture_output=True, text=True, env=env, timeout=120)
+        try:
+            assert result.returncode == 0, result.stderr
+            for key in used["node"] & set(IGNORED_NODE_KEYS):
+                assert f"topology.nodes.n1.{key}: ignored: {IGNORED_NODE_KEYS[key]}" in result.stderr, key
+            for said in (
+                "runtime: podman",
+                "components: list",
+                "veth-stitch is a veth here",
+                "dummy interface",
+                "debug: ignored",
+            ):
+                assert said in result.stderr, said
+            assert "topology.links[*].vars: on 8 links" in result.stderr, "one note for the links' vars"
+            lab = Lab.running(lab_name)
+            n1, n2, n3 = (lab.nodes[n] for n in ("n1", "n2", "n3"))
+            # mgmt-net with an endpoint mac: the node's end has it, the machine's end is a port of the management bridge
+            assert "link/ether 02:97:00:00:04:01 " in n1.cmd("ip link show eth4")
+            shown = subprocess.run(["ip", "link", "show", f"{prefix}m"], capture_output=True, text=True).stdout
+            assert "master br-clab" in shown, shown
+            assert "link/ether 02:97:00:00:05:01 " in n1.cmd("ip link show eth5") and f"{prefix}h" in root_links()
+            # veth: endpoint mac and ipv4, link-level ipv4/ipv6 and mtu; the brief form's addresses and mtu
+            assert "link/ether 02:97:00:00:03:01 " in n1.cmd("ip link show eth2")
+            assert "1 received" in n1.cmd("ping -c1 -W2 10.97.3.3") and "1 received" in n1.cmd("ping -c1 -W2 10.97.2.3")
+            assert "fd00:97:2::1/64" in n1.cmd("ip -6 addr show eth1") and "mtu 1450" in n1.cmd("ip link show eth1")
+            assert "1 received" in n2.cmd("ping -c1 -W2 10.97.1.3") and "mtu 1400" in n2.cmd("ip link show eth1")
+            assert "state UP" in n1.cmd("ip link show eth3"), "veth-stitch is a veth"
+            assert "macvlan mode private" in n3.cmd("ip -d link show eth5")
+            vx1, vx3 = n1.cmd("ip -d link show eth6"), n3.cmd("ip -d link show eth6")
+            assert "vxlan id 9701 remote 127.0.0.1" in vx1 and "dstport 14801" in vx1 and "srcport 14811 14811" in vx1, vx1
+            assert "vxlan id 9702" in vx3 and "dstport 14802" in vx3 and "mtu 1400" in vx3, vx3
+            assert "dummy0" not in n3.cmd("ip link"), "a dummy link is dropped"
+            # node keys that act: env-files under env, binds, cmd, sysctls, mgmt-ipv4, network-mode none
+            assert "│ A=from env FROM_FILE=read from every-key.env" in result.stderr
+            assert "FROM_FILE=" in n1.cmd("cat /tmp/nestlab-every-key/every-key.env")
+            assert "sleep 600" in n1.cmd("ps -eo args")
+            assert n1.cmd("sysctl -n net.ipv4.ip_forward").strip() == "1"
+            assert "172.20.20.211/24" in n1.cmd("ip addr show eth0")
+            assert "eth0" not in n2.cmd("ip -o link"), "network-mode: none"
+        finally:
+            gone = subprocess.run([*NESTLAB, "destroy", "--lab", lab_name], capture_output=True, text=True, timeout=120)
+        assert gone.returncode == 0, gone.stderr
+        assert not {f"{prefix}m", f"{prefix}h"} & root_links()
+    finally:
+        subprocess.run(["ip", "link", "del", parent], capture_output=True)
+        subprocess.run(["ip", "netns", "del", far], check=True)
+
+
+def test_a_note_on_many_nodes_is_one_line(topo_file, lab_name):
+    """50 nodes with the same ignored keys: one line per note, with the count and the first names."""
+    nodes = "".join(f"    n{i}: {{image: 'alpine:3', dns: {{servers: [192.0.2.53]}}}}\n" for i in range(1, 51))
+    path = topo_file(f"name: {{name}}\ntopology:\n  nodes:\n{nodes}", "many.clab.yml")
+    result = run_cli("deploy", "-t", str(path), timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        notes = [line for line in result.stderr.splitlines() if line.startswith("note ")]
+        assert len(notes) == 2, notes
+        assert any(
+            "many.clab.yml:4:" in n and "topology.nodes.*.image: on 50 nodes (n1, n2, n3, ...): ignored: image 'alpine:3'" in n
+            for n in notes
+        )
+        assert any("topology.nodes.*.dns: on 50 nodes (n1, n2, n3, ...): ignored: nodes use the machine's" in n for n in notes)
+    finally:
+        run_cli("destroy", "--lab", lab_name)
+
+
+EXEC_OUTPUT = """
+name: {name}
+topology:
+  nodes:
+    n1:
+      exec:
+        - ip address add 10.98.0.1/32 dev lo
+        - ip address add 10.98.0.1/32 dev lo
+        - sh -c 'seq 1 100; echo the cause is here >&2; exit 4'
+"""
+
+
+def test_a_failed_exec_shows_what_it_printed_trimmed(topo_file, lab_name):
+    result = run_cli("deploy", "-t", str(topo_file(EXEC_OUTPUT, "lab.clab.yml")), timeout=120)
+    try:
+        assert result.returncode == 0, result.stderr
+        lines = result.stderr.splitlines()
+        at = lines.index("exec n1: ip address add 10.98.0.1/32 dev lo (exit 2)")
+        assert "Address already assigned" in lines[at + 1] or "File exists" in lines[at + 1], lines[at + 1]
+        at = lines.index("exec n1: sh -c 'seq 1 100; echo the cause is here >&2; exit 4' (exit 4)")
+        shown = lines[at + 1 : at + 32]
+        assert shown[0] == "  │ 1" and shown[9] == "  │ 10" and shown[10] == "  │ ... (71 lines not shown)", shown
+        assert shown[11] == "  │ 82" and shown[-1] == "  │ the cause is here", shown
+        assert "  │ 50" not in lines
+    finally:
+        run_cli("destroy", "--lab", lab_name)
+
+
+def test_katharas_flags_that_change_nothing_here_say_why(tmp_path):
+    folder = tmp_path / "kflags"
+    folder.mkdir()
+    (folder / "lab.conf").write_text('pc1[0]="A"\n')
+    try:
+        started = run_cli("kathara", "lstart", "-d", str(folder), "--noterminals", "--privileged", timeout=120)
+        assert started.returncode == 0, started.stderr
+        assert "note --privileged: ignored (devices run as root with every capability already)" in started.stderr
+        shown = run_cli("kathara", "linfo", "-d", str(folder), "--live")
+        assert shown.returncode == 0 and "pc1" in shown.stdout, shown.stderr
+        assert "note --live: ignored (linfo prints the table once" in shown.stderr
+    finally:
+        wiped = run_cli("kathara", "wipe", "-f", "-a")
+    assert wiped.returncode == 0 and "note -a: ignored (labs here are root's" in wiped.stderr, wiped.stderr
+    assert "lab kflags: removed" in wiped.stderr and not cleanup.left("kflags")

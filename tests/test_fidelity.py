@@ -4,6 +4,7 @@ rules judge the shaper's own counters, and netem's delay is read back as the tim
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 
@@ -110,3 +111,55 @@ def test_netem_delay_is_read_back_as_the_time_packets_spent_in_it(lab_from):
     assert not [r for r in mine if "dropped" in r], mine  # the 5 % loss explains the drops
     # The emulated VM's timers may really hold packets past 22 ms: the rule fires exactly when the figure says so.
     assert bool(mine) == (netem["held_ms"] > 20 + max(1.0, 2.0)), (netem, mine)
+
+
+# A tunnel daemon that cannot keep up: it reads its tun device 50 times a second, one packet at a time, while
+# the node sends it 5 000 datagrams a second; the device's queue (500 packets) overflows and the kernel counts
+# the drops against the device (tx_dropped), as it does for nestlab-mpt's reader when its CPU is short.
+_SLOW_READER = """
+import fcntl, os, struct, subprocess, sys, time
+fd = os.open("/dev/net/tun", os.O_RDWR)
+fcntl.ioctl(fd, 0x400454CA, struct.pack("16sH", b"tun0", 0x0001 | 0x1000))  # TUNSETIFF: IFF_TUN | IFF_NO_PI
+subprocess.run("ip addr add 10.77.0.1/24 dev tun0 && ip link set tun0 up", shell=True, check=True)
+print("ready", flush=True)
+while True:
+    os.read(fd, 2048)
+    time.sleep(0.02)
+"""
+
+
+def test_a_tunnel_daemon_that_cannot_keep_up_fails_the_run(lab_from):
+    lab = lab_from(_pairs(1, "{rate: 100mbit}"))
+    reader = lab.nodes["a0"].popen([sys.executable, "-c", _SLOW_READER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "ready"
+        with Watch(lab) as watch:
+            lab.nodes["a0"].cmd([sys.executable, "-c", _PACED.format(count=10000, gap=0.0002, to="10.77.0.2")], timeout=60)
+    finally:
+        reader.kill()
+        reader.wait()
+    verdict = watch.verdict
+    tun = verdict.figures["tuns"]["a0:tun0"]
+    assert tun["dropped"] > 0.5 * (tun["dropped"] + tun["packets"]), tun
+    assert verdict.level == "failed", verdict.to_json()
+    assert any(r.startswith("a0:tun0 dropped") and "its daemon was too slow to read" in r for r in verdict.reasons), (
+        verdict.reasons
+    )
+
+
+def test_nothing_sampled_is_not_judged(lab_from, monkeypatch):
+    """A measurement shorter than one sampling period, and a sampler that stopped, give no verdict but why."""
+    lab = lab_from(_pairs(1, "{rate: 100mbit}"))
+    with Watch(lab) as watch:
+        pass
+    assert watch.verdict.level == "not judged", watch.verdict.to_json()
+    assert any(r.startswith("no sample was taken") for r in watch.verdict.reasons), watch.verdict.reasons
+
+    def broken(nl):
+        raise OSError(105, "No buffer space available")
+
+    with Watch(lab) as watch:
+        monkeypatch.setattr("nestlab.backends.kernel.tcstats.read", broken)
+        time.sleep(0.3)
+    assert watch.verdict.level == "not judged", watch.verdict.to_json()
+    assert "the sampler stopped: OSError: [Errno 105] No buffer space available" in watch.verdict.reasons, watch.verdict.reasons

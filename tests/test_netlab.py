@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import NESTLAB as NESTLAB_CLI
 from conftest import ROOT, run_cli
 
 from nestlab.lab import cleanup
@@ -62,3 +63,32 @@ def test_netlab_up_validate_connect_down(netlab_defaults, tmp_path):
         down = _netlab(netlab_defaults, folder, "down", "--cleanup")
     assert down.returncode == 0, down.stdout[-2000:] + down.stderr[-2000:]
     assert not cleanup.left("lab"), "netlab's lab (named after its folder) left nothing"
+
+
+def test_compat_netlab_writes_only_what_this_kernel_needs(tmp_path):
+    """The kernel workarounds follow what netlab's code would meet here: /proc/modules (netlab reads it to load vrf)
+    and whether a VRF can be made (netlab's script would then move eth0 off the SSH nestlab answers on)."""
+    import yaml
+
+    from nestlab.cli.clab.compat import kernel_workarounds
+
+    kmods, vrf = "devices.frr.clab.kmods.initial", "devices.frr.clab.group_vars.netlab_mgmt_vrf"
+    # Both branches of the decision, by what the kernel has.
+    assert set(kernel_workarounds(modules=False, vrf=False)[0]) == {kmods}
+    assert set(kernel_workarounds(modules=True, vrf=True)[0]) == {vrf}
+    assert set(kernel_workarounds(modules=True, vrf=False)[0]) == set()
+    # This kernel, probed apart from nestlab's own probe; a setting written on another kernel is taken back.
+    has_modules = os.path.exists("/proc/modules")
+    made = subprocess.run(["unshare", "--net", "ip", "link", "add", "v0", "type", "vrf", "table", "7"], capture_output=True)
+    expected = ({kmods} if not has_modules else set()) | ({vrf} if has_modules and made.returncode == 0 else set())
+    (tmp_path / ".netlab.yml").write_text(yaml.safe_dump({kmods: ["stale"], vrf: True, "mine": 1}))
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [*NESTLAB_CLI, "compat", "netlab", "--dir", str(tmp_path / "bin")], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    written = yaml.safe_load((tmp_path / ".netlab.yml").read_text())
+    assert written["mine"] == 1 and {kmods, vrf} & set(written) == expected, written
+    for key in expected:
+        assert f"  {key}: " in done.stderr, done.stderr
+    assert done.stderr.count("  not set: ") == 2 - len(expected), done.stderr

@@ -425,6 +425,71 @@ def test_capture_events_and_link_set_ask_the_site_of_a_lab_on_two_servers(two_se
     assert share_labs(two_servers) == {"s1": [], "s2": []}
 
 
+# A tunnel daemon too slow for its tun device: it reads 50 packets a second (tests/test_fidelity.py has the same).
+_SLOW_TUN = """
+import fcntl, os, struct, subprocess, time
+fd = os.open("/dev/net/tun", os.O_RDWR)
+fcntl.ioctl(fd, 0x400454CA, struct.pack("16sH", b"tun0", 0x0001 | 0x1000))
+subprocess.run("ip addr add 10.77.0.1/24 dev tun0 && ip link set tun0 up", shell=True, check=True)
+print("ready", flush=True)
+while True:
+    os.read(fd, 2048)
+    time.sleep(0.02)
+"""
+_PACED = """
+import socket, time
+s, t0 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), time.monotonic()
+for i in range({count}):
+    time.sleep(max(0.0, t0 + i * {gap} - time.monotonic()))
+    s.sendto(bytes(1000), ("{to}", 9))
+"""
+
+
+def test_a_lab_on_two_servers_is_judged_from_samples_taken_on_each(two_servers, topo_file, lab_name):
+    """Each server samples its own share (its nestlab, over SSH): a light run is ok and shows the links of both
+    servers; a tunnel daemon too slow on s2 fails the run, naming s2 and the device."""
+    import sys
+
+    from nestlab.lab.fidelity import Watch
+
+    shaped = {"rate": "10mbit"}
+    links = [
+        {"endpoints": ["a:eth1", "b:eth1"], "ipv4": ["10.0.7.1/30", "10.0.7.2/30"], "params": shaped},
+        {"endpoints": ["c:eth1", "d:eth1"], "ipv4": ["10.0.7.5/30", "10.0.7.6/30"], "params": shaped},
+    ]
+    nodes = {"a": {"server": "s1"}, "b": {"server": "s1"}, "c": {"server": "s2"}, "d": {"server": "s2"}}
+    topo = topo_file(yaml.safe_dump({"name": lab_name, "topology": {"nodes": nodes, "links": links}}))
+    assert run_cli("deploy", "-t", str(topo), "--servers", str(two_servers), timeout=300).returncode == 0
+    try:
+        lab = Lab.running(lab_name)
+        with Watch(lab) as light:  # 2 Mbit/s on each 10 Mbit/s link for 2 s
+            senders = [
+                subprocess.Popen([*_exec(lab_name, node), sys.executable, "-c", _PACED.format(count=500, gap=0.004, to=to)])
+                for node, to in (("a", "10.0.7.2"), ("c", "10.0.7.6"))
+            ]
+            assert [p.wait(timeout=60) for p in senders] == [0, 0]
+        figures = light.verdict.figures
+        assert light.verdict.level == "ok", light.verdict.to_json()
+        assert figures["links"]["a:eth1"]["share"] == "s1" and figures["links"]["c:eth1"]["share"] == "s2", figures
+        assert figures["links"]["a:eth1"]["sent_mbit"] > 1 and figures["links"]["c:eth1"]["sent_mbit"] > 1, figures
+        assert set(figures["shares"]) == {"s1", "s2"} and figures["samples"] >= 20, figures
+
+        reader = subprocess.Popen([*_exec(lab_name, "c"), sys.executable, "-c", _SLOW_TUN], stdout=subprocess.PIPE, text=True)
+        try:
+            assert reader.stdout.readline().strip() == "ready"
+            with Watch(lab) as slow:
+                flood = _PACED.format(count=10000, gap=0.0002, to="10.77.0.2")
+                assert run_cli("exec", "--lab", lab_name, "c", "--", sys.executable, "-c", flood, timeout=60).returncode == 0
+        finally:
+            reader.kill()
+            reader.wait()
+        assert slow.verdict.level == "failed", slow.verdict.to_json()
+        assert slow.verdict.figures["tuns"]["c:tun0"]["share"] == "s2", slow.verdict.figures
+        assert any(r.startswith("s2: c:tun0 dropped") for r in slow.verdict.reasons), slow.verdict.reasons
+    finally:
+        run_cli("destroy", "--lab", lab_name, timeout=300)
+
+
 def test_one_management_network_spans_the_servers(servers):
     """examples/servers-mgmt.yml, unchanged: nodes on three servers share one management segment: each reaches
     every other's management address (spoke to spoke through the first server), leaves through its own server's

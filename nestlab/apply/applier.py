@@ -320,7 +320,7 @@ class Applier:
         for link in links:
             for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b)):
                 if (trace := dict(shape).get("trace")) and (senders is None or end.node in senders):
-                    traceplay.start(self.path(end.node), names.uts_path(self.lab, end.node), end.iface, trace)
+                    traceplay.start(self.lab, end.node, end.iface, trace, int(dict(shape).get("queue", 1000)))
 
     # -- deletion ----------------------------------------------------------------
     def run_quiet(self, node: str | None, req: Request, quiet: bool) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from ..backends.kernel.procs import cpu_seconds as cpu_seconds  # a process's CPU time, read where /proc is
 from ..errors import LabError
 from ..lab.node import Node
 
@@ -52,16 +53,6 @@ def check_run(
 
 _RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 _SENT = re.compile(r"(\d+) packets transmitted, (\d+) received")
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system) process ``pid`` has used so far; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_cpu_seconds() -> dict[str, float]:

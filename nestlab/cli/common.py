@@ -147,7 +147,10 @@ def _running(state, name: str) -> bool:
 
 
 def notices(lab: Lab) -> None:
-    for notice in lab.notices:
+    """The lab's notes, one line for each note however many nodes (or links) it is about."""
+    from ..model.notes import collapsed
+
+    for notice in collapsed(lab.notices):
         err.print(f"[yellow]note[/yellow] {escape(notice.render(lab.source))}", soft_wrap=True)
 
 

@@ -50,7 +50,7 @@ def lstart(
     force: bool = typer.Option(False, "-F", "--force-lab", help="Start the lab anew even if it runs."),
     noterminals: bool = typer.Option(False, "--noterminals", help="Open no terminal (nestlab never opens one)."),
     terminals: bool = typer.Option(False, "--terminals", help="Kathará opens a terminal per device; nestlab does not."),
-    privileged: bool = typer.Option(False, "--privileged", help="Accepted: devices are root in their namespaces anyway."),
+    privileged: bool = typer.Option(False, "--privileged", help="Devices are root in their namespaces anyway (a note says so)."),
     options: list[str] = typer.Option([], "-o", "--pass", help="Kathará's per-device options: not taken (a note says so)."),
     listing: bool = typer.Option(False, "-l", "--list", help="Show the devices once started (as linfo)."),
 ):
@@ -60,13 +60,15 @@ def lstart(
 
     if terminals:
         ignored("--terminals", "open a shell with `nestlab kathara connect DEVICE`")
+    if privileged:
+        ignored("--privileged", "devices run as root with every capability already")
     if options:
         ignored("-o", "set device options in lab.conf")
     with reported():
         folder = _folder(directory)
     deploy_with(folder, force, "summary", False, [], None, False, Overrides(nodes=frozenset(machines or ())))
     if listing:
-        linfo(directory=directory, device=None, conf=False)
+        linfo(directory=directory, device=None, conf=False, live=False)
 
 
 @kathara_app.command()
@@ -114,13 +116,17 @@ def linfo(
     directory: Path = DirOpt,
     device: str | None = typer.Option(None, "-n", "--name", help="Only this device."),
     conf: bool = typer.Option(False, "-c", "--conf", help="The lab as lab.conf describes it (it need not run)."),
-    live: bool = typer.Option(False, "-l", "--live", help="Accepted: the table is read from the kernel each time."),
+    live: bool = typer.Option(
+        False, "-l", "--live", help="Kathará refreshes the table; nestlab prints it once (a note says so)."
+    ),
 ):
     """The lab's devices, their collision domains and interfaces (kathara linfo)."""
     from ..lab.inspect import inspect
     from ..lab.lab import Lab
     from .tables import show
 
+    if live:
+        ignored("--live", "linfo prints the table once, read from the kernel; `watch nestlab kathara linfo` refreshes it")
     with reported():
         folder = _folder(directory)
         if conf:
@@ -237,6 +243,8 @@ def wipe(
         labs = _kathara_labs()
         if settings:
             ignored("--settings", "nestlab keeps no Kathará settings")
+        if every:
+            ignored("-a", "labs here are root's: wipe removes every Kathará lab of this machine with or without it")
         if labs and not force and not typer.confirm(f"remove the Kathará labs {', '.join(labs)}?", err=True):
             raise LabError("nothing removed")
         for name in labs:

@@ -191,8 +191,9 @@ def run(
                 times = watcher.finish()
                 settled = [t for t in times if t is not None]
                 err.print(
-                    f"reconvergence after {len(times)} changes: {len(settled)} settled"
+                    f"reconvergence after {len(times)} changes with an effect: {len(settled)} settled"
                     + (f", slowest {max(settled):.2f} s" if settled else "")
+                    + (f"; {watcher.no_effect} with no effect seen" if watcher.no_effect else "")
                 )
         except KeyboardInterrupt:
             err.print("stopped")

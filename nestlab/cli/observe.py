@@ -1,4 +1,4 @@
-"""`nestlab graph`, `capture`, `events`: see a lab (docs/observe.md)."""
+"""`nestlab graph`, `capture`, `events`: see a lab (docs/observe.md); `fidelity-sample`, what a fidelity Watch runs on each server or pod."""
 
 from __future__ import annotations
 
@@ -223,6 +223,24 @@ def events_cmd(
             pass
         finally:
             stream.close()
+
+
+@commands.command(name="fidelity-sample", hidden=True)
+def fidelity_sample(
+    lab: str = typer.Option(..., "--lab", help="The lab (its share on this machine)."),
+    period: float = typer.Option(0.05, "--period", min=0.001, help="Seconds between samples."),
+):
+    """Sample the lab here (docs/fidelity.md) until a line or the end of standard input; then print the verdict
+    as one JSON line.  Says `sampling` once it samples.  What a Watch on another machine runs on each share."""
+    from ..lab.fidelity import Watch
+    from ..lab.fidelity_shares import READY
+
+    with reported():
+        found = resolve(None, lab)
+        with Watch(found, period) as watch:
+            print(READY, flush=True)
+            sys.stdin.readline()
+        print(json.dumps(watch.verdict.to_json()), flush=True)
 
 
 def _event_line(event: dict) -> str:

@@ -64,6 +64,10 @@ def inspect_cmd(
         found = resolve(topo, lab)
         wanted = _matching(found, node, pattern)
         report = inspect(found, wanted)
+        for entry in report["nodes"]:
+            for iface, player in entry.get("traces", {}).items():
+                if player["player"] != "playing":
+                    err.print(f"warning: the trace player of {entry['name']}:{iface} is {player['player']}: {player['why']}")
         if fmt == "table" and len(report["nodes"]) > per_page:
             pages = -(-len(report["nodes"]) // per_page)
             if page > pages:

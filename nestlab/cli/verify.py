@@ -73,7 +73,7 @@ def check(
                     str(r.index + 1),
                     r.title,
                     "[green]holds[/green]" if r.held else "[red]fails[/red]",
-                    f"{r.first_held:.2f} s" if r.first_held is not None else "-",
+                    f"{r.first_held:.2f} s" if r.first_held is not None else ("already" if r.held_at_start else "-"),
                     r.saw,
                 )
             out.print(table)

@@ -21,7 +21,7 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from .. import names
 from ..model.credentials import Login, inventory_vars, kind_login, login_of
@@ -166,10 +166,23 @@ def _files(lab: Lab, folder: str, nodes: list[Managed]) -> None:
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "topology-data.json"), "w") as fh:  # one line: the C encoder (indented: 0.1 s at 500 nodes)
         fh.write(json.dumps(topology_data(lab, nodes)) + "\n")
-    with open(os.path.join(folder, "ansible-inventory.yml"), "w") as fh:
+    secret = any(n.login.password for n in nodes)
+    with _opened(os.path.join(folder, "ansible-inventory.yml"), secret) as fh:
         yaml.dump(ansible_inventory(lab, nodes), fh, Dumper=dumper, sort_keys=False)
-    with open(os.path.join(folder, "nornir-simple-inventory.yml"), "w") as fh:
+    with _opened(os.path.join(folder, "nornir-simple-inventory.yml"), secret) as fh:
         yaml.dump(nornir_inventory(nodes), fh, Dumper=dumper, sort_keys=False)
+
+
+def _opened(path: str, secret: bool) -> IO[str]:
+    """``path`` opened for writing; ``secret`` (it holds passwords): 0600, owned by whoever owns the folder the
+    lab directory is in (the lab's owner, who runs Ansible on it; root's when that is root's)."""
+    if not secret:
+        return open(path, "w")
+    fh = open(path, "w", opener=lambda p, flags: os.open(p, flags, 0o600))
+    os.fchmod(fh.fileno(), 0o600)
+    owner = os.stat(os.path.dirname(os.path.dirname(path)))
+    os.fchown(fh.fileno(), owner.st_uid, owner.st_gid)
+    return fh
 
 
 def topology_data(lab: Lab, nodes: list[Managed]) -> dict:

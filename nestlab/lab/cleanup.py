@@ -81,7 +81,7 @@ def remove_lab(lab: str, folder_too: bool = False) -> int:
         paths += [e.path for e in os.scandir(udir)]
     _remove_interfaces(lab)  # ends in this machine's namespace (host:IF): before the namespaces, so none outlives destroy
     _kill_tools_of(lab)
-    aliases = hosts.withdraw(lab, folder_too)  # `ip netns` names: they pin the namespaces too, unpinned with them
+    aliases, hosts_damaged = hosts.withdraw(lab, folder_too)  # `ip netns` names pin the namespaces too: unpinned with them
     namespaces.remove_pinned(paths + aliases)
     _remove_interfaces(lab, management=True)  # gone with their nodes, in one batch
     _release_mgmt(lab)
@@ -94,8 +94,8 @@ def remove_lab(lab: str, folder_too: bool = False) -> int:
         os.rmdir(names.STATE_ROOT)  # only when no other lab is left
     except OSError:
         pass
-    if damaged:
-        raise damaged
+    if damaged or hosts_damaged:
+        raise damaged or hosts_damaged
     return len([p for p in paths if p.startswith(names.NETNS_DIR)])
 
 

@@ -3,7 +3,8 @@ with the reasons and the figures behind them (docs/fidelity.md).
 
 While a measurement runs (``with Watch(lab) as watch: ...``), a thread samples every ``PERIOD``
 the lab's shaped interfaces on this machine (rate in force, bytes sent, backlog, drops; netem's
-delay, queue and drops) and its tun devices' drops; /proc/stat is read per CPU at both ends.
+delay, queue and drops) and its tun devices' drops; /proc/stat is read per CPU at both ends.  A lab
+on servers or pods is sampled by each share's own nestlab, on its machine (fidelity_shares.py).
 
 A link interval counts as *saturated* when the link's shaper throttled (its overlimits grew) or
 its queue held more than the configured delay explains at both ends of the interval: the link was
@@ -36,10 +37,11 @@ from ..backends.kernel import namespaces, rtdump, tcstats
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
+    from .fidelity_shares import Shares
     from .lab import Lab
 
 PERIOD = 0.05
-LEVELS = ("ok", "doubtful", "failed")
+LEVELS = ("ok", "not judged", "doubtful", "failed")  # "not judged": nothing, or not all, was sampled
 MIN_SATURATED_S = 0.5
 RATE_SHORTFALL = 0.9
 BUSY_PCT, STEAL_PCT, LATE_MS = 95.0, 10.0, 10.0
@@ -94,7 +96,7 @@ def _cpu_times() -> dict[str, list[int]]:
 
 
 class Watch:
-    """Samples a lab on this machine for as long as the ``with`` block runs; then ``verdict``."""
+    """Samples a lab for as long as the ``with`` block runs (on servers or pods, each share samples itself); then ``verdict``."""
 
     def __init__(self, lab: Lab, period: float = PERIOD):
         self.lab, self.period = lab, period
@@ -106,8 +108,19 @@ class Watch:
         self._tun_first: dict[tuple[str, int], rtdump.LinkInfo] = {}
         self._late: list[float] = []
         self._cpu = 0.0
+        self._error: Exception | None = None  # what stopped the sampler
+        self._shares: Shares | None = None  # a lab on servers or pods: each share's own sampler
 
     def __enter__(self) -> Watch:
+        from . import where
+
+        site = where.of(self.lab.name)
+        if not site.here:  # each share samples itself, where its links and CPUs are
+            from .fidelity_shares import Shares
+
+            self._shares = Shares(site, self.lab.name, self.period)
+            self._started = time.monotonic()
+            return self
         seen: set[int] = set()
         for node in self.lab.plan.nodes:
             path = names.netns_path(self.lab.name, node)
@@ -129,18 +142,27 @@ class Watch:
             for tun in tuns:
                 self._tun_first[(node, tun.index)] = tun
                 self._labels[(node, tun.index)] = f"{node}:{tun.name}"
+        from .inspect import trace_players
+
+        self._lagged = {(n, i): h.get("lagged_s", 0) for n in self.lab.plan.nodes for i, h in trace_players(self.lab, n).items()}
         self._cpu_first, self._started = _cpu_times(), time.monotonic()
         self._thread = threading.Thread(target=self._sample, name="fidelity", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._shares is not None:
+            _merge(self.verdict, self._shares.stop())
+            self.verdict.figures.update(seconds=round(time.monotonic() - self._started, 3), period_ms=self.period * 1000)
+            return
         self._stop.set()
         self._thread.join()
         elapsed = time.monotonic() - self._started
         self._judge_cpu(_cpu_times(), elapsed)
         self._judge_links()
         self._judge_tuns()
+        self._judge_sampled()
+        self._judge_traces()
         for fd, nl in self._sockets.values():
             nl.close()
             os.close(fd)
@@ -152,6 +174,8 @@ class Watch:
         cpu = time.thread_time()
         try:
             self._loop()
+        except Exception as exc:  # noqa: BLE001 - a sampler that stopped leaves the run not judged, and says why
+            self._error = exc
         finally:
             self._cpu = time.thread_time() - cpu  # what the sampling itself cost, in the figures
 
@@ -199,7 +223,9 @@ class Watch:
         cpus, steal_all, total_all = {}, 0, 0
         for name, last in cpu_last.items():
             d = [b - a for a, b in zip(self._cpu_first.get(name, last), last)]
-            total = sum(d) or 1
+            if not sum(d):
+                continue  # not one tick passed: nothing to say of this CPU
+            total = sum(d)
             idle = d[3] + d[4]
             cpus[name] = {
                 "busy_pct": round(100 * (total - idle) / total, 1),
@@ -305,12 +331,62 @@ class Watch:
                     )
         self.verdict.figures["tuns"] = shown
 
+    def _judge_traces(self) -> None:
+        """A trace player that died carried nothing since (failed); one that lagged played the trace late (doubtful)."""
+        from .inspect import trace_players
+
+        for node in self.lab.plan.nodes:
+            for iface, health in trace_players(self.lab, node).items():
+                if health["player"] != "playing" or health.get("lagged_s", 0) > self._lagged.get((node, iface), 0):
+                    level = "failed" if health["player"] == "dead" else "doubtful"
+                    why = health.get("why", "it lagged")
+                    self.verdict.add(level, f"the trace player of {node}:{iface} is {health['player']}: {why}")
+
+    def _judge_sampled(self) -> None:
+        """Not judged where nothing was sampled: a sampler that stopped, no sample taken."""
+        if self._error is not None:
+            self.verdict.add("not judged", f"the sampler stopped: {type(self._error).__name__}: {self._error}")
+        if not self._late:
+            self.verdict.add("not judged", f"no sample was taken (the measurement lasted less than {self.period * 1000:g} ms)")
+
+
+def _merge(verdict: Verdict, answers: dict[str, dict | str]) -> None:
+    """The shares' verdicts as one: the worst level, each reason prefixed with its share, links and tuns
+    with their share, CPUs as SHARE:cpuN; a share without a verdict leaves the run not judged."""
+    links: dict[str, dict] = {}
+    tuns: dict[str, dict] = {}
+    cpus: dict[str, dict] = {}
+    shares: dict[str, dict] = {}
+    for share, answer in sorted(answers.items()):
+        if isinstance(answer, str):
+            verdict.add("not judged", f"{share}: nothing was sampled there: {answer}")
+            continue
+        for reason in answer["reasons"]:  # a share not ok says why
+            verdict.add(answer["verdict"], f"{share}: {reason}")
+        figures = answer["figures"]
+        links.update({label: {"share": share, **fig} for label, fig in figures.get("links", {}).items()})
+        tuns.update({label: {"share": share, **fig} for label, fig in figures.get("tuns", {}).items()})
+        cpus.update({f"{share}:{cpu}": fig for cpu, fig in figures.get("cpus", {}).items()})
+        shares[share] = {"verdict": answer["verdict"], **{k: v for k, v in figures.items() if k not in ("links", "tuns", "cpus")}}
+    sampled = list(shares.values())
+    verdict.figures.update(
+        samples=min((s.get("samples", 0) for s in sampled), default=0),
+        sampler_late_p95_ms=max((s.get("sampler_late_p95_ms", 0.0) for s in sampled), default=0.0),
+        sampler_cpu_s=round(sum(s.get("sampler_cpu_s", 0.0) for s in sampled), 3),
+        steal_pct=max((s.get("steal_pct", 0.0) for s in sampled), default=0.0),
+        cpus=cpus,
+        links=links,
+        tuns=tuns,
+        shares=shares,
+    )
+
 
 def summary_line(verdicts: list[dict]) -> str | None:
     """One line when any verdict is not ok (None when all are)."""
     bad = [v for v in verdicts if v["verdict"] != "ok"]
     if not bad:
         return None
-    failed = sum(v["verdict"] == "failed" for v in bad)
+    count = {level: sum(v["verdict"] == level for v in bad) for level in LEVELS[1:]}
     first = next((v["reasons"][0] for v in bad if v["reasons"]), "")
-    return f"fidelity: {len(bad)} of {len(verdicts)} not ok ({failed} failed, {len(bad) - failed} doubtful); e.g. {first}"
+    kinds = ", ".join(f"{n} {level}" for level, n in reversed(count.items()) if n)
+    return f"fidelity: {len(bad)} of {len(verdicts)} not ok ({kinds}); e.g. {first}"

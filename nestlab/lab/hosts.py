@@ -13,6 +13,7 @@ import shutil
 
 from .. import names
 from ..backends.kernel import libc, namespaces, procs
+from ..errors import LabError
 
 HOSTS = "/etc/hosts"
 HOSTS_LOCK = "/run/lock/clab-hosts.lock"  # containerlab's: the two never lose each other's lines
@@ -27,9 +28,10 @@ def record(lab: str, made: dict) -> None:
         json.dump(made, fh)
 
 
-def withdraw(lab: str, folder_too: bool = False) -> list[str]:
+def withdraw(lab: str, folder_too: bool = False) -> tuple[list[str], DamagedHosts | None]:
     """Remove what lab/access.py's ``publish`` made: names, the SSH gate, the lab's keys (``folder_too``: the lab
-    directory); returns the ``ip netns`` names, which pin the lab's namespaces too, for the caller to unpin with them."""
+    directory); returns the ``ip netns`` names, which pin the lab's namespaces too, for the caller to unpin with them,
+    and a damaged /etc/hosts block left in place, for the caller to raise once the rest is gone."""
     try:
         with open(_record(lab)) as fh:
             made = json.load(fh)
@@ -43,9 +45,13 @@ def withdraw(lab: str, folder_too: bool = False) -> list[str]:
                 os.unlink(made["ssh_config"])
         if folder_too:
             shutil.rmtree(made["folder"], ignore_errors=True)
-    block(lab, [])
     shutil.rmtree(names.lab_keys(lab), ignore_errors=True)  # its folder stays, as /run/nestlab-mgmt does (a mount point)
-    return [path for path in pins if os.path.exists(path)]
+    try:
+        block(lab, [])
+        damaged = None
+    except DamagedHosts as exc:
+        damaged = exc
+    return [path for path in pins if os.path.exists(path)], damaged
 
 
 def unpin_gone(lab: str, kept: set[str]) -> None:
@@ -79,28 +85,41 @@ def alias(target: str, path: str) -> None:
     libc.mount(target, path, libc.MS_BIND)
 
 
-def block(lab: str, lines: list[str]) -> None:
-    """Replace the lab's block of /etc/hosts by ``lines`` (none: remove it), under containerlab's lock."""
+class DamagedHosts(LabError):
+    """The lab's block of the hosts file has a START line without its END: left as it is."""
+
+
+def block(lab: str, lines: list[str], path: str = HOSTS) -> None:
+    """Replace the lab's block of the hosts file (``path``) by ``lines`` (none: remove it), under containerlab's
+    lock.  Only what lies between a START line and its END goes; a START whose END never comes (another START
+    or the end of the file first) is a :class:`DamagedHosts` error naming its line, and the file is unchanged."""
     start, end = f"###### CLAB-{lab}-START ######", f"###### CLAB-{lab}-END ######"
     os.makedirs(os.path.dirname(HOSTS_LOCK), exist_ok=True)
     with open(HOSTS_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            with open(HOSTS) as fh:
+            with open(path) as fh:
                 text = fh.read()
         except FileNotFoundError:
             text = "127.0.0.1\tlocalhost\n"
-        kept, inside = [], False
-        for line in text.splitlines():
-            if line == start:
-                inside = True
-            elif line == end and inside:
-                inside = False
-            elif not inside:
-                kept.append(line)
+        old = text.splitlines()
+        kept: list[str] = []
+        at = 0
+        while at < len(old):
+            if old[at] == start:
+                closing = next((i for i in range(at + 1, len(old)) if old[i] in (start, end)), None)
+                if closing is None or old[closing] != end:
+                    raise DamagedHosts(
+                        f"{path}:{at + 1}: {start} has no {end} after it: nothing of {path} was changed "
+                        "(remove the lab's lines there by hand)"
+                    )
+                at = closing + 1
+                continue
+            kept.append(old[at])
+            at += 1
         if lines:
             kept += [start, *lines, end]
         new = "\n".join(kept) + "\n"
         if new != text:
-            with open(HOSTS, "w") as fh:  # in place: /etc/hosts may be a bind mount (containers, VMs)
+            with open(path, "w") as fh:  # in place: /etc/hosts may be a bind mount (containers, VMs)
                 fh.write(new)

@@ -78,6 +78,8 @@ def here(lab: Lab, only: set[str] | None = None) -> dict:
             }
             if shown := {k: v for k, v in shown.items() if v is not None}:
                 entry["tunnels"] = shown
+            if traced := trace_players(lab, obj.name):
+                entry["traces"] = traced
             if tree and obj.cgroup:
                 entry["usage"] = tree.usage(obj.name)
                 entry["limits"] = tree.limits(obj.name)
@@ -85,6 +87,18 @@ def here(lab: Lab, only: set[str] | None = None) -> dict:
         entry["components"] = components.get(obj.name, [])
         nodes.append(entry)
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
+
+
+def trace_players(lab: Lab, node: str) -> dict[str, dict]:
+    """Per interface of ``node`` whose sending follows a trace: its player's health (playing, lagging, dead)."""
+    from ..backends.services import traceplay
+
+    return {
+        end.iface: traceplay.health(lab.name, node, end.iface)
+        for link in lab.plan.links.values()
+        for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b))
+        if end.node == node and dict(shape).get("trace")
+    }
 
 
 def _interfaces(path: str) -> list[dict]:

@@ -116,11 +116,11 @@ class LinkHandle:
                         if new_trace != old_trace:  # its player goes (a new one follows the new trace)
                             from ..backends.services import traceplay
 
-                            traceplay.stop(path, iface)
+                            traceplay.stop(self.lab.name, end.node, iface)
                         if new_shape is not None:
                             shaper.apply(path, iface, new_shape)
                         if new_trace and new_trace != old_trace:
-                            traceplay.start(path, names.uts_path(self.lab.name, end.node), iface, new_trace)
+                            traceplay.start(self.lab.name, end.node, iface, new_trace, int(new_shape.get("queue", 1000)))
                         if mtu is not None:
                             shaper.set_mtu(path, iface, int(mtu))
                         if new_state:

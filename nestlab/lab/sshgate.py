@@ -7,18 +7,26 @@ over the accepted socket, so a session sees the node's interfaces, hostname and 
 with its connection.  sshd reads the lab's host key, authorized keys (the lab's own key, and root's
 public keys from ~/.ssh) and configuration from ``/var/lib/nestlab/ssh/LAB`` (root's alone).  A node
 whose ``cmd`` or ``exec`` runs an SSH server of its own, or that says ``ssh: false``, is left alone.
+
+A password login (``credentials:``) is never root: it is the lab's own unprivileged uid (docs/management.md).
+At most :data:`MAX_STARTUPS` sessions of a lab are not yet logged in at once (a connection beyond is closed,
+as sshd's MaxStartups does; one not logged in is at most two sshd), and sshd ends one after its grace time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import glob
 import os
+import pwd
 import selectors
 import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from .. import names
@@ -31,17 +39,41 @@ if TYPE_CHECKING:
     from .lab import Lab
 
 PORT = 22
-# sshd -i for a node with credentials: in a mount namespace of its own, the node's /etc/passwd plus the
-# login's line and a shadow file of that line alone are bound over /etc/passwd and /etc/shadow (the node's
-# files and the machine's are untouched; the temporary copies are gone once bound).
-# Arguments: sshd, its config, the node's logins/NODE file.
-LOGIN = r"""mkdir -p -m 0755 /run/sshd && exec unshare -m --propagation private sh -c '
-user=$(head -n1 "$3" | cut -d: -f1) && t=$(mktemp -d) &&
-grep -v "^$user:" /etc/passwd > "$t/passwd" && head -n1 "$3" >> "$t/passwd" &&
-tail -n1 "$3" > "$t/shadow" && chmod 600 "$t/shadow" &&
-mount --bind "$t/passwd" /etc/passwd && mount --bind "$t/shadow" /etc/shadow && rm -rf "$t" &&
-exec "$1" -i -f "$2" -o PasswordAuthentication=yes -o PermitRootLogin=yes' login "$@"
+MAX_STARTUPS = 16  # sessions of a lab not yet logged in at once (two sshd each at most); beyond, a connection is closed
+GRACE = 30  # seconds a session has to log in (sshd's LoginGraceTime); NESTLAB_SSH_GRACE changes it
+UIDS = range(0x6E6C_0000, 0x6E6C_0000 + 65536)  # the labs' login uids ("nl"): clear of distributions' and systemd's
+# sshd -i for a node with credentials, in a mount namespace of its own: tmpfs over the machine's world-writable
+# folders and /home (the login's home, with the lab's authorized keys); the node's /etc/passwd plus the login's
+# line, and a shadow file of that line and root's (keys only), bound over /etc/passwd and /etc/shadow (the
+# node's files and the machine's are untouched).  Arguments: sshd, its config, logins/NODE, the authorized keys.
+LOGIN = r"""mkdir -p -m 0755 /run/sshd && exec unshare -m --propagation private sh -ec '
+for d in /tmp /var/tmp /dev/shm /run/lock; do
+  if [ -d $d ]; then mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $d; fi
+done
+IFS=: read -r user _ uid gid _ home _ < "$3"
+if [ -d /home ]; then
+  mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /home
+  mkdir -m 0700 "$home" "$home/.ssh"
+  cp "$4" "$home/.ssh/authorized_keys"
+  chown -R "$uid:$gid" "$home"
+fi
+t=$(mktemp -d)
+{ grep -v "^$user:" /etc/passwd || true; head -n1 "$3"; } > "$t/passwd"
+{ echo "root:*:20000:0:99999:7:::"; tail -n1 "$3"; } > "$t/shadow"
+chmod 600 "$t/shadow"
+mount --bind "$t/passwd" /etc/passwd
+mount --bind "$t/shadow" /etc/shadow
+rm -rf "$t"
+exec "$1" -i -f "$2" -o PasswordAuthentication=yes -o "AuthorizedKeysFile $4 /home/%u/.ssh/authorized_keys"' login "$@"
 """
+
+
+def login_grace() -> int:
+    """The sessions' login grace time in seconds: :data:`GRACE`, or ``NESTLAB_SSH_GRACE`` (1 to 600)."""
+    given = os.environ.get("NESTLAB_SSH_GRACE", str(GRACE))
+    if not given.isdigit() or not 1 <= int(given) <= 600:
+        raise LabError(f"NESTLAB_SSH_GRACE={given!r}: give whole seconds, 1 to 600")
+    return int(given)
 
 
 def client_key(lab: str) -> str:
@@ -80,33 +112,69 @@ def keys(lab: str, logins: dict[str, Login]) -> str:
                 f"{folder}/authorized_keys",
                 "AcceptEnv LANG LC_*",
                 "Subsystem sftp /usr/lib/openssh/sftp-server",
+                f"LoginGraceTime {login_grace()}",
             )
         )
-    _logins(folder, {node: x for node, x in logins.items() if x.username or x.password})
+    _logins(folder, {node: x for node, x in logins.items() if x.user != "root"})
     for entry in os.scandir(folder):
         os.chmod(entry.path, 0o600 if entry.is_file() else 0o700)
     return folder
 
 
 def _logins(folder: str, logins: dict[str, Login]) -> None:
-    """Per node with ``credentials:``, ``logins/NODE``: its passwd line (uid 0, as a device's admin) and
-    shadow line (the password hashed by OpenSSL's SHA-512 crypt, or ``*``: keys only)."""
+    """Per node with a ``credentials:`` user, ``logins/NODE``: its passwd line (the lab's uid, home /home/USER)
+    and shadow line (the password hashed by OpenSSL's SHA-512 crypt, or ``*``: keys only)."""
     where = os.path.join(folder, "logins")
     os.makedirs(where, mode=0o700, exist_ok=True)
     for stale in set(os.listdir(where)) - set(logins):  # a redeploy that dropped a node's credentials
         os.unlink(os.path.join(where, stale))
+    if not logins:
+        return
+    uid = _uid(folder)
     words = sorted({x.password for x in logins.values() if x.password})
     hashed = {}
     if words:
         made = subprocess.run(
             ["openssl", "passwd", "-6", "-stdin"], input="\n".join(words) + "\n", capture_output=True, text=True
         )
-        if made.returncode:
+        if made.returncode or len(made.stdout.split()) != len(words):
             raise LabError(f"openssl could not hash the lab's passwords: {made.stderr.strip()}")
         hashed = dict(zip(words, made.stdout.split()))
     for node, x in logins.items():
         with open(os.path.join(where, node), "w") as fh:
-            fh.write(f"{x.user}:x:0:0:{x.user}:/root:/bin/sh\n{x.user}:{hashed.get(x.password or '', '*')}:20000:0:99999:7:::\n")
+            fh.write(
+                f"{x.user}:x:{uid}:{uid}:{x.user}:/home/{x.user}:/bin/sh\n"
+                f"{x.user}:{hashed.get(x.password or '', '*')}:20000:0:99999:7:::\n"
+            )
+
+
+def _uid(folder: str) -> int:
+    """The lab's login uid (and gid): kept in ``uid``, else the first of :data:`UIDS` no other lab holds and this
+    machine does not use, chosen under a lock."""
+    mine = os.path.join(folder, "uid")
+    with open(os.path.join(names.KEYS_ROOT, ".uids.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            with open(mine) as fh:
+                return int(fh.read())
+        held = set()
+        for other in glob.glob(os.path.join(names.KEYS_ROOT, "*", "uid")):
+            with contextlib.suppress(OSError, ValueError), open(other) as fh:
+                held.add(int(fh.read()))
+        for uid in UIDS:
+            if uid not in held and not _used(uid):
+                with open(mine, "w") as fh:
+                    fh.write(str(uid))
+                return uid
+    raise LabError(f"every login uid of nestlab is taken ({len(UIDS)} labs with credentials)")
+
+
+def _used(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
 
 
 def wanted(lab: Lab, node: str) -> bool:
@@ -157,7 +225,7 @@ def start(lab: Lab, nodes: list[tuple[str, str]]) -> Gate:
             held.append((sock, node))
         if not held:
             return Gate(None)
-        args = [sys.executable, "-m", "nestlab.lab.sshgate", names.lab_dir(lab.name) + "/", folder]
+        args = [sys.executable, "-m", "nestlab.lab.sshgate", names.lab_dir(lab.name) + "/", folder, str(login_grace())]
         args += [f"{sock.fileno()}={node}" for sock, node in held]
         proc = subprocess.Popen(
             args,
@@ -173,34 +241,58 @@ def start(lab: Lab, nodes: list[tuple[str, str]]) -> Gate:
     return Gate(proc)
 
 
-def serve(lab_dir: str, keys: str, listeners: dict[int, str]) -> None:
-    """Accept on every node's socket; each connection gets ``sshd -i`` inside its node."""
+def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> None:
+    """Accept on every node's socket; each connection gets ``sshd -i`` inside its node, unless
+    :data:`MAX_STARTUPS` sessions started within the last ``grace`` seconds are still not logged in (it is closed)."""
     from .lab import Lab
     from .node import Node
 
     lab = Lab.running(os.path.basename(lab_dir.rstrip("/")))
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # sessions are reaped by the kernel
     chooser = selectors.DefaultSelector()
     for fd, node in listeners.items():
         chooser.register(socket.socket(fileno=fd), selectors.EVENT_READ, node)
+    woken, waker = socket.socketpair()  # a session's end wakes the loop to reap it
+    waker.setblocking(False)
+    signal.set_wakeup_fd(waker.fileno())
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    chooser.register(woken, selectors.EVENT_READ, None)
     command = ["sh", "-c", f'mkdir -p -m 0755 /run/sshd && exec {SSHD} -i -f "{keys}/sshd_config"']
     with_login = ["sh", "-c", LOGIN, "login", SSHD, f"{keys}/sshd_config"]
+    sessions: list[tuple[subprocess.Popen, float]] = []
     while True:
         for key, _ in chooser.select():
+            sessions = [(proc, began) for proc, began in sessions if proc.poll() is None]
+            if key.data is None:
+                woken.recv(4096)
+                continue
             try:
                 conn, _ = key.fileobj.accept()
             except OSError:
                 continue
+            now = time.monotonic()
             login = os.path.join(keys, "logins", key.data)
             try:
-                run = [*with_login, login] if os.path.exists(login) else command
-                Node(lab, key.data).popen(run, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
+                if sum(now - began < grace and not _logged_in(proc.pid) for proc, began in sessions) < MAX_STARTUPS:
+                    run = [*with_login, login, f"{keys}/authorized_keys"] if os.path.exists(login) else command
+                    proc = Node(lab, key.data).popen(run, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
+                    sessions.append((proc, now))
             except (OSError, LabError):
                 pass  # the node is gone or stopped: this connection ends unanswered
             finally:
                 conn.close()
 
 
+def _logged_in(pid: int) -> bool:
+    """Whether a session's sshd has let its user in: it then names the user in its title (``sshd: USER@notty``,
+    ``sshd: USER [priv]``), not ``sshd: [accepted]``."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            title = fh.read().split(b"\0")[0]
+    except OSError:
+        return False
+    return title.startswith(b"sshd: ") and (b"@" in title or title.endswith(b" [priv]"))
+
+
 if __name__ == "__main__":
-    _dir, _keys_dir, *pairs = sys.argv[1:]
-    serve(_dir, _keys_dir, {int(fd): node for fd, node in (p.split("=", 1) for p in pairs)})
+    _dir, _keys_dir, _grace, *pairs = sys.argv[1:]
+    serve(_dir, _keys_dir, int(_grace), {int(fd): node for fd, node in (p.split("=", 1) for p in pairs)})

@@ -22,6 +22,7 @@ from .node import Node
 
 ExecReport = Callable[[str, str, int, str], None]
 TIMEOUT = 600.0  # the longest a node waits for another's stage
+HEAD, TAIL, WIDE = 10, 20, 500  # an exec's output as reported: its first and last lines, each cut at WIDE characters
 
 
 def run(lab, added: list[str], on_exec: ExecReport | None) -> None:
@@ -49,7 +50,18 @@ def _run_in(lab, name: str, command: str) -> tuple[int, str]:
 
 def _report(on_exec: ExecReport | None, name: str, command: str, code: int, out: str) -> None:
     if on_exec:
-        on_exec(name, command, code, out)
+        on_exec(name, command, code, trimmed(out))
+
+
+def trimmed(output: str) -> str:
+    """An exec's output (stdout and stderr as they came) short enough to read: its first HEAD and last TAIL
+    lines (a failure's cause is usually at the end), the lines between counted, each line cut at WIDE."""
+    lines = [
+        line if len(line) <= WIDE else line[:WIDE] + f" ... ({len(line) - WIDE} more characters)" for line in output.splitlines()
+    ]
+    if len(lines) > HEAD + TAIL + 1:
+        lines = [*lines[:HEAD], f"... ({len(lines) - HEAD - TAIL} lines not shown)", *lines[-TAIL:]]
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:

@@ -86,8 +86,16 @@ def _with_live(link: LinkObj, live: dict) -> LinkObj | None:
 
 def write(state: LabState) -> None:
     """Write the whole state; live link changes recorded since are now part of it."""
-    _atomic(_path(state.lab), json.dumps(state.to_json()))  # dumps uses the C encoder; dump(fh) does not
+    _atomic(_path(state.lab), json.dumps(state.to_json()), _secret(state.topology))  # dumps: the C encoder
     _live_merged(state.lab)
+
+
+def _secret(value: object) -> bool:
+    """Whether a topology holds a password (``credentials:`` anywhere): its state is then root's alone."""
+    if isinstance(value, dict):
+        given = value.get("credentials")
+        return (isinstance(given, dict) and bool(given.get("password"))) or any(map(_secret, value.values()))
+    return isinstance(value, list) and any(map(_secret, value))
 
 
 def _live_merged(lab: str) -> None:
@@ -130,16 +138,18 @@ def _pairs(items) -> tuple:
     return tuple(tuple(x) for x in items)
 
 
-def _atomic(path: str, text: str) -> None:
+def _atomic(path: str, text: str, private: bool = False) -> None:
     tmp = f"{path}.{os.getpid()}"
-    _written(tmp, text)
+    _written(tmp, text, private)
     os.replace(tmp, path)
 
 
-def _written(path: str, text: str) -> None:
-    """Write a file whole, or leave none (a full disk must not leave half a file)."""
+def _written(path: str, text: str, private: bool = False) -> None:
+    """Write a file whole, or leave none (a full disk must not leave half a file); ``private``: root's alone (0600)."""
     try:
-        with open(path, "w") as fh:
+        with open(path, "w", opener=lambda p, flags: os.open(p, flags, 0o600 if private else 0o666)) as fh:
+            if private:
+                os.fchmod(fh.fileno(), 0o600)
             fh.write(text)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -152,7 +162,7 @@ def prepared(state: LabState) -> tuple[Callable[[], None], Callable[[], None]]:
     changes anything; returns (commit: put it in place, a rename that needs no space; drop)."""
     path = _path(state.lab)
     tmp = f"{path}.next"
-    _written(tmp, json.dumps(state.to_json()))
+    _written(tmp, json.dumps(state.to_json()), _secret(state.topology))
 
     def commit() -> None:
         os.replace(tmp, path)

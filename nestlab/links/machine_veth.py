@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ..names import IFNAMSIZ
 from ..plan.objects import AttachObj, Options, shapes
 from .base import LinkMode, Stage, into_switches, register, up_and_address
 
@@ -90,7 +91,7 @@ class MachineVeth(LinkMode):
 
 def kernel_name(wanted: str) -> str:
     """``wanted`` if the kernel takes it as a name, else its first 8 characters, '-' and a 6-digit digest."""
-    if len(wanted) <= 15:
+    if len(wanted) <= IFNAMSIZ:
         return wanted
     return f"{wanted[:8]}-{hashlib.sha256(wanted.encode()).hexdigest()[:6]}"
 

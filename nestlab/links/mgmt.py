@@ -5,18 +5,19 @@ an eth0 here, with its leased address and a default route to the bridge's gatewa
 (docs/management.md).  The bridge is the network's, shared by every lab that names it; the veth's end
 on this machine is ``mg`` and a digest of lab and node, with the lab's marker.  A link written with
 ``host_interface`` (containerlab's ``mgmt-net:IF``) is a plain port: another interface of the node on
-the same bridge, its end here named IF, no address.
+the same bridge, its end here named IF, no address; its endpoint's ``mac:`` is the node end's MAC (as
+containerlab gives it; the end here gets the kernel's).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 import zlib
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ..names import IFNAMSIZ, is_ifname
 from ..plan.objects import AttachObj, EndObj
 from ..registry import KINDS
 from .base import LinkMode, Stage, into_switches, register, up_and_address
@@ -60,6 +61,7 @@ class Mgmt(LinkMode):
     summary = "a node's management interface eth0 on its management network's bridge (made by mgmt:, never written)"
     ends = 1
     real_host = True
+    takes_macs = True  # a port's node end (containerlab's mgmt-net endpoint mac:)
     stage = Stage.ATTACH
     options = {
         "host_interface": (
@@ -77,11 +79,11 @@ class Mgmt(LinkMode):
                     "(containerlab's mgmt-net:NAME)",
                 )
             ]
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$", link.host_interface):
+        if not is_ifname(link.host_interface):
             return [
                 ctx.problem(
                     path + ("host_interface",),
-                    f"'{link.host_interface}' is not an interface name (1-15 letters, digits, '.', '-', '_')",
+                    f"'{link.host_interface}' is not an interface name (1-{IFNAMSIZ} letters, digits, '.', '-', '_')",
                 )
             ]
         return []
@@ -95,7 +97,9 @@ class Mgmt(LinkMode):
         if b.t.mgmt is None:
             b.fail(f"{ends[0].ref}: a port on the management network (mgmt-net:) needs the management network: give mgmt:")
         options = (*_options(mgmt.Network.of(b.t.mgmt)), ("host_interface", link.host_interface))
-        return AttachObj(EndObj(ends[0].node, ends[0].iface), self.name, None, None, tuple(sorted(options)), link.mtu)
+        return AttachObj(
+            EndObj(ends[0].node, ends[0].iface, mac=ends[0].mac), self.name, None, None, tuple(sorted(options)), link.mtu
+        )
 
     def label(self, att: AttachObj) -> str:
         return f"mgmt:{att.text('network')}"
@@ -180,6 +184,7 @@ class Mgmt(LinkMode):
                         alias=ap.alias,
                         mtu=att.mtu,
                         master=index[bridge],
+                        macs=(None, att.end.mac),
                     ),
                     netlink.set_up(att.text("host_interface"), alias=ap.alias),
                 )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..names import HIDDEN
 from ..registry import KINDS
+from .bind import MODES, Bind
 from .errors import Problem
 from .modes import kind_defaults, node_kind
 from .schema import Topology
@@ -37,27 +38,26 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
             )
             continue
         kept = []
-        for i, text in enumerate(spec.binds):
+        for i, bind in enumerate(spec.binds):
             where = path + ("binds", i)
-            parts = text.split(":")
-            if len(parts) not in (2, 3) or not all(parts[:2]) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
-                problems.append(located.problem(where, f"'{text}' is not src:dst[:ro|rw]"))
+            if not bind.valid:
+                problems.append(located.problem(where, f"'{bind}' is not src:dst[:{'|'.join(MODES)}]"))
                 continue
-            src = (base / os.path.expanduser(parts[0])).resolve()
-            dst = os.path.normpath(parts[1])
+            src = (base / os.path.expanduser(bind.source)).resolve()
+            dst = os.path.normpath(bind.target)
             if not src.exists():
-                problems.append(located.problem(where, f"bind source '{parts[0]}' does not exist (looked for {src})"))
-            elif not os.path.isabs(parts[1]) or dst in _NEVER or dst.startswith(tuple(h + "/" for h in HIDDEN)):
+                problems.append(located.problem(where, f"bind source '{bind.source}' does not exist (looked for {src})"))
+            elif not os.path.isabs(bind.target) or dst in _NEVER or dst.startswith(tuple(h + "/" for h in HIDDEN)):
                 problems.append(
                     located.problem(
                         where,
-                        f"bind destination '{parts[1]}' is not allowed: give an absolute path other than /, /proc, /sys, /dev, /run/netns, /run/nestlab",
+                        f"bind destination '{bind.target}' is not allowed: give an absolute path other than /, /proc, /sys, /dev, /run/netns, /run/nestlab",
                     )
                 )
             elif dst == KINDS.get(kind).config_file and not spec.startup_config:
                 spec.startup_config = read_source(src, "the router's frr.conf")  # so `nestlab save` can write it back
             else:
-                kept.append(":".join([str(src), dst, *parts[2:]]))
+                kept.append(Bind.of(str(src), dst, bind.mode))
         spec.binds = kept
         if KINDS.get(kind).config_file and "startup_config" not in spec.model_fields_set:  # its kind's, else defaults'
             layers = (kind_defaults(topology.topology, kind), topology.topology.defaults)

@@ -8,9 +8,26 @@ Read from the topology as data (``Lab.document()``), so a running lab needs no s
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from .layered import kind_spec, layers, merged
+
+USERNAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # a POSIX user name, as useradd takes it
+
+
+def username_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a login's user name (it goes into a passwd line and an ssh config)."""
+    if not USERNAME.fullmatch(name):
+        return f"{name!r} is not a user name: lowercase letters, digits, '_' and '-', starting with a letter or '_', at most 32"
+    return None
+
+
+def text_problem(value: str, what: str, forbidden: str) -> str | None:
+    """``value`` of ``what`` holding a character of ``forbidden`` (a line break would start a new passwd,
+    shadow or ssh config line)."""
+    bad = sorted({repr(c) for c in value if c in forbidden})
+    return f"{what} may not hold {', '.join(bad)}" if bad else None
 
 
 @dataclass(frozen=True)
@@ -19,6 +36,10 @@ class Login:
     password: str | None = None
     identity_file: str | None = None
     source: str | None = None  # where username/password came from: node (or its group), kind, defaults; None: unset
+
+    def __post_init__(self) -> None:
+        if self.username is not None and (problem := username_problem(self.username)):
+            raise ValueError(problem)
 
     @property
     def user(self) -> str:

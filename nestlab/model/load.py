@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS
 from . import images, ipv6, mgmt, shape_keys
 from .binds import resolve_binds
@@ -26,7 +27,6 @@ from .paths import expand_paths
 from .ports import check_ports
 from .schema import (
     ALLOWED_KEYS,
-    IFNAMSIZ,
     IGNORED_LINK_KEYS,
     IGNORED_NODE_KEYS,
     IGNORED_TOP_KEYS,
@@ -123,7 +123,8 @@ def load_data(located: Located | dict, source: str = "<python>", overrides: Over
         overrides.apply(data)
     notices: list[Problem] = []
     managed = data.get("mgmt") is not None or source.endswith(clab.FILE_ENDINGS)
-    data, problems = clab.normalize(data, located, notices, managed)
+    folder = os.path.dirname(source) if os.path.exists(source) else "."
+    data, problems = clab.normalize(data, located, notices, managed, folder)
     if problems:
         raise TopologyError(source, problems)
     if source.endswith(clab.FILE_ENDINGS) and "ipv4_pool" not in data:
@@ -322,7 +323,7 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 known = ", ".join(body.nodes) or "none"
                 problems.append(located.problem(path, f"node '{node}' is not defined under topology.nodes (defined: {known})"))
                 continue
-            if len(iface) > IFNAMSIZ or not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", iface) or iface == "lo":
+            if not is_ifname(iface) or iface == "lo":
                 problems.append(
                     located.problem(
                         path,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 
+from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS, LINK_MODES
 from .errors import Path, Problem
-from .schema import IFNAMSIZ, IMPLICIT_HOST, NAME_PATTERN, LinkSpec, NodeSpec, Topology, TopologyBody
+from .schema import IMPLICIT_HOST, NAME_PATTERN, LinkSpec, NodeSpec, Topology, TopologyBody
 from .yamlsource import Located
 
 WIRE_SWITCH = re.compile(r"^wire\d+$")
@@ -254,7 +255,7 @@ def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]
 
 
 def _ifname_ok(name: str) -> bool:
-    return 0 < len(name) <= IFNAMSIZ and bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name)) and name != "lo"
+    return is_ifname(name) and name != "lo"
 
 
 def option_owners() -> dict[str, list[str]]:

@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model, field_validator, model_validator
 
+from ..names import IFNAMSIZ
 from ..registry import KINDS, LINK_MODES, RUNTIMES
-from . import shape_keys
+from . import credentials, shape_keys
+from .bind import Bind
 from .checks import Check
 from .endpoint import Endpoint
 from .units import parse_rate, parse_size, parse_time
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
-IFNAMSIZ = 15
 DEFAULT_IPV4_POOL = "10.200.0.0/16"
 
 # What a node is: a word of the kind registry (nestlab/kinds, docs/kinds.md), e.g. host for linux.
@@ -63,9 +64,19 @@ IGNORED_NODE_KEYS = {
     "kernel": "no VM sandbox is used",
     "enforce-startup-config": "startup-config is always applied",
     "suppress-startup-config": "startup-config is always applied",
+    "hostname": "a node's hostname is its name",
+    "privileged": "commands run as root with every capability",
+    "security-opts": "namespace nodes get no AppArmor, SELinux or seccomp profile",
+    "pid-mode": "a node's processes are in the machine's PID namespace already",
+    "cgroupns-mode": "nodes see the machine's cgroup tree, in their lab's own cgroup",
+    "tmpfs": "no tmpfs is mounted; a node with a root of its own gets fresh /run and /tmp",
+    "volumes": "nestlab has no Docker volumes; give binds: (src:dst)",
+    "config": "containerlab's configuration engine drives vendor kinds nestlab does not run",
+    "link-apply-mode": "`containerlab apply` is not answered; a second deploy reconciles the lab",
 }
 IGNORED_TOP_KEYS = {
     "settings": "nestlab has no certificate authority or per-lab settings",
+    "debug": "nestlab says what it does anyway",
 }
 IGNORED_LINK_KEYS = {"vars": "link vars feed templates, which nestlab does not render", "labels": "link labels are not used"}
 
@@ -171,9 +182,30 @@ class Credentials(_Strict):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
-    username: str | None = Field(default=None, pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    username: str | None = Field(default=None, description="a POSIX user name (not root with a password)")
     password: str | None = Field(default=None, min_length=1)
     identity_file: str | None = Field(default=None, alias="identity-file", description="private key for the ssh config")
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str | None) -> str | None:
+        if value is not None and (problem := credentials.username_problem(value)):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("password", "identity_file")
+    @classmethod
+    def _one_line(cls, value: str | None, info) -> str | None:
+        forbidden = "\n\r\0" + ('"' if info.field_name == "identity_file" else "")
+        if value is not None and (problem := credentials.text_problem(value, info.field_name.replace("_", "-"), forbidden)):
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _never_root(self):
+        if self.username == "root" and self.password:
+            raise ValueError("a password login is never root: name another user (root logs in with the lab's key)")
+        return self
 
 
 class _NodeBase(_Strict):
@@ -216,7 +248,7 @@ class _NodeBase(_Strict):
         default=None, description="the server (under servers:) the node runs on; default: placed by nestlab"
     )
     # A filesystem view of its own (docs/routers.md)
-    binds: list[str] = Field(
+    binds: list[Bind] = Field(
         default_factory=list,
         description="src:dst[:ro]: a file or folder of the machine at dst in the node's own view (src relative to the topology file)",
     )

@@ -1,10 +1,10 @@
 """Mahimahi delivery traces (``params: {trace: FILE}``): one line per delivery opportunity of one 1500-byte
-packet, its time in ms from the start; the trace repeats once its last line has passed."""
+packet, its time in ms from the start; the trace repeats with the period of its last line's time."""
 
 from __future__ import annotations
 
-PACKET_BITS = 1500 * 8
-BIN_MS = 100  # the player changes the rate this often
+PACKET_BYTES = 1500
+BIN_MS = 100  # the slice :func:`bins` counts by
 
 
 def read(path: str) -> list[int]:
@@ -24,23 +24,10 @@ def read(path: str) -> list[int]:
 
 
 def bins(times: list[int]) -> list[int]:
-    """Bits per second the trace delivers in each :data:`BIN_MS` slice of its period."""
+    """Bits per second the trace delivers in each :data:`BIN_MS` slice of its period (an opportunity at the
+    period's end belongs to the next loop's start, as Mahimahi plays it: a line at the period is due then)."""
     count = max(1, -(-times[-1] // BIN_MS))
     slots = [0] * count
     for t in times:
-        slots[min(t // BIN_MS, count - 1)] += 1
-    return [n * PACKET_BITS * 1000 // BIN_MS for n in slots]
-
-
-def rates(times: list[int]) -> list[int]:
-    """The rate a shaper is given in each slice: the slice's bits per second, and in a slice without
-    opportunities one packet's worth.  HTB charges a packet's time at the class's rate: a packet let
-    through as a fast slice ends, charged at a near-zero rate, would owe the shaper seconds, which no
-    later rate change forgives; one packet per slice owes it one slice at most."""
-    floor = PACKET_BITS * 1000 // BIN_MS
-    return [max(floor, bits) for bits in bins(times)]
-
-
-def average_bits(times: list[int]) -> int:
-    """The trace's average rate in bits per second."""
-    return len(times) * PACKET_BITS * 1000 // times[-1]
+        slots[(t // BIN_MS) % count] += 1
+    return [n * PACKET_BYTES * 8 * 1000 // BIN_MS for n in slots]

@@ -182,7 +182,7 @@ class Builder:
                 self.machine(host)
             own = KINDS.get(kind).plan(Draft(self.t.name, name, spec, bool(shares), self.t.hosts_ipv6))
             sysctls = {**own.pop("sysctls", {}), **sysctls}  # the node's own sysctls win
-            binds = (*own.pop("binds", ()), *(_bind(b) for b in spec.binds))
+            binds = (*own.pop("binds", ()), *((b.source, b.target, b.read_only) for b in spec.binds))
             view = {"view": True, "binds": binds, "own_root": spec.own_root} if binds or spec.own_root or own.get("view") else {}
             self.plan.nodes[name] = NodeObj(
                 name,
@@ -298,12 +298,6 @@ def mobile_nodes(topology: Topology) -> list[str]:
 
 def _nth(values, j):
     return [values[j]] if values and j < len(values) and values[j] else None
-
-
-def _bind(text: str) -> tuple[str, str, bool]:
-    """``src:dst[:ro|rw]`` (sources already made absolute by the model)."""
-    parts = text.split(":")
-    return parts[0], parts[1], len(parts) > 2 and parts[2] == "ro"
 
 
 def _runtime(runtime: str | None, image: str | None, nested_component: bool) -> str:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import LabError
 from ..model import ipv6
+from ..names import IFNAMSIZ
 from .mgmt import Network, interfaces
 from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
@@ -85,7 +86,7 @@ def shares(
         for other in others:
             out[other].topology["topology"]["nodes"][switch] = _without_server(nodes[switch])
             ident = next(next_vni)
-            port_name = f"st{ident}"[:15]
+            port_name = f"st{ident}"[:IFNAMSIZ]
             for here, there in ((home, other), (other, home)):
                 out[here].topology["topology"]["links"].append(
                     _half(EndObj(switch, port_name), underlay[there], ident, port, fits, ())
@@ -154,7 +155,7 @@ def _management(
     hub = holding[0]
     for other in holding[1:]:
         ident = vni()
-        end = EndObj(MGMT_STITCH, f"st{ident}"[:15])
+        end = EndObj(MGMT_STITCH, f"st{ident}"[:IFNAMSIZ])
         for here, there in ((hub, other), (other, hub)):
             out[here].topology["topology"]["links"].append(_half(end, underlay[there], ident, port, fits, ()))
             out[here].stitched.append(f"management network -> {there} (vni {ident})")

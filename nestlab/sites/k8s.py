@@ -131,10 +131,13 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
     this machine's disk."""
     import hashlib
 
+    from ..model.bind import Bind
+
     for spec in topology["topology"]["nodes"].values():
         binds = []
         for text in spec.get("binds") or []:
-            src, dst, *mode = text.split(":")
+            bind = Bind(text)
+            src = bind.source
             digest = hashlib.sha256(src.encode()).hexdigest()[:12]
             folder = f"files/{digest}"
             paths = [src] if os.path.isfile(src) else sorted(os.path.join(top, f) for top, _d, fs in os.walk(src) for f in fs)
@@ -147,7 +150,7 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
                 except (OSError, UnicodeDecodeError) as exc:
                     raise LabError(f"bind {text}: {path} cannot be sent to a pod as text ({exc})") from None
                 layout[key] = f"{folder}/{rel}"
-            binds.append(":".join([f"/etc/nestlab/{folder}/{os.path.basename(src)}", dst, *mode]))
+            binds.append(str(Bind.of(f"/etc/nestlab/{folder}/{os.path.basename(src)}", bind.target, bind.mode)))
         if binds:
             spec["binds"] = binds
 
@@ -345,7 +348,7 @@ class PodRemote:
 
     def popen(self, args, tty: bool = False, stream: bool = False, **kwargs) -> subprocess.Popen:
         """A local process that stands for ``args`` in the pod (its output and exit code are the command's;
-        each its own exec session, a ``stream`` too)."""
+        each its own exec session, a ``stream`` too); a ``stdin`` piped here is relayed (but not its end)."""
         if tty:
             raise LabError(
                 f"an interactive shell on a lab on Kubernetes: kubectl exec -it -n {self.found['namespace']} {self.name} -- "
@@ -358,6 +361,7 @@ class PodRemote:
             self.found.get("kubeconfig") or "",
             self.found["namespace"],
             self.name,
+            *(["--stdin"] if kwargs.get("stdin") == subprocess.PIPE else []),
             "--",
             *args,
         ]

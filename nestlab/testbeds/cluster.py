@@ -483,7 +483,7 @@ def _topology(name: str, count: int) -> str:
 
 
 def _controller_if(name: str) -> str:
-    return f"nlk-{name}"[:15]
+    return f"nlk-{name}"[: names.IFNAMSIZ]
 
 
 def _address_controller(name: str) -> None:

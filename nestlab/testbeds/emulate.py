@@ -166,7 +166,7 @@ def _topology(name: str, servers: list[str], hosts: list, prefix: int) -> str:
 
 
 def _controller_if(name: str) -> str:
-    return f"nls-{name}"[:15]
+    return f"nls-{name}"[: names.IFNAMSIZ]
 
 
 def _nestlab_here() -> str:

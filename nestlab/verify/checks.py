@@ -35,8 +35,10 @@ class Result:
     kind: str
     held: bool = False
     saw: str = "not tried"
-    first_held: float | None = None  # seconds after the reference time
+    first_held: float | None = None  # seconds after the reference time; None: unknown (see held_at_start)
     attempts: int = 0
+    held_at_start: bool = False  # it held when first tried, long after the reference: since when is unknown
+    failed_at: float | None = None  # reconvergence: seconds after the change it was first seen failing
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +48,7 @@ class Result:
             "held": self.held,
             "saw": self.saw,
             "first_held": None if self.first_held is None else round(self.first_held, 3),
+            "held_at_start": self.held_at_start,
             "attempts": self.attempts,
         }
 
@@ -60,61 +63,93 @@ class _Watch:
     probe: Probe
     cheap: bool
     lock: threading.Lock = field(default_factory=threading.Lock)
-    running: int = 0
+    running: dict[int, float] = field(default_factory=dict)  # attempts under way: their start
+    tried: list[tuple[float, bool, str]] = field(default_factory=list)  # ended attempts: start, held, saw
+
+    def held_since(self, after: float = -1.0, final: bool = False) -> float | None:
+        """The start of the first attempt after ``after`` that held, once no earlier attempt is under way
+        (``final``: as the ended attempts say, the watch over)."""
+        first = min((t for t, held, _ in self.tried if held and t > after), default=None)
+        return first if first is not None and (final or all(t > first for t in self.running.values())) else None
+
+    def last_failed(self, before: float = float("inf")) -> float | None:
+        return max((t for t, held, _ in self.tried if not held and t < before), default=None)
 
 
-def run(lab, checks: list[Check], since: float, wait: float) -> list[Result]:
-    """Try every check until all hold or ``wait`` seconds (from now) pass; ``since``: the reference time
-    (``time.time()``) that ``first_held`` counts from."""
-    watches = [
+def _watches(lab, checks: list[Check]) -> list[_Watch]:
+    from ..lab import where
+
+    where.of(lab.name)  # the sites' registry loaded here, not by the first attempts at once
+    return [
         _Watch(c, Result(i, c.title(), c.kind), _probe(lab, c), c.kind not in ("rate", "latency")) for i, c in enumerate(checks)
     ]
+
+
+def _all(watches: list[_Watch], wait: float, settled: Callable[[_Watch], bool]) -> None:
     deadline = time.monotonic() + wait
-    threads = [threading.Thread(target=_follow, args=(w, since, deadline), daemon=True) for w in watches]
+    threads = [threading.Thread(target=_follow, args=(w, deadline, settled), daemon=True) for w in watches]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def run(lab, checks: list[Check], since: float, wait: float) -> list[Result]:
+    """Try every check until all hold or ``wait`` seconds (from now) pass; ``since``: the reference time
+    (``time.time()``) that ``first_held`` counts from.  On a lab checked more than :data:`STEP` after
+    ``since``, a check that held on its first attempt has no ``first_held`` (``held_at_start``): it held already."""
+    began = time.time()
+    watches = _watches(lab, checks)
+    _all(watches, wait, lambda w: w.held_since() is not None)
+    for w in watches:
+        r = w.result
+        held = w.held_since(final=True)
+        last = (w.tried or [(0.0, False, "not tried")])[-1]
+        r.attempts, r.held = len(w.tried), held is not None
+        r.saw = next(saw for t, ok, saw in w.tried if t == held) if held is not None else last[2]
+        if held is not None:
+            if held == min(t for t, _, _ in w.tried) and began - since > STEP:
+                r.held_at_start = True
+            else:
+                r.first_held = held - since
     return [w.result for w in watches]
 
 
-def _follow(watch: _Watch, since: float, deadline: float) -> None:
-    """Attempt the check until it holds or the deadline passes."""
+def _follow(watch: _Watch, deadline: float, settled: Callable[[_Watch], bool]) -> None:
+    """Attempt the check until ``settled`` says it is done or the deadline passes."""
     if not watch.cheap:
-        while time.monotonic() < deadline and not watch.result.held:
+        while time.monotonic() < deadline and not settled(watch):
             with MEASURING:
-                _attempt(watch, since)
+                _attempt(watch)
         return
     done = threading.Event()
-    while time.monotonic() < deadline and not watch.result.held:
+    while time.monotonic() < deadline:
         with watch.lock:
-            busy = watch.running >= IN_FLIGHT
-            if not busy:
-                watch.running += 1
+            if settled(watch):
+                break
+            busy = len(watch.running) >= IN_FLIGHT
         if not busy:
-            threading.Thread(target=_attempt, args=(watch, since, done), daemon=True).start()
+            threading.Thread(target=_attempt, args=(watch, done), daemon=True).start()
         done.wait(STEP)
+        done.clear()
     while watch.running and time.monotonic() < deadline + 2:  # attempts under way end (each is short)
         time.sleep(0.01)
 
 
-def _attempt(watch: _Watch, since: float, done: threading.Event | None = None) -> None:
+def _attempt(watch: _Watch, done: threading.Event | None = None) -> None:
     started = time.time()
+    key = threading.get_ident()
+    with watch.lock:
+        watch.running[key] = started
     try:
         held, saw = watch.probe()
     except Exception as exc:  # noqa: BLE001 - a probe that cannot run says why, as what it saw
         held, saw = False, f"{type(exc).__name__}: {exc}"
     with watch.lock:
-        watch.result.attempts += 1
-        if done is not None:
-            watch.running -= 1
-        if held and (watch.result.first_held is None or started - since < watch.result.first_held):
-            watch.result.first_held = started - since
-            watch.result.held, watch.result.saw = True, saw
-            if done is not None:
-                done.set()
-        elif not watch.result.held:
-            watch.result.saw = saw
+        del watch.running[key]
+        watch.tried.append((started, held, saw))
+    if done is not None and held:
+        done.set()
 
 
 def _run(lab, node: str, args: list[str], timeout: float = 10) -> tuple[int, str]:
@@ -127,36 +162,132 @@ def _run(lab, node: str, args: list[str], timeout: float = 10) -> tuple[int, str
     return proc.returncode, out
 
 
-def target_address(lab, to: str) -> str:
-    """``to`` as an address: itself, or the first address of the node so named."""
+RTM_F_FIB_MATCH = 0x2000  # ask RTM_GETROUTE for the route that matched, with its prefix, not the destination alone
+
+
+@dataclass(frozen=True)
+class Way:
+    """A route from a check's source to one address of its target, as the source's kernel has it."""
+
+    address: str
+    prefix: int  # the matched route's length: 32 for a host route, 0 for the default
+    gateway: str | None  # None: the address is on a directly connected network
+
+    def rank(self) -> tuple[bool, int]:
+        return self.gateway is None, self.prefix
+
+    def __str__(self) -> str:
+        how = "directly connected" if self.gateway is None else f"via {self.gateway}"
+        return f"{self.address} ({how}, /{self.prefix})"
+
+
+def target_address(lab, source: str, to: str) -> tuple[str, str]:
+    """``to`` as an address and how it was chosen: itself, or the one of the node so named (its IPv4 addresses
+    in the kernel now) that ``source``'s kernel routes to, a directly connected one first, then the most
+    specific route."""
     try:
-        return str(ipaddress.ip_address(to))
+        return str(ipaddress.ip_address(to)), ""
     except ValueError:
         pass
-    nodes = lab.plan.nodes
-    if to not in nodes:
+    if to not in lab.plan.nodes:
         raise ValueError(f"'{to}' is neither an address nor a node of lab {lab.name}")
-    address = next((i.ip for i in Node(lab, to).intfs() if i.ip), None)
-    if address is None:
-        raise ValueError(f"node {to} has no IPv4 address of the lab's to reach")
-    return address
+    from ..lab.inspect import inspect
+
+    found = inspect(lab, only={to})["nodes"]
+    addresses = [
+        a.split("/")[0]
+        for node in found
+        for intf in node["interfaces"]
+        for a in intf["addresses"]
+        if ipaddress.ip_interface(a).version == 4 and not ipaddress.ip_interface(a).ip.is_loopback
+    ]
+    if not addresses:
+        raise ValueError(f"node {to} has no IPv4 address in its kernel")
+    paths = _routes(lab, source, addresses)
+    if not paths:
+        raise ValueError(f"{source} has no route to any address of {to} ({', '.join(addresses)})")
+    best = max(paths, key=Way.rank)  # max keeps the first of equals: the kernel's order of interfaces
+    return best.address, f"{to} is {best}"
+
+
+def _routes(lab, source: str, addresses: list[str]) -> list[Way]:
+    """The routes ``source`` has to each of ``addresses`` (RTM_GETROUTE in its namespace; for a node on a
+    server or pod, ``ip route get fibmatch`` there); local and unreachable ones left out."""
+    from ..lab import where
+
+    if not where.of(lab.name).here:
+        paths = []
+        for address in addresses:
+            rc, out = _run(lab, source, ["ip", "-j", "route", "get", "fibmatch", address])
+            route = (json.loads(out) or [{}])[0] if rc == 0 and out.startswith("[") else {}
+            if route.get("type", "unicast") == "unicast" and route.get("dst"):
+                dst = "0.0.0.0/0" if route["dst"] == "default" else route["dst"]
+                paths.append(Way(address, ipaddress.ip_network(dst, strict=False).prefixlen, route.get("gateway")))
+        return paths
+    from pyroute2 import NetNS
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    from .. import names
+
+    ns = NetNS(names.netns_path(lab.name, source))
+    paths = []
+    try:
+        for address in addresses:
+            try:
+                route = ns.route("get", dst=address, flags=RTM_F_FIB_MATCH)[0]
+            except NetlinkError:  # unreachable
+                continue
+            if route["type"] == 1:  # RTN_UNICAST (local, blackhole, unreachable and prohibit are not a way there)
+                paths.append(Way(address, route["dst_len"], route.get_attr("RTA_GATEWAY")))
+    finally:
+        ns.close()
+    return paths
+
+
+class _Target:
+    """A check's ``to``, resolved to an address on its first use and kept once found."""
+
+    def __init__(self, lab, source: str, to: str):
+        self.lab, self.source, self.to = lab, source, to
+        self.found: tuple[str, str] | None = None
+        self.lock = threading.Lock()  # attempts under way at once resolve it once
+
+    def __call__(self) -> tuple[str, str]:
+        """The address, and a note on why it was chosen (empty for an address given as such)."""
+        with self.lock:
+            if self.found is None:
+                address, why = target_address(self.lab, self.source, self.to)
+                self.found = address, f" ({why})" if why else ""
+            return self.found
+
+
+def _said(out: str, *marks: str) -> str:
+    """What a tool said of its failure, whole lines: the last line holding one of ``marks``, else its last line."""
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    return next((line for line in reversed(lines) if any(m in line for m in marks)), lines[-1] if lines else "(no output)")
 
 
 def _probe(lab, check: Check) -> Probe:
     s = check.spec
     kind = check.kind
     if kind == "reach":
-        address = target_address(lab, s.to)
-        if s.port:
-            code = f"import socket; socket.create_connection(({address!r}, {s.port}), timeout=1).close()"
-            args = ["python3", "-c", code]
-        else:
-            args = ["ping", "-n", "-c1", "-W1", address]
+        target = _Target(lab, s.source, s.to)
 
         def reach() -> tuple[bool, str]:
+            try:
+                address, why = target()
+            except ValueError as exc:  # no route to any of its addresses: no answer
+                return not s.expect, str(exc)
+            if s.port:
+                code = f"import socket; socket.create_connection(({address!r}, {s.port}), timeout=1).close()"
+                args = ["python3", "-c", code]
+            else:
+                args = ["ping", "-n", "-c1", "-W1", address]
             rc, out = _run(lab, s.source, args, timeout=3)
             answered = rc == 0
-            seen = f"{'answered' if answered else 'no answer'} from {address}" + (f":{s.port}" if s.port else "")
+            seen = f"{'answered' if answered else 'no answer'} from {address}" + (f":{s.port}" if s.port else "") + why
+            if not answered:
+                seen += ": " + _said(out, "Error", "packets transmitted", "ping:")
             return answered == s.expect, seen
 
         return reach
@@ -201,8 +332,10 @@ def _probe(lab, check: Check) -> Probe:
 
         return command_probe
     if kind == "rate":
-        return lambda: _rate(lab, s)
-    return lambda: _latency(lab, s)
+        target = _Target(lab, s.source, s.to)
+        return lambda: _rate(lab, s, target)
+    target = _Target(lab, s.source, s.to)
+    return lambda: _latency(lab, s, target)
 
 
 def _same(dst: str | None, prefix: str) -> bool:
@@ -214,11 +347,11 @@ def _same(dst: str | None, prefix: str) -> bool:
         return False
 
 
-def _rate(lab, s) -> tuple[bool, str]:
+def _rate(lab, s, target: _Target) -> tuple[bool, str]:
     """iperf3 (TCP, 2 s) from the source to the target; the received rate against the expected one."""
-    address = target_address(lab, s.to)
     if s.to not in lab.plan.nodes:
         raise ValueError(f"rate: to: must name a node, which runs iperf3's server (got {s.to})")
+    address, why = target()
     server = Node(lab, s.to).popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
@@ -228,27 +361,63 @@ def _rate(lab, s) -> tuple[bool, str]:
             server.kill()
         server.wait()
     try:
-        mbit = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
-    except (ValueError, KeyError):
-        return False, f"iperf3 failed (exit {rc}): {out.strip()[-200:]}"
-    return abs(mbit - s.mbit) <= s.allowed(), f"{mbit:.1f} Mbit/s"
+        report = json.loads(out)
+    except ValueError:
+        return False, f"iperf3 to {address}{why} failed (exit {rc}): {_said(out, 'error -', 'error')}"
+    if "error" in report or "end" not in report:
+        return False, f"iperf3 to {address}{why} failed (exit {rc}): iperf3: error - {report.get('error', 'no result')}"
+    mbit = report["end"]["sum_received"]["bits_per_second"] / 1e6
+    return abs(mbit - s.mbit) <= s.allowed(), f"{mbit:.1f} Mbit/s to {address}{why}"
 
 
-def _latency(lab, s) -> tuple[bool, str]:
+def _latency(lab, s, target: _Target) -> tuple[bool, str]:
     """20 pings 50 ms apart; their average round trip against the expected one."""
-    address = target_address(lab, s.to)
+    address, why = target()
     rc, out = _run(lab, s.source, ["ping", "-n", "-q", "-c20", "-i0.05", "-W2", address], timeout=30)
     found = re.search(r"= [\d.]+/([\d.]+)/", out)
     if not found:
-        return False, f"no answer from {address}"
+        return False, f"no answer from {address}{why}: {_said(out, 'packets transmitted', 'ping:')}"
     rtt = float(found.group(1))
-    return abs(rtt - s.ms) <= s.allowed(), f"{rtt:.2f} ms round trip"
+    return abs(rtt - s.ms) <= s.allowed(), f"{rtt:.2f} ms round trip to {address}{why}"
+
+
+HOLD = 10.0  # seconds after a change a check must be seen failing in to count as affected by it
+
+
+def recover(lab, checks: list[Check], applied: float, wait: float, hold: float = HOLD) -> list[Result]:
+    """Each check after a change applied at ``applied``: watched until it is seen failing and then holding
+    again (``failed_at``, ``first_held``: seconds after the change), or, never failing in the first ``hold``
+    seconds, left alone (unaffected: ``failed_at`` None).  ``wait``: seconds, from the change, for it all."""
+    calm = applied + hold
+
+    def settled(w: _Watch) -> bool:
+        failed = w.last_failed()
+        if failed is not None:
+            return w.held_since(failed) is not None
+        return time.time() >= calm and all(t >= calm for t in w.running.values())
+
+    watches = _watches(lab, checks)
+    _all(watches, max(0.0, applied + wait - time.time()), settled)
+    for w in watches:
+        r, failures = w.result, [t for t, ok, _ in w.tried if not ok]
+        r.attempts = len(w.tried)
+        first = min(failures, default=None)
+        if first is None or first >= calm:
+            r.held, r.saw = True, (w.tried or [(0.0, True, "not tried")])[-1][2]
+            continue
+        r.failed_at = first - applied
+        held = w.held_since(w.last_failed(), final=True)
+        r.held = held is not None
+        r.first_held = None if held is None else held - applied
+        r.saw = next(saw for t, ok, saw in w.tried if t == held) if held is not None else w.tried[-1][2]
+    return [w.result for w in watches]
 
 
 class Reconvergence:
-    """After each change of a schedule, the time until every check holds again: changes come in from the
-    schedule's clock (:meth:`changed`), each is watched by a thread of its own, made by one started here,
-    before the clock takes real-time priority (threads inherit it)."""
+    """After each change of a schedule, the time until every check it affected (seen failing within
+    :data:`HOLD` seconds) holds again: changes come in from the schedule's clock (:meth:`changed`), each is
+    watched by a thread of its own, made by one started here, before the clock takes real-time priority
+    (threads inherit it)."""
 
     def __init__(self, lab, checks: list[Check], say: Callable[[str], None], wait: float = 30.0):
         import queue
@@ -256,7 +425,8 @@ class Reconvergence:
         self.lab, self.checks, self.say, self.wait = lab, checks, say, wait
         self.changes: queue.Queue[tuple[float, str] | None] = queue.Queue()
         self.watches: list[threading.Thread] = []
-        self.times: list[float | None] = []  # per change: seconds until every check held again (None: not in time)
+        self.times: list[float | None] = []  # per change with an effect: seconds until it all held again (None: not in time)
+        self.no_effect = 0  # changes after which no check was seen failing
         self.thread = threading.Thread(target=self._start, daemon=True, name="nestlab-reconvergence")
         self.thread.start()
 
@@ -270,20 +440,29 @@ class Reconvergence:
             thread.start()
 
     def _watch(self, applied: float, what: str) -> None:
-        results = run(self.lab, self.checks, applied, self.wait)
-        failing = [r.title for r in results if not r.held]
+        results = recover(self.lab, self.checks, applied, self.wait)
+        hit = [r for r in results if r.failed_at is not None]
+        if not hit:
+            self.no_effect += 1
+            self.say(f"after {what}: no effect seen: every check held throughout the {HOLD:g} s after it")
+            return
+        failing = [r.title for r in hit if not r.held]
         if failing:
             self.times.append(None)
             self.say(
-                f"after {what}: {len(failing)} of {len(results)} checks do not hold {self.wait:g} s later: {'; '.join(failing)}"
+                f"after {what}: {len(failing)} of {len(results)} checks do not hold again {self.wait:g} s later: {'; '.join(failing)}"
             )
             return
-        slowest = max(results, key=lambda r: r.first_held or 0.0)
+        slowest = max(hit, key=lambda r: r.first_held or 0.0)
         self.times.append(slowest.first_held)
-        self.say(f"after {what}: every check holds again {slowest.first_held:.2f} s later (last: {slowest.title})")
+        self.say(
+            f"after {what}: every check holds again {slowest.first_held:.2f} s later (last: {slowest.title}, failing from "
+            f"{slowest.failed_at:.2f} s; {len(hit)} of {len(results)} affected)"
+        )
 
     def finish(self) -> list[float | None]:
-        """Wait for every change's watch to end; returns the reconvergence times, in the order they ended."""
+        """Wait for every change's watch to end; returns the reconvergence times of the changes that had an
+        effect, in the order they ended (:attr:`no_effect` counts the others)."""
         self.changes.put(None)
         self.thread.join()
         for thread in self.watches:
@@ -301,7 +480,8 @@ def junit(lab: str, results: list[Result]) -> str:
         case = ET.SubElement(suite, "testcase", classname=f"{lab}.{r.kind}", name=r.title)
         case.set("time", f"{r.first_held or 0:.3f}")
         if r.held:
-            ET.SubElement(case, "system-out").text = f"held {r.first_held:.3f} s after the reference: {r.saw}"
+            when = "held already when first tried" if r.first_held is None else f"held {r.first_held:.3f} s after the reference"
+            ET.SubElement(case, "system-out").text = f"{when}: {r.saw}"
         else:
             ET.SubElement(case, "failure", message=r.saw).text = f"did not hold after {r.attempts} attempts; last saw: {r.saw}"
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -9,7 +9,8 @@ deploy than with one bridge).  All of them carry the marker ``nestlab-mgmt:NETWO
 outlive each of them).
 
 The rules (table ``ip``/``ip6`` ``nestlab_mgmt_NETWORK``): what the nodes send out of the machine is
-masqueraded (IPv4; ``external-access``, containerlab's default), and nothing from outside the bridge reaches
+masqueraded (IPv4; ``external-access``, containerlab's default: IPv4 forwarding is switched on, and put back
+when the last network goes unless someone changed it meanwhile), and nothing from outside the bridge reaches
 a node but replies (ports are published with ``ports:``, from this machine's loopback).  Between nodes
 on the bridge nothing is filtered but MLD reports (table ``bridge``): a node's interface sends them as it
 comes up, and a bridge that floods multicast would hand each to every other node (500 nodes: 250 000
@@ -21,16 +22,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 
+from ... import names
 from ...errors import LabError
 from . import netlink, sysctl
 
 MARKER = "nestlab-mgmt:"
 PORTS = 256  # host numbers per bridge: a /24 on one (the kernel takes at most 1 024 ports)
 GROUP = 0x6E6C6D67  # the interface group of the nodes' ports on a management bridge ("nlmg")
+FORWARD = os.path.join(names.MGMT_ROOT, "ip_forward.before")  # net.ipv4.ip_forward before the first network
 
 
 def bridge_for(bridge: str, host_number: int) -> str:
@@ -132,8 +137,8 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
         nl.run(netlink.set_mtu(index, mtu), *(netlink.new_addr(index, cidr, bridge, netlink.IFA_F_NODAD) for cidr in gateways))
     finally:
         nl.close()
-    if external:  # as Docker does, and left on; IPv6 is not forwarded (it would stop the machine taking router adverts)
-        sysctl.write("net.ipv4.ip_forward", "1")
+    if external:  # as Docker does; IPv6 is not forwarded (it would stop the machine taking router adverts)
+        forward_on(network)
     proc = subprocess.run(["nft", "-f", "-"], input=ruleset(network, bridge, subnet, external), capture_output=True, text=True)
     if proc.returncode:
         remove(network)
@@ -156,3 +161,57 @@ def remove(network: str) -> None:
         nl.close()
     for family in ("ip", "ip6", "bridge"):
         subprocess.run(["nft", "delete", "table", family, table(network)], capture_output=True)
+    forward_restored()
+
+
+def forward_on(network: str) -> None:
+    """Switch IPv4 forwarding on; what it was is kept (:data:`FORWARD`) unless it was on already, or another
+    network switched it on first (a record left while no other network is there is stale: replaced)."""
+    with _forward_locked():
+        if not _networks(but=network):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(FORWARD)
+        if (was := _forward()) != "1":
+            if not os.path.exists(FORWARD):
+                with open(FORWARD, "w") as fh:
+                    fh.write(was)
+            sysctl.write("net.ipv4.ip_forward", "1")
+
+
+def forward_restored() -> None:
+    """Once no management network is left, put IPv4 forwarding back as it was before the first one switched it
+    on, unless someone changed it meanwhile (it is no longer on)."""
+    with _forward_locked():
+        if not os.path.exists(FORWARD) or _networks():
+            return  # never switched on by us, or another network still forwards
+        with open(FORWARD) as fh:
+            was = fh.read().strip()
+        if _forward() == "1" and was in ("0", "1"):
+            sysctl.write("net.ipv4.ip_forward", was)
+        os.unlink(FORWARD)
+
+
+def _networks(but: str | None = None) -> set[str]:
+    """The management networks whose bridges are on this machine (``but``: not that one)."""
+    from . import rtdump
+
+    nl = netlink.Netlink()
+    try:
+        marked = {i.alias[len(MARKER) :] for i in rtdump.interfaces(nl, counters=False) if i.alias and i.alias.startswith(MARKER)}
+    finally:
+        nl.close()
+    return marked - {but}
+
+
+def _forward() -> str:
+    with open("/proc/sys/net/ipv4/ip_forward") as fh:
+        return fh.read().strip()
+
+
+@contextlib.contextmanager
+def _forward_locked() -> Iterator[None]:
+    """The lock of :data:`FORWARD`, which every network's bridge shares."""
+    os.makedirs(names.MGMT_ROOT, exist_ok=True)
+    with open(FORWARD + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

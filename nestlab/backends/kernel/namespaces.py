@@ -280,18 +280,10 @@ def kill_inside(inodes: set[int], grace: float = 1.0, keep: frozenset[int] = fro
                 pass
         deadline = time.monotonic() + grace
         while pids and time.monotonic() < deadline:
-            pids = [p for p in pids if _alive(p)]
+            pids = [p for p in pids if procs.alive(p)]
             time.sleep(0.01)
         if not pids:
             return
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):  # it exited between open and read
-        return False
 
 
 def join(net_path: str, uts_path: str, view: str | None = None) -> None:

@@ -52,11 +52,28 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def start_time(pid: int) -> int | None:
-    """A live (not zombie) process's start time in clock ticks since boot, or None."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after its command (so the state is ``[0]``), or None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rpartition(")")[2].split()
-    except (FileNotFoundError, ProcessLookupError):
+            return fh.read().rpartition(")")[2].split() or None
+    except OSError:
         return None
-    return None if fields[0] in "ZX" else int(fields[19])
+
+
+def alive(pid: int) -> bool:
+    """Process ``pid`` runs (it is not a zombie, nor gone)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in "ZX"
+
+
+def start_time(pid: int) -> int | None:
+    """A live (not zombie) process's start time in clock ticks since boot, or None."""
+    fields = _stat(pid)
+    return None if fields is None or fields[0] in "ZX" else int(fields[19])
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) process ``pid`` has used so far; None once it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -169,10 +169,8 @@ class Shaper:
         bits = (
             parse_rate(shape["rate"]) if "rate" in shape else (tcstats.UNLIMITED if shape.get("qdisc") != "tbf" else 34 * 10**9)
         )
-        if "trace" in shape:  # the trace's first slice; its player (services/traceplay.py) changes it from then on
-            from ...model.trace import rates, read
-
-            bits = rates(read(shape["trace"]))[0]
+        if "trace" in shape:  # the trace's player (services/traceplay.py) holds and releases packets; 1:1 is unlimited
+            bits, shape = tcstats.UNLIMITED, {k: v for k, v in shape.items() if k not in ("queue", "qdisc")}
         burst = parse_size(shape["burst"]) if "burst" in shape else burst_for(bits)
         try:
             want = shape.get("qdisc", "htb")

@@ -47,7 +47,7 @@ def vxlan_stitch(link: str, remote: str, vni: int, port: int, src_port: int, dev
         raise LabError(f"{link} is not an interface of a nestlab lab (it carries no lab's marker): nestlab changes only its own")
     if dev is not None and dev not in found:
         raise LabError(f"this machine has no interface {dev}")
-    name = f"vx-{link}"[:15]
+    name = f"vx-{link}"[: names.IFNAMSIZ]
     data = vxlan_data(vni, remote, port, src_port=src_port, dev_index=found[dev].index if dev else 0)
     nl = Netlink()
     try:

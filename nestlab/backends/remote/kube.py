@@ -11,8 +11,10 @@ refused, an object refused by the API, an operation past its deadline.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import IO, Any
 
 from ...errors import LabError
 
@@ -167,9 +169,11 @@ class Cluster:
         on_out: Callable | None = None,
         on_err: Callable | None = None,
         binary: bool = False,
+        stdin: IO[bytes] | None = None,
     ) -> tuple[int, str, str]:
         """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr); with ``on_out``/``on_err``
-        the output goes there as it comes instead (as bytes with ``binary``)."""
+        the output goes there as it comes instead (as bytes with ``binary``); what is read from ``stdin`` goes
+        on to the command's standard input as it comes (its end does not: the exec protocol cannot say it)."""
         from kubernetes.stream import stream
 
         # stream() swaps its ApiClient's request method while it runs: an exec on a client of its own, so
@@ -183,7 +187,7 @@ class Cluster:
             self.namespace,
             command=command,
             stderr=True,
-            stdin=False,
+            stdin=stdin is not None,
             stdout=True,
             tty=False,
             binary=binary,
@@ -195,6 +199,8 @@ class Cluster:
         on_out = on_out or out.append
         on_err = on_err or err.append
         deadline = time.monotonic() + timeout
+        if stdin is not None:
+            threading.Thread(target=_relay, args=(stdin, client), daemon=True).start()
         try:
             while client.is_open():
                 client.update(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
@@ -209,6 +215,15 @@ class Cluster:
             client.close()
         joined = (b"" if binary else "").join
         return (code if code is not None else 1), joined(out), joined(err)
+
+
+def _relay(source: Any, client: Any) -> None:
+    """What arrives on ``source``, on to the exec's standard input, until either ends."""
+    try:
+        for chunk in iter(lambda: source.read1(1 << 16), b""):
+            client.write_stdin(chunk)
+    except Exception:  # noqa: BLE001 - the command ended: nothing more to send
+        pass
 
 
 def _api_reason(exc, namespace: str) -> str:

@@ -1,5 +1,6 @@
-"""``python -m nestlab.backends.remote.kube_exec KUBECONFIG NAMESPACE POD -- CMD...``: a local process standing for a
-command in a pod (its output as it comes, byte for byte, and its exit code), as ``ssh`` stands for one on a server."""
+"""``python -m nestlab.backends.remote.kube_exec KUBECONFIG NAMESPACE POD [--stdin] -- CMD...``: a local process standing
+for a command in a pod (its output as it comes, byte for byte, and its exit code), as ``ssh`` stands for one on a server;
+with ``--stdin``, what it reads goes on to the command's standard input."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from .kube import Cluster, ClusterError
 
 
 def main(argv: list[str]) -> int:
-    kubeconfig, namespace, pod, dashes, *command = argv
+    kubeconfig, namespace, pod, *rest = argv
+    relay = rest[:1] == ["--stdin"]
+    dashes, *command = rest[relay:] or [""]
     if dashes != "--" or not command:
-        print("usage: python -m nestlab.backends.remote.kube_exec KUBECONFIG NAMESPACE POD -- CMD...", file=sys.stderr)
+        print("usage: python -m nestlab.backends.remote.kube_exec KUBECONFIG NAMESPACE POD [--stdin] -- CMD...", file=sys.stderr)
         return 2
 
     def to(stream):
@@ -23,7 +26,13 @@ def main(argv: list[str]) -> int:
 
     try:
         code, _out, _err = Cluster(kubeconfig or None, namespace).exec(
-            pod, command, timeout=24 * 3600, binary=True, on_out=to(sys.stdout.buffer), on_err=to(sys.stderr.buffer)
+            pod,
+            command,
+            timeout=24 * 3600,
+            binary=True,
+            on_out=to(sys.stdout.buffer),
+            on_err=to(sys.stderr.buffer),
+            stdin=sys.stdin.buffer if relay else None,
         )
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,61 +1,226 @@
-"""Replay a Mahimahi delivery trace on one interface: its HTB class's rate follows the trace, slice by slice
-(:data:`nestlab.model.trace.BIN_MS`), on a drift-free clock, looping.  Started inside the node's network
-namespace (``python -m nestlab.backends.services.traceplay IFACE TRACE``), it ends with the node."""
+"""Replay a Mahimahi delivery trace on one interface, as Mahimahi's LinkQueue does: what the interface sends
+waits in a queue and leaves at the trace's delivery opportunities (1500 bytes each, shared by small packets,
+a large one spanning several), the period being the last line's time; a silence holds packets.
+
+How: a u32 filter on the interface's HTB root redirects (mirred) everything it sends to a tap device the
+player reads; the player queues it (droptail, ``queue`` packets) and writes each packet, at its opportunity,
+to a packet socket on the interface with ``SO_PRIORITY`` 1:1, which HTB sends straight into class 1:1
+(unlimited, then the leaf: netem or pfifo) without running the filter.  Started inside the node's network
+namespace (``python -m nestlab.backends.services.traceplay IFACE TRACE QUEUE STATUS``), it ends with the
+node; the tap goes with it, so a dead player leaves a link that carries nothing.  Its status file (start of
+the trace's clock, heartbeat, lateness) tells :func:`health` whether it keeps up."""
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import fcntl
+import json
 import os
+import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 
-from ...model.trace import BIN_MS, rates, read
+from ... import names
+from ...model.trace import PACKET_BYTES, read
 from ..kernel import containers, namespaces, procs
-from ..kernel.netlink import Netlink, get_link, htb_class
-from ..kernel.shaping import burst_for
+
+TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
+CLASS = 0x10001  # HTB sends a packet whose priority is a leaf's handle straight to that leaf
+ETH_HEADER, ETH_P_ALL = 14, 0x0003
+LATE_MS = 20  # an opportunity served later than this is a lag (Mahimahi's clock is in whole ms)
+STALE_S = 3  # a status older than this: the player is stopped or starved
 
 
-def start(net_path: str, uts_path: str, iface: str, trace: str) -> None:
-    """The player of ``trace`` on ``iface`` of the node whose namespaces these are."""
-    containers.popen_in(
-        net_path,
-        uts_path,
-        [],
-        [sys.executable, "-m", __name__, iface, trace],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+def status_path(lab: str, node: str, iface: str) -> str:
+    return os.path.join(names.lab_dir(lab), "traces", f"{names.netns_name(lab, node)}.{iface}.json")
 
 
-def stop(net_path: str, iface: str) -> None:
-    """End the player of ``iface`` in that namespace, if one runs (before another starts or the trace is dropped)."""
+def start(lab: str, node: str, iface: str, trace: str, queue: int) -> None:
+    """The player of ``trace`` on ``node``'s ``iface``; returns once it carries the link (LabError if it died)."""
+    from ...errors import LabError
+
+    status = status_path(lab, node, iface)
+    os.makedirs(os.path.dirname(status), exist_ok=True)
+    log = status[: -len(".json")] + ".log"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(status)
+    with open(log, "wb") as err:
+        proc = containers.popen_in(
+            names.netns_path(lab, node),
+            names.uts_path(lab, node),
+            [],
+            [sys.executable, "-m", __name__, iface, trace, str(queue), status],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 10
+    while not os.path.exists(status):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            with open(log, errors="replace") as fh:
+                said = fh.read().strip().splitlines()
+            raise LabError(f"the trace player of {node}:{iface} did not start: {said[-1] if said else 'no output'}")
+        time.sleep(0.01)
+
+
+def stop(lab: str, node: str, iface: str) -> None:
+    """End the player of ``iface`` in that node, if one runs, and its redirect (before another starts or the trace
+    is dropped)."""
+    net_path = names.netns_path(lab, node)
     inode = namespaces.inode(net_path)
     if inode is None:
         return
     mine = [__name__.encode(), iface.encode()]
     for pid in procs.in_namespaces({inode}, ("net",)):
-        argv = procs.cmdline(pid).split(b"\0")
-        if argv[1:4] == [b"-m", *mine]:
-            try:
+        if procs.cmdline(pid).split(b"\0")[1:4] == [b"-m", *mine]:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    from pyroute2 import IPRoute
+
+    with namespaces.entered(net_path):
+        ipr = IPRoute()
+    try:
+        index = ipr.link_lookup(ifname=iface)
+        if index:
+            with contextlib.suppress(Exception):  # no filter (no HTB root, or none added)
+                ipr.tc("del-filter", "u32", index[0], parent=0x10000, prio=1, protocol=ETH_P_ALL)
+    finally:
+        ipr.close()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(status_path(lab, node, iface))
 
 
-def play(iface: str, trace: str) -> None:
-    steps = rates(read(trace))
-    nl = Netlink()
-    index = nl.run(get_link(iface))[0]
-    start = time.monotonic()
-    step = 0
+def health(lab: str, node: str, iface: str) -> dict:
+    """``{"player": "playing" | "lagging" | "dead", ...}`` from the player's status file and its process."""
+    try:
+        with open(status_path(lab, node, iface)) as fh:
+            status = json.load(fh)
+    except (OSError, ValueError):
+        return {"player": "dead", "why": "no status: the player never started or its lab was redeployed"}
+    alive = os.path.exists(f"/proc/{status['pid']}") and procs.cmdline(status["pid"]).split(b"\0")[1:3] == [
+        b"-m",
+        __name__.encode(),
+    ]
+    out = {k: status[k] for k in ("pid", "start", "late_ms", "worst_ms", "lagged_s", "dropped")}
+    if not alive:
+        return {"player": "dead", "why": "its process is gone: the link carries nothing", **out}
+    if time.time() - status["beat"] > STALE_S:
+        return {"player": "lagging", "why": f"silent for {time.time() - status['beat']:.0f} s", **out}
+    if status["late_ms"] > LATE_MS:
+        return {"player": "lagging", "why": f"{status['late_ms']:.0f} ms behind the trace in its last second", **out}
+    return {"player": "playing", **out}
+
+
+def _tap(index: int) -> tuple[int, str]:
+    fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
+    name = f"tq{index}"
+    fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TAP | IFF_NO_PI))
+    with contextlib.suppress(OSError), open(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "w") as fh:
+        fh.write("1")  # nothing of the tap's own may enter the queue
+    return fd, name
+
+
+def _redirect(ipr, iface_index: int, tap_index: int) -> None:
+    """The tap at the interface's MTU and up, and everything the interface sends redirected to it."""
+    mtu = ipr.get_links(iface_index)[0].get_attr("IFLA_MTU")
+    ipr.link("set", index=tap_index, mtu=mtu, state="up")
+    ipr.tc(
+        "replace-filter", "u32", iface_index, parent=0x10000, prio=1, protocol=ETH_P_ALL,
+        keys=["0x0/0x0+0"], target=CLASS,
+        action=[{"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": tap_index}],
+    )  # fmt: skip
+
+
+class LinkQueue:
+    """Mahimahi's LinkQueue: packets wait, droptail at ``limit``; each opportunity carries :data:`PACKET_BYTES`."""
+
+    def __init__(self, times: list[int], limit: int, origin: float) -> None:
+        self.times, self.period, self.limit = times, times[-1], limit
+        self.base, self.next = origin, 0  # the current loop's start (monotonic s); the next opportunity's line
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.left = 0  # bytes of the queue's head still to carry
+        self.dropped = 0
+
+    def due(self) -> float:
+        return self.base + self.times[self.next] / 1000
+
+    def enqueue(self, frame: bytes) -> None:
+        if len(self.queue) >= self.limit:
+            self.dropped += 1
+        else:
+            self.queue.append(frame)
+
+    def advance(self, now: float) -> list[bytes]:
+        """Use every opportunity up to ``now``; the packets they complete."""
+        out = []
+        while self.due() <= now:
+            budget = PACKET_BYTES
+            self.next += 1
+            if self.next == len(self.times):
+                self.next, self.base = 0, self.base + self.period / 1000
+            while budget > 0 and self.queue:
+                if not self.left:
+                    self.left = max(1, len(self.queue[0]) - ETH_HEADER)
+                used = min(budget, self.left)
+                self.left -= used
+                budget -= used
+                if not self.left:
+                    out.append(self.queue.popleft())
+        return out
+
+
+def play(iface: str, trace: str, limit: int, status: str) -> None:
+    from pyroute2 import IPRoute
+
+    times = read(trace)
+    with IPRoute() as ipr:
+        (index,) = ipr.link_lookup(ifname=iface)
+        fd, tap = _tap(index)
+        _redirect(ipr, index, ipr.link_lookup(ifname=tap)[0])
+    out = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    out.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, CLASS)
+    out.bind((iface, 0))
+    origin = time.monotonic()
+    wall = time.time() - (time.monotonic() - origin)
+    link = LinkQueue(times, limit, origin)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    late, worst, lagged, beat = 0.0, 0.0, 0.0, origin
+
+    def report() -> None:
+        state = {"pid": os.getpid(), "start": wall, "beat": time.time(), "late_ms": round(late, 1)}
+        state |= {"worst_ms": round(worst, 1), "lagged_s": round(lagged, 1), "dropped": link.dropped}
+        with open(status + ".new", "w") as fh:
+            json.dump(state, fh)
+        os.replace(status + ".new", status)
+
+    report()  # the link is carried from here
     while True:
-        bits = steps[step % len(steps)]
-        nl.run(htb_class(index, 0x10001, 0x10000, bits, burst_for(bits)))
-        step += 1
-        time.sleep(max(0.0, start + step * BIN_MS / 1000 - time.monotonic()))
+        due = link.due()
+        wait = due - time.monotonic()
+        poller.poll(int(wait * 1000) + 1 if wait > 0 else 0)
+        now = time.monotonic()
+        if due <= now and link.queue:
+            late = max(late, (now - due) * 1000)
+        for frame in link.advance(now):
+            with contextlib.suppress(OSError):  # e.g. the interface is down: the packet is lost, as on a wire
+                out.send(frame)
+        while True:
+            try:
+                link.enqueue(os.read(fd, 65536))
+            except BlockingIOError:
+                break
+        if now - beat >= 1:
+            worst, lagged = max(worst, late), lagged + (now - beat if late > LATE_MS else 0)
+            report()
+            late, beat = 0.0, now
 
 
 if __name__ == "__main__":
@@ -63,4 +228,4 @@ if __name__ == "__main__":
         os.nice(-5)  # on time, before the traffic it shapes
     except OSError:
         pass
-    play(sys.argv[1], sys.argv[2])
+    play(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4])

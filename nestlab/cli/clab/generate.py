@@ -10,7 +10,7 @@ import typer
 import yaml
 
 from ...errors import LabError
-from ..common import err, reported, split_list
+from ..common import err, ignored, reported, split_list
 from .base import Ignored, clab_app
 
 INTERFACES = {"srl": "e1-{}", "nokia_srlinux": "e1-{}"}  # a kind's interface names (default eth{})
@@ -31,19 +31,28 @@ def generate(
     ipv6_subnet: str = typer.Option("", "--ipv6-subnet", help="Management IPv6 subnet."),
     file: Path | None = typer.Option(None, "--file", help="Write the topology here (default: print it)."),
     deploy: bool = typer.Option(False, "--deploy", help="Deploy it too (written to NAME.clab.yml unless --file)."),
-    _license: list[str] = typer.Option([], "--license", **Ignored),
-    _workers: int = typer.Option(0, "--max-workers", **Ignored),
-    _owner: str = typer.Option("", "--owner", **Ignored),
+    licenses: list[str] = typer.Option(
+        [], "--license", help="KIND=PATH (or PATH for --kind), repeatable: the kind's license: in the file."
+    ),
+    workers: int = typer.Option(0, "--max-workers", **Ignored),
+    owner: str = typer.Option("", "--owner", **Ignored),
 ):
     """Generate a CLOS topology (containerlab generate): tiers of nodes, every node of a tier linked to every
     node of the next.  Example: nestlab clab generate --name clos --nodes 4,2:frr --deploy"""
+    if workers:
+        ignored("--max-workers", "nestlab makes every node in one process, in batches")
+    if owner:
+        ignored("--owner", "a lab's files are root's here")
     with reported():
-        text = yaml.safe_dump(
-            topology(
-                name, split_list(nodes), kind, split_list(image), node_prefix, group_prefix, (network, ipv4_subnet, ipv6_subnet)
-            ),
-            sort_keys=False,
+        found = topology(
+            name, split_list(nodes), kind, split_list(image), node_prefix, group_prefix, (network, ipv4_subnet, ipv6_subnet)
         )
+        for given in split_list(licenses):
+            owner_kind, _, path = given.rpartition("=")
+            found["topology"].setdefault("kinds", {}).setdefault(owner_kind or kind, {})["license"] = path
+        if "kinds" in found["topology"]:  # containerlab writes kinds: before nodes:
+            found["topology"] = {"kinds": found["topology"].pop("kinds"), **found["topology"]}
+        text = yaml.safe_dump(found, sort_keys=False)
         if deploy and file is None:
             file = Path(f"{name}.clab.yml")
         if file is None:

@@ -245,7 +245,7 @@ def graph(
     drawio: bool = typer.Option(False, "--drawio", help="Write the lab as a draw.io diagram."),
     dot: bool = typer.Option(False, "--dot", help="Write the lab as Graphviz dot."),
     drawio_args: str = typer.Option("", "--drawio-args", **Ignored),
-    _offline: bool = typer.Option(False, "--offline", **Ignored),
+    offline: bool = typer.Option(False, "--offline", **Ignored),
 ):
     """Draw the lab (containerlab graph): --mermaid, --drawio or --dot write TOPO.clab.EXT beside the file;
     without one, the live page is served (nestlab graph --serve)."""
@@ -253,6 +253,8 @@ def graph(
 
     if drawio_args:
         ignored("--drawio-args", "nestlab draws the diagram itself, in one layout")
+    if offline:
+        ignored("--offline", "the live page's scripts are nestlab's own copies, served with it: it never loads from the network")
     fmt = "mermaid" if mermaid else "drawio" if drawio else "dot" if dot else None
     if fmt is None:
         nestlab_graph(topo=topo, lab=name, fmt="json", serve=True, host="127.0.0.1", port=50080, output=None)

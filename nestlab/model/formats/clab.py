@@ -4,14 +4,16 @@
   sets ``ipv4_pool``: containerlab addresses only what the file (or its exec) addresses;
 * ``${VAR}``, ``${VAR:=default}``, ``${VAR:-default}`` in the file text come from the environment;
   a Go template (``{{ .var }}``) is rendered first (gotemplate.py, with its vars file);
-* node ``cpu``/``memory``/``cpu-set`` become ``resources``; an empty node (``n1:``) is ``{}``;
+* node ``cpu``/``memory``/``cpu-set`` become ``resources``; an empty node (``n1:``) is ``{}``; ``env-files``
+  (relative to the file's folder) are read into ``env`` (``env:`` beats them); SR-SIM's ``components:`` list
+  is dropped with a note (nestlab's components are a mapping);
 * a bridge inside a node (``BRIDGE|NODE``) is made by NODE's first exec commands;
 * special endpoints: ``host:IF`` (a veth to this machine, mode: host), ``mgmt-net:IF`` (a port of
   the management network's bridge, its end here named IF; without a management network, a ``kind:
   bridge`` node named mgmt-net), ``macvlan:PARENT``
   (mode: macvlan on this machine's interface PARENT, taken as containerlab takes it: no flag needed,
   a note says where its traffic leaves; ``allow_host_interfaces: false`` refuses it, a missing PARENT is an error);
-* the extended link form (``type: veth|host|mgmt-net|macvlan|vxlan|vxlan-stitch|dummy`` with ``endpoint(s)``,
+* the extended link form (``type: veth|veth-stitch|host|mgmt-net|macvlan|vxlan|vxlan-stitch|dummy`` with ``endpoint(s)``,
   every key of containerlab's schema/clab.schema.json): an endpoint's ``mac``, ``ipv4`` and ``ipv6`` go to
   the link's ``macs``, ``ipv4`` and ``ipv6``; ``type: vxlan`` and ``vxlan-stitch`` are mode vxlan-remote,
   their ``dst-port`` its ``port`` and ``src-port`` its ``src_port``.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 
+from ...names import IFNAMSIZ, is_ifname
 from ..errors import Problem
 from ..yamlsource import Located
 
@@ -57,9 +60,12 @@ def template_line(text: str) -> int | None:
     return None
 
 
-def normalize(data: dict, located: Located, notices: list[Problem], managed: bool = False) -> tuple[dict, list[Problem]]:
+def normalize(
+    data: dict, located: Located, notices: list[Problem], managed: bool = False, folder: str = "."
+) -> tuple[dict, list[Problem]]:
     """Rewrite containerlab forms in ``data`` (a topology file's top level); returns it and any problems.
-    ``managed``: the lab has a management network, which ``mgmt-net:IF`` endpoints are ports of."""
+    ``managed``: the lab has a management network, which ``mgmt-net:IF`` endpoints are ports of;
+    ``folder``: the file's, where relative ``env-files`` are."""
     body = data.get("topology")
     if not isinstance(body, dict):
         return data, []
@@ -71,11 +77,12 @@ def normalize(data: dict, located: Located, notices: list[Problem], managed: boo
         inside = [name for name in body["nodes"] if isinstance(name, str) and "|" in name]
         if inside:
             _bridges_in_nodes(body, inside, located, notices, problems)
+    node_like = lambda spec, path: _node(spec, path, folder, located, notices, problems)  # noqa: E731
     for section in ("nodes", "kinds", "groups"):
         if isinstance(body.get(section), dict):
-            body[section] = {name: _resources(spec) for name, spec in body[section].items()}
+            body[section] = {name: node_like(spec, ("topology", section, name)) for name, spec in body[section].items()}
     if isinstance(body.get("defaults"), dict):
-        body["defaults"] = _resources(body["defaults"])
+        body["defaults"] = node_like(body["defaults"], ("topology", "defaults"))
     if isinstance(body.get("links"), list):
         links = []
         defined = set(body.get("nodes") or {}) if isinstance(body.get("nodes"), dict) else set()
@@ -149,10 +156,12 @@ def _bridges_in_nodes(body: dict, inside: list[str], located: Located, notices: 
                 )
             )
             continue
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$", bridge):
+        if not is_ifname(bridge):
             problems.append(
                 located.problem(
-                    path, f"'{bridge}' is not a bridge name the kernel takes (1-15 letters, digits, '.', '-', '_')", key=True
+                    path,
+                    f"'{bridge}' is not a bridge name the kernel takes (1-{IFNAMSIZ} letters, digits, '.', '-', '_')",
+                    key=True,
                 )
             )
             continue
@@ -183,6 +192,61 @@ def _bridges_in_nodes(body: dict, inside: list[str], located: Located, notices: 
     body["nodes"] = nodes
 
 
+def _node(spec, path, folder: str, located: Located, notices: list[Problem], problems: list[Problem]):
+    """One node (or kinds/groups/defaults entry) with containerlab's node keys in nestlab's form."""
+    if not isinstance(spec, dict):
+        return spec
+    spec = _resources(spec)
+    if isinstance(spec.get("components"), list):  # SR-SIM's cards, not nestlab's nested containers
+        spec = {k: v for k, v in spec.items() if k != "components"}
+        notices.append(
+            located.problem(
+                path + ("components",),
+                "ignored: a components: list describes a vendor chassis's cards (SR-SIM); nestlab's components are "
+                "a mapping of nested containers (docs/nesting.md)",
+                key=True,
+            )
+        )
+    if spec.get("runtime") == "podman":
+        spec = {k: v for k, v in spec.items() if k != "runtime"}
+        notices.append(
+            located.problem(
+                path + ("runtime",),
+                "ignored: runtime: podman: the node runs as namespaces (runtime: docker runs an image with Docker)",
+                key=True,
+            )
+        )
+    if "env-files" in spec:
+        spec = dict(spec)
+        files = spec.pop("env-files")
+        env = _env_files(files if isinstance(files, list) else [files], path + ("env-files",), folder, located, problems)
+        spec["env"] = {**env, **(spec.get("env") or {})}
+    return spec
+
+
+def _env_files(files: list, path, folder: str, located: Located, problems: list[Problem]) -> dict[str, str]:
+    """containerlab's ``env-files``: ``KEY=VALUE`` lines (``#`` comments and blank lines skipped), later files winning."""
+    env: dict[str, str] = {}
+    for j, name in enumerate(files):
+        full = os.path.join(folder, os.path.expanduser(str(name)))
+        try:
+            with open(full) as fh:
+                lines = fh.read().splitlines()
+        except OSError as exc:
+            problems.append(located.problem(path + (j,), f"env file '{name}' cannot be read ({exc.strerror}; looked for {full})"))
+            continue
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, eq, value = line.removeprefix("export ").partition("=")
+            if not eq or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key.strip()):
+                problems.append(located.problem(path + (j,), f"{name}:{number}: '{line}' is not KEY=VALUE"))
+                continue
+            env[key.strip()] = value.strip().strip("\"'")
+    return env
+
+
 def _resources(spec):
     if not isinstance(spec, dict) or not any(key in spec for key in _RESOURCES):
         return spec
@@ -199,6 +263,7 @@ def _link(
     link: dict, path, located: Located, notices: list[Problem], problems: list[Problem], defined: set[str], managed: bool
 ) -> dict | None:
     """One link in nestlab's form (None: dropped with a notice)."""
+    _endpoint_vars(link, path, located, notices)
     kind = link.get("type")
     if kind is not None:
         link = {k: v for k, v in link.items() if k != "type"}
@@ -211,6 +276,15 @@ def _link(
                 )
             )
             return None
+        if kind == "veth-stitch":
+            notices.append(
+                located.problem(
+                    path + ("type",),
+                    "veth-stitch is a veth here: containerlab joins two veths in this machine's namespace so that "
+                    "tcpdump and tc netem reach them; nestlab captures and shapes a node's own interfaces",
+                    key=True,
+                )
+            )
         if kind in _SPECIAL:
             endpoint = link.pop("endpoint", None) or {}
             link["endpoints"] = [endpoint, f"{kind}:{link.pop('host-interface', None)}"]
@@ -222,7 +296,7 @@ def _link(
             for theirs, ours in _VXLAN_KEYS.items():
                 if theirs in link:
                     link[ours] = link.pop(theirs)
-        elif kind != "veth":
+        elif kind not in ("veth", "veth-stitch"):
             problems.append(
                 located.problem(
                     path + ("type",),
@@ -256,6 +330,19 @@ def _link(
     if kind == MGMT:  # a port of the management network's bridge, its end here named as given
         return {**kept, "mode": "mgmt", "host_interface": name}
     return {**kept, "mode": "macvlan", "parent": name, "_real_parent": True}
+
+
+def _endpoint_vars(link: dict, path, located: Located, notices: list[Problem]) -> None:
+    """An endpoint's ``vars`` (containerlab's config engine reads them): one note for the link."""
+    found = [("endpoint",)] if isinstance(link.get("endpoint"), dict) and "vars" in link["endpoint"] else []
+    if isinstance(link.get("endpoints"), list):
+        found += [("endpoints", j) for j, ep in enumerate(link["endpoints"]) if isinstance(ep, dict) and "vars" in ep]
+    if found:
+        notices.append(
+            located.problem(
+                path + found[0] + ("vars",), "ignored: endpoint vars feed templates, which nestlab does not render", key=True
+            )
+        )
 
 
 _VXLAN_KEYS = {"dst-port": "port", "udp-port": "port", "src-port": "src_port"}

@@ -1,0 +1,280 @@
+"""The management plane as an attacker meets it: a password login lands as the lab's unprivileged user in a
+view of its own (the machine's /root, /etc and /tmp untouched), no file others may read holds a password,
+a flood of connections to port 22 starts at most 32 sshd and idle ones end after the grace time, IPv4
+forwarding is put back when the last management network goes, a bad username is refused with its line,
+and a damaged /etc/hosts block is reported, never guessed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import leftovers, run_cli
+
+from nestlab.backends.kernel import mgmtnet
+from nestlab.lab import hosts, sshgate
+
+PASSWORD = "lab-Secret1-" + os.urandom(4).hex()  # unique: found only where this test's deploy wrote it
+CREDENTIALS = f"""name: {{name}}
+topology:
+  defaults:
+    credentials: {{username: admin, password: {PASSWORD}}}
+  nodes:
+    a: {{kind: linux}}
+    b: {{kind: linux}}
+"""
+SSH = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10"]
+
+
+def _ssh_password(address: str, command: str, user: str = "admin") -> subprocess.CompletedProcess:
+    """OpenSSH's client through sshpass (the password in its environment), keys refused."""
+    return subprocess.run(
+        ["sshpass", "-e", "ssh", *SSH, "-o", "PubkeyAuthentication=no", f"{user}@{address}", command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SSHPASS": PASSWORD},
+    )
+
+
+def _address(lab: str, node: str) -> str:
+    with open("/etc/hosts") as fh:
+        return next(line.split("\t")[0] for line in fh if line.split("\t")[1:2] == [f"clab-{lab}-{node}"])
+
+
+def _sshd_of(lab: str) -> int:
+    """sshd processes in the lab's nodes' network namespaces."""
+    spaces = {os.stat(f"/run/netns/{n}").st_ino for n in os.listdir("/run/netns") if n.startswith(f"clab-{lab}-")}
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd" and os.stat(f"/proc/{pid}/ns/net").st_ino in spaces:
+                count += 1
+    return count
+
+
+def _written_since(start: float, roots: list[str]) -> list[str]:
+    """Regular files under ``roots`` changed since ``start``."""
+    found = []
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if os.path.join(folder, d) not in ("/run/netns", "/run/udev")]
+            for name in files:
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    info = os.lstat(path)
+                    if stat.S_ISREG(info.st_mode) and info.st_mtime >= start and info.st_size < 1 << 20:
+                        found.append(path)
+    return found
+
+
+def _holds(path: str, text: str) -> bool:
+    try:
+        return text.encode() in Path(path).read_bytes()
+    except OSError:  # a namespace pinned on a file
+        return False
+
+
+def test_a_password_login_writes_nothing_of_the_machine_and_no_file_others_read_holds_the_password(topo_file, tmp_path, lab_name):
+    topo = topo_file(CREDENTIALS, "lab.clab.yml")
+    mark = f"nestlab-{lab_name}"
+    targets = [Path(d) / mark for d in ("/root", "/etc", "/tmp", "/var/tmp", "/dev/shm")]
+    start = time.time()
+    done = run_cli("deploy", "-t", str(topo), timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        a = _address(lab_name, "a")
+        attack = _ssh_password(
+            a,
+            f"id -u; touch /root/{mark}; touch /etc/{mark}; for d in /tmp /var/tmp /dev/shm; do echo x > $d/{mark}; done; cat /tmp/{mark}",
+        )
+        assert attack.returncode == 0 and attack.stdout.split()[-1] == "x", attack.stdout + attack.stderr  # its own /tmp
+        uid = int(attack.stdout.split()[0])
+        assert uid != 0 and "Permission denied" in attack.stderr, attack.stderr
+        assert [str(p) for p in targets if p.exists()] == [], "the session wrote the machine's files"
+        as_root = _ssh_password(a, "id -u", user="root")
+        assert as_root.returncode != 0 and "Permission denied" in as_root.stderr, "root never logs in with a password"
+        key = f"/var/lib/nestlab/ssh/{lab_name}/id_ed25519"
+        root = subprocess.run(
+            ["ssh", *SSH, "-o", "BatchMode=yes", "-i", key, f"root@{a}", "id -u"], capture_output=True, text=True, timeout=60
+        )
+        assert root.stdout.strip() == "0", root.stderr  # the lab's key is root's, as on a node without credentials
+        keyed = subprocess.run(
+            ["ssh", "-o", "BatchMode=yes", f"clab-{lab_name}-b", "id -u"], capture_output=True, text=True, timeout=60
+        )
+        assert keyed.stdout.strip() == str(uid), keyed.stderr  # the ssh config's user, with the lab's key
+        roots = ["/run", "/var/lib", "/etc", "/tmp", str(tmp_path)]
+        holding = [p for p in _written_since(start, roots) if _holds(p, PASSWORD) and p != str(topo)]
+        folder = tmp_path / f"clab-{lab_name}"
+        for expected in (
+            f"/run/nestlab/{lab_name}/state.json",
+            folder / "ansible-inventory.yml",
+            folder / "nornir-simple-inventory.yml",
+        ):
+            assert str(expected) in holding, (expected, holding)
+        readable = [f"{p} {stat.filemode(os.stat(p).st_mode)}" for p in holding if os.stat(p).st_mode & 0o077]
+        assert readable == [], "others may read the password"
+    finally:
+        for path in targets:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+
+
+def _logged_in_sessions(lab: str) -> int:
+    """sshd sessions of the lab's nodes that have let their user in (the title names the user)."""
+    spaces = {os.stat(f"/run/netns/{n}").st_ino for n in os.listdir("/run/netns") if n.startswith(f"clab-{lab}-")}
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            if title.startswith(b"sshd: ") and b"@" in title and os.stat(f"/proc/{pid}/ns/net").st_ino in spaces:
+                count += 1
+    return count
+
+
+def test_a_flood_of_connections_starts_at_most_32_sshd_and_idle_ones_end_after_the_grace_time(topo_file, lab_name, monkeypatch):
+    grace = 5
+    monkeypatch.setenv("NESTLAB_SSH_GRACE", str(grace))
+    topo = topo_file(CREDENTIALS, "lab.clab.yml")
+    done = run_cli("deploy", "-t", str(topo), timeout=120)
+    flood: list[socket.socket] = []
+    try:
+        assert done.returncode == 0, done.stderr
+        a = _address(lab_name, "a")
+        began = time.monotonic()
+        for _ in range(200):
+            flood.append(socket.create_connection((a, 22), timeout=10))
+        peak = 0
+        while time.monotonic() < began + grace - 1:  # every session is still in its grace time
+            peak = max(peak, _sshd_of(lab_name))
+            time.sleep(0.2)
+        assert 0 < peak <= 32, peak
+        answered = closed = 0
+        for sock in flood:
+            sock.settimeout(0.5)
+            with contextlib.suppress(OSError):
+                first = sock.recv(64)
+                answered += first.startswith(b"SSH-2.0-")
+                closed += first == b""
+        assert answered <= sshgate.MAX_STARTUPS and closed >= 200 - 2 * sshgate.MAX_STARTUPS, (answered, closed)
+        deadline = began + grace + 10
+        while _sshd_of(lab_name) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _sshd_of(lab_name) == 0, "sessions that never logged in end after the grace time"
+        assert time.monotonic() - began >= grace - 1
+        login = _ssh_password(a, "hostname")
+        assert login.stdout.strip() == "a", login.stderr  # the slots are free again
+        # Sessions that have logged in take no slot: more of them than the cap (Ansible's forks, in waves that
+        # each fit under it), and a login beside them still gets in.
+        key = ["-i", sshgate.client_key(lab_name), "-o", "BatchMode=yes"]
+        held: list[subprocess.Popen] = []
+        try:
+            for _wave in range(2):
+                held += [
+                    subprocess.Popen(
+                        ["ssh", *SSH, *key, f"root@{a}", "sleep 60"], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                    )
+                    for _ in range(sshgate.MAX_STARTUPS // 2 + 2)
+                ]
+                deadline = time.monotonic() + 30
+                while _logged_in_sessions(lab_name) < len(held) and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                assert _logged_in_sessions(lab_name) == len(held)
+            assert len(held) > sshgate.MAX_STARTUPS
+            login = _ssh_password(a, "hostname")
+            assert login.stdout.strip() == "a", login.stderr
+        finally:
+            for proc in held:
+                proc.kill()
+                proc.wait()
+    finally:
+        for sock in flood:
+            sock.close()
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+
+
+def test_ip_forward_is_put_back_when_the_last_management_network_goes(tmp_path):
+    forward = Path("/proc/sys/net/ipv4/ip_forward")
+    before = forward.read_text()
+    names = ["tfw" + os.urandom(3).hex() for _ in range(2)]
+    files = []
+    for name in names:
+        path = tmp_path / f"{name}.clab.yml"
+        path.write_text(f"name: {name}\ntopology:\n  nodes:\n    n1: {{}}\n")
+        files.append(path)
+    try:
+        forward.write_text("0")
+        for path in files:
+            assert run_cli("deploy", "-t", str(path), timeout=120).returncode == 0
+        assert forward.read_text().strip() == "1", "the network forwards its nodes' traffic"
+        assert run_cli("destroy", "-t", str(files[0])).returncode == 0
+        assert forward.read_text().strip() == "1", "the other lab still uses the network"
+        assert run_cli("destroy", "-t", str(files[1])).returncode == 0
+        assert forward.read_text().strip() == "0", "put back as it was"
+        forward.write_text("1")  # already on: nothing to put back, and a record no network backs is stale
+        Path(mgmtnet.FORWARD).write_text("0")
+        assert run_cli("deploy", "-t", str(files[0]), timeout=120).returncode == 0
+        assert run_cli("destroy", "-t", str(files[0])).returncode == 0
+        assert forward.read_text().strip() == "1" and not os.path.exists(mgmtnet.FORWARD)
+    finally:
+        for path in files:
+            run_cli("destroy", "-t", str(path))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(mgmtnet.FORWARD)
+        forward.write_text(before)
+    assert leftovers() == []
+
+
+@pytest.mark.parametrize(
+    ("credentials", "message"),
+    [
+        ("{username: Admin, password: x}", "'Admin' is not a user name"),
+        ("{username: 'ad:min', password: x}", "'ad:min' is not a user name"),
+        ('{username: "admin\\n", password: x}', "'admin\\n' is not a user name"),
+        ('{username: "admin\\nroot::0:0::/:/bin/sh", password: x}', "is not a user name"),
+        ("{username: " + "a" * 33 + ", password: x}", "is not a user name"),
+        ("{username: root, password: x}", "a password login is never root"),
+        ('{username: admin, password: "x\\nroot"}', "password may not hold '\\n'"),
+        ("{username: admin, identity-file: 'k\"\\n\\tProxyCommand touch /tmp/p'}", "identity-file may not hold"),
+    ],
+)
+def test_a_bad_username_is_refused_at_its_line_and_nothing_is_made(tmp_path, lab_name, credentials, message):
+    path = tmp_path / "bad.clab.yml"
+    path.write_text(f"name: {lab_name}\ntopology:\n  nodes:\n    a: {{kind: linux, credentials: {credentials}}}\n")
+    refused = run_cli("deploy", "-t", str(path))
+    assert refused.returncode == 2 and f"{path}:4:" in refused.stderr and message in refused.stderr, refused.stderr
+    assert leftovers() == [] and not (tmp_path / f"clab-{lab_name}").exists()
+
+
+def test_only_a_complete_hosts_block_is_removed_and_a_damaged_one_is_reported(tmp_path):
+    lab = "hx" + os.urandom(3).hex()
+    start, end = f"###### CLAB-{lab}-START ######", f"###### CLAB-{lab}-END ######"
+    other = "###### CLAB-other-START ######"
+    path = tmp_path / "hosts"
+    kept = ["127.0.0.1\tlocalhost", "10.0.0.9\tkeep-me", other, "10.0.0.8\tother-lab", "::1\tip6-localhost"]
+    path.write_text("\n".join([kept[0], start, "172.20.20.2\tclab-x-a", end, *kept[1:]]) + "\n")
+    hosts.block(lab, [], path=str(path))
+    assert path.read_text().splitlines() == kept, "only the lab's block goes; another lab's damaged one stays"
+    hosts.block(lab, ["172.20.20.3\tclab-x-b"], path=str(path))
+    assert path.read_text().splitlines() == [*kept, start, "172.20.20.3\tclab-x-b", end]
+    for damaged in (
+        [kept[0], start, "10.0.0.9\tkeep-me", "::1\tip6-localhost"],  # no END at all
+        [kept[0], start, "10.0.0.9\tkeep-me", start, "172.20.20.2\tclab-x-a", end],  # another START before its END
+    ):
+        text = "\n".join(damaged) + "\n"
+        path.write_text(text)
+        for lines in ([], ["172.20.20.3\tclab-x-b"]):
+            with pytest.raises(hosts.DamagedHosts, match=f"{path}:2: "):
+                hosts.block(lab, lines, path=str(path))
+            assert path.read_text() == text, "nothing of the file is dropped or guessed"
