@@ -6,8 +6,8 @@ topology while a file is checked (:class:`Checking`), the planner while plan obj
 Applier (nestlab/apply) implements :class:`Applying`; the planner (nestlab/plan/desired.py)
 :class:`Planning`; the model (nestlab/model/modes.py) :class:`Checking`.  Two records travel the
 same way: :class:`Draft` (a node, as its kind plans it) and :class:`KernelFeature` (what a link
-mode needs of the kernel).  A site (nestlab/sites) is what the lab layer asks where a lab runs
-(:class:`Site`), and hands out a :class:`Remote` for a node that runs elsewhere.
+mode needs of the kernel).  A site (nestlab/sites, its seam in sites/seam.py) hands out a :class:`Remote`
+for a node that runs elsewhere; a deploy reports to a :data:`Progress` and an :data:`ExecReport`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from .model.errors import Path, Problem
     from .model.schema import LinkSpec, NodeSpec, Topology
     from .plan.objects import EndObj, LinkObj, NodeObj, Plan
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total) while a deploy makes a lab
+ExecReport = Callable[[str, str, int, str], None]  # (node, command, exit code, output) of each exec: command
 
 
 @dataclass(frozen=True)
@@ -119,18 +122,3 @@ class Remote(Protocol):
         self, args: Sequence[str], stdin: str | None = None, timeout: float = 600, tty: bool = False
     ) -> subprocess.CompletedProcess[Any]: ...
     def close(self) -> None: ...
-
-
-class Site(Protocol):
-    """Where one lab runs (nestlab/sites): this machine, SSH servers or Kubernetes; read from the lab's record."""
-
-    name: str  # the site's word in the record (local, ssh, k8s)
-    here: bool  # its nodes are this machine's namespaces (else each share runs its own nestlab)
-    lab: str
-
-    def deploy(self, lab: Any, progress: Any = None, **options: Any) -> Any: ...
-    def remove(self) -> None: ...
-    def where(self) -> str: ...
-    def inspect(self, lab: Any, only: set[str] | None = None) -> dict[str, Any]: ...
-    def remote(self, ref: str) -> Remote | None: ...
-    def shares(self) -> dict[str, Remote]: ...

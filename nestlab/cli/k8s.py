@@ -56,23 +56,17 @@ def deploy(
     from collections import Counter
 
     from ..lab.lab import Lab
-    from ..sites.k8s import Kubernetes
+    from ..sites.k8s import Kubernetes, Target
     from .common import notices
 
     started = time.perf_counter()
     with reported():
         lab = Lab.from_file(topo)
         notices(lab)
-        site = Kubernetes(lab.name, {})
-        parts = site.deploy(
-            lab,
-            _say,
-            kubeconfig=str(kubeconfig) if kubeconfig else None,
-            namespace=namespace,
-            image=image,
-            count=count,
-            timeout=timeout,
-        )
+        target = Target(str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say)
+        site = Kubernetes.on(lab.name, target)
+        parts = site.deploy(lab.blueprint).split
+        assert parts is not None
         counts = Counter(parts.placement.server(n) for n in lab.plan.nodes)
         tunnels = sum(len(s.stitched) for s in parts.shares.values()) // 2
         pods = site.data["pods"]

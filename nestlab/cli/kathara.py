@@ -77,7 +77,7 @@ def lclean(
     machines: list[str] = typer.Argument(None, help="Only these devices (the rest keeps running)."),
 ):
     """Stop a Kathará lab and remove everything of it (kathara lclean); with devices named, only those."""
-    from ..lab import cleanup, state
+    from ..lab import state, where
     from ..lab.lab import Lab
 
     with reported():
@@ -87,7 +87,7 @@ def lclean(
             err.line(f"lab {name}: removed {', '.join(machines)} ({changes.summary()})")
             return
         with state.locked(name):
-            removed = cleanup.remove_lab(name)
+            removed = where.remove(name)
         err.line(f"lab {name}: removed {removed} devices" if removed else f"lab {name}: nothing to remove")
 
 
@@ -237,7 +237,7 @@ def wipe(
     every: bool = typer.Option(False, "-a", "--all", help="Every user's labs (labs here are root's)."),
 ):
     """Remove every Kathará lab of this machine (kathara wipe); other nestlab labs are left alone."""
-    from ..lab import cleanup, state
+    from ..lab import state, where
 
     with reported():
         labs = _kathara_labs()
@@ -249,7 +249,7 @@ def wipe(
             raise LabError("nothing removed")
         for name in labs:
             with state.locked(name):
-                cleanup.remove_lab(name)
+                where.remove(name)
             err.line(f"lab {name}: removed")
 
 
@@ -302,7 +302,7 @@ def vstart(
 @kathara_app.command()
 def vclean(name: str = typer.Option(..., "-n", "--name", help="The device.")):
     """Remove a device vstart made (kathara vclean); its collision domains go with their last device."""
-    from ..lab import cleanup, state
+    from ..lab import state, where
     from ..lab.lab import Lab
     from ..model.endpoint import Endpoint
     from ..model.overrides import Overrides
@@ -315,7 +315,7 @@ def vclean(name: str = typer.Option(..., "-n", "--name", help="The device.")):
         keep = {n for n in doc["topology"]["nodes"] if n != name and not n.startswith("cd-")}
         if not keep:
             with state.locked(VLAB):
-                cleanup.remove_lab(VLAB)
+                where.remove(VLAB)
             err.line(f"device {name} removed ({VLAB} is gone with its last device)")
             return
         ends = [[Endpoint(e).node for e in ln["endpoints"]] for ln in doc["topology"]["links"]]

@@ -148,7 +148,7 @@ def _dry_run(topo: Path, vars_files: list[Path], servers: Path | None, fmt: str,
 
     lab = Lab.from_file(topo, vars_files, servers, overrides)
     notices(lab)
-    found = lab.site.preview(lab)
+    found = lab.site.preview(lab.blueprint)
     if fmt == "json":
         print_json({"lab": lab.name, "changes": [step.to_json() for step in found]})
         return
@@ -183,7 +183,7 @@ def validate(
     with reported():
         lab = Lab.from_file(topo, vars_files, servers)
         notices(lab)
-        chosen(lab.topology).check(lab)
+        chosen(lab.topology).check(lab.blueprint)
         plan = lab.plan
         err.line(
             f"{topo}: lab {lab.name} is valid ({len(plan.nodes)} namespaces, {len(plan.links) + len(plan.attachments)} links)"
@@ -220,7 +220,7 @@ def _deploy_split(
 
     from ..lab.lab import Lab
     from ..model.servers import load_inventory
-    from ..sites.ssh import Starting
+    from ..sites.ssh import Servers, Starting
 
     starting = None
     if servers:
@@ -236,7 +236,8 @@ def _deploy_split(
         if starting:
             starting.abandon()
         raise
-    split = lab.site.deploy(lab, starting=starting)
+    split = Servers.started(lab.name, starting).deploy(lab.blueprint).split
+    assert split is not None
     counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
     tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
     err.line(
@@ -315,7 +316,7 @@ def destroy(
     """Remove a lab: its processes, namespaces, links and state (on every server, for a lab split
     across servers), its names (/etc/hosts, ip netns, ssh config) and management addresses.
     Nothing else is touched."""
-    from ..lab import cleanup, state, where
+    from ..lab import state, where
     from ..model.labname import name_of
 
     with reported():
@@ -324,7 +325,7 @@ def destroy(
         name = name_of(topo) if topo else lab or resolve(None, None).name  # the file's name alone: it need not check
         site = where.of(name)
         with state.locked(name):
-            removed = cleanup.remove_lab(name, folder_too)
+            removed = site.remove(folder_too)
         if not site.here:
             err.line(f"lab {name}: removed from {site.where()}")
         else:
@@ -366,14 +367,14 @@ def cleanup_cmd(
     nestlab.LAB.*, mounts and state under /run/nestlab/LAB, and processes
     running inside those namespaces.
     """
-    from ..lab import cleanup, state
+    from ..lab import state, where
 
     with reported():
         if bool(name) == all_labs:
             raise LabError("name one lab, or pass --all")
         for lab in state.labs() if all_labs else [name]:
             with state.locked(lab):
-                removed = cleanup.remove_lab(lab)
+                removed = where.remove(lab)
             err.print(f"lab {lab}: removed {removed} namespaces")
 
 

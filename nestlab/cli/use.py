@@ -180,7 +180,7 @@ def ssh(
         if remote := where.of(the_lab.name).remote(node):  # relayed by the node's server or pod
             args = remote.nestlab_cmd("ssh", "--lab", the_lab.name, node, *(["--", *rest] if rest else []))
             raise typer.Exit(remote.popen(args, tty=sys.stdin.isatty()).wait())
-        found = {m.node: m for m in access.managed(the_lab)}
+        found = {m.node: m for m in access.managed(the_lab.blueprint)}
         if node not in found:
             raise LabError(
                 f"node {node} of lab {the_lab.name} has no management address"

@@ -30,7 +30,7 @@ from ..registry import KINDS
 from . import hosts, sshgate
 
 if TYPE_CHECKING:
-    from .lab import Lab
+    from ..plan.blueprint import Blueprint
 
 SSH_CONFIG_DIR = "/etc/ssh/ssh_config.d"
 
@@ -47,11 +47,11 @@ class Managed:
     login: Login = Login()
 
 
-def managed(lab: Lab) -> list[Managed]:
+def managed(lab: Blueprint) -> list[Managed]:
     """The lab's nodes with a management address, in name order."""
     from ..plan.mgmt import interfaces
 
-    doc = lab.document()
+    doc = lab.document
     base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
     found = []
     for att in sorted(interfaces(lab.plan).values(), key=lambda a: a.end.node):
@@ -69,7 +69,7 @@ def managed(lab: Lab) -> list[Managed]:
     return found
 
 
-def lab_folder(lab: Lab) -> str:
+def lab_folder(lab: Blueprint) -> str:
     """``clab-LAB`` beside the topology file, or under ``$CLAB_LABDIR_BASE``, as containerlab puts it; for a
     topology read from a pipe (a server's share of a lab), in the lab's state directory, gone with the lab."""
     if os.environ.get("CLAB_LABDIR_BASE"):
@@ -81,7 +81,7 @@ def lab_folder(lab: Lab) -> str:
     return os.path.join(base, f"clab-{lab.name}")
 
 
-def inventories(lab: Lab) -> list[Managed]:
+def inventories(lab: Blueprint) -> list[Managed]:
     """The lab directory alone, for a lab whose nodes are on servers or pods (each of them publishes its
     own nodes' names and SSH there), recorded so ``destroy --cleanup`` removes it here."""
     nodes = managed(lab)
@@ -96,13 +96,13 @@ class Ahead:
     """What publishing needs of no kernel object, done on a thread while the nodes are made: the lab
     directory's files written and the lab's keys made (ssh-keygen runs as processes of its own)."""
 
-    def __init__(self, lab: Lab):
+    def __init__(self, lab: Blueprint):
         self.nodes: list[Managed] = []
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._work, args=(lab,), name="nestlab-access")
         self.thread.start()
 
-    def _work(self, lab: Lab) -> None:
+    def _work(self, lab: Blueprint) -> None:
         try:
             self.nodes = managed(lab)
             if self.nodes:
@@ -118,7 +118,7 @@ class Ahead:
         return self.nodes
 
 
-def publish(lab: Lab, ahead: Ahead) -> list[Managed]:
+def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     """Make the lab's nodes reachable by name and SSH, once they exist (nothing for a lab without management)."""
     nodes = ahead.done()
     if not nodes:
@@ -159,7 +159,7 @@ def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
         fh.write(text)
 
 
-def _files(lab: Lab, folder: str, nodes: list[Managed]) -> None:
+def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a 500-node inventory in 20 ms, not 300
@@ -185,9 +185,9 @@ def _opened(path: str, secret: bool) -> IO[str]:
     return fh
 
 
-def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
+def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
     """containerlab's topology-data.json: the lab, its nodes (long name, FQDN, management addresses) and links."""
-    doc = lab.document()
+    doc = lab.document
     by_node = {n.node: n for n in nodes}
     folder = lab_folder(lab)
     out_nodes = {}
@@ -232,9 +232,9 @@ def topology_data(lab: Lab, nodes: list[Managed]) -> dict:
     }
 
 
-def ansible_inventory(lab: Lab, nodes: list[Managed]) -> dict:
+def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
     """containerlab's ansible-inventory.yml: a group per kind and per ``ansible-group`` label, ``ansible_host`` set."""
-    doc = lab.document()
+    doc = lab.document
     by_kind: dict[str, list[Managed]] = {}
     for node in nodes:
         by_kind.setdefault(names.clab_kind(node.kind), []).append(node)

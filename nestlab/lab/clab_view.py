@@ -55,7 +55,7 @@ def states(lab: Lab) -> dict[str, str]:
     """Each node's state (running, stopped, missing): asked of the shares for a lab elsewhere."""
     site = where.of(lab.name)
     if not site.here:
-        return {n["name"]: n["state"] for n in site.inspect(lab)["nodes"]}
+        return {n["name"]: n["state"] for n in site.inspect(lab.blueprint)["nodes"]}
     return {
         node: "stopped" if stop_start.is_stopped(lab.name, node) else "running"
         for node in lab.plan.nodes
@@ -134,7 +134,7 @@ def interfaces(name: str, node: str | None = None) -> list[dict[str, Any]]:
     if node is not None and not nodes:
         raise LabError(f"lab {name} has no node {node}")
     site = where.of(name)
-    remote = {} if site.here else {n["name"]: n for n in site.inspect(lab, set(nodes))["nodes"]}
+    remote = {} if site.here else {n["name"]: n for n in site.inspect(lab.blueprint, set(nodes))["nodes"]}
     found = []
     for n in nodes:
         if n in remote:

@@ -10,7 +10,7 @@ import time
 from .. import names
 from ..backends.kernel import cgroups, mounts, namespaces, netlink, procs, rtdump
 from ..registry import RUNTIMES
-from . import hosts, where
+from . import hosts
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -65,14 +65,10 @@ def left(lab: str) -> list[str]:
     return found
 
 
-def remove_lab(lab: str, folder_too: bool = False) -> int:
-    """Remove everything marked as ``lab``'s (on every server, for a lab split across servers); returns
-    how many namespaces went here.  ``folder_too``: also the lab directory beside its file (clab-LAB/)."""
-    try:
-        where.of(lab).remove()
-        damaged = None
-    except where.DamagedRecord as exc:  # what is on this machine can still go
-        damaged = exc
+def remove_here(lab: str, folder_too: bool = False) -> int:
+    """Remove everything marked as ``lab``'s on this machine (what its site has elsewhere is the site's:
+    ``Site.remove``); returns how many namespaces went.  ``folder_too``: also the lab directory beside its
+    file (clab-LAB/)."""
     for runtime in RUNTIMES.values():
         runtime.remove_leftovers(lab)
     paths = marked_namespaces(lab)
@@ -94,8 +90,8 @@ def remove_lab(lab: str, folder_too: bool = False) -> int:
         os.rmdir(names.STATE_ROOT)  # only when no other lab is left
     except OSError:
         pass
-    if damaged or hosts_damaged:
-        raise damaged or hosts_damaged
+    if hosts_damaged:
+        raise hosts_damaged
     return len([p for p in paths if p.startswith(names.NETNS_DIR)])
 
 

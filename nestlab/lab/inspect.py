@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .. import kinds, names
 from ..backends.kernel import cgroups, mptcp, namespaces, rtdump
@@ -10,19 +11,19 @@ from ..registry import KINDS, LINK_MODES
 from . import collector, stop_start, where
 from .lab import Lab
 
+if TYPE_CHECKING:
+    from ..plan.blueprint import Blueprint
+    from ..sites.seam import Report
+
 
 def inspect(lab: Lab, only: set[str] | None = None) -> dict:
     """What the lab's site reports of it: for a lab here, :func:`here`; for a lab elsewhere, every
     share's report merged, each node with where it runs.  ``only``: just those nodes."""
-    site = where.of(lab.name)
-    report = site.inspect(lab, only)
-    if not site.here and only is not None:
-        report["nodes"] = [n for n in report["nodes"] if n["name"] in only]
-    return report
+    return where.of(lab.name).inspect(lab.blueprint, only)
 
 
 @collector.paused()
-def here(lab: Lab, only: set[str] | None = None) -> dict:
+def here(lab: Blueprint, only: set[str] | None = None) -> Report:
     """Hosts, switches and nodes with their namespace, state and live interfaces.
 
     Per interface: state, MTU, MAC, addresses, bridge, and the attachment mode

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -27,9 +26,10 @@ from .. import names
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
+from ..plan.blueprint import Blueprint
 from ..plan.objects import Plan
 from ..registry import KINDS
-from . import cleanup, collector, state, where
+from . import collector, state, where
 from .node import Node
 
 # Checking, planning and applying are imported when first used: a command on a running lab
@@ -40,10 +40,10 @@ if TYPE_CHECKING:
     from ..model.overrides import Overrides
     from ..model.schema import Topology
     from ..plan.diff import Changes
-    from ..seams import Site
+    from ..plan.split import Split
+    from ..seams import ExecReport
+    from ..sites.seam import Site
     from .link_handle import LinkHandle
-
-ExecReport = Callable[[str, str, int, str], None]
 
 
 class Lab:
@@ -119,43 +119,35 @@ class Lab:
         lab.source = current.source or "<python>"
         lab.notices = []
         lab._raw = current.topology
-        lab._topology = None  # checked again only when something asks for it
-        lab._plan = current.plan  # what runs, live changes included
         lab._located = None
+        # checked again only when something asks for the topology; the plan is what runs, live changes included
+        lab._blueprint = Blueprint(current.topology["name"], lab.source, lab._raw, planned=current.plan)
         return lab
 
     def _set(self, loaded: Loaded, source: str) -> None:
         self.source = source
         self.notices: list[Problem] = loaded.notices
         self._raw = loaded.topology.model_dump(mode="json")
-        self._topology: Topology | None = loaded.topology
-        self._plan: Plan | None = None
         self._located = loaded.located
+        self._blueprint: Blueprint | None = Blueprint(
+            self._raw["name"], source, self._raw, tuple(loaded.notices), loaded.located, checked=loaded.topology
+        )
+
+    @property
+    def blueprint(self) -> Blueprint:
+        """The lab as one value to be made: what its site deploys (a change to the lab makes a new one)."""
+        if self._blueprint is None:
+            self._blueprint = Blueprint(self._raw["name"], self.source, self._raw, tuple(self.notices), self._located)
+        return self._blueprint
 
     @property
     def topology(self) -> Topology:
-        if self._topology is None:
-            from ..model.load import load_data
-
-            self._topology = load_data(copy.deepcopy(self._raw), self.source).topology
-        return self._topology
+        return self.blueprint.topology
 
     @property
     def plan(self) -> Plan:
         """The kernel objects this lab asks for (kinds resolved, addresses assigned)."""
-        if self._plan is None:
-            from ..model.errors import TopologyError
-            from ..plan.desired import desired
-
-            try:
-                self._plan = desired(self.topology, self.source)
-            except TopologyError as exc:  # planning knows what is wrong; the file knows where
-                if self._located is None:
-                    raise
-                raise TopologyError(
-                    exc.source, [p if p.line is not None else self._located.problem(p.path, p.message) for p in exc.problems]
-                ) from None
-        return self._plan
+        return self.blueprint.plan
 
     @property
     def name(self) -> str:
@@ -164,8 +156,8 @@ class Lab:
     @property
     def nodes(self) -> dict[str, Node]:
         """Every node by name, components included (``"drone1/gnab"``)."""
-        if self._topology is None and self._plan is not None:  # a running lab: its recorded plan knows them
-            return {name: Node(self, name) for name, obj in self._plan.nodes.items() if not KINDS.get(obj.kind).machine}
+        if not self.blueprint.was_checked and self.blueprint.planned is not None:  # a running lab: its recorded plan knows them
+            return {name: Node(self, name) for name, obj in self.blueprint.plan.nodes.items() if not KINDS.get(obj.kind).machine}
         return {name: Node(self, name) for name in self.topology.topology.nodes}
 
     @property
@@ -226,26 +218,25 @@ class Lab:
         self._changed()
 
     def _changed(self) -> None:
-        self._topology = None
-        self._plan = None
+        self._blueprint = None
 
     # -- lifecycle ----------------------------------------------------------------
     @property
     def site(self) -> Site:
         """Where the lab runs: as its record says once it runs, else where a deploy of it goes (its
         ``servers:``, or this machine)."""
-        recorded = where.of(self.name)  # this machine when there is no record
-        if self._topology is None or not recorded.here:  # running (its plan recorded), or recorded elsewhere
-            return recorded
+        if where.read(self.name) is not None or not self.blueprint.was_checked:  # recorded elsewhere, or running
+            return where.of(self.name)
         return where.chosen(self.topology)
 
-    def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes:
+    def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Split:
         """Create what is missing, remove what is no longer wanted; returns what was changed (for a lab
         on servers:, where each node went: a :class:`~nestlab.sites.shares.Split`).
 
         Deploying an already running, identical lab changes nothing.
         """
-        return where.chosen(self.topology).deploy(self, progress, on_exec=on_exec)
+        done = where.chosen(self.topology).deploy(self.blueprint, progress, on_exec)
+        return done.split if done.split is not None else done.changes
 
     def without(self, nodes: list[str]) -> Changes:
         """Remove ``nodes`` (and the links ending on them) from this running lab; the rest keeps running."""
@@ -257,17 +248,13 @@ class Lab:
         keep = frozenset(n for n in self.document()["topology"]["nodes"] if n not in nodes)
         return Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy()
 
-    def snapshot(self, status: str, plan: Plan) -> state.LabState:
-        """The lab's state record: ``status`` (deploying, running), its topology as data and ``plan``."""
-        return state.LabState(self.name, status, os.getpid(), self.source, time.time(), self._raw, plan)
-
     def document(self) -> dict:
         """The checked topology as data, as the state file holds it (read it, do not change it)."""
         return self._raw
 
     def problem(self, path: tuple, message: str) -> Problem:
         """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
-        return self._located.problem(path, message) if self._located is not None else Problem(path, message)
+        return self.blueprint.problem(path, message)
 
     def save(self, to: str | os.PathLike | None = None, only: set[str] | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the
@@ -294,7 +281,7 @@ class Lab:
         """Remove every object of this lab (and any process inside it); returns namespaces removed.
         ``folder_too``: also the lab directory beside its file (clab-LAB/), as ``destroy --cleanup``."""
         with state.locked(self.name):
-            return cleanup.remove_lab(self.name, folder_too)
+            return where.of(self.name).remove(folder_too)
 
     @contextmanager
     def deployed(self) -> Iterator[Lab]:

@@ -36,7 +36,7 @@ from ..errors import LabError
 from ..model.credentials import Login
 
 if TYPE_CHECKING:
-    from .lab import Lab
+    from ..plan.blueprint import Blueprint
 
 PORT = 22
 MAX_STARTUPS = 16  # sessions of a lab not yet logged in at once (two sshd each at most); beyond, a connection is closed
@@ -177,9 +177,9 @@ def _used(uid: int) -> bool:
     return True
 
 
-def wanted(lab: Lab, node: str) -> bool:
+def wanted(lab: Blueprint, node: str) -> bool:
     """Whether the node gets nestlab's SSH: not with ``ssh: false``, nor when its own commands run sshd."""
-    spec = lab.document()["topology"]["nodes"].get(node, {})
+    spec = lab.document["topology"]["nodes"].get(node, {})
     if spec.get("ssh") is False:
         return False
     own = " ".join([str(spec.get("cmd") or ""), *map(str, spec.get("exec") or [])])
@@ -198,7 +198,7 @@ class Gate:
             raise LabError(f"the SSH gate of the lab ended at once (exit {self.proc.returncode})")
 
 
-def start(lab: Lab, nodes: list[tuple[str, str]]) -> Gate:
+def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
     """Bind port 22 of each node's management address (``nodes``: node, address) inside it and start the
     lab's gate on those sockets."""
     from ..backends.kernel import namespaces

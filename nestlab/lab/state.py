@@ -11,12 +11,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends.kernel import namespaces
 from ..errors import LabError
 from ..plan.objects import LinkObj, Plan
 from . import collector
+
+if TYPE_CHECKING:
+    from ..plan.blueprint import Blueprint
 
 
 @dataclass
@@ -31,6 +35,11 @@ class LabState:
 
     def to_json(self) -> dict:
         return {**self.__dict__, "plan": self.plan.to_json()}
+
+
+def snapshot(blueprint: Blueprint, status: str, plan: Plan) -> LabState:
+    """The lab's state record: ``status`` (deploying, running), its topology as data and ``plan``."""
+    return LabState(blueprint.name, status, os.getpid(), blueprint.source, time.time(), blueprint.document, plan)
 
 
 def _path(lab: str) -> str:

@@ -8,6 +8,7 @@ here always knows where to go.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from ..registry import SITES
 
 if TYPE_CHECKING:
     from ..model.schema import Topology
-    from ..seams import Site
+    from ..sites.seam import Site
 
 RECORD = "site.json"
 LOCAL = "local"
@@ -75,6 +76,23 @@ def of(lab: str) -> Site:
     word, data = found or (LOCAL, {})
     site: Site = SITES.get(word)(lab, data)
     return site
+
+
+def remove(lab: str, folder_too: bool = False) -> int:
+    """Remove ``lab`` wherever it runs (its site's :meth:`~nestlab.sites.seam.Site.remove`): every server's or pod's
+    share, then what is marked as its on this machine; returns how many namespaces went here.  With a
+    damaged record, what is on this machine still goes, and the damage is the error."""
+    from .cleanup import remove_here
+
+    try:
+        site = of(lab)
+    except DamagedRecord as exc:
+        damaged = exc
+    else:
+        return site.remove(folder_too)
+    with contextlib.suppress(LabError):
+        remove_here(lab, folder_too)
+    raise damaged
 
 
 def chosen(topology: Topology) -> Site:

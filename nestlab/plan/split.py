@@ -45,6 +45,16 @@ _LOCAL_MODES = {"veth", "ovs", "machine-veth"}  # modes a share can hold as they
 
 
 @dataclass
+class Split:
+    """A lab cut into shares: where each node went, what each share deploys, and the MTU of the links and ports
+    that cross servers."""
+
+    placement: Placement
+    shares: dict[str, Share]
+    mtu: int
+
+
+@dataclass
 class Share:
     server: str
     topology: dict

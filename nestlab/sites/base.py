@@ -1,4 +1,4 @@
-"""What every site implements (``nestlab.seams.Site``), and what finding and running things in a lab's
+"""What every site implements (``nestlab.sites.seam.Site``), and what finding and running things in a lab's
 shares takes on every site (what the two remote sites alone share is in shares.py).
 
 A site is made for one lab from its record (``lab/where.py``) or, for a deploy, empty; the lab layer
@@ -18,8 +18,10 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar
 from ..errors import LabError
 
 if TYPE_CHECKING:
+    from ..plan.blueprint import Blueprint
     from ..plan.diff import Step
-    from ..seams import Remote
+    from ..seams import ExecReport, Progress, Remote
+    from .seam import Deployed, Report
 
 
 class Site:
@@ -34,33 +36,40 @@ class Site:
         self.lab = lab
         self.data = data
 
-    def deploy(self, lab: Any, progress: Any = None, **options: Any) -> Any:
+    def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
+        """Make the lab ``blueprint`` describes here (what runs already and is still wanted stays); ``progress``
+        hears of each phase, ``on_exec`` of each ``exec:`` command a node ran."""
         raise NotImplementedError
 
-    def check(self, lab: Any, machine: bool = True) -> None:
-        """Every check a deploy of ``lab`` here makes before it changes anything (``nestlab validate``);
+    def check(self, blueprint: Blueprint, machine: bool = True) -> None:
+        """Every check a deploy of ``blueprint`` here makes before it changes anything (``nestlab validate``);
         ``machine``: also whether this machine has what the lab needs (else only the file is checked)."""
-        lab.plan
+        blueprint.plan
 
-    def preview(self, lab: Any) -> list[Step]:
-        """What a deploy of ``lab`` would change, object by object (``deploy --dry-run``): against the
+    def preview(self, blueprint: Blueprint) -> list[Step]:
+        """What a deploy of ``blueprint`` would change, object by object (``deploy --dry-run``): against the
         plan recorded when it was deployed."""
         from ..lab import state
         from ..plan.diff import diff, steps
         from ..plan.objects import Plan
 
-        current = state.read(lab.name)
+        current = state.read(blueprint.name)
         have = current.plan if current else Plan()
-        return steps(diff(lab.plan, have), have)
+        return steps(diff(blueprint.plan, have), have)
 
-    def remove(self) -> None:
-        """Remove what the lab has at this site (what is on this machine is the caller's)."""
+    def remove(self, folder_too: bool = False) -> int:
+        """Remove everything of the lab: at this site, then what is marked as its on this machine; returns how many
+        namespaces went here.  ``folder_too``: also the lab directory beside its file (clab-LAB/)."""
+        from ..lab import cleanup
+
+        return cleanup.remove_here(self.lab, folder_too)
 
     def where(self) -> str:
         """Where the lab runs, for a person: "this machine", "servers s1, s2", ..."""
         return "this machine"
 
-    def inspect(self, lab: Any, only: set[str] | None = None) -> dict[str, Any]:
+    def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report:
+        """The lab as it runs: each node (``only``: just those) with its interfaces and where it runs."""
         raise NotImplementedError
 
     def remote(self, ref: str) -> Remote | None:
@@ -82,7 +91,7 @@ class Site:
     def forward(
         self,
         commands: dict[str, list[str]],
-        out: IO[Any],
+        out: IO[bytes],
         count: int | None = None,
         by_line: bool = True,
         duration: float | None = None,

@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, names
@@ -33,10 +34,15 @@ from ..errors import LabError
 from ..lab import state, where
 from ..registry import SITES
 from .base import Site
-from .shares import Split, holder, merged, pin_error, running, split
+from .shares import holder, merged, pin_error, running, split
 
 if TYPE_CHECKING:
-    from ..lab.lab import Lab
+    from .. import seams
+    from ..plan.blueprint import Blueprint
+    from ..plan.split import Split
+    from ..seams import ExecReport, Progress
+    from . import seam
+    from .seam import Deployed, Report
 
 LABEL = "nestlab.io/lab"
 SHARE = "nestlab.io/share"
@@ -218,27 +224,52 @@ def _pod(
     }
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where and how ``nestlab k8s deploy`` deploys a lab: the cluster (its kubeconfig and namespace), the
+    image, how many shares (default: one per Ready node, at most one per lab node), the time it may take,
+    and who hears what it is doing."""
+
+    kubeconfig: str | None = None
+    namespace: str | None = None
+    image: str | None = None
+    count: int | None = None
+    timeout: float = 300
+    say: Callable[[str], None] | None = None
+
+
 class Kubernetes(Site):
     name = "k8s"
     summary = "Kubernetes: a share per privileged pod, VXLAN between the pods (nestlab k8s deploy)"
     keys = {"namespace": str, "pods": dict, "placement": dict}
+    target: Target = Target()
 
-    def deploy(
-        self,
-        lab: Lab,
-        progress: Callable[[str], None] | None = None,
-        kubeconfig: str | None = None,
-        namespace: str | None = None,
-        image: str | None = None,
-        count: int | None = None,
-        timeout: float = 300,
-        **_options: Any,
-    ) -> Split:
+    @classmethod
+    def on(cls, lab: str, target: Target) -> Kubernetes:
+        """A deploy of ``lab`` to the cluster ``target`` names."""
+        site = cls(lab, {})
+        site.target = target
+        return site
+
+    def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create the lab's objects, give each pod its peers, wait until every share is deployed and every
-        stitched link answers; all or nothing (a failure deletes every pod and names its cause)."""
+        stitched link answers; all or nothing (a failure deletes every pod and names its cause).  Where and
+        how: :meth:`on`'s target."""
+        from .seam import Deployed
+
+        return Deployed(split=self._deploy(lab, self.target))
+
+    def _deploy(self, lab: Blueprint, target: Target) -> Split:
         from ..backends.remote.kube import Cluster, ClusterError
 
-        say = progress or (lambda _m: None)
+        kubeconfig, namespace, image, count, timeout = (
+            target.kubeconfig,
+            target.namespace,
+            target.image,
+            target.count,
+            target.timeout,
+        )
+        say = target.say or (lambda _m: None)
         deadline = time.monotonic() + timeout
         kube = Cluster(kubeconfig, namespace, timeout)
         name = _dns_label(lab.name)
@@ -305,22 +336,24 @@ class Kubernetes(Site):
 
         return Cluster(self.data.get("kubeconfig"), self.data["namespace"], timeout)
 
-    def remove(self, timeout: float = 120) -> None:
-        """Delete the lab's pods (each runs nestlab destroy first) and wait until they are gone.  The record
-        stays if the cluster cannot be reached, for a later try."""
+    def remove(self, folder_too: bool = False) -> int:
+        """Delete the lab's pods (each runs nestlab destroy first) and wait until they are gone, then what is left
+        of it here.  The record stays if the cluster cannot be reached, for a later try."""
+        timeout = 120
         self._cluster(timeout).delete_all(f"{LABEL}={_dns_label(self.lab)}", time.monotonic() + timeout)
         where.forget(self.lab)
+        return super().remove(folder_too)
 
     def where(self) -> str:
         return f"pods {', '.join(sorted(self.data['pods'].values()))} (namespace {self.data['namespace']})"
 
-    def shares(self) -> dict[str, PodRemote]:
+    def shares(self) -> dict[str, seams.Remote]:
         return {pod: PodRemote(self.data, pod) for pod in self.data["pods"].values()}
 
     def remote(self, ref: str) -> PodRemote:
         return PodRemote(self.data, self.data["pods"][holder(self.data["placement"], self.lab, ref)])
 
-    def inspect(self, lab: Lab, only: set[str] | None = None) -> dict[str, Any]:
+    def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
         """Every share's ``inspect``, merged, each node with its share's pod and Kubernetes node."""
         kube = self._cluster()
         on = {p.metadata.name: p.spec.node_name for p in kube.pods(f"{LABEL}={_dns_label(self.lab)}")}
@@ -329,7 +362,7 @@ class Kubernetes(Site):
             lambda _s, pod: _completed(kube.exec(pod, ["nestlab", "inspect", "--lab", self.lab, "--format", "json"], 120)),
         )
         return merged(
-            self.lab, answers, {p: f"pod {p}" for p in answers}, lambda pod, _n: {"server": pod, "k8s_node": on.get(pod)}
+            self.lab, answers, {p: f"pod {p}" for p in answers}, lambda pod, _n: {"server": pod, "k8s_node": on.get(pod)}, only
         )
 
 
@@ -384,6 +417,10 @@ class PodRemote:
 
 
 SITES.register(Kubernetes)
+if TYPE_CHECKING:  # mypy holds the site to the seam
+
+    def _is_a_site(site: Kubernetes) -> seam.Site:
+        return site
 
 
 def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, progress) -> dict[str, str]:
@@ -442,7 +479,7 @@ def _pending_reason(pod) -> str:
     return pod.status.phase or "Pending"
 
 
-def _each(pods: dict[str, str], work: Callable[[str, str], object]) -> dict[str, object]:
+def _each(pods: dict[str, str], work: Callable[[str, str], Any]) -> dict[str, Any]:
     """``work(share, pod)`` for every share at once; per share its result or the exception it raised."""
 
     def guarded(item):

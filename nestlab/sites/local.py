@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import LabError
 from ..lab import cleanup, collector, state
@@ -17,8 +17,12 @@ from .base import Site
 from .shares import refuse_pins
 
 if TYPE_CHECKING:
-    from ..lab.lab import ExecReport, Lab
+    from ..plan.blueprint import Blueprint
     from ..plan.diff import Changes
+    from ..plan.objects import NodeObj
+    from ..seams import ExecReport, Progress
+    from . import seam
+    from .seam import Deployed, Report
 
 
 class Local(Site):
@@ -27,8 +31,13 @@ class Local(Site):
     here = True
 
     @collector.paused()
-    def deploy(self, lab: Lab, progress: Any = None, on_exec: ExecReport | None = None, **_options: Any) -> Changes:
+    def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
+        from .seam import Deployed
+
+        return Deployed(changes=self._deploy(lab, progress, on_exec))
+
+    def _deploy(self, lab: Blueprint, progress: Progress | None, on_exec: ExecReport | None) -> Changes:
         from ..apply.applier import Applier
         from ..backends.kernel.netlink import NetlinkError
         from ..lab import startup
@@ -48,24 +57,24 @@ class Local(Site):
             have = _existing(lab.name, current.plan) if current else Plan()
             changes = diff(lab.plan, have)
             if _retune(lab.name, lab.plan, have) and not changes:
-                state.write(lab.snapshot("running", lab.plan))
+                state.write(state.snapshot(lab, "running", lab.plan))
             if not changes:
                 return changes
             try:
                 _check_needs(changes)
             except LabError:
                 if current is None:
-                    cleanup.remove_lab(lab.name)
+                    cleanup.remove_here(lab.name)
                 raise
             commit, drop = None, None
             try:  # the finished state is written first: a full disk stops the deploy before anything changes
-                commit, drop = state.prepared(lab.snapshot("running", lab.plan))
-                state.write(lab.snapshot("deploying", current.plan if current else Plan()))
+                commit, drop = state.prepared(state.snapshot(lab, "running", lab.plan))
+                state.write(state.snapshot(lab, "deploying", current.plan if current else Plan()))
             except OSError:
                 if drop:
                     drop()
                 if current is None:
-                    cleanup.remove_lab(lab.name)
+                    cleanup.remove_here(lab.name)
                 raise
             ahead = None
             if lab.topology.mgmt is not None:  # the lab directory's files and the keys while the nodes are made
@@ -80,12 +89,12 @@ class Local(Site):
                         ahead.done()  # before cleanup removes the keys it makes
                 drop()
                 if current is None:
-                    cleanup.remove_lab(lab.name)
+                    cleanup.remove_here(lab.name)
                 else:
-                    state.write(lab.snapshot("running", _without(have, changes)))
+                    state.write(state.snapshot(lab, "running", _without(have, changes)))
                 if isinstance(exc, NetlinkError):
                     raise LabError(
-                        f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno, '')}; "
+                        f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno or 0, '')}; "
                         f"{'nothing was left behind' if current is None else 'the lab is as it was'}"
                     ) from exc
                 raise
@@ -95,7 +104,7 @@ class Local(Site):
         startup.run(lab, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
         return changes
 
-    def check(self, lab: Lab, machine: bool = True) -> None:
+    def check(self, lab: Blueprint, machine: bool = True) -> None:
         from ..plan.diff import diff
 
         refuse_pins(lab)
@@ -103,7 +112,7 @@ class Local(Site):
         if machine:
             _check_needs(changes)
 
-    def preview(self, lab: Lab) -> list[Step]:
+    def preview(self, lab: Blueprint) -> list[Step]:
         """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
         from ..plan.diff import diff, steps
 
@@ -117,7 +126,7 @@ class Local(Site):
                 found.append(Step("node", new.name, "retune", f"limits {_limits(old)} -> {_limits(new)} (in place)"))
         return found
 
-    def inspect(self, lab: Lab, only: set[str] | None = None) -> dict[str, Any]:
+    def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
         from ..lab.inspect import here
 
         return here(lab, only)
@@ -128,7 +137,7 @@ _HINTS = {
 }
 
 
-def _limits(node: Any) -> str:
+def _limits(node: NodeObj) -> str:
     return ", ".join(f"{k}={v}" for k, v in node.resources) or "none"
 
 
@@ -187,3 +196,7 @@ def _without(have: Plan, changes: Changes) -> Plan:
 
 
 SITES.register(Local)
+if TYPE_CHECKING:  # mypy holds the site to the seam
+
+    def _is_a_site(site: Local) -> seam.Site:
+        return site

@@ -8,16 +8,17 @@ import ipaddress
 import json
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LabError
 from ..lab import state
 from ..model.endpoint import Endpoint
 
 if TYPE_CHECKING:  # the schema and the splitter load only for a lab that spans servers
-    from ..plan.placement import Placement
-    from ..plan.split import Share
+    from ..model.schema import ServerSpec
+    from ..plan.blueprint import Blueprint
+    from ..plan.split import Split
+    from .seam import Report
 
 NO_SERVERS = (
     "is named here, but this lab has no servers: add servers: to the file or pass --servers FILE "
@@ -25,18 +26,11 @@ NO_SERVERS = (
 )
 
 
-@dataclass
-class Split:
-    placement: Placement
-    shares: dict[str, Share]
-    mtu: int  # of links and ports that cross servers
-
-
-def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = None) -> Split:
+def split(lab: Blueprint, servers: dict[str, ServerSpec] | None = None, underlay: dict[str, str] | None = None) -> Split:
     """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
     on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
     from ..plan.placement import place
-    from ..plan.split import VXLAN_HEADERS, shares
+    from ..plan.split import VXLAN_HEADERS, Split, shares
 
     topo = lab.topology
     servers = servers or topo.servers
@@ -63,23 +57,23 @@ def split(lab, servers: dict | None = None, underlay: dict[str, str] | None = No
     return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
 
 
-def running(lab) -> None:
+def running(lab: Blueprint) -> None:
     """Every share of ``lab`` runs: its record here says so, and for a lab with a management network the lab
     directory here lists every node (each share publishes its own nodes' names and SSH where it runs)."""
-    state.write(lab.snapshot("running", lab.plan))
+    state.write(state.snapshot(lab, "running", lab.plan))
     if lab.topology.mgmt is not None:  # lab/access loads only for a lab that needs it
         from ..lab import access
 
         access.inventories(lab)
 
 
-def refuse_pins(lab) -> None:
+def refuse_pins(lab: Blueprint) -> None:
     """A lab without servers whose file pins a node to one (``server:``): a file error at the first such node."""
     if pinned := next((spec.server for spec in lab.topology.topology.nodes.values() if spec.server), None):
         pin_error(lab, pinned, NO_SERVERS)
 
 
-def pin_error(lab, server: str, message: str) -> None:
+def pin_error(lab: Blueprint, server: str, message: str) -> None:
     """A ``server:`` that cannot be honoured: a file error at the first node pinned there (exit 2, file:line:col)."""
     from ..model.errors import TopologyError
 
@@ -87,7 +81,7 @@ def pin_error(lab, server: str, message: str) -> None:
     raise TopologyError(lab.source, [lab.problem(("topology", "nodes", node, "server"), f"server '{server}' {message}")])
 
 
-def cause(answer) -> str | None:
+def cause(answer: subprocess.CompletedProcess[str] | BaseException) -> str | None:
     """Why a share's command failed (its last error lines, or the exception), or None if it did not."""
     if isinstance(answer, BaseException):
         return f"{type(answer).__name__}: {answer}"
@@ -110,16 +104,17 @@ def holder(placement: dict[str, str], lab: str, ref: str) -> str:
 
 def merged(
     lab: str,
-    answers: dict[str, subprocess.CompletedProcess | BaseException],
+    answers: dict[str, subprocess.CompletedProcess[str] | BaseException],
     label: dict[str, str],
-    extra: Callable[[str, str], dict],
-) -> dict:
+    extra: Callable[[str, str], dict[str, Any]],
+    only: set[str] | None = None,
+) -> Report:
     """One ``inspect`` report from every share's (``answers``: share -> its command's answer): each interface
     with ``label[share]`` as its server, each node with ``extra(share, node)``; a switch copied onto several
-    shares is one node with every share's ports."""
+    shares is one node with every share's ports.  ``only``: just those nodes."""
     from ..plan.split import MGMT_STITCH
 
-    by_name: dict[str, dict] = {}
+    by_name: dict[str, dict[str, Any]] = {}
     for share, answer in sorted(answers.items()):
         if why := cause(answer):
             raise LabError(f"{label[share]}: {why}")
@@ -133,4 +128,5 @@ def merged(
             else:
                 by_name[node["name"]] = {**node, "interfaces": interfaces, **extra(share, node["name"])}
     current = state.read(lab)
-    return {"lab": lab, "source": current.source if current else None, "nodes": list(by_name.values())}
+    nodes = [n for n in by_name.values() if only is None or n["name"] in only]
+    return {"lab": lab, "source": current.source if current else None, "nodes": nodes}

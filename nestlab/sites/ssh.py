@@ -20,14 +20,18 @@ from ..errors import LabError
 from ..lab import state, where
 from ..registry import SITES
 from .base import Site
-from .shares import Split, cause, holder, merged, running, split
+from .shares import cause, holder, merged, running, split
 
 if TYPE_CHECKING:
-    from ..lab.lab import Lab
+    from .. import seams
+    from ..plan.blueprint import Blueprint
     from ..plan.split import Share
+    from ..seams import ExecReport, Progress
+    from . import seam
+    from .seam import Deployed, Report
 
 
-def remotes(servers: dict, base: str) -> dict[str, Remote]:
+def remotes(servers: dict[str, Any], base: str) -> dict[str, Remote]:
     """A connection per server (``servers``: name -> ServerSpec, or its data with defaults left out); relative
     keys from ``base``."""
     from ..model.schema import ServerSpec
@@ -51,7 +55,7 @@ class Starting:
     """Each server's nestlab, started and reading its share from standard input: its start-up and the SSH
     handshake overlap with loading, placing and splitting the lab here."""
 
-    def __init__(self, servers: dict, base: str):
+    def __init__(self, servers: dict[str, Any], base: str):
         self.servers = servers
         self.conns = remotes(servers, base)
         self.procs = {
@@ -78,13 +82,24 @@ class Servers(Site):
     name = "ssh"
     summary = "SSH servers: a share per server, deployed by its own nestlab (servers:)"
     keys = {"servers": dict, "base": str, "placement": dict}
+    starting: Starting | None = None
 
-    def check(self, lab: Lab, machine: bool = True) -> None:
+    @classmethod
+    def started(cls, lab: str, starting: Starting | None) -> Servers:
+        """A deploy of ``lab`` to servers whose nestlab ``starting`` already started (for these very servers)."""
+        site = cls(lab, {})
+        site.starting = starting
+        return site
+
+    def check(self, lab: Blueprint, machine: bool = True) -> None:
         split(lab)  # placement and pins: what a deploy checks before it sends a server anything
 
-    def deploy(self, lab: Lab, progress: Any = None, starting: Starting | None = None, **_options: Any) -> Split:
+    def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
-        ``starting``: the servers' nestlab already started (for these very servers), else started here."""
+        The servers' nestlab is started here, unless :meth:`started` was given it already started."""
+        from .seam import Deployed
+
+        starting, self.starting = self.starting, None
         base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
         servers = {name: spec.model_dump() for name, spec in lab.topology.servers.items()}
         if starting is None or starting.servers != servers:
@@ -113,12 +128,12 @@ class Servers(Site):
             running(lab)
         if progress:
             progress("servers", len(conns), len(conns))
-        return plan
+        return Deployed(split=plan)
 
-    def remove(self) -> None:
-        """Clean the lab's share on every server it was sent to; a server out of reach is an error naming it
-        (the record stays, so a later ``nestlab cleanup LAB`` tries again)."""
-        conns = self.shares()
+    def remove(self, folder_too: bool = False) -> int:
+        """Clean the lab's share on every server it was sent to, then what is left of it here; a server out of
+        reach is an error naming it (the record stays, so a later ``nestlab cleanup LAB`` tries again)."""
+        conns = self._conns()
         answers = each(conns.values(), lambda r: _clean(r, self.lab))
         failed = {name: why for name, answer in answers.items() if (why := cause(answer))}
         for remote in conns.values():
@@ -132,28 +147,32 @@ class Servers(Site):
                 "; ".join(f"server {name}: {why}" for name, why in sorted(failed.items()))
                 + f"; run `nestlab cleanup {self.lab}` again once it is reachable, or `nestlab cleanup {self.lab}` on it"
             )
+        return super().remove(folder_too)
 
     def where(self) -> str:
         return f"servers {', '.join(sorted(self.data['servers']))}"
 
-    def shares(self) -> dict[str, Remote]:
+    def shares(self) -> dict[str, seams.Remote]:
+        return dict(self._conns())
+
+    def _conns(self) -> dict[str, Remote]:
         return remotes(self.data["servers"], self.data["base"])
 
     def remote(self, ref: str) -> Remote:
         server = holder(self.data["placement"], self.lab, ref)
         return remotes({server: self.data["servers"][server]}, self.data["base"])[server]
 
-    def inspect(self, lab: Lab, only: set[str] | None = None) -> dict[str, Any]:
+    def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
         """Every server's ``inspect`` of its share, merged, each node with its server."""
         args = ["inspect", "--lab", self.lab, "--format", "json"]
-        answers = each(self.shares().values(), lambda r: r.run(r.nestlab_cmd(*args), timeout=120))
+        answers = each(self._conns().values(), lambda r: r.run(r.nestlab_cmd(*args), timeout=120))
         placement = self.data["placement"]
         return merged(
-            self.lab, answers, {s: s for s in answers}, lambda _s, node: {"server": placement.get(node.split("/", 1)[0])}
+            self.lab, answers, {s: s for s in answers}, lambda _s, node: {"server": placement.get(node.split("/", 1)[0])}, only
         )
 
 
-def _send_share(proc: subprocess.Popen, share: Share) -> subprocess.CompletedProcess:
+def _send_share(proc: subprocess.Popen[str], share: Share) -> subprocess.CompletedProcess[str]:
     import yaml
 
     text = yaml.dump(share.topology, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)
@@ -161,8 +180,12 @@ def _send_share(proc: subprocess.Popen, share: Share) -> subprocess.CompletedPro
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def _clean(remote: Remote, lab: str) -> subprocess.CompletedProcess:
+def _clean(remote: Remote, lab: str) -> subprocess.CompletedProcess[str]:
     return remote.run(remote.nestlab_cmd("cleanup", lab), timeout=300)
 
 
 SITES.register(Servers)
+if TYPE_CHECKING:  # mypy holds the site to the seam
+
+    def _is_a_site(site: Servers) -> seam.Site:
+        return site

@@ -36,7 +36,7 @@ from .. import names
 from ..backends.kernel import netlink
 from ..backends.remote import pki
 from ..errors import LabError
-from ..lab import cleanup, state
+from ..lab import cleanup, state, where
 from ..lab.lab import Lab
 from .images import nestlab_image, pause_image
 
@@ -149,7 +149,7 @@ def down(name: str = "k8s", kubeconfig: str | None = None) -> bool:
     found = record(name)
     existed = bool(found or state.read(name) or cleanup.marked_namespaces(name) or os.path.isdir(names.lab_dir(name)))
     _kill_below(names.cgroup_name(name))
-    cleanup.remove_lab(name)
+    where.remove(name)
     _remove_cgroups(names.cgroup_name(name))
     for path in {kubeconfig, (found or {}).get("kubeconfig")} - {None}:
         if name_in(path) == name:

@@ -24,7 +24,7 @@ from ..backends.remote.ssh import CONTROL_DIR
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
-from ..lab import cleanup, hosts, state
+from ..lab import cleanup, hosts, state, where
 from ..lab.lab import Lab
 from ..sites.ssh import remotes
 
@@ -68,7 +68,7 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
         finally:
             nl.close()
     except BaseException:
-        cleanup.remove_lab(name)
+        where.remove(name)
         raise
     spec = {
         "servers": {
@@ -104,7 +104,7 @@ def destroy(name: str = "servers") -> int:
         with open(inventory_path(name)) as fh:
             for remote in remotes(yaml.safe_load(fh)["servers"], "/").values():
                 remote.close()
-    removed = cleanup.remove_lab(name)
+    removed = where.remove(name)
     try:
         os.rmdir(CONTROL_DIR)
     except OSError:

@@ -1,0 +1,70 @@
+"""A lab to be made, as one value: what the Python API (``nestlab.lab.Lab``) hands a site to deploy.
+
+A :class:`Blueprint` holds the lab's name, the file it came from, its document (the checked topology
+as data, as the lab's state record holds it), the notices about it and where each of its keys came
+from; its checked :attr:`~Blueprint.topology` and its :attr:`~Blueprint.plan` are worked out once,
+when first asked for (a running lab's blueprint carries the plan it was deployed with and checks its
+document again only if something asks for the topology).  Nothing in it changes once it is made:
+a changed lab is a new blueprint.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from ..model.errors import Problem, TopologyError
+
+if TYPE_CHECKING:
+    from ..model.schema import Topology
+    from ..model.yamlsource import Located
+    from .objects import Plan
+
+
+@dataclass(frozen=True, eq=False)
+class Blueprint:
+    """One lab to be made (or as it was made): read it, do not change it."""
+
+    name: str
+    source: str  # the file it came from, or "<python>", "<text>", ...
+    document: dict[str, Any]  # the topology as data, groups and components applied (the state record's)
+    notices: tuple[Problem, ...] = ()  # keys accepted but ignored, ...
+    located: Located | None = None  # where each key came from: planning's problems get file:line:col
+    checked: Topology | None = None  # the topology, when it is already checked
+    planned: Plan | None = None  # the plan, when it is known (a running lab's, live changes included)
+
+    @cached_property
+    def topology(self) -> Topology:
+        """The checked topology (checked again from :attr:`document` when it was not given)."""
+        if self.checked is not None:
+            return self.checked
+        from ..model.load import load_data
+
+        return load_data(copy.deepcopy(self.document), self.source).topology
+
+    @cached_property
+    def plan(self) -> Plan:
+        """The kernel objects the lab asks for (kinds resolved, addresses assigned)."""
+        if self.planned is not None:
+            return self.planned
+        from .desired import desired
+
+        try:
+            return desired(self.topology, self.source)
+        except TopologyError as exc:  # planning knows what is wrong; the file knows where
+            if self.located is None:
+                raise
+            raise TopologyError(
+                exc.source, [p if p.line is not None else self.located.problem(p.path, p.message) for p in exc.problems]
+            ) from None
+
+    @property
+    def was_checked(self) -> bool:
+        """Whether its topology is at hand without checking the document again."""
+        return self.checked is not None or "topology" in self.__dict__
+
+    def problem(self, path: tuple[str | int, ...], message: str) -> Problem:
+        """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
+        return self.located.problem(path, message) if self.located is not None else Problem(path, message)

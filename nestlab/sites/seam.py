@@ -1,0 +1,64 @@
+"""What a site is (:class:`Site`), what it is handed (a :class:`~nestlab.plan.blueprint.Blueprint`) and what it
+answers (:class:`Deployed`, :class:`Report`): the seam every place to run labs implements (nestlab/sites).
+
+It lives beside the sites rather than in nestlab/seams.py because it names the blueprint, which the planner
+(below the seams) makes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Protocol, TypedDict
+
+if TYPE_CHECKING:
+    from ..plan.blueprint import Blueprint
+    from ..plan.diff import Changes, Step
+    from ..plan.split import Split
+    from ..seams import ExecReport, Progress, Remote
+
+Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # what JSON holds
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """What a site's deploy did: on this machine, what was changed (``changes``); on servers or pods, where
+    each node went (``split``)."""
+
+    changes: Changes | None = None
+    split: Split | None = None
+
+
+class Report(TypedDict):
+    """A lab as ``inspect`` shows it: each node (and host, switch) with its interfaces, as JSON data."""
+
+    lab: str
+    source: str | None
+    nodes: list[dict[str, Json]]
+
+
+class Site(Protocol):
+    """Where one lab runs (nestlab/sites): this machine, SSH servers or Kubernetes; read from the lab's record
+    (lab/where.py).  Every command on a lab goes through its site, the same way on each."""
+
+    lab: str  # the lab's name
+
+    @property
+    def name(self) -> str: ...  # the site's word in the record (local, ssh, k8s)
+    def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed: ...
+    def check(self, blueprint: Blueprint, machine: bool = True) -> None: ...
+    def preview(self, blueprint: Blueprint) -> list[Step]: ...
+    def remove(self, folder_too: bool = False) -> int: ...
+    def where(self) -> str: ...
+    def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report: ...
+    def remote(self, ref: str) -> Remote | None: ...
+    def shares(self) -> dict[str, Remote]: ...
+    def holders(self, refs: list[str]) -> dict[str, list[str]]: ...
+    def forward(
+        self,
+        commands: dict[str, list[str]],
+        out: IO[bytes],
+        count: int | None = None,
+        by_line: bool = True,
+        duration: float | None = None,
+    ) -> int: ...
+    def one_share(self, refs: list[str], what: str) -> str: ...
