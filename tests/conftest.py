@@ -13,7 +13,7 @@ import pytest
 
 from nestlab import Lab
 from nestlab.backends.kernel import cgroups, rtdump
-from nestlab.lab import cleanup, state
+from nestlab.lab import cleanup, state, where
 
 ROOT = Path(__file__).resolve().parent.parent
 NESTLAB = [sys.executable, "-m", "nestlab.cli.app"]
@@ -160,7 +160,7 @@ def nothing_left_behind():
     left = leftovers()
     if left:
         for lab in set(state.labs()) | set(cgroups.lab_cgroups()):
-            cleanup.remove_lab(lab)
+            where.remove(lab)
         pytest.fail(f"test left these behind: {left}")
 
 
@@ -182,7 +182,7 @@ def topo_file(tmp_path, lab_name):
 
     yield write
     for name in made:
-        cleanup.remove_lab(name)
+        where.remove(name)
 
 
 @pytest.fixture

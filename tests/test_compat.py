@@ -375,8 +375,10 @@ def test_ports_forward_loopback_to_the_node_only_when_allowed(topo_file, tmp_pat
         assert result.returncode == 1 and f"127.0.0.1:{http}/tcp" in result.stderr and "in use" in result.stderr, result.stderr
         assert f"{lab.name}b" not in state.labs() and not cleanup.marked_namespaces(f"{lab.name}b")
     finally:
+        from nestlab.lab.where import remove
+
         lab.destroy()
-        cleanup.remove_lab(f"{lab.name}b")
+        remove(f"{lab.name}b")
     assert f":{http} " not in subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout, (
         "the forwarder went with the lab"
     )

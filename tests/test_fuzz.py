@@ -515,7 +515,7 @@ def state_seed(tmp_path_factory):
 def test_damaged_state_files_are_refused_and_cleaned(state_seed, edits):
     """A state file damaged any way: reading it is a LabError pointing at cleanup (or a state), and
     cleanup removes the lab's folder whatever it holds."""
-    from nestlab.lab import cleanup, where
+    from nestlab.lab import where
 
     folder = state.names.lab_dir("fzdamaged")
     os.makedirs(folder, exist_ok=True)
@@ -533,5 +533,5 @@ def test_damaged_state_files_are_refused_and_cleaned(state_seed, edits):
                 event(f"{read.__module__}: refused")
     finally:
         with contextlib.suppress(LabError):
-            cleanup.remove_lab("fzdamaged")
+            where.remove("fzdamaged")
     assert not os.path.exists(folder)
