@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from nestlab import Lab  # noqa: E402
 from nestlab.backends.kernel import cgroups, rtdump  # noqa: E402
 from nestlab.backends.kernel.namespaces import NETNS_DIR  # noqa: E402
-from nestlab.lab import cleanup, state  # noqa: E402
+from nestlab.engine import cleanup, state  # noqa: E402
 
 HOSTS = 47
 

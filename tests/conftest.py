@@ -13,7 +13,7 @@ import pytest
 
 from nestlab import Lab
 from nestlab.backends.kernel import cgroups, rtdump
-from nestlab.lab import cleanup, state, where
+from nestlab.engine import cleanup, state
 
 ROOT = Path(__file__).resolve().parent.parent
 NESTLAB = [sys.executable, "-m", "nestlab.cli.app"]
@@ -155,12 +155,14 @@ def processes():
 @pytest.fixture(autouse=True)
 def nothing_left_behind():
     """Fail any test after which something marked remains (and remove it, so the next test starts clean)."""
+    from nestlab import sites
+
     assert not leftovers(), f"objects left by an earlier test: {leftovers()}"
     yield
     left = leftovers()
     if left:
         for lab in set(state.labs()) | set(cgroups.lab_cgroups()):
-            where.remove(lab)
+            sites.remove(lab)
         pytest.fail(f"test left these behind: {left}")
 
 
@@ -172,6 +174,8 @@ def lab_name() -> str:
 @pytest.fixture
 def topo_file(tmp_path, lab_name):
     """Write a topology (``{name}`` is replaced by a unique lab name) and destroy that lab afterwards."""
+    from nestlab import sites
+
     made: list[str] = []
 
     def write(text: str, filename: str = "lab.yml") -> Path:
@@ -182,7 +186,7 @@ def topo_file(tmp_path, lab_name):
 
     yield write
     for name in made:
-        where.remove(name)
+        sites.remove(name)
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def _sources() -> dict[str, str]:
 
 
 def test_each_question_has_one_home():
-    """Where a lab runs is read in lab/where.py alone; the topology's data is the Lab's own; the mount
+    """Where a lab runs is read in engine/where.py alone; the topology's data is the Lab's own; the mount
     table is read and /proc scanned (a process's stat parsed) by one module each; the interface-name
     rule is names.py's; ``NODE:IFACE`` is split where it is read (the model, its endpoint type and the
     foreign formats), never again downstream."""
@@ -147,7 +147,7 @@ def test_each_question_has_one_home():
     def holding(*needles: str) -> set[str]:
         return {name for name, text in sources.items() if any(n in text for n in needles)}
 
-    assert holding("site.json", "where.RECORD") <= {"lab/where.py"}
+    assert holding("site.json", "where.RECORD") <= {"engine/where.py"}
     assert holding("._raw") == {"lab/lab.py"}
     assert holding("/proc/self/mountinfo", "/proc/self/mounts", "/proc/mounts") == {"backends/kernel/mounts.py"}
     assert holding('scandir("/proc")', 'listdir("/proc")') == {"backends/kernel/procs.py"}

@@ -10,7 +10,7 @@ import time
 
 from conftest import NESTLAB, ROOT, run_cli
 
-from nestlab.lab import state
+from nestlab.engine import state
 
 TOPO = """name: {name}
 topology:

@@ -19,7 +19,7 @@ from conftest import NESTLAB, ROOT, run_cli
 
 from nestlab import names
 from nestlab.backends.kernel import namespaces
-from nestlab.lab import cleanup
+from nestlab.engine import cleanup
 
 CLIENTS = yaml.safe_load((ROOT / "tests" / "fixtures" / "clab-clients.yml").read_text())
 # n1 is a router (containerlab's FRR image: Debian's FRR here), so it has processes to stop and a

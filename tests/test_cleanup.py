@@ -12,7 +12,7 @@ import pytest
 from conftest import NESTLAB, ROOT, leftovers, root_links, run_cli, star
 
 from nestlab import Lab, LabError
-from nestlab.lab import cleanup
+from nestlab.engine import cleanup
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_destroy_larger_than_the_open_file_limit(topo_file, lab_name):
     assert run_cli("deploy", "-t", str(path)).returncode == 0
     assert len(cleanup.marked_namespaces(lab_name)) == 151
     limited = "import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160)); "
-    script = limited + f"from nestlab.lab import where; print(where.remove({lab_name!r}))"
+    script = limited + f"from nestlab import sites; print(sites.remove({lab_name!r}))"
     done = subprocess.run([*NESTLAB[:1], "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0 and done.stdout.split() == ["151"], done.stderr
     assert leftovers() == []

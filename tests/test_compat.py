@@ -17,7 +17,7 @@ from conftest import NESTLAB, ROOT, processes, root_links, run_cli
 
 from nestlab import Lab, names
 from nestlab.backends.kernel import cgroups
-from nestlab.lab import cleanup, state
+from nestlab.engine import cleanup, state
 
 SMOKE = ROOT / "tests" / "fixtures" / "clab-smoke"
 FORMS = ROOT / "tests" / "fixtures" / "clab-forms"
@@ -375,7 +375,7 @@ def test_ports_forward_loopback_to_the_node_only_when_allowed(topo_file, tmp_pat
         assert result.returncode == 1 and f"127.0.0.1:{http}/tcp" in result.stderr and "in use" in result.stderr, result.stderr
         assert f"{lab.name}b" not in state.labs() and not cleanup.marked_namespaces(f"{lab.name}b")
     finally:
-        from nestlab.lab.where import remove
+        from nestlab.sites import remove
 
         lab.destroy()
         remove(f"{lab.name}b")

@@ -10,7 +10,7 @@ import sys
 
 from conftest import ROOT, leftovers, run_cli
 
-from nestlab.lab import state
+from nestlab.engine import state
 
 STAR = """name: {name}
 topology:

@@ -10,7 +10,7 @@ import time
 import yaml
 from conftest import run_cli
 
-from nestlab.lab import events
+from nestlab.engine import events
 from nestlab.lab.schedule import play
 from nestlab.model.visibility import in_range, load, random_waypoint
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from conftest import NESTLAB, ROOT, run_cli
 
-from nestlab.lab import events
+from nestlab.engine import events
 from nestlab.lab.schedule import play
 
 FLAP = """name: {name}

@@ -34,7 +34,7 @@ def test_demo_measures_and_destroys():
 def test_what_a_lab_leaves_is_named_until_it_is_gone(topo_file):
     """The check behind the demo's "nothing left behind": it names a running lab's objects, and none once destroyed."""
     from nestlab import Lab
-    from nestlab.lab import cleanup
+    from nestlab.engine import cleanup
 
     lab = Lab.from_file(topo_file("name: {name}\ntopology:\n  nodes: {a: {}, b: {}}\n  links: [{endpoints: [a:eth1, b:eth1]}]\n"))
     with lab.deployed():

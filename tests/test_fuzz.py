@@ -18,8 +18,8 @@ import yaml
 from conftest import ROOT, root_links, run_cli
 
 from nestlab import Lab
+from nestlab.engine import state
 from nestlab.errors import LabError
-from nestlab.lab import state
 from nestlab.model.errors import TopologyError
 
 hypothesis = pytest.importorskip("hypothesis", reason="Hypothesis generates the cases (make deps installs it)")
@@ -81,11 +81,12 @@ TOKENS = [
 
 def accepts_or_refuses(path) -> None:
     """Load and plan ``path``; a refusal must be ours (with a location), nothing else may escape."""
-    from nestlab.lab import schedule, where
+    from nestlab import sites
+    from nestlab.lab import schedule
 
     try:
         lab = Lab.from_file(path)
-        where.chosen(lab.topology).check(lab, machine=False)  # what deploy checks of the file (pins, placement)
+        sites.chosen(lab.topology).check(lab, machine=False)  # what deploy checks of the file (pins, placement)
         schedule.timeline(lab)
     except TopologyError as exc:
         event("refused")
@@ -515,7 +516,8 @@ def state_seed(tmp_path_factory):
 def test_damaged_state_files_are_refused_and_cleaned(state_seed, edits):
     """A state file damaged any way: reading it is a LabError pointing at cleanup (or a state), and
     cleanup removes the lab's folder whatever it holds."""
-    from nestlab.lab import where
+    from nestlab import sites
+    from nestlab.engine import where
 
     folder = state.names.lab_dir("fzdamaged")
     os.makedirs(folder, exist_ok=True)
@@ -533,5 +535,5 @@ def test_damaged_state_files_are_refused_and_cleaned(state_seed, edits):
                 event(f"{read.__module__}: refused")
     finally:
         with contextlib.suppress(LabError):
-            where.remove("fzdamaged")
+            sites.remove("fzdamaged")
     assert not os.path.exists(folder)

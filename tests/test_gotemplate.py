@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import ROOT, run_cli
 
-from nestlab.lab import state
+from nestlab.engine import state
 from nestlab.model.errors import TopologyError
 from nestlab.model.formats import gotemplate
 from nestlab.model.load import load_file

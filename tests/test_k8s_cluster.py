@@ -19,7 +19,7 @@ from conftest import NESTLAB, ROOT, leftovers, processes, run_cli
 
 from nestlab import names
 from nestlab.backends.remote import pki
-from nestlab.lab import state
+from nestlab.engine import state
 from nestlab.testbeds import cluster
 
 pytestmark = pytest.mark.k8s

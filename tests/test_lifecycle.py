@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, leftovers, root_links, run_cli
 
 from nestlab import Lab, LabError
-from nestlab.lab import collector
+from nestlab.engine import collector
 from nestlab.model.errors import TopologyError
 
 # The shipped example, under a unique lab name.

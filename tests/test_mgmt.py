@@ -113,7 +113,7 @@ def test_a_containerlab_file_is_reached_by_name_ip_netns_ssh_and_inventories(tmp
         assert nornir["b"]["hostname"] == "172.20.20.77"
         assert oct(os.stat(f"/var/lib/nestlab/ssh/{lab_name}/id_ed25519").st_mode & 0o777) == "0o600"
         gates = [
-            p for p in os.listdir("/proc") if p.isdigit() and b"nestlab.lab.sshgate" in open(f"/proc/{p}/cmdline", "rb").read()
+            p for p in os.listdir("/proc") if p.isdigit() and b"nestlab.engine.sshgate" in open(f"/proc/{p}/cmdline", "rb").read()
         ]
         assert len(gates) == 1, "one process holds every node's SSH socket"
     finally:

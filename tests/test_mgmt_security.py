@@ -18,7 +18,8 @@ import pytest
 from conftest import leftovers, run_cli
 
 from nestlab.backends.kernel import mgmtnet
-from nestlab.lab import hosts, sshgate
+from nestlab.engine import etc_hosts as hosts
+from nestlab.engine import sshgate
 
 PASSWORD = "lab-Secret1-" + os.urandom(4).hex()  # unique: found only where this test's deploy wrote it
 CREDENTIALS = f"""name: {{name}}

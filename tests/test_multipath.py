@@ -318,9 +318,7 @@ def test_multipath_suite_aggregates_paths_native_and_containerised(tmp_path):
 
     def measure(lab, cell, duration, rec):
         if cell["method"] == "mptcp":  # look at the connection while it runs
-            from nestlab.lab.inspect import inspect
-
-            timer = threading.Timer(duration / 2 + 1, lambda: seen_subflows.update({cell["placement"]: inspect(lab)}))
+            timer = threading.Timer(duration / 2 + 1, lambda: seen_subflows.update({cell["placement"]: lab.inspect()}))
             timer.start()
             try:
                 return multipath.measure(lab, cell, duration, rec)

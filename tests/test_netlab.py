@@ -14,7 +14,7 @@ import pytest
 from conftest import NESTLAB as NESTLAB_CLI
 from conftest import ROOT, run_cli
 
-from nestlab.lab import cleanup
+from nestlab.engine import cleanup
 
 NETLAB = Path(sys.executable).parent / "netlab"
 pytestmark = pytest.mark.skipif(not NETLAB.exists(), reason="needs networklab from PyPI (make deps installs it)")

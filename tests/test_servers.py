@@ -17,8 +17,8 @@ import yaml
 from conftest import ROOT, processes, run_cli
 
 from nestlab import Lab
+from nestlab.engine import state
 from nestlab.errors import LabError
-from nestlab.lab import state
 from nestlab.model.errors import TopologyError
 from nestlab.model.schema import ServerSpec
 from nestlab.plan.placement import place

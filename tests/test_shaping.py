@@ -469,7 +469,7 @@ def _iqr(values: list[float]) -> float:
 
 
 def _events(lab) -> list[dict]:
-    from nestlab.lab import events
+    from nestlab.engine import events
 
     return events.read(lab.name)
 
@@ -511,7 +511,7 @@ def test_schedule_is_played_on_time_and_logged(topo_file):
         )
     assert result.returncode == 0, result.stderr
     from nestlab import Lab
-    from nestlab.lab import events
+    from nestlab.engine import events
 
     lab = Lab.from_file(path)
     try:

@@ -122,7 +122,7 @@ def ignored(flag: str, why: str) -> None:
 
 
 def resolve(topo: Path | None, lab: str | None) -> Lab:
-    from ..lab import state
+    from ..engine import state
     from ..lab.lab import Lab
 
     if topo and lab:

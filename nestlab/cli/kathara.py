@@ -77,7 +77,8 @@ def lclean(
     machines: list[str] = typer.Argument(None, help="Only these devices (the rest keeps running)."),
 ):
     """Stop a Kathará lab and remove everything of it (kathara lclean); with devices named, only those."""
-    from ..lab import state, where
+    from .. import sites
+    from ..engine import state
     from ..lab.lab import Lab
 
     with reported():
@@ -87,7 +88,7 @@ def lclean(
             err.line(f"lab {name}: removed {', '.join(machines)} ({changes.summary()})")
             return
         with state.locked(name):
-            removed = where.remove(name)
+            removed = sites.remove(name)
         err.line(f"lab {name}: removed {removed} devices" if removed else f"lab {name}: nothing to remove")
 
 
@@ -121,7 +122,6 @@ def linfo(
     ),
 ):
     """The lab's devices, their collision domains and interfaces (kathara linfo)."""
-    from ..lab.inspect import inspect
     from ..lab.lab import Lab
     from .tables import show
 
@@ -137,7 +137,7 @@ def linfo(
                 out.line(f"{name}: {obj.kind}")
             return
         lab = Lab.running(_name(directory))
-        show(inspect(lab, {device} if device else None), "table")
+        show(lab.inspect({device} if device else None), "table")
 
 
 @kathara_app.command()
@@ -192,7 +192,7 @@ def exec_cmd(
 
 
 def _kathara_labs() -> list[str]:
-    from ..lab import state
+    from ..engine import state
 
     found = []
     for name in state.labs():
@@ -214,7 +214,6 @@ def list_cmd(
     """The running devices: lab, device, state, interfaces (kathara list)."""
     from rich.table import Table
 
-    from ..lab.inspect import inspect
     from ..lab.lab import Lab
     from ..registry import KINDS
 
@@ -222,7 +221,7 @@ def list_cmd(
         labs = _kathara_labs() if every or not (directory / "lab.conf").exists() else [_name(directory)]
         table = Table("LAB", "DEVICE", "STATE", "INTERFACES")
         for name in labs:
-            for node in inspect(Lab.running(name), {device} if device else None)["nodes"]:
+            for node in Lab.running(name).inspect({device} if device else None)["nodes"]:
                 if KINDS.get(node["kind"]).switch:
                     continue  # a collision domain's bridge, not a device
                 ifaces = ", ".join(f"{i['name']} {' '.join(i['addresses'])}".strip() for i in node["interfaces"])
@@ -237,7 +236,8 @@ def wipe(
     every: bool = typer.Option(False, "-a", "--all", help="Every user's labs (labs here are root's)."),
 ):
     """Remove every Kathará lab of this machine (kathara wipe); other nestlab labs are left alone."""
-    from ..lab import state, where
+    from .. import sites
+    from ..engine import state
 
     with reported():
         labs = _kathara_labs()
@@ -249,7 +249,7 @@ def wipe(
             raise LabError("nothing removed")
         for name in labs:
             with state.locked(name):
-                where.remove(name)
+                sites.remove(name)
             err.line(f"lab {name}: removed")
 
 
@@ -275,7 +275,7 @@ def vstart(
 ):
     """Start one device on collision domains of its own (kathara vstart); devices of several vstarts meet
     on a domain of the same name."""
-    from ..lab import state
+    from ..engine import state
     from ..lab.lab import Lab
 
     with reported():
@@ -302,7 +302,8 @@ def vstart(
 @kathara_app.command()
 def vclean(name: str = typer.Option(..., "-n", "--name", help="The device.")):
     """Remove a device vstart made (kathara vclean); its collision domains go with their last device."""
-    from ..lab import state, where
+    from .. import sites
+    from ..engine import state
     from ..lab.lab import Lab
     from ..model.endpoint import Endpoint
     from ..model.overrides import Overrides
@@ -315,7 +316,7 @@ def vclean(name: str = typer.Option(..., "-n", "--name", help="The device.")):
         keep = {n for n in doc["topology"]["nodes"] if n != name and not n.startswith("cd-")}
         if not keep:
             with state.locked(VLAB):
-                where.remove(VLAB)
+                sites.remove(VLAB)
             err.line(f"device {name} removed ({VLAB} is gone with its last device)")
             return
         ends = [[Endpoint(e).node for e in ln["endpoints"]] for ln in doc["topology"]["links"]]

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..lab.lab import Lab
     from ..model.glance import Glance
     from ..model.overrides import Overrides
+    from ..plan.split import Split
 
 commands = typer.Typer()
 
@@ -117,12 +118,13 @@ def _deploy(
     if reconfigure:
         lab.destroy()
     started = time.perf_counter()
-    if not lab.site.here:
-        _deploy_split(topo, vars_files, None, False, started, lab)
-        return
     execs = ExecReport()
     with progress_bar("deploying") as progress:
-        changes = lab.deploy(progress=progress, on_exec=execs.show)
+        done = lab.site.deploy(lab.blueprint, progress, execs.show)
+    if done.split is not None:  # on servers: where each node went
+        _placed(lab, done.split, started)
+        return
+    changes = done.changes
     took = time.perf_counter() - started
     if not changes:
         err.line(f"lab {lab.name} is already running as described; nothing to change")
@@ -132,9 +134,7 @@ def _deploy(
     if fmt == "summary":
         out.line(_summary(lab))
     if fmt != "summary" or table or len(lab.plan.nodes) <= SMALL_LAB:
-        from ..lab.inspect import inspect
-
-        show(inspect(lab), "table" if table or fmt == "summary" else fmt)
+        show(lab.inspect(), "table" if table or fmt == "summary" else fmt)
 
 
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
@@ -178,7 +178,7 @@ def validate(
     Example: nestlab validate -t examples/quickstart.yml
     """
     from ..lab.lab import Lab
-    from ..lab.where import chosen
+    from ..sites import chosen
 
     with reported():
         lab = Lab.from_file(topo, vars_files, servers)
@@ -212,11 +212,10 @@ def _deploy_split(
     servers: Path | None,
     reconfigure: bool,
     started: float,
-    lab: Lab | None = None,
     overrides: Overrides | None = None,
 ) -> None:
-    """Deploy a lab on servers (an inventory's, or its file's) and say where everything went."""
-    from collections import Counter
+    """Deploy a lab on the servers of an inventory (whose nestlab starts while the lab loads) and say where
+    everything went."""
 
     from ..lab.lab import Lab
     from ..model.servers import load_inventory
@@ -227,9 +226,8 @@ def _deploy_split(
         found, _ = load_inventory(servers)
         starting = Starting({name: spec.model_dump() for name, spec in found.items()}, str(servers.parent.resolve()))
     try:
-        if lab is None:
-            lab = Lab.from_file(topo, vars_files, servers, overrides)
-            notices(lab)
+        lab = Lab.from_file(topo, vars_files, servers, overrides)
+        notices(lab)
         if reconfigure:
             lab.destroy()
     except BaseException:
@@ -238,6 +236,13 @@ def _deploy_split(
         raise
     split = Servers.started(lab.name, starting).deploy(lab.blueprint).split
     assert split is not None
+    _placed(lab, split, started)
+
+
+def _placed(lab: Lab, split: Split, started: float) -> None:
+    """Say where each node of a lab deployed on servers went."""
+    from collections import Counter
+
     counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
     tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
     err.line(
@@ -316,20 +321,18 @@ def destroy(
     """Remove a lab: its processes, namespaces, links and state (on every server, for a lab split
     across servers), its names (/etc/hosts, ip netns, ssh config) and management addresses.
     Nothing else is touched."""
-    from ..lab import state, where
+    from .. import sites
+    from ..engine import state
     from ..model.labname import name_of
 
     with reported():
         if topo and lab:
             raise LabError("give either -t FILE or --lab NAME, not both")
         name = name_of(topo) if topo else lab or resolve(None, None).name  # the file's name alone: it need not check
-        site = where.of(name)
+        site = sites.of(name)
         with state.locked(name):
             removed = site.remove(folder_too)
-        if not site.here:
-            err.line(f"lab {name}: removed from {site.where()}")
-        else:
-            err.print(f"lab {name}: removed {removed} namespaces" if removed else f"lab {name}: nothing to remove")
+        err.line(site.removal(removed))
 
 
 @commands.command()
@@ -367,14 +370,15 @@ def cleanup_cmd(
     nestlab.LAB.*, mounts and state under /run/nestlab/LAB, and processes
     running inside those namespaces.
     """
-    from ..lab import state, where
+    from .. import sites
+    from ..engine import state
 
     with reported():
         if bool(name) == all_labs:
             raise LabError("name one lab, or pass --all")
         for lab in state.labs() if all_labs else [name]:
             with state.locked(lab):
-                removed = where.remove(lab)
+                removed = sites.remove(lab)
             err.print(f"lab {lab}: removed {removed} namespaces")
 
 
@@ -406,7 +410,7 @@ def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--top
         table.add_row("TCP throughput (iperf3, 3 s)", f"{tcp['mbps']:.0f} Mbit/s")
         table.add_row("TCP retransmits", str(tcp["retransmits"]))
         out.print(table)
-        from ..lab import cleanup
+        from ..engine import cleanup
 
         if left := cleanup.left(lab.name):
             raise LabError(f"lab {lab.name} destroyed, but {len(left)} of its objects are left: {', '.join(left[:5])}")

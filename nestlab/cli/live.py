@@ -53,7 +53,7 @@ def link_set(
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     Example: nestlab link set --lab lte ue:eth1 enb:eth1 --direction b --trace traces/Verizon-LTE-down.trace
     """
-    from ..lab import where
+    from .. import sites
 
     with reported():
         given = dict(
@@ -80,25 +80,11 @@ def link_set(
         if not params:
             raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
         found = resolve(topo, lab)
-        handle = found.link(a, b)
-        site = where.of(found.name)
-        if not site.here:  # the share holding the link changes it; its own line says what it did
-            if trace:
-                raise LabError("--trace on a lab on servers: the trace file would have to be on the server; not supported yet")
-            share = site.one_share(
-                [a, b],
-                "live changes to a link cut between servers (a VXLAN tunnel) are not supported yet; pin both ends to one server",
-            )
-            options = [a for k, v in params.items() if k != "state" for a in (f"--{k}", str(v))]
-            flags = [f"--{params['state']}"] if "state" in params else []
-            raise typer.Exit(
-                site.forward(
-                    {share: ["link", "set", "--lab", found.name, a, b, *options, *flags, "--direction", direction]},
-                    sys.stdout.buffer,
-                )
-            )
-        spent = handle.set(direction=direction, **params)
-        err.print(f"link {a} {b}: {', '.join(f'{k}={v}' for k, v in params.items())} applied in {spent:.1f} ms")
+        found.link(a, b)  # the link is known (else: which links there are)
+        done = sites.of(found.name).link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
+        if done.said is None:  # the share holding the link changed it; its own line said what it did
+            raise typer.Exit(done.code)
+        err.print(done.said)
 
 
 @link_app.command("show")
@@ -112,7 +98,7 @@ def link_show(
     """Show links' shaping as planned and as the kernel has it."""
     from rich.table import Table
 
-    from ..lab import state
+    from ..engine import state
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -293,7 +279,7 @@ def node_restart(
     if not cmd_only:
         power("restart", nodes, topo, lab, exec_too)
         return
-    from ..lab.startup import restart_cmd
+    from ..engine.startup import restart_cmd
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -303,33 +289,20 @@ def node_restart(
 
 def power(action: str, refs: list[str], topo: Path | None, lab: str | None, exec_too: bool = False) -> None:
     """Stop, start or restart nodes where they run: here, or by each holding share's nestlab."""
-    import time
 
-    from ..lab import stop_start, where
+    from .. import sites
+    from ..engine import stop_start
     from .lifecycle import ExecReport
 
     with reported():
         the_lab = resolve(topo, lab)
         stop_start.chosen(the_lab, refs)  # every name checked before anything stops
-        site = where.of(the_lab.name)
-        if not site.here:
-            extra = ["--exec"] if exec_too else []
-            commands = {
-                share: ["node", action, "--lab", the_lab.name, *held, *extra] for share, held in site.holders(refs).items()
-            }
-            raise typer.Exit(site.forward(commands, sys.stdout.buffer))
-        began = time.perf_counter()
-        stopped = stop_start.stop(the_lab, refs) if action in ("stop", "restart") else []
         execs = ExecReport()
-        started = stop_start.start(the_lab, refs, execs.show, exec_too) if action in ("start", "restart") else []
+        done = sites.of(the_lab.name).power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
+        if done.said is None:  # each holding share's nestlab said what it did
+            raise typer.Exit(done.code)
         execs.summary(the_lab.name)
-        took = time.perf_counter() - began
-        done = started if action != "stop" else stopped
-        verb = {"stop": "stopped", "start": "started", "restart": "restarted"}[action]
-        if done:
-            err.line(f"lab {the_lab.name}: {verb} {_listed(done)} in {took:.2f} s")
-        else:
-            err.line(f"lab {the_lab.name}: {_listed(refs)} already {'stopped' if action == 'stop' else 'running'}; nothing to do")
+        err.line(done.said)
 
 
 def _listed(nodes: list[str], shown: int = 10) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import typer
@@ -95,11 +94,8 @@ def capture(
       nestlab capture --lab quickstart h1:eth1 --link -w - | tshark -r -
       nestlab capture --lab quickstart s1:p1 -w - | wireshark -k -i -
     """
-    import contextlib
-
-    from ..lab import where
+    from .. import sites
     from ..model.endpoint import Endpoint
-    from ..observe import capture as cap
 
     with reported():
         found = resolve(topo, lab)
@@ -116,39 +112,11 @@ def capture(
                 if not far:
                     raise LabError(f"{ref} is not an end of a link between two nodes; --link needs one")
                 ends.append((far[0].node, far[0].iface))
-        site = where.of(found.name)
-        if not site.here:  # the share holding them captures, its pcapng relayed here
-            refs = [f"{node}:{iface}" for node, iface in dict.fromkeys(ends)]
-            share = site.one_share(refs, "capture each share's in a command of its own")
-            args = [
-                "capture",
-                "--lab",
-                found.name,
-                *refs,
-                "-w",
-                "-",
-                *(["-f", bpf] if bpf else []),
-                *(["-c", str(count)] if count else []),
-                *(["-d", str(duration)] if duration is not None else []),
-            ]
-            with open(write, "wb") if write != "-" else contextlib.nullcontext(sys.stdout.buffer) as fh:
-                raise typer.Exit(site.forward({share: args}, fh, by_line=False))
-        taps = []
-        try:
-            for node, iface in dict.fromkeys(ends):
-                taps.append(cap.open_tap(found.name, node, iface, bpf))
-        except BaseException:
-            for tap in taps:
-                tap.sock.close()
-            raise
-        tapped = ", ".join(t.ref for t in taps)
-        err.print(f"capturing on {tapped}" + (f" ({bpf})" if bpf else "") + "; Ctrl-C stops")
-        if write == "-":
-            written = cap.capture(taps, sys.stdout.buffer, count=count, duration=duration)
-        else:
-            with open(write, "wb") as fh:
-                written = cap.capture(taps, fh, count=count, duration=duration)
-        err.print(f"{written} packets from {tapped}" + ("" if write == "-" else f" in {write}"))
+        done = sites.of(found.name).capture(list(dict.fromkeys(ends)), write, bpf, count, duration, err.print)
+        if done.said is not None:
+            err.print(done.said)
+        else:  # the share holding them captured, its pcapng relayed here
+            raise typer.Exit(done.code)
 
 
 @commands.command(name="events")
@@ -173,56 +141,15 @@ def events_cmd(
       nestlab events --lab manet
       nestlab events --lab manet --format json --since 0 --no-follow > changes.jsonl
     """
-    from ..lab import where
-    from ..model.units import parse_time
-    from ..observe.stream import Stream
+    from .. import sites
 
     with reported():
         found = resolve(topo, lab)
         if fmt not in ("text", "json"):
             raise LabError(f"--format must be text or json, not '{fmt}'")
-        site = where.of(found.name)
-        if not site.here:  # every share's events, merged as they come
-            args = [
-                "events",
-                "--lab",
-                found.name,
-                "--format",
-                fmt,
-                *(["--since", since] if since is not None else []),
-                "--follow" if follow else "--no-follow",
-                *(["-d", str(duration)] if duration is not None else []),
-                *(["-c", str(count)] if count is not None else []),
-            ]
-            raise typer.Exit(site.forward({share: args for share in site.shares()}, sys.stdout.buffer, count, duration=duration))
-        if not found.is_running:
-            raise LabError(f"lab {found.name} is not running here; deploy it first")
-        start = time.time()
-        try:
-            since_at = None if since is None else 0.0 if since == "0" else start - parse_time(since) / 1e6
-        except ValueError as exc:
-            raise LabError(f"--since: {exc}") from None
-        stream = Stream(found.name, since_at, None if duration is None else time.monotonic() + duration)
-        if follow:
-            err.print(f"streaming events of lab {found.name} (Ctrl-C stops)")
-        seen = 0
-        try:
-            events = stream.replay() if not follow else stream
-            for event in events:
-                if duration is not None and time.time() - start > duration:
-                    break
-                if fmt == "json":
-                    sys.stdout.write(json.dumps(event) + "\n")
-                else:
-                    sys.stdout.write(_event_line(event) + "\n")
-                sys.stdout.flush()
-                seen += 1
-                if count is not None and seen >= count:
-                    break
-        except (KeyboardInterrupt, BrokenPipeError):
-            pass
-        finally:
-            stream.close()
+        done = sites.of(found.name).events(sys.stdout.buffer, fmt, since, follow, count, duration, err.print)
+        if done.code:  # every share's events, merged as they came
+            raise typer.Exit(done.code)
 
 
 @commands.command(name="fidelity-sample", hidden=True)
@@ -241,10 +168,3 @@ def fidelity_sample(
             print(READY, flush=True)
             sys.stdin.readline()
         print(json.dumps(watch.verdict.to_json()), flush=True)
-
-
-def _event_line(event: dict) -> str:
-    stamp = time.strftime("%H:%M:%S", time.localtime(event["time"])) + f".{int(event['time'] % 1 * 1000):03d}"
-    where = ":".join(x for x in (event.get("node"), event.get("interface")) if x)
-    rest = {k: v for k, v in event.items() if k not in ("time", "lab", "node", "interface", "event") and v is not None}
-    return f"{stamp}  {where or event['lab']:<24} {event['event']:<16} {json.dumps(rest) if rest else ''}".rstrip()

@@ -1,7 +1,7 @@
 """``nestlab link set --lab NAME ...`` without the command-line framework, for shell loops of changes.
 
 Loading typer, rich and the schema took 0.15 s of every change; this path reads the arguments
-itself and applies the change through the same ``LinkHandle`` as the full command.  Anything it
+itself and applies the change through the same ``LiveLink`` (engine/links.py) as the full command.  Anything it
 does not take (``-t``, ``--help``, an unknown option, a refused value, a lab that is not running)
 goes to the full command instead, which says what is wrong.
 """
@@ -34,7 +34,7 @@ _FLAGS = {"up", "down"}
 
 @dataclass
 class _RunningLab:
-    """What a LinkHandle given its link needs of a lab: its name."""
+    """What a LiveLink given its link needs of a lab: its name."""
 
     name: str
 
@@ -70,9 +70,9 @@ def link_set(argv: list[str]) -> int | None:
     if parsed is None or os.geteuid() != 0:
         return None
     a, b, options, flags = parsed
+    from ..engine import state, where
+    from ..engine.links import LiveLink
     from ..errors import LabError
-    from ..lab import state, where
-    from ..lab.link_handle import LinkHandle
     from ..model.errors import TopologyError
 
     name, direction = options.pop("lab"), options.pop("direction", "both")
@@ -90,7 +90,7 @@ def link_set(argv: list[str]) -> int | None:
     if link is None or where.read(name):  # the lab runs elsewhere: the full command sends the change there
         return None
     try:
-        commit = LinkHandle(_RunningLab(name), a, b, obj=link).prepare(direction=direction, **params)
+        commit = LiveLink(_RunningLab(name), a, b, obj=link).prepare(direction=direction, **params)
     except (LabError, TopologyError):
         return None  # said better by the full command
     try:

@@ -37,8 +37,7 @@ def inspect_cmd(
     Large labs: pick nodes with --node or --filter (only their namespaces are read), and page
     through the table with --page.
     """
-    from ..lab import cleanup, state
-    from ..lab.inspect import inspect
+    from ..engine import cleanup, state
 
     with reported():
         if all_labs:
@@ -63,7 +62,7 @@ def inspect_cmd(
             return
         found = resolve(topo, lab)
         wanted = _matching(found, node, pattern)
-        report = inspect(found, wanted)
+        report = found.inspect(wanted)
         for entry in report["nodes"]:
             for iface, player in entry.get("traces", {}).items():
                 if player["player"] != "playing":
@@ -139,12 +138,12 @@ def shell(
     lab: str | None = LabOpt,
 ):
     """Open an interactive shell inside a node (exit it to come back)."""
-    from ..lab import where
+    from .. import sites
 
     with reported():
         the_lab = resolve(topo, lab)
         target = node_of(the_lab, node)
-        if remote := where.of(the_lab.name).remote(node):  # on its server, with a terminal
+        if remote := sites.of(the_lab.name).remote(node):  # on its server, with a terminal
             raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)
         prompt = f"[{the_lab.name}/{node}] \\w# "
         proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})
@@ -171,13 +170,14 @@ def ssh(
 
     Example: nestlab ssh --lab srl01 r1 -- ip -br addr
     """
-    from ..lab import access, where
+    from .. import sites
+    from ..engine import access
 
     with reported():
         the_lab = resolve(topo, lab)
         rest = list(command or [])
         rest = rest[1:] if rest[:1] == ["--"] else rest
-        if remote := where.of(the_lab.name).remote(node):  # relayed by the node's server or pod
+        if remote := sites.of(the_lab.name).remote(node):  # relayed by the node's server or pod
             args = remote.nestlab_cmd("ssh", "--lab", the_lab.name, node, *(["--", *rest] if rest else []))
             raise typer.Exit(remote.popen(args, tty=sys.stdin.isatty()).wait())
         found = {m.node: m for m in access.managed(the_lab.blueprint)}
@@ -186,7 +186,7 @@ def ssh(
                 f"node {node} of lab {the_lab.name} has no management address"
                 + ("" if found else " (the lab has no management network: add mgmt: to its file)")
             )
-        from ..lab.sshgate import client_key
+        from ..engine.sshgate import client_key
 
         args = ["ssh", "-i", client_key(the_lab.name), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
         args += ["-o", "LogLevel=ERROR", f"root@{found[node].ipv4.ip}"]

@@ -30,7 +30,7 @@ def check(
 
     Example: nestlab check -t lab.yml --wait 90 --junit checks.xml
     """
-    from ..lab import events, state
+    from ..engine import events, state
     from ..lab.lab import Lab
     from ..verify.checks import junit as to_junit
     from ..verify.checks import run

@@ -18,7 +18,6 @@ from ..backends.kernel import rtdump
 from ..errors import LabError
 from ..model.layered import merged
 from ..plan.mgmt import interfaces as management
-from . import stop_start, where
 from .lab import Lab
 
 
@@ -53,14 +52,9 @@ def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, 
 
 def states(lab: Lab) -> dict[str, str]:
     """Each node's state (running, stopped, missing): asked of the shares for a lab elsewhere."""
-    site = where.of(lab.name)
-    if not site.here:
-        return {n["name"]: n["state"] for n in site.inspect(lab.blueprint)["nodes"]}
-    return {
-        node: "stopped" if stop_start.is_stopped(lab.name, node) else "running"
-        for node in lab.plan.nodes
-        if os.path.exists(names.netns_path(lab.name, node))
-    }
+    from .. import sites
+
+    return sites.of(lab.name).states(lab.blueprint)
 
 
 def containers(name: str) -> list[dict[str, Any]]:
@@ -128,13 +122,16 @@ def _images_in(source: str) -> dict[str, str]:
 def interfaces(name: str, node: str | None = None) -> list[dict[str, Any]]:
     """Each node's interfaces as containerlab's ``inspect interfaces`` lists them (``node``: that one alone,
     by its name or its long name)."""
+    from .. import sites
+
     lab = Lab.running(name)
     raw = lab.document()
     nodes = [n for n in lab.plan.nodes if node in (None, n, container_name(raw, n))]
     if node is not None and not nodes:
         raise LabError(f"lab {name} has no node {node}")
-    site = where.of(name)
-    remote = {} if site.here else {n["name"]: n for n in site.inspect(lab.blueprint, set(nodes))["nodes"]}
+    site = sites.of(name)
+    elsewhere = {n for share, held in site.holders(nodes).items() if share for n in held}  # on servers or pods
+    remote = {n["name"]: n for n in site.inspect(lab.blueprint, elsewhere)["nodes"]} if elsewhere else {}
     found = []
     for n in nodes:
         if n in remote:

@@ -112,10 +112,10 @@ class Watch:
         self._shares: Shares | None = None  # a lab on servers or pods: each share's own sampler
 
     def __enter__(self) -> Watch:
-        from . import where
+        from .. import sites
 
-        site = where.of(self.lab.name)
-        if not site.here:  # each share samples itself, where its links and CPUs are
+        site = sites.of(self.lab.name)
+        if site.shares():  # on servers or pods: each share samples itself, where its links and CPUs are
             from .fidelity_shares import Shares
 
             self._shares = Shares(site, self.lab.name, self.period)
@@ -142,7 +142,7 @@ class Watch:
             for tun in tuns:
                 self._tun_first[(node, tun.index)] = tun
                 self._labels[(node, tun.index)] = f"{node}:{tun.name}"
-        from .inspect import trace_players
+        from ..engine.inspect import trace_players
 
         self._lagged = {(n, i): h.get("lagged_s", 0) for n in self.lab.plan.nodes for i, h in trace_players(self.lab, n).items()}
         self._cpu_first, self._started = _cpu_times(), time.monotonic()
@@ -333,7 +333,7 @@ class Watch:
 
     def _judge_traces(self) -> None:
         """A trace player that died carried nothing since (failed); one that lagged played the trace late (doubtful)."""
-        from .inspect import trace_players
+        from ..engine.inspect import trace_players
 
         for node in self.lab.plan.nodes:
             for iface, health in trace_players(self.lab, node).items():

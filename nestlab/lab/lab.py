@@ -23,13 +23,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .. import names
+from ..engine import collector, state, where
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
 from ..plan.blueprint import Blueprint
 from ..plan.objects import Plan
 from ..registry import KINDS
-from . import collector, state, where
 from .node import Node
 
 # Checking, planning and applying are imported when first used: a command on a running lab
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..plan.diff import Changes
     from ..plan.split import Split
     from ..seams import ExecReport
-    from ..sites.seam import Site
+    from ..sites.seam import Report, Site
     from .link_handle import LinkHandle
 
 
@@ -225,9 +225,11 @@ class Lab:
     def site(self) -> Site:
         """Where the lab runs: as its record says once it runs, else where a deploy of it goes (its
         ``servers:``, or this machine)."""
+        from .. import sites
+
         if where.read(self.name) is not None or not self.blueprint.was_checked:  # recorded elsewhere, or running
-            return where.of(self.name)
-        return where.chosen(self.topology)
+            return sites.of(self.name)
+        return sites.chosen(self.topology)
 
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Split:
         """Create what is missing, remove what is no longer wanted; returns what was changed (for a lab
@@ -235,7 +237,9 @@ class Lab:
 
         Deploying an already running, identical lab changes nothing.
         """
-        done = where.chosen(self.topology).deploy(self.blueprint, progress, on_exec)
+        from .. import sites
+
+        done = sites.chosen(self.topology).deploy(self.blueprint, progress, on_exec)
         return done.split if done.split is not None else done.changes
 
     def without(self, nodes: list[str]) -> Changes:
@@ -247,6 +251,13 @@ class Lab:
             raise LabError(f"lab {self.name} has no node {', '.join(unknown)}")
         keep = frozenset(n for n in self.document()["topology"]["nodes"] if n not in nodes)
         return Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy()
+
+    def inspect(self, only: set[str] | None = None) -> Report:
+        """The lab as it runs, as its site reports it: each node (``only``: just those) with its namespace, state
+        and live interfaces, and where it runs for a lab on servers or pods."""
+        from .. import sites
+
+        return sites.of(self.name).inspect(self.blueprint, only)
 
     def document(self) -> dict:
         """The checked topology as data, as the state file holds it (read it, do not change it)."""
@@ -280,8 +291,10 @@ class Lab:
     def destroy(self, folder_too: bool = False) -> int:
         """Remove every object of this lab (and any process inside it); returns namespaces removed.
         ``folder_too``: also the lab directory beside its file (clab-LAB/), as ``destroy --cleanup``."""
+        from .. import sites
+
         with state.locked(self.name):
-            return where.of(self.name).remove(folder_too)
+            return sites.of(self.name).remove(folder_too)
 
     @contextmanager
     def deployed(self) -> Iterator[Lab]:

@@ -6,24 +6,13 @@ import os
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from .. import names
 from ..backends.kernel import cgroups, namespaces
+from ..engine import nodes
+from ..engine.nodes import LabView
 from ..errors import LabError
-from ..plan.objects import NodeObj, Plan
-from ..registry import RUNTIMES
-from . import where
-
-
-class LabView(Protocol):
-    """What a node or a link handle needs of its lab (a :class:`~nestlab.lab.lab.Lab`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def plan(self) -> Plan: ...
+from ..plan.objects import NodeObj
 
 
 @dataclass(frozen=True)
@@ -107,17 +96,14 @@ class Node:
 
     def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
+        from .. import sites
+
         if isinstance(args, str):
             args = ["sh", "-c", args]
-        remote = where.of(self.lab.name).remote(self.name)
+        remote = sites.of(self.lab.name).remote(self.name)
         if remote:  # the node's own server or pod runs it
             return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab.name, self.name, "--", *args), **kwargs)
-        kwargs["env"] = self.environ(kwargs.get("env"))
-        path = names.netns_path(self.lab.name, self.name)
-        if not os.path.exists(path):
-            raise LabError(f"node {self.name} of lab {self.lab.name} is not running (deploy the lab first)")
-        files = self._tree().procs_files(self._leaf()) if self.obj.cgroup else []
-        return RUNTIMES.get(self.obj.runtime).popen(self.lab.name, self.obj, files, args, **kwargs)
+        return nodes.popen(self.lab.name, self.lab.plan, self.name, args, **kwargs)
 
     @property
     def components(self) -> dict[str, Node]:
@@ -148,7 +134,7 @@ class Node:
             ) from None
         values = {**checked.model_dump(exclude_none=True), **{k: "none" for k, v in resources.items() if v == "none"}}
         self._tree().set(self.name, {k: str(v) for k, v in values.items()})
-        from . import state
+        from ..engine import state
 
         state.write_resources(self.lab.name, self.name, values)
         return self.limits()
@@ -175,7 +161,7 @@ class Node:
         import time
 
         from ..backends.kernel import shaping
-        from . import events
+        from ..engine import events
 
         started = time.perf_counter()
         net, uts = names.netns_path(self.lab.name, self.name), names.uts_path(self.lab.name, self.name)

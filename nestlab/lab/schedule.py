@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends.kernel import shaping
+from ..engine import collector
 from ..model import visibility
 from ..model.units import parse_time
 from ..model.visibility import pair_link_names
 from ..plan.desired import mobile_nodes
-from . import collector
 from .link_handle import LinkHandle
 
 if TYPE_CHECKING:

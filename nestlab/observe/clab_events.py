@@ -6,7 +6,7 @@ Each event has containerlab's fields: ``timestamp``, ``type`` (container, interf
 ``attributes``.  Containers: ``running``/``exited`` snapshots (``--initial-state``), then ``start``,
 ``stop``, ``pause``, ``unpause``, ``die`` and ``destroy``.  Interfaces: ``snapshot``, then ``create``,
 ``update``, ``delete`` and, with an interval, ``stats`` (counters and rates).  Each lab's own stream
-(observe/stream.py) is followed in a thread of its own; labs deployed later are picked up.
+(engine/stream.py) is followed in a thread of its own; labs deployed later are picked up.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from typing import Any
 
 from .. import names
 from ..backends.kernel import rtdump
-from ..lab import clab_view, state
-from .stream import Stream
+from ..engine import state
+from ..engine.stream import Stream
+from ..lab import clab_view
 
 LAB_POLL = 1.0  # seconds between looks for labs deployed since
 

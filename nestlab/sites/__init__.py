@@ -1,14 +1,57 @@
 """Where a lab runs, one module each, found by the word a lab's record holds: ``nestlab.registry.SITES``.
 
 A site module defines a :class:`~nestlab.sites.base.Site` and registers it; every module in this
-package is imported here, so a new place to run labs is a new file (docs/architecture.md).
+package is imported here, so a new place to run labs is a new file (docs/architecture.md).  The
+seam they implement is sites/seam.py; :func:`of` finds a running lab's site, :func:`chosen` the
+site a new deploy goes to, :func:`remove` removes a lab by name wherever it runs.
 """
 
 from __future__ import annotations
 
-from ..registry import Registry
+import contextlib
+from typing import TYPE_CHECKING
+
+from ..engine.where import LOCAL, DamagedRecord, read
+from ..errors import LabError
+from ..registry import SITES, Registry
 from .base import Site
+
+if TYPE_CHECKING:
+    from ..model.schema import Topology
+    from . import seam
 
 Registry.load(__name__, __path__)
 
-__all__ = ["Site"]
+__all__ = ["Site", "chosen", "of", "remove"]
+
+
+def of(lab: str) -> seam.Site:
+    """The site a lab runs on, as its record says (this machine when there is none)."""
+    found = read(lab)
+    word, data = found or (LOCAL, {})
+    site: seam.Site = SITES.get(word)(lab, data)
+    return site
+
+
+def chosen(topology: Topology) -> seam.Site:
+    """The site a new deploy of ``topology`` goes to: its ``servers:``, else this machine (Kubernetes is
+    chosen by ``nestlab k8s deploy``)."""
+    site: seam.Site = SITES.get("ssh" if topology.servers else LOCAL)(topology.name, {})
+    return site
+
+
+def remove(lab: str, folder_too: bool = False) -> int:
+    """Remove ``lab`` wherever it runs (its site's :meth:`~nestlab.sites.seam.Site.remove`): every server's or pod's
+    share, then what is marked as its on this machine; returns how many namespaces went here.  With a
+    damaged record, what is on this machine still goes, and the damage is the error."""
+    from ..engine.cleanup import remove_here
+
+    try:
+        site = of(lab)
+    except DamagedRecord as exc:
+        damaged = exc
+    else:
+        return site.remove(folder_too)
+    with contextlib.suppress(LabError):
+        remove_here(lab, folder_too)
+    raise damaged

@@ -1,7 +1,7 @@
 """What every site implements (``nestlab.sites.seam.Site``), and what finding and running things in a lab's
 shares takes on every site (what the two remote sites alone share is in shares.py).
 
-A site is made for one lab from its record (``lab/where.py``) or, for a deploy, empty; the lab layer
+A site is made for one lab from its record (``engine/where.py``) or, for a deploy, empty; the lab layer
 and the commands ask it where a node runs (:meth:`Site.remote`), how the lab looks
 (:meth:`Site.inspect`) and to remove it (:meth:`Site.remove`).  For a node elsewhere, a command
 runs the same ``nestlab`` command there (:meth:`Site.forward`) instead of testing where the lab is.
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Step
     from ..seams import ExecReport, Progress, Remote
-    from .seam import Deployed, Report
+    from .seam import Deployed, Done, Report, Say, Value
 
 
 class Site:
@@ -29,7 +29,6 @@ class Site:
 
     name: ClassVar[str] = ""  # the record's word
     summary: ClassVar[str] = ""  # one line for `nestlab modes` and docs/architecture.md
-    here: ClassVar[bool] = False
     keys: ClassVar[dict[str, type]] = {}  # what the record must hold, and of which type
 
     def __init__(self, lab: str, data: dict[str, Any]):
@@ -49,7 +48,7 @@ class Site:
     def preview(self, blueprint: Blueprint) -> list[Step]:
         """What a deploy of ``blueprint`` would change, object by object (``deploy --dry-run``): against the
         plan recorded when it was deployed."""
-        from ..lab import state
+        from ..engine import state
         from ..plan.diff import diff, steps
         from ..plan.objects import Plan
 
@@ -60,7 +59,7 @@ class Site:
     def remove(self, folder_too: bool = False) -> int:
         """Remove everything of the lab: at this site, then what is marked as its on this machine; returns how many
         namespaces went here.  ``folder_too``: also the lab directory beside its file (clab-LAB/)."""
-        from ..lab import cleanup
+        from ..engine import cleanup
 
         return cleanup.remove_here(self.lab, folder_too)
 
@@ -137,6 +136,106 @@ class Site:
                     proc.terminate()
         codes = [proc.wait() for proc in procs]
         return 0 if cut else max(codes)
+
+    def removal(self, count: int) -> str:
+        """What a person reads once the lab is removed (``count``: namespaces removed on this machine)."""
+        return f"lab {self.lab}: removed from {self.where()}"
+
+    def states(self, blueprint: Blueprint) -> dict[str, str]:
+        """Each node's state where it runs (running, stopped); a node whose namespace is gone is left out."""
+        return {str(n["name"]): str(n["state"]) for n in self.inspect(blueprint)["nodes"]}
+
+    def capture(
+        self,
+        ends: list[tuple[str, str]],
+        into: str,
+        bpf: str | None,
+        count: int | None,
+        duration: float | None,
+        say: Say,
+    ) -> Done:
+        """Capture on ``ends`` (NODE, INTERFACE) into the pcapng file ``into`` ("-": standard output), filtered by
+        ``bpf``, for at most ``count`` packets or ``duration`` seconds: by the share holding them, relayed here."""
+        import contextlib
+        import sys
+
+        from .seam import Done
+
+        refs = [f"{node}:{iface}" for node, iface in ends]
+        share = self.one_share(refs, "capture each share's in a command of its own")
+        args = [
+            "capture",
+            "--lab",
+            self.lab,
+            *refs,
+            "-w",
+            "-",
+            *(["-f", bpf] if bpf else []),
+            *(["-c", str(count)] if count else []),
+            *(["-d", str(duration)] if duration is not None else []),
+        ]
+        with open(into, "wb") if into != "-" else contextlib.nullcontext(sys.stdout.buffer) as fh:
+            return Done(self.forward({share: args}, fh, by_line=False))
+
+    def events(
+        self,
+        out: IO[bytes],
+        fmt: str,
+        since: str | None,
+        follow: bool,
+        count: int | None,
+        duration: float | None,
+        say: Say,
+    ) -> Done:
+        """What happens in the lab, a line each in ``fmt`` (text, json), from ``since`` ago (0: the whole log) and
+        then as it comes (``follow``), at most ``count`` or for ``duration`` seconds: every share's, merged."""
+        from .seam import Done
+
+        args = [
+            "events",
+            "--lab",
+            self.lab,
+            "--format",
+            fmt,
+            *(["--since", since] if since is not None else []),
+            "--follow" if follow else "--no-follow",
+            *(["-d", str(duration)] if duration is not None else []),
+            *(["-c", str(count)] if count is not None else []),
+        ]
+        return Done(self.forward({share: args for share in self.shares()}, out, count, duration=duration))
+
+    def link_set(self, blueprint: Blueprint, a: str, b: str, params: dict[str, Value], direction: str, out: IO[bytes]) -> Done:
+        """Change the link between ``a`` and ``b`` in place (``params``: ``link set``'s options, ``state``: up or down;
+        ``direction``: both, a or b): by the share holding it, whose own line says what it did."""
+        from .seam import Done
+
+        if params.get("trace"):
+            raise LabError("--trace on a lab on servers: the trace file would have to be on the server; not supported yet")
+        share = self.one_share(
+            [a, b],
+            "live changes to a link cut between servers (a VXLAN tunnel) are not supported yet; pin both ends to one server",
+        )
+        options = [x for k, v in params.items() if k != "state" for x in (f"--{k}", str(v))]
+        flags = [f"--{params['state']}"] if "state" in params else []
+        command = ["link", "set", "--lab", self.lab, a, b, *options, *flags, "--direction", direction]
+        return Done(self.forward({share: command}, out))
+
+    def power(
+        self,
+        blueprint: Blueprint,
+        action: str,
+        refs: list[str],
+        exec_too: bool,
+        out: IO[bytes],
+        on_exec: ExecReport | None,
+    ) -> Done:
+        """Stop, start or restart the nodes ``refs`` (``exec_too``: run their ``exec:`` again): by each share holding
+        some of them, whose own lines say what they did."""
+        from .seam import Done
+
+        extra = ["--exec"] if exec_too else []
+        commands = {share: ["node", action, "--lab", self.lab, *held, *extra] for share, held in self.holders(refs).items()}
+        return Done(self.forward(commands, out))
 
     def one_share(self, refs: list[str], what: str) -> str:
         """The one share holding every one of ``refs``; refused when they are spread over several."""

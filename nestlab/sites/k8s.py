@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__, names
+from ..engine import state, where
 from ..errors import LabError
-from ..lab import state, where
 from ..registry import SITES
 from .base import Site
 from .shares import holder, merged, pin_error, running, split

@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from typing import TYPE_CHECKING
+import time
+from typing import IO, TYPE_CHECKING
 
+from ..engine import cleanup, collector, state
+from ..engine.where import LOCAL
 from ..errors import LabError
-from ..lab import cleanup, collector, state
-from ..lab.where import LOCAL
 from ..plan.diff import Step
 from ..plan.objects import Plan
 from ..registry import KINDS, SITES
@@ -22,13 +23,12 @@ if TYPE_CHECKING:
     from ..plan.objects import NodeObj
     from ..seams import ExecReport, Progress
     from . import seam
-    from .seam import Deployed, Report
+    from .seam import Deployed, Done, Report, Say, Value
 
 
 class Local(Site):
     name = LOCAL
     summary = "this machine: every node a namespace here"
-    here = True
 
     @collector.paused()
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
@@ -40,7 +40,7 @@ class Local(Site):
     def _deploy(self, lab: Blueprint, progress: Progress | None, on_exec: ExecReport | None) -> Changes:
         from ..apply.applier import Applier
         from ..backends.kernel.netlink import NetlinkError
-        from ..lab import startup
+        from ..engine import startup
         from ..plan.diff import diff
 
         refuse_pins(lab)
@@ -78,7 +78,7 @@ class Local(Site):
                 raise
             ahead = None
             if lab.topology.mgmt is not None:  # the lab directory's files and the keys while the nodes are made
-                from ..lab import access
+                from ..engine import access
 
                 ahead = access.Ahead(lab)
             try:
@@ -126,8 +126,133 @@ class Local(Site):
                 found.append(Step("node", new.name, "retune", f"limits {_limits(old)} -> {_limits(new)} (in place)"))
         return found
 
+    def remove(self, folder_too: bool = False) -> int:
+        """Remove everything marked as the lab's on this machine."""
+        return cleanup.remove_here(self.lab, folder_too)
+
+    def removal(self, count: int) -> str:
+        return f"lab {self.lab}: removed {count} namespaces" if count else f"lab {self.lab}: nothing to remove"
+
+    def states(self, blueprint: Blueprint) -> dict[str, str]:
+        from .. import names
+        from ..engine import stop_start
+
+        return {
+            node: "stopped" if stop_start.is_stopped(self.lab, node) else "running"
+            for node in blueprint.plan.nodes
+            if os.path.exists(names.netns_path(self.lab, node))
+        }
+
+    def capture(
+        self,
+        ends: list[tuple[str, str]],
+        into: str,
+        bpf: str | None,
+        count: int | None,
+        duration: float | None,
+        say: Say,
+    ) -> Done:
+        """A tap on each end (in its node's namespace, ``bpf`` applied in the kernel), written as one pcapng."""
+        import sys
+
+        from ..engine import capture as cap
+        from .seam import Done
+
+        taps = []
+        try:
+            for node, iface in ends:
+                taps.append(cap.open_tap(self.lab, node, iface, bpf))
+        except BaseException:
+            for tap in taps:
+                tap.sock.close()
+            raise
+        tapped = ", ".join(t.ref for t in taps)
+        say(f"capturing on {tapped}" + (f" ({bpf})" if bpf else "") + "; Ctrl-C stops")
+        if into == "-":
+            written = cap.capture(taps, sys.stdout.buffer, count=count, duration=duration)
+        else:
+            with open(into, "wb") as fh:
+                written = cap.capture(taps, fh, count=count, duration=duration)
+        return Done(0, f"{written} packets from {tapped}" + ("" if into == "-" else f" in {into}"))
+
+    def events(
+        self,
+        out: IO[bytes],
+        fmt: str,
+        since: str | None,
+        follow: bool,
+        count: int | None,
+        duration: float | None,
+        say: Say,
+    ) -> Done:
+        """The lab's event log from ``since`` ago, then what its namespaces and processes do as it happens."""
+        import json
+
+        from ..engine.stream import Stream, line_of
+        from ..model.units import parse_time
+        from .seam import Done
+
+        current = state.read(self.lab)
+        if not (current and current.status == "running"):
+            raise LabError(f"lab {self.lab} is not running here; deploy it first")
+        start = time.time()
+        try:
+            since_at = None if since is None else 0.0 if since == "0" else start - parse_time(since) / 1e6
+        except ValueError as exc:
+            raise LabError(f"--since: {exc}") from None
+        stream = Stream(self.lab, since_at, None if duration is None else time.monotonic() + duration)
+        if follow:
+            say(f"streaming events of lab {self.lab} (Ctrl-C stops)")
+        seen = 0
+        try:
+            events = stream.replay() if not follow else stream
+            for event in events:
+                if duration is not None and time.time() - start > duration:
+                    break
+                out.write(((json.dumps(event) if fmt == "json" else line_of(event)) + "\n").encode())
+                out.flush()
+                seen += 1
+                if count is not None and seen >= count:
+                    break
+        except (KeyboardInterrupt, BrokenPipeError):
+            pass
+        finally:
+            stream.close()
+        return Done()
+
+    def link_set(self, blueprint: Blueprint, a: str, b: str, params: dict[str, Value], direction: str, out: IO[bytes]) -> Done:
+        """The change applied in place to the link's two ends (engine/links.py), recorded and logged."""
+        from ..engine.links import LiveLink
+        from .seam import Done
+
+        spent = LiveLink(blueprint, a, b).prepare(direction=direction, **params)(None)  # as LinkHandle.set
+        return Done(0, f"link {a} {b}: {', '.join(f'{k}={v}' for k, v in params.items())} applied in {spent:.1f} ms")
+
+    def power(
+        self,
+        blueprint: Blueprint,
+        action: str,
+        refs: list[str],
+        exec_too: bool,
+        out: IO[bytes],
+        on_exec: ExecReport | None,
+    ) -> Done:
+        """The nodes' processes frozen or thawed and their links taken down or brought up (engine/stop_start.py)."""
+        from ..engine import stop_start
+        from .seam import Done
+
+        began = time.perf_counter()
+        stopped = stop_start.stop(blueprint, refs) if action in ("stop", "restart") else []
+        started = stop_start.start(blueprint, refs, on_exec, exec_too) if action in ("start", "restart") else []
+        took = time.perf_counter() - began
+        done = started if action != "stop" else stopped
+        verb = {"stop": "stopped", "start": "started", "restart": "restarted"}[action]
+        if done:
+            return Done(0, f"lab {self.lab}: {verb} {_listed(done)} in {took:.2f} s")
+        return Done(0, f"lab {self.lab}: {_listed(refs)} already {'stopped' if action == 'stop' else 'running'}; nothing to do")
+
     def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
-        from ..lab.inspect import here
+        from ..engine.inspect import here
 
         return here(lab, only)
 
@@ -135,6 +260,10 @@ class Local(Site):
 _HINTS = {
     errno.EXFULL: " (a Linux bridge takes at most 1024 ports: split it, e.g. a bridge per group of nodes joined to a core bridge)"
 }
+
+
+def _listed(nodes: list[str], shown: int = 10) -> str:
+    return ", ".join(nodes[:shown]) + (f" and {len(nodes) - shown} more" if len(nodes) > shown else "")
 
 
 def _limits(node: NodeObj) -> str:

@@ -7,6 +7,7 @@ It lives beside the sites rather than in nestlab/seams.py because it names the b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Protocol, TypedDict
 
@@ -28,6 +29,19 @@ class Deployed:
     split: Split | None = None
 
 
+@dataclass(frozen=True)
+class Done:
+    """What a command on a running lab did at its site: its exit code, and a line saying what was done on this
+    machine (None when the shares' own output said it)."""
+
+    code: int = 0
+    said: str | None = None
+
+
+Say = Callable[[str], None]  # a line for the person at the command (what is starting, ...)
+Value = str | int | float  # a link setting's value (rate "10mbit", mtu 1400, ...)
+
+
 class Report(TypedDict):
     """A lab as ``inspect`` shows it: each node (and host, switch) with its interfaces, as JSON data."""
 
@@ -38,7 +52,7 @@ class Report(TypedDict):
 
 class Site(Protocol):
     """Where one lab runs (nestlab/sites): this machine, SSH servers or Kubernetes; read from the lab's record
-    (lab/where.py).  Every command on a lab goes through its site, the same way on each."""
+    (engine/where.py).  Every command on a lab goes through its site, the same way on each."""
 
     lab: str  # the lab's name
 
@@ -62,3 +76,36 @@ class Site(Protocol):
         duration: float | None = None,
     ) -> int: ...
     def one_share(self, refs: list[str], what: str) -> str: ...
+    def removal(self, count: int) -> str: ...
+    def states(self, blueprint: Blueprint) -> dict[str, str]: ...
+    def capture(
+        self,
+        ends: list[tuple[str, str]],
+        into: str,
+        bpf: str | None,
+        count: int | None,
+        duration: float | None,
+        say: Say,
+    ) -> Done: ...
+    def events(
+        self,
+        out: IO[bytes],
+        fmt: str,
+        since: str | None,
+        follow: bool,
+        count: int | None,
+        duration: float | None,
+        say: Say,
+    ) -> Done: ...
+    def link_set(
+        self, blueprint: Blueprint, a: str, b: str, params: dict[str, Value], direction: str, out: IO[bytes]
+    ) -> Done: ...
+    def power(
+        self,
+        blueprint: Blueprint,
+        action: str,
+        refs: list[str],
+        exec_too: bool,
+        out: IO[bytes],
+        on_exec: ExecReport | None,
+    ) -> Done: ...

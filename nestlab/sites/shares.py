@@ -10,8 +10,8 @@ import subprocess
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..engine import state
 from ..errors import LabError
-from ..lab import state
 from ..model.endpoint import Endpoint
 
 if TYPE_CHECKING:  # the schema and the splitter load only for a lab that spans servers
@@ -62,7 +62,7 @@ def running(lab: Blueprint) -> None:
     directory here lists every node (each share publishes its own nodes' names and SSH where it runs)."""
     state.write(state.snapshot(lab, "running", lab.plan))
     if lab.topology.mgmt is not None:  # lab/access loads only for a lab that needs it
-        from ..lab import access
+        from ..engine import access
 
         access.inventories(lab)
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..backends.remote.ssh import CONTROL_DIR, Remote, each
+from ..engine import state, where
 from ..errors import LabError
-from ..lab import state, where
 from ..registry import SITES
 from .base import Site
 from .shares import cause, holder, merged, running, split

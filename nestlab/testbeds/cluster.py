@@ -35,8 +35,8 @@ import yaml
 from .. import names
 from ..backends.kernel import netlink
 from ..backends.remote import pki
+from ..engine import cleanup, state
 from ..errors import LabError
-from ..lab import cleanup, state, where
 from ..lab.lab import Lab
 from .images import nestlab_image, pause_image
 
@@ -146,10 +146,12 @@ def up(count: int, kubeconfig: str, name: str = "k8s", timeout: float = 300, log
 def down(name: str = "k8s", kubeconfig: str | None = None) -> bool:
     """Remove the cluster ``name``: every process below its cgroups, the lab, the kubeconfig it wrote.
     Returns whether there was anything to remove."""
+    from .. import sites
+
     found = record(name)
     existed = bool(found or state.read(name) or cleanup.marked_namespaces(name) or os.path.isdir(names.lab_dir(name)))
     _kill_below(names.cgroup_name(name))
-    where.remove(name)
+    sites.remove(name)
     _remove_cgroups(names.cgroup_name(name))
     for path in {kubeconfig, (found or {}).get("kubeconfig")} - {None}:
         if name_in(path) == name:

@@ -23,8 +23,8 @@ from ..backends.kernel import cgroups, netlink, procs
 from ..backends.remote.ssh import CONTROL_DIR
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
+from ..engine import cleanup, etc_hosts, state
 from ..errors import LabError
-from ..lab import cleanup, hosts, state, where
 from ..lab.lab import Lab
 from ..sites.ssh import remotes
 
@@ -40,6 +40,8 @@ def inventory_path(name: str) -> str:
 
 def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: str | None = None) -> str:
     """Start ``count`` emulated servers; returns the inventory's path."""
+    from .. import sites
+
     if not shutil.which(SSHD) and not os.path.exists(SSHD):
         raise LabError("emulated servers run OpenSSH's sshd: install Debian's openssh-server (make deps does)")
     net = ipaddress.IPv4Network(subnet)
@@ -68,7 +70,7 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
         finally:
             nl.close()
     except BaseException:
-        where.remove(name)
+        sites.remove(name)
         raise
     spec = {
         "servers": {
@@ -91,6 +93,8 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
 
 def destroy(name: str = "servers") -> int:
     """Clean every lab inside each emulated server (entered directly, not over SSH), then remove them."""
+    from .. import sites
+
     current = state.read(name)
     for server in current.plan.nodes if current else {}:
         pid = _sshd_pid(name, server)
@@ -104,7 +108,7 @@ def destroy(name: str = "servers") -> int:
         with open(inventory_path(name)) as fh:
             for remote in remotes(yaml.safe_load(fh)["servers"], "/").values():
                 remote.close()
-    removed = where.remove(name)
+    removed = sites.remove(name)
     try:
         os.rmdir(CONTROL_DIR)
     except OSError:
@@ -138,7 +142,7 @@ def _server_files(lab: str, server: str) -> str:
             f"mount --bind {etc} /etc/ssh\n"
             # a server's own names, management leases and lab keys (the real machine's hold its own labs'),
             # before /run/nestlab, which holds their sources here, is the server's own
-            f"cp /etc/hosts {home}/hosts && mount --bind {home}/hosts {hosts.HOSTS}\n"
+            f"cp /etc/hosts {home}/hosts && mount --bind {home}/hosts {etc_hosts.HOSTS}\n"
             + "".join(
                 f"mkdir -p {home}/{os.path.basename(d)} {d} && mount --bind {home}/{os.path.basename(d)} {d}\n"
                 for d in (names.MGMT_ROOT, names.KEYS_ROOT)

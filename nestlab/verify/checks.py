@@ -77,9 +77,9 @@ class _Watch:
 
 
 def _watches(lab, checks: list[Check]) -> list[_Watch]:
-    from ..lab import where
+    from .. import sites
 
-    where.of(lab.name)  # the sites' registry loaded here, not by the first attempts at once
+    sites.of(lab.name)  # the sites' registry loaded here, not by the first attempts at once
     return [
         _Watch(c, Result(i, c.title(), c.kind), _probe(lab, c), c.kind not in ("rate", "latency")) for i, c in enumerate(checks)
     ]
@@ -191,9 +191,8 @@ def target_address(lab, source: str, to: str) -> tuple[str, str]:
         pass
     if to not in lab.plan.nodes:
         raise ValueError(f"'{to}' is neither an address nor a node of lab {lab.name}")
-    from ..lab.inspect import inspect
 
-    found = inspect(lab, only={to})["nodes"]
+    found = lab.inspect(only={to})["nodes"]
     addresses = [
         a.split("/")[0]
         for node in found
@@ -213,9 +212,9 @@ def target_address(lab, source: str, to: str) -> tuple[str, str]:
 def _routes(lab, source: str, addresses: list[str]) -> list[Way]:
     """The routes ``source`` has to each of ``addresses`` (RTM_GETROUTE in its namespace; for a node on a
     server or pod, ``ip route get fibmatch`` there); local and unreachable ones left out."""
-    from ..lab import where
+    from .. import sites
 
-    if not where.of(lab.name).here:
+    if sites.of(lab.name).remote(source) is not None:  # the node runs on a server or in a pod
         paths = []
         for address in addresses:
             rc, out = _run(lab, source, ["ip", "-j", "route", "get", "fibmatch", address])

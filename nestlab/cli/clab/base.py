@@ -32,7 +32,7 @@ def lab_name(topo: Path | None, name: str | None) -> str:
         return name
     if topo:
         return name_of(topo)
-    from ...lab import state
+    from ...engine import state
 
     running = state.labs()
     if len(running) == 1:

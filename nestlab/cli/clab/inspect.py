@@ -27,7 +27,8 @@ def inspect(
     wide: bool = typer.Option(False, "-w", "--wide", help="The table with the owner and one line per container."),
 ):
     """The lab's containers, as containerlab's inspect prints them (json: {lab: [container, ...]})."""
-    from ...lab import clab_view, state
+    from ...engine import state
+    from ...lab import clab_view
 
     if ctx.invoked_subcommand is not None:
         return

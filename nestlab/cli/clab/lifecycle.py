@@ -92,14 +92,15 @@ def redeploy(
     ipv6_subnet: str | None = typer.Option(None, "--ipv6-subnet", help="Management IPv6 subnet."),
 ):
     """Destroy the lab, then deploy it again from its file (containerlab redeploy)."""
-    from ...lab import state, where
+    from ... import sites
+    from ...engine import state
 
     _deploy_flags("", export_template, skip_acl, workers, skip_post, graph)
     _teardown_flags(graceful, keep_mgmt)
     with reported():
         lab = lab_name(topo, name)
         with state.locked(lab):
-            where.remove(lab, folder_too)
+            sites.remove(lab, folder_too)
     deploy_topology(topo, name, False, vars_files, [], (network, ipv4_subnet, ipv6_subnet))
 
 
@@ -115,7 +116,8 @@ def destroy(
     _yes: bool = typer.Option(False, "-y", "--yes", help="Accepted: nestlab never asks before destroying (--all included)."),
 ):
     """Destroy a lab, or every lab with --all (containerlab destroy); --node-filter removes only those nodes."""
-    from ...lab import state, where
+    from ... import sites
+    from ...engine import state
 
     _teardown_flags(graceful, keep_mgmt)
     with reported():
@@ -131,7 +133,7 @@ def destroy(
             return
         for lab in targets:
             with state.locked(lab):
-                where.remove(lab, folder_too)
+                sites.remove(lab, folder_too)
             err.line(f"lab {lab}: destroyed")
 
 

@@ -67,7 +67,7 @@ def netem_show(
     fmt: str = typer.Option("table", "-f", "--format", help="table or json ({node: [{interface, delay, ...}]})."),
 ):
     """A node's interfaces and what shapes what they send (containerlab tools netem show)."""
-    from ...lab import state
+    from ...engine import state
 
     with reported():
         lab, short = _node(node)
@@ -113,7 +113,7 @@ def _impairment(iface: str, shape: dict[str, str]) -> dict:
 
 def _node(container: str):
     """The running lab and node a containerlab container name (clab-LAB-NODE) stands for."""
-    from ...lab import state
+    from ...engine import state
     from ...lab.clab_view import container_name
     from ...lab.lab import Lab
 

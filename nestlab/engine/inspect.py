@@ -8,18 +8,11 @@ from typing import TYPE_CHECKING
 from .. import kinds, names
 from ..backends.kernel import cgroups, mptcp, namespaces, rtdump
 from ..registry import KINDS, LINK_MODES
-from . import collector, stop_start, where
-from .lab import Lab
+from . import collector, stop_start
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..sites.seam import Report
-
-
-def inspect(lab: Lab, only: set[str] | None = None) -> dict:
-    """What the lab's site reports of it: for a lab here, :func:`here`; for a lab elsewhere, every
-    share's report merged, each node with where it runs.  ``only``: just those nodes."""
-    return where.of(lab.name).inspect(lab.blueprint, only)
 
 
 @collector.paused()
@@ -90,7 +83,7 @@ def here(lab: Blueprint, only: set[str] | None = None) -> Report:
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
 
 
-def trace_players(lab: Lab, node: str) -> dict[str, dict]:
+def trace_players(lab: Blueprint, node: str) -> dict[str, dict]:
     """Per interface of ``node`` whose sending follows a trace: its player's health (playing, lagging, dead)."""
     from ..backends.services import traceplay
 

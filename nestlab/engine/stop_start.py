@@ -14,7 +14,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .. import kinds, names
 from ..backends.kernel import downtime, namespaces
@@ -22,9 +22,10 @@ from ..errors import LabError
 from ..plan.objects import NodeObj
 from ..registry import KINDS, RUNTIMES
 from . import events
-from .lab import Lab
 
-ExecReport = Callable[[str, str, int, str], None]
+if TYPE_CHECKING:
+    from ..plan.blueprint import Blueprint
+    from ..seams import ExecReport
 
 
 def _record(lab: str, node: str) -> str:
@@ -35,7 +36,7 @@ def is_stopped(lab: str, node: str) -> bool:
     return os.path.exists(_record(lab, node))
 
 
-def chosen(lab: Lab, refs: list[str]) -> list[NodeObj]:
+def chosen(lab: Blueprint, refs: list[str]) -> list[NodeObj]:
     """The nodes named, each followed by its components (a node stops and starts whole), in the order given."""
     plan = lab.plan.nodes
     picked: dict[str, NodeObj] = {}
@@ -50,7 +51,7 @@ def chosen(lab: Lab, refs: list[str]) -> list[NodeObj]:
     return list(picked.values())
 
 
-def stop(lab: Lab, refs: list[str]) -> list[str]:
+def stop(lab: Blueprint, refs: list[str]) -> list[str]:
     """Stop the nodes named (and their components); returns those that were running."""
     started = time.perf_counter()
     nodes = [n for n in chosen(lab, refs) if not is_stopped(lab.name, n.name)]
@@ -70,7 +71,7 @@ def stop(lab: Lab, refs: list[str]) -> list[str]:
     return [n.name for n in nodes]
 
 
-def start(lab: Lab, refs: list[str], on_exec: ExecReport | None = None, exec_too: bool = False) -> list[str]:
+def start(lab: Blueprint, refs: list[str], on_exec: ExecReport | None = None, exec_too: bool = False) -> list[str]:
     """Start the stopped nodes named (and their components); returns those that were stopped."""
     from ..apply.applier import Applier
     from ..backends.services import portfwd

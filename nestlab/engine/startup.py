@@ -11,16 +11,18 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends.kernel import procs
 from ..errors import LabError
 from ..model.schema import STAGES, Healthcheck
 from ..model.stages import Startup, startup_of
-from .node import Node
+from . import nodes
 
-ExecReport = Callable[[str, str, int, str], None]
+if TYPE_CHECKING:
+    from ..seams import ExecReport
+
 TIMEOUT = 600.0  # the longest a node waits for another's stage
 HEAD, TAIL, WIDE = 10, 20, 500  # an exec's output as reported: its first and last lines, each cut at WIDE characters
 
@@ -43,7 +45,9 @@ def run_exec(lab, name: str, on_exec: ExecReport | None) -> None:
 
 
 def _run_in(lab, name: str, command: str) -> tuple[int, str]:
-    proc = Node(lab, name).popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    proc = nodes.popen(
+        lab.name, lab.plan, name, command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+    )
     out, _ = proc.communicate(timeout=300)
     return proc.returncode, out
 
@@ -70,8 +74,15 @@ def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:
     folder = names.node_dir(lab.name, name)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "cmd.log"), "ab") as log:
-        proc = Node(lab, name).popen(
-            ["sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        proc = nodes.popen(
+            lab.name,
+            lab.plan,
+            name,
+            ["sh", "-c", cmd],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     with open(os.path.join(folder, "cmd.pid"), "w") as fh:
         fh.write(f"{proc.pid} {procs.start_time(proc.pid)}\n")
@@ -198,8 +209,15 @@ class _Stages:
         for attempt in range(check.retries):
             if attempt:
                 time.sleep(check.interval)
-            proc = Node(self.lab, name).popen(
-                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+            proc = nodes.popen(
+                self.lab.name,
+                self.lab.plan,
+                name,
+                args,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
             )
             try:
                 out, _ = proc.communicate(timeout=check.timeout)

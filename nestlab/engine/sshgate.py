@@ -1,7 +1,7 @@
 """SSH on port 22 of every node's management address, with no process per idle node.
 
 The deploy binds one listening socket inside each node's network namespace, then hands them all to
-one process per lab (``python -m nestlab.lab.sshgate``), which waits on them together.  Each
+one process per lab (``python -m nestlab.engine.sshgate``), which waits on them together.  Each
 connection gets ``sshd -i`` started inside its node (as ``nestlab exec`` would start it), talking
 over the accepted socket, so a session sees the node's interfaces, hostname and files, and ends
 with its connection.  sshd reads the lab's host key, authorized keys (the lab's own key, and root's
@@ -225,7 +225,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
             held.append((sock, node))
         if not held:
             return Gate(None)
-        args = [sys.executable, "-m", "nestlab.lab.sshgate", names.lab_dir(lab.name) + "/", folder, str(login_grace())]
+        args = [sys.executable, "-m", "nestlab.engine.sshgate", names.lab_dir(lab.name) + "/", folder, str(login_grace())]
         args += [f"{sock.fileno()}={node}" for sock, node in held]
         proc = subprocess.Popen(
             args,
@@ -244,10 +244,13 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
 def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> None:
     """Accept on every node's socket; each connection gets ``sshd -i`` inside its node, unless
     :data:`MAX_STARTUPS` sessions started within the last ``grace`` seconds are still not logged in (it is closed)."""
-    from .lab import Lab
-    from .node import Node
+    from . import nodes, state
 
-    lab = Lab.running(os.path.basename(lab_dir.rstrip("/")))
+    lab = os.path.basename(lab_dir.rstrip("/"))
+    current = state.read(lab)
+    if current is None or not (current.status == "running" or (current.status == "deploying" and current.plan.nodes)):
+        raise LabError(f"no lab named '{lab}' is running here (`nestlab inspect --all` lists labs)")
+    plan = current.plan
     chooser = selectors.DefaultSelector()
     for fd, node in listeners.items():
         chooser.register(socket.socket(fileno=fd), selectors.EVENT_READ, node)
@@ -274,7 +277,7 @@ def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> Non
             try:
                 if sum(now - began < grace and not _logged_in(proc.pid) for proc, began in sessions) < MAX_STARTUPS:
                     run = [*with_login, login, f"{keys}/authorized_keys"] if os.path.exists(login) else command
-                    proc = Node(lab, key.data).popen(run, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
+                    proc = nodes.popen(lab, plan, key.data, run, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
                     sessions.append((proc, now))
             except (OSError, LabError):
                 pass  # the node is gone or stopped: this connection ends unanswered

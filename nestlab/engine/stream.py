@@ -7,7 +7,7 @@ Sources, merged in arrival order:
   addresses added/removed;
 * the kernel's process connector: a process inside the lab exits (with its exit status);
 * the lab's namespaces appearing and disappearing: nodes and components started/stopped;
-* the lab's event log (lab/events.py): what nestlab changed (``link set``, schedules, node
+* the lab's event log (engine/events.py): what nestlab changed (``link set``, schedules, node
   stop/start, bench cells), which ``--since`` replays.
 
 Each event is a dict: ``time`` (seconds since the epoch), ``lab``, ``node``, ``interface``,
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from .. import names
 from ..backends.kernel import namespaces, rtdump
 from ..backends.kernel.netlink import RTM_DELADDR, RTM_DELLINK, RTM_NEWADDR, RTM_NEWLINK, Netlink, messages
-from ..lab import cleanup, events
+from . import cleanup, events
 
 RTMGRP_LINK, RTMGRP_IPV4_IFADDR, RTMGRP_IPV6_IFADDR = 0x1, 0x10, 0x100
 NETLINK_CONNECTOR, CN_IDX_PROC, PROC_CN_MCAST_LISTEN = 11, 1, 1
@@ -233,3 +233,11 @@ class Stream:
             space.close()
         if self.proc_sock:
             self.proc_sock.close()
+
+
+def line_of(event: dict) -> str:
+    """An event as one line of text: its time, where (NODE:INTERFACE, or the lab), what, and the rest as JSON."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(event["time"])) + f".{int(event['time'] % 1 * 1000):03d}"
+    where = ":".join(x for x in (event.get("node"), event.get("interface")) if x)
+    rest = {k: v for k, v in event.items() if k not in ("time", "lab", "node", "interface", "event") and v is not None}
+    return f"{stamp}  {where or event['lab']:<24} {event['event']:<16} {json.dumps(rest) if rest else ''}".rstrip()

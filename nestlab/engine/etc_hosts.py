@@ -1,7 +1,7 @@
 """A lab's names on this machine, and the record of them: the ``/etc/hosts`` block (containerlab's format,
 under containerlab's own lock), ``/run/netns/LONG-NAME`` names, the ssh config, the SSH gate's pid and
 the lab directory (``/run/nestlab/LAB/access.json``, written before any of them is made).  Written by
-lab/access.py at deploy, removed here by destroy and cleanup."""
+engine/access.py at deploy, removed here by destroy and cleanup."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def record(lab: str, made: dict) -> None:
 
 
 def withdraw(lab: str, folder_too: bool = False) -> tuple[list[str], DamagedHosts | None]:
-    """Remove what lab/access.py's ``publish`` made: names, the SSH gate, the lab's keys (``folder_too``: the lab
+    """Remove what engine/access.py's ``publish`` made: names, the SSH gate, the lab's keys (``folder_too``: the lab
     directory); returns the ``ip netns`` names, which pin the lab's namespaces too, for the caller to unpin with them,
     and a damaged /etc/hosts block left in place, for the caller to raise once the rest is gone."""
     try:

@@ -10,7 +10,7 @@ import time
 from .. import names
 from ..backends.kernel import cgroups, mounts, namespaces, netlink, procs, rtdump
 from ..registry import RUNTIMES
-from . import hosts
+from . import etc_hosts
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -77,7 +77,7 @@ def remove_here(lab: str, folder_too: bool = False) -> int:
         paths += [e.path for e in os.scandir(udir)]
     _remove_interfaces(lab)  # ends in this machine's namespace (host:IF): before the namespaces, so none outlives destroy
     _kill_tools_of(lab)
-    aliases, hosts_damaged = hosts.withdraw(lab, folder_too)  # `ip netns` names pin the namespaces too: unpinned with them
+    aliases, hosts_damaged = etc_hosts.withdraw(lab, folder_too)  # `ip netns` names pin the namespaces too: unpinned with them
     namespaces.remove_pinned(paths + aliases)
     _remove_interfaces(lab, management=True)  # gone with their nodes, in one batch
     _release_mgmt(lab)

@@ -5,7 +5,7 @@ For a lab with a management network (docs/management.md), after its nodes are ma
 * ``/run/netns/clab-LAB-NODE`` (the node's long name, after ``prefix:``): ``ip netns exec clab-LAB-NODE``;
 * a block of ``/etc/hosts`` in containerlab's format, written under containerlab's own lock;
 * ``/etc/ssh/ssh_config.d/clab-LAB.conf`` as containerlab writes it, with the lab's key;
-* SSH on port 22 of every node's management address (lab/sshgate.py);
+* SSH on port 22 of every node's management address (engine/sshgate.py);
 * the lab directory ``clab-LAB/`` beside the topology file (or under ``$CLAB_LABDIR_BASE``):
   ``topology-data.json``, ``ansible-inventory.yml``, ``nornir-simple-inventory.yml``.
 
@@ -27,7 +27,7 @@ from .. import names
 from ..model.credentials import Login, inventory_vars, kind_login, login_of
 from ..model.layered import merged
 from ..registry import KINDS
-from . import hosts, sshgate
+from . import etc_hosts, sshgate
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -87,7 +87,7 @@ def inventories(lab: Blueprint) -> list[Managed]:
     nodes = managed(lab)
     if nodes:
         folder = lab_folder(lab)
-        hosts.record(lab.name, {"netns": [], "folder": folder})
+        etc_hosts.record(lab.name, {"netns": [], "folder": folder})
         _files(lab, folder, nodes)
     return nodes
 
@@ -126,15 +126,15 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     folder = lab_folder(lab)
     config = os.path.join(SSH_CONFIG_DIR, f"clab-{lab.name}.conf")
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
-    hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
-    hosts.unpin_gone(lab.name, set(record["netns"]))
-    hosts.record(lab.name, record)  # first: a cleanup knows what to look for
+    etc_hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
+    etc_hosts.unpin_gone(lab.name, set(record["netns"]))
+    etc_hosts.record(lab.name, record)  # first: a cleanup knows what to look for
     gate = sshgate.start(lab, [(n.node, str(n.ipv4.ip)) for n in nodes])
     if gate.proc is not None:
-        hosts.record(lab.name, {**record, "gate": gate.proc.pid})
+        etc_hosts.record(lab.name, {**record, "gate": gate.proc.pid})
     for node in nodes:
-        hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
-    hosts.block(lab.name, _host_lines(nodes))
+        etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
+    etc_hosts.block(lab.name, _host_lines(nodes))
     _ssh_config(lab.name, config, nodes, sshgate.client_key(lab.name))
     gate.ready()
     return nodes

@@ -1,25 +1,20 @@
 """Where a lab runs: the one record that says so (``/run/nestlab/LAB/site.json``), read and written here.
 
 The sites themselves (this machine, SSH servers, Kubernetes) are plug-ins (nestlab/sites), found by
-the word the record holds; what else the record holds is the site's own.  A lab without a record
-runs on this machine.  The record is written before anything is made elsewhere, so a cleanup from
+the word the record holds (``nestlab.sites.of``); what else the record holds is the site's own.  A lab
+without a record runs on this machine.  The record is written before anything is made elsewhere, so a cleanup from
 here always knows where to go.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import names
 from ..errors import LabError
 from ..registry import SITES
-
-if TYPE_CHECKING:
-    from ..model.schema import Topology
-    from ..sites.seam import Site
 
 RECORD = "site.json"
 LOCAL = "local"
@@ -68,35 +63,3 @@ def forget(lab: str) -> None:
         os.unlink(_path(lab))
     except FileNotFoundError:
         pass
-
-
-def of(lab: str) -> Site:
-    """The site a lab runs on, as its record says (this machine when there is none)."""
-    found = read(lab)
-    word, data = found or (LOCAL, {})
-    site: Site = SITES.get(word)(lab, data)
-    return site
-
-
-def remove(lab: str, folder_too: bool = False) -> int:
-    """Remove ``lab`` wherever it runs (its site's :meth:`~nestlab.sites.seam.Site.remove`): every server's or pod's
-    share, then what is marked as its on this machine; returns how many namespaces went here.  With a
-    damaged record, what is on this machine still goes, and the damage is the error."""
-    from .cleanup import remove_here
-
-    try:
-        site = of(lab)
-    except DamagedRecord as exc:
-        damaged = exc
-    else:
-        return site.remove(folder_too)
-    with contextlib.suppress(LabError):
-        remove_here(lab, folder_too)
-    raise damaged
-
-
-def chosen(topology: Topology) -> Site:
-    """The site a new deploy of ``topology`` goes to: its ``servers:``, else this machine (Kubernetes is
-    chosen by ``nestlab k8s deploy``)."""
-    site: Site = SITES.get("ssh" if topology.servers else LOCAL)(topology.name, {})
-    return site

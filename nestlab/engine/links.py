@@ -1,0 +1,195 @@
+"""Live changes to the links of a lab on this machine: shaping, MTU and up/down applied in place, recorded
+with the lab's state and logged as events; a link removed and restored (schedules).  The Python API's
+``lab.link(a, b)`` (lab/link_handle.py) and the local site's ``link set`` are this."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from .. import names
+from ..backends.kernel import shaping
+from ..errors import LabError
+from ..model import shape_keys
+from ..model.errors import Problem, TopologyError
+from ..plan.objects import LinkObj
+from . import events, state
+
+if TYPE_CHECKING:
+    from .nodes import LabView
+
+CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
+
+
+class LiveLink:
+    """One link of a running lab, found by its two endpoints in either order."""
+
+    def __init__(self, lab: LabView, a: str, b: str, shaper: shaping.Shaper | None = None, obj: LinkObj | None = None):
+        """``obj``: the link as the caller already read it from the lab's state (else it is looked up)."""
+        self.lab = lab
+        self.obj = obj or _find(lab, a, b)
+        self.reversed = self.obj.a.ref != a
+        self._shaper = shaper
+
+    @contextmanager
+    def _shaping(self) -> Iterator[shaping.Shaper]:
+        """The shared shaper this handle was given, or one of its own for one call."""
+        if self._shaper is not None:
+            yield self._shaper
+            return
+        shaper = shaping.Shaper()
+        try:
+            yield shaper
+        finally:
+            shaper.close()
+
+    def set(self, *, direction: str = "both", scheduled: float | None = None, **params) -> float:
+        """Change shaping keys (``rate``, ``delay``, ``loss``...; ``"none"`` removes one) and/or ``state``.
+
+        ``direction``: ``both``, or ``a``/``b`` for what that endpoint (as you named it) sends.
+        Returns the milliseconds it took until the kernel had the change.  The change is logged.
+        """
+        return self.prepare(direction=direction, **params)(scheduled)
+
+    def prepare(self, *, direction: str = "both", **params) -> Callable[[float | None], float]:
+        """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
+        new_state = params.pop("state", None)
+        given_mtu = mtu = params.pop("mtu", None)
+        if mtu is not None:
+            try:
+                mtu = int(str(mtu), 10)
+            except ValueError:
+                mtu = -1
+            if not 68 <= mtu <= 65535:
+                raise TopologyError("<link set>", [Problem(("mtu",), f"{given_mtu!r} is not a number in 68..65535")])
+        if direction not in ("both", "a", "b"):
+            raise TopologyError("<link set>", [Problem(("direction",), f"{direction!r}: both, a or b")])
+        wrong = shape_keys.problems({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
+        if wrong:
+            raise TopologyError("<link set>", [Problem((key,), message) for key, message in wrong])
+        if {k for k, v in params.items() if v != CLEAR} & set(shaping.NETEM_KEYS) and (
+            missing := _probe().missing_for({"netem"})
+        ):
+            raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
+        sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[
+            direction
+        ]
+        shape = {"a": dict(self.obj.shape_a), "b": dict(self.obj.shape_b)}
+        for side in sides:
+            for key, value in params.items():
+                if value == CLEAR:
+                    shape[side].pop(key, None)
+                else:
+                    shape[side].pop({"trace": "rate", "rate": "trace"}.get(key, ""), None)  # each sets the rate
+                    shape[side][key] = str(value)
+        updated = dataclasses.replace(
+            self.obj,
+            shape_a=tuple(sorted(shape["a"].items())),
+            shape_b=tuple(sorted(shape["b"].items())),
+            state=new_state or self.obj.state,
+            mtu=int(mtu) if mtu is not None else self.obj.mtu,
+        )
+        ends = [  # (end, its new shape or None when unchanged, its trace before and after)
+            (end, dict(new) if new != old else None, dict(old).get("trace"), dict(new).get("trace"))
+            for end, old, new in (
+                (self.obj.a, self.obj.shape_a, updated.shape_a),
+                (self.obj.b, self.obj.shape_b, updated.shape_b),
+            )
+        ]
+        what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": int(mtu)} if mtu is not None else {})}
+
+        def commit(scheduled: float | None = None) -> float:
+            with state.locked(self.lab.name, create=False):  # not in the middle of a deploy or destroy
+                started = time.perf_counter()
+                with self._shaping() as shaper:
+                    for end, new_shape, old_trace, new_trace in ends:
+                        path, iface = names.netns_path(self.lab.name, end.node), end.iface
+                        if new_trace != old_trace:  # its player goes (a new one follows the new trace)
+                            from ..backends.services import traceplay
+
+                            traceplay.stop(self.lab.name, end.node, iface)
+                        if new_shape is not None:
+                            shaper.apply(path, iface, new_shape)
+                        if new_trace and new_trace != old_trace:
+                            traceplay.start(self.lab.name, end.node, iface, new_trace, int(new_shape.get("queue", 1000)))
+                        if mtu is not None:
+                            shaper.set_mtu(path, iface, int(mtu))
+                        if new_state:
+                            shaper.set_state(path, iface, new_state == "up")
+                    applied, spent = time.time(), (time.perf_counter() - started) * 1000
+                self.obj = updated
+                _store(self.lab, updated)
+            events.record(self.lab.name, what, applied, spent, scheduled)
+            return spent
+
+        return commit
+
+    def remove(self, scheduled: float | None = None) -> float:
+        """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
+        started = time.perf_counter()
+        with self._shaping() as shaper:
+            from ..registry import LINK_MODES  # the link modes: only a removal needs them
+
+            for end in LINK_MODES.get(self.obj.mode).devices(self.obj):
+                shaper.delete(names.netns_path(self.lab.name, end.node), end.iface)
+            for end in (self.obj.a, self.obj.b):
+                shaper.forget(names.netns_path(self.lab.name, end.node), end.iface)
+            applied, spent = time.time(), (time.perf_counter() - started) * 1000
+        state.write_link(self.lab.name, self.obj, removed=True)
+        events.record(self.lab.name, {"link": self.obj.key, "action": "remove"}, applied, spent, scheduled)
+        return spent
+
+    def restore(self, scheduled: float | None = None) -> float:
+        """Create the removed link again, as planned (addresses, shaping, state)."""
+        from ..apply.applier import Applier
+        from ..plan.diff import Changes
+
+        started = time.perf_counter()
+        current = state.read(self.lab.name)
+        nodes = current.plan.nodes if current else self.lab.plan.nodes
+        Applier(self.lab.name, nodes).apply(Changes(add_links=[self.obj]))
+        applied, spent = time.time(), (time.perf_counter() - started) * 1000
+        state.write_link(self.lab.name, self.obj)
+        events.record(self.lab.name, {"link": self.obj.key, "action": "add"}, applied, spent, scheduled)
+        return spent
+
+    def show(self) -> dict:
+        """Planned shapes and what the kernel has in force, per direction."""
+        with self._shaping() as shaper:
+            kernel = {
+                end.ref: shaper.show(names.netns_path(self.lab.name, end.node), end.iface) for end in (self.obj.a, self.obj.b)
+            }
+        return {
+            "link": self.obj.key,
+            "state": self.obj.state or "up",
+            "sends": {self.obj.a.ref: dict(self.obj.shape_a), self.obj.b.ref: dict(self.obj.shape_b)},
+            "kernel": kernel,
+        }
+
+
+def _find(lab: LabView, a: str, b: str) -> LinkObj:
+    current = state.read(lab.name)
+    links = current.plan.links if current else lab.plan.links  # the running lab's shaping, live changes included
+    for link in links.values():
+        if {link.a.ref, link.b.ref} == {a, b}:
+            return link
+    known = ", ".join(f"{x.a.ref} {x.b.ref}" for x in lab.plan.links.values()) or "none"
+    raise LabError(f"lab {lab.name} has no link between {a} and {b} (links: {known})")
+
+
+def _store(lab: LabView, link: LinkObj) -> None:
+    """Record the new shaping with the running lab, so `deploy` and `link show` know it."""
+    if not os.path.exists(names.lab_dir(lab.name)):
+        raise LabError(f"lab {lab.name} is not running")
+    state.write_link(lab.name, link)
+
+
+def _probe():
+    """backends.kernel.probe, which loads every link mode: only a change that needs netem asks it."""
+    from ..backends.kernel import probe
+
+    return probe
