@@ -1,4 +1,9 @@
-"""The lab lifecycle: build a topology (file or code), deploy it, use it, destroy it.
+"""A lab in Python: a topology built from a file or in code, and what it offers once it runs.
+
+A :class:`Lab` checks what it is given and plans it; deploying, inspecting and removing it are its
+site's (nestlab/sites: this machine, through nestlab/engine; SSH servers; Kubernetes), to which it
+hands one value, its :attr:`~Lab.blueprint` (nestlab/plan/blueprint.py), and whose answer it returns.
+Its nodes (node.py) run commands where they run; its links (link_handle.py) change while it runs.
 
 Example (run as root)::
 
@@ -47,7 +52,8 @@ if TYPE_CHECKING:
 
 
 class Lab:
-    """A topology plus the means to deploy it; ``lab.nodes[name]`` gives :class:`Node` objects.
+    """A topology (from a file, text, data or built in code) or a running lab (:meth:`running`); ``lab.nodes[name]``
+    gives :class:`Node` objects.  :meth:`deploy`, :meth:`inspect` and :meth:`destroy` ask the lab's site.
 
     Building in code checks each addition cheaply; the whole topology is
     checked (and addresses assigned) when the plan is first needed.
@@ -232,8 +238,9 @@ class Lab:
         return sites.chosen(self.topology)
 
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Split:
-        """Create what is missing, remove what is no longer wanted; returns what was changed (for a lab
-        on servers:, where each node went: a :class:`~nestlab.sites.shares.Split`).
+        """Have the site a deploy goes to (this machine, or the file's ``servers:``) create what is missing and
+        remove what is no longer wanted; returns what was changed (for a lab on servers:, where each node went:
+        a :class:`~nestlab.plan.split.Split`).
 
         Deploying an already running, identical lab changes nothing.
         """
@@ -289,8 +296,9 @@ class Lab:
         return written
 
     def destroy(self, folder_too: bool = False) -> int:
-        """Remove every object of this lab (and any process inside it); returns namespaces removed.
-        ``folder_too``: also the lab directory beside its file (clab-LAB/), as ``destroy --cleanup``."""
+        """Have the lab's site remove every object of it (and any process inside it), wherever it runs; returns
+        the namespaces removed on this machine.  ``folder_too``: also the lab directory beside its file
+        (clab-LAB/), as ``destroy --cleanup``."""
         from .. import sites
 
         with state.locked(self.name):
@@ -307,5 +315,6 @@ class Lab:
 
     @property
     def is_running(self) -> bool:
+        """Whether this machine's record of the lab says it runs."""
         current = state.read(self.name)
         return bool(current and current.status == "running")

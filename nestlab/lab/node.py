@@ -1,4 +1,5 @@
-"""Nodes and interfaces of a deployed lab: run commands inside, look at interfaces."""
+"""Nodes and interfaces of a deployed lab: run commands inside (on the node's server or pod when its site says it
+runs there, else in its namespaces here: engine/nodes.py), look at interfaces."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from .. import names
 from ..backends.kernel import rtdump
 from ..engine import state
 from ..engine.stream import Stream
-from ..lab import clab_view
+from . import clab_view
 
 LAB_POLL = 1.0  # seconds between looks for labs deployed since
 

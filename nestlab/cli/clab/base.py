@@ -44,8 +44,8 @@ def lab_name(topo: Path | None, name: str | None) -> str:
 
 def node_names(lab: str, given: list[str]) -> list[str]:
     """The nodes given (short or long names, ``clab-LAB-NODE``), or every node of the lab when none is."""
-    from ...lab.clab_view import container_name
     from ...lab.lab import Lab
+    from ...observe.clab_view import container_name
     from ...registry import KINDS
 
     running = Lab.running(lab)

@@ -28,7 +28,7 @@ def inspect(
 ):
     """The lab's containers, as containerlab's inspect prints them (json: {lab: [container, ...]})."""
     from ...engine import state
-    from ...lab import clab_view
+    from ...observe import clab_view
 
     if ctx.invoked_subcommand is not None:
         return
@@ -106,7 +106,7 @@ def interfaces(
     node: str | None = typer.Option(None, "-n", "--node", help="Only this node (its name or clab-LAB-NODE)."),
 ):
     """Each container's interfaces (containerlab inspect interfaces): name, alias, MAC, index, MTU, type, state."""
-    from ...lab import clab_view
+    from ...observe import clab_view
 
     with reported():
         if fmt not in ("table", "json"):

@@ -193,9 +193,9 @@ def exec_cmd(
     fmt: str = typer.Option("plain", "-f", "--format", help="plain or json ({container: [{cmd, return-code, stdout, stderr}]})."),
 ):
     """Run commands in the lab's containers (containerlab exec); every container, or those --label selects."""
-    from ...lab.clab_view import container_name, labels
     from ...lab.lab import Lab
     from ...lab.node import Node
+    from ...observe.clab_view import container_name, labels
 
     with reported():
         if not cmds:

@@ -114,8 +114,8 @@ def _impairment(iface: str, shape: dict[str, str]) -> dict:
 def _node(container: str):
     """The running lab and node a containerlab container name (clab-LAB-NODE) stands for."""
     from ...engine import state
-    from ...lab.clab_view import container_name
     from ...lab.lab import Lab
+    from ...observe.clab_view import container_name
 
     for name in state.labs():
         try:

@@ -16,9 +16,9 @@ import yaml
 from .. import names
 from ..backends.kernel import rtdump
 from ..errors import LabError
+from ..lab.lab import Lab
 from ..model.layered import merged
 from ..plan.mgmt import interfaces as management
-from .lab import Lab
 
 
 def identity(lab: str, node: str) -> tuple[str, str]:
