@@ -1,8 +1,8 @@
 """``nestlab link set --lab NAME ...`` without the command-line framework, for shell loops of changes.
 
 Loading typer, rich and the schema took 0.15 s of every change; this path reads the arguments
-itself and applies the change through the same ``LiveLink`` (engine/links.py) as the full command.  Anything it
-does not take (``-t``, ``--help``, an unknown option, a refused value, a lab that is not running)
+itself and applies the change through the same ``LiveLink`` (engine/link_changes.py) as the full
+command.  Anything it does not take (``-t``, ``--help``, an unknown option, a refused value, a lab that is not running)
 goes to the full command instead, which says what is wrong.
 """
 
@@ -71,7 +71,7 @@ def link_set(argv: list[str]) -> int | None:
         return None
     a, b, options, flags = parsed
     from ..engine import state, where
-    from ..engine.links import LiveLink
+    from ..engine.link_changes import LiveLink
     from ..errors import LabError
     from ..model.errors import TopologyError
 

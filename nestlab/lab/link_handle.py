@@ -9,7 +9,7 @@ Example::
 
 from __future__ import annotations
 
-from ..engine.links import CLEAR, LiveLink
+from ..engine.link_changes import CLEAR, LiveLink
 
 __all__ = ["CLEAR", "LinkHandle"]
 
@@ -17,4 +17,4 @@ __all__ = ["CLEAR", "LinkHandle"]
 class LinkHandle(LiveLink):
     """One link of a running lab on this machine, found by its two endpoints in either order: :meth:`set` changes
     its shaping or state, :meth:`show` says what is planned and in force, :meth:`remove` and :meth:`restore` take
-    it away and bring it back (the engine's :class:`~nestlab.engine.links.LiveLink` does each)."""
+    it away and bring it back (the engine's :class:`~nestlab.engine.link_changes.LiveLink` does each)."""

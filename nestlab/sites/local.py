@@ -221,8 +221,8 @@ class Local(Site):
         return Done()
 
     def link_set(self, blueprint: Blueprint, a: str, b: str, params: dict[str, Value], direction: str, out: IO[bytes]) -> Done:
-        """The change applied in place to the link's two ends (engine/links.py), recorded and logged."""
-        from ..engine.links import LiveLink
+        """The change applied in place to the link's two ends (engine/link_changes.py), recorded and logged."""
+        from ..engine.link_changes import LiveLink
         from .seam import Done
 
         spent = LiveLink(blueprint, a, b).prepare(direction=direction, **params)(None)  # as LinkHandle.set
