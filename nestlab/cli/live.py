@@ -80,7 +80,6 @@ def link_set(
         if not params:
             raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
         found = resolve(topo, lab)
-        found.link(a, b)  # the link is known (else: which links there are)
         done = sites.of(found.name).link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)

@@ -31,7 +31,7 @@ class LiveLink:
     def __init__(self, lab: LabView, a: str, b: str, shaper: shaping.Shaper | None = None, obj: LinkObj | None = None):
         """``obj``: the link as the caller already read it from the lab's state (else it is looked up)."""
         self.lab = lab
-        self.obj = obj or _find(lab, a, b)
+        self.obj = obj or find(lab, a, b)
         self.reversed = self.obj.a.ref != a
         self._shaper = shaper
 
@@ -171,7 +171,8 @@ class LiveLink:
         }
 
 
-def _find(lab: LabView, a: str, b: str) -> LinkObj:
+def find(lab: LabView, a: str, b: str) -> LinkObj:
+    """The running lab's link between ``a`` and ``b`` (in either order), as its state records it."""
     current = state.read(lab.name)
     links = current.plan.links if current else lab.plan.links  # the running lab's shaping, live changes included
     for link in links.values():

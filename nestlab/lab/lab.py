@@ -184,6 +184,7 @@ class Lab:
             NodeSpec.model_validate({"kind": kind, **spec})
         except ValidationError as exc:
             raise TopologyError(self.source, [Problem(path + tuple(e["loc"]), e["msg"]) for e in exc.errors()]) from None
+        self._editing()
         self._raw["topology"]["nodes"][name] = {"kind": kind, **spec}
         self._changed()
         return Node(self, name)
@@ -196,12 +197,14 @@ class Lab:
 
     def add_host(self, name: str, **spec) -> None:
         """Declare an emulated physical host (``sysctls`` as in the file); nodes go on it with ``host=``."""
+        self._editing()
         self._raw.setdefault("hosts", {})[name] = spec
         self._changed()
 
     def add_wire(self, *endpoints: str, rate: str | None = None, mtu: int | None = None) -> None:
         """Cable (two ``"host:nic"``) or switch (one, three or more) between hosts' NICs."""
         params = {k: v for k, v in (("rate", rate), ("mtu", mtu)) if v is not None}
+        self._editing()
         self._raw.setdefault("wires", []).append({"endpoints": list(endpoints), "params": params})
         self._changed()
 
@@ -220,8 +223,15 @@ class Lab:
                 path = ("topology", "links", len(links), "endpoints", j)
                 raise TopologyError(self.source, [Problem(path, f"node '{endpoint.node}' is not defined")])
         extra = {k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), *options.items()) if v is not None}
-        links.append({"endpoints": list(endpoints), **extra})
+        self._editing()
+        self._raw["topology"]["links"].append({"endpoints": list(endpoints), **extra})
         self._changed()
+
+    def _editing(self) -> None:
+        """Before the topology's data changes: a blueprint already handed out keeps the data it was made of."""
+        if self._blueprint is not None:
+            self._raw = copy.deepcopy(self._raw)
+            self._blueprint = None
 
     def _changed(self) -> None:
         self._blueprint = None
@@ -302,7 +312,7 @@ class Lab:
         from .. import sites
 
         with state.locked(self.name):
-            return sites.of(self.name).remove(folder_too)
+            return sites.remove(self.name, folder_too)
 
     @contextmanager
     def deployed(self) -> Iterator[Lab]:

@@ -130,8 +130,7 @@ def interfaces(name: str, node: str | None = None) -> list[dict[str, Any]]:
     if node is not None and not nodes:
         raise LabError(f"lab {name} has no node {node}")
     site = sites.of(name)
-    elsewhere = {n for share, held in site.holders(nodes).items() if share for n in held}  # on servers or pods
-    remote = {n["name"]: n for n in site.inspect(lab.blueprint, elsewhere)["nodes"]} if elsewhere else {}
+    remote = {n["name"]: n for n in site.inspect(lab.blueprint, set(nodes))["nodes"]} if site.shares() else {}  # on servers, pods
     found = []
     for n in nodes:
         if n in remote:

@@ -207,8 +207,10 @@ class Site:
     def link_set(self, blueprint: Blueprint, a: str, b: str, params: dict[str, Value], direction: str, out: IO[bytes]) -> Done:
         """Change the link between ``a`` and ``b`` in place (``params``: ``link set``'s options, ``state``: up or down;
         ``direction``: both, a or b): by the share holding it, whose own line says what it did."""
+        from ..engine.link_changes import find
         from .seam import Done
 
+        find(blueprint, a, b)  # the lab has the link (else: which links it has)
         if params.get("trace"):
             raise LabError("--trace on a lab on servers: the trace file would have to be on the server; not supported yet")
         share = self.one_share(
