@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 IFNAMSIZ = 15  # the longest interface name the kernel takes (its IFNAMSIZ, 16, less the NUL)
@@ -26,6 +27,12 @@ def is_ifname(name: str) -> bool:
     """An interface name the kernel takes and a shell needs no quotes for: 1-15 letters, digits, '.',
     '-', '_', the first a letter or digit."""
     return len(name) <= IFNAMSIZ and _IFNAME.fullmatch(name) is not None
+
+
+def python_module(module: str) -> list[str]:
+    """The command line of a helper nestlab starts as ``python -m MODULE``: ``-P`` puts no working directory
+    first on sys.path, so a ``nestlab/`` in the caller's (perhaps another user's) folder never runs as root."""
+    return [sys.executable, "-P", "-m", module]
 
 
 NETNS_DIR = "/run/netns"  # where ip netns (and nestlab) pin network namespaces

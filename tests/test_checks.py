@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 import time
+import types
 import xml.etree.ElementTree as ET
 
 from conftest import NESTLAB, ROOT, run_cli
@@ -240,3 +242,103 @@ def test_a_change_whose_effect_comes_after_a_timer_is_timed_from_it(topo_file):
     assert 3.5 <= again <= 7, done.stderr
     up = re.search(r"up: every check holds again (\d+\.\d+) s later \(.*failing from (\d+\.\d+) s", done.stderr)
     assert up and float(up.group(2)) < 0.2 and float(up.group(1)) < 3, done.stderr
+
+
+CLAB_LINE = """name: {name}
+topology:
+  nodes:
+    r1: {kind: linux, exec: ["ip addr add 10.0.12.1/24 dev eth1", "ip route add 10.0.23.0/24 via 10.0.12.2"]}
+    r2: {kind: linux, sysctls: {net.ipv4.ip_forward: 1},
+         exec: ["ip addr add 10.0.12.2/24 dev eth1", "ip addr add 10.0.23.2/24 dev eth2"]}
+    r3: {kind: linux, exec: ["ip addr add 10.0.23.3/24 dev eth1", "ip route add 10.0.12.0/24 via 10.0.23.2"]}
+  links:
+    - {endpoints: ["r1:eth1", "r2:eth1"], params: {rate: 10mbit}}
+    - {endpoints: ["r2:eth2", "r3:eth1"], params: {rate: 10mbit}}
+checks:
+  - reach: {from: r1, to: r3}
+  - rate: {from: r1, to: r3, mbit: 10, tolerance: 30%}
+"""
+
+
+def test_a_node_name_never_resolves_to_the_management_network(topo_file, lab_name):
+    """A containerlab file: every node's eth0 is on the one management bridge (172.20.20.0/24), directly
+    connected to every other node.  Checks by name still take r3's data address, through r2, at the links'
+    10 Mbit/s; with r2-r3 down both fail rather than holding over the management network."""
+    path = topo_file(CLAB_LINE, "lab.clab.yml")
+    done = run_cli("check", "-t", str(path), "--wait", "30", "--format", "json", timeout=200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    reach, rate = json.loads(done.stdout)["checks"]
+    assert reach["held"] and reach["saw"] == "answered from 10.0.23.3 (r3 is 10.0.23.3 (via 10.0.12.2, /24))", reach
+    assert rate["held"] and "Mbit/s to 10.0.23.3 (" in rate["saw"], rate
+    mgmt = run_cli("exec", "--lab", lab_name, "r3", "--", "ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout
+    assert " 172.20.20." in mgmt, mgmt  # the management address the checks left out is there
+
+    assert run_cli("link", "set", "--lab", lab_name, "r2:eth2", "r3:eth1", "--down").returncode == 0
+    broken = run_cli("check", "--lab", lab_name, "--wait", "4", "--format", "json", timeout=120)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert [r["held"] for r in json.loads(broken.stdout)["checks"]] == [False, False], broken.stdout
+
+
+def _fake_watch(probe, cheap: bool):
+    from nestlab.verify import checks as C
+
+    check = types.SimpleNamespace(kind="reach" if cheap else "latency", title=lambda: "r1 -> r9")
+    return lambda lab, cs: [C._Watch(check, C.Result(0, "r1 -> r9", check.kind), probe, cheap)]
+
+
+def test_a_check_first_tried_after_the_hold_window_and_failing_is_failed(monkeypatch):
+    """A latency check queued behind a measurement (MEASURING) until after the hold window, failing every attempt,
+    never held: recover() says so (not held, failed_at set) and the reconvergence reports it failing, not
+    'no effect seen'."""
+    from nestlab.verify import checks as C
+
+    def failing():
+        time.sleep(0.1)
+        return False, "no answer from 10.0.0.9"
+
+    monkeypatch.setattr(C, "_watches", _fake_watch(failing, cheap=False))
+    monkeypatch.setattr(C, "HOLD", 1.0)
+
+    def busy():
+        with C.MEASURING:
+            time.sleep(1.3)  # a rate test of the same change
+
+    applied = time.time()
+    blocker = threading.Thread(target=busy)
+    blocker.start()
+    time.sleep(0.05)
+    result = C.recover(None, [None], applied, wait=2.0, hold=1.0)[0]
+    blocker.join()
+    assert not result.held and result.failed_at is not None and result.failed_at >= 1.0, result
+    assert result.attempts >= 1 and result.saw == "no answer from 10.0.0.9", result
+
+    said: list[str] = []
+    blocker = threading.Thread(target=busy)
+    blocker.start()
+    time.sleep(0.05)
+    watch = C.Reconvergence(None, [None], said.append, wait=2.0)
+    watch.changed(applied := time.time(), "r1:eth1 down")
+    assert watch.finish() == [None] and watch.no_effect == 0, said
+    blocker.join()
+    assert said == ["after r1:eth1 down: 1 of 1 checks do not hold again 2 s later: r1 -> r9"], said
+
+
+def test_recover_reads_a_checks_attempts():
+    """after_change() from recorded attempts (start, held, saw), 10 s hold window from the change at 100."""
+    from nestlab.verify.checks import Result, after_change
+
+    def read(*tried):
+        return after_change(Result(0, "c", "reach"), list(tried), applied=100.0, hold=10.0)
+
+    unaffected = read((101, True, "ok"), (105, True, "ok"), (111, False, "lost"))  # held all through the window
+    assert unaffected.held and unaffected.failed_at is None and unaffected.saw == "ok", unaffected
+    late = read((111, True, "ok"))  # first tried after the window, and held: nothing seen to fail
+    assert late.held and late.failed_at is None, late
+    never = read(*[(110.5 + i, False, "lost") for i in range(10)])  # the reviewer's case: all after the window, all failed
+    assert not never.held and never.failed_at == 10.5 and never.first_held is None and never.saw == "lost", never
+    late_fail = read((111, False, "lost"), (112, True, "ok"))  # first seen failing, then held: affected
+    assert late_fail.held and late_fail.failed_at == 11 and late_fail.first_held == 12, late_fail
+    recovered = read((101, True, "ok"), (102, False, "lost"), (103, False, "lost"), (104, True, "back"))
+    assert recovered.held and recovered.failed_at == 2 and recovered.first_held == 4 and recovered.saw == "back", recovered
+    untried = read()
+    assert not untried.held and untried.saw == "not tried" and untried.attempts == 0, untried

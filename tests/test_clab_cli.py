@@ -238,7 +238,7 @@ def test_flags_that_change_nothing_here_say_why_and_license_is_written(tmp_path)
     assert made.returncode == 0, made.stderr
     assert yaml.safe_load(made.stdout)["topology"]["kinds"] == {"linux": {"license": "lic.key"}}, made.stdout
     assert "note --max-workers: ignored (nestlab makes every node in one process" in made.stderr
-    assert "note --owner: ignored (a lab's files are root's here)" in made.stderr
+    assert "note --owner: ignored (the lab directory's files belong to whoever owns the folder it is in)" in made.stderr
     path = tmp_path / "flags.clab.yml"
     path.write_text(made.stdout)
     drawn = run_cli("clab", "graph", "-t", str(path), "--mermaid", "--offline")

@@ -251,6 +251,11 @@ def test_nodes_past_a_bridges_ports_hang_on_child_bridges_and_reach_every_other(
         ("{mgmt-ipv4: 172.20.20.1}", "", "network, broadcast or gateway address"),
         ("{network-mode: bridgey}", "", "network-mode: bridgey is not a network mode (none, host or container:NODE)"),
         ("{}", "mgmt: {ipv4-subnet: ROUTE}\n", "overlaps this machine's route"),
+        (
+            "{}",
+            "mgmt: {ipv4-subnet: 10.77.0.0/30}\n",
+            "ipv4-subnet 10.77.0.0/30 has 1 addresses for nodes and the lab has 2 nodes",
+        ),
     ],
 )
 def test_bad_management_input_is_a_file_error_and_makes_nothing(tmp_path, lab_name, node, mgmt, message):

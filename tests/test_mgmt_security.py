@@ -1,12 +1,15 @@
 """The management plane as an attacker meets it: a password login lands as the lab's unprivileged user in a
-view of its own (the machine's /root, /etc and /tmp untouched), no file others may read holds a password,
+view of its own (the machine's /root, /etc and /tmp untouched), with no group or sudo right of a machine user of its
+name and no setuid program working, its processes ending with the lab, no file others may read holds a password,
 a flood of connections to port 22 starts at most 32 sshd and idle ones end after the grace time, IPv4
 forwarding is put back when the last management network goes, a bad username is refused with its line,
 and a damaged /etc/hosts block is reported, never guessed."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import os
 import socket
 import stat
@@ -205,6 +208,156 @@ def test_a_flood_of_connections_starts_at_most_32_sshd_and_idle_ones_end_after_t
     assert leftovers() == []
 
 
+# answers each "assword" prompt of a program on a terminal (chfn asks for the login's password), prints its output
+PTY_DRIVE = """import os, pty, sys, time
+answers = sys.argv[1].split(",")
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+out = b""
+end = time.time() + 15
+while time.time() < end:
+    try:
+        d = os.read(fd, 1024)
+    except OSError:
+        break
+    if not d:
+        break
+    out += d
+    if b"assword" in d and answers:
+        time.sleep(0.2)
+        os.write(fd, (answers.pop(0) + "\\n").encode())
+print(out.decode(errors="replace"))
+print("exit", os.waitpid(pid, 0)[1] >> 8)
+"""
+
+
+def _etc_backups() -> dict[str, str | None]:
+    """What chfn, passwd and friends write beside the machine's account files."""
+    found: dict[str, str | None] = {}
+    for name in ("passwd-", "passwd+", "shadow-", "shadow+", "group-", "group+", "gshadow-", "gshadow+", "passwd", "shadow"):
+        try:
+            found[name] = hashlib.sha256(Path("/etc", name).read_bytes()).hexdigest()
+        except FileNotFoundError:
+            found[name] = None
+    return found
+
+
+def test_a_password_login_has_no_group_or_setuid_right_of_a_machine_user_of_its_name_and_ends_with_its_lab(topo_file, lab_name):
+    user, group = "nlu" + os.urandom(3).hex(), "nlg" + os.urandom(3).hex()
+    topo = topo_file(CREDENTIALS.replace("username: admin", f"username: {user}"), "lab.clab.yml")
+    made: list[list[str]] = []
+    uid = None
+    try:
+        # a machine user of the login's name, member of a group of this machine (as postgres is of ssl-cert)
+        for make, undo in (
+            (["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", user], ["userdel", user]),
+            (["groupadd", group], ["groupdel", group]),
+        ):
+            subprocess.run(make, check=True, capture_output=True)
+            made.insert(0, undo)
+        subprocess.run(["gpasswd", "-a", user, group], check=True, capture_output=True)
+        rule = Path(f"/etc/sudoers.d/{user}")  # a sudoers rule by name (cloud images': 90-cloud-init-users)
+        made.insert(0, ["rm", "-f", str(rule)])
+        rule.write_text(f"{user} ALL=(ALL) NOPASSWD:ALL\n")
+        rule.chmod(0o440)
+        before = _etc_backups()
+        done = run_cli("deploy", "-t", str(topo), timeout=120)
+        assert done.returncode == 0, done.stderr
+        a = _address(lab_name, "a")
+        uid = int(Path(f"/var/lib/nestlab/ssh/{lab_name}/uid").read_text())
+        assert uid in sshgate.UIDS and 1879048192 <= uid <= 2147352575  # systemd's unused range
+        drive = base64.b64encode(PTY_DRIVE.encode()).decode()
+        session = _ssh_password(
+            a,
+            f"id; grep -c {user} /etc/group; sudo -n id; echo sudo=$?; echo {drive} | base64 -d > /tmp/d.py; "
+            f"python3 /tmp/d.py {PASSWORD} chfn -r 42; python3 /tmp/d.py {PASSWORD},Zz-New-Pass9x,Zz-New-Pass9x passwd",
+            user=user,
+        )
+        out = session.stdout
+        assert f"uid={uid}({user}) gid={uid}({user}) groups={uid}({user})" in out, out + session.stderr
+        assert group not in out and out.splitlines()[1] == "1", out  # its own group line, in no machine group
+        assert "sudo=1" in out and "uid=0" not in out, out + session.stderr  # no sudo by name, no setuid root
+        assert _etc_backups() == before, "chfn or passwd changed the machine's account files"
+        # what outlives a session: a process in a user namespace of its own, one that forks anew on SIGTERM
+        _ssh_password(
+            a,
+            "nohup unshare -Urnu sh -c 'while :; do sleep 1; done' >/dev/null 2>&1 & "
+            "nohup setsid sh -c 'trap \"setsid sleep 901 </dev/null >/dev/null 2>&1 &\" TERM; while :; do sleep 0.2; done' "
+            ">/dev/null 2>&1 & sleep 0.5",
+            user=user,
+        )
+        assert sshgate.login_pids(uid), "the session left its processes running"
+    finally:
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+        left = sshgate.login_pids(uid) if uid is not None else []
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        for undo in made:
+            subprocess.run(undo, capture_output=True)
+    assert gone.returncode == 0, gone.stderr
+    assert left == [], "a login's processes outlived its lab"
+    assert leftovers() == []
+
+
+def test_a_uid_a_live_process_holds_is_not_given_to_a_lab(tmp_path):
+    held = set()
+    for other in Path(sshgate.names.KEYS_ROOT).glob("*/uid"):
+        with contextlib.suppress(OSError, ValueError):
+            held.add(int(other.read_text()))
+    first = next(uid for uid in sshgate.UIDS if uid not in held and not sshgate._used(uid))
+    os.makedirs(sshgate.names.KEYS_ROOT, exist_ok=True)
+    survivor = subprocess.Popen(["setpriv", f"--reuid={first}", f"--regid={first}", "--clear-groups", "sleep", "60"])
+    try:
+        deadline = time.monotonic() + 5
+        while not sshgate.login_pids(first) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sshgate._uid(str(tmp_path)) != first
+    finally:
+        survivor.kill()
+        survivor.wait()
+
+
+def test_clients_waiting_at_the_password_prompt_are_not_logged_in(topo_file, lab_name, tmp_path, monkeypatch):
+    monkeypatch.setenv("NESTLAB_SSH_GRACE", "20")
+    topo = topo_file(CREDENTIALS, "lab.clab.yml")
+    slow = tmp_path / "askpass.sh"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    done = run_cli("deploy", "-t", str(topo), timeout=120)
+    clients: list[subprocess.Popen] = []
+    try:
+        assert done.returncode == 0, done.stderr
+        a = _address(lab_name, "a")
+        env = {**os.environ, "SSH_ASKPASS": str(slow), "SSH_ASKPASS_REQUIRE": "force"}
+        for i in range(40):  # OpenSSH titles its monitor `sshd: USER [priv]` once the client names a user
+            clients.append(
+                subprocess.Popen(
+                    ["ssh", *SSH, "-o", "PubkeyAuthentication=no", "-l", f"nobody-{i}", a, "true"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
+            time.sleep(0.1)
+        peak = 0
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            peak = max(peak, _sshd_of(lab_name))
+            time.sleep(0.2)
+        assert 0 < peak <= 32, peak
+    finally:
+        for proc in clients:
+            proc.kill()
+            proc.wait()
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+
+
 def test_ip_forward_is_put_back_when_the_last_management_network_goes(tmp_path):
     forward = Path("/proc/sys/net/ipv4/ip_forward")
     before = forward.read_text()
@@ -246,6 +399,7 @@ def test_ip_forward_is_put_back_when_the_last_management_network_goes(tmp_path):
         ('{username: "admin\\nroot::0:0::/:/bin/sh", password: x}', "is not a user name"),
         ("{username: " + "a" * 33 + ", password: x}", "is not a user name"),
         ("{username: root, password: x}", "a password login is never root"),
+        ("{username: admin, password: " + "x" * 257 + "}", "password is longer than 256 bytes"),
         ('{username: admin, password: "x\\nroot"}', "password may not hold '\\n'"),
         ("{username: admin, identity-file: 'k\"\\n\\tProxyCommand touch /tmp/p'}", "identity-file may not hold"),
     ],

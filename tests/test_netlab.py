@@ -81,7 +81,11 @@ def test_compat_netlab_writes_only_what_this_kernel_needs(tmp_path):
     has_modules = os.path.exists("/proc/modules")
     made = subprocess.run(["unshare", "--net", "ip", "link", "add", "v0", "type", "vrf", "table", "7"], capture_output=True)
     expected = ({kmods} if not has_modules else set()) | ({vrf} if has_modules and made.returncode == 0 else set())
-    (tmp_path / ".netlab.yml").write_text(yaml.safe_dump({kmods: ["stale"], vrf: True, "mine": 1}))
+    earlier = (  # as an earlier nestlab wrote it, whole: its header names its keys
+        "# netlab user defaults; the keys below `nestlab compat netlab` set (and why):\n"
+        f"#   {kmods}: netlab reads /proc/modules\n#   {vrf}: this kernel has VRF\n"
+    )
+    (tmp_path / ".netlab.yml").write_text(earlier + yaml.safe_dump({kmods: ["stale"], vrf: True, "mine": 1}))
     env = {**os.environ, "HOME": str(tmp_path)}
     done = subprocess.run(
         [*NESTLAB_CLI, "compat", "netlab", "--dir", str(tmp_path / "bin")], capture_output=True, text=True, env=env, timeout=60
@@ -92,3 +96,47 @@ def test_compat_netlab_writes_only_what_this_kernel_needs(tmp_path):
     for key in expected:
         assert f"  {key}: " in done.stderr, done.stderr
     assert done.stderr.count("  not set: ") == 2 - len(expected), done.stderr
+
+
+USERS_DEFAULTS = """# my lab defaults: keep this comment
+devices.frr.clab.group_vars.netlab_mgmt_vrf: true   # I want the mgmt VRF
+defaults:
+  # the provider I use
+  provider: clab
+devices:
+  linux:
+    clab:
+      group_vars:
+        ansible_connection: docker
+"""
+
+
+def test_compat_netlab_keeps_every_setting_and_comment_of_yours(tmp_path):
+    """A defaults file of the user's, with comments, a flat and a nested key of those nestlab writes: their text
+    stays as written, their values win (and are said), nestlab's own keys go into a block it rewrites alone."""
+    import yaml
+
+    vrf = "devices.frr.clab.group_vars.netlab_mgmt_vrf"
+    path = tmp_path / ".netlab.yml"
+    path.write_text(USERS_DEFAULTS)
+    env = {**os.environ, "HOME": str(tmp_path)}
+    for _ in range(2):  # a second run changes nothing
+        done = subprocess.run(
+            [*NESTLAB_CLI, "compat", "netlab", "--dir", str(tmp_path / "bin")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        text = path.read_text()
+        assert text.startswith(USERS_DEFAULTS), text
+        assert text.count("# >>> nestlab compat netlab >>>") == 1, text
+    written = yaml.safe_load(text)
+    assert written[vrf] is True and written["defaults"] == {"provider": "clab"}, written
+    assert written["devices"]["linux"]["clab"]["group_vars"]["ansible_connection"] == "docker", written
+    assert "devices.linux.clab.group_vars.ansible_connection" not in written, written  # theirs, nested, not overridden
+    assert written["devices.frr.clab.group_vars.ansible_connection"] == "ssh", written  # nestlab's others written
+    assert 'devices.linux.clab.group_vars.ansible_connection: yours ("docker") kept; nestlab would set "ssh"' in done.stderr
+    if os.path.exists("/proc/modules"):  # where nestlab would write netlab_mgmt_vrf: false, the user's true stays
+        assert f"{vrf}: yours (true) kept" in done.stderr, done.stderr

@@ -615,3 +615,96 @@ def test_a_dead_trace_player_is_a_warning_an_inspect_state_and_a_fidelity_reason
     assert a["traces"]["eth1"]["player"] == "dead", a
     assert "warning: the trace player of a:eth1 is dead" in result.stderr, result.stderr
     assert not ping(lab.nodes["a"], "10.9.0.2"), "a dead player's link carries nothing"
+
+
+def _set_trace(lab_name: str, *args: str) -> subprocess.CompletedProcess:
+    return run_cli("link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--direction", "a", *args)
+
+
+def _redirects(lab) -> int:
+    return lab.nodes["a"].cmd(["tc", "filter", "show", "dev", "eth1", "parent", "1:"]).count("Redirect to device")
+
+
+def test_live_trace_changes_replace_the_redirect_and_a_missing_one_is_seen(lab_from, lab_name, tmp_path):
+    """Two live trace changes in a row: one redirect filter (to the new player's tap), pings pass, inspect
+    says playing; a link whose redirect is gone is not `playing`."""
+    from nestlab.backends.services import traceplay
+
+    _trace(tmp_path / "t12.trace", [(1000, 12)])
+    _trace(tmp_path / "fast.trace", [(100, 100)])
+    lab = lab_from(TRACED.replace("TRACE", "t12.trace"))
+    assert _redirects(lab) == 1
+    for trace in ("fast.trace", "t12.trace"):
+        done = _set_trace(lab_name, "--trace", str(tmp_path / trace))
+        assert done.returncode == 0, done.stderr
+        shown = lab.nodes["a"].cmd(["tc", "filter", "show", "dev", "eth1", "parent", "1:"])
+        assert _redirects(lab) == 1, shown
+        assert ping(lab.nodes["a"], "10.9.0.2", count=3), f"after --trace {trace}: {shown}"
+        assert traceplay.health(lab_name, "a", "eth1")["player"] == "playing"
+    lab.nodes["a"].cmd(["tc", "filter", "del", "dev", "eth1", "parent", "1:", "prio", "1"])
+    health = traceplay.health(lab_name, "a", "eth1")
+    assert health["player"] == "dead" and "redirects nothing" in health["why"], health
+
+
+def test_a_trace_silence_is_not_a_lag(lab_from, lab_name, tmp_path):
+    """200 ms of opportunities, then silent until 6 s: 4.5 s into the trace its player still says playing."""
+    (tmp_path / "gap.trace").write_text("\n".join([str(ms) for ms in range(1, 201)] + ["6000"]) + "\n")
+    lab_from(TRACED.replace("TRACE", "gap.trace"))
+    from nestlab.backends.services import traceplay
+
+    start = traceplay.health(lab_name, "a", "eth1")["start"]
+    time.sleep(max(0.0, start + 4.5 - time.time()))
+    shown = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json", check=True).stdout)
+    (a,) = [n for n in shown["nodes"] if n["name"] == "a"]
+    assert a["traces"]["eth1"]["player"] == "playing", a
+
+
+def test_link_set_queue_on_a_traced_link_reaches_its_player(lab_from, lab_name, tmp_path):
+    from nestlab.backends.services import traceplay
+
+    _trace(tmp_path / "t12.trace", [(1000, 12)])
+    lab = lab_from(TRACED.replace("TRACE", "t12.trace"))
+    assert _set_trace(lab_name, "--queue", "5").returncode == 0
+    (player,) = _players(lab_name, "a")
+    args = player.split("\0")
+    assert args[args.index("eth1") + 2] == "5", args  # IFACE TRACE QUEUE STATUS
+    assert traceplay.health(lab_name, "a", "eth1")["queue"] == 5
+    assert ping(lab.nodes["a"], "10.9.0.2", count=3)
+
+
+def test_setting_the_same_trace_again_restarts_a_dead_player(lab_from, lab_name, tmp_path):
+    import os
+    import signal
+
+    from nestlab.backends.services import traceplay
+
+    _trace(tmp_path / "t12.trace", [(1000, 12)])
+    lab = lab_from(TRACED.replace("TRACE", "t12.trace"))
+    assert _set_trace(lab_name, "--trace", str(tmp_path / "t12.trace")).returncode == 0
+    os.kill(traceplay.health(lab_name, "a", "eth1")["pid"], signal.SIGKILL)
+    time.sleep(0.2)
+    assert traceplay.health(lab_name, "a", "eth1")["player"] == "dead"
+    assert not ping(lab.nodes["a"], "10.9.0.2")
+    done = _set_trace(lab_name, "--trace", str(tmp_path / "t12.trace"))
+    assert done.returncode == 0, done.stderr
+    assert traceplay.health(lab_name, "a", "eth1")["player"] == "playing"
+    assert ping(lab.nodes["a"], "10.9.0.2", count=3)
+    assert len(_players(lab_name, "a")) == 1 and _redirects(lab) == 1
+
+
+def test_a_trace_faster_than_a_player_can_follow_is_refused(topo_file, lab_from, lab_name, tmp_path):
+    """A trace peaking above MAX_BPS over any 100 ms: a file error at deploy and at `link set`."""
+    from nestlab.model import trace
+
+    (tmp_path / "huge.trace").write_text("\n".join(["1"] * 20000 + ["10"]) + "\n")  # 24 Gbit/s
+    _trace(tmp_path / "burst.trace", [(50, 10), (100, 600), (850, 1)])  # 600 Mbit/s for 100 ms across two slices
+    burst = trace.read(str(tmp_path / "burst.trace"))
+    assert max(trace.bins(burst)) < trace.MAX_BPS < trace.peak_bps(burst)  # any 100 ms, not fixed slices
+    refused = run_cli("deploy", "-t", str(topo_file(TRACED.replace("TRACE", "huge.trace"), "huge.yml")))
+    assert refused.returncode == 2 and "huge.trace' is too fast: it peaks at 24,001 Mbit/s" in refused.stderr, refused.stderr
+    lab_from(pair())
+    for name in ("huge.trace", "burst.trace"):
+        refused = _set_trace(lab_name, "--trace", str(tmp_path / name))
+        assert refused.returncode == 2 and f"above the {trace.MAX_BPS // 10**6} Mbit/s" in refused.stderr, refused.stderr
+    _trace(tmp_path / "ok.trace", [(1000, trace.MAX_BPS / 1e6 * 0.9)])
+    assert _set_trace(lab_name, "--trace", str(tmp_path / "ok.trace")).returncode == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -108,8 +109,10 @@ def render(
         lab = Lab.from_file(topo)
         manifests, parts = make(lab, count, image or NESTLAB_REF, namespace)
         text = yaml.safe_dump_all(manifests, sort_keys=False)
-        if output:
-            output.write_text(text)
+        if output:  # 0600: the ConfigMap holds the topology, passwords too
+            with open(output, "w", opener=lambda path, flags: os.open(path, flags, 0o600)) as fh:
+                os.fchmod(fh.fileno(), 0o600)
+                fh.write(text)
             err.line(f"lab {lab.name}: {count} pods, {len(parts.placement.cut)} cut links; manifests in {output}")
         else:
             out.line(text)

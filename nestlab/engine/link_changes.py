@@ -93,8 +93,8 @@ class LiveLink:
             state=new_state or self.obj.state,
             mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
-        ends = [  # (end, its new shape or None when unchanged, its trace before and after)
-            (end, dict(new) if new != old else None, dict(old).get("trace"), dict(new).get("trace"))
+        ends = [  # (end, its new shape or None when unchanged, its trace (and the trace's queue) before and after)
+            (end, dict(new) if new != old else None, _traced(old), _traced(new))
             for end, old, new in (
                 (self.obj.a, self.obj.shape_a, updated.shape_a),
                 (self.obj.b, self.obj.shape_b, updated.shape_b),
@@ -108,14 +108,17 @@ class LiveLink:
                 with self._shaping() as shaper:
                     for end, new_shape, old_trace, new_trace in ends:
                         path, iface = names.netns_path(self.lab.name, end.node), end.iface
-                        if new_trace != old_trace:  # its player goes (a new one follows the new trace)
-                            from ..backends.services import traceplay
+                        from ..backends.services import traceplay
 
+                        replay = new_trace is not None and (  # the same trace and queue again restarts a dead player
+                            new_trace != old_trace or traceplay.health(self.lab.name, end.node, iface)["player"] == "dead"
+                        )
+                        if old_trace is not None and (new_trace is None or replay):  # its player goes
                             traceplay.stop(self.lab.name, end.node, iface)
                         if new_shape is not None:
                             shaper.apply(path, iface, new_shape)
-                        if new_trace and new_trace != old_trace:
-                            traceplay.start(self.lab.name, end.node, iface, new_trace, int(new_shape.get("queue", 1000)))
+                        if replay:  # a new player follows the new trace, or the trace with its new queue
+                            traceplay.start(self.lab.name, end.node, iface, *new_trace)
                         if mtu is not None:
                             shaper.set_mtu(path, iface, int(mtu))
                         if new_state:
@@ -194,3 +197,9 @@ def _probe():
     from ..backends.kernel import probe
 
     return probe
+
+
+def _traced(shape: tuple) -> tuple[str, int] | None:
+    """The delivery trace a direction follows and its player's queue (None: no trace)."""
+    params = dict(shape)
+    return (params["trace"], int(params.get("queue", 1000))) if params.get("trace") else None

@@ -8,7 +8,8 @@ with its connection.  sshd reads the lab's host key, authorized keys (the lab's 
 public keys from ~/.ssh) and configuration from ``/var/lib/nestlab/ssh/LAB`` (root's alone).  A node
 whose ``cmd`` or ``exec`` runs an SSH server of its own, or that says ``ssh: false``, is left alone.
 
-A password login (``credentials:``) is never root: it is the lab's own unprivileged uid (docs/management.md).
+A password login (``credentials:``) is never root: it is the lab's own unprivileged uid (docs/management.md), in
+no group of a machine user of its name, under no_new_privs (no setuid program raises it); destroy kills its processes.
 At most :data:`MAX_STARTUPS` sessions of a lab are not yet logged in at once (a connection beyond is closed,
 as sshd's MaxStartups does; one not logged in is at most two sshd), and sshd ends one after its grace time.
 """
@@ -19,8 +20,10 @@ import contextlib
 import errno
 import fcntl
 import glob
+import grp
 import os
 import pwd
+import re
 import selectors
 import signal
 import socket
@@ -30,6 +33,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
+from ..backends.kernel import procs
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
@@ -41,11 +45,17 @@ if TYPE_CHECKING:
 PORT = 22
 MAX_STARTUPS = 16  # sessions of a lab not yet logged in at once (two sshd each at most); beyond, a connection is closed
 GRACE = 30  # seconds a session has to log in (sshd's LoginGraceTime); NESTLAB_SSH_GRACE changes it
-UIDS = range(0x6E6C_0000, 0x6E6C_0000 + 65536)  # the labs' login uids ("nl"): clear of distributions' and systemd's
+# the labs' login uids ("pn"): in the range systemd leaves unused (1879048192-2147352575, systemd.io/UIDS-GIDS),
+# clear of distributions' users and of systemd's dynamic, container and nspawn ranges
+UIDS = range(0x706E_0000, 0x706E_0000 + 65536)
 # sshd -i for a node with credentials, in a mount namespace of its own: tmpfs over the machine's world-writable
 # folders and /home (the login's home, with the lab's authorized keys); the node's /etc/passwd plus the login's
-# line, and a shadow file of that line and root's (keys only), bound over /etc/passwd and /etc/shadow (the
-# node's files and the machine's are untouched).  Arguments: sshd, its config, logins/NODE, the authorized keys.
+# line, and a shadow file of that line and root's (keys only), bound over /etc/passwd and /etc/shadow; the
+# machine's /etc/group (and gshadow) with the login's name taken out of every group and a group of the lab's gid
+# under its name, bound over them, so the login inherits no group (nor, by name, sudoers rule) of a machine user
+# of the same name (the node's files and the machine's are untouched).  sshd runs under no_new_privs (setpriv),
+# which its sessions inherit: sshd only drops privileges, and no setuid program (sudo, su, chfn, passwd) can raise
+# a login's.  Arguments: sshd, its config, logins/NODE, the authorized keys, GROUPS (an awk program).
 LOGIN = r"""mkdir -p -m 0755 /run/sshd && exec unshare -m --propagation private sh -ec '
 for d in /tmp /var/tmp /dev/shm /run/lock; do
   if [ -d $d ]; then mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $d; fi
@@ -63,8 +73,21 @@ t=$(mktemp -d)
 chmod 600 "$t/shadow"
 mount --bind "$t/passwd" /etc/passwd
 mount --bind "$t/shadow" /etc/shadow
+for g in group gshadow; do
+  if [ -f /etc/$g ]; then
+    line="$user:x:$gid:"; if [ $g = gshadow ]; then line="$user:!::"; fi
+    { awk -F: -v OFS=: -v user="$user" -v gid="$gid" -v g=$g "$5" /etc/$g; echo "$line"; } > "$t/$g"
+    chown --reference=/etc/$g "$t/$g"; chmod --reference=/etc/$g "$t/$g"
+    mount --bind "$t/$g" /etc/$g
+  fi
+done
 rm -rf "$t"
-exec "$1" -i -f "$2" -o PasswordAuthentication=yes -o "AuthorizedKeysFile $4 /home/%u/.ssh/authorized_keys"' login "$@"
+exec setpriv --no-new-privs "$1" -i -f "$2" -o PasswordAuthentication=yes -o "AuthorizedKeysFile $4 /home/%u/.ssh/authorized_keys"' login "$@"
+"""
+# /etc/group or gshadow (g) without the login's group nor the lab's gid, and without the login's name in any member
+# list (the 4th field of both)
+GROUPS = r"""$1 == user || (g == "group" && $3 == gid) { next }
+{ n = split($4, m, ","); $4 = ""; for (i = 1; i <= n; i++) if (m[i] != user) $4 = $4 ($4 == "" ? "" : ",") m[i]; print }
 """
 
 
@@ -150,7 +173,7 @@ def _logins(folder: str, logins: dict[str, Login]) -> None:
 
 def _uid(folder: str) -> int:
     """The lab's login uid (and gid): kept in ``uid``, else the first of :data:`UIDS` no other lab holds and this
-    machine does not use, chosen under a lock."""
+    machine does not use (as a user, a group, or a live process's uid), chosen under a lock."""
     mine = os.path.join(folder, "uid")
     with open(os.path.join(names.KEYS_ROOT, ".uids.lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -161,6 +184,7 @@ def _uid(folder: str) -> int:
         for other in glob.glob(os.path.join(names.KEYS_ROOT, "*", "uid")):
             with contextlib.suppress(OSError, ValueError), open(other) as fh:
                 held.add(int(fh.read()))
+        held |= {uid for pid in procs.others() for uid in procs.uids(pid) or ()}  # a destroyed lab's login left one
         for uid in UIDS:
             if uid not in held and not _used(uid):
                 with open(mine, "w") as fh:
@@ -170,11 +194,14 @@ def _uid(folder: str) -> int:
 
 
 def _used(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return False
-    return True
+    """Whether this machine has a user of ``uid`` or a group of that gid."""
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+        except KeyError:
+            continue
+        return True
+    return False
 
 
 def wanted(lab: Blueprint, node: str) -> bool:
@@ -225,7 +252,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
             held.append((sock, node))
         if not held:
             return Gate(None)
-        args = [sys.executable, "-m", "nestlab.engine.sshgate", names.lab_dir(lab.name) + "/", folder, str(login_grace())]
+        args = [*names.python_module("nestlab.engine.sshgate"), names.lab_dir(lab.name) + "/", folder, str(login_grace())]
         args += [f"{sock.fileno()}={node}" for sock, node in held]
         proc = subprocess.Popen(
             args,
@@ -276,7 +303,7 @@ def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> Non
             login = os.path.join(keys, "logins", key.data)
             try:
                 if sum(now - began < grace and not _logged_in(proc.pid) for proc, began in sessions) < MAX_STARTUPS:
-                    run = [*with_login, login, f"{keys}/authorized_keys"] if os.path.exists(login) else command
+                    run = [*with_login, login, f"{keys}/authorized_keys", GROUPS] if os.path.exists(login) else command
                     proc = nodes.popen(lab, plan, key.data, run, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
                     sessions.append((proc, now))
             except (OSError, LabError):
@@ -286,14 +313,25 @@ def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> Non
 
 
 def _logged_in(pid: int) -> bool:
-    """Whether a session's sshd has let its user in: it then names the user in its title (``sshd: USER@notty``,
-    ``sshd: USER [priv]``), not ``sshd: [accepted]``."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            title = fh.read().split(b"\0")[0]
-    except OSError:
-        return False
-    return title.startswith(b"sshd: ") and (b"@" in title or title.endswith(b" [priv]"))
+    """Whether a session's sshd has let its user in: its process or a descendant is then titled with the user at
+    its terminal (``sshd: USER@notty``, ``sshd: USER@pts/0``).  Not ``sshd: [accepted]``, nor ``sshd: USER [priv]``
+    or ``[net]``: OpenSSH titles its monitor so as soon as the client names a user, before any password."""
+    todo, seen = [pid], set()
+    while todo and len(seen) < 64:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        title = procs.cmdline(pid).split(b"\0")[0]
+        if title.startswith(b"sshd: ") and re.search(rb"@(notty|pts/\d+)$", title):
+            return True
+        todo += procs.children(pid)
+    return False
+
+
+def login_pids(uid: int) -> list[int]:
+    """Live processes whose real or effective uid is ``uid`` (a lab's login uid)."""
+    return procs.of_uid(uid)
 
 
 if __name__ == "__main__":

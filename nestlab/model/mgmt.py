@@ -112,6 +112,7 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 problems.append(located.problem(path, f"{value} is node {seen[ipaddress.ip_address(value)]}'s {key} already"))
             else:
                 seen[ipaddress.ip_address(value)] = name
+    problems += _capacity(topology, located, v4, gateway)
     for i, link in enumerate(topology.topology.links):
         for j, end in enumerate(link.endpoints):
             if (
@@ -129,6 +130,36 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                         )
                     )
     return problems
+
+
+def _capacity(topology: Topology, located: Located, v4: ipaddress.IPv4Network, gateway: ipaddress.IPv4Address) -> list[Problem]:
+    """Whether the addresses the network hands out (its ``ipv4-range``, else its subnet) are enough for the lab's
+    managed nodes, and which subnet would be (a 2 000-node lab on containerlab's default /24)."""
+    spec = topology.mgmt
+    assert spec is not None
+    nodes = topology.topology.nodes
+    managed = sum(
+        1
+        for name, node in nodes.items()
+        if not node.component_of and node.network_mode is None and not KINDS.get(node_kind(topology, name)).switch
+    )
+    try:
+        pool = ipaddress.IPv4Network(spec.ipv4_range) if spec.ipv4_range else v4
+    except ValueError:
+        return []  # reported above
+    free = sum(1 for _ in pool.hosts()) - (gateway in pool) if pool.num_addresses <= 1 << 16 else 1 << 16
+    if managed <= free:
+        return []
+    bits = 32 - max(2, (managed + 2).bit_length())  # room for every node, the gateway, network and broadcast
+    key = "ipv4-range" if spec.ipv4_range else "ipv4-subnet"
+    bigger = ipaddress.IPv4Network((pool.network_address, bits), strict=False)
+    return [
+        located.problem(
+            ("mgmt", key),
+            f"{key} {pool} has {free} addresses for nodes and the lab has {managed} nodes on the management network: "
+            f"give {key}: {bigger} (or more), or network-mode: none to the nodes that need none",
+        )
+    ]
 
 
 def notes(topology: Topology, located: Located) -> list[Problem]:

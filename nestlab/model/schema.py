@@ -196,9 +196,11 @@ class Credentials(_Strict):
     @field_validator("password", "identity_file")
     @classmethod
     def _one_line(cls, value: str | None, info) -> str | None:
-        forbidden = "\n\r\0" + ('"' if info.field_name == "identity_file" else "")
+        forbidden = "\n\r\0" + ('"\\' if info.field_name == "identity_file" else "")  # breaks ssh_config's quoted IdentityFile
         if value is not None and (problem := credentials.text_problem(value, info.field_name.replace("_", "-"), forbidden)):
             raise ValueError(problem)
+        if info.field_name == "password" and value is not None and len(value.encode()) > 256:
+            raise ValueError("password is longer than 256 bytes (openssl passwd -6 would cut it short)")
         return value
 
     @model_validator(mode="after")
@@ -611,6 +613,16 @@ class Topology(_Strict):
     prefix: str | None = Field(
         default=None, description="containerlab's long names: PREFIX-LAB-NODE (default clab; empty: NODE)", max_length=40
     )
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str | None) -> str | None:
+        """A container name's characters (Docker's rule for containerlab's): it names /run/netns files and
+        /etc/hosts and ssh config lines; "" and "__lab-name" are containerlab's special values."""
+        if value is None or value in ("", "__lab-name") or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+            return value
+        raise ValueError(f"{value!r} may hold only letters, digits, '_', '.' and '-', the first a letter or digit")
+
     ipv4_pool: str | None = DEFAULT_IPV4_POOL
     allow_host_interfaces: bool = Field(
         default=False, description="let parent: name a real interface of this machine (never needed for emulated hosts)"

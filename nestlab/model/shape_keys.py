@@ -56,14 +56,18 @@ PARSERS: dict[str, Callable] = {
 
 
 def _trace(value: str) -> None:
-    from .trace import read
+    from .trace import check_rate, read
 
     try:
-        read(value)
+        times = read(value)
     except OSError as exc:
         raise ValueError(f"'{value}': {exc.strerror}") from None
     except ValueError as exc:
         raise ValueError(f"'{value}' is not a Mahimahi trace: {exc}") from None
+    try:
+        check_rate(times)
+    except ValueError as exc:
+        raise ValueError(f"'{value}' is too fast: {exc}") from None
 
 
 CHECKS: dict[str, Callable] = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 PACKET_BYTES = 1500
 BIN_MS = 100  # the slice :func:`bins` counts by
+MAX_BPS = 500_000_000  # the most a trace may deliver over any BIN_MS: one player (Python, one core) follows it
 
 
 def read(path: str) -> list[int]:
@@ -31,3 +32,25 @@ def bins(times: list[int]) -> list[int]:
     for t in times:
         slots[(t // BIN_MS) % count] += 1
     return [n * PACKET_BYTES * 8 * 1000 // BIN_MS for n in slots]
+
+
+def peak_bps(times: list[int]) -> int:
+    """Bits per second the trace delivers in its busiest :data:`BIN_MS` window (any start, across its loop)."""
+    period = times[-1]
+    loops = 2 + BIN_MS // period
+    seq = [t + k * period for k in range(loops) for t in times]
+    most, first = 0, 0
+    for last, t in enumerate(seq):
+        while seq[first] <= t - BIN_MS:
+            first += 1
+        most = max(most, last - first + 1)
+    return most * PACKET_BYTES * 8 * 1000 // BIN_MS
+
+
+def check_rate(times: list[int]) -> None:
+    """ValueError if the trace peaks above :data:`MAX_BPS` (its player could not follow it)."""
+    if (peak := peak_bps(times)) > MAX_BPS:
+        raise ValueError(
+            f"it peaks at {peak / 1e6:,.0f} Mbit/s over {BIN_MS} ms, above the {MAX_BPS / 1e6:,.0f} Mbit/s a trace"
+            " player can follow (docs/shaping.md, 'Links replayed from a delivery trace')"
+        )

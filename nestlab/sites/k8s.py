@@ -22,7 +22,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -388,9 +387,7 @@ class PodRemote:
                 + shlex.join(args)
             )
         relay = [
-            sys.executable,
-            "-m",
-            "nestlab.backends.remote.kube_exec",
+            *names.python_module("nestlab.backends.remote.kube_exec"),
             self.found.get("kubeconfig") or "",
             self.found["namespace"],
             self.name,

@@ -176,7 +176,7 @@ def _controller_if(name: str) -> str:
 def _nestlab_here() -> str:
     """This very nestlab, as a command line a server on this machine can run."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return f"env PYTHONPATH={shlex.quote(os.path.dirname(root))} {shlex.quote(sys.executable)} -m nestlab.cli.app"
+    return f"env PYTHONPATH={shlex.quote(os.path.dirname(root))} {shlex.quote(sys.executable)} -P -m nestlab.cli.app"
 
 
 def _sshd_pid(lab: str, server: str) -> int | None:

@@ -108,6 +108,7 @@ def _deps(log: Callable[[str], None]) -> oci.Layer:
         _run(
             [
                 sys.executable,
+                "-P",
                 "-m",
                 "pip",
                 "install",
@@ -174,7 +175,7 @@ def _code() -> oci.Layer:
             dest = os.path.join(target, os.path.relpath(path, _checkout()))
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             shutil.copy2(path, dest)
-        subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(target, "nestlab")], check=True)
+        subprocess.run([sys.executable, "-P", "-m", "compileall", "-q", os.path.join(target, "nestlab")], check=True)
         shim = os.path.join(root, "usr/local/bin/nestlab")
         os.makedirs(os.path.dirname(shim))
         with open(shim, "w") as fh:

@@ -191,15 +191,20 @@ def target_address(lab, source: str, to: str) -> tuple[str, str]:
         pass
     if to not in lab.plan.nodes:
         raise ValueError(f"'{to}' is neither an address nor a node of lab {lab.name}")
+    from ..plan.mgmt import interfaces as management
 
     found = lab.inspect(only={to})["nodes"]
-    addresses = [
-        a.split("/")[0]
+    mgmt = management(lab.plan).get(to)
+    owned = [
+        (intf["name"], a.split("/")[0])
         for node in found
         for intf in node["interfaces"]
         for a in intf["addresses"]
         if ipaddress.ip_interface(a).version == 4 and not ipaddress.ip_interface(a).ip.is_loopback
     ]
+    # the management network (containerlab's eth0 on one bridge for every node) is directly connected to
+    # every node: left out unless the node has no other address, or a check would measure it, not the lab
+    addresses = [a for intf, a in owned if mgmt is None or intf != mgmt.end.iface] or [a for _, a in owned]
     if not addresses:
         raise ValueError(f"node {to} has no IPv4 address in its kernel")
     paths = _routes(lab, source, addresses)
@@ -385,31 +390,47 @@ HOLD = 10.0  # seconds after a change a check must be seen failing in to count a
 
 def recover(lab, checks: list[Check], applied: float, wait: float, hold: float = HOLD) -> list[Result]:
     """Each check after a change applied at ``applied``: watched until it is seen failing and then holding
-    again (``failed_at``, ``first_held``: seconds after the change), or, never failing in the first ``hold``
-    seconds, left alone (unaffected: ``failed_at`` None).  ``wait``: seconds, from the change, for it all."""
+    again (``failed_at``, ``first_held``: seconds after the change), or, held and never failing in the first
+    ``hold`` seconds, left alone (unaffected: ``failed_at`` None).  ``wait``: seconds, from the change, for it all.
+    How each ended is :func:`after_change`'s reading of its attempts."""
     calm = applied + hold
 
     def settled(w: _Watch) -> bool:
         failed = w.last_failed()
         if failed is not None:
             return w.held_since(failed) is not None
-        return time.time() >= calm and all(t >= calm for t in w.running.values())
+        return bool(w.tried) and time.time() >= calm and all(t >= calm for t in w.running.values())
 
     watches = _watches(lab, checks)
     _all(watches, max(0.0, applied + wait - time.time()), settled)
     for w in watches:
-        r, failures = w.result, [t for t, ok, _ in w.tried if not ok]
-        r.attempts = len(w.tried)
-        first = min(failures, default=None)
-        if first is None or first >= calm:
-            r.held, r.saw = True, (w.tried or [(0.0, True, "not tried")])[-1][2]
-            continue
-        r.failed_at = first - applied
-        held = w.held_since(w.last_failed(), final=True)
-        r.held = held is not None
-        r.first_held = None if held is None else held - applied
-        r.saw = next(saw for t, ok, saw in w.tried if t == held) if held is not None else w.tried[-1][2]
+        after_change(w.result, w.tried, applied, hold)
     return [w.result for w in watches]
+
+
+def after_change(r: Result, tried: list[tuple[float, bool, str]], applied: float, hold: float = HOLD) -> Result:
+    """Fill ``r`` from a check's ended attempts (start, held, saw) after a change applied at ``applied``.
+
+    Unaffected (``held``, ``failed_at`` None) only if it held, and no attempt failed before it first held or
+    within ``hold`` seconds of the change: a check first tried late (queued behind measurements) and failing
+    counts as failing.  Else ``failed_at`` is its first failure (None if it was never tried), ``held`` whether
+    it held after its last failure, ``first_held`` since when."""
+    calm = applied + hold
+    r.attempts = len(tried)
+    failures = [t for t, ok, _ in tried if not ok]
+    holds = [t for t, ok, _ in tried if ok]
+    first = min(failures, default=None)
+    if holds and (first is None or (first >= calm and min(holds) < first)):
+        r.held, r.failed_at, r.first_held = True, None, None
+        r.saw = next(saw for t, ok, saw in reversed(tried) if ok)
+        return r
+    r.failed_at = None if first is None else first - applied
+    last = max(failures, default=float("-inf"))
+    held = min((t for t in holds if t > last), default=None)
+    r.held = held is not None
+    r.first_held = None if held is None else held - applied
+    r.saw = next(saw for t, ok, saw in tried if t == held) if held is not None else (tried[-1][2] if tried else "not tried")
+    return r
 
 
 class Reconvergence:
@@ -439,8 +460,8 @@ class Reconvergence:
             thread.start()
 
     def _watch(self, applied: float, what: str) -> None:
-        results = recover(self.lab, self.checks, applied, self.wait)
-        hit = [r for r in results if r.failed_at is not None]
+        results = recover(self.lab, self.checks, applied, self.wait, HOLD)
+        hit = [r for r in results if r.failed_at is not None or not r.held]  # a check never tried nor held: failing
         if not hit:
             self.no_effect += 1
             self.say(f"after {what}: no effect seen: every check held throughout the {HOLD:g} s after it")

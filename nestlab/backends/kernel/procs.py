@@ -77,3 +77,21 @@ def cpu_seconds(pid: int) -> float | None:
     """CPU time (user + system) process ``pid`` has used so far; None once it is gone."""
     fields = _stat(pid)
     return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def uids(pid: int) -> tuple[int, int] | None:
+    """A live (not zombie) process's real and effective uid, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            fields = {line.split()[0]: line.split()[1:] for line in fh if line.startswith(("State:", "Uid:"))}
+        if fields["State:"][0] in "ZX":
+            return None
+        real, effective = fields["Uid:"][:2]
+        return int(real), int(effective)
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+
+
+def of_uid(uid: int) -> list[int]:
+    """Live processes whose real or effective uid is ``uid``."""
+    return [pid for pid in others() if uid in (uids(pid) or ())]

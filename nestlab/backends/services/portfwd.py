@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 
+from ... import names
 from ...errors import LabError
 
 LOOPBACK = "127.0.0.1"
@@ -45,7 +46,7 @@ def listen(node: str, ports: tuple[tuple[int, int, str], ...]) -> list[tuple[soc
 
 def command(listeners: list[tuple[socket.socket, int, str]]) -> list[str]:
     """The forwarder's command line (the sockets' fds must be passed to it)."""
-    return [sys.executable, "-m", __name__, *(f"{proto}:{sock.fileno()}:{inner}" for sock, inner, proto in listeners)]
+    return [*names.python_module(__name__), *(f"{proto}:{sock.fileno()}:{inner}" for sock, inner, proto in listeners)]
 
 
 def start(net_path: str, uts_path: str, node: str, ports: tuple[tuple[int, int, str], ...]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -31,6 +32,8 @@ from ..kernel import containers, namespaces, procs
 
 TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
 CLASS = 0x10001  # HTB sends a packet whose priority is a leaf's handle straight to that leaf
+FILTER_PRIO, FILTER_HANDLE = 1, 0x80000800  # the redirect's one u32 filter (800::800): a new player replaces it
+BEAT_S = 1  # the player writes its status at least this often, silences included
 ETH_HEADER, ETH_P_ALL = 14, 0x0003
 LATE_MS = 20  # an opportunity served later than this is a lag (Mahimahi's clock is in whole ms)
 STALE_S = 3  # a status older than this: the player is stopped or starved
@@ -54,7 +57,7 @@ def start(lab: str, node: str, iface: str, trace: str, queue: int) -> None:
             names.netns_path(lab, node),
             names.uts_path(lab, node),
             [],
-            [sys.executable, "-m", __name__, iface, trace, str(queue), status],
+            [*names.python_module(__name__), iface, trace, str(queue), status],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -79,18 +82,22 @@ def stop(lab: str, node: str, iface: str) -> None:
         return
     mine = [__name__.encode(), iface.encode()]
     for pid in procs.in_namespaces({inode}, ("net",)):
-        if procs.cmdline(pid).split(b"\0")[1:4] == [b"-m", *mine]:
+        if procs.cmdline(pid).split(b"\0")[1:5] == [b"-P", b"-m", *mine]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkError
 
     with namespaces.entered(net_path):
         ipr = IPRoute()
     try:
         index = ipr.link_lookup(ifname=iface)
         if index:
-            with contextlib.suppress(Exception):  # no filter (no HTB root, or none added)
-                ipr.tc("del-filter", "u32", index[0], parent=0x10000, prio=1, protocol=ETH_P_ALL)
+            try:  # every filter at the redirect's priority (a stale one of an older nestlab too)
+                ipr.tc("del-filter", index=index[0], parent=0x10000, prio=FILTER_PRIO, protocol=ETH_P_ALL)
+            except NetlinkError as exc:
+                if exc.code not in (errno.ENOENT, errno.EINVAL):  # no HTB root, or no filter: nothing to remove
+                    raise
     finally:
         ipr.close()
     with contextlib.suppress(FileNotFoundError):
@@ -104,18 +111,54 @@ def health(lab: str, node: str, iface: str) -> dict:
             status = json.load(fh)
     except (OSError, ValueError):
         return {"player": "dead", "why": "no status: the player never started or its lab was redeployed"}
-    alive = os.path.exists(f"/proc/{status['pid']}") and procs.cmdline(status["pid"]).split(b"\0")[1:3] == [
+    alive = os.path.exists(f"/proc/{status['pid']}") and procs.cmdline(status["pid"]).split(b"\0")[1:4] == [
+        b"-P",
         b"-m",
         __name__.encode(),
     ]
     out = {k: status[k] for k in ("pid", "start", "late_ms", "worst_ms", "lagged_s", "dropped")}
+    out |= {k: status[k] for k in ("queue",) if k in status}
     if not alive:
         return {"player": "dead", "why": "its process is gone: the link carries nothing", **out}
+    if (wrong := _misrouted(lab, node, iface, status.get("tap"))) is not None:
+        return {"player": "dead", "why": wrong, **out}
     if time.time() - status["beat"] > STALE_S:
         return {"player": "lagging", "why": f"silent for {time.time() - status['beat']:.0f} s", **out}
     if status["late_ms"] > LATE_MS:
         return {"player": "lagging", "why": f"{status['late_ms']:.0f} ms behind the trace in its last second", **out}
     return {"player": "playing", **out}
+
+
+def redirects(ipr, index: int) -> list[int]:
+    """The interfaces the filters on ``index``'s HTB root redirect to, in order."""
+    out = []
+    for found in ipr.get_filters(index=index, parent=0x10000):
+        acts = found.get_nested("TCA_OPTIONS", "TCA_U32_ACT")
+        for _, act in acts["attrs"] if acts else ():
+            if act.get_attr("TCA_ACT_KIND") == "mirred":
+                out.append(act.get_nested("TCA_ACT_OPTIONS", "TCA_MIRRED_PARMS")["ifindex"])
+    return out
+
+
+def _misrouted(lab: str, node: str, iface: str, tap: int | None) -> str | None:
+    """Why what ``iface`` sends does not reach its player's tap (None: it does)."""
+    from pyroute2 import IPRoute
+
+    try:
+        with namespaces.entered(names.netns_path(lab, node)):
+            ipr = IPRoute()
+    except OSError:
+        return "its node's namespace is gone"
+    try:
+        index = ipr.link_lookup(ifname=iface)
+        found = redirects(ipr, index[0]) if index else []
+    finally:
+        ipr.close()
+    if found == [tap]:
+        return None
+    if not found:
+        return f"{iface} redirects nothing to the player: the link is not shaped by the trace"
+    return f"{iface} redirects to interface(s) {found}, not the player's tap ({tap}): the link may carry nothing"
 
 
 def _tap(index: int) -> tuple[int, str]:
@@ -132,7 +175,7 @@ def _redirect(ipr, iface_index: int, tap_index: int) -> None:
     mtu = ipr.get_links(iface_index)[0].get_attr("IFLA_MTU")
     ipr.link("set", index=tap_index, mtu=mtu, state="up")
     ipr.tc(
-        "replace-filter", "u32", iface_index, parent=0x10000, prio=1, protocol=ETH_P_ALL,
+        "replace-filter", "u32", iface_index, parent=0x10000, prio=FILTER_PRIO, handle=FILTER_HANDLE, protocol=ETH_P_ALL,
         keys=["0x0/0x0+0"], target=CLASS,
         action=[{"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": tap_index}],
     )  # fmt: skip
@@ -183,7 +226,8 @@ def play(iface: str, trace: str, limit: int, status: str) -> None:
     with IPRoute() as ipr:
         (index,) = ipr.link_lookup(ifname=iface)
         fd, tap = _tap(index)
-        _redirect(ipr, index, ipr.link_lookup(ifname=tap)[0])
+        tap_index = ipr.link_lookup(ifname=tap)[0]
+        _redirect(ipr, index, tap_index)
     out = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     out.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, CLASS)
     out.bind((iface, 0))
@@ -195,7 +239,8 @@ def play(iface: str, trace: str, limit: int, status: str) -> None:
     late, worst, lagged, beat = 0.0, 0.0, 0.0, origin
 
     def report() -> None:
-        state = {"pid": os.getpid(), "start": wall, "beat": time.time(), "late_ms": round(late, 1)}
+        state = {"pid": os.getpid(), "tap": tap_index, "start": wall, "beat": time.time(), "late_ms": round(late, 1)}
+        state |= {"queue": limit, "queued": len(link.queue)}
         state |= {"worst_ms": round(worst, 1), "lagged_s": round(lagged, 1), "dropped": link.dropped}
         with open(status + ".new", "w") as fh:
             json.dump(state, fh)
@@ -204,7 +249,7 @@ def play(iface: str, trace: str, limit: int, status: str) -> None:
     report()  # the link is carried from here
     while True:
         due = link.due()
-        wait = due - time.monotonic()
+        wait = min(due - time.monotonic(), BEAT_S)  # a trace's silence still beats
         poller.poll(int(wait * 1000) + 1 if wait > 0 else 0)
         now = time.monotonic()
         if due <= now and link.queue:
@@ -217,7 +262,7 @@ def play(iface: str, trace: str, limit: int, status: str) -> None:
                 link.enqueue(os.read(fd, 65536))
             except BlockingIOError:
                 break
-        if now - beat >= 1:
+        if now - beat >= BEAT_S:
             worst, lagged = max(worst, late), lagged + (now - beat if late > LATE_MS else 0)
             report()
             late, beat = 0.0, now

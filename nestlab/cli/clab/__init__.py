@@ -19,7 +19,7 @@ import sys
 from . import generate, inspect, lifecycle, tools  # noqa: F401  (their commands join the app)
 from .base import clab_app
 from .compat import compat_app
-from .topo import fetched
+from .topo import fetched, forget
 
 ALIASES = {
     "dep": "deploy",
@@ -88,7 +88,11 @@ def run(args: list[str]) -> int:
     try:
         clab_app(args=args, prog_name="containerlab", auto_envvar_prefix="CLAB", standalone_mode=True)
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 1
+        code = exc.code if isinstance(exc.code, (int, type(None))) else 1
+        if code:
+            return code
+    if args and args[0] == "destroy" and "--topo" in args[:-1]:
+        forget(args[args.index("--topo") + 1])  # what standard input or a URL gave goes with its lab
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def install_cli(
         directory.mkdir(parents=True, exist_ok=True)
         target.write_text(
             f"#!/bin/sh\n# nestlab's {tool}-compatible command (nestlab compat install-cli {tool})\n"
-            f'exec {sys.executable} -m nestlab.cli.app {group} "$@"\n'
+            f'exec {sys.executable} -P -m nestlab.cli.app {group} "$@"\n'
         )
         target.chmod(0o755)
         err.line(f"installed {target}: `{example}` now runs nestlab")
@@ -81,6 +82,63 @@ def kernel_workarounds(modules: bool, vrf: bool) -> tuple[dict[str, tuple[object
 _WORKAROUNDS = ("devices.frr.clab.kmods.initial", "devices.frr.clab.group_vars.netlab_mgmt_vrf")  # as a kernel needs
 
 
+_BEGIN = "# >>> nestlab compat netlab >>>"
+_END = "# <<< nestlab compat netlab <<<"
+_OLD_HEADER = "# netlab user defaults; the keys below `nestlab compat netlab` set (and why):"
+_UNSET = object()
+
+
+def user_text(text: str) -> str:
+    """The part of ~/.netlab.yml its user wrote, verbatim: all but nestlab's block (between :data:`_BEGIN` and
+    :data:`_END`).  A file an earlier nestlab wrote whole (its header, then ``yaml.safe_dump``) gives back
+    its settings other than the keys that header names as nestlab's."""
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].rstrip("\n") == _OLD_HEADER:
+        ours, body = set(), []
+        for line in lines[1:]:
+            if line.startswith("#   ") and ": " in line:
+                ours.add(line[4:].split(": ", 1)[0])
+            elif not line.startswith("# not set: "):
+                body.append(line)
+        kept, skipping = [], False
+        for line in body:  # top-level entries of the dump: a key at column 0, then its indented lines
+            if line[:1] not in (" ", "-", "\n", ""):
+                skipping = _key(line) in ours | set(_WORKAROUNDS)
+            if not skipping:
+                kept.append(line)
+        return "".join(kept)
+    kept, inside = [], False
+    for line in lines:
+        if line.rstrip() == _BEGIN:
+            inside = True
+        elif line.rstrip() == _END:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _key(line: str) -> str:
+    """The key of a top-level YAML line (``key: value``), unquoted."""
+    found = re.match(r"""\s*(['"]?)([^'":]+)\1\s*:""", line)
+    return found.group(2) if found else ""
+
+
+def _setting(settings: dict, key: str) -> object:
+    """The value the user's settings give ``key`` (dotted, as netlab takes it), flat or nested; :data:`_UNSET` if none."""
+    parts = key.split(".")
+    for split in range(len(parts), 0, -1):  # "a.b.c" as a key of its own, or a: {b.c: }, or a: {b: {c: }}
+        head, rest = ".".join(parts[:split]), ".".join(parts[split:])
+        if head in settings:
+            if not rest:
+                return settings[head]
+            if isinstance(settings[head], dict):
+                found = _setting(settings[head], rest)
+                if found is not _UNSET:
+                    return found
+    return _UNSET
+
+
 def probe_kernel() -> tuple[bool, bool]:
     """(/proc/modules exists, a VRF device can be made): the latter tried in a network namespace that ends with it."""
     import subprocess
@@ -97,7 +155,8 @@ def netlab(
     force: bool = typer.Option(False, "--force", help="Replace a `containerlab` that is not nestlab's."),
 ):
     """Make plain `netlab up` (and validate, connect, down) run its labs with nestlab: write netlab's user
-    defaults (~/.netlab.yml: your other settings are kept), install the `containerlab` command, and make
+    defaults (~/.netlab.yml: a block of nestlab's; every setting and comment of yours is kept, and a key
+    nestlab would set that you set stays yours), install the `containerlab` command, and make
     an SSH key in ~/.ssh if you have none (nodes accept your keys).  Run it once; netlab itself is unchanged."""
     import json
     import shutil
@@ -110,28 +169,41 @@ def netlab(
         if not shutil.which("sudo"):
             raise LabError("netlab runs `sudo ip netns exec ...` even as root: apt-get install sudo")
         path = Path.home() / ".netlab.yml"
+        yours = user_text(path.read_text()) if path.exists() else ""
         try:
-            settings = yaml.safe_load(path.read_text()) or {} if path.exists() else {}
+            settings = yaml.safe_load(yours) or {}
         except yaml.YAMLError as exc:
             raise LabError(f"{path} is not YAML ({exc}); fix or remove it, then run this again") from None
         if not isinstance(settings, dict):
             raise LabError(f"{path} is not a mapping of netlab settings; fix or remove it, then run this again")
         needed, skipped = kernel_workarounds(*probe_kernel())
-        written = {**NETLAB_DEFAULTS, **needed}
-        for key in set(_WORKAROUNDS) - needed.keys():  # written by an earlier run on another kernel
-            settings.pop(key, None)
-        settings.update({key: value for key, (value, _why) in written.items()})
-        path.write_text(
-            "# netlab user defaults; the keys below `nestlab compat netlab` set (and why):\n"
+        written, kept = {}, {}
+        for key, (value, why) in {**NETLAB_DEFAULTS, **needed}.items():
+            found = _setting(settings, key)
+            if found is _UNSET:
+                written[key] = value, why
+            else:
+                kept[key] = found, value, why
+        block = (
+            f"{_BEGIN}\n# the keys below `nestlab compat netlab` sets (and why); it rewrites this block only:\n"
             + "".join(f"#   {key}: {why}\n" for key, (_value, why) in written.items())
             + "".join(f"# not set: {why}\n" for why in skipped)
-            + yaml.safe_dump(settings, sort_keys=False)
+            + "".join(f"# yours, kept: {key}\n" for key in kept)
+            + (yaml.safe_dump({key: value for key, (value, _why) in written.items()}, sort_keys=False) if written else "")
+            + f"{_END}\n"
         )
+        path.write_text(yours + ("\n" if yours and not yours.endswith("\n") else "") + block)
         err.line(f"wrote {len(written)} netlab settings to {path}")
         for key, (value, why) in needed.items():
-            err.line(f"  {key}: {json.dumps(value)}: {why}")
+            if key in written:
+                err.line(f"  {key}: {json.dumps(value)}: {why}")
         for why in skipped:
             err.line(f"  not set: {why}")
+        for key, (theirs, ours, why) in kept.items():
+            same = theirs == ours
+            err.line(
+                f"  {key}: yours ({json.dumps(theirs)}) kept" + ("" if same else f"; nestlab would set {json.dumps(ours)}: {why}")
+            )
         keys = Path.home() / ".ssh"
         if not list(keys.glob("id_*.pub")):
             keys.mkdir(mode=0o700, exist_ok=True)

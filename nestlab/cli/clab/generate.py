@@ -42,7 +42,7 @@ def generate(
     if workers:
         ignored("--max-workers", "nestlab makes every node in one process, in batches")
     if owner:
-        ignored("--owner", "a lab's files are root's here")
+        ignored("--owner", "the lab directory's files belong to whoever owns the folder it is in")
     with reported():
         found = topology(
             name, split_list(nodes), kind, split_list(image), node_prefix, group_prefix, (network, ipv4_subnet, ipv6_subnet)

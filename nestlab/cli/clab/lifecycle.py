@@ -17,7 +17,7 @@ from .base import COMPATIBLE, Ignored, NameOpt, NodeFilterOpt, TopoOpt, VarsOpt,
 
 def _deploy_flags(owner: str, export_template: str, skip_acl: bool, workers: int, skip_post: bool, graph: bool = False) -> None:
     for given, flag, why in (
-        (owner, "--owner", "a lab's files are root's here"),
+        (owner, "--owner", "the lab directory's files belong to whoever owns the folder it is in"),
         (export_template, "--export-template", "topology-data.json is written in containerlab's default form"),
         (skip_acl, "--skip-labdir-acl", "the lab directory gets no extra ACLs here"),
         (workers, "--max-workers", "nestlab makes every node in one process, in batches"),

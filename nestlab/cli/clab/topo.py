@@ -1,9 +1,11 @@
 """containerlab's ``-t``: a file, a folder holding one ``*.clab.yml``, ``-`` (the file on standard input) or a
 URL, made a file here (what standard input or a URL gave is kept under /run/nestlab-topologies, named by its
-content, so later commands and the lab directory find it)."""
+content, so later commands and the lab directory find it: root's alone, for it may hold passwords, and gone
+when its lab is destroyed)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -40,9 +42,27 @@ def _kept(body: bytes, name: str) -> str:
     """``body`` as a file named after its content (so deploy and destroy from the same input meet)."""
     stem = name.removesuffix(".yml").removesuffix(".yaml").removesuffix(".clab")
     path = Path(KEPT) / hashlib.sha256(body).hexdigest()[:12] / f"{stem}.clab.yml"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (path.parent.parent, path.parent):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # made by an older nestlab: 0755
     if not path.exists():
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(body)
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with open(fd, "wb") as fh:
+            fh.write(body)
         os.replace(tmp, path)
+    os.chmod(path, 0o600)
     return str(path)
+
+
+def forget(path: str) -> None:
+    """After its lab is destroyed: a kept topology goes (its folder too, unless the lab directory stays in it)."""
+    kept = Path(path).resolve()
+    if kept.parent.parent != Path(KEPT):
+        return
+    with contextlib.suppress(FileNotFoundError):
+        kept.unlink()
+    with contextlib.suppress(OSError):  # not empty: the lab directory, kept until destroy --cleanup
+        kept.parent.rmdir()
