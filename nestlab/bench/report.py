@@ -13,6 +13,7 @@ import io
 import statistics
 from pathlib import Path
 
+from ..lab.fidelity import LEVELS
 from . import results, stats
 from .suite import Figure, Suite
 
@@ -32,8 +33,6 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
 
 def fidelity(rows: list[dict], fig: Figure) -> dict[tuple, str]:
     """(x, series) -> the worst fidelity verdict of the measurements behind that bar."""
-    from ..lab.fidelity import LEVELS
-
     worst: dict[tuple, str] = {}
     for row in rows:
         if row.get("fidelity") is None or any(row.get(k) != v for k, v in fig.where.items()) or fig.x not in row:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import LabError
 from ..lab.fidelity import Verdict, Watch
-from . import results, stats
+from . import report, results, stats
 from .suite import Axes, Cell, Recorder, Row, Suite
 
 
@@ -61,8 +61,6 @@ def run(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Run the suite into ``out`` (a new folder); returns it.  Writes results.json/csv, raw/ and report.html."""
-    from . import report
-
     out.mkdir(parents=True, exist_ok=False)
     reps = reps or (suite.quick_reps if quick else suite.reps)
     duration = duration or (suite.quick_duration if quick else suite.duration)

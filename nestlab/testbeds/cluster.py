@@ -33,8 +33,10 @@ from collections.abc import Callable
 import yaml
 
 from .. import names
-from ..backends.kernel import netlink
+from ..backends.kernel import mounts, netlink
+from ..backends.kernel.cgroups import remove_tree
 from ..backends.remote import pki
+from ..backends.remote.kube import Cluster
 from ..errors import LabError
 from ..lab import cleanup, state
 from ..lab.lab import Lab
@@ -159,8 +161,6 @@ def down(name: str = "k8s", kubeconfig: str | None = None) -> bool:
 
 def _cgroup_mounts() -> list[tuple[str, str, str]]:
     """(mount point, type, options) of every cgroup hierarchy mounted on this machine."""
-    from ..backends.kernel import mounts
-
     return [(m.point, m.fstype, ",".join(o for o in m.options if o not in ("rw", "ro"))) for m in mounts.cgroups()]
 
 
@@ -187,8 +187,6 @@ def _kill_below(top: str, timeout: float = 20) -> None:
 
 
 def _remove_cgroups(top: str) -> None:
-    from ..backends.kernel.cgroups import remove_tree
-
     for point, _kind, _opts in _cgroup_mounts():
         remove_tree(os.path.join(point, top), timeout=10)
 
@@ -496,8 +494,6 @@ def _address_controller(name: str) -> None:
 
 
 def _wait_ready(kubeconfig: str, count: int, deadline: float, name: str, log: Callable[[str], None]) -> None:
-    from ..backends.remote.kube import Cluster
-
     api = Cluster(kubeconfig, timeout=max(5.0, deadline - time.monotonic()))
     log(f"waiting for {count} nodes to be Ready")
     api.wait_nodes_ready(

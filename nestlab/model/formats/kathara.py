@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path as FsPath
 
 from ..errors import Path, Problem, TopologyError
@@ -207,8 +208,6 @@ def _filter(script: str) -> tuple[str, list[str]]:
 
 def _server(line: str) -> str | None:
     """The foreground command of the web server a start-up line starts, if this machine has it."""
-    import shutil
-
     found = _SERVICE_NAME.search(line)
     program, command = _SERVERS.get(found.group(1).removesuffix(".service") if found else "", ("", ""))
     return command if program and shutil.which(program) else None
