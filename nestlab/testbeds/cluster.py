@@ -484,7 +484,6 @@ def _start_script(i: int, count: int, home: str, images: list[str]) -> list[str]
         for point, kind, opts in _cgroup_mounts()
     ]
     routes = [f"ip route add {PODS.format(j)} via {node_ip(j)}" for j in range(1, count + 1) if j != i]
-    inside = _INSIDE
     return [
         "set -e",
         "ip link set lo up",
@@ -492,19 +491,19 @@ def _start_script(i: int, count: int, home: str, images: list[str]) -> list[str]
         "mount -t sysfs sysfs /sys",
         "mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup",
         *cgroup_mounts,
-        f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {inside} /var/lib/cni /var/lib/kubelet && mount --bind {home} {inside}",
+        f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {_INSIDE} /var/lib/cni /var/lib/kubelet && mount --bind {home} {_INSIDE}",
         "mount -t tmpfs -o mode=0755 node-run /run && mkdir -p /run/containerd /run/netns",
         "mount -t tmpfs -o mode=0755 node-log /var/log",
-        *(f"mount --bind {inside}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
+        *(f"mount --bind {_INSIDE}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
         *routes,
-        f"containerd --config {inside}/containerd.toml > {inside}/containerd.log 2>&1 &",
+        f"containerd --config {_INSIDE}/containerd.toml > {_INSIDE}/containerd.log 2>&1 &",
         "until [ -S /run/containerd/containerd.sock ]; do sleep 0.1; done",
         *(
             f"ctr -n k8s.io images import {image} > /dev/null  # unpacked here, once, not when a lab's first pod starts"
             for image in images
         ),
-        f"exec {BIN}/kubelet --config {inside}/kubelet.yaml --kubeconfig {inside}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
-        f"--hostname-override node{i} --node-ip {node_ip(i)} > {inside}/kubelet.log 2>&1",
+        f"exec {BIN}/kubelet --config {_INSIDE}/kubelet.yaml --kubeconfig {_INSIDE}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
+        f"--hostname-override node{i} --node-ip {node_ip(i)} > {_INSIDE}/kubelet.log 2>&1",
     ]
 
 
