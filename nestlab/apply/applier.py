@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from .. import kinds, links, names
 from ..backends.kernel import cgroups, mptcp, namespaces, netlink, shaping, spares, sysctl, views
 from ..backends.kernel.netlink import Netlink, Request
+from ..backends.services import traceplay
 from ..errors import LabError
 from ..links import Stage
 from ..plan.diff import Changes
@@ -315,8 +316,6 @@ class Applier:
     def play_traces(self, links: list[LinkObj], senders: set[str] | None = None) -> None:
         """A player for each direction of ``links`` that follows a delivery trace (it runs in the sending node;
         ``senders``: only where those nodes send)."""
-        from ..backends.services import traceplay
-
         for link in links:
             for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b)):
                 if (trace := dict(shape).get("trace")) and (senders is None or end.node in senders):

@@ -13,6 +13,7 @@ import io
 import statistics
 from pathlib import Path
 
+from ..lab.fidelity import LEVELS
 from . import results, stats
 from .suite import Figure, Suite
 
@@ -32,8 +33,6 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
 
 def fidelity(rows: list[dict], fig: Figure) -> dict[tuple, str]:
     """(x, series) -> the worst fidelity verdict of the measurements behind that bar."""
-    from ..lab.fidelity import LEVELS
-
     worst: dict[tuple, str] = {}
     for row in rows:
         if row.get("fidelity") is None or any(row.get(k) != v for k, v in fig.where.items()) or fig.x not in row:
@@ -162,12 +161,27 @@ def render(folder: Path, suite: Suite) -> Path:
     """Write ``folder/report.html`` from its results.json."""
     meta, rows = results.load(folder)
     parts = [f"<h1>{html.escape(suite.title)}</h1>", f"<p class='paper'>Reproduces: {html.escape(suite.paper)}</p>"]
+    parts += _run_section(meta, rows)
+    parts.append(_fidelity_section(results.cells(folder)))
+    for note in suite.notes:
+        parts.append(f"<p class='note'>{html.escape(note)}</p>")
+    for fig in suite.figures:
+        parts += _figure_section(fig, rows)
+    style = "body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}"
+    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(suite.title)}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    path = Path(folder) / "report.html"
+    path.write_text(page)
+    return path
+
+
+def _run_section(meta: dict, rows: list[dict]) -> list[str]:
+    """The machine and the run's settings, then whether it was interrupted, the cells skipped and the measurements failed."""
     info = [
         [k, str(meta.get(k))]
         for k in ("kernel", "cpu", "cpus", "nestlab", "python", "reps", "duration_s", "quick", "interrupted")
     ]
     info += [[f"tool {k}", v] for k, v in meta.get("tools", {}).items()]
-    parts.append(_table(["machine / run", "value"], info, "meta"))
+    parts = [_table(["machine / run", "value"], info, "meta")]
     if meta.get("interrupted"):
         parts.append("<p class='warning'>Interrupted: only the cells finished before Ctrl-C are shown.</p>")
     reasons: dict[str, list[str]] = {}
@@ -184,51 +198,51 @@ def render(folder: Path, suite: Suite) -> Path:
             for r in failed
         )
         parts.append(f"<p class='warning'>{len(failed)} measurements failed and are left out:</p><ul class='failed'>{items}</ul>")
-    parts.append(_fidelity_section(results.cells(folder)))
-    for note in suite.notes:
-        parts.append(f"<p class='note'>{html.escape(note)}</p>")
-    for fig in suite.figures:
-        values = per_rep(rows, fig)
-        ours = {key: stats.summarize(v) for key, v in values.items() if v}
-        parts.append(f'<section class="figure" id="{fig.id}"><h2>{html.escape(fig.title)}</h2>')
-        if not ours:
-            parts.append("<p class='empty'>No measurements for this figure in this run.</p></section>")
-            continue
-        parts.append(f"<figure>{_svg(fig, ours)}</figure>")
-        judged = fidelity(rows, fig)
-        table = [
-            [
-                str(x),
-                str(s),
-                f"{v['mean']:.4g}",
-                f"[{v['ci95_low']:.4g}, {v['ci95_high']:.4g}]",
-                f"{v['cv_pct']:.1f}",
-                str(v["n"]),
-                stats.advice(v),
-                judged.get((x, s), "-"),
-            ]
-            for (x, s), v in sorted(ours.items(), key=lambda kv: str(kv[0]))
+    return parts
+
+
+def _figure_section(fig: Figure, rows: list[dict]) -> list[str]:
+    """One figure: its plot, our table (mean, interval, noise, fidelity) and how it agrees with the paper."""
+    values = per_rep(rows, fig)
+    ours = {key: stats.summarize(v) for key, v in values.items() if v}
+    parts = [f'<section class="figure" id="{fig.id}"><h2>{html.escape(fig.title)}</h2>']
+    if not ours:
+        return parts + ["<p class='empty'>No measurements for this figure in this run.</p></section>"]
+    parts.append(f"<figure>{_svg(fig, ours)}</figure>")
+    judged = fidelity(rows, fig)
+    table = [
+        [
+            str(x),
+            str(s),
+            f"{v['mean']:.4g}",
+            f"[{v['ci95_low']:.4g}, {v['ci95_high']:.4g}]",
+            f"{v['cv_pct']:.1f}",
+            str(v["n"]),
+            stats.advice(v),
+            judged.get((x, s), "-"),
         ]
-        parts.append(
-            _table([fig.x, fig.series, f"mean {fig.unit}", "95 % CI", "CV %", "reps", "noisy?", "fidelity"], table, "ours")
-        )
-        if fig.claim:
-            parts.append(f"<p class='paper'>Paper ({html.escape(fig.paper_ref)}): {html.escape(fig.claim)}</p>")
-            parts.append(
-                "<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in agreement(fig, ours)) + "</ul>"
-            )
-        elif fig.paper:
-            paper_rows = [[str(x), str(s), f"{v:g}"] for (x, s), v in sorted(fig.paper.items(), key=lambda kv: str(kv[0]))]
-            parts.append(f"<p class='paper-ref'>Paper: {html.escape(fig.paper_ref)}</p>")
-            parts.append(_table([fig.x, fig.series, f"paper {fig.paper_unit or fig.unit}"], paper_rows, "paper"))
-            lines = agreement(fig, ours) or ["not enough common cells to compare the ranking"]
-            parts.append("<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>")
-        parts.append("</section>")
-    style = "body{font-family:sans-serif;max-width:70em;margin:auto}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:90%}"
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(suite.title)}</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
-    path = Path(folder) / "report.html"
-    path.write_text(page)
-    return path
+        for (x, s), v in sorted(ours.items(), key=lambda kv: str(kv[0]))
+    ]
+    parts.append(_table([fig.x, fig.series, f"mean {fig.unit}", "95 % CI", "CV %", "reps", "noisy?", "fidelity"], table, "ours"))
+    return parts + _paper_parts(fig, ours) + ["</section>"]
+
+
+def _paper_parts(fig: Figure, ours: dict) -> list[str]:
+    """The paper's claim or figures beside ours, and where they agree."""
+    if fig.claim:
+        return [
+            f"<p class='paper'>Paper ({html.escape(fig.paper_ref)}): {html.escape(fig.claim)}</p>",
+            "<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in agreement(fig, ours)) + "</ul>",
+        ]
+    if not fig.paper:
+        return []
+    paper_rows = [[str(x), str(s), f"{v:g}"] for (x, s), v in sorted(fig.paper.items(), key=lambda kv: str(kv[0]))]
+    lines = agreement(fig, ours) or ["not enough common cells to compare the ranking"]
+    return [
+        f"<p class='paper-ref'>Paper: {html.escape(fig.paper_ref)}</p>",
+        _table([fig.x, fig.series, f"paper {fig.paper_unit or fig.unit}"], paper_rows, "paper"),
+        "<ul class='agreement'>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>",
+    ]
 
 
 def compare(first: Path, second: Path, suite: Suite) -> list[dict]:

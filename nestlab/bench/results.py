@@ -12,6 +12,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from ..errors import LabError
+
 
 def machine() -> dict:
     """What a reader needs to judge the numbers: kernel, CPU, nestlab and tool versions."""
@@ -64,8 +66,6 @@ def write(folder: Path, meta: dict, rows: list[dict], cells: list[dict] | None =
 def load(folder: Path) -> tuple[dict, list[dict]]:
     path = Path(folder) / "results.json"
     if not path.exists():
-        from ..errors import LabError
-
         raise LabError(f"{folder} is not a results folder (no results.json); `nestlab bench SUITE` makes one")
     data = json.loads(path.read_text())
     return data["meta"], data["rows"]

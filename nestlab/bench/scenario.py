@@ -13,11 +13,13 @@ import errno
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import LabError
 from ..lab.fidelity import Verdict, Watch
-from . import results, stats
+from ..lab.lab import Lab
+from . import report, results, stats
 from .suite import Axes, Cell, Recorder, Row, Suite
 
 
@@ -51,6 +53,60 @@ def summary(cell: Cell, rows: list[Row], verdicts: list[dict]) -> dict | None:
     return {"cell": cell, "figures": figures, "fidelity": {**Verdict.worst(verdicts), "measurements": verdicts}}
 
 
+@dataclass
+class _Run:
+    """A run's results so far: every row and, per cell (in the matrix's order), its rows, each repetition's
+    fidelity verdict and its summary (remade when the cell gains a measurement: the cell alone, not the whole
+    run, is summed again)."""
+
+    suite: Suite
+    out: Path
+    meta: dict
+    order: list[tuple]
+    recorder: Recorder
+    duration: float
+    rows: list[Row] = field(default_factory=list)
+    cell_rows: dict[tuple, list[Row]] = field(default_factory=dict)
+    verdicts: dict[tuple, list[dict]] = field(default_factory=dict)
+    summaries: dict[tuple, dict] = field(default_factory=dict)
+    done: int = 0
+
+    def group(self, group: list[Cell], reps: int, progress: Callable[[str, int, int], None] | None, total: int) -> None:
+        """The cells that share a lab: deployed once, each cell measured ``reps`` times, destroyed."""
+        lab = self.suite.build(group[0])
+        try:
+            lab.deploy()
+            for rep in range(reps):
+                for cell in group:
+                    self.measure(lab, cell, rep)
+                    if progress:
+                        progress(", ".join(f"{k}={v}" for k, v in cell.items()), self.done, total)
+        finally:
+            lab.destroy()
+
+    def measure(self, lab: Lab, cell: Cell, rep: int) -> None:
+        """One repetition of one cell, with its fidelity verdict (an error row if a tool failed), written at once."""
+        key, columns = _key(cell), {}
+        try:
+            with Watch(lab) as watch:
+                measured = self.suite.measure(lab, cell, self.duration, self.recorder)
+        except (LabError, ValueError) as exc:  # a tool failed in this cell: record it, go on
+            measured = [{"pair": "all", "error": str(exc)[:300]}]
+        else:
+            self.verdicts.setdefault(key, []).append({"rep": rep, **watch.verdict.to_json()})
+            columns = {"fidelity": watch.verdict.level, "fidelity_reasons": "; ".join(watch.verdict.reasons)}
+        new = [{**cell, "rep": rep, **row, **columns} for row in measured]
+        self.rows += new
+        self.cell_rows.setdefault(key, []).extend(new)
+        if (made := summary(cell, self.cell_rows[key], self.verdicts.get(key, []))) is not None:
+            self.summaries[key] = made
+        self.done += 1
+        self.write()  # kept at once
+
+    def write(self) -> None:
+        results.write(self.out, self.meta, self.rows, [self.summaries[k] for k in self.order if k in self.summaries])
+
+
 def run(
     suite: Suite,
     out: Path,
@@ -61,8 +117,6 @@ def run(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Run the suite into ``out`` (a new folder); returns it.  Writes results.json/csv, raw/ and report.html."""
-    from . import report
-
     out.mkdir(parents=True, exist_ok=False)
     reps = reps or (suite.quick_reps if quick else suite.reps)
     duration = duration or (suite.quick_duration if quick else suite.duration)
@@ -70,56 +124,15 @@ def run(
     skipped = [(cell, why) for cell in todo if (why := suite.unavailable(cell))]
     todo = [cell for cell in todo if not suite.unavailable(cell)]
     recorder = Recorder(out)
-    rows: list[Row] = []
-    # Per cell, in the matrix's order: its rows, each repetition's fidelity verdict, and its summary (remade
-    # when the cell gains a measurement: the cell alone, not the whole run, is summed again).
-    order = [_key(cell) for cell in todo]
-    cell_rows: dict[tuple, list[Row]] = {}
-    verdicts: dict[tuple, list[dict]] = {}
-    summaries: dict[tuple, dict] = {}
-    meta = results.machine() | {
-        "suite": suite.name,
-        "title": suite.title,
-        "paper": suite.paper,
-        "quick": quick,
-        "reps": reps,
-        "duration_s": duration,
-        "cells": len(todo),
-        "skipped": [{"cell": c, "why": w} for c, w in skipped],
-        "started": time.time(),
-        "interrupted": True,  # until every cell is done: what is written part-way says so
-    }
-    total, done = len(todo) * reps, 0
+    meta = _meta(suite, quick, reps, duration, len(todo), skipped)
+    state = _Run(suite, out, meta, [_key(cell) for cell in todo], recorder, duration)
+    total = len(todo) * reps
     groups: dict[tuple, list[Cell]] = {}
     for cell in todo:
         groups.setdefault(suite.lab_key(cell), []).append(cell)
     try:
         for group in groups.values():
-            lab = suite.build(group[0])
-            try:
-                lab.deploy()
-                for rep in range(reps):
-                    for cell in group:
-                        key, columns = _key(cell), {}
-                        try:
-                            with Watch(lab) as watch:
-                                measured = suite.measure(lab, cell, duration, recorder)
-                        except (LabError, ValueError) as exc:  # a tool failed in this cell: record it, go on
-                            measured = [{"pair": "all", "error": str(exc)[:300]}]
-                        else:
-                            verdicts.setdefault(key, []).append({"rep": rep, **watch.verdict.to_json()})
-                            columns = {"fidelity": watch.verdict.level, "fidelity_reasons": "; ".join(watch.verdict.reasons)}
-                        new = [{**cell, "rep": rep, **row, **columns} for row in measured]
-                        rows += new
-                        cell_rows.setdefault(key, []).extend(new)
-                        if (made := summary(cell, cell_rows[key], verdicts.get(key, []))) is not None:
-                            summaries[key] = made
-                        done += 1
-                        results.write(out, meta, rows, [summaries[k] for k in order if k in summaries])  # kept at once
-                        if progress:
-                            progress(", ".join(f"{k}={v}" for k, v in cell.items()), done, total)
-            finally:
-                lab.destroy()
+            state.group(group, reps, progress, total)
         meta["interrupted"] = False
     except KeyboardInterrupt:
         pass
@@ -127,16 +140,32 @@ def run(
         if exc.errno != errno.ENOSPC:
             raise
         raise LabError(
-            f"the disk holding {out} is full: stopped after {done} of {total} measurements; "
+            f"the disk holding {out} is full: stopped after {state.done} of {total} measurements; "
             f"results.json keeps those finished before it filled"
         ) from None
     finally:
         meta["finished"] = time.time()
         meta["commands"] = sorted(set(recorder.commands))
         try:
-            results.write(out, meta, rows, [summaries[k] for k in order if k in summaries])
+            state.write()
             report.render(out, suite)
         except OSError as exc:
             if exc.errno != errno.ENOSPC or not meta["interrupted"]:
                 raise
     return out
+
+
+def _meta(suite: Suite, quick: bool, reps: int, duration: float, count: int, skipped: list[tuple[Cell, str]]) -> dict:
+    """The run's description for results.json: this machine, the suite, its settings, the cells skipped."""
+    return results.machine() | {
+        "suite": suite.name,
+        "title": suite.title,
+        "paper": suite.paper,
+        "quick": quick,
+        "reps": reps,
+        "duration_s": duration,
+        "cells": count,
+        "skipped": [{"cell": c, "why": w} for c, w in skipped],
+        "started": time.time(),
+        "interrupted": True,  # until every cell is done: what is written part-way says so
+    }

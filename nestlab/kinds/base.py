@@ -10,6 +10,8 @@ is imported inside the hooks that use it, so reading a kind's keys (the schema) 
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -93,8 +95,6 @@ class NodeKind:
 
     def missing(self, nodes: list[NodeObj]) -> list[str]:
         """What this machine lacks for ``nodes`` (checked before anything is created)."""
-        import shutil
-
         return [f"{program} (apt-get install {package})" for program, package in self.tools.items() if not shutil.which(program)]
 
     def doctor(self) -> list[tuple[str, bool, str, str]]:
@@ -119,8 +119,6 @@ _BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables", "net.bridge.bridge-nf-call-i
 
 def no_bridge_netfilter() -> dict[str, str]:
     """No namespace of ours sends bridged traffic through iptables unless a host bridge asks (bridge_netfilter)."""
-    import os
-
     return {key: "0" for key in _BRIDGE_NF if os.path.exists("/proc/sys/" + key.replace(".", "/"))}
 
 

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ..model.errors import Problem, TopologyError
 from ..names import IFNAMSIZ, is_ifname
+from ..plan import mgmt
 from ..plan.objects import AttachObj, EndObj
 from ..registry import KINDS
 from .base import LinkMode, Stage, into_switches, register, up_and_address
@@ -92,8 +94,6 @@ class Mgmt(LinkMode):
         """A port takes no address: nothing to join."""
 
     def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> AttachObj:
-        from ..plan import mgmt
-
         if b.t.mgmt is None:
             b.fail(f"{ends[0].ref}: a port on the management network (mgmt-net:) needs the management network: give mgmt:")
         options = (*_options(mgmt.Network.of(b.t.mgmt)), ("host_interface", link.host_interface))
@@ -105,15 +105,11 @@ class Mgmt(LinkMode):
         return f"mgmt:{att.text('network')}"
 
     def finish(self, b: Planning) -> None:
-        from ..plan import mgmt
-
         if b.t.mgmt is None:
             return
         net = mgmt.Network.of(b.t.mgmt)
         held = mgmt.in_use(net.name, b.t.name)
         if held and held[0] != str(net.ipv4):
-            from ..model.errors import Problem, TopologyError
-
             raise TopologyError(
                 b.source,
                 [
@@ -137,7 +133,6 @@ class Mgmt(LinkMode):
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends.kernel import mgmtnet, netlink
-        from ..plan import mgmt
 
         for network in sorted({att.text("network") for att in objs}):
             mine = [att for att in objs if att.text("network") == network]

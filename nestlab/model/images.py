@@ -22,9 +22,10 @@ from pathlib import Path
 
 from ..names import IMAGE_ROOT, built, looks_like_path
 from ..registry import KINDS, RUNTIMES
+from .errors import Path as KeyPath
 from .errors import Problem
 from .modes import kind_defaults
-from .schema import Topology
+from .schema import NodeSpec, Topology, TopologyBody
 from .yamlsource import Located
 
 # General-purpose images whose tools this machine has too: such a node runs as namespaces on the host's files.
@@ -61,8 +62,23 @@ def _repository(ref: str) -> str:
 def resolve_paths(topology: Topology, source: str, located: Located, notices: list[Problem]) -> list[Problem]:
     """Make image paths absolute; a reference that is no local image and has no runtime: docker is dropped with a note."""
     base = Path(source).parent if os.path.exists(source) else Path.cwd()
-    problems = []
     body = topology.topology
+    _drop_layer_images(body, located, notices)
+    problems = []
+    for name, spec in body.nodes.items():
+        path = (
+            ("topology", "nodes", spec.component_of or name)
+            + (("components", name.split("/")[1]) if spec.component_of else ())
+            + ("image",)
+        )
+        problem = _resolve_image(body, spec, path, base, located, notices)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _drop_layer_images(body: TopologyBody, located: Located, notices: list[Problem]) -> None:
+    """``defaults`` and ``kinds`` set no image, runtime or resources: dropped, with a note."""
     for path, layer in [
         (("topology", "defaults"), body.defaults),
         *((("topology", "kinds", k), v) for k, v in body.kinds.items()),
@@ -76,72 +92,74 @@ def resolve_paths(topology: Topology, source: str, located: Located, notices: li
                 )
             )
             layer.image = layer.runtime = layer.resources = None
-    for name, spec in body.nodes.items():
-        path = (
-            ("topology", "nodes", spec.component_of or name)
-            + (("components", name.split("/")[1]) if spec.component_of else ())
-            + ("image",)
+
+
+def _resolve_image(
+    body: TopologyBody, spec: NodeSpec, path: KeyPath, base: Path, located: Located, notices: list[Problem]
+) -> Problem | None:
+    """One node's image: a kind's, a path made absolute, a built image, a server or tool image mapped (with a note)."""
+    why = RUNTIMES.get(spec.runtime).check(spec) if spec.runtime else None
+    if why:
+        return located.problem(path[:-1] + ("runtime",), why)
+    if spec.runtime == "docker" or not spec.image:  # a Docker image is the engine's to find
+        return None
+    kind = next((k for k in KINDS.values() for image in k.images if image in spec.image), None)
+    if kind and not looks_like_path(spec.image):  # a kind that runs this image itself
+        notices.append(
+            located.problem(
+                path,
+                f"image '{spec.image}' runs as kind: {kind.name} ({kind.summary}; set runtime: docker for the image itself)",
+                key=True,
+            )
         )
-        why = RUNTIMES.get(spec.runtime).check(spec) if spec.runtime else None
-        if why:
-            problems.append(located.problem(path[:-1] + ("runtime",), why))
-            continue
-        if spec.runtime == "docker" or not spec.image:  # a Docker image is the engine's to find
-            continue
-        kind = next((k for k in KINDS.values() for image in k.images if image in spec.image), None)
-        if kind and not looks_like_path(spec.image):  # a kind that runs this image itself
-            notices.append(
-                located.problem(
-                    path,
-                    f"image '{spec.image}' runs as kind: {kind.name} ({kind.summary}; set runtime: docker for the image itself)",
-                    key=True,
-                )
-            )
-            spec.image, spec.kind = None, kind.name
-            continue
-        if looks_like_path(spec.image):
-            full = (base / os.path.expanduser(spec.image)).resolve()
-            if not full.exists():
-                problems.append(
-                    located.problem(
-                        path,
-                        f"image '{spec.image}' does not exist (looked for {full}); give a rootfs directory, a rootfs tarball or an OCI image layout directory",
-                    )
-                )
-            spec.image = str(full)
-        elif built(spec.image).is_dir():
-            continue
-        elif spec.runtime == "runc":
-            problems.append(
-                located.problem(
-                    path,
-                    f"no image named '{spec.image}' (built images: {', '.join(sorted(os.listdir(IMAGE_ROOT))) if os.path.isdir(IMAGE_ROOT) else 'none'}); build it with `nestlab image build {spec.image}` or give a path",
-                )
-            )
-        elif _repository(spec.image) in SERVER_IMAGES:
-            problem = _server_image(body, spec, path, located, notices)
-            if problem:
-                problems.append(problem)
-        elif _repository(spec.image) in TOOL_IMAGES:
-            notices.append(
-                located.problem(
-                    path,
-                    f"ignored: image '{spec.image}': the node runs as namespaces with this machine's tools (set runtime: docker to run the image itself)",
-                    key=True,
-                )
-            )
-            if _repository(spec.image) in ("alpine", "busybox") or "alpine" in spec.image.rpartition(":")[2]:
-                spec.env.setdefault("PATH", ALPINE_PATH)
-            spec.image = None
-        else:
-            problems.append(
-                located.problem(
-                    path,
-                    f"image '{spec.image}' is no local or built image, and not a general-purpose one ({', '.join(TOOL_IMAGES)}) whose tools this "
-                    f"machine has: set runtime: docker to run it with Docker, or make a root filesystem with `nestlab image build`",
-                )
-            )
-    return problems
+        spec.image, spec.kind = None, kind.name
+        return None
+    if looks_like_path(spec.image):
+        return _image_file(spec, path, base, located)
+    if built(spec.image).is_dir():
+        return None
+    if spec.runtime == "runc":
+        return located.problem(
+            path,
+            f"no image named '{spec.image}' (built images: {', '.join(sorted(os.listdir(IMAGE_ROOT))) if os.path.isdir(IMAGE_ROOT) else 'none'}); build it with `nestlab image build {spec.image}` or give a path",
+        )
+    if _repository(spec.image) in SERVER_IMAGES:
+        return _server_image(body, spec, path, located, notices)
+    if _repository(spec.image) in TOOL_IMAGES:
+        _tool_image(spec, path, located, notices)
+        return None
+    return located.problem(
+        path,
+        f"image '{spec.image}' is no local or built image, and not a general-purpose one ({', '.join(TOOL_IMAGES)}) whose tools this "
+        f"machine has: set runtime: docker to run it with Docker, or make a root filesystem with `nestlab image build`",
+    )
+
+
+def _image_file(spec: NodeSpec, path: KeyPath, base: Path, located: Located) -> Problem | None:
+    """An image given as a path: made absolute against the file's folder; a problem if it does not exist."""
+    given = spec.image
+    full = (base / os.path.expanduser(given)).resolve()
+    spec.image = str(full)
+    if full.exists():
+        return None
+    return located.problem(
+        path,
+        f"image '{given}' does not exist (looked for {full}); give a rootfs directory, a rootfs tarball or an OCI image layout directory",
+    )
+
+
+def _tool_image(spec: NodeSpec, path: KeyPath, located: Located, notices: list[Problem]) -> None:
+    """A general-purpose image: the node runs as namespaces on this machine's tools (alpine's first on its PATH)."""
+    notices.append(
+        located.problem(
+            path,
+            f"ignored: image '{spec.image}': the node runs as namespaces with this machine's tools (set runtime: docker to run the image itself)",
+            key=True,
+        )
+    )
+    if _repository(spec.image) in ("alpine", "busybox") or "alpine" in spec.image.rpartition(":")[2]:
+        spec.env.setdefault("PATH", ALPINE_PATH)
+    spec.image = None
 
 
 def _server_image(body, spec, path, located: Located, notices: list[Problem]) -> Problem | None:

@@ -18,6 +18,7 @@ from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS
 from . import images, ipv6, mgmt, shape_keys
 from .binds import resolve_binds
+from .endpoint import Endpoint
 from .errors import Path, Problem, TopologyError
 from .formats import clab, gotemplate, kathara
 from .modes import check_modes, node_kind
@@ -31,6 +32,7 @@ from .schema import (
     IGNORED_NODE_KEYS,
     IGNORED_TOP_KEYS,
     NAME_PATTERN,
+    LinkSpec,
     Topology,
 )
 from .servers import check_servers
@@ -295,9 +297,19 @@ def apply_groups(topology: Topology, located: Located) -> list[Problem]:
 
 def check(topology: Topology, located: Located) -> list[Problem]:
     """Cross-field rules pydantic cannot express: names, endpoints, addresses."""
+    problems = _check_node_names(topology, located)
+    used: dict[tuple[str, str], Path] = {}
+    seen_addr: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, Path] = {}
+    for i, link in enumerate(topology.topology.links):
+        problems += _check_endpoints(topology, located, i, link, used)
+        problems += _check_addresses(topology, located, i, link, seen_addr)
+    return problems + check_modes(topology, located) + _check_schedule(topology, located) + _check_checks(topology, located)
+
+
+def _check_node_names(topology: Topology, located: Located) -> list[Problem]:
+    """Node names (components' are checked with their node): letters, digits, '-', '_'; a bridge's fits an interface name."""
     problems: list[Problem] = []
-    body = topology.topology
-    for name, spec in body.nodes.items():
+    for name, spec in topology.topology.nodes.items():
         path = ("topology", "nodes", name)
         if spec.component_of:
             continue
@@ -309,84 +321,114 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                     path, f"a bridge is a kernel interface named after its node: '{name}' is longer than {IFNAMSIZ} characters"
                 )
             )
-    used: dict[tuple[str, str], Path] = {}
-    seen_addr: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, Path] = {}
-    for i, link in enumerate(body.links):
-        base = ("topology", "links", i)
-        for j, endpoint in enumerate(link.endpoints):
-            path = base + ("endpoints", j)
-            node, iface = endpoint.key
-            if not endpoint.whole:
-                problems.append(located.problem(path, f"endpoint '{endpoint}' must look like NODE:INTERFACE, e.g. h1:eth1"))
-                continue
-            if node not in body.nodes:
-                known = ", ".join(body.nodes) or "none"
-                problems.append(located.problem(path, f"node '{node}' is not defined under topology.nodes (defined: {known})"))
-                continue
-            if not is_ifname(iface) or iface == "lo":
-                problems.append(
-                    located.problem(
-                        path,
-                        f"interface name '{iface}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_' (and not 'lo')",
-                    )
+    return problems
+
+
+def _check_endpoints(
+    topology: Topology, located: Located, i: int, link: LinkSpec, used: dict[tuple[str, str], Path]
+) -> list[Problem]:
+    """Link ``i``'s endpoints: NODE:INTERFACE of a defined node, each interface on one link only
+    (``used``: ``(node, interface)`` -> the link that took it, filled here)."""
+    base = ("topology", "links", i)
+    problems: list[Problem] = []
+    for j, endpoint in enumerate(link.endpoints):
+        why = _endpoint_problem(topology, endpoint, used)
+        if why is None:
+            used[endpoint.key] = base
+            why = _shared_stack_problem(topology, endpoint.key, used, base)
+        if why:
+            problems.append(located.problem(base + ("endpoints", j), why))
+    return problems
+
+
+def _endpoint_problem(topology: Topology, endpoint: Endpoint, used: dict[tuple[str, str], Path]) -> str | None:
+    """What is wrong with one endpoint on its own, or with its interface being used before (None: nothing)."""
+    body = topology.topology
+    node, iface = endpoint.key
+    if not endpoint.whole:
+        return f"endpoint '{endpoint}' must look like NODE:INTERFACE, e.g. h1:eth1"
+    if node not in body.nodes:
+        known = ", ".join(body.nodes) or "none"
+        return f"node '{node}' is not defined under topology.nodes (defined: {known})"
+    if not is_ifname(iface) or iface == "lo":
+        return f"interface name '{iface}' must be 1-{IFNAMSIZ} characters of letters, digits, '.', '-', '_' (and not 'lo')"
+    if (node, iface) in used:
+        return f"endpoint '{endpoint}' is already used by {_link_ref(used[(node, iface)])}; each interface joins one link"
+    return None
+
+
+def _shared_stack_problem(topology: Topology, key: tuple[str, str], used: dict[tuple[str, str], Path], base: Path) -> str | None:
+    """With nesting: flat, a node's components share its stack, so its interface names: the interface once there."""
+    node, iface = key
+    if not is_flat(topology, node):
+        return None
+    stack = topology.topology.nodes[node].component_of
+    if (stack, iface) in used:
+        return (
+            f"with nesting: flat, {stack}'s components share one network stack and '{iface}' is already used there by "
+            f"{_link_ref(used[(stack, iface)])}; give each interface of the node a different name"
+        )
+    used[(stack, iface)] = base
+    return None
+
+
+def _check_addresses(
+    topology: Topology,
+    located: Located,
+    i: int,
+    link: LinkSpec,
+    seen_addr: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, Path],
+) -> list[Problem]:
+    """Link ``i``'s ipv4/ipv6 lists: one entry per endpoint, each a host address held once in the lab
+    (``seen_addr``: address -> the link holding it, filled here)."""
+    base = ("topology", "links", i)
+    problems: list[Problem] = []
+    for family in ("ipv4", "ipv6"):
+        addrs = getattr(link, family)
+        if addrs is None:
+            continue
+        if len(addrs) != len(link.endpoints):
+            problems.append(
+                located.problem(
+                    base + (family,),
+                    f"{family} needs one entry per endpoint ({len(link.endpoints)}); use null for none/automatic",
                 )
+            )
+            continue
+        for j, (endpoint, cidr) in enumerate(zip(link.endpoints, addrs)):
+            if cidr is None:
                 continue
-            if (node, iface) in used:
-                problems.append(
-                    located.problem(
-                        path,
-                        f"endpoint '{endpoint}' is already used by {_link_ref(used[(node, iface)])}; each interface joins one link",
-                    )
-                )
-                continue
-            used[(node, iface)] = base
-            if is_flat(topology, node):  # components of a flat node share its stack, so its interface names
-                stack = body.nodes[node].component_of
-                if (stack, iface) in used:
-                    problems.append(
-                        located.problem(
-                            path,
-                            f"with nesting: flat, {stack}'s components share one network stack and '{iface}' is already used there by {_link_ref(used[(stack, iface)])}; give each interface of the node a different name",
-                        )
-                    )
-                    continue
-                used[(stack, iface)] = base
-        for family in ("ipv4", "ipv6"):
-            addrs = getattr(link, family)
-            if addrs is None:
-                continue
-            if len(addrs) != len(link.endpoints):
-                problems.append(
-                    located.problem(
-                        base + (family,),
-                        f"{family} needs one entry per endpoint ({len(link.endpoints)}); use null for none/automatic",
-                    )
-                )
-                continue
-            for j, (endpoint, cidr) in enumerate(zip(link.endpoints, addrs)):
-                if cidr is None:
-                    continue
-                path = base + (family, j)
-                node = endpoint.node
-                if node in body.nodes and KINDS.get(node_kind(topology, node)).switch:
-                    problems.append(located.problem(path, f"'{endpoint}' is a switch port and cannot hold an address; use null"))
-                    continue
-                ip, why = _parse_cidr(cidr, family)
-                if why:
-                    problems.append(located.problem(path, why))
-                elif ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
-                    problems.append(
-                        located.problem(path, f"'{cidr}' is the network address of {ip.network}; pick a host address")
-                    )
-                elif endpoint.endswith(":eth0") and body.nodes[node].component_of:
-                    continue  # a component's address on its node's internal switch: the same in every node
-                elif ip.ip in seen_addr:
-                    problems.append(
-                        located.problem(path, f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}")
-                    )
-                else:
-                    seen_addr[ip.ip] = path[:3]
-    return problems + check_modes(topology, located) + _check_schedule(topology, located) + _check_checks(topology, located)
+            path = base + (family, j)
+            why = _address_problem(topology, endpoint, cidr, family, seen_addr, path)
+            if why:
+                problems.append(located.problem(path, why))
+    return problems
+
+
+def _address_problem(
+    topology: Topology,
+    endpoint: Endpoint,
+    cidr: str,
+    family: str,
+    seen_addr: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, Path],
+    path: Path,
+) -> str | None:
+    """What is wrong with one endpoint's address (None: nothing; the address is then recorded in ``seen_addr``)."""
+    body = topology.topology
+    node = endpoint.node
+    if node in body.nodes and KINDS.get(node_kind(topology, node)).switch:
+        return f"'{endpoint}' is a switch port and cannot hold an address; use null"
+    ip, why = _parse_cidr(cidr, family)
+    if why:
+        return why
+    if ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
+        return f"'{cidr}' is the network address of {ip.network}; pick a host address"
+    if endpoint.endswith(":eth0") and body.nodes[node].component_of:
+        return None  # a component's address on its node's internal switch: the same in every node
+    if ip.ip in seen_addr:
+        return f"address {ip.ip} is already assigned by {_link_ref(seen_addr[ip.ip])}"
+    seen_addr[ip.ip] = path[:3]
+    return None
 
 
 def _check_schedule(topology: Topology, located: Located) -> list[Problem]:

@@ -11,7 +11,7 @@ from ..names import mgmt_bridge
 from ..registry import KINDS
 from .errors import Problem
 from .modes import node_kind
-from .schema import Topology
+from .schema import MgmtSpec, Topology
 from .yamlsource import Located
 
 NETWORK_MODES = ("none",)  # besides a node's own network (the default)
@@ -37,28 +37,11 @@ def machine_routes() -> list[tuple[ipaddress.IPv4Network, str]]:
 
 
 def check(topology: Topology, located: Located) -> list[Problem]:
-    problems: list[Problem] = []
-    nodes = topology.topology.nodes
-    for name, spec in nodes.items():
-        mode = spec.network_mode
-        if mode is not None and mode not in NETWORK_MODES and not mode.startswith(NOTED_MODES):
-            problems.append(
-                located.problem(
-                    ("topology", "nodes", name, "network-mode"),
-                    f"network-mode: {mode} is not a network mode (none, host or container:NODE)",
-                )
-            )
+    """The nodes' network modes, ``mgmt:`` and the nodes' management addresses and interfaces."""
+    problems = _check_network_modes(topology, located)
     spec = topology.mgmt
     if spec is None:
-        for name, node in nodes.items():
-            for key in ("mgmt-ipv4", "mgmt-ipv6"):
-                if getattr(node, key.replace("-", "_")):
-                    problems.append(
-                        located.problem(
-                            ("topology", "nodes", name, key), f"{key} needs a management network: add mgmt: to the file"
-                        )
-                    )
-        return problems
+        return problems + _addresses_without_network(topology, located)
     try:
         v4 = ipaddress.IPv4Network(spec.ipv4_subnet)
     except ValueError as exc:
@@ -67,6 +50,44 @@ def check(topology: Topology, located: Located) -> list[Problem]:
         v6 = ipaddress.IPv6Network(spec.ipv6_subnet)
     except ValueError as exc:
         return problems + [located.problem(("mgmt", "ipv6-subnet"), f"'{spec.ipv6_subnet}' is not an IPv6 network ({exc})")]
+    gateway = ipaddress.IPv4Address(spec.ipv4_gw) if spec.ipv4_gw and _inside(spec.ipv4_gw, v4) else v4.network_address + 1
+    return (
+        problems
+        + _check_network(spec, v4, v6, located)
+        + _check_node_addresses(topology, located, v4, v6, gateway)
+        + _capacity(topology, located, v4, gateway)
+        + _check_eth0_links(topology, located)
+    )
+
+
+def _check_network_modes(topology: Topology, located: Located) -> list[Problem]:
+    """A node's ``network-mode``: none, host or container:NODE."""
+    problems: list[Problem] = []
+    for name, spec in topology.topology.nodes.items():
+        mode = spec.network_mode
+        if mode is not None and mode not in NETWORK_MODES and not mode.startswith(NOTED_MODES):
+            problems.append(
+                located.problem(
+                    ("topology", "nodes", name, "network-mode"),
+                    f"network-mode: {mode} is not a network mode (none, host or container:NODE)",
+                )
+            )
+    return problems
+
+
+def _addresses_without_network(topology: Topology, located: Located) -> list[Problem]:
+    """A node's ``mgmt-ipv4``/``mgmt-ipv6`` in a file without ``mgmt:``."""
+    return [
+        located.problem(("topology", "nodes", name, key), f"{key} needs a management network: add mgmt: to the file")
+        for name, node in topology.topology.nodes.items()
+        for key in ("mgmt-ipv4", "mgmt-ipv6")
+        if getattr(node, key.replace("-", "_"))
+    ]
+
+
+def _check_network(spec: MgmtSpec, v4: ipaddress.IPv4Network, v6: ipaddress.IPv6Network, located: Located) -> list[Problem]:
+    """``mgmt:`` itself: a subnet no route of this machine overlaps, gateways and range inside the subnets."""
+    problems: list[Problem] = []
     bridge = spec.bridge or mgmt_bridge(spec.network)
     for net, iface in machine_routes():
         if iface != bridge and net.overlaps(v4):
@@ -86,9 +107,21 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 problems.append(located.problem(("mgmt", "ipv4-range"), f"{spec.ipv4_range} is not inside {v4}"))
         except ValueError as exc:
             problems.append(located.problem(("mgmt", "ipv4-range"), f"'{spec.ipv4_range}' is not an IPv4 network ({exc})"))
-    gateway = ipaddress.IPv4Address(spec.ipv4_gw) if spec.ipv4_gw and _inside(spec.ipv4_gw, v4) else v4.network_address + 1
+    return problems
+
+
+def _check_node_addresses(
+    topology: Topology,
+    located: Located,
+    v4: ipaddress.IPv4Network,
+    v6: ipaddress.IPv6Network,
+    gateway: ipaddress.IPv4Address,
+) -> list[Problem]:
+    """A node's ``mgmt-ipv4``/``mgmt-ipv6``: on a node with a management interface, a host address of the subnet
+    (not its gateway), held by one node."""
+    problems: list[Problem] = []
     seen: dict[object, str] = {}
-    for name, node in nodes.items():
+    for name, node in topology.topology.nodes.items():
         managed = not node.component_of and node.network_mode is None and not KINDS.get(node_kind(topology, name)).switch
         for key, value, subnet in (("mgmt-ipv4", node.mgmt_ipv4, v4), ("mgmt-ipv6", node.mgmt_ipv6, v6)):
             if value is None:
@@ -112,7 +145,13 @@ def check(topology: Topology, located: Located) -> list[Problem]:
                 problems.append(located.problem(path, f"{value} is node {seen[ipaddress.ip_address(value)]}'s {key} already"))
             else:
                 seen[ipaddress.ip_address(value)] = name
-    problems += _capacity(topology, located, v4, gateway)
+    return problems
+
+
+def _check_eth0_links(topology: Topology, located: Located) -> list[Problem]:
+    """A link's end on a managed node's eth0, which is the node's management interface."""
+    nodes = topology.topology.nodes
+    problems: list[Problem] = []
     for i, link in enumerate(topology.topology.links):
         for j, end in enumerate(link.endpoints):
             if (

@@ -96,88 +96,144 @@ class Context:
 
 def check_modes(topology: Topology, located: Located) -> list[Problem]:
     """Rules for hosts, wires, node placement and link modes."""
+    return (
+        _check_hosts(topology, located)
+        + _check_nodes(topology, located)
+        + _check_dynamics(topology, located)
+        + _check_wires(topology, located)
+        + _check_links(topology, located)
+    )
+
+
+def _check_hosts(topology: Topology, located: Located) -> list[Problem]:
+    """Host names: letters, digits, '-', '_', not a wire switch's name nor a node's."""
+    return [
+        located.problem(
+            ("hosts", name), f"host name '{name}' must be letters, digits, '-', '_', not wireN, and differ from every node name"
+        )
+        for name in topology.hosts
+        if not re.match(NAME_PATTERN, name) or WIRE_SWITCH.match(name) or name in topology.topology.nodes
+    ]
+
+
+def _check_nodes(topology: Topology, located: Located) -> list[Problem]:
+    """Each node: not named as a wire switch, on a declared host, sharing its host's stack only if its kind can,
+    with only its kind's options, and its kind's own rules."""
     problems: list[Problem] = []
     body = topology.topology
-
-    def bad(path: Path, message: str) -> None:
-        problems.append(located.problem(path, message))
-
-    for name in topology.hosts:
-        if not re.match(NAME_PATTERN, name) or WIRE_SWITCH.match(name) or name in body.nodes:
-            bad(
-                ("hosts", name),
-                f"host name '{name}' must be letters, digits, '-', '_', not wireN, and differ from every node name",
-            )
-    for name in body.nodes:
+    for name, spec in body.nodes.items():
         path = ("topology", "nodes", name)
         if WIRE_SWITCH.match(name):
-            bad(path, f"node name '{name}' is reserved for wire switches; pick another")
+            problems.append(located.problem(path, f"node name '{name}' is reserved for wire switches; pick another"))
         host = _layered(topology, name, "host")
         if host is not None and host not in topology.hosts:
             where = ", ".join(topology.hosts) or "none; declare them under hosts:"
-            bad(path + ("host",), f"host '{host}' is not declared under hosts: (declared: {where})")
+            problems.append(located.problem(path + ("host",), f"host '{host}' is not declared under hosts: (declared: {where})"))
         kind = node_kind(topology, name)
         if shares_host_stack(topology, name) and not KINDS.get(kind).shares_stack:
             sharing = ", ".join(k.name for k in KINDS.values() if k.shares_stack)
-            bad(path + ("mode",), f"only {sharing} nodes can share their host's stack; '{name}' is kind {kind}")
-        spec = body.nodes[name]
+            problems.append(
+                located.problem(path + ("mode",), f"only {sharing} nodes can share their host's stack; '{name}' is kind {kind}")
+            )
         for other in KINDS.values():
             for key in other.options:
                 if other.name != kind and getattr(spec, key):
-                    bad(path + (key,), f"'{key}' applies to kind: {other.name} nodes only")
-        for where, message in KINDS.get(kind).check(spec):
-            bad(path + where, message)
-    if topology.dynamics:
-        for j, name in enumerate(topology.dynamics.nodes or []):
-            if name not in body.nodes:
-                bad(("dynamics", "nodes", j), f"node '{name}' is not defined under topology.nodes")
-            elif len(name) > IFNAMSIZ - 2:
-                bad(
+                    problems.append(located.problem(path + (key,), f"'{key}' applies to kind: {other.name} nodes only"))
+        problems += [located.problem(path + where, message) for where, message in KINDS.get(kind).check(spec)]
+    return problems
+
+
+def _check_dynamics(topology: Topology, located: Located) -> list[Problem]:
+    """``dynamics: nodes:``: defined nodes, with names short enough for their radio interfaces (v-PEER)."""
+    problems: list[Problem] = []
+    if not topology.dynamics:
+        return problems
+    for j, name in enumerate(topology.dynamics.nodes or []):
+        if name not in topology.topology.nodes:
+            problems.append(located.problem(("dynamics", "nodes", j), f"node '{name}' is not defined under topology.nodes"))
+        elif len(name) > IFNAMSIZ - 2:
+            problems.append(
+                located.problem(
                     ("dynamics", "nodes", j),
                     f"radio interfaces are named v-PEER: '{name}' is longer than {IFNAMSIZ - 2} characters",
                 )
-    problems += _check_wires(topology, located)
+            )
+    return problems
+
+
+def _check_links(topology: Topology, located: Located) -> list[Problem]:
+    """Each link against its mode: the keys it takes, its ends and parent, then the mode's own rules."""
+    problems: list[Problem] = []
+    body = topology.topology
     ctx = Context(topology, located)
     owners = option_owners()
-    one_ended = ", ".join(m.name for m in LINK_MODES.values() if m.ends == 1)
     parents: dict[tuple[str | None, str], tuple[str, Path]] = {}
     for i, link in enumerate(body.links):
         base = ("topology", "links", i)
         name = link_mode(topology, link)
         mode = LINK_MODES.get(name)
-        ends = [ep.node for ep in link.endpoints]
-        if any(n not in body.nodes for n in ends):
+        if any(ep.node not in body.nodes for ep in link.endpoints):
             continue  # reported by the endpoint checks
-        if link.macs and not mode.takes_macs:
-            takers = " or ".join(m.name for m in LINK_MODES.values() if m.takes_macs)
-            bad(base + ("macs",), f"macs applies to mode: {takers} links only (this link is mode: {name})")
-        for key, takers in owners.items():
-            if getattr(link, key) not in (None, []) and name not in takers:
-                bad(base + (key,), f"'{key}' applies to mode: {' or '.join(takers)} links only (this link is mode: {name})")
-        if mode.ends == 1:
-            if len(ends) != 1:
-                bad(
-                    base + ("endpoints",),
-                    f'mode: {name} attaches one endpoint to its host; give one endpoint, e.g. ["{ends[0]}:eth1"]',
-                )
-                continue
-            if mode.needs_parent and not link.parent:
-                bad(
-                    base + ("mode",),
-                    f"mode: {name} needs parent: HOST:NIC, the host NIC it sits on (e.g. {node_host(topology, ends[0])}:nic0)",
-                )
-                continue
-            if link.parent:
-                found = mode.check_parent(ctx, link, base)
-                problems += _check_parent(topology, located, link, base, mode, parents) if found is None else found
-        else:
-            if len(ends) != 2:
-                bad(base + ("endpoints",), f"a {name} link joins two endpoints; for one endpoint use mode: {one_ended}")
-                continue
-            if link.parent:
-                bad(base + ("parent",), f"parent: is for single-endpoint attachments, not mode: {name}")
-        problems += mode.check(ctx, link, base)
+        problems += _check_link_keys(located, link, base, name, owners)
+        found, go_on = _check_ends(topology, located, ctx, link, base, parents)
+        problems += found
+        if go_on:
+            problems += mode.check(ctx, link, base)
     return problems
+
+
+def _check_link_keys(located: Located, link: LinkSpec, base: Path, name: str, owners: dict[str, list[str]]) -> list[Problem]:
+    """The keys a link sets that its mode does not take (macs, and the keys other modes own)."""
+    problems: list[Problem] = []
+    if link.macs and not LINK_MODES.get(name).takes_macs:
+        takers = " or ".join(m.name for m in LINK_MODES.values() if m.takes_macs)
+        problems.append(
+            located.problem(base + ("macs",), f"macs applies to mode: {takers} links only (this link is mode: {name})")
+        )
+    for key, takers in owners.items():
+        if getattr(link, key) not in (None, []) and name not in takers:
+            problems.append(
+                located.problem(
+                    base + (key,), f"'{key}' applies to mode: {' or '.join(takers)} links only (this link is mode: {name})"
+                )
+            )
+    return problems
+
+
+def _check_ends(
+    topology: Topology,
+    located: Located,
+    ctx: Context,
+    link: LinkSpec,
+    base: Path,
+    parents: dict[tuple[str | None, str], tuple[str, Path]],
+) -> tuple[list[Problem], bool]:
+    """A link's ends for its mode: one, on its parent, for a mode that attaches a node to its host; two otherwise.
+    ``(problems, whether the mode's own rules apply)``: not when the ends are wrong."""
+    name = link_mode(topology, link)
+    mode = LINK_MODES.get(name)
+    ends = [ep.node for ep in link.endpoints]
+    if mode.ends != 1:
+        if len(ends) != 2:
+            one_ended = ", ".join(m.name for m in LINK_MODES.values() if m.ends == 1)
+            return [
+                located.problem(
+                    base + ("endpoints",), f"a {name} link joins two endpoints; for one endpoint use mode: {one_ended}"
+                )
+            ], False
+        if link.parent:
+            return [located.problem(base + ("parent",), f"parent: is for single-endpoint attachments, not mode: {name}")], True
+        return [], True
+    if len(ends) != 1:
+        message = f'mode: {name} attaches one endpoint to its host; give one endpoint, e.g. ["{ends[0]}:eth1"]'
+        return [located.problem(base + ("endpoints",), message)], False
+    if mode.needs_parent and not link.parent:
+        message = f"mode: {name} needs parent: HOST:NIC, the host NIC it sits on (e.g. {node_host(topology, ends[0])}:nic0)"
+        return [located.problem(base + ("mode",), message)], False
+    if not link.parent:
+        return [], True
+    found = mode.check_parent(ctx, link, base)
+    return (_check_parent(topology, located, link, base, mode, parents) if found is None else found), True
 
 
 def _check_wires(topology: Topology, located: Located) -> list[Problem]:

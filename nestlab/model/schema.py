@@ -317,8 +317,6 @@ class _NodeBase(_Strict):
     @field_validator("components")
     @classmethod
     def _component_names(cls, value):
-        import re
-
         for name in value:
             if not re.match(COMPONENT_PATTERN, name) or len(name) > IFNAMSIZ or name == "self":
                 raise ValueError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .trace import check_rate, read
 from .units import parse_gemodel, parse_percent, parse_rate, parse_size, parse_time
 
 QDISCS = ("htb", "tbf")
@@ -56,8 +57,6 @@ PARSERS: dict[str, Callable] = {
 
 
 def _trace(value: str) -> None:
-    from .trace import check_rate, read
-
     try:
         times = read(value)
     except OSError as exc:

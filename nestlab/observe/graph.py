@@ -13,7 +13,7 @@ import html
 import json
 import math
 
-from ..plan.objects import LinkObj, Plan
+from ..plan.objects import AttachObj, LinkObj, Plan
 from ..registry import KINDS
 
 MACHINE = "this machine"  # where an attachment to a real interface of this machine hangs
@@ -33,18 +33,31 @@ def shaping_label(link: LinkObj) -> str:
 
 def elements(plan: Plan) -> dict:
     """Cytoscape.js elements: ``{"nodes": [{"data": ...}], "edges": [{"data": ...}]}``."""
-    nodes, edges, groups = [], [], {}
+    nodes = _node_vertices(plan)
+    edges = [_link_edge(key, link) for key, link in plan.links.items()]
+    for key, att in plan.attachments.items():
+        host = att.host or MACHINE
+        if host == MACHINE and not any(n["data"]["id"] == MACHINE for n in nodes):
+            nodes.append({"data": {"id": MACHINE, "label": MACHINE, "kind": "machine", "runtime": None, "parent": None}})
+        edges.append(_attachment_edge(key, att, host))
+    return {"nodes": nodes, "edges": edges}
+
+
+def _group_of(plan: Plan, name: str, has_components: set[str]) -> str | None:
+    """The group a namespace is drawn in: its nested node's, else its emulated host's (None: neither)."""
+    obj = plan.nodes[name]
+    if obj.parent or name in has_components:
+        return f"group:{obj.parent or name}"
+    host = obj.name if KINDS.get(obj.kind).machine else obj.host
+    return f"host:{host}" if host else None
+
+
+def _node_vertices(plan: Plan) -> list[dict]:
+    """The groups (nested nodes, emulated hosts holding them) first, then a vertex per namespace."""
+    nodes, groups = [], {}
     has_components = {o.parent for o in plan.nodes.values() if o.parent}
-
-    def group_of(name: str) -> str | None:
-        obj = plan.nodes[name]
-        if obj.parent or name in has_components:
-            return f"group:{obj.parent or name}"
-        host = obj.name if KINDS.get(obj.kind).machine else obj.host
-        return f"host:{host}" if host else None
-
     for name, obj in plan.nodes.items():
-        parent = group_of(name)
+        parent = _group_of(plan, name, has_components)
         nodes.append({"data": {"id": name, "label": name, "kind": obj.kind, "runtime": obj.runtime, "parent": parent}})
         if parent and parent.startswith("group:"):
             owner = plan.nodes[parent[6:]]
@@ -60,46 +73,44 @@ def elements(plan: Plan) -> dict:
                 "kind": "emulated-host",
                 "parent": None,
             }
-    nodes = [{"data": g} for g in groups.values()] + nodes
-    for key, link in plan.links.items():
-        edges.append(
-            {
-                "data": {
-                    "id": key,
-                    "source": link.a.node,
-                    "target": link.b.node,
-                    "kind": "link",
-                    "mode": link.mode,
-                    "a": link.a.ref,
-                    "b": link.b.ref,
-                    "label": f"{link.a.iface} – {link.b.iface}",
-                    "shaping": shaping_label(link),
-                    "state": link.state or "up",
-                }
-            }
-        )
-    for key, att in plan.attachments.items():
-        host = att.host or MACHINE
-        if host == MACHINE and not any(n["data"]["id"] == MACHINE for n in nodes):
-            nodes.append({"data": {"id": MACHINE, "label": MACHINE, "kind": "machine", "runtime": None, "parent": None}})
-        under = att.parent or att.option("bridge")
-        edges.append(
-            {
-                "data": {
-                    "id": key,
-                    "source": att.end.node,
-                    "target": host,
-                    "kind": "attachment",
-                    "mode": att.mode,
-                    "a": att.end.ref,
-                    "b": f"{host}:{under}",
-                    "label": f"{att.end.iface} – {att.mode} on {under}",
-                    "shaping": "",
-                    "state": "up",
-                }
-            }
-        )
-    return {"nodes": nodes, "edges": edges}
+    return [{"data": g} for g in groups.values()] + nodes
+
+
+def _link_edge(key: str, link: LinkObj) -> dict:
+    """A link's edge, labelled with its interfaces and shaping."""
+    return {
+        "data": {
+            "id": key,
+            "source": link.a.node,
+            "target": link.b.node,
+            "kind": "link",
+            "mode": link.mode,
+            "a": link.a.ref,
+            "b": link.b.ref,
+            "label": f"{link.a.iface} – {link.b.iface}",
+            "shaping": shaping_label(link),
+            "state": link.state or "up",
+        }
+    }
+
+
+def _attachment_edge(key: str, att: AttachObj, host: str) -> dict:
+    """An attachment's edge, from the node to its host (or this machine), labelled with what it sits on."""
+    under = att.parent or att.option("bridge")
+    return {
+        "data": {
+            "id": key,
+            "source": att.end.node,
+            "target": host,
+            "kind": "attachment",
+            "mode": att.mode,
+            "a": att.end.ref,
+            "b": f"{host}:{under}",
+            "label": f"{att.end.iface} – {att.mode} on {under}",
+            "shaping": "",
+            "state": "up",
+        }
+    }
 
 
 def _vertices(els: dict) -> list[dict]:

@@ -85,24 +85,29 @@ class Runc(WithInit):
         super().stop(lab, node)
 
 
+# A node's capabilities: a container's usual ones, and the network's and mounts' administration (a node configures both).
+_CAPABILITIES = (
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_NET_RAW",
+    "CAP_NET_ADMIN",
+    "CAP_SYS_CHROOT",
+    "CAP_AUDIT_WRITE",
+    "CAP_SYS_ADMIN",
+)
+
+
 def _oci_config(lab: str, node: str, cgroup_rel: str, hostname: str, env: dict[str, str]) -> dict[str, Any]:
+    """The bundle's config.json: a root process that sleeps (commands enter it), in the node's pinned namespaces."""
     path_env = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    caps = [
-        "CAP_CHOWN",
-        "CAP_DAC_OVERRIDE",
-        "CAP_FOWNER",
-        "CAP_FSETID",
-        "CAP_KILL",
-        "CAP_SETGID",
-        "CAP_SETUID",
-        "CAP_SETPCAP",
-        "CAP_NET_BIND_SERVICE",
-        "CAP_NET_RAW",
-        "CAP_NET_ADMIN",
-        "CAP_SYS_CHROOT",
-        "CAP_AUDIT_WRITE",
-        "CAP_SYS_ADMIN",
-    ]
+    caps = list(_CAPABILITIES)
     return {
         "ociVersion": "1.0.2",
         "process": {
@@ -116,29 +121,7 @@ def _oci_config(lab: str, node: str, cgroup_rel: str, hostname: str, env: dict[s
         },
         "root": {"path": "rootfs", "readonly": False},
         "hostname": hostname,
-        "mounts": [
-            {"destination": "/proc", "type": "proc", "source": "proc"},
-            {
-                "destination": "/dev",
-                "type": "tmpfs",
-                "source": "tmpfs",
-                "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
-            },
-            {
-                "destination": "/dev/pts",
-                "type": "devpts",
-                "source": "devpts",
-                "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
-            },
-            {
-                "destination": "/dev/shm",
-                "type": "tmpfs",
-                "source": "shm",
-                "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
-            },
-            {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
-            {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]},
-        ],
+        "mounts": _mounts(),
         "linux": {
             "namespaces": [
                 {"type": "network", "path": names.netns_path(lab, node)},
@@ -153,6 +136,33 @@ def _oci_config(lab: str, node: str, cgroup_rel: str, hostname: str, env: dict[s
             "readonlyPaths": ["/proc/sys/kernel", "/proc/sysrq-trigger"],
         },
     }
+
+
+def _mounts() -> list[dict[str, Any]]:
+    """The container's own /proc, /dev (with pts and shm), read-only /sys and /tmp."""
+    return [
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {
+            "destination": "/dev",
+            "type": "tmpfs",
+            "source": "tmpfs",
+            "options": ["nosuid", "strictatime", "mode=755", "size=65536k"],
+        },
+        {
+            "destination": "/dev/pts",
+            "type": "devpts",
+            "source": "devpts",
+            "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
+        },
+        {
+            "destination": "/dev/shm",
+            "type": "tmpfs",
+            "source": "shm",
+            "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"],
+        },
+        {"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]},
+        {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]},
+    ]
 
 
 register(Runc())

@@ -33,8 +33,10 @@ from collections.abc import Callable
 import yaml
 
 from .. import names
-from ..backends.kernel import netlink
+from ..backends.kernel import mounts, netlink
+from ..backends.kernel.cgroups import remove_tree
 from ..backends.remote import pki
+from ..backends.remote.kube import Cluster
 from ..engine import cleanup, state
 from ..errors import LabError
 from ..lab.lab import Lab
@@ -161,8 +163,6 @@ def down(name: str = "k8s", kubeconfig: str | None = None) -> bool:
 
 def _cgroup_mounts() -> list[tuple[str, str, str]]:
     """(mount point, type, options) of every cgroup hierarchy mounted on this machine."""
-    from ..backends.kernel import mounts
-
     return [(m.point, m.fstype, ",".join(o for o in m.options if o not in ("rw", "ro"))) for m in mounts.cgroups()]
 
 
@@ -189,8 +189,6 @@ def _kill_below(top: str, timeout: float = 20) -> None:
 
 
 def _remove_cgroups(top: str) -> None:
-    from ..backends.kernel.cgroups import remove_tree
-
     for point, _kind, _opts in _cgroup_mounts():
         remove_tree(os.path.join(point, top), timeout=10)
 
@@ -261,13 +259,32 @@ def _write_kubeconfig(path: str, name: str, pki_dir: str, user: str, embed: bool
 
 
 def _control_files(name: str) -> None:
+    """The control node's kubeconfigs and start script: etcd, the API server, the controller manager, the scheduler."""
     home = names.node_dir(name, "control")
     pki_dir = os.path.join(names.lab_dir(name), "pki")
     os.makedirs(os.path.join(home, "etcd"))
     for user in ("controller-manager", "scheduler"):
         _write_kubeconfig(os.path.join(home, f"{user}.kubeconfig"), name, pki_dir, user, embed=False)
+    commands = {
+        "etcd": _etcd_command(home),
+        "kube-apiserver": _apiserver_command(pki_dir),
+        "kube-controller-manager": _controller_manager_command(home, pki_dir),
+        "kube-scheduler": _scheduler_command(home),
+    }
+    script = [
+        "set -e",
+        "ip link set lo up",
+        f"mount -t tmpfs -o mode=0700 etcd {home}/etcd  # etcd's fsyncs go to memory: the cluster lives as long as the lab",
+        *(f"{shlex.join(command)} > {home}/{log}.log 2>&1 &" for log, command in commands.items()),
+        "wait",
+    ]
+    _write(os.path.join(home, "start.sh"), "\n".join(script) + "\n")
+
+
+def _apiserver_command(pki_dir: str) -> list[str]:
+    """kube-apiserver on the control node's underlay address, its certificates in ``pki_dir``."""
     p = lambda f: os.path.join(pki_dir, f)  # noqa: E731
-    api = [
+    return [
         f"{BIN}/kube-apiserver",
         "--etcd-servers=http://127.0.0.1:2379",
         f"--bind-address={_address(1)}",
@@ -289,25 +306,37 @@ def _control_files(name: str) -> None:
         "--profiling=false",
         "--endpoint-reconciler-type=none",
     ]
-    manager = [
+
+
+def _controller_manager_command(home: str, pki_dir: str) -> list[str]:
+    """kube-controller-manager, signing service accounts' tokens with the cluster's key."""
+    return [
         f"{BIN}/kube-controller-manager",
         f"--kubeconfig={home}/controller-manager.kubeconfig",
         "--leader-elect=false",
         "--bind-address=127.0.0.1",
-        f"--service-account-private-key-file={p('service-accounts.key')}",
-        f"--root-ca-file={p('ca.crt')}",
+        f"--service-account-private-key-file={os.path.join(pki_dir, 'service-accounts.key')}",
+        f"--root-ca-file={os.path.join(pki_dir, 'ca.crt')}",
         "--use-service-account-credentials=true",
         "--node-monitor-grace-period=20s",
         "--profiling=false",
     ]
-    scheduler = [
+
+
+def _scheduler_command(home: str) -> list[str]:
+    """kube-scheduler, alone (no leader election)."""
+    return [
         f"{BIN}/kube-scheduler",
         f"--kubeconfig={home}/scheduler.kubeconfig",
         "--leader-elect=false",
         "--bind-address=127.0.0.1",
         "--profiling=false",
     ]
-    etcd = [
+
+
+def _etcd_command(home: str) -> list[str]:
+    """A one-member etcd on the control node's loopback, its data under ``home``."""
+    return [
         "etcd",
         "--name=control",
         f"--data-dir={home}/etcd",
@@ -317,17 +346,6 @@ def _control_files(name: str) -> None:
         "--initial-advertise-peer-urls=http://127.0.0.1:2380",
         "--initial-cluster=control=http://127.0.0.1:2380",
     ]
-    script = [
-        "set -e",
-        "ip link set lo up",
-        f"mount -t tmpfs -o mode=0700 etcd {home}/etcd  # etcd's fsyncs go to memory: the cluster lives as long as the lab",
-        f"{shlex.join(etcd)} > {home}/etcd.log 2>&1 &",
-        f"{shlex.join(api)} > {home}/kube-apiserver.log 2>&1 &",
-        f"{shlex.join(manager)} > {home}/kube-controller-manager.log 2>&1 &",
-        f"{shlex.join(scheduler)} > {home}/kube-scheduler.log 2>&1 &",
-        "wait",
-    ]
-    _write(os.path.join(home, "start.sh"), "\n".join(script) + "\n")
 
 
 def _write(path: str, text: str) -> None:
@@ -336,50 +354,9 @@ def _write(path: str, text: str) -> None:
         fh.write(text)
 
 
-def _node_files(name: str, i: int, count: int, images: list[str]) -> None:
-    """nodeI's start scripts and configuration, under its folder (seen as /var/lib/node inside it)."""
-    node = f"node{i}"
-    home = names.node_dir(name, node)
-    pki_dir = os.path.join(names.lab_dir(name), "pki")
-    inside = "/var/lib/node"
-    for f in ("ca.crt", f"{node}.crt", f"{node}.key"):
-        os.makedirs(os.path.join(home, "pki"), exist_ok=True)
-        shutil.copy(os.path.join(pki_dir, f), os.path.join(home, "pki", f))
-    kubeconfig = _kubeconfig(name, f"{inside}/pki", node, embed=False)
-    kubeconfig["clusters"][0]["cluster"]["certificate-authority"] = f"{inside}/pki/ca.crt"
-    _write(os.path.join(home, "kubelet.kubeconfig"), yaml.safe_dump(kubeconfig, sort_keys=False))
-    kubelet = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "failCgroupV1": False,
-        "cgroupDriver": "cgroupfs",
-        "failSwapOn": False,
-        "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
-        "address": node_ip(i),
-        "port": 10250,
-        "readOnlyPort": 0,
-        "healthzPort": 0,
-        "authentication": {
-            "anonymous": {"enabled": False},
-            "webhook": {"enabled": False},
-            "x509": {"clientCAFile": f"{inside}/pki/ca.crt"},
-        },
-        "authorization": {"mode": "AlwaysAllow"},  # only holders of a certificate from the cluster's CA reach it
-        "makeIPTablesUtilChains": False,
-        "serializeImagePulls": False,
-        "resolvConf": "",  # pods ask no DNS server of this machine
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        "nodeStatusUpdateFrequency": "4s",
-        "syncFrequency": "10s",
-        "fileCheckFrequency": "10s",
-        "podLogsDir": "/var/log/pods",
-        "containerLogMaxFiles": 2,
-    }
-    _write(os.path.join(home, "kubelet.yaml"), yaml.safe_dump(kubelet, sort_keys=False))
-    containerd = f"""version = 2
-root = "{inside}/containerd"
+_INSIDE = "/var/lib/node"  # where a node sees its folder
+_CONTAINERD = f"""version = 2
+root = "{_INSIDE}/containerd"
 state = "/run/containerd"
 disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
                     "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
@@ -395,10 +372,71 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
       runtime_type = "io.containerd.runc.v2"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "{inside}/cni"
+    conf_dir = "{_INSIDE}/cni"
 """
-    _write(os.path.join(home, "containerd.toml"), containerd)
-    cni = {
+
+
+def _node_files(name: str, i: int, count: int, images: list[str]) -> None:
+    """nodeI's start scripts and configuration, under its folder (seen as /var/lib/node inside it)."""
+    node = f"node{i}"
+    home = names.node_dir(name, node)
+    _node_pki(name, node, home)
+    _write(os.path.join(home, "kubelet.yaml"), yaml.safe_dump(_kubelet_config(i), sort_keys=False))
+    _write(os.path.join(home, "containerd.toml"), _CONTAINERD)
+    _write(os.path.join(home, "cni", "10-nestlab.conflist"), json.dumps(_cni_config(i), indent=1))
+    for key, value in _KUBELET_SYSCTLS.items():
+        _write(os.path.join(home, "sysctl", key), value + "\n")
+    _write(os.path.join(home, "join.sh"), "\n".join(_join_script(name, node, home)) + "\n")
+    _write(os.path.join(home, "start.sh"), "\n".join(_start_script(i, count, home, images)) + "\n")
+
+
+def _node_pki(name: str, node: str, home: str) -> None:
+    """The node's certificate, key and the cluster's CA copied into its folder, and its kubelet's kubeconfig naming them."""
+    pki_dir = os.path.join(names.lab_dir(name), "pki")
+    for f in ("ca.crt", f"{node}.crt", f"{node}.key"):
+        os.makedirs(os.path.join(home, "pki"), exist_ok=True)
+        shutil.copy(os.path.join(pki_dir, f), os.path.join(home, "pki", f))
+    kubeconfig = _kubeconfig(name, f"{_INSIDE}/pki", node, embed=False)
+    kubeconfig["clusters"][0]["cluster"]["certificate-authority"] = f"{_INSIDE}/pki/ca.crt"
+    _write(os.path.join(home, "kubelet.kubeconfig"), yaml.safe_dump(kubeconfig, sort_keys=False))
+
+
+def _kubelet_config(i: int) -> dict:
+    """nodeI's KubeletConfiguration: cgroupfs, containerd, no swap or cgroup v1 checks, quick status updates."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+        "address": node_ip(i),
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzPort": 0,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": f"{_INSIDE}/pki/ca.crt"},
+        },
+        "authorization": {"mode": "AlwaysAllow"},  # only holders of a certificate from the cluster's CA reach it
+        "makeIPTablesUtilChains": False,
+        "serializeImagePulls": False,
+        "resolvConf": "",  # pods ask no DNS server of this machine
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "nodeStatusUpdateFrequency": "4s",
+        "syncFrequency": "10s",
+        "fileCheckFrequency": "10s",
+        "podLogsDir": "/var/log/pods",
+        "containerLogMaxFiles": 2,
+    }
+
+
+def _cni_config(i: int) -> dict:
+    """nodeI's pod network: a bridge, its addresses from the node's pod subnet."""
+    return {
         "cniVersion": "0.4.0",
         "name": "nestlab-pods",
         "plugins": [
@@ -417,11 +455,12 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
             }
         ],
     }
-    _write(os.path.join(home, "cni", "10-nestlab.conflist"), json.dumps(cni, indent=1))
-    for key, value in _KUBELET_SYSCTLS.items():
-        _write(os.path.join(home, "sysctl", key), value + "\n")
+
+
+def _join_script(name: str, node: str, home: str) -> list[str]:
+    """The script that puts the node in a cgroup of its own under the lab's, then runs its start script."""
     procs = [f"{point}/{names.cgroup_name(name)}" for point, _k, _o in _cgroup_mounts()]
-    join = [
+    return [
         "set -e",
         f"for top in {' '.join(procs)}; do",
         f'  mkdir -p "$top/{node}"',
@@ -435,36 +474,39 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         "done",
         f"exec unshare --cgroup --mount --propagation private sh {home}/start.sh",
     ]
-    _write(os.path.join(home, "join.sh"), "\n".join(join) + "\n")
-    mounts = [
+
+
+def _start_script(i: int, count: int, home: str, images: list[str]) -> list[str]:
+    """nodeI's start script: its own /sys, cgroups, /var/lib, /run and sysctls, routes to the other nodes' pods,
+    containerd with the images imported, then the kubelet."""
+    cgroup_mounts = [
         f"mkdir -p /sys/fs/cgroup{point.removeprefix('/sys/fs/cgroup')} && mount -t {kind} -o {opts or 'none'} {kind} {point}"
         if kind == "cgroup"
         else f"mkdir -p {point} && mount -t cgroup2 cgroup2 {point}"
         for point, kind, opts in _cgroup_mounts()
     ]
     routes = [f"ip route add {PODS.format(j)} via {node_ip(j)}" for j in range(1, count + 1) if j != i]
-    start = [
+    return [
         "set -e",
         "ip link set lo up",
         "echo 1 > /proc/sys/net/ipv4/ip_forward",
         "mount -t sysfs sysfs /sys",
         "mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup",
-        *mounts,
-        f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {inside} /var/lib/cni /var/lib/kubelet && mount --bind {home} {inside}",
+        *cgroup_mounts,
+        f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {_INSIDE} /var/lib/cni /var/lib/kubelet && mount --bind {home} {_INSIDE}",
         "mount -t tmpfs -o mode=0755 node-run /run && mkdir -p /run/containerd /run/netns",
         "mount -t tmpfs -o mode=0755 node-log /var/log",
-        *(f"mount --bind {inside}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
+        *(f"mount --bind {_INSIDE}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
         *routes,
-        f"containerd --config {inside}/containerd.toml > {inside}/containerd.log 2>&1 &",
+        f"containerd --config {_INSIDE}/containerd.toml > {_INSIDE}/containerd.log 2>&1 &",
         "until [ -S /run/containerd/containerd.sock ]; do sleep 0.1; done",
         *(
             f"ctr -n k8s.io images import {image} > /dev/null  # unpacked here, once, not when a lab's first pod starts"
             for image in images
         ),
-        f"exec {BIN}/kubelet --config {inside}/kubelet.yaml --kubeconfig {inside}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
-        f"--hostname-override {node} --node-ip {node_ip(i)} > {inside}/kubelet.log 2>&1",
+        f"exec {BIN}/kubelet --config {_INSIDE}/kubelet.yaml --kubeconfig {_INSIDE}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
+        f"--hostname-override node{i} --node-ip {node_ip(i)} > {_INSIDE}/kubelet.log 2>&1",
     ]
-    _write(os.path.join(home, "start.sh"), "\n".join(start) + "\n")
 
 
 def _topology(name: str, count: int) -> str:
@@ -498,8 +540,6 @@ def _address_controller(name: str) -> None:
 
 
 def _wait_ready(kubeconfig: str, count: int, deadline: float, name: str, log: Callable[[str], None]) -> None:
-    from ..backends.remote.kube import Cluster
-
     api = Cluster(kubeconfig, timeout=max(5.0, deadline - time.monotonic()))
     log(f"waiting for {count} nodes to be Ready")
     api.wait_nodes_ready(

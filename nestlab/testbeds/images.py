@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -92,7 +93,6 @@ def _base(log: Callable[[str], None]) -> oci.Layer:
 
 
 def _requirements() -> list[str]:
-    import re
     import tomllib
 
     with open(os.path.join(_checkout(), "pyproject.toml"), "rb") as fh:

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 
 from ... import names
 from ...errors import LabError
-from . import netlink, sysctl
+from . import netlink, rtdump, sysctl
 
 MARKER = "nestlab-mgmt:"
 PORTS = 256  # host numbers per bridge: a /24 on one (the kernel takes at most 1 024 ports)
@@ -150,8 +150,6 @@ def ensure(network: str, bridge: str, gateways: tuple[str, str], mtu: int, subne
 
 def remove(network: str) -> None:
     """The network's bridges, joining veths and rules, gone (found by their marker; what is already gone is fine)."""
-    from . import rtdump
-
     nl = netlink.Netlink()
     try:
         for name in [i.name for i in rtdump.interfaces(nl, counters=False) if i.alias == MARKER + network]:
@@ -193,8 +191,6 @@ def forward_restored() -> None:
 
 def _networks(but: str | None = None) -> set[str]:
     """The management networks whose bridges are on this machine (``but``: not that one)."""
-    from . import rtdump
-
     nl = netlink.Netlink()
     try:
         marked = {i.alias[len(MARKER) :] for i in rtdump.interfaces(nl, counters=False) if i.alias and i.alias.startswith(MARKER)}

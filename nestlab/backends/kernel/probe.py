@@ -14,9 +14,10 @@ import threading
 from dataclasses import asdict, dataclass
 from functools import cache
 
+from ...errors import LabError
 from ...registry import LINK_MODES
 from ...seams import KernelFeature
-from . import libc
+from . import libc, mounts
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,6 @@ def _read(path: str) -> str:
 
 def cgroups() -> tuple[list[str], list[str]]:
     """(cgroup v1 controllers mounted, cgroup v2 controllers available)."""
-    from . import mounts
-
     found = mounts.cgroups()
     v1 = [o for m in found if m.fstype == "cgroup" for o in m.options if o not in ("rw", "ro") and "=" not in o]
     v2_root = next((m.point for m in found if m.fstype == "cgroup2"), None)
@@ -222,8 +221,6 @@ def missing_for(needs: set[str]) -> list[str]:
 def check_needs(needs: set[str], nat: bool, others: list[str]) -> None:
     """Raise :class:`LabError` naming what this machine lacks for a change (kernel features, NAT, and
     ``others`` its node kinds found), before anything is created."""
-    from ...errors import LabError
-
     problems = missing_for(needs) if needs else []
     if nat and not (why := nat_works())[0]:
         problems.append(f"NAT for bridge mode ({why[1]}; needs nftables and CONFIG_NFT_NAT/CONFIG_NFT_MASQ)")

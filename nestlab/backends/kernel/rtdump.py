@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 from ... import names
+from . import namespaces
 from .netlink import RTM_GETADDR, RTM_GETLINK, Netlink, attr, attrs
 
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_MASTER, IFLA_OPERSTATE, IFLA_LINKINFO, IFLA_STATS64, IFLA_CARRIER = (
@@ -104,8 +105,6 @@ def interfaces(nl: Netlink, counters: bool = True) -> list[LinkInfo]:
 
 def of_namespace(path: str, counters: bool = True) -> list[LinkInfo]:
     """The interfaces of the network namespace pinned at ``path`` (none once it is gone)."""
-    from . import namespaces
-
     try:
         fd, nl = namespaces.open_netlink(path)
     except FileNotFoundError:

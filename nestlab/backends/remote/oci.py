@@ -7,6 +7,7 @@ cached layer is reused as it is and the archive is written without compressing a
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import platform
@@ -98,8 +99,6 @@ def archive(ref: str, layers: list[Layer], dest: str, entrypoint: list[str], env
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    import io
-
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mode = 0o644

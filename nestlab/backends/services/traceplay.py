@@ -27,6 +27,7 @@ import sys
 import time
 
 from ... import names
+from ...errors import LabError
 from ...model.trace import PACKET_BYTES, read
 from ..kernel import containers, namespaces, procs
 
@@ -45,8 +46,6 @@ def status_path(lab: str, node: str, iface: str) -> str:
 
 def start(lab: str, node: str, iface: str, trace: str, queue: int) -> None:
     """The player of ``trace`` on ``node``'s ``iface``; returns once it carries the link (LabError if it died)."""
-    from ...errors import LabError
-
     status = status_path(lab, node, iface)
     os.makedirs(os.path.dirname(status), exist_ok=True)
     log = status[: -len(".json")] + ".log"

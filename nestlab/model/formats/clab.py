@@ -264,51 +264,65 @@ def _link(
 ) -> dict | None:
     """One link in nestlab's form (None: dropped with a notice)."""
     _endpoint_vars(link, path, located, notices)
-    kind = link.get("type")
-    if kind is not None:
-        link = {k: v for k, v in link.items() if k != "type"}
-        if kind == "dummy":
-            notices.append(
-                located.problem(
-                    path + ("type",),
-                    "ignored: a dummy interface has nothing on its other side; add the address to a real link",
-                    key=True,
-                )
-            )
+    if link.get("type") is not None:
+        typed = _typed_link(link, path, located, notices, problems)
+        if typed is None:
             return None
-        if kind == "veth-stitch":
-            notices.append(
-                located.problem(
-                    path + ("type",),
-                    "veth-stitch is a veth here: containerlab joins two veths in this machine's namespace so that "
-                    "tcpdump and tc netem reach them; nestlab captures and shapes a node's own interfaces",
-                    key=True,
-                )
-            )
-        if kind in _SPECIAL:
-            endpoint = link.pop("endpoint", None) or {}
-            link["endpoints"] = [endpoint, f"{kind}:{link.pop('host-interface', None)}"]
-            if kind == "macvlan" and "mode" in link:
-                link["macvlan_mode"] = link.pop("mode")
-        elif kind in ("vxlan", "vxlan-stitch"):  # one node's end tunnelled to another machine
-            link["endpoints"] = [link.pop("endpoint", None) or {}]
-            link["mode"] = "vxlan-remote"
-            for theirs, ours in _VXLAN_KEYS.items():
-                if theirs in link:
-                    link[ours] = link.pop(theirs)
-        elif kind not in ("veth", "veth-stitch"):
-            problems.append(
-                located.problem(
-                    path + ("type",),
-                    f"type: {kind} links are not supported; nestlab links nodes with veth (and host:, mgmt-net:, macvlan: endpoints, "
-                    "and type: vxlan to another machine)",
-                )
-            )
-            return None
+        link = typed
     endpoints = link.get("endpoints")
     if not isinstance(endpoints, list):
         return link
-    link = {**link, **_endpoint_keys(endpoints, link)}
+    return _machine_end({**link, **_endpoint_keys(endpoints, link)}, defined, managed)
+
+
+def _typed_link(link: dict, path, located: Located, notices: list[Problem], problems: list[Problem]) -> dict | None:
+    """A link with containerlab's ``type:`` in nestlab's form, without the type (None: dropped, or not supported)."""
+    kind = link["type"]
+    link = {k: v for k, v in link.items() if k != "type"}
+    if kind == "dummy":
+        notices.append(
+            located.problem(
+                path + ("type",),
+                "ignored: a dummy interface has nothing on its other side; add the address to a real link",
+                key=True,
+            )
+        )
+        return None
+    if kind == "veth-stitch":
+        notices.append(
+            located.problem(
+                path + ("type",),
+                "veth-stitch is a veth here: containerlab joins two veths in this machine's namespace so that "
+                "tcpdump and tc netem reach them; nestlab captures and shapes a node's own interfaces",
+                key=True,
+            )
+        )
+    if kind in _SPECIAL:
+        endpoint = link.pop("endpoint", None) or {}
+        link["endpoints"] = [endpoint, f"{kind}:{link.pop('host-interface', None)}"]
+        if kind == "macvlan" and "mode" in link:
+            link["macvlan_mode"] = link.pop("mode")
+    elif kind in ("vxlan", "vxlan-stitch"):  # one node's end tunnelled to another machine
+        link["endpoints"] = [link.pop("endpoint", None) or {}]
+        link["mode"] = "vxlan-remote"
+        for theirs, ours in _VXLAN_KEYS.items():
+            if theirs in link:
+                link[ours] = link.pop(theirs)
+    elif kind not in ("veth", "veth-stitch"):
+        problems.append(
+            located.problem(
+                path + ("type",),
+                f"type: {kind} links are not supported; nestlab links nodes with veth (and host:, mgmt-net:, macvlan: endpoints, "
+                "and type: vxlan to another machine)",
+            )
+        )
+        return None
+    return link
+
+
+def _machine_end(link: dict, defined: set[str], managed: bool) -> dict:
+    """A link of two ends, one of them ``host:IF``, ``macvlan:IF`` or ``mgmt-net:IF`` (no node of that name), as a
+    one-ended link of the matching mode; any other link as it is."""
     endpoints = link["endpoints"]
     words = ("host", "macvlan", MGMT) if managed else ("host", "macvlan")
     special = [

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path as FsPath
 
 from ..errors import Path, Problem, TopologyError
@@ -62,21 +63,33 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
     conf = conf / "lab.conf" if conf.is_dir() else conf
     folder = conf.parent.resolve()
     source = str(conf)
-    lines = read_source(conf, "the lab").splitlines()
+    text = read_source(conf, "the lab")
     located = Located(None)
+    shared = _startup(folder / "shared.startup")
+    devices, ports = _read_conf(text, source, located)
+    nodes, notes = _nodes(devices, located, folder, shared)
+    links = _links(ports, nodes, located, source)
+    for dev, waits in _deps(conf.parent / "lab.dep", devices).items():
+        nodes[dev]["stages"] = {"configure": {"wait-for": [{"node": w, "stage": "configure"} for w in waits]}}
+    located.data = {"name": lab_name(folder), "ipv4_pool": None, "topology": {"nodes": nodes, "links": links}}
+    return located, source, [Problem((dev,), message, line, 1) for line, dev, message in sorted(notes)]
+
+
+def _at(located: Located, path: Path, line: int) -> None:
+    located.positions.setdefault(path, (line, 1))
+
+
+def _read_conf(text: str, source: str, located: Located) -> tuple[dict[str, dict], dict[str, list[tuple[str, str, int]]]]:
+    """lab.conf's devices (their settings) and collision domains (``domain -> [(device, interface, line)]``);
+    TopologyError naming every line that is not an assignment."""
     problems: list[Problem] = []
     devices: dict[str, dict] = {}
-    ports: dict[str, list[tuple[str, str, int]]] = {}  # domain -> [(device, interface, line)]
-    shared = _startup(folder / "shared.startup")
-
-    def at(path: Path, line: int) -> None:
-        located.positions.setdefault(path, (line, 1))
-
-    for number, raw in enumerate(lines, 1):
-        text = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
-        if not text or _META.match(text):
+    ports: dict[str, list[tuple[str, str, int]]] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line or _META.match(line):
             continue
-        match = _ASSIGN.match(text)
+        match = _ASSIGN.match(line)
         if not match:
             problems.append(
                 Problem(
@@ -87,37 +100,50 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
         dev, key, value = match.group(1), match.group(2), match.group(3).strip("\"'")
         spec = devices.setdefault(dev, {})
         node = ("topology", "nodes", dev)
-        at(node, number)
-        if key.isdigit():
-            domain = value.split("/", 1)[0]
-            if not re.match(r"^[A-Za-z0-9_-]+$", domain):
-                problems.append(
-                    Problem(node, f"collision domain '{domain}' may use only letters, digits, '-' and '_'", number, 1)
-                )
-                continue
-            ports.setdefault(domain, []).append((dev, f"eth{key}", number))
-        elif key == "image":
-            spec["image"] = value
-        elif key in ("mem", "memory"):
-            spec.setdefault("resources", {})["memory"] = value
-            at(node + ("resources", "memory"), number)
-        elif key == "cpus":
-            spec.setdefault("resources", {})["cpus"] = float(value) if _number(value) else value
-            at(node + ("resources", "cpus"), number)
-        elif key == "sysctl":
-            name, _, setting = value.partition("=")
-            spec.setdefault("sysctls", {})[name.strip()] = setting.strip()
-            at(node + ("sysctls",), number)
-        elif key == "env":
-            name, _, setting = value.partition("=")
-            spec.setdefault("env", {})[name.strip()] = setting.strip()
-            at(node + ("env", name.strip()), number)
-        elif key in _NOTED:
-            spec.setdefault("_notes", []).append((number, dev, f"ignored: [{key}]: {_NOTED[key]}"))
-        else:
-            spec.setdefault("_notes", []).append((number, dev, f"ignored: [{key}] is not an option nestlab knows"))
+        _at(located, node, number)
+        if not key.isdigit():
+            _setting(spec, located, dev, key, value, number)
+            continue
+        domain = value.split("/", 1)[0]
+        if not re.match(r"^[A-Za-z0-9_-]+$", domain):
+            problems.append(Problem(node, f"collision domain '{domain}' may use only letters, digits, '-' and '_'", number, 1))
+            continue
+        ports.setdefault(domain, []).append((dev, f"eth{key}", number))
     if problems:
         raise TopologyError(source, problems)
+    return devices, ports
+
+
+def _setting(spec: dict, located: Located, dev: str, key: str, value: str, number: int) -> None:
+    """``dev[key]=value`` (any key but an interface's number) into the device's spec, or a note that it is ignored."""
+    node = ("topology", "nodes", dev)
+    if key == "image":
+        spec["image"] = value
+    elif key in ("mem", "memory"):
+        spec.setdefault("resources", {})["memory"] = value
+        _at(located, node + ("resources", "memory"), number)
+    elif key == "cpus":
+        spec.setdefault("resources", {})["cpus"] = float(value) if _number(value) else value
+        _at(located, node + ("resources", "cpus"), number)
+    elif key == "sysctl":
+        name, _, setting = value.partition("=")
+        spec.setdefault("sysctls", {})[name.strip()] = setting.strip()
+        _at(located, node + ("sysctls",), number)
+    elif key == "env":
+        name, _, setting = value.partition("=")
+        spec.setdefault("env", {})[name.strip()] = setting.strip()
+        _at(located, node + ("env", name.strip()), number)
+    elif key in _NOTED:
+        spec.setdefault("_notes", []).append((number, dev, f"ignored: [{key}]: {_NOTED[key]}"))
+    else:
+        spec.setdefault("_notes", []).append((number, dev, f"ignored: [{key}] is not an option nestlab knows"))
+
+
+def _nodes(
+    devices: dict[str, dict], located: Located, folder: FsPath, shared: str
+) -> tuple[dict[str, dict], list[tuple[int, str, str]]]:
+    """The devices as nodes (kind from the image, exec from the start-up files, binds from their folders), and the notes
+    ``(line, device, message)`` on what they ignore."""
     notes: list[tuple[int, str, str]] = []
     nodes: dict[str, dict] = {}
     for dev, spec in devices.items():
@@ -135,25 +161,38 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
                 )
             )
         script, skipped = _filter(shared + _startup(folder / f"{dev}.startup"))
-        for cmd in skipped:
-            server = _server(cmd) if spec.get("kind") != "frr" else None
-            if server and "cmd" not in spec:
-                spec["cmd"], spec["own_root"] = server, True
-                notes.append(
-                    (line, dev, f"{dev}.startup: `{cmd}` runs `{server}` as the device's main process, in a root of its own")
-                )
-                continue
-            why = "nestlab starts the router" if spec.get("kind") == "frr" else "it would start a service of this machine"
-            notes.append((line, dev, f"ignored: {dev}.startup: `{cmd}`: {why}"))
+        notes += _services(dev, spec, skipped, line)
         if script.strip():
             spec["exec"] = [script]
         spec["binds"] = _tree(folder / dev)
         spec["sysctls"] = {"net.ipv4.ip_forward": "1", **spec.get("sysctls", {})}  # as Kathará's devices have it
         nodes[dev] = spec
-    links = []
+    return nodes, notes
+
+
+def _services(dev: str, spec: dict, skipped: list[str], line: int) -> list[tuple[int, str, str]]:
+    """The notes on the start-up lines that start a service: the first web server this machine has becomes the
+    device's cmd (in a root of its own), the others are ignored."""
+    notes = []
+    for cmd in skipped:
+        server = _server(cmd) if spec.get("kind") != "frr" else None
+        if server and "cmd" not in spec:
+            spec["cmd"], spec["own_root"] = server, True
+            notes.append(
+                (line, dev, f"{dev}.startup: `{cmd}` runs `{server}` as the device's main process, in a root of its own")
+            )
+            continue
+        why = "nestlab starts the router" if spec.get("kind") == "frr" else "it would start a service of this machine"
+        notes.append((line, dev, f"ignored: {dev}.startup: `{cmd}`: {why}"))
+    return notes
+
+
+def _links(ports: dict[str, list[tuple[str, str, int]]], nodes: dict[str, dict], located: Located, source: str) -> list[dict]:
+    """The collision domains as links: a veth pair for two ports, else a bridge node ``cd-DOMAIN`` (added to ``nodes``)
+    with a link from each port."""
+    links: list[dict] = []
     for domain, members in ports.items():
-        path = ("topology", "links", len(links))
-        at(path, members[0][2])
+        _at(located, ("topology", "links", len(links)), members[0][2])
         if len(members) == 2:
             links.append({"endpoints": [f"{d}:{i}" for d, i, _ in members]})
             continue
@@ -171,15 +210,12 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
                 ],
             )
         nodes[switch] = {"kind": "bridge"}
-        at(("topology", "nodes", switch), members[0][2])
+        _at(located, ("topology", "nodes", switch), members[0][2])
         for j, (dev, iface, line) in enumerate(members):
-            at(("topology", "links", len(links)), line)
+            _at(located, ("topology", "links", len(links)), line)
             port = f"{dev}-{iface}" if len(dev) + len(iface) < 15 else f"p{j}"
             links.append({"endpoints": [f"{dev}:{iface}", f"{switch}:{port}"]})
-    for dev, waits in _deps(conf.parent / "lab.dep", devices).items():
-        nodes[dev]["stages"] = {"configure": {"wait-for": [{"node": w, "stage": "configure"} for w in waits]}}
-    located.data = {"name": lab_name(folder), "ipv4_pool": None, "topology": {"nodes": nodes, "links": links}}
-    return located, source, [Problem((dev,), message, line, 1) for line, dev, message in sorted(notes)]
+    return links
 
 
 def _number(text: str) -> bool:
@@ -207,8 +243,6 @@ def _filter(script: str) -> tuple[str, list[str]]:
 
 def _server(line: str) -> str | None:
     """The foreground command of the web server a start-up line starts, if this machine has it."""
-    import shutil
-
     found = _SERVICE_NAME.search(line)
     program, command = _SERVERS.get(found.group(1).removesuffix(".service") if found else "", ("", ""))
     return command if program and shutil.which(program) else None
