@@ -22,8 +22,8 @@ from nestlab.errors import LabError
 from nestlab.model.errors import TopologyError
 from nestlab.model.schema import ServerSpec
 from nestlab.plan.placement import place
-from nestlab.sites.k8s import render
-from nestlab.sites.shares import split
+from nestlab.sites.k8s.site import render
+from nestlab.sites.shares import place_and_partition
 from nestlab.sites.ssh import remotes
 from nestlab.testbeds import emulate
 
@@ -128,7 +128,7 @@ def test_kubernetes_manifests_are_valid_and_split_like_the_ssh_path():
         assert obj.to_dict() == manifest, f"{manifest['kind']} has keys the API does not know"
     kinds = [m["kind"] for m in manifests]
     assert kinds == ["ConfigMap", "Service", "Pod", "Pod", "Pod"]
-    ssh = split(lab, {s: ServerSpec(address=f"198.18.7.{i}") for i, s in enumerate(("s1", "s2", "s3"), 1)})
+    ssh = place_and_partition(lab, {s: ServerSpec(address=f"198.18.7.{i}") for i, s in enumerate(("s1", "s2", "s3"), 1)})
     assert ssh.placement.server_of == parts.placement.server_of and ssh.placement.cut == parts.placement.cut
     shares = {k.removesuffix(".yml"): yaml.safe_load(v) for k, v in manifests[0]["data"].items()}
     for server, share in ssh.shares.items():

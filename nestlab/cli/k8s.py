@@ -57,7 +57,7 @@ def deploy(
     from collections import Counter
 
     from ..lab.lab import Lab
-    from ..sites.k8s import Kubernetes, Target
+    from ..sites.k8s.site import Kubernetes, Target
     from .common import notices
 
     started = time.perf_counter()
@@ -66,7 +66,7 @@ def deploy(
         notices(lab)
         target = Target(str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say)
         site = Kubernetes.on(lab.name, target)
-        parts = site.deploy(lab.blueprint).split
+        parts = site.deploy(lab.blueprint).partition
         assert parts is not None
         counts = Counter(parts.placement.server(n) for n in lab.plan.nodes)
         tunnels = sum(len(s.stitched) for s in parts.shares.values()) // 2
@@ -102,8 +102,8 @@ def render(
     import yaml
 
     from ..lab.lab import Lab
-    from ..sites.k8s import NESTLAB_REF
-    from ..sites.k8s import render as make
+    from ..sites.k8s.site import NESTLAB_REF
+    from ..sites.k8s.site import render as make
 
     with reported():
         lab = Lab.from_file(topo)
@@ -126,7 +126,7 @@ def image(output: Path | None = typer.Option(None, "-o", "--output", help="Also 
     """
     import shutil
 
-    from ..sites.k8s import NESTLAB_REF
+    from ..sites.k8s.site import NESTLAB_REF
     from ..testbeds.images import nestlab_image
 
     with reported():

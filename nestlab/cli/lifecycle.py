@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..lab.lab import Lab
     from ..model.glance import Glance
     from ..model.overrides import Overrides
-    from ..plan.split import Split
+    from ..plan.partition import Partition
 
 commands = typer.Typer()
 
@@ -111,7 +111,7 @@ def _deploy(
     from ..lab.lab import Lab
 
     if servers:  # known before the topology: each server's nestlab starts while it loads
-        _deploy_split(topo, vars_files, servers, reconfigure, started, overrides=overrides)
+        _deploy_on_servers(topo, vars_files, servers, reconfigure, started, overrides=overrides)
         return
     lab = Lab.from_file(topo, vars_files, overrides=overrides)
     notices(lab)
@@ -121,8 +121,8 @@ def _deploy(
     execs = ExecReport()
     with progress_bar("deploying") as progress:
         done = lab.site.deploy(lab.blueprint, progress, execs.show)
-    if done.split is not None:  # on servers: where each node went
-        _placed(lab, done.split, started)
+    if done.partition is not None:  # on servers: where each node went
+        _placed(lab, done.partition, started)
         return
     changes = done.changes
     took = time.perf_counter() - started
@@ -206,7 +206,7 @@ def _ahead(glanced: Glance, reconfigure: bool) -> spares.Ahead:
     )
 
 
-def _deploy_split(
+def _deploy_on_servers(
     topo: Path,
     vars_files: list[Path],
     servers: Path | None,
@@ -234,21 +234,21 @@ def _deploy_split(
         if starting:
             starting.abandon()
         raise
-    split = Servers.started(lab.name, starting).deploy(lab.blueprint).split
-    assert split is not None
-    _placed(lab, split, started)
+    partition = Servers.started(lab.name, starting).deploy(lab.blueprint).partition
+    assert partition is not None
+    _placed(lab, partition, started)
 
 
-def _placed(lab: Lab, split: Split, started: float) -> None:
+def _placed(lab: Lab, partition: Partition, started: float) -> None:
     """Say where each node of a lab deployed on servers went."""
     from collections import Counter
 
-    counts = Counter(split.placement.server(n) for n in lab.plan.nodes)
-    tunnels = sum(len(s.stitched) for s in split.shares.values()) // 2
+    counts = Counter(partition.placement.server(n) for n in lab.plan.nodes)
+    tunnels = sum(len(s.stitched) for s in partition.shares.values()) // 2
     err.line(
         f"lab {lab.name}: {len(lab.plan.nodes)} nodes on {len(lab.topology.servers)} servers "
         f"({', '.join(f'{s}: {counts.get(s, 0)}' for s in sorted(lab.topology.servers))}), "
-        f"{tunnels} VXLAN tunnels (MTU {split.mtu}) in {time.perf_counter() - started:.2f} s"
+        f"{tunnels} VXLAN tunnels (MTU {partition.mtu}) in {time.perf_counter() - started:.2f} s"
     )
     out.line(
         f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs on the node's server);  "

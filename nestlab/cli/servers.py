@@ -36,12 +36,12 @@ def plan(
     import yaml
 
     from ..lab.lab import Lab
-    from ..plan.split import MGMT_STITCH
-    from ..sites.shares import split
+    from ..plan.partition import MGMT_STITCH
+    from ..sites.shares import place_and_partition
 
     with reported():
         lab = Lab.from_file(topo, servers=servers)
-        parts = split(lab)
+        parts = place_and_partition(lab)
         placed = parts.placement
         by_server: dict[str, list[str]] = {}
         for node in lab.plan.nodes:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..model.overrides import Overrides
     from ..model.schema import Topology
     from ..plan.diff import Changes
-    from ..plan.split import Split
+    from ..plan.partition import Partition
     from ..seams import ExecReport
     from ..sites.seam import Report, Site
     from .link_handle import LinkHandle
@@ -247,17 +247,17 @@ class Lab:
             return sites.of(self.name)
         return sites.chosen(self.topology)
 
-    def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Split:
+    def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Partition:
         """Have the site a deploy goes to (this machine, or the file's ``servers:``) create what is missing and
         remove what is no longer wanted; returns what was changed (for a lab on servers:, where each node went:
-        a :class:`~nestlab.plan.split.Split`).
+        a :class:`~nestlab.plan.partition.Partition`).
 
         Deploying an already running, identical lab changes nothing.
         """
         from .. import sites
 
         done = sites.chosen(self.topology).deploy(self.blueprint, progress, on_exec)
-        return done.split if done.split is not None else done.changes
+        return done.partition if done.partition is not None else done.changes
 
     def without(self, nodes: list[str]) -> Changes:
         """Remove ``nodes`` (and the links ending on them) from this running lab; the rest keeps running."""

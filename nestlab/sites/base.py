@@ -9,13 +9,11 @@ runs the same ``nestlab`` command there (:meth:`Site.forward`) instead of testin
 
 from __future__ import annotations
 
-import queue
 import subprocess
-import threading
-import time
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from ..errors import LabError
+from .interleave import interleave
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -100,42 +98,11 @@ class Site:
         or as it arrives with ``by_line`` false (binary output of one share); returns the worst exit code
         (0 when this side ended them)."""
         shares = self.shares()
-        lines: queue.Queue[bytes | None] = queue.Queue()
         procs = [
             shares[share].popen(shares[share].nestlab_cmd(*args), stream=True, stdout=subprocess.PIPE)
             for share, args in commands.items()
         ]
-
-        def pump(proc: subprocess.Popen[bytes]) -> None:
-            stream: Any = proc.stdout  # a buffered reader: whole lines, or what has arrived (read1)
-            for piece in stream if by_line else iter(lambda: stream.read1(1 << 16), b""):
-                lines.put(piece)
-            lines.put(None)
-
-        for proc in procs:
-            threading.Thread(target=pump, args=(proc,), daemon=True).start()
-        ended = seen = 0
-        deadline = None if duration is None else time.monotonic() + duration
-        cut = False
-        try:
-            while ended < len(procs) and (count is None or seen < count):
-                try:
-                    line = lines.get(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if line is None:
-                    ended += 1
-                    continue
-                out.write(line)
-                out.flush()
-                seen += 1
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    cut = True
-                    proc.terminate()
-        codes = [proc.wait() for proc in procs]
-        return 0 if cut else max(codes)
+        return interleave(procs, out, count, by_line, duration)
 
     def removal(self, count: int) -> str:
         """What a person reads once the lab is removed (``count``: namespaces removed on this machine)."""

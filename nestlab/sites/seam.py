@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Protocol, TypedDict
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Changes, Step
-    from ..plan.split import Split
+    from ..plan.partition import Partition
     from ..seams import ExecReport, Progress, Remote
 
 Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # what JSON holds
@@ -23,10 +23,10 @@ Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # wha
 @dataclass(frozen=True)
 class Deployed:
     """What a site's deploy did: on this machine, what was changed (``changes``); on servers or pods, where
-    each node went (``split``)."""
+    each node went (``partition``)."""
 
     changes: Changes | None = None
-    split: Split | None = None
+    partition: Partition | None = None
 
 
 @dataclass(frozen=True)

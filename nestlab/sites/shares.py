@@ -1,5 +1,5 @@
 """A lab cut into shares, one per SSH server or pod, each deployed by the nestlab there: what the SSH
-and Kubernetes sites have in common (placing and splitting, a file error for a ``server:`` that cannot
+and Kubernetes sites have in common (placing and partitioning, a file error for a ``server:`` that cannot
 be honoured, why a share's command failed, and one report merged from every share's ``inspect``)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from ..engine import state
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 
-if TYPE_CHECKING:  # the schema and the splitter load only for a lab that spans servers
+if TYPE_CHECKING:  # the schema and the partitioner load only for a lab that spans servers
     from ..model.schema import ServerSpec
     from ..plan.blueprint import Blueprint
-    from ..plan.split import Split
+    from ..plan.partition import Partition
     from .seam import Report
 
 NO_SERVERS = (
@@ -26,11 +26,13 @@ NO_SERVERS = (
 )
 
 
-def split(lab: Blueprint, servers: dict[str, ServerSpec] | None = None, underlay: dict[str, str] | None = None) -> Split:
+def place_and_partition(
+    lab: Blueprint, servers: dict[str, ServerSpec] | None = None, underlay: dict[str, str] | None = None
+) -> Partition:
     """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
     on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
+    from ..plan.partition import partition
     from ..plan.placement import place
-    from ..plan.split import VXLAN_HEADERS, Split, shares
 
     topo = lab.topology
     servers = servers or topo.servers
@@ -53,8 +55,7 @@ def split(lab: Blueprint, servers: dict[str, ServerSpec] | None = None, underlay
                     f"server {name}: address {spec.address} is not an IPv4 address; give underlay: IP for its VXLAN tunnels"
                 ) from None
     raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
-    parts = shares(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu, topo.mgmt)
-    return Split(placed, parts, topo.stitch.mtu - VXLAN_HEADERS)
+    return partition(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu, topo.mgmt)
 
 
 def running(lab: Blueprint) -> None:
@@ -112,7 +113,7 @@ def merged(
     """One ``inspect`` report from every share's (``answers``: share -> its command's answer): each interface
     with ``label[share]`` as its server, each node with ``extra(share, node)``; a switch copied onto several
     shares is one node with every share's ports.  ``only``: just those nodes."""
-    from ..plan.split import MGMT_STITCH
+    from ..plan.partition import MGMT_STITCH
 
     by_name: dict[str, dict[str, Any]] = {}
     for share, answer in sorted(answers.items()):

@@ -20,12 +20,12 @@ from ..engine import state, where
 from ..errors import LabError
 from ..registry import SITES
 from .base import Site
-from .shares import cause, holder, merged, running, split
+from .shares import cause, holder, merged, place_and_partition, running
 
 if TYPE_CHECKING:
     from .. import seams
     from ..plan.blueprint import Blueprint
-    from ..plan.split import Share
+    from ..plan.partition import Share
     from ..seams import ExecReport, Progress
     from . import seam
     from .seam import Deployed, Report
@@ -92,7 +92,7 @@ class Servers(Site):
         return site
 
     def check(self, lab: Blueprint, machine: bool = True) -> None:
-        split(lab)  # placement and pins: what a deploy checks before it sends a server anything
+        place_and_partition(lab)  # placement and pins: what a deploy checks before it sends a server anything
 
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
@@ -108,16 +108,16 @@ class Servers(Site):
             starting = Starting(servers, base)
         conns, procs = starting.conns, starting.procs
         try:
-            plan = split(lab)
+            partition = place_and_partition(lab)
         except BaseException:
             starting.abandon()
             raise
         with state.locked(lab.name):
-            self.data = {"servers": servers, "base": base, "placement": plan.placement.server_of}
+            self.data = {"servers": servers, "base": base, "placement": partition.placement.server_of}
             where.write(lab.name, self.name, self.data)
             if progress:
                 progress("servers", 0, len(conns))
-            answers = each(conns.values(), lambda r: _send_share(procs[r.name], plan.shares[r.name]))
+            answers = each(conns.values(), lambda r: _send_share(procs[r.name], partition.shares[r.name]))
             failed = {name: why for name, answer in answers.items() if (why := cause(answer))}
             if failed:
                 each(conns.values(), lambda r: _clean(r, lab.name))
@@ -128,7 +128,7 @@ class Servers(Site):
             running(lab)
         if progress:
             progress("servers", len(conns), len(conns))
-        return Deployed(split=plan)
+        return Deployed(partition=partition)
 
     def remove(self, folder_too: bool = False) -> int:
         """Clean the lab's share on every server it was sent to, then what is left of it here; a server out of

@@ -1,4 +1,4 @@
-"""Labs on Kubernetes (docs/servers.md): the same split as on SSH servers, one pod per share.
+"""Labs on Kubernetes (docs/servers.md): the same partition as on SSH servers, one pod per share.
 
 ``render`` writes and ``deploy`` creates the same objects:
 
@@ -28,20 +28,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__, names
-from ..engine import state, where
-from ..errors import LabError
-from ..registry import SITES
-from .base import Site
-from .shares import holder, merged, pin_error, running, split
+from ... import __version__, names
+from ...engine import state, where
+from ...errors import LabError
+from ...registry import SITES
+from ..base import Site
+from ..shares import holder, merged, pin_error, place_and_partition, running
 
 if TYPE_CHECKING:
-    from .. import seams
-    from ..plan.blueprint import Blueprint
-    from ..plan.split import Split
-    from ..seams import ExecReport, Progress
-    from . import seam
-    from .seam import Deployed, Report
+    from ... import seams
+    from ...plan.blueprint import Blueprint
+    from ...plan.partition import Partition
+    from ...seams import ExecReport, Progress
+    from .. import seam
+    from ..seam import Deployed, Report
 
 LABEL = "nestlab.io/lab"
 SHARE = "nestlab.io/share"
@@ -81,19 +81,21 @@ def _peer_var(share: str) -> str:
     return "NESTLAB_PEER_" + share.upper().replace("-", "_")
 
 
-def render(lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None) -> tuple[list[dict], Split]:
-    """The manifests (ConfigMap, headless Service, one Pod per share) and the split they carry; ``nodes``:
+def render(
+    lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None
+) -> tuple[list[dict], Partition]:
+    """The manifests (ConfigMap, headless Service, one Pod per share) and the partition they carry; ``nodes``:
     the cluster's node names, which a share named after one is pinned to (default: the pinned shares)."""
     import yaml
 
-    from ..model.schema import ServerSpec
+    from ...model.schema import ServerSpec
 
     if count < 1:
         raise LabError("--servers must be at least 1")
     name = _dns_label(lab.name)
     shares = share_names(lab, count)
     pinned = {s for s in shares if (s in nodes if nodes is not None else not re.match(r"^s\d+$", s))}
-    parts = split(lab, {s: ServerSpec(address=s) for s in shares}, {s: "${" + _peer_var(s) + "}" for s in shares})
+    parts = place_and_partition(lab, {s: ServerSpec(address=s) for s in shares}, {s: "${" + _peer_var(s) + "}" for s in shares})
     labels = {"app.kubernetes.io/name": "nestlab", LABEL: name}
     files: dict[str, str] = {}  # ConfigMap key -> the file's text, for every file a share binds
     layout: dict[str, str] = {}  # ConfigMap key -> its path under /etc/nestlab
@@ -136,7 +138,7 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
     this machine's disk."""
     import hashlib
 
-    from ..model.bind import Bind
+    from ...model.bind import Bind
 
     for spec in topology["topology"]["nodes"].values():
         binds = []
@@ -254,12 +256,12 @@ class Kubernetes(Site):
         """Create the lab's objects, give each pod its peers, wait until every share is deployed and every
         stitched link answers; all or nothing (a failure deletes every pod and names its cause).  Where and
         how: :meth:`on`'s target."""
-        from .seam import Deployed
+        from ..seam import Deployed
 
-        return Deployed(split=self._deploy(lab, self.target))
+        return Deployed(partition=self._deploy(lab, self.target))
 
-    def _deploy(self, lab: Blueprint, target: Target) -> Split:
-        from ..backends.remote.kube import Cluster, ClusterError
+    def _deploy(self, lab: Blueprint, target: Target) -> Partition:
+        from ...backends.remote.kube import Cluster, ClusterError
 
         kubeconfig, namespace, image, count, timeout = (
             target.kubeconfig,
@@ -331,7 +333,7 @@ class Kubernetes(Site):
         return parts
 
     def _cluster(self, timeout: float = 60):
-        from ..backends.remote.kube import Cluster
+        from ...backends.remote.kube import Cluster
 
         return Cluster(self.data.get("kubeconfig"), self.data["namespace"], timeout)
 
@@ -422,7 +424,7 @@ if TYPE_CHECKING:  # mypy holds the site to the seam
 
 def _wait_running(kube, pods: dict[str, str], selector: str, deadline: float, progress) -> dict[str, str]:
     """Each share's pod address once every pod runs; a pod that cannot run is an error naming why."""
-    from ..backends.remote.kube import ClusterError
+    from ...backends.remote.kube import ClusterError
 
     shown = None
     while True:
@@ -490,7 +492,7 @@ def _each(pods: dict[str, str], work: Callable[[str, str], Any]) -> dict[str, An
 
 
 def _deploy_shares(kube, pods: dict[str, str], addresses: dict[str, str], deadline: float) -> None:
-    from ..backends.remote.kube import ClusterError
+    from ...backends.remote.kube import ClusterError
 
     peers = "".join(f"{_peer_var(s)}={ip}\n" for s, ip in sorted(addresses.items()))
     script = (
@@ -513,10 +515,10 @@ def _deploy_shares(kube, pods: dict[str, str], addresses: dict[str, str], deadli
         raise ClusterError(f"share {first} (pod {pods[first]}): {failed[first]}")
 
 
-def _check_stitches(kube, lab, parts: Split, pods: dict[str, str], addresses: dict[str, str], deadline: float) -> None:
+def _check_stitches(kube, lab, parts: Partition, pods: dict[str, str], addresses: dict[str, str], deadline: float) -> None:
     """Every cut link whose far end has an IPv4 address answers a ping across its tunnel; every pod reaches
     every other pod's address (the underlay of the rest)."""
-    from ..backends.remote.kube import ClusterError
+    from ...backends.remote.kube import ClusterError
 
     placed = parts.placement
     probes: dict[str, list[tuple[str, str, str]]] = {s: [] for s in pods}  # share -> (node, address, what)

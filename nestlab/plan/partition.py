@@ -1,4 +1,4 @@
-"""A lab's share per server: a topology each server deploys with nestlab itself.
+"""A lab partitioned, a share per server: a topology each server deploys with nestlab itself.
 
 Each share holds the server's nodes (with their components), every link whose ends are both
 there, with the addresses the whole lab's plan gave them (so no server picks its own), and:
@@ -45,7 +45,7 @@ _LOCAL_MODES = {"veth", "ovs", "machine-veth"}  # modes a share can hold as they
 
 
 @dataclass
-class Split:
+class Partition:
     """A lab cut into shares: where each node went, what each share deploys, and the MTU of the links and ports
     that cross servers."""
 
@@ -61,7 +61,7 @@ class Share:
     stitched: list[str] = field(default_factory=list)  # what this share tunnels, for the report
 
 
-def shares(
+def partition(
     raw: dict,
     plan: Plan,
     placed: Placement,
@@ -70,9 +70,9 @@ def shares(
     vni: int,
     mtu: int,
     mgmt: MgmtSpec | None = None,
-) -> dict[str, Share]:
-    """Every server's share of the lab ``raw`` (its checked topology as data) planned as ``plan``; ``mgmt``:
-    its management network (the topology's ``mgmt:``), if any."""
+) -> Partition:
+    """The lab ``raw`` (its checked topology as data) planned as ``plan`` and placed as ``placed``, cut into a
+    share per server; ``mgmt``: its management network (the topology's ``mgmt:``), if any."""
     if raw.get("schedule") or raw.get("dynamics") or raw.get("wires"):
         raise LabError("schedule:, dynamics: and wires: are not split across servers yet; deploy this lab on one machine")
     servers = sorted(set(placed.server_of.values()) | set(underlay))
@@ -121,7 +121,7 @@ def shares(
             out[placed.server(att.end.node)].topology["topology"]["links"].append(_attachment(att))
     if mgmt is not None:
         _management(raw, plan, placed, out, Network.of(mgmt), lambda: next(next_vni), underlay, port, fits)
-    return out
+    return Partition(placed, out, fits)
 
 
 def _management(
