@@ -112,7 +112,7 @@ class KernelFeature:
 
 class Remote(Protocol):
     """Where commands of one share of a lab run, as a local process standing for each: an SSH server
-    (``backends.remote.ssh.Remote``) or a pod (``sites.k8s.site.PodRemote``)."""
+    (``backends.remote.ssh.Remote``) or a pod (``backends.remote.pod.PodRemote``)."""
 
     name: str
 

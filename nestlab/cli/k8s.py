@@ -102,8 +102,8 @@ def render(
     import yaml
 
     from ..lab.lab import Lab
-    from ..sites.k8s.site import NESTLAB_REF
-    from ..sites.k8s.site import render as make
+    from ..sites.k8s.manifests import NESTLAB_REF
+    from ..sites.k8s.manifests import render as make
 
     with reported():
         lab = Lab.from_file(topo)
@@ -126,7 +126,7 @@ def image(output: Path | None = typer.Option(None, "-o", "--output", help="Also 
     """
     import shutil
 
-    from ..sites.k8s.site import NESTLAB_REF
+    from ..sites.k8s.manifests import NESTLAB_REF
     from ..testbeds.images import nestlab_image
 
     with reported():

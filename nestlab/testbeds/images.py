@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from ..backends.remote import oci
 from ..errors import LabError
-from ..sites.k8s.site import NESTLAB_REF
+from ..sites.k8s.manifests import NESTLAB_REF
 
 CACHE = "/var/cache/nestlab/k8s"
 SUITE = "bookworm"  # Python 3.11, as nestlab needs, and the dependencies' cp311 wheels

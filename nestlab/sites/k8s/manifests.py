@@ -1,0 +1,187 @@
+"""The objects of a lab on Kubernetes, as data (the package's text says what each does): a ConfigMap
+``LAB-shares`` with every share's topology and the files it binds, a headless Service ``LAB`` and a
+privileged Pod ``LAB-SHARE`` per share.  ``nestlab k8s render`` writes them; the site creates them."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+from ... import __version__
+from ...errors import LabError
+from ..shares import place_and_partition
+
+if TYPE_CHECKING:
+    from ...plan.partition import Partition
+
+
+LABEL = "nestlab.io/lab"
+SHARE = "nestlab.io/share"
+NESTLAB_REF = f"localhost/nestlab:{__version__}"  # the image `nestlab k8s image` and `k8s cluster up` build
+RUN = "/run/nestlab-k8s"  # inside a pod: peers.env, deploy.log, rc
+
+
+def dns_label(lab_name: str) -> str:
+    """The lab's name as Kubernetes objects take it: lower case, '-' for any other character, at most 50."""
+    name = re.sub(r"[^a-z0-9-]", "-", lab_name.lower())[:50].strip("-")
+    if not name:
+        raise LabError(f"lab name '{lab_name}' has no letter or digit to name Kubernetes objects after")
+    return name
+
+
+def share_names(lab, count: int) -> list[str]:
+    """The shares: every Kubernetes node a node is pinned to (``server: node2``), then s1, s2, ... up to ``count``."""
+    pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
+    for share in pinned:
+        if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", share):
+            raise LabError(f"server: {share} cannot name a Kubernetes node (lower-case letters, digits and '-')")
+    generic = (f"s{i}" for i in range(1, 10_000) if f"s{i}" not in pinned)
+    return pinned + [next(generic) for _ in range(max(0, count - len(pinned)))]
+
+
+def peer_var(share: str) -> str:
+    """The variable a pod's start script holds the address of ``share``'s pod in."""
+    return "NESTLAB_PEER_" + share.upper().replace("-", "_")
+
+
+def render(
+    lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None
+) -> tuple[list[dict], Partition]:
+    """The manifests (ConfigMap, headless Service, one Pod per share) and the partition they carry; ``nodes``:
+    the cluster's node names, which a share named after one is pinned to (default: the pinned shares)."""
+    import yaml
+
+    from ...model.schema import ServerSpec
+
+    if count < 1:
+        raise LabError("--servers must be at least 1")
+    name = dns_label(lab.name)
+    shares = share_names(lab, count)
+    pinned = {s for s in shares if (s in nodes if nodes is not None else not re.match(r"^s\d+$", s))}
+    parts = place_and_partition(lab, {s: ServerSpec(address=s) for s in shares}, {s: "${" + peer_var(s) + "}" for s in shares})
+    labels = {"app.kubernetes.io/name": "nestlab", LABEL: name}
+    files: dict[str, str] = {}  # ConfigMap key -> the file's text, for every file a share binds
+    layout: dict[str, str] = {}  # ConfigMap key -> its path under /etc/nestlab
+    for share in shares:
+        _ship_binds(parts.shares[share].topology, files, layout)
+    data = {f"{s}.yml": yaml.safe_dump(parts.shares[s].topology, sort_keys=False) for s in shares} | files
+    if sum(len(v) for v in data.values()) > _CONFIGMAP_BYTES:
+        raise LabError(
+            f"the shares and the files they bind come to more than {_CONFIGMAP_BYTES // 1024} KiB, "
+            "which a ConfigMap cannot hold: bind fewer or smaller files"
+        )
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-shares", "namespace": namespace, "labels": labels},
+        "data": data,
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {LABEL: name},
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "vxlan", "port": lab.topology.stitch.port, "protocol": "UDP"}],
+        },
+    }
+    items = [{"key": f"{s}.yml", "path": f"{s}.yml"} for s in shares] + [{"key": k, "path": v} for k, v in sorted(layout.items())]
+    pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned, items) for s in shares]
+    return [config, service, *pods], parts
+
+
+_CONFIGMAP_BYTES = 1000 * 1024  # the API refuses a ConfigMap over 1 MiB
+
+
+def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -> None:
+    """Point every bind of a share at a copy under /etc/nestlab/files/ in the pod, each file of it put in
+    ``files`` (by ConfigMap key) and ``layout`` (key -> its path in the volume): the pods do not share
+    this machine's disk."""
+    import hashlib
+
+    from ...model.bind import Bind
+
+    for spec in topology["topology"]["nodes"].values():
+        binds = []
+        for text in spec.get("binds") or []:
+            bind = Bind(text)
+            src = bind.source
+            digest = hashlib.sha256(src.encode()).hexdigest()[:12]
+            folder = f"files/{digest}"
+            paths = [src] if os.path.isfile(src) else sorted(os.path.join(top, f) for top, _d, fs in os.walk(src) for f in fs)
+            for path in paths:
+                rel = os.path.basename(src) if path == src else os.path.join(os.path.basename(src), os.path.relpath(path, src))
+                key = f"{digest}-{re.sub(r'[^-._a-zA-Z0-9]', '_', rel)}"
+                try:
+                    with open(path) as fh:
+                        files[key] = fh.read()
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise LabError(f"bind {text}: {path} cannot be sent to a pod as text ({exc})") from None
+                layout[key] = f"{folder}/{rel}"
+            binds.append(str(Bind.of(f"/etc/nestlab/{folder}/{os.path.basename(src)}", bind.target, bind.mode)))
+        if binds:
+            spec["binds"] = binds
+
+
+def _pod(
+    lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict, pinned: bool, items: list[dict]
+) -> dict:
+    resolve = " && ".join(f'{peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${peer_var(s)}" ]' for s in shares)
+    script = (
+        f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
+        f"until [ -s {RUN}/peers.env ]; do  # written by nestlab k8s deploy, or found in the cluster's DNS\n"
+        f"  if {resolve}; then {{ {'; '.join(f'echo {peer_var(s)}=${peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
+        f"  sleep 0.2\ndone\n"
+        f"set -a; . {RUN}/peers.env; set +a\n"
+        # the share's lab directory in the pod's own /run (its file's folder is a read-only ConfigMap)
+        f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t /etc/nestlab/{share}.yml > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
+        f"cat {RUN}/deploy.log\nsleep infinity & wait\n"
+    )
+    spec: dict = {
+        "hostname": share,
+        "subdomain": name,
+        "terminationGracePeriodSeconds": 30,
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "nestlab",
+                "image": image,
+                "command": ["sh", "-c", script],
+                "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
+                "securityContext": {"privileged": True},
+                "volumeMounts": [{"name": "share", "mountPath": "/etc/nestlab", "readOnly": True}],
+                "readinessProbe": {"exec": {"command": ["sh", "-c", f"exit $(cat {RUN}/rc)"]}, "periodSeconds": 2},
+                "lifecycle": {
+                    "preStop": {"exec": {"command": ["sh", "-c", f"[ ! -e {RUN}/rc ] || nestlab destroy --lab {lab}"]}}
+                },
+            }
+        ],
+        "volumes": [{"name": "share", "configMap": {"name": f"{name}-shares", "items": items}}],
+    }
+    if pinned:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": share}
+    else:  # spread the lab's pods over the nodes when it can
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {LABEL: name}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-{share}", "namespace": namespace, "labels": {**labels, SHARE: share}},
+        "spec": spec,
+    }

@@ -1,0 +1,157 @@
+"""A lab's pods brought up by ``nestlab k8s deploy``: each running, then each share deployed with its peers'
+addresses, then every stitched link answering; the first that cannot is an error naming why."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...backends.remote.pod import each
+from .manifests import RUN, SHARE, peer_var
+
+if TYPE_CHECKING:
+    from ...backends.remote.kube import Cluster
+    from ...plan.blueprint import Blueprint
+    from ...plan.partition import Partition
+
+_WAITING = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerError",
+    "CreateContainerConfigError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+}
+
+
+def wait_running(
+    kube: Cluster, pods: dict[str, str], selector: str, deadline: float, progress: Callable[[str], None]
+) -> dict[str, str]:
+    """Each share's pod address once every pod runs; a pod that cannot run is an error naming why."""
+    from ...backends.remote.kube import ClusterError
+
+    shown = None
+    while True:
+        seen = {p.metadata.labels.get(SHARE): p for p in kube.pods(selector)}
+        nodes = kube.nodes()
+        addresses, waiting = {}, []
+        for share, pod_name in sorted(pods.items()):
+            pod = seen.get(share)
+            if pod is None:
+                raise ClusterError(f"pod {pod_name} was deleted while the lab was deploying")
+            if why := _cannot_run(pod):
+                raise ClusterError(f"pod {pod_name}: {why}")
+            if pod.spec.node_name and not nodes.get(pod.spec.node_name, {}).get("ready"):
+                raise ClusterError(
+                    f"pod {pod_name}: its node {pod.spec.node_name} is not Ready "
+                    f"({nodes.get(pod.spec.node_name, {}).get('why') or 'gone'})"
+                )
+            if pod.status.phase == "Running" and pod.status.pod_ip:
+                addresses[share] = pod.status.pod_ip
+            else:
+                waiting.append(f"{pod_name} ({_pending_reason(pod)})")
+        if not waiting:
+            return addresses
+        if time.monotonic() > deadline:
+            raise ClusterError(f"pods not running before the timeout: {', '.join(waiting[:3])}")
+        if (line := f"{len(addresses)}/{len(pods)} pods running") != shown:
+            progress(line)
+            shown = line
+        time.sleep(0.3)
+
+
+def _cannot_run(pod: Any) -> str | None:
+    status = pod.status
+    for cond in status.conditions or []:
+        if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
+            return f"cannot be scheduled: {cond.message}"
+    if status.phase in ("Failed", "Succeeded"):
+        return f"ended ({status.phase}{': ' + status.message if status.message else ''})"
+    for c in status.container_statuses or []:
+        if c.state.waiting and c.state.waiting.reason in _WAITING:
+            return f"on node {pod.spec.node_name}: {c.state.waiting.reason}: {c.state.waiting.message or ''}".rstrip(": ")
+        if c.state.terminated:
+            return f"its container ended (exit {c.state.terminated.exit_code}, {c.state.terminated.reason})"
+    return None
+
+
+def _pending_reason(pod: Any) -> str:
+    for c in pod.status.container_statuses or []:
+        if c.state.waiting:
+            return c.state.waiting.reason or "waiting"
+    return pod.status.phase or "Pending"
+
+
+def deploy_shares(kube: Cluster, pods: dict[str, str], addresses: dict[str, str], deadline: float) -> None:
+    """Give every pod its peers' addresses and wait until each has deployed its share; a share that failed
+    is an error naming it."""
+    from ...backends.remote.kube import ClusterError
+
+    peers = "".join(f"{peer_var(s)}={ip}\n" for s, ip in sorted(addresses.items()))
+    script = (
+        f'printf %s "$1" > {RUN}/peers.tmp && mv {RUN}/peers.tmp {RUN}/peers.env\n'
+        f"while [ ! -e {RUN}/rc ]; do sleep 0.1; done\n"
+        f"cat {RUN}/deploy.log >&2; exit $(cat {RUN}/rc)"
+    )
+    answers = each(
+        pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", peers], max(5.0, deadline - time.monotonic()))
+    )
+    failed = {}
+    for share, answer in answers.items():
+        if isinstance(answer, BaseException):
+            failed[share] = str(answer)
+        elif answer[0] != 0:
+            lines = [ln for ln in answer[2].splitlines() if ln.strip() and not ln.startswith("note ")]
+            failed[share] = " / ".join(lines[-3:]) or f"exit {answer[0]}"
+    if failed:
+        first = sorted(failed)[0]
+        raise ClusterError(f"share {first} (pod {pods[first]}): {failed[first]}")
+
+
+def check_stitches(
+    kube: Cluster, lab: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str], deadline: float
+) -> None:
+    """Every cut link whose far end has an IPv4 address answers a ping across its tunnel; every pod reaches
+    every other pod's address (the underlay of the rest)."""
+    from ...backends.remote.kube import ClusterError
+
+    placed = parts.placement
+    probes: dict[str, list[tuple[str, str, str]]] = {s: [] for s in pods}  # share -> (node, address, what)
+    cut = {frozenset(pair) for pair in placed.cut}
+    for link in lab.plan.links.values():
+        if frozenset((link.a.ref, link.b.ref)) not in cut:
+            continue
+        for near, far in ((link.a, link.b), (link.b, link.a)):
+            if far.ipv4:
+                probes[placed.server(near.node)].append((near.node, far.ipv4[0].split("/")[0], f"{near.ref} -> {far.ref}"))
+                break
+    tries = 20  # a second or so: the far side's addresses settle
+    for share in pods:
+        for other, ip in addresses.items():
+            if other != share:
+                probes[share].append(("", ip, f"pod {pods[share]} -> pod {pods[other]}"))
+
+    def run(share: str, pod: str) -> tuple[int, str, str]:
+        lines = []
+        for node, ip, what in probes[share]:
+            ping = (
+                f"ping -c1 -W0.5 {ip}"
+                if not node
+                else f"nestlab exec --lab {shlex.quote(lab.name)} {shlex.quote(node)} -- ping -c1 -W0.5 {ip}"
+            )
+            lines.append(
+                f"i=0; until {ping} >/dev/null 2>&1; do i=$((i+1)); [ $i -lt {tries} ] || {{ echo {shlex.quote(what)}; break; }}; done"
+            )
+        if not lines:
+            return 0, "", ""
+        return kube.exec(pod, ["sh", "-c", "\n".join(lines)], max(5.0, deadline - time.monotonic()))
+
+    for share, answer in each(pods, run).items():
+        if isinstance(answer, BaseException):
+            raise ClusterError(f"share {share}: {answer}")
+        if answer[1].strip():
+            raise ClusterError(f"no answer across {answer[1].split(chr(10))[0]} (share {share}, pod {pods[share]})")
