@@ -157,3 +157,19 @@ def test_each_question_has_one_home():
     other_colons = {"bench/results.py", "bench/memory.py", "backends/remote/oci.py"}  # /proc's "key: value", an image's tag
     downstream = {name for name in holding(*splits) if not name.startswith("model/")} - other_colons
     assert downstream == set(), downstream
+
+
+def test_each_command_loads_its_own_module():
+    """cli/app.py's HOLDERS names, for each command, the module defining it: `nestlab deploy` loads cli/lifecycle.py and
+    what it imports, not every command's module. A command missing from the table or put under the wrong module fails."""
+    code = (
+        "import importlib, json, typer.main\n"
+        "from nestlab.cli.app import HOLDERS\n"
+        "held = {m: sorted(typer.main.get_group(importlib.import_module('nestlab.cli.' + m).commands).commands) for m in HOLDERS}\n"
+        "print(json.dumps({'held': held, 'table': {m: sorted(c) for m, c in HOLDERS.items()}}))"
+    )
+    found = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout)
+    assert found["held"] == found["table"]
+    code = "import sys; from nestlab.cli import app; app.build('inspect'); print(sorted(m for m in sys.modules if m.startswith('nestlab.cli.')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert "nestlab.cli.use" in loaded and "nestlab.cli.bench" not in loaded and "nestlab.cli.k8s" not in loaded, loaded

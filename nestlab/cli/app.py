@@ -3,23 +3,41 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from . import quick
 
-
-def build():
-    """The typer app with every command group (imported here: `nestlab link set` can go without them)."""
+if TYPE_CHECKING:
     import typer
 
-    from . import lifecycle, live, machine, observe, use, verify
-    from .bench import bench_app, compare_cmd, report_cmd
-    from .clab import clab_app, compat_app
+
+# Each command's module: a command loads only its own (and what that needs); `nestlab --help` loads them all.
+# tests/test_architecture.py checks this table against the commands the modules define.
+HOLDERS: dict[str, tuple[str, ...]] = {
+    "lifecycle": ("deploy", "validate", "destroy", "save", "cleanup", "demo"),
+    "use": ("inspect", "exec", "shell", "ssh"),
+    "live": ("link", "run", "node"),
+    "observe": ("graph", "capture", "events", "fidelity-sample"),
+    "verify": ("check",),
+    "bench": ("bench", "report", "compare"),
+    "servers": ("servers", "plan"),
+    "k8s": ("k8s",),
+    "clab": ("clab",),
+    "kathara": ("kathara",),
+    "clab.compat": ("compat",),
+    "machine": ("image", "doctor", "modes", "version", "mobility"),
+}
+
+
+def build(command: str | None = None) -> typer.Typer:
+    """The typer app with the module holding ``command`` (every module when there is none or it is unknown).
+    typer is imported here: ``nestlab link set`` goes without it (cli/quick.py)."""
+    import typer
+
     from .common import needs_root
-    from .k8s import k8s_app
-    from .kathara import kathara_app
-    from .servers import plan, servers_app
 
     app = typer.Typer(
         help="Build, use and tear down networks of namespace containers.\n\n"
@@ -29,26 +47,16 @@ def build():
         rich_markup_mode=None,
         pretty_exceptions_enable=False,
     )
-
     app.callback()(needs_root)
-    app.add_typer(lifecycle.commands)  # deploy, destroy, save, cleanup, demo
-    app.add_typer(use.commands)  # inspect, exec, shell, ssh
-    app.add_typer(live.commands)  # link, run, node
-    app.add_typer(observe.commands)  # graph, capture, events
-    app.add_typer(verify.commands)  # check
-    measure = typer.Typer()
-    measure.add_typer(bench_app, name="bench")
-    measure.command("report")(report_cmd)
-    measure.command("compare")(compare_cmd)
-    measure.command("plan")(plan)
-    app.add_typer(measure)  # bench, report, compare; plan (servers)
-    app.add_typer(servers_app, name="servers")
-    app.add_typer(k8s_app, name="k8s")
-    app.add_typer(clab_app, name="clab")  # containerlab's commands (nestlab compat install-cli makes it `containerlab`)
-    app.add_typer(kathara_app, name="kathara")  # Kathará's commands (nestlab compat install-cli kathara makes it `kathara`)
-    app.add_typer(compat_app, name="compat")
-    app.add_typer(machine.commands)  # image, doctor, modes, version, mobility
+    holders = [module for module, commands in HOLDERS.items() if command in commands] or list(HOLDERS)
+    for module in holders:
+        app.add_typer(importlib.import_module(f"{__package__}.{module}").commands)
     return app
+
+
+def _command(argv: list[str]) -> str | None:
+    """The command a command line names (its first word), None for none."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
 
 
 def main() -> None:
@@ -61,7 +69,7 @@ def main() -> None:
 
             code = run(sys.argv[2:])
         if code is None:
-            build()()
+            build(_command(sys.argv[1:]))()
             code = 0
     except SystemExit as exc:
         code = exc.code

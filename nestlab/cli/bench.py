@@ -320,3 +320,9 @@ def _suite_of(meta: dict):
     if meta.get("suite") not in SUITES:
         raise LabError(f"unknown suite {meta.get('suite')!r} in results.json (known: {', '.join(SUITES)})")
     return SUITES[meta["suite"]]
+
+
+commands = typer.Typer()
+commands.add_typer(bench_app, name="bench")
+commands.command("report")(report_cmd)
+commands.command("compare")(compare_cmd)

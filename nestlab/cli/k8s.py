@@ -18,6 +18,8 @@ cluster_app = typer.Typer(
     help="A Kubernetes cluster built from source on this machine (make k8s), for CI, demos and trying labs.", no_args_is_help=True
 )
 k8s_app.add_typer(cluster_app, name="cluster")
+commands = typer.Typer()
+commands.add_typer(k8s_app, name="k8s")
 
 KubeconfigOpt = typer.Option(None, "--kubeconfig", help="The cluster's kubeconfig (default: $KUBECONFIG, then ~/.kube/config).")
 NamespaceOpt = typer.Option(

@@ -323,3 +323,7 @@ def vclean(name: str = typer.Option(..., "-n", "--name", help="The device.")):
         used = {domain for device, domain in ends if device in keep}
         Lab.from_document(doc, "<kathara vstart>", Overrides(nodes=frozenset(keep | used))).deploy()
         err.line(f"device {name} removed")
+
+
+commands = typer.Typer()
+commands.add_typer(kathara_app, name="kathara")  # `nestlab compat install-cli kathara` makes it `kathara`

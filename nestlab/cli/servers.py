@@ -167,3 +167,8 @@ def check(
                     )
         if not all(row["ok"] for row in rows):
             raise typer.Exit(1)
+
+
+commands = typer.Typer()
+commands.command("plan")(plan)
+commands.add_typer(servers_app, name="servers")

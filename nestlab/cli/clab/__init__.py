@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
+import typer
+
 from . import generate, inspect, lifecycle, tools  # noqa: F401  (their commands join the app)
 from .base import clab_app
 from .compat import compat_app
@@ -96,4 +98,7 @@ def run(args: list[str]) -> int:
     return 0
 
 
-__all__ = ["clab_app", "compat_app", "normalize", "run"]
+commands = typer.Typer()
+commands.add_typer(clab_app, name="clab")  # containerlab's commands (nestlab compat install-cli makes it `containerlab`)
+
+__all__ = ["clab_app", "commands", "compat_app", "normalize", "run"]

@@ -210,3 +210,7 @@ def netlab(
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id_ed25519")], check=True)
             err.line(f"made {keys / 'id_ed25519'}: the lab's nodes accept it")
         err.line("next: netlab up (in a lab folder); netlab validate; netlab connect NODE; netlab down")
+
+
+commands = typer.Typer()
+commands.add_typer(compat_app, name="compat")
