@@ -13,7 +13,7 @@ from conftest import ROOT, processes, run_cli, star
 from nestlab import names
 from nestlab.backends.kernel import rtdump, spares
 from nestlab.backends.kernel.netlink import Netlink
-from nestlab.cli.lifecycle import _ahead
+from nestlab.lab.ahead import ahead_of
 from nestlab.model.glance import Glance, glance
 
 
@@ -158,7 +158,7 @@ def test_cables_the_plan_does_not_want_are_remade(topo_file, lab_name):
         run_cli("destroy", "--lab", lab_name, check=True)
 
 
-def test_glance_says_what_to_make_ahead(tmp_path):
+def test_glance_says_what_to_makeahead_of(tmp_path):
     def looked(text: str) -> Glance:
         path = tmp_path / "lab.yml"
         path.write_text(text)
@@ -188,9 +188,9 @@ def test_glance_says_what_to_make_ahead(tmp_path):
     assert glance(tmp_path / "missing.yml") == Glance()
 
 
-def test_a_running_lab_gets_nothing_ahead(lab_from):
+def test_a_running_lab_gets_nothingahead_of(lab_from):
     lab = lab_from(star("{name}", 1))
     seen = Glance(lab.name, ["sw", "h0"], 0, ["sw"], [("h0", "eth1", "sw", "p0")])
-    assert _ahead(seen, reconfigure=False) == spares.Ahead("", ())  # a reconcile makes few, if any
-    assert _ahead(seen, reconfigure=True).nodes == ["sw", "h0"]  # destroyed first, then made anew
-    assert _ahead(Glance(), reconfigure=True) == spares.Ahead("", ())
+    assert ahead_of(seen, reconfigure=False) == spares.Ahead("", ())  # a reconcile makes few, if any
+    assert ahead_of(seen, reconfigure=True).nodes == ["sw", "h0"]  # destroyed first, then made anew
+    assert ahead_of(Glance(), reconfigure=True) == spares.Ahead("", ())

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from .. import names
 from ..errors import LabError
 from .common import LabOpt, TopoOpt, err, notices, out, print_json, progress_bar, reported, resolve, split_list
 from .servers import ServersOpt
 from .tables import show
 
 if TYPE_CHECKING:
-    from ..backends.kernel import spares
     from ..lab.lab import Lab
-    from ..model.glance import Glance
     from ..model.overrides import Overrides
     from ..plan.partition import Partition
 
@@ -80,21 +76,20 @@ def deploy_with(
     overrides: Overrides,
 ) -> None:
     """``nestlab deploy`` once its flags are read (containerlab's deploy comes here too, with its own overrides)."""
-    from ..backends.kernel import spares
-    from ..model.glance import glance
+    from ..lab import ahead
 
     if dry_run:
         with reported():
             _dry_run(topo, vars_files, servers, fmt, overrides)
         return
     started = time.perf_counter()
-    if not servers and not overrides:  # this machine's namespaces are made while the rest loads (backends/spares.py)
-        spares.start(lambda: _ahead(glance(topo), reconfigure))
+    if not servers and not overrides:  # this machine's namespaces are made while the rest loads (lab/ahead.py)
+        ahead.start(topo, reconfigure)
     with reported():
         try:
             _deploy(topo, reconfigure, fmt, table, vars_files, servers, started, overrides)
         finally:
-            spares.stop()
+            ahead.stop()
 
 
 def _deploy(
@@ -188,22 +183,6 @@ def validate(
         err.line(
             f"{topo}: lab {lab.name} is valid ({len(plan.nodes)} namespaces, {len(plan.links) + len(plan.attachments)} links)"
         )
-
-
-def _ahead(glanced: Glance, reconfigure: bool) -> spares.Ahead:
-    """What a deploy will make, from a glance at its file: nothing to reconcile a running lab."""
-    from ..backends.kernel import spares  # imported before the fork: no import lock is taken here
-
-    if not glanced.name or (os.path.isdir(names.lab_dir(glanced.name)) and not reconfigure):
-        return spares.Ahead("", ())
-    return spares.Ahead(
-        names.alias(glanced.name),
-        glanced.nodes,
-        glanced.extra,
-        glanced.bridges,
-        glanced.cables,
-        tuple(glanced.bridge_sysctls.items()),
-    )
 
 
 def _deploy_on_servers(

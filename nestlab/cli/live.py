@@ -97,23 +97,9 @@ def link_show(
     """Show links' shaping as planned and as the kernel has it."""
     from rich.table import Table
 
-    from ..engine import state
-
     with reported():
         the_lab = resolve(topo, lab)
-        current = state.read(the_lab.name)
-        links = current.plan.links.values() if current else the_lab.plan.links.values()
-        chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
-        if a is not None and not chosen:
-            raise LabError(f"lab {the_lab.name} has no link between {a} and {b}")
-        from ..backends.kernel.shaping import Shaper
-        from ..lab.link_handle import LinkHandle
-
-        shaper = Shaper()  # one for every link, and each link as already read (not the state again per link)
-        try:
-            shown = [LinkHandle(the_lab, x.a.ref, x.b.ref, shaper, obj=x).show() for x in chosen]
-        finally:
-            shaper.close()
+        shown = the_lab.links_shown(a, b)
         if fmt == "json":
             print_json(shown)
             return

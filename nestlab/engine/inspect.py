@@ -50,6 +50,7 @@ def here(lab: Blueprint, only: set[str] | None = None) -> Report:
     paths = {o.name: names.netns_path(lab.name, o.name) for o in chosen}
     running = [name for name, path in paths.items() if os.path.exists(path)]
     found = {name: _interfaces(paths[name]) for name in running}  # (threads were measured: no faster)
+    traced = trace_players(lab)
     for obj in chosen:
         path = paths[obj.name]
         entry = {
@@ -72,8 +73,8 @@ def here(lab: Blueprint, only: set[str] | None = None) -> Report:
             }
             if shown := {k: v for k, v in shown.items() if v is not None}:
                 entry["tunnels"] = shown
-            if traced := trace_players(lab, obj.name):
-                entry["traces"] = traced
+            if obj.name in traced:
+                entry["traces"] = traced[obj.name]
             if tree and obj.cgroup:
                 entry["usage"] = tree.usage(obj.name)
                 entry["limits"] = tree.limits(obj.name)
@@ -83,16 +84,16 @@ def here(lab: Blueprint, only: set[str] | None = None) -> Report:
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
 
 
-def trace_players(lab: Blueprint, node: str) -> dict[str, dict]:
-    """Per interface of ``node`` whose sending follows a trace: its player's health (playing, lagging, dead)."""
+def trace_players(lab: Blueprint) -> dict[str, dict[str, dict]]:
+    """Per node, per interface whose sending follows a trace: its player's health (playing, lagging, dead)."""
     from ..backends.services import traceplay
 
-    return {
-        end.iface: traceplay.health(lab.name, node, end.iface)
-        for link in lab.plan.links.values()
-        for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b))
-        if end.node == node and dict(shape).get("trace")
-    }
+    players: dict[str, dict[str, dict]] = {}
+    for link in lab.plan.links.values():
+        for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b)):
+            if dict(shape).get("trace"):
+                players.setdefault(end.node, {})[end.iface] = traceplay.health(lab.name, end.node, end.iface)
+    return players
 
 
 def _interfaces(path: str) -> list[dict]:

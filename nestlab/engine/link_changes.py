@@ -203,3 +203,18 @@ def _traced(shape: tuple) -> tuple[str, int] | None:
     """The delivery trace a direction follows and its player's queue (None: no trace)."""
     params = dict(shape)
     return (params["trace"], int(params.get("queue", 1000))) if params.get("trace") else None
+
+
+def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[dict]:
+    """Each link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``, when given),
+    read with one shaper and the state read once."""
+    current = state.read(lab.name)
+    links = current.plan.links.values() if current else lab.plan.links.values()
+    chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
+    if a is not None and not chosen:
+        raise LabError(f"lab {lab.name} has no link between {a} and {b}")
+    shaper = shaping.Shaper()
+    try:
+        return [LiveLink(lab, x.a.ref, x.b.ref, shaper, obj=x).show() for x in chosen]
+    finally:
+        shaper.close()

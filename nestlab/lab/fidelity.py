@@ -144,7 +144,7 @@ class Watch:
                 self._labels[(node, tun.index)] = f"{node}:{tun.name}"
         from ..engine.inspect import trace_players
 
-        self._lagged = {(n, i): h.get("lagged_s", 0) for n in self.lab.plan.nodes for i, h in trace_players(self.lab, n).items()}
+        self._lagged = {(n, i): h.get("lagged_s", 0) for n, ifaces in trace_players(self.lab).items() for i, h in ifaces.items()}
         self._cpu_first, self._started = _cpu_times(), time.monotonic()
         self._thread = threading.Thread(target=self._sample, name="fidelity", daemon=True)
         self._thread.start()
@@ -335,8 +335,8 @@ class Watch:
         """A trace player that died carried nothing since (failed); one that lagged played the trace late (doubtful)."""
         from ..engine.inspect import trace_players
 
-        for node in self.lab.plan.nodes:
-            for iface, health in trace_players(self.lab, node).items():
+        for node, ifaces in trace_players(self.lab).items():
+            for iface, health in ifaces.items():
                 if health["player"] != "playing" or health.get("lagged_s", 0) > self._lagged.get((node, iface), 0):
                     level = "failed" if health["player"] == "dead" else "doubtful"
                     why = health.get("why", "it lagged")

@@ -195,6 +195,13 @@ class Lab:
 
         return LinkHandle(self, a, b)
 
+    def links_shown(self, a: str | None = None, b: str | None = None) -> list[dict]:
+        """Each running link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``,
+        when given): what :meth:`LinkHandle.show <nestlab.lab.link_handle.LinkHandle.show>` says, for all at once."""
+        from ..engine.link_changes import shown
+
+        return shown(self, a, b)
+
     def add_host(self, name: str, **spec) -> None:
         """Declare an emulated physical host (``sysctls`` as in the file); nodes go on it with ``host=``."""
         self._editing()
