@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .model.addressing import Segments
     from .model.errors import Path, Problem
     from .model.schema import LinkSpec, NodeSpec, Topology
+    from .plan.mgmt import Leases
     from .plan.objects import EndObj, LinkObj, NodeObj, Plan
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total) while a deploy makes a lab
@@ -60,6 +61,7 @@ class Planning(Protocol):
     seg: Segments
     members: dict[Any, Any]
     source: str
+    leases: Leases | None  # the management network's, read when planning started (None: not read, no mgmt:)
 
     def machine(self, host: str, sysctls: dict[str, str] | None = None) -> None: ...
     def host_of(self, node: str) -> str: ...

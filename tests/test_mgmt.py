@@ -267,6 +267,31 @@ def test_bad_management_input_is_a_file_error_and_makes_nothing(tmp_path, lab_na
     assert leftovers() == []
 
 
+def test_planning_is_handed_the_leases_and_reads_none(tmp_path, lab_name, monkeypatch):
+    """The Lab reads its management network's leases once, as it hands its blueprint out to be planned; planning
+    takes them as a value (held addresses kept, other labs' and the gateway skipped) and reads no file."""
+    from nestlab import Lab
+    from nestlab.backends.kernel import mgmtleases
+    from nestlab.errors import LabError
+    from nestlab.plan.blueprint import Blueprint
+    from nestlab.plan.mgmt import Leases
+
+    path = tmp_path / "pure.clab.yml"
+    path.write_text(f"name: {lab_name}\nmgmt: {{network: tpure}}\ntopology:\n  nodes:\n    n1: {{}}\n    n2: {{}}\n")
+    reads = []
+    monkeypatch.setattr(mgmtleases, "_file", lambda network: reads.append(network) or {})
+    lab = Lab.from_file(path)
+    assert lab.topology.mgmt is not None and reads == []  # checking it needs no leases
+    lab.plan, lab.blueprint, lab.plan
+    assert reads == ["tpure"] and lab.blueprint.leases == Leases("tpure", "", {})
+    held = Leases("tpure", "172.20.20.0/24", {"other": {"x": "172.20.20.2"}, lab_name: {"n2": "172.20.20.7"}})
+    blueprint = Blueprint(lab.name, lab.source, lab.document(), checked=lab.topology, leases=held)
+    addresses = {a.end.node: a.end.ipv4[0] for a in blueprint.plan.attachments.values()}
+    assert addresses == {"n1": "172.20.20.3/24", "n2": "172.20.20.7/24"} and reads == ["tpure"]
+    with pytest.raises(LabError, match="not handed the leases of its management network tpure"):
+        Blueprint(lab.name, lab.source, lab.document(), checked=lab.topology).plan
+
+
 def test_two_nodes_with_one_address_are_refused_at_the_second(tmp_path, lab_name):
     path = tmp_path / "dup.clab.yml"
     path.write_text(

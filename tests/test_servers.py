@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 
 import pytest
 import yaml
@@ -213,6 +214,62 @@ def test_thirty_nodes_on_three_servers_reach_each_other_and_leave_nothing(server
     assert destroyed.returncode == 0 and "removed from servers s1, s2, s3" in destroyed.stderr, destroyed.stderr
     assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
     assert lab_name not in state.labs()
+
+
+def test_a_command_reads_the_inventory_and_checks_the_topology_once(servers, topo_file, lab_name, monkeypatch):
+    """`deploy -t FILE --servers INV` (run in this process, where the reads are counted) reads and checks the
+    inventory once, checks the topology once with its servers and checks no server's entry again: the servers'
+    nestlab and the topology are handed what was read.  `destroy --lab` reads the lab's record once."""
+    from typer.testing import CliRunner
+
+    import nestlab.sites
+    from nestlab.cli.app import build
+    from nestlab.engine import where
+    from nestlab.model import load
+    from nestlab.model import servers as inventories
+
+    counted: Counter[str] = Counter()
+
+    def count(owner, name: str, what: str) -> None:
+        real = getattr(owner, name)
+
+        def counting(*args, **kwargs):
+            counted[what] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counting)
+
+    count(inventories, "read_source", "inventory read")
+    count(load, "load_data", "topology checked")
+    count(where, "read", "record read")
+    count(nestlab.sites, "read", "record read")
+    validate = ServerSpec.model_validate.__func__
+
+    def checked(cls, *args, **kwargs):
+        counted["server checked"] += 1
+        return validate(cls, *args, **kwargs)
+
+    monkeypatch.setattr(ServerSpec, "model_validate", classmethod(checked))
+    topo = topo_file(
+        "name: {name}\ntopology:\n  nodes:\n    a: {server: s1}\n    b: {server: s2}\n    c: {server: s3}\n"
+        "  links:\n    - endpoints: [a:eth1, b:eth1]\n    - endpoints: [b:eth2, c:eth1]\n"
+    )
+    app, cli = build(), CliRunner()
+    try:
+        deployed = cli.invoke(app, ["deploy", "-t", str(topo), "--servers", str(servers)])
+        assert deployed.exit_code == 0, deployed.output
+        assert {k: counted[k] for k in ("inventory read", "topology checked", "server checked")} == {
+            "inventory read": 1,
+            "topology checked": 1,
+            "server checked": 3,  # each of the three servers' entries, as the inventory is read
+        }, counted
+        counted.clear()
+        destroyed = cli.invoke(app, ["destroy", "--lab", lab_name])
+        assert destroyed.exit_code == 0 and "removed from servers s1, s2, s3" in destroyed.output, destroyed.output
+        assert counted == {"record read": 1, "server checked": 3}, counted
+    finally:
+        run_cli("destroy", "--lab", lab_name, timeout=300)
+    assert share_labs(servers) == {"s1": [], "s2": [], "s3": []}
 
 
 @pytest.mark.throughput

@@ -200,12 +200,12 @@ def _deploy_on_servers(
     from ..model.servers import load_inventory
     from ..sites.ssh import Servers, Starting
 
-    starting = None
-    if servers:
-        found, _ = load_inventory(servers)
-        starting = Starting({name: spec.model_dump() for name, spec in found.items()}, str(servers.parent.resolve()))
+    starting = inventory = None
+    if servers:  # read and checked once: the servers' nestlab and the topology are handed what was read
+        inventory = load_inventory(servers)
+        starting = Starting(inventory.servers, str(servers.parent.resolve()))
     try:
-        lab = Lab.from_file(topo, vars_files, servers, overrides)
+        lab = Lab.from_file(topo, vars_files, inventory, overrides)
         notices(lab)
         if reconfigure:
             lab.destroy()

@@ -148,8 +148,7 @@ def check(
         }
 
     with reported():
-        found, _ = load_inventory(servers)
-        conns = remotes(found, str(servers.parent.resolve()))
+        conns = remotes(load_inventory(servers).servers, str(servers.parent.resolve()))
         rows = [
             r if isinstance(r, dict) else {"server": name, "ok": False, "error": str(r)}
             for name, r in each(conns.values(), probe).items()

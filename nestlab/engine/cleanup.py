@@ -24,12 +24,11 @@ def marked_namespaces(lab: str | None = None) -> list[str]:
 
 def _release_mgmt(lab: str) -> None:
     """Give back the lab's management addresses; the last lab on a network takes its bridge and rules along."""
-    from ..backends.kernel import mgmtnet
-    from ..plan import mgmt
+    from ..backends.kernel import mgmtleases, mgmtnet
 
-    for network in mgmt.networks_of(lab):
-        with mgmt.locked(network):
-            if mgmt.release(network, lab):
+    for network in mgmtleases.networks_of(lab):
+        with mgmtleases.locked(network):
+            if mgmtleases.release(network, lab):
                 mgmtnet.remove(network)
 
 

@@ -25,6 +25,7 @@ import copy
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import names
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ..model.load import Loaded
     from ..model.overrides import Overrides
     from ..model.schema import Topology
+    from ..model.servers import Inventory
     from ..plan.diff import Changes
     from ..plan.partition import Partition
     from ..seams import ExecReport
@@ -72,27 +74,23 @@ class Lab:
         cls,
         path: str | os.PathLike,
         vars_files: Sequence[str | os.PathLike] = (),
-        servers: str | os.PathLike | None = None,
+        servers: str | os.PathLike | Inventory | None = None,
         overrides: Overrides | None = None,
     ) -> Lab:
         """Load and check a topology file; errors name file, line and column.  A Go-template topology
         (containerlab's) is rendered with ``vars_files``, or the ``NAME_vars.yml`` beside it.  ``servers``:
-        an inventory file whose ``servers:`` (and ``stitch:``) replace the file's (docs/servers.md);
-        ``overrides``: what a command line changes in it (another name, only some nodes, ...)."""
-        from ..model.load import load_data, load_file
-        from ..model.servers import load_inventory
+        an inventory (its file, or as :func:`~nestlab.model.servers.load_inventory` read it) whose ``servers:``
+        (and ``stitch:``) replace the file's (docs/servers.md); ``overrides``: what a command line changes in
+        it (another name, only some nodes, ...).  The file is checked once, with the inventory's servers."""
+        from ..model.load import load_file
+        from ..model.overrides import Overrides
+        from ..model.servers import Inventory, load_inventory
 
         lab = cls.__new__(cls)
-        loaded = load_file(path, vars_files, overrides)
         if servers is not None:
-            found, stitch = load_inventory(servers)
-            raw = loaded.topology.model_dump(mode="json")
-            raw["servers"] = {name: spec.model_dump() for name, spec in found.items()}
-            if stitch:
-                raw["stitch"] = stitch.model_dump()
-            notes, located = loaded.notices, loaded.located
-            loaded = load_data(raw, loaded.source)
-            loaded.notices, loaded.located = notes, located
+            inventory = servers if isinstance(servers, Inventory) else load_inventory(servers)
+            overrides = replace(overrides or Overrides(), servers=inventory)
+        loaded = load_file(path, vars_files, overrides)
         lab._set(loaded, loaded.source)  # a Kathará lab's folder: its lab.conf
         return lab
 
@@ -141,14 +139,24 @@ class Lab:
 
     @property
     def blueprint(self) -> Blueprint:
-        """The lab as one value to be made: what its site deploys (a change to the lab makes a new one)."""
+        """The lab as one value to be made: what its site deploys (a change to the lab makes a new one).  Handed out
+        to be planned, it carries its management network's leases, read here once: planning reads no file."""
+        made = self._made()
+        if made.planned is None and made.leases is None and made.network is not None:
+            from ..backends.kernel import mgmtleases
+
+            made = self._blueprint = made.leased(mgmtleases.snapshot(made.network))
+        return made
+
+    def _made(self) -> Blueprint:
+        """The blueprint, leases read or not (for what is not its plan: its topology, problems, whether it runs)."""
         if self._blueprint is None:
             self._blueprint = Blueprint(self._raw["name"], self.source, self._raw, tuple(self.notices), self._located)
         return self._blueprint
 
     @property
     def topology(self) -> Topology:
-        return self.blueprint.topology
+        return self._made().topology
 
     @property
     def plan(self) -> Plan:
@@ -162,7 +170,7 @@ class Lab:
     @property
     def nodes(self) -> dict[str, Node]:
         """Every node by name, components included (``"drone1/gnab"``)."""
-        if not self.blueprint.was_checked and self.blueprint.planned is not None:  # a running lab: its recorded plan knows them
+        if not self._made().was_checked and self._made().planned is not None:  # a running lab: its recorded plan knows them
             return {name: Node(self, name) for name, obj in self.blueprint.plan.nodes.items() if not KINDS.get(obj.kind).machine}
         return {name: Node(self, name) for name in self.topology.topology.nodes}
 
@@ -250,7 +258,7 @@ class Lab:
         ``servers:``, or this machine)."""
         from .. import sites
 
-        if where.read(self.name) is not None or not self.blueprint.was_checked:  # recorded elsewhere, or running
+        if where.read(self.name) is not None or not self._made().was_checked:  # recorded elsewhere, or running
             return sites.of(self.name)
         return sites.chosen(self.topology)
 
@@ -289,7 +297,7 @@ class Lab:
 
     def problem(self, path: tuple, message: str) -> Problem:
         """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
-        return self.blueprint.problem(path, message)
+        return self._made().problem(path, message)
 
     def save(self, to: str | os.PathLike | None = None, only: set[str] | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the

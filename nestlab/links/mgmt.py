@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..names import IFNAMSIZ, is_ifname
 from ..plan import mgmt
@@ -108,7 +109,10 @@ class Mgmt(LinkMode):
         if b.t.mgmt is None:
             return
         net = mgmt.Network.of(b.t.mgmt)
-        held = mgmt.in_use(net.name, b.t.name)
+        leases = b.leases
+        if leases is None or leases.network != net.name:  # read by whoever starts planning (nestlab.lab.Lab)
+            raise LabError(f"lab {b.t.name}: planning is not handed the leases of its management network {net.name}")
+        held = mgmt.in_use(leases, b.t.name)
         if held and held[0] != str(net.ipv4):
             raise TopologyError(
                 b.source,
@@ -123,7 +127,7 @@ class Mgmt(LinkMode):
         nodes = managed(b)
         specs = b.t.topology.nodes
         fixed = {n: str(specs[n].mgmt_ipv4) for n in nodes if specs[n].mgmt_ipv4}
-        chosen = mgmt.choose(net, b.t.name, nodes, fixed)
+        chosen = mgmt.choose(net, b.t.name, nodes, fixed, leases)
         options = _options(net)
         for node in nodes:
             v4 = chosen[node]
@@ -132,7 +136,7 @@ class Mgmt(LinkMode):
             b.plan.add(AttachObj(end, self.name, None, None, options, net.mtu, gateway=str(net.gw4)))
 
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
-        from ..backends.kernel import mgmtnet, netlink
+        from ..backends.kernel import mgmtleases, mgmtnet, netlink
 
         for network in sorted({att.text("network") for att in objs}):
             mine = [att for att in objs if att.text("network") == network]
@@ -143,9 +147,11 @@ class Mgmt(LinkMode):
             number = {
                 att.end.node: int(ipaddress.IPv4Interface(att.end.ipv4[0]).ip) - int(subnet.network_address) for att in mine
             }
-            with mgmt.locked(network):
-                bridge = mgmt.bridge_of(network, first.text("bridge"))
-                mgmt.lease(network, bridge, ap.lab, {att.end.node: att.end.ipv4[0].split("/")[0] for att in mine}, str(subnet))
+            with mgmtleases.locked(network):
+                bridge = mgmtleases.bridge_of(network, first.text("bridge"))
+                mgmtleases.lease(
+                    network, bridge, ap.lab, {att.end.node: att.end.ipv4[0].split("/")[0] for att in mine}, str(subnet)
+                )
                 gateways = (first.text("gateway4"), first.text("gateway6"))
                 index = {
                     bridge: mgmtnet.ensure(network, bridge, gateways, first.number("mtu"), str(subnet), first.flag("external"))

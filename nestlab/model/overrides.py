@@ -1,11 +1,17 @@
 """What a command line changes in a topology as it is read: containerlab's ``deploy --name``,
-``--node-filter`` and the management flags (``--network``, ``--ipv4-subnet``, ``--ipv6-subnet``)."""
+``--node-filter`` and the management flags (``--network``, ``--ipv4-subnet``, ``--ipv6-subnet``), and
+the inventory of ``--servers`` (read once, before the topology; its ``servers:`` and ``stitch:`` replace
+the file's before the topology is checked, once)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .endpoint import Endpoint
+
+if TYPE_CHECKING:
+    from .servers import Inventory
 
 
 @dataclass(frozen=True)
@@ -15,9 +21,10 @@ class Overrides:
     network: str | None = None
     ipv4_subnet: str | None = None
     ipv6_subnet: str | None = None
+    servers: Inventory | None = None  # --servers FILE, read
 
     def __bool__(self) -> bool:
-        return any((self.name, self.nodes, self.network, self.ipv4_subnet, self.ipv6_subnet))
+        return any((self.name, self.nodes, self.network, self.ipv4_subnet, self.ipv6_subnet, self.servers))
 
     def apply(self, data: dict) -> None:
         """Change the file's data (before it is checked) as the flags say."""
@@ -31,6 +38,10 @@ class Overrides:
         if any(given.values()):
             mgmt = data.get("mgmt") if isinstance(data.get("mgmt"), dict) else {}
             data["mgmt"] = {**mgmt, **{k: v for k, v in given.items() if v}}
+        if self.servers is not None:  # as data: the topology's one check takes them with the rest
+            data["servers"] = {name: spec.model_dump() for name, spec in self.servers.servers.items()}
+            if self.servers.stitch is not None:
+                data["stitch"] = self.servers.stitch.model_dump()
 
 
 def _within(link: object, nodes: frozenset[str]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -13,16 +14,17 @@ from .schema import NAME_PATTERN, ServerSpec, Stitch, Topology
 from .yamlsource import Located, load_yaml, read_source
 
 
+def _bad_name(name: str | int, located: Located) -> list[Problem]:
+    """A server's name (under ``servers:`` of a topology or an inventory): letters, digits, '-' and '_', at most 20."""
+    if re.match(NAME_PATTERN, str(name)) and len(str(name)) <= 20:
+        return []
+    message = f"server name '{name}' may use only letters, digits, '-' and '_' (at most 20)"
+    return [located.problem(("servers", name), message, key=True)]
+
+
 def check_servers(topology: Topology, located: Located) -> list[Problem]:
     """Server names, ``server:`` pins naming one, and no emulated ``hosts:`` beside real servers."""
-    problems = []
-    for name in topology.servers:
-        if not re.match(NAME_PATTERN, name) or len(name) > 20:
-            problems.append(
-                located.problem(
-                    ("servers", name), f"server name '{name}' may use only letters, digits, '-' and '_' (at most 20)", key=True
-                )
-            )
+    problems = [problem for name in topology.servers for problem in _bad_name(name, located)]
     if topology.servers and topology.hosts:
         problems.append(
             located.problem(
@@ -40,7 +42,16 @@ def check_servers(topology: Topology, located: Located) -> list[Problem]:
     return problems
 
 
-def load_inventory(path: str | os.PathLike) -> tuple[dict[str, ServerSpec], Stitch | None]:
+@dataclass(frozen=True)
+class Inventory:
+    """An inventory file (``--servers``) as read and checked, once: what a command hands on instead of its path."""
+
+    source: str  # the file it came from
+    servers: dict[str, ServerSpec]  # identity files made absolute from the inventory's folder
+    stitch: Stitch | None = None  # its stitch:, if it has one
+
+
+def load_inventory(path: str | os.PathLike) -> Inventory:
     """An inventory file: ``servers:`` (as in a topology) and optionally ``stitch:``; keys are checked with file:line."""
     source = str(path)
     located = load_yaml(read_source(path, "the inventory"), source)
@@ -54,6 +65,7 @@ def load_inventory(path: str | os.PathLike) -> tuple[dict[str, ServerSpec], Stit
     ]
     servers = {}
     for name, spec in data["servers"].items():
+        problems += _bad_name(name, located)  # at the inventory's line, not the topology's
         try:
             servers[str(name)] = ServerSpec.model_validate(spec if isinstance(spec, dict) else {"address": spec})
         except ValidationError as exc:
@@ -68,7 +80,11 @@ def load_inventory(path: str | os.PathLike) -> tuple[dict[str, ServerSpec], Stit
     if problems:
         raise TopologyError(source, problems)
     base = os.path.dirname(os.path.abspath(source))
-    return {
-        name: spec.model_copy(update={"key": os.path.join(base, spec.key)}) if spec.key else spec
-        for name, spec in servers.items()
-    }, stitch
+    return Inventory(
+        source,
+        {
+            name: spec.model_copy(update={"key": os.path.join(base, spec.key)}) if spec.key else spec
+            for name, spec in servers.items()
+        },
+        stitch,
+    )

@@ -4,14 +4,16 @@ A :class:`Blueprint` holds the lab's name, the file it came from, its document (
 as data, as the lab's state record holds it), the notices about it and where each of its keys came
 from; its checked :attr:`~Blueprint.topology` and its :attr:`~Blueprint.plan` are worked out once,
 when first asked for (a running lab's blueprint carries the plan it was deployed with and checks its
-document again only if something asks for the topology).  Nothing in it changes once it is made:
-a changed lab is a new blueprint.
+document again only if something asks for the topology).  A lab with a management network is planned
+against that network's :attr:`~Blueprint.leases`, which whoever hands the blueprint out to be planned
+reads (``nestlab.lab.Lab``): planning reads no file.  Nothing in it changes once it is made: a changed
+lab is a new blueprint.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ from ..model.errors import Problem, TopologyError
 if TYPE_CHECKING:
     from ..model.schema import Topology
     from ..model.yamlsource import Located
+    from .mgmt import Leases
     from .objects import Plan
 
 
@@ -34,6 +37,7 @@ class Blueprint:
     located: Located | None = None  # where each key came from: planning's problems get file:line:col
     checked: Topology | None = None  # the topology, when it is already checked
     planned: Plan | None = None  # the plan, when it is known (a running lab's, live changes included)
+    leases: Leases | None = None  # its management network's, as read when it was handed out to be planned
 
     @cached_property
     def topology(self) -> Topology:
@@ -52,13 +56,24 @@ class Blueprint:
         from .desired import desired
 
         try:
-            return desired(self.topology, self.source)
+            return desired(self.topology, self.source, self.leases)
         except TopologyError as exc:  # planning knows what is wrong; the file knows where
             if self.located is None:
                 raise
             raise TopologyError(
                 exc.source, [p if p.line is not None else self.located.problem(p.path, p.message) for p in exc.problems]
             ) from None
+
+    @property
+    def network(self) -> str | None:
+        """The management network it names (``mgmt:``), from its document: None without one."""
+        mgmt = self.document.get("mgmt")
+        return str(mgmt["network"]) if isinstance(mgmt, dict) and mgmt.get("network") else None
+
+    def leased(self, leases: Leases) -> Blueprint:
+        """The same lab, planned against ``leases`` (its management network's, as read now); its topology is
+        not checked again."""
+        return replace(self, leases=leases, checked=self.topology if self.was_checked else None)
 
     @property
     def was_checked(self) -> bool:

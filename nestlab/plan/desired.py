@@ -25,24 +25,27 @@ from ..model.schema import LinkParams, LinkSpec, Topology
 from ..model.visibility import pair_link_names
 from ..registry import KINDS, LINK_MODES
 from ..seams import Draft
+from .mgmt import Leases
 from .objects import EndObj, LinkObj, NodeObj, Plan, pairs
 
 MPTCP_ENDPOINTS_MAX = 8  # the kernel path manager's MPTCP_PM_ADDR_MAX per network namespace
 
 
-def desired(topology: Topology, source: str = "<topology>") -> Plan:
-    """Resolve kinds, defaults, hosts, modes and automatic addresses into a :class:`Plan`."""
-    return Builder(topology, source).build()
+def desired(topology: Topology, source: str = "<topology>", leases: Leases | None = None) -> Plan:
+    """Resolve kinds, defaults, hosts, modes and automatic addresses into a :class:`Plan`; ``leases``: the
+    management network's, as read when planning started (a topology with ``mgmt:`` needs them)."""
+    return Builder(topology, source, leases).build()
 
 
 class Builder:
     """Builds one plan.  Link modes use: ``t``, ``plan``, ``seg``, ``members``, ``machine``, ``host_of``,
     ``attach_point``, ``later``, ``underlay``, ``wire_of``, ``nic_mtu``, ``nic_address``,
-    ``host_addresses``, ``links_of`` and ``fail``."""
+    ``host_addresses``, ``links_of``, ``fail`` and ``leases``."""
 
-    def __init__(self, topology: Topology, source: str):
+    def __init__(self, topology: Topology, source: str, leases: Leases | None = None):
         self.t = topology
         self.source = source
+        self.leases = leases
         self.body = topology.topology
         self.seg = Segments()
         self.plan = Plan()

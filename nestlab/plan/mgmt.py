@@ -1,25 +1,32 @@
 """The management network's addresses: which node of which lab holds which address of a network.
 
 Labs naming one network (``mgmt: {network: clab}``, containerlab's default) share its bridge and
-subnet, so an address is leased, not planned alone: ``/run/nestlab-mgmt/NETWORK.json`` says which lab
-holds which address.  Planning reads it (a lab keeps what it holds, new nodes take the first free
-addresses of the range, fixed ``mgmt-ipv4:`` addresses are the node's); deploying writes the lab's
-leases under the network's lock and refuses an address another lab took meanwhile.
+subnet, so an address is leased, not planned alone.  Planning is handed the network's :class:`Leases`
+as a value, read once by whoever starts it (``nestlab.lab.Lab``, from the store on this machine:
+``backends/kernel/mgmtleases.py``, ``/run/nestlab-mgmt/NETWORK.json``): a lab keeps what it holds, new
+nodes take the first free addresses of the range, fixed ``mgmt-ipv4:`` addresses are the node's.
+Nothing here reads or writes a file; deploying writes the lab's leases under the network's lock and
+refuses an address another lab took meanwhile.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import ipaddress
-import json
-import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from .. import names
 from ..errors import LabError
 from .objects import AttachObj, Plan
+
+
+@dataclass(frozen=True)
+class Leases:
+    """A management network's leases as they were when planning started: read them, do not change them."""
+
+    network: str
+    subnet: str = ""  # the subnet the network's labs use ("" while none holds an address)
+    labs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # lab -> node -> its IPv4 address
 
 
 def interfaces(plan: Plan) -> dict[str, AttachObj]:
@@ -63,39 +70,17 @@ class Network:
         return self.ipv6.network_address + (int(v4) - int(self.ipv4.network_address))
 
 
-def _file(network: str) -> dict:
-    try:
-        with open(names.mgmt_leases(network)) as fh:
-            found = json.load(fh)
-    except (FileNotFoundError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def read(network: str) -> dict[str, dict[str, str]]:
-    """lab -> node -> its IPv4 address, as leased now."""
-    labs = _file(network).get("labs")
-    return labs if isinstance(labs, dict) else {}
-
-
-def in_use(network: str, lab: str) -> tuple[str, list[str]] | None:
+def in_use(leases: Leases, lab: str) -> tuple[str, list[str]] | None:
     """The subnet a network has while other labs hold addresses on it, and those labs (None: free)."""
-    found = _file(network)
-    others = sorted(other for other in read(network) if other != lab)
-    return (str(found.get("subnet") or ""), others) if others and found.get("subnet") else None
+    others = sorted(other for other in leases.labs if other != lab)
+    return (leases.subnet, others) if others and leases.subnet else None
 
 
-def bridge_of(network: str, default: str) -> str:
-    """The bridge the network's first lab made (its name is the file's, not every lab's to choose), else ``default``."""
-    return str(_file(network).get("bridge") or default)
-
-
-def choose(net: Network, lab: str, nodes: list[str], fixed: dict[str, str]) -> dict[str, ipaddress.IPv4Address]:
-    """Each node's IPv4 address: its fixed one, else what the lab holds, else the first free one of the range."""
-    leases = read(net.name)
-    others = {ipaddress.IPv4Address(a) for other, held in leases.items() if other != lab for a in held.values()}
+def choose(net: Network, lab: str, nodes: list[str], fixed: dict[str, str], leases: Leases) -> dict[str, ipaddress.IPv4Address]:
+    """Each node's IPv4 address: its fixed one, else what the lab holds in ``leases``, else the first free one of the range."""
+    others = {ipaddress.IPv4Address(a) for other, held in leases.labs.items() if other != lab for a in held.values()}
     taken = others | {ipaddress.IPv4Address(a) for a in fixed.values()} | {net.gw4}
-    mine = leases.get(lab, {})
+    mine = leases.labs.get(lab, {})
     out: dict[str, ipaddress.IPv4Address] = {}
     for node in nodes:
         if node in fixed:
@@ -111,58 +96,3 @@ def choose(net: Network, lab: str, nodes: list[str], fixed: dict[str, str]) -> d
                 raise LabError(f"management network {net.name} ({net.ipv4}) has no free address left for node {node}")
             out[node] = address
     return out
-
-
-@contextlib.contextmanager
-def locked(network: str) -> Iterator[None]:
-    os.makedirs(names.MGMT_ROOT, exist_ok=True)
-    with open(names.mgmt_leases(network) + ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
-
-
-def _write(network: str, labs: dict[str, dict[str, str]], bridge: str, subnet: str) -> None:
-    path = names.mgmt_leases(network)
-    with open(path + ".tmp", "w") as fh:
-        json.dump({"bridge": bridge, "subnet": subnet, "labs": labs}, fh)
-    os.replace(path + ".tmp", path)
-
-
-def lease(network: str, bridge: str, lab: str, held: dict[str, str], subnet: str) -> None:
-    """Record the lab's addresses on the network whose bridge is ``bridge`` (:func:`bridge_of`; the network
-    locked by the caller) before anything is made, so a cleanup finds the network; refused if another lab
-    holds one of them."""
-    labs = read(network)
-    owners = {a: other for other, addresses in labs.items() if other != lab for a in addresses.values()}
-    clash = sorted((node, a, owners[a]) for node, a in held.items() if a in owners)
-    if clash:
-        node, address, other = clash[0]
-        raise LabError(
-            f"management address {address} of node {node} is held by lab {other} on network {network} "
-            "(both deployed at once); deploy again, or give the node another mgmt-ipv4"
-        )
-    labs[lab] = {**labs.get(lab, {}), **held}
-    _write(network, labs, bridge, str(_file(network).get("subnet") or subnet))
-
-
-def release(network: str, lab: str) -> bool:
-    """Drop the lab's leases (network locked by the caller); True when no lab holds an address any more."""
-    labs = read(network)
-    labs.pop(lab, None)
-    if labs:
-        _write(network, labs, bridge_of(network, names.mgmt_bridge(network)), str(_file(network).get("subnet") or ""))
-        return False
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(names.mgmt_leases(network))
-    return True
-
-
-def networks_of(lab: str) -> list[str]:
-    """The management networks ``lab`` holds addresses on (for cleanup, which has no topology)."""
-    if not os.path.isdir(names.MGMT_ROOT):
-        return []
-    return sorted(
-        entry.name.removesuffix(".json")
-        for entry in os.scandir(names.MGMT_ROOT)
-        if entry.name.endswith(".json") and lab in read(entry.name.removesuffix(".json"))
-    )

@@ -24,6 +24,7 @@ from .shares import cause, holder, merged, place_and_partition, running
 
 if TYPE_CHECKING:
     from .. import seams
+    from ..model.schema import ServerSpec
     from ..plan.blueprint import Blueprint
     from ..plan.partition import Share
     from ..seams import ExecReport, Progress
@@ -55,8 +56,8 @@ class Starting:
     """Each server's nestlab, started and reading its share from standard input: its start-up and the SSH
     handshake overlap with loading, placing and splitting the lab here."""
 
-    def __init__(self, servers: dict[str, Any], base: str):
-        self.servers = servers
+    def __init__(self, servers: dict[str, ServerSpec], base: str):
+        self.servers = {name: spec.model_dump() for name, spec in servers.items()}  # as the lab's record holds them
         self.conns = remotes(servers, base)
         self.procs = {
             name: r.popen(
@@ -105,7 +106,7 @@ class Servers(Site):
         if starting is None or starting.servers != servers:
             if starting:
                 starting.abandon()
-            starting = Starting(servers, base)
+            starting = Starting(lab.topology.servers, base)
         conns, procs = starting.conns, starting.procs
         try:
             partition = place_and_partition(lab)
