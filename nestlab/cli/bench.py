@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import time
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
 from typer.core import TyperGroup
 
+from ..bench import report, results, scenario, tools
+from ..bench.suites import SUITES
+from ..bench.together import Pair, run_together
 from ..errors import LabError
+from ..lab.fidelity import Watch, summary_line
+from ..registry import KINDS
 from .common import err, node_of, out, print_json, reported, resolve
 
 
@@ -17,7 +25,6 @@ class _WithSuites(TyperGroup):
     """``nestlab bench``: its own commands plus one per benchmark suite, loaded only when asked for."""
 
     def list_commands(self, ctx):
-        from ..bench.suites import SUITES
 
         return [*super().list_commands(ctx), *SUITES]
 
@@ -25,7 +32,6 @@ class _WithSuites(TyperGroup):
         found = super().get_command(ctx, name)
         if found is not None:
             return found
-        from ..bench.suites import SUITES
 
         if name not in SUITES:
             return None
@@ -42,11 +48,6 @@ bench_app = typer.Typer(
 
 
 def _suite_command(name: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from ..bench import results, scenario
-    from ..bench.suites import SUITES
-    from ..lab.fidelity import summary_line
 
     suite = SUITES[name]
 
@@ -133,11 +134,6 @@ def bench_run(
     fidelity verdict (ok, doubtful, failed: whether the emulation kept up, docs/fidelity.md).
     Example: nestlab bench run --lab quickstart --from h1 --to h2 --tool iperf3 --parallel 4
     """
-    from rich.table import Table
-
-    from ..bench import tools
-    from ..bench.together import Pair, run_together
-    from ..lab.fidelity import Watch, summary_line
 
     with reported():
         tools.check_run(tool, duration, parallel, size, bitrate, cpu, fmt)
@@ -206,7 +202,6 @@ def bench_run(
 
 def _nearest(src, dst) -> str:
     """dst's address on a subnet src is directly on, else dst's first address."""
-    import ipaddress
 
     mine = [ipaddress.ip_interface(a).network for i in src.intfs() for a in i.ipv4]
     for iface in dst.intfs():
@@ -228,8 +223,6 @@ def pingall(
 
     Exits 1 if any pair fails. Example: nestlab bench pingall --lab quickstart
     """
-    from ..bench import tools
-    from ..registry import KINDS
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -271,7 +264,6 @@ def pingall(
 
 def report_cmd(folder: Path = typer.Argument(..., help="A results folder.")):
     """Regenerate report.html of a results folder (e.g. after upgrading nestlab)."""
-    from ..bench import report, results
 
     with reported():
         meta, _ = results.load(folder)
@@ -285,9 +277,6 @@ def compare_cmd(
     fmt: str = typer.Option("table", "--format", help="table or json."),
 ):
     """Per figure and cell: both means and second/first with a 95 % interval (e.g. two kernels, two machines)."""
-    from rich.table import Table
-
-    from ..bench import report, results
 
     with reported():
         meta_a, _ = results.load(first)
@@ -315,7 +304,6 @@ def compare_cmd(
 
 
 def _suite_of(meta: dict):
-    from ..bench.suites import SUITES
 
     if meta.get("suite") not in SUITES:
         raise LabError(f"unknown suite {meta.get('suite')!r} in results.json (known: {', '.join(SUITES)})")

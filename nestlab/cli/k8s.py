@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
+from collections import Counter
 from pathlib import Path
 
 import typer
+import yaml
 
-from .common import err, out, reported
+from ..errors import LabError
+from ..lab.lab import Lab
+from ..sites.k8s.manifests import NESTLAB_REF
+from ..sites.k8s.manifests import render as make
+from ..sites.k8s.site import Kubernetes, Target
+from ..testbeds import cluster
+from ..testbeds.images import nestlab_image
+from .common import err, notices, out, reported
 
 k8s_app = typer.Typer(
     help="Run labs on Kubernetes: deploy, render manifests, build the image; a cluster on this machine (cluster up/down).",
@@ -56,11 +66,6 @@ def deploy(
 
     Example: nestlab k8s cluster up --nodes 3 --kubeconfig kc.yaml ; nestlab k8s deploy -t lab.yml --kubeconfig kc.yaml
     """
-    from collections import Counter
-
-    from ..lab.lab import Lab
-    from ..sites.k8s.site import Kubernetes, Target
-    from .common import notices
 
     started = time.perf_counter()
     with reported():
@@ -101,11 +106,6 @@ def render(
 
     Example: nestlab k8s render -t lab.yml --servers 3 -o lab-k8s.yaml
     """
-    import yaml
-
-    from ..lab.lab import Lab
-    from ..sites.k8s.manifests import NESTLAB_REF
-    from ..sites.k8s.manifests import render as make
 
     with reported():
         lab = Lab.from_file(topo)
@@ -126,10 +126,6 @@ def image(output: Path | None = typer.Option(None, "-o", "--output", help="Also 
     cached) as an OCI archive, and print its path.  Load it into a cluster's nodes with
     `ctr -n k8s.io images import FILE` (containerd) or push it with skopeo; `k8s cluster up` does this itself.
     """
-    import shutil
-
-    from ..sites.k8s.manifests import NESTLAB_REF
-    from ..testbeds.images import nestlab_image
 
     with reported():
         path = nestlab_image(_say)
@@ -153,7 +149,6 @@ def cluster_up(
 
     Example: nestlab k8s cluster up --nodes 3 --kubeconfig kc.yaml ; kubectl --kubeconfig kc.yaml get nodes
     """
-    from ..testbeds import cluster
 
     started = time.perf_counter()
     with reported():
@@ -174,8 +169,6 @@ def cluster_down(
 ):
     """Remove a cluster made by cluster up: every process, mount, namespace, interface and cgroup of it, its
     files, and the kubeconfig it wrote (the built binaries and images stay in /var/cache/nestlab)."""
-    from ..errors import LabError
-    from ..testbeds import cluster
 
     with reported():
         which = name or (cluster.name_in(str(kubeconfig)) if kubeconfig else None)

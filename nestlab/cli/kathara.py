@@ -15,9 +15,23 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
+from .. import __version__, sites
+from ..backends.kernel import probe
+from ..engine import state
 from ..errors import LabError
+from ..lab.lab import Lab
+from ..model.endpoint import Endpoint
+from ..model.formats import kathara
+from ..model.labname import name_of
+from ..model.overrides import Overrides
+from ..registry import KINDS
 from .common import err, ignored, out, reported
+from .lifecycle import deploy_with
+from .tables import show
+from .use import exec_cmd as nestlab_exec
+from .use import shell as nestlab_shell
 
 kathara_app = typer.Typer(
     help="Kathará's commands (lstart, lclean, lrestart, linfo, lconfig, connect, exec, wipe, list, check, vstart, vclean) "
@@ -30,7 +44,6 @@ VLAB = "kathara-vlab"  # the lab vstart's devices belong to
 
 
 def _folder(directory: Path) -> Path:
-    from ..model.formats import kathara
 
     if not kathara.is_lab(directory):
         raise LabError(f"{directory.resolve()} holds no lab.conf: give the lab's folder with -d")
@@ -38,7 +51,6 @@ def _folder(directory: Path) -> Path:
 
 
 def _name(directory: Path) -> str:
-    from ..model.labname import name_of
 
     return name_of(_folder(directory))
 
@@ -55,8 +67,6 @@ def lstart(
     listing: bool = typer.Option(False, "-l", "--list", help="Show the devices once started (as linfo)."),
 ):
     """Start a Kathará lab (kathara lstart): every device of lab.conf with its collision domains and startup file."""
-    from ..model.overrides import Overrides
-    from .lifecycle import deploy_with
 
     if terminals:
         ignored("--terminals", "open a shell with `nestlab kathara connect DEVICE`")
@@ -77,9 +87,6 @@ def lclean(
     machines: list[str] = typer.Argument(None, help="Only these devices (the rest keeps running)."),
 ):
     """Stop a Kathará lab and remove everything of it (kathara lclean); with devices named, only those."""
-    from .. import sites
-    from ..engine import state
-    from ..lab.lab import Lab
 
     with reported():
         name = _name(directory)
@@ -122,8 +129,6 @@ def linfo(
     ),
 ):
     """The lab's devices, their collision domains and interfaces (kathara linfo)."""
-    from ..lab.lab import Lab
-    from .tables import show
 
     if live:
         ignored("--live", "linfo prints the table once, read from the kernel; `watch nestlab kathara linfo` refreshes it")
@@ -165,7 +170,6 @@ def connect(
     ),
 ):
     """A shell in a device (kathara connect)."""
-    from .use import shell as nestlab_shell
 
     if shell:
         os.environ["SHELL"] = shell
@@ -184,7 +188,6 @@ def exec_cmd(
     vmachine: bool = typer.Option(False, "-v", "--vmachine", help="A device vstart made."),
 ):
     """Run a command in a device and print its output (kathara exec)."""
-    from .use import exec_cmd as nestlab_exec
 
     with reported():
         name = VLAB if vmachine else _name(directory)
@@ -192,7 +195,6 @@ def exec_cmd(
 
 
 def _kathara_labs() -> list[str]:
-    from ..engine import state
 
     found = []
     for name in state.labs():
@@ -212,10 +214,6 @@ def list_cmd(
     directory: Path = DirOpt,
 ):
     """The running devices: lab, device, state, interfaces (kathara list)."""
-    from rich.table import Table
-
-    from ..lab.lab import Lab
-    from ..registry import KINDS
 
     with reported():
         labs = _kathara_labs() if every or not (directory / "lab.conf").exists() else [_name(directory)]
@@ -236,8 +234,6 @@ def wipe(
     every: bool = typer.Option(False, "-a", "--all", help="Every user's labs (labs here are root's)."),
 ):
     """Remove every Kathará lab of this machine (kathara wipe); other nestlab labs are left alone."""
-    from .. import sites
-    from ..engine import state
 
     with reported():
         labs = _kathara_labs()
@@ -256,8 +252,6 @@ def wipe(
 @kathara_app.command()
 def check():
     """What Kathará checks before it runs: here, nestlab's version and what this machine lacks (nestlab doctor)."""
-    from .. import __version__
-    from ..backends.kernel import probe
 
     with reported():
         out.line(f"nestlab {__version__} answers Kathará's commands (no Docker needed)")
@@ -275,8 +269,6 @@ def vstart(
 ):
     """Start one device on collision domains of its own (kathara vstart); devices of several vstarts meet
     on a domain of the same name."""
-    from ..engine import state
-    from ..lab.lab import Lab
 
     with reported():
         current = state.read(VLAB)
@@ -302,11 +294,6 @@ def vstart(
 @kathara_app.command()
 def vclean(name: str = typer.Option(..., "-n", "--name", help="The device.")):
     """Remove a device vstart made (kathara vclean); its collision domains go with their last device."""
-    from .. import sites
-    from ..engine import state
-    from ..lab.lab import Lab
-    from ..model.endpoint import Endpoint
-    from ..model.overrides import Overrides
 
     with reported():
         running = Lab.running(VLAB)

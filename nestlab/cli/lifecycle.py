@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -137,7 +138,6 @@ SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
 
 def _dry_run(topo: Path, vars_files: list[Path], servers: Path | None, fmt: str, overrides: Overrides) -> None:
     """What a deploy of ``topo`` would change, object by object, as its site sees the running lab."""
-    from collections import Counter
 
     from ..lab.lab import Lab
 
@@ -220,7 +220,6 @@ def _deploy_on_servers(
 
 def _placed(lab: Lab, partition: Partition, started: float) -> None:
     """Say where each node of a lab deployed on servers went."""
-    from collections import Counter
 
     counts = Counter(partition.placement.server(n) for n in lab.plan.nodes)
     tunnels = sum(len(s.stitched) for s in partition.shares.values()) // 2
@@ -237,7 +236,6 @@ def _placed(lab: Lab, partition: Partition, started: float) -> None:
 
 def _summary(lab: Lab) -> str:
     """What the lab holds, counted by kind and mode, and where to look next."""
-    from collections import Counter
 
     plan = lab.plan
     kinds = Counter(o.kind if o.runtime == "namespace" else f"{o.kind} [{o.runtime}]" for o in plan.nodes.values())

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
+from .. import sites
+from ..engine import stop_start
+from ..engine.startup import restart_cmd
 from ..errors import LabError
+from ..lab.fidelity import Watch, summary_line
+from ..lab.lab import Lab
+from ..lab.schedule import play
 from .common import LabOpt, TopoOpt, err, notices, out, print_json, reported, resolve
+from .lifecycle import ExecReport
 
 commands = typer.Typer()
 
@@ -53,7 +62,6 @@ def link_set(
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     Example: nestlab link set --lab lte ue:eth1 enb:eth1 --direction b --trace traces/Verizon-LTE-down.trace
     """
-    from .. import sites
 
     with reported():
         given = dict(
@@ -95,7 +103,6 @@ def link_show(
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
     """Show links' shaping as planned and as the kernel has it."""
-    from rich.table import Table
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -132,9 +139,6 @@ def run(
 
     Example schedule entry:  - {at: 2.5s, link: ["a:eth1", "b:eth1"], set: {rate: 10mbit}}
     """
-    from ..lab.fidelity import Watch, summary_line
-    from ..lab.lab import Lab
-    from ..lab.schedule import play
 
     with reported():
         lab = Lab.from_file(topo)
@@ -175,7 +179,6 @@ def run(
 
 def _converged(lab):
     """Wait until every check of the lab holds (or fail), saying when; returns the watcher of the changes to come."""
-    import time
 
     from ..verify.checks import Reconvergence, run
 
@@ -264,7 +267,6 @@ def node_restart(
     if not cmd_only:
         power("restart", nodes, topo, lab, exec_too)
         return
-    from ..engine.startup import restart_cmd
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -274,10 +276,6 @@ def node_restart(
 
 def power(action: str, refs: list[str], topo: Path | None, lab: str | None, exec_too: bool = False) -> None:
     """Stop, start or restart nodes where they run: here, or by each holding share's nestlab."""
-
-    from .. import sites
-    from ..engine import stop_start
-    from .lifecycle import ExecReport
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -302,7 +300,6 @@ def node_show(
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
 ):
     """Show CPU seconds, memory in use and limits per node and component, read from their cgroups."""
-    from rich.table import Table
 
     with reported():
         the_lab = resolve(topo, lab)

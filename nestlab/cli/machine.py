@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import sys
 import time
 
 import typer
+import yaml
+from rich.table import Table
 
+from .. import __version__
+from ..backends.kernel import probe, rootfs
+from ..backends.services import mpt_daemon
 from ..errors import LabError
+from ..model.visibility import random_waypoint
+from ..registry import KINDS, LINK_MODES, RUNTIMES
 from .common import err, out, print_json, reported
 
 commands = typer.Typer()
@@ -30,11 +39,8 @@ def image_build(
 
     Example: nestlab image build radio --debian bookworm --packages iperf3,iproute2
     """
-    from ..backends.kernel import rootfs
 
     with reported():
-        import re
-
         if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
             raise LabError(f"image name '{name}' may use only letters, digits, '.', '-' and '_'")
         started = time.perf_counter()
@@ -52,9 +58,6 @@ def image_build(
 @image_app.command("ls")
 def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or json.")):
     """List images made by nestlab image build."""
-    from rich.table import Table
-
-    from ..backends.kernel import rootfs
 
     with reported():
         images = rootfs.listing()
@@ -70,7 +73,6 @@ def image_ls(fmt: str = typer.Option("table", "--format", help="Output: table or
 @image_app.command("rm")
 def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
     """Delete an image made by nestlab image build (nodes running on it keep their copy-on-write view until destroyed)."""
-    from ..backends.kernel import rootfs
 
     with reported():
         rootfs.remove(name)
@@ -80,7 +82,6 @@ def image_rm(name: str = typer.Argument(..., help="Image to delete.")):
 @commands.command()
 def version():
     """Print nestlab's version."""
-    from .. import __version__
 
     out.line(__version__)
 
@@ -104,9 +105,6 @@ def random_waypoint_cmd(
 
     Example: nestlab mobility random-waypoint --nodes 12 --area 1000x1000 --range 250 --duration 300 > graph.yml
     """
-    import yaml
-
-    from ..model.visibility import random_waypoint
 
     with reported():
         try:
@@ -126,14 +124,8 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
     the kernel option that provides it, a missing tool the Debian package.
     A deploy that needs something listed as missing stops before creating anything.
     """
-    from rich.table import Table
-
-    from ..backends.kernel import probe
-    from ..registry import KINDS
 
     with reported():
-        from ..backends.services import mpt_daemon
-
         bpf, said = mpt_daemon.datapath()
         features = probe.features() + [
             probe.Feature(name, kind.name, ok, detail, fix) for kind in KINDS.values() for name, ok, detail, fix in kind.doctor()
@@ -161,12 +153,6 @@ def modes(fmt: str = typer.Option("table", "--format", help="Output: table or js
     whether this machine has them (tried as `nestlab doctor` does).  docs/architecture.md shows how
     to add one: a module in nestlab/kinds, nestlab/links or nestlab/runtimes.
     """
-    import shutil
-
-    from rich.table import Table
-
-    from ..backends.kernel import probe
-    from ..registry import KINDS, LINK_MODES, RUNTIMES
 
     with reported():
         probed = probe.kernel()

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import typer
 
+from .. import sites
 from ..errors import LabError
+from ..lab.fidelity import Watch
+from ..lab.fidelity_shares import READY
+from ..lab.lab import Lab
+from ..model.endpoint import Endpoint
+from ..observe import graph as exports
+from ..observe import live
 from .common import LabOpt, TopoOpt, err, reported, resolve
 
 commands = typer.Typer()
@@ -36,14 +43,10 @@ def graph(
       nestlab graph --lab quickstart --format drawio -o lab.drawio
       nestlab graph --lab quickstart --serve --port 8080     # then open http://127.0.0.1:8080/
     """
-    from ..lab.lab import Lab
-    from ..observe import graph as exports
 
     with reported():
         found = resolve(topo, lab)
         if serve:
-            from ..observe import live
-
             if not found.is_running:
                 raise LabError(f"lab {found.name} is not running; deploy it first (exports work without: drop --serve)")
             try:
@@ -94,8 +97,6 @@ def capture(
       nestlab capture --lab quickstart h1:eth1 --link -w - | tshark -r -
       nestlab capture --lab quickstart s1:p1 -w - | wireshark -k -i -
     """
-    from .. import sites
-    from ..model.endpoint import Endpoint
 
     with reported():
         found = resolve(topo, lab)
@@ -141,7 +142,6 @@ def events_cmd(
       nestlab events --lab manet
       nestlab events --lab manet --format json --since 0 --no-follow > changes.jsonl
     """
-    from .. import sites
 
     with reported():
         found = resolve(topo, lab)
@@ -159,8 +159,6 @@ def fidelity_sample(
 ):
     """Sample the lab here (docs/fidelity.md) until a line or the end of standard input; then print the verdict
     as one JSON line.  Says `sampling` once it samples.  What a Watch on another machine runs on each share."""
-    from ..lab.fidelity import Watch
-    from ..lab.fidelity_shares import READY
 
     with reported():
         found = resolve(None, lab)

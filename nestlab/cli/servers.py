@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import typer
 
+from .. import __version__
 from .common import err, out, print_json, reported
 
 servers_app = typer.Typer(help="Machines a lab is split across: emulate some on this machine, check them.", no_args_is_help=True)
@@ -109,10 +112,7 @@ def check(
 ):
     """Reach every server over SSH (in parallel): nestlab's version there, what its kernel lacks
     (nestlab doctor), and its clock's offset from this machine's."""
-    import json
-    import time
 
-    from .. import __version__
     from ..backends.remote.ssh import each
     from ..model.servers import load_inventory
     from ..sites.ssh import remotes

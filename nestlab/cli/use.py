@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.table import Table
 
+from .. import sites
+from ..engine import access, cleanup, state
+from ..engine.sshgate import client_key
 from ..errors import LabError
 from .common import LabOpt, TopoOpt, err, node_of, out, print_json, reported, resolve
 from .tables import show
@@ -37,7 +42,6 @@ def inspect_cmd(
     Large labs: pick nodes with --node or --filter (only their namespaces are read), and page
     through the table with --page.
     """
-    from ..engine import cleanup, state
 
     with reported():
         if all_labs:
@@ -53,8 +57,6 @@ def inspect_cmd(
             if fmt == "json":
                 print_json(rows)
             else:
-                from rich.table import Table
-
                 table = Table("lab", "status", "namespaces", "source")
                 for row in rows:
                     table.add_row(row["lab"], row["status"], str(row["namespaces"]), row["source"] or "")
@@ -84,7 +86,6 @@ def _matching(lab: Lab, nodes: list[str], pattern: str | None) -> set[str] | Non
     """The node names --node and --filter pick (None: every node)."""
     if not nodes and pattern is None:
         return None
-    import fnmatch
 
     known = set(lab.plan.nodes)
     missing = [n for n in nodes if n not in known]
@@ -138,7 +139,6 @@ def shell(
     lab: str | None = LabOpt,
 ):
     """Open an interactive shell inside a node (exit it to come back)."""
-    from .. import sites
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -170,8 +170,6 @@ def ssh(
 
     Example: nestlab ssh --lab srl01 r1 -- ip -br addr
     """
-    from .. import sites
-    from ..engine import access
 
     with reported():
         the_lab = resolve(topo, lab)
@@ -186,7 +184,6 @@ def ssh(
                 f"node {node} of lab {the_lab.name} has no management address"
                 + ("" if found else " (the lab has no management network: add mgmt: to its file)")
             )
-        from ..engine.sshgate import client_key
 
         args = ["ssh", "-i", client_key(the_lab.name), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
         args += ["-o", "LogLevel=ERROR", f"root@{found[node].ipv4.ip}"]

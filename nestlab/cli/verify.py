@@ -8,8 +8,13 @@ import time
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
+from ..engine import events, state
 from ..errors import LabError
+from ..lab.lab import Lab
+from ..verify.checks import junit as to_junit
+from ..verify.checks import run
 from .common import LabOpt, TopoOpt, err, notices, out, reported, resolve
 
 commands = typer.Typer()
@@ -30,10 +35,6 @@ def check(
 
     Example: nestlab check -t lab.yml --wait 90 --junit checks.xml
     """
-    from ..engine import events, state
-    from ..lab.lab import Lab
-    from ..verify.checks import junit as to_junit
-    from ..verify.checks import run
 
     with reported():
         if fmt not in ("table", "json"):
@@ -65,8 +66,6 @@ def check(
         if fmt == "json":
             sys.stdout.write(json.dumps({"lab": found.name, "checks": [r.to_json() for r in results]}) + "\n")
         else:
-            from rich.table import Table
-
             table = Table("#", "check", "result", "first held", "saw", title=f"checks of {found.name}", title_justify="left")
             for r in results:
                 table.add_row(

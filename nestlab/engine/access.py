@@ -28,6 +28,7 @@ from .. import names
 from ..errors import LabError
 from ..model.credentials import Login, inventory_vars, kind_login, login_of
 from ..model.layered import merged
+from ..plan.mgmt import interfaces
 from ..registry import KINDS
 from . import etc_hosts, sshgate
 
@@ -51,7 +52,6 @@ class Managed:
 
 def managed(lab: Blueprint) -> list[Managed]:
     """The lab's nodes with a management address, in name order."""
-    from ..plan.mgmt import interfaces
 
     doc = lab.document
     base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()

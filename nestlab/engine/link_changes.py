@@ -12,10 +12,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import shaping
+from ..backends.kernel import probe, shaping
+from ..backends.services import traceplay
 from ..errors import LabError
 from ..model import shape_keys
 from ..model.errors import Problem, TopologyError
+from ..plan.diff import Changes
 from ..plan.objects import LinkObj
 from . import events, state
 
@@ -108,7 +110,6 @@ class LiveLink:
                 with self._shaping() as shaper:
                     for end, new_shape, old_trace, new_trace in ends:
                         path, iface = names.netns_path(self.lab.name, end.node), end.iface
-                        from ..backends.services import traceplay
 
                         replay = new_trace is not None and (  # the same trace and queue again restarts a dead player
                             new_trace != old_trace or traceplay.health(self.lab.name, end.node, iface)["player"] == "dead"
@@ -149,7 +150,6 @@ class LiveLink:
     def restore(self, scheduled: float | None = None) -> float:
         """Create the removed link again, as planned (addresses, shaping, state)."""
         from ..apply.applier import Applier
-        from ..plan.diff import Changes
 
         started = time.perf_counter()
         current = state.read(self.lab.name)
@@ -194,7 +194,6 @@ def _store(lab: LabView, link: LinkObj) -> None:
 
 def _probe():
     """backends.kernel.probe, which loads every link mode: only a change that needs netem asks it."""
-    from ..backends.kernel import probe
 
     return probe
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends.kernel import namespaces
+from ..backends.kernel.cgroups import lab_cgroups
 from ..errors import LabError
 from ..plan.objects import LinkObj, Plan
 from . import collector
@@ -215,7 +216,6 @@ def locked(lab: str, wait: float = LOCK_WAIT, create: bool = True) -> Iterator[N
 
 def labs() -> list[str]:
     """Every lab with anything on this machine: a state directory, a namespace or a cgroup."""
-    from ..backends.kernel.cgroups import lab_cgroups
 
     found = set(lab_cgroups())
     if os.path.isdir(names.STATE_ROOT):

@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING
 
 from .. import names
 from ..backends.kernel import namespaces, rtdump, tcstats
+from .fidelity_shares import Shares
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
-    from .fidelity_shares import Shares
     from .lab import Lab
 
 PERIOD = 0.05
@@ -116,8 +116,6 @@ class Watch:
 
         site = sites.of(self.lab.name)
         if site.shares():  # on servers or pods: each share samples itself, where its links and CPUs are
-            from .fidelity_shares import Shares
-
             self._shares = Shares(site, self.lab.name, self.period)
             self._started = time.monotonic()
             return self

@@ -29,10 +29,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import names
+from ..backends.kernel import mgmtleases
+from ..backends.services import frr
 from ..engine import collector, state, where
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
+from ..model.overrides import Overrides
 from ..plan.blueprint import Blueprint
 from ..plan.objects import Plan
 from ..registry import KINDS
@@ -43,7 +46,6 @@ from .node import Node
 if TYPE_CHECKING:
     from ..apply.applier import Progress
     from ..model.load import Loaded
-    from ..model.overrides import Overrides
     from ..model.schema import Topology
     from ..model.servers import Inventory
     from ..plan.diff import Changes
@@ -83,7 +85,6 @@ class Lab:
         (and ``stitch:``) replace the file's (docs/servers.md); ``overrides``: what a command line changes in
         it (another name, only some nodes, ...).  The file is checked once, with the inventory's servers."""
         from ..model.load import load_file
-        from ..model.overrides import Overrides
         from ..model.servers import Inventory, load_inventory
 
         lab = cls.__new__(cls)
@@ -143,8 +144,6 @@ class Lab:
         to be planned, it carries its management network's leases, read here once: planning reads no file."""
         made = self._made()
         if made.planned is None and made.leases is None and made.network is not None:
-            from ..backends.kernel import mgmtleases
-
             made = self._blueprint = made.leased(mgmtleases.snapshot(made.network))
         return made
 
@@ -276,7 +275,6 @@ class Lab:
 
     def without(self, nodes: list[str]) -> Changes:
         """Remove ``nodes`` (and the links ending on them) from this running lab; the rest keeps running."""
-        from ..model.overrides import Overrides
 
         unknown = [n for n in nodes if n not in self.plan.nodes]
         if unknown:
@@ -303,7 +301,6 @@ class Lab:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the
         lab's folder, and into ``to``/NODE/frr.conf when given (as ``clab save``); returns the files by node.
         ``only``: those routers alone."""
-        from ..backends.services import frr
 
         written = {}
         for name, obj in self.plan.nodes.items():

@@ -4,15 +4,18 @@ runs there, else in its namespaces here: engine/nodes.py), look at interfaces.""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import names
-from ..backends.kernel import cgroups, namespaces
-from ..engine import nodes
+from ..backends.kernel import cgroups, namespaces, shaping
+from ..engine import events, nodes, state
 from ..engine.nodes import LabView
 from ..errors import LabError
+from ..model.errors import Problem, TopologyError
 from ..plan.objects import NodeObj
 
 
@@ -122,7 +125,6 @@ class Node:
         """Change cgroup limits live (``cpus=0.5``, ``memory="128m"``, ``"none"`` lifts one); returns the limits in force."""
         from pydantic import ValidationError
 
-        from ..model.errors import Problem, TopologyError
         from ..model.schema import Resources
 
         if not self.obj.cgroup:
@@ -135,7 +137,6 @@ class Node:
             ) from None
         values = {**checked.model_dump(exclude_none=True), **{k: "none" for k, v in resources.items() if v == "none"}}
         self._tree().set(self.name, {k: str(v) for k, v in values.items()})
-        from ..engine import state
 
         state.write_resources(self.lab.name, self.name, values)
         return self.limits()
@@ -158,11 +159,6 @@ class Node:
         return self._pause(False, scheduled)
 
     def _pause(self, stop: bool, scheduled: float | None) -> float:
-        import signal
-        import time
-
-        from ..backends.kernel import shaping
-        from ..engine import events
 
         started = time.perf_counter()
         net, uts = names.netns_path(self.lab.name, self.name), names.uts_path(self.lab.name, self.name)

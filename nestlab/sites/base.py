@@ -9,10 +9,14 @@ runs the same ``nestlab`` command there (:meth:`Site.forward`) instead of testin
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import sys
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from ..errors import LabError
+from ..plan.diff import diff, steps
+from ..plan.objects import Plan
 from .interleave import interleave
 
 if TYPE_CHECKING:
@@ -47,8 +51,6 @@ class Site:
         """What a deploy of ``blueprint`` would change, object by object (``deploy --dry-run``): against the
         plan recorded when it was deployed."""
         from ..engine import state
-        from ..plan.diff import diff, steps
-        from ..plan.objects import Plan
 
         current = state.read(blueprint.name)
         have = current.plan if current else Plan()
@@ -123,8 +125,6 @@ class Site:
     ) -> Done:
         """Capture on ``ends`` (NODE, INTERFACE) into the pcapng file ``into`` ("-": standard output), filtered by
         ``bpf``, for at most ``count`` packets or ``duration`` seconds: by the share holding them, relayed here."""
-        import contextlib
-        import sys
 
         from .seam import Done
 

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import sys
 import time
 from typing import IO, TYPE_CHECKING
 
+from .. import kinds, names
+from ..backends.kernel import cgroups, probe, shaping
+from ..backends.kernel.netlink import NetlinkError
+from ..engine import capture as cap
 from ..engine import cleanup, collector, state
+from ..engine.stream import Stream, line_of
 from ..engine.where import LOCAL
 from ..errors import LabError
-from ..plan.diff import Step
+from ..model.units import parse_time
+from ..plan.diff import Step, diff, steps
 from ..plan.objects import Plan
-from ..registry import KINDS, SITES
+from ..registry import KINDS, LINK_MODES, SITES
 from .base import Site
+from .seam import Deployed, Done
 from .shares import refuse_pins
 
 if TYPE_CHECKING:
@@ -23,7 +32,7 @@ if TYPE_CHECKING:
     from ..plan.objects import NodeObj
     from ..seams import ExecReport, Progress
     from . import seam
-    from .seam import Deployed, Done, Report, Say, Value
+    from .seam import Report, Say, Value
 
 
 class Local(Site):
@@ -33,15 +42,12 @@ class Local(Site):
     @collector.paused()
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
-        from .seam import Deployed
 
         return Deployed(changes=self._deploy(lab, progress, on_exec))
 
     def _deploy(self, lab: Blueprint, progress: Progress | None, on_exec: ExecReport | None) -> Changes:
         from ..apply.applier import Applier
-        from ..backends.kernel.netlink import NetlinkError
         from ..engine import startup
-        from ..plan.diff import diff
 
         refuse_pins(lab)
         lab.plan  # the plan's problems (a management network's subnet...) before the lab's folder and lock exist
@@ -105,7 +111,6 @@ class Local(Site):
         return changes
 
     def check(self, lab: Blueprint, machine: bool = True) -> None:
-        from ..plan.diff import diff
 
         refuse_pins(lab)
         changes = diff(lab.plan, Plan())
@@ -114,7 +119,6 @@ class Local(Site):
 
     def preview(self, lab: Blueprint) -> list[Step]:
         """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
-        from ..plan.diff import diff, steps
 
         refuse_pins(lab)
         current = state.read(lab.name)
@@ -134,7 +138,6 @@ class Local(Site):
         return f"lab {self.lab}: removed {count} namespaces" if count else f"lab {self.lab}: nothing to remove"
 
     def states(self, blueprint: Blueprint) -> dict[str, str]:
-        from .. import names
         from ..engine import stop_start
 
         return {
@@ -153,10 +156,6 @@ class Local(Site):
         say: Say,
     ) -> Done:
         """A tap on each end (in its node's namespace, ``bpf`` applied in the kernel), written as one pcapng."""
-        import sys
-
-        from ..engine import capture as cap
-        from .seam import Done
 
         taps = []
         try:
@@ -186,11 +185,6 @@ class Local(Site):
         say: Say,
     ) -> Done:
         """The lab's event log from ``since`` ago, then what its namespaces and processes do as it happens."""
-        import json
-
-        from ..engine.stream import Stream, line_of
-        from ..model.units import parse_time
-        from .seam import Done
 
         current = state.read(self.lab)
         if not (current and current.status == "running"):
@@ -223,7 +217,6 @@ class Local(Site):
     def link_set(self, blueprint: Blueprint, a: str, b: str, params: dict[str, Value], direction: str, out: IO[bytes]) -> Done:
         """The change applied in place to the link's two ends (engine/link_changes.py), recorded and logged."""
         from ..engine.link_changes import LiveLink
-        from .seam import Done
 
         spent = LiveLink(blueprint, a, b).prepare(direction=direction, **params)(None)  # as LinkHandle.set
         return Done(0, f"link {a} {b}: {', '.join(f'{k}={v}' for k, v in params.items())} applied in {spent:.1f} ms")
@@ -239,7 +232,6 @@ class Local(Site):
     ) -> Done:
         """The nodes' processes frozen or thawed and their links taken down or brought up (engine/stop_start.py)."""
         from ..engine import stop_start
-        from .seam import Done
 
         began = time.perf_counter()
         stopped = stop_start.stop(blueprint, refs) if action in ("stop", "restart") else []
@@ -272,7 +264,6 @@ def _limits(node: NodeObj) -> str:
 
 def _retune(lab: str, plan: Plan, have: Plan) -> bool:
     """Write changed cgroup limits of running nodes in place (limits never recreate a node)."""
-    from ..backends.kernel import cgroups
 
     changed = [
         (n, have.nodes[n.name])
@@ -287,9 +278,6 @@ def _retune(lab: str, plan: Plan, have: Plan) -> bool:
 
 def _check_needs(changes: Changes) -> None:
     """Fail before creating anything if the kernel or machine lacks a feature the change uses."""
-    from .. import kinds
-    from ..backends.kernel import probe, shaping
-    from ..registry import LINK_MODES
 
     needs = {feature for x in changes.add_links + changes.add_attachments for feature in LINK_MODES.get(x.mode).needs(x)}
     shaped = [dict(x.shape_a + x.shape_b) for x in changes.add_links + changes.reshape]
@@ -303,7 +291,6 @@ def _check_needs(changes: Changes) -> None:
 
 def _existing(lab: str, plan: Plan) -> Plan:
     """The recorded plan minus nodes whose namespace vanished (and what depends on them)."""
-    from .. import names
 
     alive = {n for n in plan.nodes if os.path.exists(names.netns_path(lab, n))}
     return Plan(

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 from ..engine import state
 from ..errors import LabError
 from ..model.endpoint import Endpoint
+from ..model.errors import TopologyError
+from ..plan.partition import MGMT_STITCH
+from ..plan.placement import place
 
 if TYPE_CHECKING:  # the schema and the partitioner load only for a lab that spans servers
     from ..model.schema import ServerSpec
@@ -32,7 +35,6 @@ def place_and_partition(
     """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
     on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
     from ..plan.partition import partition
-    from ..plan.placement import place
 
     topo = lab.topology
     servers = servers or topo.servers
@@ -76,7 +78,6 @@ def refuse_pins(lab: Blueprint) -> None:
 
 def pin_error(lab: Blueprint, server: str, message: str) -> None:
     """A ``server:`` that cannot be honoured: a file error at the first node pinned there (exit 2, file:line:col)."""
-    from ..model.errors import TopologyError
 
     node = next(n for n, spec in lab.topology.topology.nodes.items() if spec.server == server)
     raise TopologyError(lab.source, [lab.problem(("topology", "nodes", node, "server"), f"server '{server}' {message}")])
@@ -113,7 +114,6 @@ def merged(
     """One ``inspect`` report from every share's (``answers``: share -> its command's answer): each interface
     with ``label[share]`` as its server, each node with ``extra(share, node)``; a switch copied onto several
     shares is one node with every share's ports.  ``only``: just those nodes."""
-    from ..plan.partition import MGMT_STITCH
 
     by_name: dict[str, dict[str, Any]] = {}
     for share, answer in sorted(answers.items()):

@@ -20,6 +20,7 @@ from ..engine import state, where
 from ..errors import LabError
 from ..registry import SITES
 from .base import Site
+from .seam import Deployed
 from .shares import cause, holder, merged, place_and_partition, running
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ..plan.partition import Share
     from ..seams import ExecReport, Progress
     from . import seam
-    from .seam import Deployed, Report
+    from .seam import Report
 
 
 def remotes(servers: dict[str, Any], base: str) -> dict[str, Remote]:
@@ -98,7 +99,6 @@ class Servers(Site):
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
         The servers' nestlab is started here, unless :meth:`started` was given it already started."""
-        from .seam import Deployed
 
         starting, self.starting = self.starting, None
         base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import yaml
 
-from .. import names
+from .. import names, sites
 from ..backends.kernel import mounts, netlink
 from ..backends.kernel.cgroups import remove_tree
 from ..backends.remote import pki
@@ -148,7 +148,6 @@ def up(count: int, kubeconfig: str, name: str = "k8s", timeout: float = 300, log
 def down(name: str = "k8s", kubeconfig: str | None = None) -> bool:
     """Remove the cluster ``name``: every process below its cgroups, the lab, the kubeconfig it wrote.
     Returns whether there was anything to remove."""
-    from .. import sites
 
     found = record(name)
     existed = bool(found or state.read(name) or cleanup.marked_namespaces(name) or os.path.isdir(names.lab_dir(name)))

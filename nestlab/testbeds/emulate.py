@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from .. import names
+from .. import names, sites
 from ..backends.kernel import cgroups, netlink, procs
 from ..backends.remote.ssh import CONTROL_DIR
 from ..backends.services import sshd
@@ -40,7 +40,6 @@ def inventory_path(name: str) -> str:
 
 def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: str | None = None) -> str:
     """Start ``count`` emulated servers; returns the inventory's path."""
-    from .. import sites
 
     if not shutil.which(SSHD) and not os.path.exists(SSHD):
         raise LabError("emulated servers run OpenSSH's sshd: install Debian's openssh-server (make deps does)")
@@ -93,7 +92,6 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
 
 def destroy(name: str = "servers") -> int:
     """Clean every lab inside each emulated server (entered directly, not over SSH), then remove them."""
-    from .. import sites
 
     current = state.read(name)
     for server in current.plan.nodes if current else {}:

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 
 from ..backends.remote import oci
@@ -93,7 +94,6 @@ def _base(log: Callable[[str], None]) -> oci.Layer:
 
 
 def _requirements() -> list[str]:
-    import tomllib
 
     with open(os.path.join(_checkout(), "pyproject.toml"), "rb") as fh:
         wanted = tomllib.load(fh)["project"]["dependencies"]

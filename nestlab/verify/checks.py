@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import queue
 import re
 import subprocess
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import names
 from ..lab.node import Node
 from ..model.checks import Check
+from ..plan.mgmt import interfaces as management
 
 STEP = 0.05  # seconds between attempts of a cheap probe: the resolution of first_held
 IN_FLIGHT = 8  # most attempts of one check running at once
@@ -191,7 +195,6 @@ def target_address(lab, source: str, to: str) -> tuple[str, str]:
         pass
     if to not in lab.plan.nodes:
         raise ValueError(f"'{to}' is neither an address nor a node of lab {lab.name}")
-    from ..plan.mgmt import interfaces as management
 
     found = lab.inspect(only={to})["nodes"]
     mgmt = management(lab.plan).get(to)
@@ -230,8 +233,6 @@ def _routes(lab, source: str, addresses: list[str]) -> list[Way]:
         return paths
     from pyroute2 import NetNS
     from pyroute2.netlink.exceptions import NetlinkError
-
-    from .. import names
 
     ns = NetNS(names.netns_path(lab.name, source))
     paths = []
@@ -440,7 +441,6 @@ class Reconvergence:
     (threads inherit it)."""
 
     def __init__(self, lab, checks: list[Check], say: Callable[[str], None], wait: float = 30.0):
-        import queue
 
         self.lab, self.checks, self.say, self.wait = lab, checks, say, wait
         self.changes: queue.Queue[tuple[float, str] | None] = queue.Queue()
@@ -492,7 +492,6 @@ class Reconvergence:
 
 def junit(lab: str, results: list[Result]) -> str:
     """JUnit XML: a test suite for the lab, a test case per check in file order."""
-    import xml.etree.ElementTree as ET
 
     failed = sum(not r.held for r in results)
     suite = ET.Element("testsuite", name=f"nestlab checks of {lab}", tests=str(len(results)), failures=str(failed))

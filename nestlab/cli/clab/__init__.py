@@ -18,6 +18,8 @@ import sys
 
 import typer
 
+from ...errors import LabError
+from ..common import err, needs_root_for
 from . import generate, inspect, lifecycle, tools  # noqa: F401  (their commands join the app)
 from .base import clab_app
 from .compat import compat_app
@@ -76,8 +78,6 @@ def normalize(args: list[str], env: dict[str, str] | os._Environ[str] = os.envir
 
 def run(args: list[str]) -> int:
     """Run containerlab's command line ``args`` (what follows ``containerlab``); returns the exit code."""
-    from ...errors import LabError
-    from ..common import err, needs_root_for
 
     try:
         args = normalize(args)

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
+from ...engine import state
 from ...errors import LabError
+from ...lab.lab import Lab
+from ...model.labname import name_of
+from ...observe.clab_view import container_name
+from ...registry import KINDS
 
 clab_app = typer.Typer(
     help="containerlab's commands and flags (deploy, redeploy, destroy, inspect, exec, save, graph, stop, start, "
@@ -26,13 +31,11 @@ Ignored = dict(hidden=True, help="accepted for containerlab's sake; nestlab has 
 
 def lab_name(topo: Path | None, name: str | None) -> str:
     """The lab a command names: --name, else the file's name: (nothing else of it is read), else the one running."""
-    from ...model.labname import name_of
 
     if name:
         return name
     if topo:
         return name_of(topo)
-    from ...engine import state
 
     running = state.labs()
     if len(running) == 1:
@@ -44,9 +47,6 @@ def lab_name(topo: Path | None, name: str | None) -> str:
 
 def node_names(lab: str, given: list[str]) -> list[str]:
     """The nodes given (short or long names, ``clab-LAB-NODE``), or every node of the lab when none is."""
-    from ...lab.lab import Lab
-    from ...observe.clab_view import container_name
-    from ...registry import KINDS
 
     running = Lab.running(lab)
     nodes = [n for n, o in running.plan.nodes.items() if not o.parent and not KINDS.get(o.kind).machine]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import typer
+import yaml
 
 from ...errors import LabError
 from ..common import err, reported
@@ -141,7 +145,6 @@ def _setting(settings: dict, key: str) -> object:
 
 def probe_kernel() -> tuple[bool, bool]:
     """(/proc/modules exists, a VRF device can be made): the latter tried in a network namespace that ends with it."""
-    import subprocess
 
     made = subprocess.run(
         ["unshare", "--net", "ip", "link", "add", "nlprobe-vrf", "type", "vrf", "table", "10"], capture_output=True
@@ -158,11 +161,6 @@ def netlab(
     defaults (~/.netlab.yml: a block of nestlab's; every setting and comment of yours is kept, and a key
     nestlab would set that you set stays yours), install the `containerlab` command, and make
     an SSH key in ~/.ssh if you have none (nodes accept your keys).  Run it once; netlab itself is unchanged."""
-    import json
-    import shutil
-    import subprocess
-
-    import yaml
 
     install_cli(tool="containerlab", directory=directory, force=force)
     with reported():

@@ -7,8 +7,13 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
+from ...engine import state
 from ...errors import LabError
+from ...model.units import parse_time
+from ...observe import clab_view
+from ...observe.clab_events import Feed
 from ..common import out, reported
 from .base import NameOpt, TopoOpt, clab_app, lab_name
 
@@ -27,8 +32,6 @@ def inspect(
     wide: bool = typer.Option(False, "-w", "--wide", help="The table with the owner and one line per container."),
 ):
     """The lab's containers, as containerlab's inspect prints them (json: {lab: [container, ...]})."""
-    from ...engine import state
-    from ...observe import clab_view
 
     if ctx.invoked_subcommand is not None:
         return
@@ -54,7 +57,6 @@ def inspect(
             fields = ("lab_name", "name", "kind", "image", "state", "ipv4_address")
             out.line("\n".join(",".join(r) for r in [fields, *([c[f] for f in fields] for c in rows)]))
             return
-        from rich.table import Table
 
         sep = " " if wide else "\n"
         table = Table(*(["Owner"] if wide else []), "Lab Name", "Name", "Kind/Image", "State", "IPv4/6 Address")
@@ -106,7 +108,6 @@ def interfaces(
     node: str | None = typer.Option(None, "-n", "--node", help="Only this node (its name or clab-LAB-NODE)."),
 ):
     """Each container's interfaces (containerlab inspect interfaces): name, alias, MAC, index, MTU, type, state."""
-    from ...observe import clab_view
 
     with reported():
         if fmt not in ("table", "json"):
@@ -115,7 +116,6 @@ def interfaces(
         if fmt == "json":
             out.line(json.dumps(found, indent=2))
             return
-        from rich.table import Table
 
         table = Table("Container Name", "Name", "Alias", "MAC", "Ifindex", "MTU", "Type", "State")
         for container in found:
@@ -142,8 +142,6 @@ def events(
 ):
     """Stream every lab's containers and interfaces as containerlab's events do, until Ctrl-C: container
     start/stop/die/destroy, interface create/update/delete (and stats), labs deployed later included."""
-    from ...model.units import parse_time
-    from ...observe.clab_events import Feed
 
     with reported():
         if fmt not in ("plain", "json"):

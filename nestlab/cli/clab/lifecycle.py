@@ -9,9 +9,18 @@ from pathlib import Path
 
 import typer
 
+from ... import __version__, sites
+from ...engine import state
 from ...errors import LabError
+from ...lab.lab import Lab
+from ...lab.node import Node
+from ...model.overrides import Overrides
+from ...observe.clab_view import container_name, labels
 from ...registry import KINDS
 from ..common import err, ignored, out, reported, split_list
+from ..lifecycle import deploy_with
+from ..live import power
+from ..observe import graph as nestlab_graph
 from .base import COMPATIBLE, Ignored, NameOpt, NodeFilterOpt, TopoOpt, VarsOpt, clab_app, lab_name, node_names
 
 
@@ -67,8 +76,6 @@ def deploy_topology(
     mgmt: tuple[str | None, str | None, str | None],
     dry_run: bool = False,
 ) -> None:
-    from ...model.overrides import Overrides
-    from ..lifecycle import deploy_with
 
     overrides = Overrides(name, frozenset(nodes), *mgmt)
     deploy_with(topo, reconfigure, "summary", False, vars_files, None, dry_run, overrides)
@@ -92,8 +99,6 @@ def redeploy(
     ipv6_subnet: str | None = typer.Option(None, "--ipv6-subnet", help="Management IPv6 subnet."),
 ):
     """Destroy the lab, then deploy it again from its file (containerlab redeploy)."""
-    from ... import sites
-    from ...engine import state
 
     _deploy_flags("", export_template, skip_acl, workers, skip_post, graph)
     _teardown_flags(graceful, keep_mgmt)
@@ -116,8 +121,6 @@ def destroy(
     _yes: bool = typer.Option(False, "-y", "--yes", help="Accepted: nestlab never asks before destroying (--all included)."),
 ):
     """Destroy a lab, or every lab with --all (containerlab destroy); --node-filter removes only those nodes."""
-    from ... import sites
-    from ...engine import state
 
     _teardown_flags(graceful, keep_mgmt)
     with reported():
@@ -125,7 +128,6 @@ def destroy(
         if node_filter:
             if every:
                 raise LabError("--node-filter names nodes of one lab: give -t or --name, not --all")
-            from ...lab.lab import Lab
 
             gone = split_list(node_filter)
             changes = Lab.running(targets[0]).without(gone)
@@ -159,7 +161,6 @@ def restart(topo: Path | None = TopoOpt, name: str | None = NameOpt, nodes: list
 
 
 def _power(action: str, topo: Path | None, name: str | None, nodes: list[str]) -> None:
-    from ..live import power
 
     with reported():
         lab = lab_name(topo, name)
@@ -170,7 +171,6 @@ def _power(action: str, topo: Path | None, name: str | None, nodes: list[str]) -
 @clab_app.command()
 def save(topo: Path | None = TopoOpt, name: str | None = NameOpt, node_filter: list[str] = NodeFilterOpt):
     """Save each router's running configuration (containerlab save); nodes without one have nothing to save."""
-    from ...lab.lab import Lab
 
     with reported():
         lab = Lab.running(lab_name(topo, name))
@@ -193,9 +193,6 @@ def exec_cmd(
     fmt: str = typer.Option("plain", "-f", "--format", help="plain or json ({container: [{cmd, return-code, stdout, stderr}]})."),
 ):
     """Run commands in the lab's containers (containerlab exec); every container, or those --label selects."""
-    from ...lab.lab import Lab
-    from ...lab.node import Node
-    from ...observe.clab_view import container_name, labels
 
     with reported():
         if not cmds:
@@ -251,7 +248,6 @@ def graph(
 ):
     """Draw the lab (containerlab graph): --mermaid, --drawio or --dot write TOPO.clab.EXT beside the file;
     without one, the live page is served (nestlab graph --serve)."""
-    from ..observe import graph as nestlab_graph
 
     if drawio_args:
         ignored("--drawio-args", "nestlab draws the diagram itself, in one layout")
@@ -272,7 +268,6 @@ clab_app.add_typer(version_app, name="version")
 @version_app.callback()
 def version(ctx: typer.Context):
     """The version, in containerlab's form (tools compare it against the containerlab they need)."""
-    from ... import __version__
 
     if ctx.invoked_subcommand is None:
         out.line(

@@ -10,8 +10,17 @@ from __future__ import annotations
 import json
 
 import typer
+from rich.table import Table
 
+from ... import names
+from ...backends.kernel import veths
+from ...engine import state
 from ...errors import LabError
+from ...lab.lab import Lab
+from ...lab.link_handle import LinkHandle
+from ...model.endpoint import Endpoint
+from ...model.units import parse_percent, parse_rate
+from ...observe.clab_view import container_name
 from ..common import err, out, reported
 from .base import clab_app
 
@@ -67,7 +76,6 @@ def netem_show(
     fmt: str = typer.Option("table", "-f", "--format", help="table or json ({node: [{interface, delay, ...}]})."),
 ):
     """A node's interfaces and what shapes what they send (containerlab tools netem show)."""
-    from ...engine import state
 
     with reported():
         lab, short = _node(node)
@@ -82,7 +90,6 @@ def netem_show(
         if fmt == "json":
             out.line(json.dumps({node: rows}, indent=2))
             return
-        from rich.table import Table
 
         table = Table("Interface", "Delay", "Jitter", "Packet Loss", "Rate (Kbit/s)", "Corruption")
         for r in rows:
@@ -99,7 +106,6 @@ def netem_show(
 
 def _impairment(iface: str, shape: dict[str, str]) -> dict:
     """One interface as containerlab's netem show JSON has it."""
-    from ...model.units import parse_percent, parse_rate
 
     return {
         "interface": iface,
@@ -113,9 +119,6 @@ def _impairment(iface: str, shape: dict[str, str]) -> dict:
 
 def _node(container: str):
     """The running lab and node a containerlab container name (clab-LAB-NODE) stands for."""
-    from ...engine import state
-    from ...lab.lab import Lab
-    from ...observe.clab_view import container_name
 
     for name in state.labs():
         try:
@@ -130,7 +133,6 @@ def _node(container: str):
 
 def _end(container: str, iface: str):
     """The link ending on the node's interface, and the direction that is what the node sends."""
-    from ...lab.link_handle import LinkHandle
 
     lab, node = _node(container)
     ref = f"{node}:{iface}"
@@ -148,7 +150,6 @@ def veth_create(
 ):
     """A veth pair between two nodes, or a node and this machine (containerlab tools veth create); it goes
     with the lab (a host end carries the lab's marker)."""
-    from ...backends.kernel import veths
 
     with reported():
         ends = [_veth_end(x) for x in (a, b)]
@@ -161,8 +162,6 @@ def veth_create(
 
 def _veth_end(text: str) -> tuple[str | None, str | None, str]:
     """(lab, the node's network namespace or None for this machine, interface) of ``CONTAINER:IF`` or ``host:IF``."""
-    from ... import names
-    from ...model.endpoint import Endpoint
 
     end = Endpoint(text)
     if not end.whole:
@@ -185,7 +184,6 @@ def vxlan_create(
 ):
     """A VXLAN tunnel named vx-LINK to ``remote``, joined to LINK both ways by tc redirects (containerlab tools
     vxlan create); it carries LINK's lab's marker and goes with that lab."""
-    from ...backends.kernel import veths
 
     with reported():
         made = veths.vxlan_stitch(link, remote, vni, port, src_port, dev, mtu)
@@ -198,7 +196,6 @@ def vxlan_delete(
 ):
     """Delete VXLAN interfaces of this machine by name prefix (containerlab tools vxlan delete): only ones
     nestlab made (they carry a lab's marker)."""
-    from ...backends.kernel import veths
 
     with reported():
         gone = veths.delete_vxlans(prefix)

@@ -4,12 +4,14 @@ privileged Pod ``LAB-SHARE`` per share.  ``nestlab k8s render`` writes them; the
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...errors import LabError
+from ...model.bind import Bind
 from ..shares import place_and_partition
 
 if TYPE_CHECKING:
@@ -100,9 +102,6 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
     """Point every bind of a share at a copy under /etc/nestlab/files/ in the pod, each file of it put in
     ``files`` (by ConfigMap key) and ``layout`` (key -> its path in the volume): the pods do not share
     this machine's disk."""
-    import hashlib
-
-    from ...model.bind import Bind
 
     for spec in topology["topology"]["nodes"].values():
         binds = []

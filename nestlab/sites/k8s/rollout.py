@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ...backends.remote.kube import ClusterError
 from ...backends.remote.pod import each
 from .manifests import RUN, SHARE, peer_var
 
@@ -32,7 +33,6 @@ def wait_running(
     kube: Cluster, pods: dict[str, str], selector: str, deadline: float, progress: Callable[[str], None]
 ) -> dict[str, str]:
     """Each share's pod address once every pod runs; a pod that cannot run is an error naming why."""
-    from ...backends.remote.kube import ClusterError
 
     shown = None
     while True:
@@ -89,7 +89,6 @@ def _pending_reason(pod: Any) -> str:
 def deploy_shares(kube: Cluster, pods: dict[str, str], addresses: dict[str, str], deadline: float) -> None:
     """Give every pod its peers' addresses and wait until each has deployed its share; a share that failed
     is an error naming it."""
-    from ...backends.remote.kube import ClusterError
 
     peers = "".join(f"{peer_var(s)}={ip}\n" for s, ip in sorted(addresses.items()))
     script = (
@@ -117,7 +116,6 @@ def check_stitches(
 ) -> None:
     """Every cut link whose far end has an IPv4 address answers a ping across its tunnel; every pod reaches
     every other pod's address (the underlay of the rest)."""
-    from ...backends.remote.kube import ClusterError
 
     placed = parts.placement
     probes: dict[str, list[tuple[str, str, str]]] = {s: [] for s in pods}  # share -> (node, address, what)

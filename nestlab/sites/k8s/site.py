@@ -11,23 +11,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ... import names
+from ...backends.remote.kube import Cluster, ClusterError
 from ...backends.remote.pod import PodRemote, each
 from ...engine import state, where
 from ...errors import LabError
 from ...registry import SITES
 from ..base import Site
+from ..seam import Deployed
 from ..shares import holder, merged, pin_error, running
 from .manifests import LABEL, NESTLAB_REF, SHARE, dns_label, render
 from .rollout import check_stitches, deploy_shares, wait_running
 
 if TYPE_CHECKING:
     from ... import seams
-    from ...backends.remote.kube import Cluster
     from ...plan.blueprint import Blueprint
     from ...plan.partition import Partition
     from ...seams import ExecReport, Progress
     from .. import seam
-    from ..seam import Deployed, Report
+    from ..seam import Report
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,10 @@ class Kubernetes(Site):
         """Create the lab's objects, give each pod its peers, wait until every share is deployed and every
         stitched link answers; all or nothing (a failure deletes every pod and names its cause).  Where and
         how: :meth:`on`'s target."""
-        from ..seam import Deployed
 
         return Deployed(partition=self._deploy(lab, self.target))
 
     def _deploy(self, lab: Blueprint, target: Target) -> Partition:
-        from ...backends.remote.kube import Cluster, ClusterError
 
         kubeconfig, namespace, image, count, timeout = (
             target.kubeconfig,
@@ -138,7 +137,6 @@ class Kubernetes(Site):
         return parts
 
     def _cluster(self, timeout: float = 60) -> Cluster:
-        from ...backends.remote.kube import Cluster
 
         return Cluster(self.data.get("kubeconfig"), self.data["namespace"], timeout)
 
