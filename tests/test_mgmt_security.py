@@ -180,6 +180,9 @@ def test_a_flood_of_connections_starts_at_most_32_sshd_and_idle_ones_end_after_t
         # Sessions that have logged in take no slot: more of them than the cap (Ansible's forks, in waves that
         # each fit under it), and a login beside them still gets in.
         key = ["-i", sshgate.client_key(lab_name), "-o", "BatchMode=yes"]
+        deadline = time.monotonic() + 10
+        while _logged_in_sessions(lab_name) and time.monotonic() < deadline:  # the login above may still be ending
+            time.sleep(0.2)
         held: list[subprocess.Popen] = []
         try:
             for _wave in range(2):
