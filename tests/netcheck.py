@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -53,3 +54,15 @@ def echo(server, client, ip: str, proto: str = "tcp", port: int = 7007) -> str:
 def reaches(a, b, ip: str) -> bool:
     """Ping, TCP echo and UDP echo from ``a`` to ``b`` at ``ip`` all work."""
     return ping(a, ip, count=2) and echo(b, a, ip, "tcp").startswith("HELLO") and echo(b, a, ip, "udp").startswith("HELLO")
+
+
+def rtts(node, ip: str, count: int = 100) -> list[float]:
+    """Each reply's round-trip time in ms of ``count`` pings 10 ms apart from ``node`` to ``ip``."""
+    out = node.cmd(["ping", "-n", "-c", str(count), "-i", "0.01", ip], timeout=120)
+    return [float(part.split("=")[1]) for part in out.split() if part.startswith("time=")]
+
+
+def iqr(values: list[float]) -> float:
+    """The spread of ``values``: their interquartile range."""
+    q = statistics.quantiles(values, n=4)
+    return q[2] - q[0]

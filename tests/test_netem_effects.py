@@ -14,6 +14,7 @@ import sys
 
 import pytest
 from conftest import run_cli
+from netcheck import iqr, rtts
 
 from nestlab.backends.kernel import probe
 from nestlab.cli import clab
@@ -53,16 +54,6 @@ def netem_qdisc(node, iface: str = "eth1") -> dict:
     qdiscs = json.loads(node.cmd(["tc", "-j", "qdisc", "show", "dev", iface], check=True))
     found = [q for q in qdiscs if q["kind"] == "netem"]
     return found[0]["options"] if found else {}
-
-
-def rtts(node, ip: str, count: int = 100) -> list[float]:
-    out = node.cmd(["ping", "-n", "-c", str(count), "-i", "0.01", ip], timeout=120)
-    return [float(part.split("=")[1]) for part in out.split() if part.startswith("time=")]
-
-
-def iqr(values: list[float]) -> float:
-    q = statistics.quantiles(values, n=4)
-    return q[2] - q[0]
 
 
 def udp_counters(node) -> dict[str, int]:

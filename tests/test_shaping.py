@@ -16,7 +16,7 @@ from pathlib import Path
 import machine
 import pytest
 from conftest import NESTLAB, run_cli
-from netcheck import echo, ping
+from netcheck import echo, iqr, ping, rtts
 
 from nestlab.backends.kernel import shaping
 from nestlab.bench import tools
@@ -438,7 +438,7 @@ def test_netem_delay_loss_jitter(lab_from):
     ip = b.intf("eth1").ip
     link = lab.link("a:eth1", "b:eth1")
     base = tools.ping(a, ip, count=20, interval=0.05)["rtt_min_ms"]  # this machine's own RTT (slow under emulation)
-    base_median = statistics.median(_rtts(a, ip))
+    base_median = statistics.median(rtts(a, ip))
     link.set(delay="20ms")
     rtt = tools.ping(a, ip, count=20, interval=0.05)
     assert 38 <= rtt["rtt_min_ms"] - base <= 42, (base, rtt)  # 20 ms each way
@@ -449,23 +449,13 @@ def test_netem_delay_loss_jitter(lab_from):
     # Jitter: judged on the median and quartiles of each RTT, since an emulated VM's own timer noise
     # adds outliers that would swamp an average or a maximum.
     link.set(loss="none", delay="10ms", jitter="5ms", direction="a")
-    uniform = _rtts(a, ip)
-    assert 7 <= statistics.median(uniform) - base_median <= 13 and _iqr(uniform) > 2, (base_median, uniform)
+    uniform = rtts(a, ip)
+    assert 7 <= statistics.median(uniform) - base_median <= 13 and iqr(uniform) > 2, (base_median, uniform)
     link.set(distribution="normal", direction="a")  # tc's normal.dist: jitter becomes a standard deviation
-    normal = _rtts(a, ip)
-    assert 7 <= statistics.median(normal) - base_median <= 13 and _iqr(normal) > 2, (base_median, normal)
+    normal = rtts(a, ip)
+    assert 7 <= statistics.median(normal) - base_median <= 13 and iqr(normal) > 2, (base_median, normal)
     assert "normal" in json.dumps(link.show()["sends"])
     assert echo(b, a, ip).startswith("HELLO")
-
-
-def _rtts(node, ip: str, count: int = 100) -> list[float]:
-    out = node.cmd(["ping", "-n", "-c", str(count), "-i", "0.01", ip], timeout=120)
-    return [float(part.split("=")[1]) for part in out.split() if part.startswith("time=")]
-
-
-def _iqr(values: list[float]) -> float:
-    q = statistics.quantiles(values, n=4)
-    return q[2] - q[0]
 
 
 def _events(lab) -> list[dict]:
