@@ -8,7 +8,7 @@ import os
 import time
 from typing import IO, TYPE_CHECKING
 
-from ..engine import cleanup, collector, state
+from ..engine import cleanup, collector, rootless, state
 from ..engine.where import LOCAL
 from ..errors import LabError
 from ..plan.diff import Step
@@ -35,7 +35,8 @@ class Local(Site):
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
         from .seam import Deployed
 
-        return Deployed(changes=self._deploy(lab, progress, on_exec))
+        lab, notes = rootless.fitted(lab)
+        return Deployed(changes=self._deploy(lab, progress, on_exec), notes=notes)
 
     def _deploy(self, lab: Blueprint, progress: Progress | None, on_exec: ExecReport | None) -> Changes:
         from ..apply.applier import Applier
@@ -108,6 +109,7 @@ class Local(Site):
         from ..plan.diff import diff
 
         refuse_pins(lab)
+        lab, _notes = rootless.fitted(lab)
         changes = diff(lab.plan, Plan())
         if machine:
             _check_needs(changes)
@@ -117,6 +119,7 @@ class Local(Site):
         from ..plan.diff import diff, steps
 
         refuse_pins(lab)
+        lab, _notes = rootless.fitted(lab)
         current = state.read(lab.name)
         have = _existing(lab.name, current.plan) if current else Plan()
         found = steps(diff(lab.plan, have), have)
