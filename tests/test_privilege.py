@@ -1,4 +1,5 @@
-"""Privilege and reach: a non-root user gets a clear refusal and nothing half-done; nodes reach
+"""Privilege and reach: a non-root user without rootless mode gets a clear refusal and nothing half-done (its own
+labs, in rootless mode, are tests/test_rootless.py's); nodes reach
 neither the machine's network nor other namespaces unless the file asks; a lab's files are
 root's alone; the caller's environment stays out of nodes unless passed by name."""
 
@@ -33,7 +34,9 @@ TWO = "name: {name}\ntopology:\n  nodes: {a: {env: {FROM_FILE: 'yes'}}, b: {}}\n
 
 
 def as_nobody(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*AS_NOBODY, *NESTLAB, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    """nestlab as nobody with rootless mode off (this interpreter, under /root, is not one nobody could enter with)."""
+    env = {**os.environ, "NESTLAB_ROOTLESS": "0"}
+    return subprocess.run([*AS_NOBODY, *NESTLAB, *args], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
 
 
 def test_non_root_is_refused_clearly_and_nothing_is_made(topo_file, lab_name):
@@ -46,6 +49,7 @@ def test_non_root_is_refused_clearly_and_nothing_is_made(topo_file, lab_name):
         result = as_nobody(*args)
         assert result.returncode == 1, (args, result.stdout, result.stderr)
         assert "needs root" in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert "rootless mode is unavailable here: NESTLAB_ROOTLESS=0" in result.stderr, result.stderr
         assert leftovers() == [] and not os.path.exists(names.lab_dir(lab_name))
     assert run_cli("deploy", "-t", str(path)).returncode == 0
     for args in (

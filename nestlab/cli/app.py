@@ -32,6 +32,11 @@ HOLDERS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Commands that read only files and this program: an ordinary user's run as they are; every other one runs in the
+# user's own namespaces (docs/rootless.md).
+OUTSIDE = {"version", "modes", "plan", "report", "compare", "mobility", "k8s"}
+
+
 def build(command: str | None = None) -> typer.Typer:
     """The typer app with the module holding ``command`` (every module when there is none or it is unknown).
     typer is imported here: ``nestlab link set`` goes without it (cli/quick.py)."""
@@ -59,9 +64,27 @@ def _command(argv: list[str]) -> str | None:
     return argv[0] if argv and not argv[0].startswith("-") else None
 
 
+def _rootless(argv: list[str]) -> bool:
+    """Whether the command runs in the user's namespaces: an ordinary user's, one that makes or reads labs, no help."""
+    command = _command(argv)
+    return os.geteuid() != 0 and command is not None and command not in OUTSIDE and not {"--help", "-h"} & set(argv)
+
+
 def main() -> None:
-    """Run the command, then leave without tearing the interpreter down: freeing every object of a
-    large lab one by one took 0.05-0.2 s after a 500-node deploy had printed everything."""
+    """Run the command (in the user's namespaces when it is an ordinary user's), then leave without tearing the
+    interpreter down: freeing every object of a large lab one by one took 0.05-0.2 s after a 500-node deploy had
+    printed everything."""
+    if _rootless(sys.argv[1:]):
+        from ..rootless import session  # an ordinary user's command alone: root's start-up loads none of it
+
+        code = session.inside(_run)
+    else:
+        code = _run()
+    os._exit(code)
+
+
+def _run() -> int:
+    """Run the command; its exit code, once its output is flushed."""
     try:
         code = quick.link_set(sys.argv[3:]) if sys.argv[1:3] == ["link", "set"] else None
         if sys.argv[1:2] == ["clab"]:  # containerlab's command line: its global flags anywhere, CLAB_* variables
@@ -81,7 +104,7 @@ def main() -> None:
             stream.flush()
         except OSError:  # a reader that went away (| head)
             pass
-    os._exit(code or 0)
+    return code or 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from ..backends.kernel import userns
 from ..errors import LabError
 from ..model.errors import TopologyError
 
@@ -82,7 +83,10 @@ def needs_root(ctx: typer.Context) -> None:
 def needs_root_for(command: str, read_only: set[str]) -> int:
     """1 (having said why) if ``command`` changes the machine and this is not root, else 0."""
     if command not in read_only and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv):
-        err.print(f"[red]error[/red] nestlab {command} {NEEDS_ROOT}")
+        from ..rootless import session  # an ordinary user's refused command alone: root's start-up loads none of it
+
+        why = f" (rootless mode is unavailable here: {session.why_not})" if session.why_not else ""
+        err.print(f"[red]error[/red] nestlab {command} {NEEDS_ROOT}{escape(why)}")
         return 1
     return 0
 
@@ -100,7 +104,12 @@ def reported() -> Iterator[None]:
         err.print(f"[red]error[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except PermissionError as exc:
-        err.print(f"[red]error[/red] {exc}: nestlab {NEEDS_ROOT}")
+        why = (
+            "rootless mode may not do this (the machine's root may: run it with sudo)"
+            if userns.guest()
+            else f"nestlab {NEEDS_ROOT}"
+        )
+        err.print(f"[red]error[/red] {escape(str(exc))}: {why}")
         raise typer.Exit(1) from None
     except OSError as exc:  # the machine refused (a full disk, a limit): say what, without a traceback
         hint = {

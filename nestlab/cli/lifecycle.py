@@ -117,6 +117,8 @@ def _deploy(
     execs = ExecReport()
     with progress_bar("deploying") as progress:
         done = lab.site.deploy(lab.blueprint, progress, execs.show)
+    for note in done.notes:
+        err.line(f"note {note}")
     if done.partition is not None:  # on servers: where each node went
         _placed(lab, done.partition, started)
         return

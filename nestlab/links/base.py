@@ -98,6 +98,13 @@ class LinkMode:
         """Kernel features (names of :attr:`features`) an object of this mode needs."""
         return set(self.features)
 
+    def machine_root(self, obj: LinkObj | AttachObj) -> str | None:
+        """Why ``obj`` needs the machine's root (rootless mode refuses it, docs/rootless.md), or None: by default, an
+        attachment on this machine's own network stack (a real ``parent:``, ``host:IF``, a management network)."""
+        if isinstance(obj, AttachObj) and obj.host is None:
+            return f"mode {self.name} on this machine's own network{f', interface {obj.parent}' if obj.parent else ''}"
+        return None
+
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         """Create ``objs`` through ``ap`` (``queue(node, *reqs)``, ``flush()``, ``fd(node)``, ``address(ends)``,
         ``bridge(node)``, ``alias``, ``lab``, ``nodes``); append each to ``made`` as soon as it may exist."""

@@ -107,6 +107,12 @@ class Mpt(LinkMode):
     def needs(self, link: LinkObj | AttachObj) -> set[str]:
         return set()
 
+    def machine_root(self, obj: LinkObj | AttachObj) -> str | None:
+        """The kernel datapath: its tc programs need CAP_BPF on the machine."""
+        if isinstance(obj, LinkObj) and "bpf" in obj.text("datapath", "auto").split(","):
+            return "datapath: bpf, whose tc programs need CAP_BPF on the machine"
+        return super().machine_root(obj)
+
     def create(self, ap: Applying, objs: list[Any], made: list[Any], changes: Changes) -> None:
         from ..backends.services import mpt_daemon
 

@@ -31,6 +31,7 @@ class Runtime:
     selectable: bool = True  # may be named by runtime: (False: chosen by nestlab itself)
     needs_image: str | None = None  # when set, the message for a node of this runtime without image:
     own_cgroup: bool = False  # the runtime puts its processes in a cgroup of its own below the node's
+    machine_root: str | None = None  # why its nodes need the machine's root (rootless mode refuses them), if they do
 
     def check(self, spec: NodeSpec) -> str | None:
         """A problem with a node spec that names this runtime, or None."""

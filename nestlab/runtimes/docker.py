@@ -37,6 +37,7 @@ class Docker(WithInit):
     summary = "a Docker container of image: (a Docker image reference), wired by nestlab"
     needs_image = "runtime: docker needs image: (a Docker image such as debian:bookworm)"
     own_cgroup = True
+    machine_root = "Docker's daemon is the machine's root's"
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
         from ..backends.kernel import containers, namespaces

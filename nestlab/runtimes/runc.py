@@ -38,6 +38,7 @@ class Runc(WithInit):
     )
     needs_image = "runtime: runc needs image: (a rootfs directory, tarball, OCI layout or built image name)"
     own_cgroup = True
+    machine_root = "its images unpack as several users and runc runs as the machine's root"
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
         from ..backends.kernel import containers, libc, rootfs

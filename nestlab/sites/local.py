@@ -14,7 +14,8 @@ from .. import kinds, names
 from ..backends.kernel import cgroups, probe, shaping
 from ..backends.kernel.netlink import NetlinkError
 from ..engine import capture as cap
-from ..engine import cleanup, collector, state
+from ..engine import cleanup, collector, rootless, state, stop_start
+from ..engine.inspect import here
 from ..engine.stream import Stream, line_of
 from ..engine.where import LOCAL
 from ..errors import LabError
@@ -43,7 +44,8 @@ class Local(Site):
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
 
-        return Deployed(changes=self._deploy(lab, progress, on_exec))
+        lab, notes = rootless.fitted(lab)
+        return Deployed(changes=self._deploy(lab, progress, on_exec), notes=notes)
 
     def _deploy(self, lab: Blueprint, progress: Progress | None, on_exec: ExecReport | None) -> Changes:
         from ..apply.applier import Applier
@@ -113,6 +115,7 @@ class Local(Site):
     def check(self, lab: Blueprint, machine: bool = True) -> None:
 
         refuse_pins(lab)
+        lab, _notes = rootless.fitted(lab)
         changes = diff(lab.plan, Plan())
         if machine:
             _check_needs(changes)
@@ -121,6 +124,7 @@ class Local(Site):
         """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
 
         refuse_pins(lab)
+        lab, _notes = rootless.fitted(lab)
         current = state.read(lab.name)
         have = _existing(lab.name, current.plan) if current else Plan()
         found = steps(diff(lab.plan, have), have)
@@ -138,7 +142,6 @@ class Local(Site):
         return f"lab {self.lab}: removed {count} namespaces" if count else f"lab {self.lab}: nothing to remove"
 
     def states(self, blueprint: Blueprint) -> dict[str, str]:
-        from ..engine import stop_start
 
         return {
             node: "stopped" if stop_start.is_stopped(self.lab, node) else "running"
@@ -231,7 +234,6 @@ class Local(Site):
         on_exec: ExecReport | None,
     ) -> Done:
         """The nodes' processes frozen or thawed and their links taken down or brought up (engine/stop_start.py)."""
-        from ..engine import stop_start
 
         began = time.perf_counter()
         stopped = stop_start.stop(blueprint, refs) if action in ("stop", "restart") else []
@@ -244,7 +246,6 @@ class Local(Site):
         return Done(0, f"lab {self.lab}: {_listed(refs)} already {'stopped' if action == 'stop' else 'running'}; nothing to do")
 
     def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
-        from ..engine.inspect import here
 
         return here(lab, only)
 

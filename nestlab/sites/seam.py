@@ -23,10 +23,11 @@ Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # wha
 @dataclass(frozen=True)
 class Deployed:
     """What a site's deploy did: on this machine, what was changed (``changes``); on servers or pods, where
-    each node went (``partition``)."""
+    each node went (``partition``); ``notes``: what it left out (cgroup limits in rootless mode)."""
 
     changes: Changes | None = None
     partition: Partition | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from ..engine import state
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 from ..model.errors import TopologyError
-from ..plan.partition import MGMT_STITCH
+from ..plan.partition import MGMT_STITCH, partition
 from ..plan.placement import place
 
 if TYPE_CHECKING:  # the schema and the partitioner load only for a lab that spans servers
@@ -34,7 +34,6 @@ def place_and_partition(
 ) -> Partition:
     """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
     on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
-    from ..plan.partition import partition
 
     topo = lab.topology
     servers = servers or topo.servers

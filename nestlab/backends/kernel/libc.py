@@ -1,4 +1,4 @@
-"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, pivot_root, sethostname; and the
+"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, pivot_root, prctl, sethostname; and the
 process's open-file limit raised as far as it may go."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ CLONE_FS = 0x00000200
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY = 1
@@ -21,8 +22,10 @@ MS_REMOUNT = 32
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
+MS_SLAVE = 1 << 19
 MS_SHARED = 1 << 20
 MNT_DETACH = 2
+PR_SET_DUMPABLE = 4
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -90,6 +93,11 @@ def umount(target: str) -> None:
 
 def pivot_root(new_root: str, put_old: str) -> None:
     _check(_libc.syscall(155, new_root.encode(), put_old.encode()), f"pivot_root {new_root}")  # SYS_pivot_root on x86-64
+
+
+def dumpable() -> None:
+    """Make this process dumpable again once it changed its user, so that its /proc/self files are its own."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl")
 
 
 def sethostname(name: str) -> None:

@@ -17,7 +17,7 @@ from functools import cache
 from ...errors import LabError
 from ...registry import LINK_MODES
 from ...seams import KernelFeature
-from . import libc, mounts
+from . import libc, mounts, netlink, userns
 
 
 @dataclass(frozen=True)
@@ -194,21 +194,84 @@ def features() -> list[Feature]:
             "" if mptcp == "1" else "a kernel with CONFIG_MPTCP",
         )
     )
-    v1, v2 = cgroups()
-    out.append(Feature("cgroup-v1", "cgroups", bool(v1), ", ".join(v1) or "no v1 hierarchy mounted", ""))
-    out.append(
-        Feature(
-            "cgroup-v2",
-            "cgroups",
-            bool(v2),
-            ", ".join(v2) or "no v2 controllers enabled",
-            "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup",
-        )
-    )
+    out += _cgroup_rows()
     for tool, package in TOOLS.items():
         path = shutil.which(tool)
         out.append(Feature(tool, "tool", bool(path), path or "not installed", "" if path else f"apt-get install {package}"))
+    out.append(rootless())
     return out
+
+
+def _cgroup_rows() -> list[Feature]:
+    """The cgroup hierarchies nestlab's limits may use (none in rootless mode: the machine's are its root's)."""
+    if userns.guest():
+        return [Feature(name, "cgroups", False, "not applied in rootless mode", "sudo") for name in ("cgroup-v1", "cgroup-v2")]
+    v1, v2 = cgroups()
+    fix = "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup"
+    return [
+        Feature("cgroup-v1", "cgroups", bool(v1), ", ".join(v1) or "no v1 hierarchy mounted", ""),
+        Feature("cgroup-v2", "cgroups", bool(v2), ", ".join(v2) or "no v2 controllers enabled", fix),
+    ]
+
+
+NOBODY = 65534  # the ordinary user the rootless probe becomes when root runs it
+_USERNS_OFF = (  # (sysctl, the value that forbids ordinary users' user namespaces, the fix)
+    ("user/max_user_namespaces", "0", "sysctl -w user.max_user_namespaces=15000"),
+    ("kernel/unprivileged_userns_clone", "0", "sysctl -w kernel.unprivileged_userns_clone=1"),
+    ("kernel/apparmor_restrict_unprivileged_userns", "1", "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
+)
+
+
+def rootless() -> Feature:
+    """Whether an ordinary user's labs work here (docs/rootless.md): user namespaces allowed, and tried."""
+    helper = "newuidmap " + ("present" if shutil.which("newuidmap") else "absent") + " (not needed: one user is mapped)"
+    found = [f"{name.replace('/', '.')} = {value}" for name, *_ in _USERNS_OFF if (value := _read(f"/proc/sys/{name}").strip())]
+    for name, off, fix in _USERNS_OFF:
+        if _read(f"/proc/sys/{name}").strip() == off:
+            return Feature("rootless", "kernel", False, f"{name.replace('/', '.')} = {off}: user namespaces are off", fix)
+    if userns.guest():
+        return Feature("rootless", "kernel", True, f"in use: this command runs in your own namespaces; {helper}")
+    said = _as_user()
+    detail = "; ".join([*found, helper])
+    if said:
+        return Feature(
+            "rootless", "kernel", False, f"{said} ({detail})", "allow ordinary users' user namespaces (seccomp, AppArmor)"
+        )
+    return Feature("rootless", "kernel", True, f"an ordinary user may make its own namespaces ({detail})")
+
+
+def _as_user() -> str:
+    """What failed when a child, as an ordinary user, made a user, mount and network namespace, mounted a tmpfs and
+    made a bridge in them (as rootless mode's holder does); empty when all of it worked."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: says what failed, if anything, and leaves
+        os.close(read)
+        step = "become an ordinary user"
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(NOBODY, NOBODY, NOBODY)
+                os.setresuid(NOBODY, NOBODY, NOBODY)
+                libc.dumpable()
+            step = "make a user namespace"
+            libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS | libc.CLONE_NEWNET)
+            step = "map the user to root"
+            userns.map_self(os.geteuid(), os.getegid())
+            step = "mount a tmpfs"
+            libc.mount("", "/", libc.MS_REC | libc.MS_SLAVE, "none")
+            libc.mount("nestlab", "/tmp", 0, "tmpfs", "mode=0755")
+            step = "make a bridge"
+            netlink.Netlink().run(netlink.new_bridge("nlprobe0", alias="nestlab:probe"))
+        except Exception as exc:  # said to the parent, whatever it is
+            os.write(write, f"could not {step}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        said = fh.read().decode()
+    os.waitpid(pid, 0)
+    return said
 
 
 def missing_for(needs: set[str]) -> list[str]:

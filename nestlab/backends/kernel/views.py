@@ -14,9 +14,10 @@ under an overlay whose upper layer is a tmpfs, with the machine's other mounts (
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...names import HIDDEN
 from . import containers, libc, mounts, namespaces
@@ -84,16 +85,39 @@ def create(
                 os.close(fd)
         return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
-    fd = containers.in_thread(build)
+    open(pin, "a").close()
     try:
-        open(pin, "a").close()
+        _pin(build, pin)
+    except BaseException:
+        os.unlink(pin)
+        raise
+
+
+def _pin(build: Callable[[], int], pin: str) -> None:
+    """Make the view (``build`` returns its fd) and bind it on ``pin``.
+
+    The kernel pins a mount namespace only in one made before it, which it tells by their ids; newer kernels hand
+    ids out in batches per CPU, so a view made on another CPU than the namespace pinning it may look older (EINVAL).
+    Only a namespace of a user's own (rootless mode) is not the machine's first: there the view is made again on
+    each CPU in turn, one of which (the pinning namespace's) hands out younger ids."""
+    cpus: list[int | None] = [None, *sorted(os.sched_getaffinity(0))]
+    for cpu in cpus:
+        fd = containers.in_thread(lambda cpu=cpu: _on_cpu(cpu, build))
         try:
             libc.mount(f"/proc/self/fd/{fd}", pin, libc.MS_BIND)
-        except OSError:
-            os.unlink(pin)
-            raise
-    finally:
-        os.close(fd)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or cpu == cpus[-1]:
+                raise
+        finally:
+            os.close(fd)
+
+
+def _on_cpu(cpu: int | None, work: Callable[[], int]) -> int:
+    """``work()`` in the calling (short-lived) thread, kept on ``cpu`` when one is given."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    return work()
 
 
 def _overlay_root() -> None:

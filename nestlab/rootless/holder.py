@@ -1,0 +1,156 @@
+"""The holder: one small process per user, owner of the user namespace the user's labs live in and of its view.
+
+The first ``nestlab`` command that needs it starts it: a child unshares a user, a mount, a network and a UTS
+namespace (the user is root in them, mapped alone: no setuid helper), lays out the view (view.py), says its
+namespaces through a pipe and becomes ``nestlab-holder``, a sleeping process.  Its network and UTS namespaces
+stand for the machine's to the commands inside: nestlab's threads return to them from a node's, which a user
+namespace may not do to the machine's own.  Its pidfile, in the user's folder, gives its pid and its namespaces'
+inodes, so that a later command checks it is the one started before joining it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+
+from ..backends.kernel import libc, netlink, procs, userns
+from ..errors import LabError
+from . import view
+
+PIDFILE = "holder.pid"
+NAME = "nestlab-holder"  # how the holder shows in ps
+
+
+class Unavailable(LabError):
+    """This machine does not let an ordinary user make the holder's namespaces."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    inodes: tuple[int, ...]  # of its namespaces, in the order of NAMESPACES
+
+
+# Joined in this order: the user namespace first, which gives the rights to join the others.
+NAMESPACES = (("user", libc.CLONE_NEWUSER), ("mnt", libc.CLONE_NEWNS), ("net", libc.CLONE_NEWNET), ("uts", libc.CLONE_NEWUTS))
+
+
+def folder() -> str:
+    """The user's own folder for the pidfile, the locks and the view's hosts file: ``$XDG_RUNTIME_DIR/nestlab``, or
+    ``~/.local/state/nestlab`` without a runtime folder of the user's; made 0700, :class:`Unavailable` if others could
+    write it."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and _mine(runtime):
+        path = os.path.join(runtime, "nestlab")
+    else:
+        path = os.path.join(os.path.expanduser("~"), ".local", "state", "nestlab")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise Unavailable(f"it needs a folder of yours: cannot make {path} ({exc.strerror}); set HOME") from None
+    if not _mine(path):
+        raise Unavailable(f"{path}, where it keeps its holder, is not yours alone (its owner or mode)")
+    return path
+
+
+def _mine(path: str) -> bool:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def find(home: str) -> Holder | None:
+    """The holder the pidfile in ``home`` names, if it still runs as this user with the namespaces recorded."""
+    try:
+        with open(os.path.join(home, PIDFILE)) as fh:
+            pid, *inodes = (int(word) for word in fh.read().split())
+    except (OSError, ValueError):
+        return None
+    if procs.uids(pid) != (os.getuid(), os.getuid()) or _inodes(pid) != tuple(inodes):
+        return None
+    return Holder(pid, tuple(inodes))
+
+
+def _inodes(pid: int) -> tuple[int | None, ...]:
+    return tuple(procs.namespace(pid, ns) for ns, _flag in NAMESPACES)
+
+
+def join(holder: Holder) -> None:
+    """Move this (single-threaded) process into the holder's namespaces, in the folder it was in."""
+    here = os.getcwd()
+    fds = [os.open(f"/proc/{holder.pid}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC) for ns, _flag in NAMESPACES]
+    try:
+        if tuple(os.fstat(fd).st_ino for fd in fds) != holder.inodes:
+            raise LabError(f"the holder (pid {holder.pid}) went away while joining it; run the command again")
+        for fd, (_ns, flag) in zip(fds, NAMESPACES):
+            libc.setns(fd, flag)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    with contextlib.suppress(OSError):  # a folder the view covers: stay at its root
+        os.chdir(here)
+
+
+def start(home: str) -> Holder:
+    """Start the holder (call under the user's lock) and record it in ``home``'s pidfile."""
+    sleep = shutil.which("sleep")
+    if sleep is None:
+        raise LabError("rootless mode needs sleep (coreutils) on the PATH: its holder process is one")
+    read, write = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # forks the holder and leaves at once: the holder is nobody's child but init's
+        os.close(read)
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                _hold(write, home, sleep)
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        said = fh.read().decode()
+    os.waitpid(middle, 0)
+    word, _, rest = said.partition(" ")
+    if word != "ok":
+        raise Unavailable(rest or "the holder process died before it said anything")
+    pid, *inodes = (int(x) for x in rest.split())
+    temporary = os.path.join(home, f".{PIDFILE}.{os.getpid()}")
+    with open(temporary, "w") as fh:
+        fh.write(f"{pid} {' '.join(map(str, inodes))}\n")
+    os.replace(temporary, os.path.join(home, PIDFILE))
+    return Holder(pid, tuple(inodes))
+
+
+def _hold(write: int, home: str, sleep: str) -> None:
+    """The holder itself: make the namespaces and the view, say so on ``write``, then sleep until told to go."""
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
+        userns.map_self(uid, gid)
+        view.make(home)
+        netlink.Netlink().run(netlink.set_up("lo"))
+        inodes = " ".join(map(str, _inodes(os.getpid())))
+    except Exception as exc:  # said to the command that started it
+        os.write(write, f"error {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}".encode())
+        os._exit(1)
+    os.write(write, f"ok {os.getpid()} {inodes}".encode())
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # nothing of its caller's stays open for as long as it lives
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.execv(sleep, [NAME, "infinity"])
+
+
+def stop(home: str, holder: Holder) -> None:
+    """End the holder and forget it (its namespaces go with the last process in them)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(holder.pid, signal.SIGTERM)
+    for name in (PIDFILE, "hosts"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(home, name))

@@ -1,0 +1,225 @@
+"""Labs without root (docs/rootless.md), as an ordinary user really runs them: nobody (uid 65534) installs nestlab
+in a venv of Debian's python with pip, deploys a shaped lab in its own namespaces, uses it, and destroys it; nothing
+of nobody's is left running and the machine's namespaces, interfaces and labs are as they were.  What needs the
+machine's root is refused up front, saying why."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, root_links, run_cli
+
+from nestlab import names
+from nestlab.backends.kernel import procs
+
+NOBODY = 65534
+PYTHON = "/usr/bin/python3"  # Debian's: the suite's own interpreter may live where nobody cannot read (/root)
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+SHAPED = """name: {name}
+topology:
+  nodes:
+    h1: {{}}
+    h2: {{}}
+    s1: {{kind: bridge}}
+  links:
+    - endpoints: ["h1:eth1", "s1:p1"]
+      ipv4: ["10.0.0.1/24", null]
+      params: {{rate: 10mbit}}
+    - endpoints: ["h2:eth1", "s1:p2"]
+      ipv4: ["10.0.0.2/24", null]
+"""
+
+pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"needs Debian's {PYTHON}")
+
+
+class Nobody:
+    """nestlab installed by nobody in a folder of its own, and run as nobody."""
+
+    def __init__(self, home: Path, venv: Path):
+        self.home = home
+        self.venv = venv
+
+    def env(self) -> dict[str, str]:
+        keep = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_")) or k.endswith("_CA_BUNDLE")}
+        return {**keep, "PATH": f"{self.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(self.home)}
+
+    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        command = [*AS_NOBODY, str(self.venv / "bin" / "nestlab"), *args]
+        return subprocess.run(command, capture_output=True, text=True, env=self.env(), cwd=self.home, timeout=timeout)
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.home / name
+        path.write_text(text)
+        os.chown(path, NOBODY, NOBODY)
+        return path
+
+    def holder_folder(self) -> Path:
+        return self.home / ".local" / "state" / "nestlab"
+
+
+@pytest.fixture(scope="session")
+def nobody():
+    """A venv nobody made with Debian's python and nestlab pip-installed in it from a copy of this checkout (made
+    once per session: about 15 s), in a folder of nobody's own under /tmp; removed, with nobody's processes, after."""
+    base = Path(tempfile.mkdtemp(prefix="nestlab-rootless-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        mine = base / "nobody"
+        (mine / "src").mkdir(parents=True)
+        (mine / "home").mkdir()
+        _copy_checkout(mine / "src")
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(mine)], check=True)
+        who = Nobody(mine / "home", mine / "venv")
+        install = f"{PYTHON} -m venv {who.venv} && {who.venv}/bin/pip install -q {mine / 'src'}"
+        done = subprocess.run([*AS_NOBODY, "sh", "-c", install], capture_output=True, text=True, env=who.env(), timeout=900)
+        assert done.returncode == 0, f"nobody's pip install failed: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+        yield who
+    finally:
+        _end_nobodys_processes()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _copy_checkout(into: Path) -> None:
+    """This checkout's files as git knows them (tracked and new, not ignored), as they are in the working tree."""
+    listed = subprocess.run(
+        ["git", "-c", "safe.directory=*", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    for rel in filter(None, listed.decode().split("\0")):
+        source = ROOT / rel
+        if source.is_file():
+            (into / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / rel)
+
+
+def _nobodys_rootless() -> list[int]:
+    """Live processes of nobody's in a user namespace other than the machine's: its holder, its labs' processes."""
+    machine = procs.namespace(os.getpid(), "user")
+    return [
+        pid
+        for pid in procs.of_uid(NOBODY)
+        if procs.uids(pid) == (NOBODY, NOBODY) and procs.namespace(pid, "user") not in (machine, None)
+    ]
+
+
+def _end_nobodys_processes() -> None:
+    for pid in _nobodys_rootless():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
+def _gone(timeout: float = 20.0) -> list[int]:
+    """nobody's rootless processes still alive after up to ``timeout`` seconds (zombies do not count)."""
+    deadline = time.monotonic() + timeout
+    while (left := _nobodys_rootless()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def _machine() -> tuple[set[str], set[str], set[str]]:
+    """What the machine's own lab world holds: /run/netns, /run/nestlab and its interfaces."""
+
+    def listing(path: str) -> set[str]:
+        return set(os.listdir(path)) if os.path.isdir(path) else set()
+
+    return listing(names.NETNS_DIR), listing(names.STATE_ROOT), root_links()
+
+
+def _iperf3_mbps(nobody: Nobody, lab: str) -> float:
+    """TCP from h1 to h2 for 3 s, as nobody (the server takes one client and ends)."""
+    assert nobody.run("exec", "--lab", lab, "h2", "--", "iperf3", "-s", "-1", "-D").returncode == 0
+    for _attempt in range(10):  # the daemon may not be listening yet
+        client = nobody.run("exec", "--lab", lab, "h1", "--", "iperf3", "-c", "10.0.0.2", "-t", "3", "-J")
+        if client.returncode == 0:
+            return json.loads(client.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+        time.sleep(0.3)
+    raise AssertionError(f"iperf3 never connected: {client.stdout[-1000:]}{client.stderr[-1000:]}")
+
+
+@pytest.mark.throughput
+def test_an_ordinary_users_shaped_lab_works_and_leaves_nothing(nobody):
+    lab = "rl" + uuid.uuid4().hex[:6]
+    before = _machine()
+    topo = nobody.write("shaped.yml", SHAPED.format(name=lab))
+    try:
+        deployed = nobody.run("deploy", "-t", str(topo))
+        assert deployed.returncode == 0, deployed.stderr
+        holders = [pid for pid in _nobodys_rootless() if procs.cmdline(pid).startswith(b"nestlab-holder\0")]
+        assert len(holders) == 1, "one holder process keeps nobody's namespaces"
+        assert not {e for e in os.listdir(names.NETNS_DIR) if lab in e}, "the lab's namespaces are nobody's, not the machine's"
+        assert not os.path.exists(names.lab_dir(lab))
+        ping = nobody.run("exec", "--lab", lab, "h1", "--", "ping", "-c", "2", "-W", "2", "10.0.0.2")
+        assert ping.returncode == 0 and "2 received" in ping.stdout, ping.stdout + ping.stderr
+        mbps = _iperf3_mbps(nobody, lab)
+        assert 8 <= mbps <= 11, f"{mbps:.2f} Mbit/s through a link shaped to 10 Mbit/s"
+        inspected = nobody.run("inspect", "--lab", lab, "--format", "json")
+        assert inspected.returncode == 0, inspected.stderr
+        nodes = {n["name"]: n for n in json.loads(inspected.stdout)["nodes"]}
+        assert set(nodes) == {"h1", "h2", "s1"}
+        assert [i["addresses"] for i in nodes["h1"]["interfaces"] if i["name"] == "eth1"] == [["10.0.0.1/24"]]
+        assert lab in nobody.run("inspect", "--all").stdout
+        destroyed = nobody.run("destroy", "--lab", lab)
+        assert destroyed.returncode == 0, destroyed.stderr
+        assert _gone() == [], "nothing of nobody's runs once its last lab is gone"
+        assert not (nobody.holder_folder() / "holder.pid").exists()
+        assert _machine() == before, "the machine's /run/netns, /run/nestlab and interfaces are as they were"
+    finally:
+        nobody.run("destroy", "--lab", lab)
+        _end_nobodys_processes()
+
+
+def test_what_needs_the_machines_root_is_refused_with_its_reason(nobody):
+    lab = "rl" + uuid.uuid4().hex[:6]
+    macvlan = nobody.write(
+        "macvlan.yml",
+        f"name: {lab}\nallow_host_interfaces: true\ntopology:\n  nodes: {{x: {{}}}}\n  links:\n"
+        '    - endpoints: ["x:e1"]\n      mode: macvlan\n      parent: nlhost0\n',
+    )
+    refused = nobody.run("deploy", "-t", str(macvlan))
+    assert refused.returncode == 1, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error rootless mode cannot make x:e1 (mode macvlan on this machine's own network, interface nlhost0): "
+        "the machine's root can (run it with sudo)"
+    ]
+    limited = nobody.write(
+        "limited.yml", f"name: {lab}\ntopology:\n  nodes:\n    a: {{resources: {{memory: 64m}}}}\n    b: {{}}\n"
+    )
+    try:
+        deployed = nobody.run("deploy", "-t", str(limited))
+        assert deployed.returncode == 0, deployed.stderr
+        assert "note cgroup limits not applied: rootless (a)" in deployed.stderr.splitlines()
+    finally:
+        assert nobody.run("destroy", "--lab", lab).returncode == 0
+    assert _gone() == []
+
+
+def test_an_ordinary_user_sees_only_its_own_labs(nobody, topo_file, lab_name):
+    assert run_cli("deploy", "-t", str(topo_file(SHAPED.format(name="{name}"))), check=True).returncode == 0
+    assert lab_name not in nobody.run("inspect", "--all").stdout
+    destroyed = nobody.run("destroy", "--lab", lab_name)
+    assert destroyed.stderr.strip() == f"lab {lab_name}: nothing to remove", "nobody's view holds no lab of that name"
+    assert os.path.isdir(names.lab_dir(lab_name)) and os.path.exists(names.netns_path(lab_name, "h1")), "root's lab runs on"
+    assert _gone() == []
+    assert run_cli("destroy", "--lab", lab_name).returncode == 0
+
+
+def test_doctor_says_whether_rootless_mode_works_here(nobody):
+    as_root = {row["name"]: row for row in json.loads(run_cli("doctor", "--format", "json", check=True).stdout)}
+    assert as_root["rootless"]["ok"], as_root["rootless"]
+    assert "an ordinary user may make its own namespaces" in as_root["rootless"]["detail"]
+    inside = {row["name"]: row for row in json.loads(nobody.run("doctor", "--format", "json").stdout)}
+    assert inside["rootless"]["ok"] and inside["rootless"]["detail"].startswith("in use")
+    assert not inside["cgroup-v2"]["ok"] and inside["cgroup-v2"]["detail"] == "not applied in rootless mode"
+    assert _gone() == []
