@@ -127,6 +127,24 @@ def test_a_component_stops_alone_or_with_its_node(lab_from):
         sleeper.wait()
 
 
+def test_a_started_node_tells_its_peers_it_is_back(lab_from):
+    """A peer that tried the stopped node holds a neighbour entry for it that is pending, failed or stale;
+    the node, once started, announces itself (a gratuitous ARP), so the peer's next packet goes at once to
+    the right address rather than failing while its probes run out.  Here the peer's entry is a wrong
+    address, which nothing but the announcement would correct within 5 s."""
+    lab = lab_from(
+        "name: {name}\ntopology:\n  nodes:\n    a: {}\n    b: {}\n  links:\n"
+        '    - {endpoints: ["a:eth1", "b:eth1"], ipv4: ["10.5.1.1/24", "10.5.1.2/24"]}\n'
+    )
+    mac = lab.nodes["a"].cmd("ip -o link show eth1").split("link/ether ")[1].split()[0]
+    assert run_cli("node", "stop", "--lab", lab.name, "a").returncode == 0
+    lab.nodes["b"].cmd("ip neigh replace 10.5.1.1 lladdr 02:00:00:00:00:01 dev eth1 nud stale")
+    assert run_cli("node", "start", "--lab", lab.name, "a").returncode == 0
+    assert f"lladdr {mac}" in lab.nodes["b"].cmd("ip neigh show 10.5.1.1")
+    assert "1 received" in lab.nodes["b"].cmd("ping -c1 -W1 10.5.1.1")
+    assert lab.nodes["a"].cmd("cat /proc/sys/net/ipv4/conf/all/arp_notify").strip() == "0", "the setting is put back"
+
+
 def test_unknown_node_is_refused_before_anything_stops(lab_from):
     lab = lab_from("name: {name}\ntopology:\n  nodes:\n    a: {}\n    b: {}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n")
     refused = run_cli("node", "stop", "--lab", lab.name, "a", "ghost")

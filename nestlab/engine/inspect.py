@@ -50,7 +50,7 @@ def here(lab: Blueprint, only: set[str] | None = None) -> Report:
     paths = {o.name: names.netns_path(lab.name, o.name) for o in chosen}
     running = [name for name, path in paths.items() if os.path.exists(path)]
     found = {name: _interfaces(paths[name]) for name in running}  # (threads were measured: no faster)
-    traced = trace_players(lab)
+    traced = trace_players(lab, set(found))
     for obj in chosen:
         path = paths[obj.name]
         entry = {
@@ -84,14 +84,15 @@ def here(lab: Blueprint, only: set[str] | None = None) -> Report:
     return {"lab": lab.name, "source": lab.source, "nodes": nodes}
 
 
-def trace_players(lab: Blueprint) -> dict[str, dict[str, dict]]:
-    """Per node, per interface whose sending follows a trace: its player's health (playing, lagging, dead)."""
+def trace_players(lab: Blueprint, nodes: set[str] | None = None) -> dict[str, dict[str, dict]]:
+    """Per node (of ``nodes``, or every node), per interface whose sending follows a trace: its player's health
+    (playing, lagging, dead)."""
     from ..backends.services import traceplay
 
     players: dict[str, dict[str, dict]] = {}
     for link in lab.plan.links.values():
         for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b)):
-            if dict(shape).get("trace"):
+            if dict(shape).get("trace") and (nodes is None or end.node in nodes):
                 players.setdefault(end.node, {})[end.iface] = traceplay.health(lab.name, end.node, end.iface)
     return players
 

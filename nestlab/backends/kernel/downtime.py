@@ -8,9 +8,11 @@ import errno
 import os
 import socket
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from . import namespaces, rtdump
+from . import namespaces, rtdump, sysctl
 from .netlink import (
     NLM_F_CREATE,
     RTM_GETADDR,
@@ -61,7 +63,8 @@ def bring_up(net_path: str, held: Held) -> None:
     os.close(fd)
     try:
         index = {i.name: i.index for i in rtdump.interfaces(nl, counters=False)}
-        nl.run(*(set_state(index[name], True) for name in held.up if name in index))
+        with _announced(net_path):
+            nl.run(*(set_state(index[name], True) for name in held.up if name in index))
         nl.run(
             *(Request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, bytes.fromhex(b), "restore an address") for b in held.addresses)
         )
@@ -72,6 +75,22 @@ def bring_up(net_path: str, held: Held) -> None:
             nl.run(*waiting)  # what no round could send: the kernel says why
     finally:
         nl.close()
+
+
+@contextmanager
+def _announced(net_path: str) -> Iterator[None]:
+    """Interfaces brought up in the block tell their peers they are back (a gratuitous ARP, the kernel's
+    ``arp_notify``): a peer that tried the node while it was stopped holds a pending or failed neighbour
+    entry, which would otherwise fail its next packets for up to 3 s."""
+    key = "net.ipv4.conf.all.arp_notify"
+    with namespaces.entered(net_path):
+        with open("/proc/sys/" + key.replace(".", "/")) as fh:
+            before = fh.read().strip()
+        sysctl.write(key, "1")
+        try:
+            yield
+        finally:
+            sysctl.write(key, before)
 
 
 def _sent(nl: Netlink, req: Request) -> bool:
