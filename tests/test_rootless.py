@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, root_links, run_cli
 
 from nestlab import names
-from nestlab.backends.kernel import procs
+from nestlab.backends.kernel import procs, userns
 
 NOBODY = 65534
 PYTHON = "/usr/bin/python3"  # Debian's: the suite's own interpreter may live where nobody cannot read (/root)
@@ -223,3 +223,91 @@ def test_doctor_says_whether_rootless_mode_works_here(nobody):
     assert inside["rootless"]["ok"] and inside["rootless"]["detail"].startswith("in use")
     assert not inside["cgroup-v2"]["ok"] and inside["cgroup-v2"]["detail"] == "not applied in rootless mode"
     assert _gone() == []
+
+
+SUBIDS = range(1_500_000_000, 1_500_000_000 + 65536)  # nobody's subordinate ids while a test gives it some
+CLAB = """name: {name}
+topology:
+  nodes:
+    n1: {{kind: linux}}
+    n2: {{kind: linux}}
+  links:
+    - endpoints: ["n1:eth1", "n2:eth1"]
+"""
+
+
+@pytest.fixture
+def subordinate_ids():
+    """nobody given subordinate ids in /etc/subuid and /etc/subgid, as an administrator gives them once
+    (docs/rootless.md); the files put back as they were after the test."""
+    assert shutil.which("newuidmap") and shutil.which("newgidmap"), "uidmap is installed by make deps"
+    kept: dict[str, str | None] = {}
+    try:
+        for path in (userns.SUBUID, userns.SUBGID):
+            kept[path] = Path(path).read_text() if os.path.exists(path) else None
+            text = kept[path] or ""
+            Path(path).write_text(
+                text + ("\n" if text and not text.endswith("\n") else "") + f"nobody:{SUBIDS.start}:{len(SUBIDS)}\n"
+            )
+        yield SUBIDS
+    finally:
+        for path, text in kept.items():
+            if text is None:
+                os.unlink(path)
+            else:
+                Path(path).write_text(text)
+
+
+def _of_subordinate_ids() -> list[int]:
+    """Live processes running as one of nobody's subordinate ids (sshd's and FRR's users inside its namespace)."""
+    return [pid for pid in procs.others() if (ids := procs.uids(pid)) and ids[0] in SUBIDS and procs.alive(pid)]
+
+
+def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh(nobody, subordinate_ids):
+    lab = "rl" + uuid.uuid4().hex[:6]
+    before = _machine()
+    topo = nobody.write("two.clab.yml", CLAB.format(name=lab))
+    try:
+        deployed = nobody.run("deploy", "-t", str(topo))
+        assert deployed.returncode == 0, deployed.stderr
+        said = nobody.run("ssh", "--lab", lab, "n1", "--", "hostname")
+        assert said.returncode == 0 and said.stdout.strip() == "n1", said.stdout + said.stderr
+        hosts = nobody.run("exec", "--lab", lab, "n2", "--", "getent", "ahostsv4", f"clab-{lab}-n1")
+        assert hosts.stdout.split()[:1] == ["172.20.20.2"], "names in the view's /etc/hosts: " + hosts.stdout + hosts.stderr
+        assert not (nobody.home / ".ssh").exists(), "no ssh config that points into the user's namespaces"
+        doctor = {row["name"]: row for row in json.loads(nobody.run("doctor", "--format", "json").stdout)}
+        assert "your subordinate ids are mapped too" in doctor["rootless"]["detail"], doctor["rootless"]
+        with open("/etc/hosts") as fh:
+            assert lab not in fh.read(), "the machine's /etc/hosts is untouched"
+        assert nobody.run("destroy", "--lab", lab).returncode == 0
+        assert _gone() == [] and _of_subordinate_ids() == []
+        assert _machine() == before
+    finally:
+        nobody.run("destroy", "--lab", lab)
+        _end_nobodys_processes()
+
+
+def test_with_subordinate_ids_frr_routers_reach_ospf_full(nobody, subordinate_ids):
+    (nobody.home / "frr-ospf").mkdir(exist_ok=True)
+    for conf in (ROOT / "examples" / "frr-ospf").iterdir():
+        nobody.write(f"frr-ospf/{conf.name}", conf.read_text())
+    topo = nobody.write("frr-ospf.yml", (ROOT / "examples" / "frr-ospf.yml").read_text())
+    try:
+        deployed = nobody.run("deploy", "-t", str(topo))
+        assert deployed.returncode == 0, deployed.stderr
+        deadline, full = time.monotonic() + 90, 0
+        while time.monotonic() < deadline and full < 2:
+            said = nobody.run("exec", "--lab", "frr-ospf", "r1", "--", "vtysh", "-c", "show ip ospf neighbor json").stdout
+            full = sum(
+                n["nbrState"].startswith("Full") for ns in json.loads(said or "{}").get("neighbors", {}).values() for n in ns
+            )
+            time.sleep(1)
+        assert full == 2, said
+        assert any(procs.comm(pid) == "ospfd" for pid in _of_subordinate_ids()), "ospfd runs as frr, a subordinate id"
+        ping = nobody.run("exec", "--lab", "frr-ospf", "h1", "--", "ping", "-c", "2", "-W", "2", "10.3.3.10")
+        assert "2 received" in ping.stdout, ping.stdout + ping.stderr
+        assert nobody.run("destroy", "--lab", "frr-ospf").returncode == 0
+        assert _gone() == [] and _of_subordinate_ids() == []
+    finally:
+        nobody.run("destroy", "--lab", "frr-ospf")
+        _end_nobodys_processes()

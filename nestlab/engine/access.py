@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import names
+from ..backends.kernel import userns
 from ..errors import LabError
 from ..model.credentials import Login, inventory_vars, kind_login, login_of
 from ..model.layered import merged
@@ -126,7 +127,9 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     if not nodes:
         return []
     folder = lab_folder(lab)
-    config = os.path.join(SSH_CONFIG_DIR, f"clab-{lab.name}.conf")
+    # rootless, the nodes and the lab's key are inside the user's namespaces, out of reach of an ssh run outside
+    # them: `nestlab ssh` (which enters them) is the way in, and no ssh config is written (docs/rootless.md)
+    config = None if userns.guest() else os.path.join(SSH_CONFIG_DIR, f"clab-{lab.name}.conf")
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
     etc_hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
     etc_hosts.unpin_gone(lab.name, set(record["netns"]))
@@ -137,7 +140,8 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     for node in nodes:
         etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
     etc_hosts.block(lab.name, _host_lines(nodes))
-    _ssh_config(lab.name, config, nodes, sshgate.client_key(lab.name))
+    if config:
+        _ssh_config(lab.name, config, nodes, sshgate.client_key(lab.name))
     gate.ready()
     return nodes
 

@@ -48,8 +48,12 @@ def _node_needs_root(node: NodeObj) -> str | None:
     """Why a node needs the machine's root, or None."""
     if why := RUNTIMES.get(node.runtime).machine_root:
         return f"runtime {node.runtime}: {why}"
-    if others := sorted({user for _path, user in node.run_dirs if user != "root"}):
-        return f"daemons that run as user {', '.join(others)}, whom your user namespace does not map"
+    others = sorted({user for _path, user in node.run_dirs if user != "root"})
+    if others and not userns.maps_others():
+        return (
+            f"daemons that run as user {', '.join(others)}, whom your user namespace does not map: give your user "
+            "subordinate ids in /etc/subuid and /etc/subgid, with uidmap installed (docs/rootless.md)"
+        )
     if node.ports:
         return "ports: forwarded from the machine's own loopback, which rootless labs do not reach"
     return None

@@ -21,7 +21,7 @@ from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..names import IFNAMSIZ, is_ifname
 from ..plan import mgmt
-from ..plan.objects import AttachObj, EndObj
+from ..plan.objects import AttachObj, EndObj, LinkObj
 from ..registry import KINDS
 from .base import LinkMode, Stage, into_switches, register, up_and_address
 
@@ -101,6 +101,10 @@ class Mgmt(LinkMode):
         return AttachObj(
             EndObj(ends[0].node, ends[0].iface, mac=ends[0].mac), self.name, None, None, tuple(sorted(options)), link.mtu
         )
+
+    def machine_root(self, obj: LinkObj | AttachObj) -> str | None:
+        """None: rootless, the bridge stands in the user's own network namespace (the holder's), the lab's machine."""
+        return None
 
     def label(self, att: AttachObj) -> str:
         return f"mgmt:{att.text('network')}"

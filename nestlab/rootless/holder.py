@@ -1,7 +1,8 @@
 """The holder: one small process per user, owner of the user namespace the user's labs live in and of its view.
 
 The first ``nestlab`` command that needs it starts it: a child unshares a user, a mount, a network and a UTS
-namespace (the user is root in them, mapped alone: no setuid helper), lays out the view (view.py), says its
+namespace (the user is root in them: mapped with the user's subordinate ids by ``newuidmap``/``newgidmap`` where
+/etc/subuid and /etc/subgid give some, else mapped alone, with no helper), lays out the view (view.py), says its
 namespaces through a pipe and becomes ``nestlab-holder``, a sleeping process.  Its network and UTS namespaces
 stand for the machine's to the commands inside: nestlab's threads return to them from a node's, which a user
 namespace may not do to the machine's own.  Its pidfile, in the user's folder, gives its pid and its namespaces'
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shutil
 import signal
+import subprocess
 from dataclasses import dataclass
 
 from ..backends.kernel import libc, netlink, procs, userns
@@ -102,16 +105,21 @@ def start(home: str) -> Holder:
     if sleep is None:
         raise LabError("rootless mode needs sleep (coreutils) on the PATH: its holder process is one")
     read, write = os.pipe()
+    unshared, mapped = os.pipe(), os.pipe()  # the holder says it has its namespace; the middle says how it mapped it
     middle = os.fork()
-    if middle == 0:  # forks the holder and leaves at once: the holder is nobody's child but init's
+    if middle == 0:  # forks the holder, maps its user namespace and leaves: the holder is nobody's child but init's
         os.close(read)
         try:
             os.setsid()
-            if os.fork() == 0:
-                _hold(write, home, sleep)
+            pid = os.fork()
+            if pid == 0:
+                _hold(write, home, sleep, unshared[1], mapped[0])
+            os.read(unshared[0], 1)
+            os.write(mapped[1], _map(pid))
         finally:
             os._exit(0)
-    os.close(write)
+    for fd in (write, *unshared, *mapped):
+        os.close(fd)
     with os.fdopen(read, "rb") as fh:
         said = fh.read().decode()
     os.waitpid(middle, 0)
@@ -126,12 +134,38 @@ def start(home: str) -> Holder:
     return Holder(pid, tuple(inodes))
 
 
-def _hold(write: int, home: str, sleep: str) -> None:
-    """The holder itself: make the namespaces and the view, say so on ``write``, then sleep until told to go."""
+def _map(pid: int) -> bytes:
+    """Map the holder's user namespace from outside it with the user's subordinate ids too (``newuidmap`` and
+    ``newgidmap``, when /etc/subuid and /etc/subgid give the user ranges): ``b"s"``; else ``b"-"``, and the holder
+    maps the user alone.  What the tools say when they refuse comes back as the error."""
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        name: str | None = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = None
+    uids, gids = userns.subordinate(userns.SUBUID, uid, name), userns.subordinate(userns.SUBGID, uid, name)
+    newuidmap, newgidmap = shutil.which("newuidmap"), shutil.which("newgidmap")
+    if not (uids and gids and newuidmap and newgidmap):
+        return b"-"
+    for tool, own, (first, count) in ((newuidmap, uid, uids), (newgidmap, gid, gids)):
+        done = subprocess.run([tool, str(pid), "0", str(own), "1", "1", str(first), str(count)], capture_output=True, text=True)
+        if done.returncode:
+            return f"!{os.path.basename(tool)}: {done.stderr.strip() or done.returncode}".encode()
+    return b"s"
+
+
+def _hold(write: int, home: str, sleep: str, unshared: int, mapped: int) -> None:
+    """The holder itself: make the namespaces (mapped from outside through ``unshared``/``mapped``, or by itself)
+    and the view, say so on ``write``, then sleep until told to go."""
     uid, gid = os.getuid(), os.getgid()
     try:
         libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
-        userns.map_self(uid, gid)
+        os.write(unshared, b"u")
+        how = os.read(mapped, 4096)
+        if how.startswith(b"!"):
+            raise LabError(f"mapping your subordinate ids failed: {how[1:].decode()}")
+        if how != b"s":
+            userns.map_self(uid, gid)
         view.make(home)
         netlink.Netlink().run(netlink.set_up("lo"))
         inodes = " ".join(map(str, _inodes(os.getpid())))
@@ -151,6 +185,6 @@ def stop(home: str, holder: Holder) -> None:
     """End the holder and forget it (its namespaces go with the last process in them)."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(holder.pid, signal.SIGTERM)
-    for name in (PIDFILE, "hosts"):
+    for name in (PIDFILE, "hosts", "shadow"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(home, name))

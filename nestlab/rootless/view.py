@@ -3,7 +3,9 @@
 ``/run`` and ``/var/lib`` are each covered by a tmpfs in which every entry of the machine's folder is a link to it
 (the folder stays reachable under ``.nestlab-system``), except nestlab's own (``/run/netns``, ``/run/nestlab*``,
 ``/run/lock``, ``/var/lib/nestlab``): those are made afresh in the tmpfs, the user's, when nestlab first writes
-there.  ``/etc/hosts`` is a copy of the machine's, kept in the user's folder (``hosts``), bound over the original.
+there.  ``/etc/hosts`` is a copy of the machine's, kept in the user's folder (``hosts``), bound over the original;
+``/etc/shadow``, which the user may not read, is a file of the user's naming root alone, with no password (sshd
+takes a root whose entry it cannot read as locked, and nodes answer SSH with the lab's key).
 Nothing here propagates back to the machine; it all goes when the holder does.
 """
 
@@ -16,8 +18,9 @@ import shutil
 from ..backends.kernel import libc
 
 SYSTEM = ".nestlab-system"  # where, in a covered folder, the machine's own stays reachable
-COVERED = {"/run": ("netns", "lock", "nestlab*"), "/var/lib": ("nestlab",)}  # folder: nestlab's entries in it
+COVERED = {"/run": ("netns", "lock", "nestlab*", "sshd"), "/var/lib": ("nestlab",)}  # folder: what is made afresh in it
 HOSTS = "/etc/hosts"
+SHADOW = "/etc/shadow"
 
 
 def make(folder: str) -> None:
@@ -28,6 +31,10 @@ def make(folder: str) -> None:
     hosts = os.path.join(folder, "hosts")
     shutil.copyfile(HOSTS, hosts)
     libc.mount(hosts, os.path.realpath(HOSTS), libc.MS_BIND)
+    shadow = os.path.join(folder, "shadow")
+    with open(os.open(shadow, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+        fh.write("root:*:::::::\n")
+    libc.mount(shadow, SHADOW, libc.MS_BIND)
 
 
 def cover(path: str, own: tuple[str, ...]) -> None:

@@ -1,18 +1,46 @@
 """User namespaces: whether nestlab runs as a guest of the machine (rootless mode, docs/rootless.md), and the
-mapping of an ordinary user to root in a namespace of its own (probe.py tries whether the machine allows it)."""
+mapping of an ordinary user to root in a namespace of its own, alone or with the user's subordinate ids
+(probe.py tries whether the machine allows it)."""
 
 from __future__ import annotations
 
 from functools import cache
 
+WHOLE = ["0 0 4294967295"]  # the machine's own user namespace maps every id to itself
+SUBUID, SUBGID = "/etc/subuid", "/etc/subgid"
+
+
+def _mapped() -> list[str]:
+    with open("/proc/self/uid_map") as fh:
+        return [" ".join(line.split()) for line in fh if line.strip()]
+
 
 @cache
 def guest() -> bool:
-    """Whether nestlab runs in a user namespace that maps one user (an ordinary user's own: rootless mode), where
-    the machine's interfaces, cgroups and kernel programs are out of its reach."""
-    with open("/proc/self/uid_map") as fh:
-        lines = fh.read().split("\n")
-    return len([line for line in lines if line.strip()]) == 1 and lines[0].split()[2] == "1"
+    """Whether nestlab runs in a user namespace of an ordinary user's (rootless mode), where the machine's
+    interfaces, cgroups and kernel programs are out of its reach."""
+    return _mapped() != WHOLE
+
+
+@cache
+def maps_others() -> bool:
+    """Whether this user namespace maps more ids than one: the user's subordinate ids too, so daemons that switch
+    to a user of their own (FRR's frr, sshd's privilege separation) run."""
+    return sum(int(line.split()[2]) for line in _mapped()) > 1
+
+
+def subordinate(path: str, uid: int, name: str | None) -> tuple[int, int] | None:
+    """The first range of ids ``/etc/subuid``-style ``path`` gives the user (by name or number): (start, count)."""
+    try:
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for fields in (line.strip().split(":") for line in lines):
+        if len(fields) == 3 and fields[0] in (name, str(uid)) and fields[1].isdigit() and fields[2].isdigit():
+            if int(fields[2]) > 0:
+                return int(fields[1]), int(fields[2])
+    return None
 
 
 def map_self(uid: int, gid: int) -> None:
