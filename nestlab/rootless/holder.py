@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import select
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ from ..errors import LabError
 from . import view
 
 PIDFILE = "holder.pid"
+UPLINK = "tap0"  # the holder's way out (slirp4netns), where the machine has it
 NAME = "nestlab-holder"  # how the holder shows in ps
 
 
@@ -106,6 +108,7 @@ def start(home: str) -> Holder:
         raise LabError("rootless mode needs sleep (coreutils) on the PATH: its holder process is one")
     read, write = os.pipe()
     unshared, mapped = os.pipe(), os.pipe()  # the holder says it has its namespace; the middle says how it mapped it
+    lifeline = os.pipe()  # the holder holds its write end for as long as it lives: the uplink ends with it
     middle = os.fork()
     if middle == 0:  # forks the holder, maps its user namespace and leaves: the holder is nobody's child but init's
         os.close(read)
@@ -113,20 +116,22 @@ def start(home: str) -> Holder:
             os.setsid()
             pid = os.fork()
             if pid == 0:
-                _hold(write, home, sleep, unshared[1], mapped[0])
+                _hold(write, home, sleep, unshared[1], mapped[0], lifeline[1])
             os.read(unshared[0], 1)
             os.write(mapped[1], _map(pid))
         finally:
             os._exit(0)
-    for fd in (write, *unshared, *mapped):
+    for fd in (write, *unshared, *mapped, lifeline[1]):
         os.close(fd)
     with os.fdopen(read, "rb") as fh:
         said = fh.read().decode()
     os.waitpid(middle, 0)
     word, _, rest = said.partition(" ")
     if word != "ok":
+        os.close(lifeline[0])
         raise Unavailable(rest or "the holder process died before it said anything")
     pid, *inodes = (int(x) for x in rest.split())
+    _uplink(pid, lifeline[0])
     temporary = os.path.join(home, f".{PIDFILE}.{os.getpid()}")
     with open(temporary, "w") as fh:
         fh.write(f"{pid} {' '.join(map(str, inodes))}\n")
@@ -154,9 +159,37 @@ def _map(pid: int) -> bytes:
     return b"s"
 
 
-def _hold(write: int, home: str, sleep: str, unshared: int, mapped: int) -> None:
+def _uplink(pid: int, lifeline: int) -> None:
+    """Give the holder's network a way out, where the machine has slirp4netns (user-mode NAT, as rootless Podman's):
+    :data:`UPLINK` with 10.0.2.100/24 and the default route, the machine's own loopback out of reach.  It runs as
+    the user, outside the namespaces, and ends when the holder does (``lifeline``'s other end closes)."""
+    tool = shutil.which("slirp4netns")
+    if tool is None:
+        os.close(lifeline)
+        return
+    ready, told = os.pipe()
+    args = ["--configure", "--mtu=65520", "--disable-host-loopback", f"--exit-fd={lifeline}", f"--ready-fd={told}"]
+    try:
+        proc = subprocess.Popen(
+            [tool, *args, str(pid), UPLINK],
+            pass_fds=(lifeline, told),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        os.close(lifeline)
+        os.close(told)
+    with os.fdopen(ready, "rb") as fh:
+        if not select.select([fh], [], [], 5)[0] or fh.read(1) != b"1":
+            proc.kill()  # the labs work without it, reaching no further than the user's namespace
+    proc.returncode = 0  # it outlives this command, a child of init's: not to be waited for here
+
+
+def _hold(write: int, home: str, sleep: str, unshared: int, mapped: int, lifeline: int) -> None:
     """The holder itself: make the namespaces (mapped from outside through ``unshared``/``mapped``, or by itself)
-    and the view, say so on ``write``, then sleep until told to go."""
+    and the view, say so on ``write``, then sleep until told to go, holding ``lifeline`` open."""
     uid, gid = os.getuid(), os.getgid()
     try:
         libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
@@ -176,7 +209,8 @@ def _hold(write: int, home: str, sleep: str, unshared: int, mapped: int) -> None
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # nothing of its caller's stays open for as long as it lives
+    os.dup2(lifeline, 3, inheritable=True)
+    os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # nothing of its caller's stays open for as long as it lives
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.execv(sleep, [NAME, "infinity"])
 

@@ -226,7 +226,12 @@ def rootless() -> Feature:
     """Whether an ordinary user's labs work here (docs/rootless.md): user namespaces allowed, and tried."""
     helper = (
         f"newuidmap {'present' if shutil.which('newuidmap') else 'absent (apt-get install uidmap)'}: with a user's "
-        "subordinate ids (/etc/subuid, /etc/subgid) it maps them too, for FRR and SSH to nodes"
+        "subordinate ids (/etc/subuid, /etc/subgid) it maps them too, for FRR and SSH to nodes; slirp4netns "
+        + (
+            "present: nodes reach beyond your namespace"
+            if shutil.which("slirp4netns")
+            else "absent (apt-get install slirp4netns)"
+        )
     )
     found = [f"{name.replace('/', '.')} = {value}" for name, *_ in _USERNS_OFF if (value := _read(f"/proc/sys/{name}").strip())]
     for name, off, fix in _USERNS_OFF:
