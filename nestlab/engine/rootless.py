@@ -14,6 +14,7 @@ from ..backends.kernel import userns
 from ..errors import LabError
 from ..plan.objects import NodeObj, Plan
 from ..registry import LINK_MODES, RUNTIMES
+from . import access
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -34,6 +35,9 @@ def fitted(lab: Blueprint) -> tuple[Blueprint, tuple[str, ...]]:
     for obj in [*plan.links.values(), *plan.attachments.values()]:
         if why := LINK_MODES.get(obj.mode).machine_root(obj):
             refused.setdefault(why, []).append(obj.key)
+    if passwords := [n.node for n in access.managed(lab) if n.login.password]:
+        why = "password logins (credentials:) run as a uid of the lab's own, which your user namespace does not map: use keys"
+        refused[why] = passwords
     if refused:
         said = "; ".join(f"{_some(parts)} ({why})" for why, parts in refused.items())
         raise LabError(f"rootless mode cannot make {said}: the machine's root can (run it with sudo)")
