@@ -301,6 +301,22 @@ def test_two_nodes_with_one_address_are_refused_at_the_second(tmp_path, lab_name
     assert refused.returncode == 2 and f"{path}:5:" in refused.stderr and "node n1's mgmt-ipv4 already" in refused.stderr
 
 
+def test_a_new_lab_that_cannot_be_published_is_not_left_running(tmp_path, lab_name):
+    """The lab directory planted as a symbolic link (never followed) stops the deploy after its nodes are made:
+    the new lab is removed again, as when making its nodes fails, and the link's target is untouched."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / f"clab-{lab_name}").symlink_to(elsewhere)
+    path = tmp_path / "planted.clab.yml"
+    path.write_text(f"name: {lab_name}\ntopology:\n  nodes:\n    n1: {{}}\n")
+    refused = run_cli("deploy", "-t", str(path))
+    assert refused.returncode == 1, refused.stderr
+    assert "a symbolic link is not followed" in refused.stderr and "nothing was left behind" in refused.stderr, refused.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert lab_name not in run_cli("inspect", "--all").stdout
+    assert leftovers() == []
+
+
 def test_a_killed_deploy_then_cleanup_leaves_no_name_address_rule_or_bridge(tmp_path, lab_name):
     nodes = "".join(f"    n{i}: {{}}\n" for i in range(60))
     path = tmp_path / "big.clab.yml"

@@ -108,7 +108,14 @@ class Local(Site):
                 raise
             commit()
             if ahead is not None:
-                access.publish(lab, ahead)
+                try:
+                    access.publish(lab, ahead)
+                except BaseException as exc:
+                    if current is None:  # a new lab nobody can reach is not made: as if apply had failed
+                        cleanup.remove_here(lab.name)
+                        if isinstance(exc, LabError):
+                            raise LabError(f"{exc}; nothing was left behind") from exc
+                    raise
         startup.run(lab, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
         return changes
 
