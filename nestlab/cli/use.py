@@ -164,6 +164,12 @@ def ssh(
     command: list[str] = typer.Argument(None, help="A command to run there instead of a login shell (after --)."),
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
+    stdio: bool = typer.Option(
+        False,
+        "--stdio",
+        help="Relay standard input and output to the node's SSH port, as `ssh -W` does: the ProxyCommand through "
+        "which an ssh of yours reaches a rootless lab's nodes (docs/rootless.md).",
+    ),
 ):
     """SSH into a node on its management address, as root with the lab's key (what `ssh clab-LAB-NODE` does).
     A node on an SSH server or a pod is reached from there (its server's nestlab runs this command).
@@ -185,6 +191,8 @@ def ssh(
                 + ("" if found else " (the lab has no management network: add mgmt: to its file)")
             )
 
+        if stdio:
+            raise typer.Exit(access.relay(str(found[node].ipv4.ip), 22))
         args = ["ssh", "-i", client_key(the_lab.name), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
         args += ["-o", "LogLevel=ERROR", f"root@{found[node].ipv4.ip}"]
         os.execvp("ssh", args + rest)

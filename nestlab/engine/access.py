@@ -20,9 +20,13 @@ import contextlib
 import ipaddress
 import json
 import os
+import select
+import shlex
+import socket
+import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from .. import names
 from ..backends.kernel import userns
@@ -127,10 +131,11 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     if not nodes:
         return []
     folder = lab_folder(lab)
-    # rootless, the nodes and the lab's key are inside the user's namespaces, out of reach of an ssh run outside
-    # them: `nestlab ssh` (which enters them) is the way in, and no ssh config is written (docs/rootless.md)
-    config = None if userns.guest() else os.path.join(SSH_CONFIG_DIR, f"clab-{lab.name}.conf")
+    config = os.path.join(ssh_config_dir(), f"clab-{lab.name}.conf")
+    key = sshgate.client_key(lab.name)
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
+    if userns.guest():  # the key where the user's own ssh reads it (the lab's keys are in the user's namespaces)
+        key = record["ssh_key"] = config.removesuffix(".conf") + ".id_ed25519"
     etc_hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
     etc_hosts.unpin_gone(lab.name, set(record["netns"]))
     etc_hosts.record(lab.name, record)  # first: a cleanup knows what to look for
@@ -140,8 +145,10 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     for node in nodes:
         etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
     etc_hosts.block(lab.name, _host_lines(nodes))
-    if config:
-        _ssh_config(lab.name, config, nodes, sshgate.client_key(lab.name))
+    if userns.guest():
+        with open(sshgate.client_key(lab.name), "rb") as src, _private(key) as fh:
+            fh.write(src.read())
+    _ssh_config(lab.name, config, nodes, key)
     gate.ready()
     return nodes
 
@@ -152,15 +159,31 @@ def _host_lines(nodes: list[Managed]) -> list[str]:
     return v4 + v6
 
 
+def _private(path: str) -> IO[bytes]:
+    """``path`` opened anew for writing, readable by its owner alone (a link planted there is not followed)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
+
+
+def ssh_config_dir() -> str:
+    """Where a lab's ssh config goes: the machine's folder, or rootless, the user's ``~/.ssh/config.d``."""
+    return os.path.expanduser("~/.ssh/config.d") if userns.guest() else SSH_CONFIG_DIR
+
+
 def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
-    """containerlab's ssh config: per node its user (credentials:, else root) and key (identity-file:, else the lab's)."""
+    """containerlab's ssh config: per node its user (credentials:, else root) and key (identity-file:, else the lab's).
+    Rootless, a node is also named by its address, and reached through ``nestlab ssh --stdio`` (its address is in
+    the user's namespaces, where an ssh run outside does not reach)."""
     text = f"# Containerlab SSH Config for the {lab} lab\n"
+    relay = shlex.join([sys.executable, "-m", "nestlab.cli.app", "ssh", "--lab", lab, "--stdio"])
     for node in nodes:
+        also, via = (f" {node.ipv4.ip}", f"\tProxyCommand {relay} {node.node}\n") if userns.guest() else ("", "")
         text += (
-            f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
-            "\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n"
+            f'\nHost {node.long}{also}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
+            f"\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n{via}"
         )
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     with open(path, "w") as fh:
         fh.write(text)
 
@@ -296,3 +319,30 @@ def nornir_inventory(nodes: list[Managed]) -> dict:
         }
         for node in nodes
     }
+
+
+def relay(address: str, port: int) -> int:
+    """Carry standard input to ``address``:``port`` and what comes back to standard output until the node's side
+    ends (an ssh ProxyCommand, as ``ssh -W``); 1, said on standard error, when the node does not answer."""
+    try:
+        conn = socket.create_connection((address, port), timeout=10)
+    except OSError as exc:
+        print(f"nestlab ssh --stdio: {address} port {port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    conn.settimeout(None)
+    given, shown = sys.stdin.fileno(), sys.stdout.fileno()
+    watched: list[int | socket.socket] = [conn, given]
+    with conn:
+        while True:
+            for ready in select.select(watched, [], [])[0]:
+                if ready is conn:
+                    data = conn.recv(65536)
+                    if not data:
+                        return 0
+                    while data:
+                        data = data[os.write(shown, data) :]
+                elif data := os.read(given, 65536):
+                    conn.sendall(data)
+                else:  # the client is done sending: the node may still answer
+                    conn.shutdown(socket.SHUT_WR)
+                    watched.remove(given)

@@ -43,6 +43,9 @@ def withdraw(lab: str, folder_too: bool = False) -> tuple[list[str], DamagedHost
         with contextlib.suppress(FileNotFoundError):
             if made.get("ssh_config"):  # none for a lab on servers or pods
                 os.unlink(made["ssh_config"])
+        with contextlib.suppress(FileNotFoundError):
+            if made.get("ssh_key"):  # rootless: the lab's key, where the user's ssh reads it
+                os.unlink(made["ssh_key"])
         if folder_too:
             shutil.rmtree(made["folder"], ignore_errors=True)
     shutil.rmtree(names.lab_keys(lab), ignore_errors=True)  # its folder stays, as /run/nestlab-mgmt does (a mount point)
