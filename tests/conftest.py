@@ -12,7 +12,7 @@ import machine
 import pytest
 
 from nestlab import Lab
-from nestlab.backends.kernel import cgroups, rtdump
+from nestlab.backends.kernel import cgroups, procs, rtdump
 from nestlab.engine import cleanup, state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,12 @@ def leftovers() -> list[str]:
     found += [f"state of lab {lab}" for lab in state.labs() if os.path.isdir(f"/run/nestlab/{lab}")]
     with open("/proc/self/mountinfo") as fh:
         found += [f"mount {line.split()[4]}" for line in fh if "/run/nestlab/" in line.split()[4]]
-    found += [f"process {pid} ({cmd[:60]})" for pid, cmd in processes() if "/run/nestlab/" in cmd]
+    machines = procs.namespace(os.getpid(), "user")  # an ordinary user's labs (rootless) have a /run/nestlab of their own
+    found += [
+        f"process {pid} ({cmd[:60]})"
+        for pid, cmd in processes()
+        if "/run/nestlab/" in cmd and procs.namespace(pid, "user") in (machines, None)
+    ]
     found += [f"cgroup {path}" for paths in cgroups.lab_cgroups().values() for path in paths]
     found += [f"interface {name} of this machine" for name in rtdump.marked()]
     found += _management_leftovers()
