@@ -23,7 +23,6 @@ from nestlab.backends.kernel import procs
 
 NOBODY = 65534
 PYTHON = "/usr/bin/python3"  # Debian's: the suite's own interpreter may live where nobody cannot read (/root)
-AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 SHAPED = """name: {name}
 topology:
   nodes:
@@ -41,10 +40,16 @@ topology:
 pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"needs Debian's {PYTHON}")
 
 
-class Nobody:
-    """nestlab installed by nobody in a folder of its own, and run as nobody."""
+def as_user(uid: int) -> list[str]:
+    """The command line prefix that runs a command as ``uid``, with no groups and no capabilities."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
-    def __init__(self, home: Path, venv: Path):
+
+class User:
+    """An ordinary user running nestlab as pip installed it in ``venv``, from a home folder of its own."""
+
+    def __init__(self, uid: int, home: Path, venv: Path):
+        self.uid = uid
         self.home = home
         self.venv = venv
 
@@ -52,14 +57,18 @@ class Nobody:
         keep = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_")) or k.endswith("_CA_BUNDLE")}
         return {**keep, "PATH": f"{self.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(self.home)}
 
+    def command(self, *args: str) -> list[str]:
+        return [*as_user(self.uid), str(self.venv / "bin" / "nestlab"), *args]
+
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        command = [*AS_NOBODY, str(self.venv / "bin" / "nestlab"), *args]
-        return subprocess.run(command, capture_output=True, text=True, env=self.env(), cwd=self.home, timeout=timeout)
+        return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env(), cwd=self.home, timeout=timeout)
 
     def write(self, name: str, text: str) -> Path:
         path = self.home / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        os.chown(path, NOBODY, NOBODY)
+        for made in [path, *path.relative_to(self.home).parents]:
+            os.chown(self.home / made, self.uid, self.uid)
         return path
 
     def holder_folder(self) -> Path:
@@ -78,13 +87,13 @@ def nobody():
         (mine / "home").mkdir()
         _copy_checkout(mine / "src")
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(mine)], check=True)
-        who = Nobody(mine / "home", mine / "venv")
+        who = User(NOBODY, mine / "home", mine / "venv")
         install = f"{PYTHON} -m venv {who.venv} && {who.venv}/bin/pip install -q {mine / 'src'}"
-        done = subprocess.run([*AS_NOBODY, "sh", "-c", install], capture_output=True, text=True, env=who.env(), timeout=900)
+        done = subprocess.run([*as_user(NOBODY), "sh", "-c", install], capture_output=True, text=True, env=who.env(), timeout=900)
         assert done.returncode == 0, f"nobody's pip install failed: {done.stdout[-2000:]}{done.stderr[-3000:]}"
         yield who
     finally:
-        _end_nobodys_processes()
+        _end_processes(NOBODY)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -102,28 +111,26 @@ def _copy_checkout(into: Path) -> None:
             shutil.copy2(source, into / rel)
 
 
-def _nobodys_rootless() -> list[int]:
-    """Live processes of nobody's in a user namespace other than the machine's: its holder, its labs' processes."""
+def _rootless(uid: int = NOBODY) -> list[int]:
+    """Live processes of ``uid`` in a user namespace other than the machine's: its holder, its labs' processes."""
     machine = procs.namespace(os.getpid(), "user")
     return [
-        pid
-        for pid in procs.of_uid(NOBODY)
-        if procs.uids(pid) == (NOBODY, NOBODY) and procs.namespace(pid, "user") not in (machine, None)
+        pid for pid in procs.of_uid(uid) if procs.uids(pid) == (uid, uid) and procs.namespace(pid, "user") not in (machine, None)
     ]
 
 
-def _end_nobodys_processes() -> None:
-    for pid in _nobodys_rootless():
+def _end_processes(uid: int) -> None:
+    for pid in _rootless(uid):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             continue
 
 
-def _gone(timeout: float = 20.0) -> list[int]:
-    """nobody's rootless processes still alive after up to ``timeout`` seconds (zombies do not count)."""
+def _gone(uid: int = NOBODY, timeout: float = 20.0) -> list[int]:
+    """``uid``'s rootless processes still alive after up to ``timeout`` seconds (zombies do not count)."""
     deadline = time.monotonic() + timeout
-    while (left := _nobodys_rootless()) and time.monotonic() < deadline:
+    while (left := _rootless(uid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
@@ -137,7 +144,7 @@ def _machine() -> tuple[set[str], set[str], set[str]]:
     return listing(names.NETNS_DIR), listing(names.STATE_ROOT), root_links()
 
 
-def _iperf3_mbps(nobody: Nobody, lab: str) -> float:
+def _iperf3_mbps(nobody: User, lab: str) -> float:
     """TCP from h1 to h2 for 3 s, as nobody (the server takes one client and ends)."""
     assert nobody.run("exec", "--lab", lab, "h2", "--", "iperf3", "-s", "-1", "-D").returncode == 0
     for _attempt in range(10):  # the daemon may not be listening yet
@@ -156,7 +163,7 @@ def test_an_ordinary_users_shaped_lab_works_and_leaves_nothing(nobody):
     try:
         deployed = nobody.run("deploy", "-t", str(topo))
         assert deployed.returncode == 0, deployed.stderr
-        holders = [pid for pid in _nobodys_rootless() if procs.cmdline(pid).startswith(b"nestlab-holder\0")]
+        holders = [pid for pid in _rootless() if procs.cmdline(pid).startswith(b"nestlab-holder\0")]
         assert len(holders) == 1, "one holder process keeps nobody's namespaces"
         assert not {e for e in os.listdir(names.NETNS_DIR) if lab in e}, "the lab's namespaces are nobody's, not the machine's"
         assert not os.path.exists(names.lab_dir(lab))
@@ -177,7 +184,7 @@ def test_an_ordinary_users_shaped_lab_works_and_leaves_nothing(nobody):
         assert _machine() == before, "the machine's /run/netns, /run/nestlab and interfaces are as they were"
     finally:
         nobody.run("destroy", "--lab", lab)
-        _end_nobodys_processes()
+        _end_processes(NOBODY)
 
 
 def test_what_needs_the_machines_root_is_refused_with_its_reason(nobody):
@@ -222,4 +229,66 @@ def test_doctor_says_whether_rootless_mode_works_here(nobody):
     inside = {row["name"]: row for row in json.loads(nobody.run("doctor", "--format", "json").stdout)}
     assert inside["rootless"]["ok"] and inside["rootless"]["detail"].startswith("in use")
     assert not inside["cgroup-v2"]["ok"] and inside["cgroup-v2"]["detail"] == "not applied in rootless mode"
+    if shutil.which("vtysh"):
+        assert inside["frr"]["detail"] == "Debian's FRR, its daemons root in your namespace (rootless)"
     assert _gone() == []
+
+
+def _router(n: int) -> str:
+    return (
+        f"      startup-config: |\n        interface eth1\n         ip ospf network point-to-point\n"
+        f"         ip ospf hello-interval 1\n         ip ospf dead-interval 4\n        router ospf\n"
+        f"         ospf router-id 10.255.0.{n}\n         network 10.0.0.0/8 area 0\n         passive-interface eth2\n"
+    )
+
+
+OSPF = f"""name: {{name}}
+topology:
+  nodes:
+    r1:
+      kind: frr
+{_router(1)}    r2:
+      kind: frr
+{_router(2)}    h1: {{exec: ["ip route add default via 10.1.0.1"]}}
+    h2: {{exec: ["ip route add default via 10.2.0.1"]}}
+  links:
+    - {{endpoints: ["r1:eth1", "r2:eth1"], ipv4: ["10.0.12.1/24", "10.0.12.2/24"]}}
+    - {{endpoints: ["h1:eth1", "r1:eth2"], ipv4: ["10.1.0.10/24", "10.1.0.1/24"]}}
+    - {{endpoints: ["h2:eth1", "r2:eth2"], ipv4: ["10.2.0.10/24", "10.2.0.1/24"]}}
+"""
+
+
+def _ospf_full(nobody: User, lab: str, router: str) -> bool:
+    shown = nobody.run("exec", "--lab", lab, router, "--", "vtysh", "-c", "show ip ospf neighbor json")
+    try:
+        neighbors = json.loads(shown.stdout).get("neighbors", {})
+    except json.JSONDecodeError:
+        return False
+    return any(n.get("state", n.get("nbrState", "")).startswith("Full") for entries in neighbors.values() for n in entries)
+
+
+@pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
+def test_an_ordinary_users_frr_routers_reach_ospf_full(nobody):
+    """FRR's daemons run as root in nobody's user namespace (no frr user there): OSPF goes Full and carries h1's
+    ping to h2 through both routers; the routers' daemons go with the lab."""
+    lab = "ro" + uuid.uuid4().hex[:6]
+    before = _machine()
+    topo = nobody.write("ospf.yml", OSPF.replace("{name}", lab))
+    try:
+        deployed = nobody.run("deploy", "-t", str(topo))
+        assert deployed.returncode == 0, deployed.stderr
+        deadline = time.monotonic() + 30
+        while not (full := all(_ospf_full(nobody, lab, r) for r in ("r1", "r2"))) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert full, nobody.run("exec", "--lab", lab, "r1", "--", "vtysh", "-c", "show ip ospf neighbor").stdout
+        deadline, ping = time.monotonic() + 20, None
+        while time.monotonic() < deadline and (ping is None or "1 received" not in ping.stdout):
+            ping = nobody.run("exec", "--lab", lab, "h1", "--", "ping", "-c1", "-W1", "10.2.0.10")
+        assert "1 received" in ping.stdout, ping.stdout + ping.stderr
+        daemons = [procs.cmdline(pid).split(b"\0")[0] for pid in _rootless()]
+        assert b"/usr/lib/frr/ospfd" in daemons, daemons
+    finally:
+        destroyed = nobody.run("destroy", "--lab", lab)
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert _gone() == [], "the routers' daemons went with the lab"
+    assert _machine() == before
