@@ -22,6 +22,7 @@ from nestlab import names
 from nestlab.backends.kernel import procs
 
 NOBODY = 65534
+STRANGER = 65533  # a second ordinary user, without even a passwd entry
 PYTHON = "/usr/bin/python3"  # Debian's: the suite's own interpreter may live where nobody cannot read (/root)
 SHAPED = """name: {name}
 topology:
@@ -63,6 +64,12 @@ class User:
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env(), cwd=self.home, timeout=timeout)
 
+    def start(self, *args: str) -> subprocess.Popen:
+        """The command started, not waited for (its output piped)."""
+        return subprocess.Popen(
+            self.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(), cwd=self.home
+        )
+
     def write(self, name: str, text: str) -> Path:
         path = self.home / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,6 +101,21 @@ def nobody():
         yield who
     finally:
         _end_processes(NOBODY)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def stranger(nobody):
+    """A second ordinary user (uid 65533, in no passwd file) with a home folder of its own, running the nestlab
+    nobody installed (its venv is readable by all, as a venv on a shared machine may be)."""
+    base = Path(tempfile.mkdtemp(prefix="nestlab-rootless-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        (base / "home").mkdir()
+        os.chown(base / "home", STRANGER, STRANGER)
+        yield User(STRANGER, base / "home", nobody.venv)
+    finally:
+        _end_processes(STRANGER)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -232,6 +254,82 @@ def test_doctor_says_whether_rootless_mode_works_here(nobody):
     if shutil.which("vtysh"):
         assert inside["frr"]["detail"] == "Debian's FRR, its daemons root in your namespace (rootless)"
     assert _gone() == []
+
+
+KATHARA = {
+    "lab.conf": 'pc1[0]="A"\npc3[0]="A"\nr1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\npc2[0]="B"\npc2[image]="kathara/base"\n',
+    "pc1.startup": "ip address add 10.1.0.10/24 dev eth0\nip route add default via 10.1.0.1\n",
+    "pc3.startup": "ip address add 10.1.0.30/24 dev eth0\n",
+    "r1.startup": "ip address add 10.1.0.1/24 dev eth0\nip address add 10.2.0.1/24 dev eth1\nsystemctl start frr\n",
+    "r1/etc/frr/frr.conf": "hostname r1\nip route 10.9.0.0/24 10.2.0.10\n",
+    "pc2.startup": "ip address add 10.2.0.10/24 dev eth0\nip route add default via 10.2.0.1\n",
+    "pc1/tmp/hello.txt": "from pc1's folder\n",
+}
+
+
+@pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
+def test_an_ordinary_users_kathara_lab_starts_answers_and_is_cleaned(nobody):
+    """Kathará's commands on a Kathará lab as nobody: a collision domain of three (a bridge) and one of two (a veth
+    pair) through an FRR router, each device's startup and folder; lclean leaves nothing of nobody's."""
+    lab = "kl" + uuid.uuid4().hex[:6]
+    before = _machine()
+    for rel, text in KATHARA.items():
+        nobody.write(f"{lab}/{rel}", text)
+    folder = str(nobody.home / lab)
+    started = nobody.run("kathara", "lstart", "-d", folder, "--noterminals")
+    try:
+        assert started.returncode == 0, started.stderr
+        deadline, ping = time.monotonic() + 20, None
+        while time.monotonic() < deadline and (ping is None or "1 received" not in ping.stdout):
+            ping = nobody.run("kathara", "exec", "-d", folder, "pc1", "--", "ping", "-c1", "-W1", "10.2.0.10")
+        assert "1 received" in ping.stdout, ping.stdout + ping.stderr
+        routes = nobody.run("kathara", "exec", "-d", folder, "r1", "--", "vtysh", "-c", "show ip route static")
+        assert "10.9.0.0/24 [1/0] via 10.2.0.10" in routes.stdout, routes.stdout + routes.stderr
+        hello = nobody.run("kathara", "exec", "-d", folder, "pc1", "--", "cat", "/tmp/hello.txt")
+        assert hello.stdout == "from pc1's folder\n", hello.stderr
+        listed = nobody.run("kathara", "list", "-d", folder).stdout
+        assert all(device in listed for device in ("pc1", "pc2", "pc3", "r1")), listed
+    finally:
+        cleaned = nobody.run("kathara", "lclean", "-d", folder)
+    assert cleaned.returncode == 0 and cleaned.stderr.startswith(f"lab {lab}: removed "), cleaned.stderr
+    assert _gone() == [], "nothing of nobody's runs once its Kathará lab is cleaned"
+    assert _machine() == before
+
+
+def _h1_addresses(inspected: subprocess.CompletedProcess) -> list[list[str]]:
+    assert inspected.returncode == 0, inspected.stderr
+    nodes = {n["name"]: n for n in json.loads(inspected.stdout)["nodes"]}
+    return [i["addresses"] for i in nodes["h1"]["interfaces"] if i["name"] == "eth1"]
+
+
+def test_two_users_and_root_run_labs_of_one_name_at_once(nobody, stranger, topo_file, lab_name):
+    """nobody, a uid without a passwd entry and root deploy a lab of one name at the same moment, each its own
+    addresses: each sees and removes only its own, and nothing of either user's runs after."""
+    users = {nobody: 1, stranger: 2}
+    own = {user: SHAPED.format(name=lab_name).replace("10.0.0.", f"10.{net}.0.") for user, net in users.items()}
+    deploying = {user: user.start("deploy", "-t", str(user.write("same.yml", text))) for user, text in own.items()}
+    try:
+        assert run_cli("deploy", "-t", str(topo_file(SHAPED.format(name="{name}")))).returncode == 0
+        for user, deploy in deploying.items():
+            _out, err = deploy.communicate(timeout=120)
+            assert deploy.returncode == 0, f"uid {user.uid}: {err}"
+        for user, net in users.items():
+            assert _h1_addresses(user.run("inspect", "--lab", lab_name, "--format", "json")) == [[f"10.{net}.0.1/24"]]
+            ping = user.run("exec", "--lab", lab_name, "h1", "--", "ping", "-c1", "-W2", f"10.{net}.0.2")
+            assert "1 received" in ping.stdout, ping.stdout + ping.stderr
+        assert _h1_addresses(run_cli("inspect", "--lab", lab_name, "--format", "json")) == [["10.0.0.1/24"]]
+        assert nobody.run("destroy", "--lab", lab_name).returncode == 0
+        assert _gone(NOBODY) == [], "nobody's holder went with its lab"
+        assert _h1_addresses(stranger.run("inspect", "--lab", lab_name, "--format", "json")) == [["10.2.0.1/24"]]
+        assert stranger.run("destroy", "--lab", lab_name).returncode == 0
+        assert _gone(STRANGER) == []
+        assert _h1_addresses(run_cli("inspect", "--lab", lab_name, "--format", "json")) == [["10.0.0.1/24"]], "root's runs on"
+        assert run_cli("destroy", "--lab", lab_name).returncode == 0
+    finally:
+        for user, deploy in deploying.items():
+            deploy.kill()
+            deploy.communicate()
+            user.run("destroy", "--lab", lab_name)
 
 
 def _router(n: int) -> str:
