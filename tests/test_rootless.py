@@ -49,10 +49,11 @@ def as_user(uid: int) -> list[str]:
 class User:
     """An ordinary user running nestlab as pip installed it in ``venv``, from a home folder of its own."""
 
-    def __init__(self, uid: int, home: Path, venv: Path):
+    def __init__(self, uid: int, home: Path, venv: Path, installed: str = ""):
         self.uid = uid
         self.home = home
         self.venv = venv
+        self.installed = installed  # what pip said installing it
 
     def env(self) -> dict[str, str]:
         keep = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_")) or k.endswith("_CA_BUNDLE")}
@@ -95,9 +96,10 @@ def nobody():
         _copy_checkout(mine / "src")
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(mine)], check=True)
         who = User(NOBODY, mine / "home", mine / "venv")
-        install = f"{PYTHON} -m venv {who.venv} && {who.venv}/bin/pip install -q {mine / 'src'}"
+        install = f"{PYTHON} -m venv {who.venv} && {who.venv}/bin/pip install -v {mine / 'src'}"
         done = subprocess.run([*as_user(NOBODY), "sh", "-c", install], capture_output=True, text=True, env=who.env(), timeout=900)
         assert done.returncode == 0, f"nobody's pip install failed: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+        who.installed = done.stdout + done.stderr
         yield who
     finally:
         _end_processes(NOBODY)
@@ -330,6 +332,20 @@ def test_two_users_and_root_run_labs_of_one_name_at_once(nobody, stranger, topo_
             deploy.kill()
             deploy.communicate()
             user.run("destroy", "--lab", lab_name)
+
+
+def test_pip_installs_the_tree_without_deprecation_warnings(nobody):
+    """The package's metadata is current: an SPDX license, and setuptools builds it without a deprecation."""
+    said = [line.strip() for line in nobody.installed.splitlines() if "deprecat" in line.lower()]
+    assert said == [], said
+    metadata = nobody.venv / "bin" / "python"
+    shown = subprocess.run(
+        [str(metadata), "-c", "from importlib.metadata import metadata; print(metadata('nestlab')['License-Expression'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == "Apache-2.0"
 
 
 def _router(n: int) -> str:
