@@ -225,12 +225,12 @@ _USERNS_OFF = (  # (sysctl, the value that forbids ordinary users' user namespac
 def rootless() -> Feature:
     """Whether an ordinary user's labs work here (docs/rootless.md): user namespaces allowed, and tried."""
     helper = "newuidmap " + ("present" if shutil.which("newuidmap") else "absent") + " (not needed: one user is mapped)"
+    if userns.guest():  # whatever the sysctls say (an AppArmor profile may allow it where they would not)
+        return Feature("rootless", "kernel", True, f"in use: this command runs in your own namespaces; {helper}")
     found = [f"{name.replace('/', '.')} = {value}" for name, *_ in _USERNS_OFF if (value := _read(f"/proc/sys/{name}").strip())]
     for name, off, fix in _USERNS_OFF:
         if _read(f"/proc/sys/{name}").strip() == off:
             return Feature("rootless", "kernel", False, f"{name.replace('/', '.')} = {off}: user namespaces are off", fix)
-    if userns.guest():
-        return Feature("rootless", "kernel", True, f"in use: this command runs in your own namespaces; {helper}")
     said = _as_user()
     detail = "; ".join([*found, helper])
     if said:
