@@ -25,8 +25,8 @@ from nestlab import names
 from nestlab.backends.kernel import procs, userns
 
 NOBODY = 65534
+STRANGER = 65533  # a second ordinary user, without even a passwd entry
 PYTHON = "/usr/bin/python3"  # Debian's: the suite's own interpreter may live where nobody cannot read (/root)
-AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 SHAPED = """name: {name}
 topology:
   nodes:
@@ -44,25 +44,42 @@ topology:
 pytestmark = pytest.mark.skipif(not os.access(PYTHON, os.X_OK), reason=f"needs Debian's {PYTHON}")
 
 
-class Nobody:
-    """nestlab installed by nobody in a folder of its own, and run as nobody."""
+def as_user(uid: int) -> list[str]:
+    """The command line prefix that runs a command as ``uid``, with no groups and no capabilities."""
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
-    def __init__(self, home: Path, venv: Path):
+
+class User:
+    """An ordinary user running nestlab as pip installed it in ``venv``, from a home folder of its own."""
+
+    def __init__(self, uid: int, home: Path, venv: Path, installed: str = ""):
+        self.uid = uid
         self.home = home
         self.venv = venv
+        self.installed = installed  # what pip said installing it
 
     def env(self) -> dict[str, str]:
         keep = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_")) or k.endswith("_CA_BUNDLE")}
         return {**keep, "PATH": f"{self.venv}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(self.home)}
 
+    def command(self, *args: str) -> list[str]:
+        return [*as_user(self.uid), str(self.venv / "bin" / "nestlab"), *args]
+
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        command = [*AS_NOBODY, str(self.venv / "bin" / "nestlab"), *args]
-        return subprocess.run(command, capture_output=True, text=True, env=self.env(), cwd=self.home, timeout=timeout)
+        return subprocess.run(self.command(*args), capture_output=True, text=True, env=self.env(), cwd=self.home, timeout=timeout)
+
+    def start(self, *args: str) -> subprocess.Popen:
+        """The command started, not waited for (its output piped)."""
+        return subprocess.Popen(
+            self.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env(), cwd=self.home
+        )
 
     def write(self, name: str, text: str) -> Path:
         path = self.home / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        os.chown(path, NOBODY, NOBODY)
+        for made in [path, *path.relative_to(self.home).parents]:
+            os.chown(self.home / made, self.uid, self.uid)
         return path
 
     def holder_folder(self) -> Path:
@@ -81,13 +98,29 @@ def nobody():
         (mine / "home").mkdir()
         _copy_checkout(mine / "src")
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(mine)], check=True)
-        who = Nobody(mine / "home", mine / "venv")
-        install = f"{PYTHON} -m venv {who.venv} && {who.venv}/bin/pip install -q {mine / 'src'}"
-        done = subprocess.run([*AS_NOBODY, "sh", "-c", install], capture_output=True, text=True, env=who.env(), timeout=900)
+        who = User(NOBODY, mine / "home", mine / "venv")
+        install = f"{PYTHON} -m venv {who.venv} && {who.venv}/bin/pip install -v {mine / 'src'}"
+        done = subprocess.run([*as_user(NOBODY), "sh", "-c", install], capture_output=True, text=True, env=who.env(), timeout=900)
         assert done.returncode == 0, f"nobody's pip install failed: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+        who.installed = done.stdout + done.stderr
         yield who
     finally:
-        _end_nobodys_processes()
+        _end_processes(NOBODY)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def stranger(nobody):
+    """A second ordinary user (uid 65533, in no passwd file) with a home folder of its own, running the nestlab
+    nobody installed (its venv is readable by all, as a venv on a shared machine may be)."""
+    base = Path(tempfile.mkdtemp(prefix="nestlab-rootless-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        (base / "home").mkdir()
+        os.chown(base / "home", STRANGER, STRANGER)
+        yield User(STRANGER, base / "home", nobody.venv)
+    finally:
+        _end_processes(STRANGER)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -105,28 +138,27 @@ def _copy_checkout(into: Path) -> None:
             shutil.copy2(source, into / rel)
 
 
-def _nobodys_rootless() -> list[int]:
-    """Live processes of nobody's in a user namespace other than the machine's: its holder, its labs' processes."""
+def _rootless(uid: int = NOBODY) -> list[int]:
+    """Live processes of ``uid`` in a user namespace other than the machine's: its holder, its labs' processes."""
     machine = procs.namespace(os.getpid(), "user")
     return [
-        pid
-        for pid in procs.of_uid(NOBODY)
-        if procs.uids(pid) == (NOBODY, NOBODY) and procs.namespace(pid, "user") not in (machine, None)
+        pid for pid in procs.of_uid(uid) if procs.uids(pid) == (uid, uid) and procs.namespace(pid, "user") not in (machine, None)
     ]
 
 
-def _end_nobodys_processes() -> None:
-    for pid in _nobodys_rootless():
+def _end_processes(uid: int) -> None:
+    """End ``uid``'s rootless processes and its uplink (slirp4netns, outside its namespaces)."""
+    for pid in _rootless(uid) + [pid for pid in procs.of_uid(uid) if procs.comm(pid) == "slirp4netns"]:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             continue
 
 
-def _gone(timeout: float = 20.0) -> list[int]:
-    """nobody's rootless processes still alive after up to ``timeout`` seconds (zombies do not count)."""
+def _gone(uid: int = NOBODY, timeout: float = 20.0) -> list[int]:
+    """``uid``'s rootless processes still alive after up to ``timeout`` seconds (zombies do not count)."""
     deadline = time.monotonic() + timeout
-    while (left := _nobodys_rootless()) and time.monotonic() < deadline:
+    while (left := _rootless(uid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
 
@@ -140,7 +172,7 @@ def _machine() -> tuple[set[str], set[str], set[str]]:
     return listing(names.NETNS_DIR), listing(names.STATE_ROOT), root_links()
 
 
-def _iperf3_mbps(nobody: Nobody, lab: str) -> float:
+def _iperf3_mbps(nobody: User, lab: str) -> float:
     """TCP from h1 to h2 for 3 s, as nobody (the server takes one client and ends)."""
     assert nobody.run("exec", "--lab", lab, "h2", "--", "iperf3", "-s", "-1", "-D").returncode == 0
     for _attempt in range(10):  # the daemon may not be listening yet
@@ -159,7 +191,7 @@ def test_an_ordinary_users_shaped_lab_works_and_leaves_nothing(nobody):
     try:
         deployed = nobody.run("deploy", "-t", str(topo))
         assert deployed.returncode == 0, deployed.stderr
-        holders = [pid for pid in _nobodys_rootless() if procs.cmdline(pid).startswith(b"nestlab-holder\0")]
+        holders = [pid for pid in _rootless() if procs.cmdline(pid).startswith(b"nestlab-holder\0")]
         assert len(holders) == 1, "one holder process keeps nobody's namespaces"
         assert not {e for e in os.listdir(names.NETNS_DIR) if lab in e}, "the lab's namespaces are nobody's, not the machine's"
         assert not os.path.exists(names.lab_dir(lab))
@@ -180,7 +212,7 @@ def test_an_ordinary_users_shaped_lab_works_and_leaves_nothing(nobody):
         assert _machine() == before, "the machine's /run/netns, /run/nestlab and interfaces are as they were"
     finally:
         nobody.run("destroy", "--lab", lab)
-        _end_nobodys_processes()
+        _end_processes(NOBODY)
 
 
 def test_what_needs_the_machines_root_is_refused_with_its_reason(nobody):
@@ -225,6 +257,8 @@ def test_doctor_says_whether_rootless_mode_works_here(nobody):
     inside = {row["name"]: row for row in json.loads(nobody.run("doctor", "--format", "json").stdout)}
     assert inside["rootless"]["ok"] and inside["rootless"]["detail"].startswith("in use")
     assert not inside["cgroup-v2"]["ok"] and inside["cgroup-v2"]["detail"] == "not applied in rootless mode"
+    if shutil.which("vtysh"):
+        assert inside["frr"]["detail"] == "Debian's FRR, its daemons root in your namespace (rootless)"
     assert _gone() == []
 
 
@@ -266,7 +300,7 @@ def _of_subordinate_ids() -> list[int]:
     return [pid for pid in procs.others() if (ids := procs.uids(pid)) and ids[0] in SUBIDS and procs.alive(pid)]
 
 
-def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh(nobody, subordinate_ids):
+def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_users_ssh(nobody, subordinate_ids):
     lab = "rl" + uuid.uuid4().hex[:6]
     before = _machine()
     topo = nobody.write("two.clab.yml", CLAB.format(name=lab))
@@ -277,17 +311,26 @@ def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh(nobody, su
         assert said.returncode == 0 and said.stdout.strip() == "n1", said.stdout + said.stderr
         hosts = nobody.run("exec", "--lab", lab, "n2", "--", "getent", "ahostsv4", f"clab-{lab}-n1")
         assert hosts.stdout.split()[:1] == ["172.20.20.2"], "names in the view's /etc/hosts: " + hosts.stdout + hosts.stderr
-        assert not (nobody.home / ".ssh").exists(), "no ssh config that points into the user's namespaces"
+        config = nobody.home / ".ssh" / "config.d" / f"clab-{lab}.conf"
+        own = subprocess.run(
+            [*as_user(NOBODY), "ssh", "-F", str(config), f"clab-{lab}-n2", "hostname"],
+            capture_output=True,
+            text=True,
+            env=nobody.env(),
+            timeout=60,
+        )
+        assert own.stdout.strip() == "n2", "nobody's own ssh, through nestlab ssh --stdio: " + own.stdout + own.stderr
         doctor = {row["name"]: row for row in json.loads(nobody.run("doctor", "--format", "json").stdout)}
         assert "your subordinate ids are mapped too" in doctor["rootless"]["detail"], doctor["rootless"]
         with open("/etc/hosts") as fh:
             assert lab not in fh.read(), "the machine's /etc/hosts is untouched"
         assert nobody.run("destroy", "--lab", lab).returncode == 0
+        assert list(config.parent.iterdir()) == [], "the lab's ssh config and key go with it"
         assert _gone() == [] and _of_subordinate_ids() == []
         assert _machine() == before
     finally:
         nobody.run("destroy", "--lab", lab)
-        _end_nobodys_processes()
+        _end_processes(NOBODY)
 
 
 def test_with_subordinate_ids_frr_routers_reach_ospf_full(nobody, subordinate_ids):
@@ -317,7 +360,7 @@ def test_with_subordinate_ids_frr_routers_reach_ospf_full(nobody, subordinate_id
         assert _gone() == [] and _of_subordinate_ids() == []
     finally:
         nobody.run("destroy", "--lab", "frr-ospf")
-        _end_nobodys_processes()
+        _end_processes(NOBODY)
 
 
 def _listening(address: str) -> tuple[socket.socket, int]:
@@ -335,7 +378,7 @@ def _answer(server: socket.socket) -> None:
         conn.close()
 
 
-def _tcp_from(nobody: Nobody, lab: str, node: str, address: str, port: int) -> subprocess.CompletedProcess:
+def _tcp_from(nobody: User, lab: str, node: str, address: str, port: int) -> subprocess.CompletedProcess:
     script = f"exec 3<>/dev/tcp/{address}/{port} && cat <&3"
     return nobody.run("exec", "--lab", lab, node, "--", "timeout", "5", "bash", "-c", script)
 
@@ -374,7 +417,7 @@ def test_nodes_reach_the_machine_through_slirp4netns_but_not_its_loopback(nobody
         outer.close()
         inner.close()
         nobody.run("destroy", "--lab", lab)
-        _end_nobodys_processes()
+        _end_processes(NOBODY)
 
 
 def test_password_logins_are_refused_rootless_and_nothing_is_made(nobody):
@@ -389,3 +432,153 @@ def test_password_logins_are_refused_rootless_and_nothing_is_made(nobody):
     assert "cannot make r1 (password logins (credentials:) run as a uid of the lab's own" in refused.stderr, refused.stderr
     assert lab not in nobody.run("inspect", "--all").stdout
     assert _gone() == []
+
+
+KATHARA = {
+    "lab.conf": 'pc1[0]="A"\npc3[0]="A"\nr1[0]="A"\nr1[1]="B"\nr1[image]="kathara/frr"\npc2[0]="B"\npc2[image]="kathara/base"\n',
+    "pc1.startup": "ip address add 10.1.0.10/24 dev eth0\nip route add default via 10.1.0.1\n",
+    "pc3.startup": "ip address add 10.1.0.30/24 dev eth0\n",
+    "r1.startup": "ip address add 10.1.0.1/24 dev eth0\nip address add 10.2.0.1/24 dev eth1\nsystemctl start frr\n",
+    "r1/etc/frr/frr.conf": "hostname r1\nip route 10.9.0.0/24 10.2.0.10\n",
+    "pc2.startup": "ip address add 10.2.0.10/24 dev eth0\nip route add default via 10.2.0.1\n",
+    "pc1/tmp/hello.txt": "from pc1's folder\n",
+}
+
+
+@pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
+def test_an_ordinary_users_kathara_lab_starts_answers_and_is_cleaned(nobody):
+    """Kathará's commands on a Kathará lab as nobody: a collision domain of three (a bridge) and one of two (a veth
+    pair) through an FRR router, each device's startup and folder; lclean leaves nothing of nobody's."""
+    lab = "kl" + uuid.uuid4().hex[:6]
+    before = _machine()
+    for rel, text in KATHARA.items():
+        nobody.write(f"{lab}/{rel}", text)
+    folder = str(nobody.home / lab)
+    started = nobody.run("kathara", "lstart", "-d", folder, "--noterminals")
+    try:
+        assert started.returncode == 0, started.stderr
+        deadline, ping = time.monotonic() + 20, None
+        while time.monotonic() < deadline and (ping is None or "1 received" not in ping.stdout):
+            ping = nobody.run("kathara", "exec", "-d", folder, "pc1", "--", "ping", "-c1", "-W1", "10.2.0.10")
+        assert "1 received" in ping.stdout, ping.stdout + ping.stderr
+        routes = nobody.run("kathara", "exec", "-d", folder, "r1", "--", "vtysh", "-c", "show ip route static")
+        assert "10.9.0.0/24 [1/0] via 10.2.0.10" in routes.stdout, routes.stdout + routes.stderr
+        hello = nobody.run("kathara", "exec", "-d", folder, "pc1", "--", "cat", "/tmp/hello.txt")
+        assert hello.stdout == "from pc1's folder\n", hello.stderr
+        listed = nobody.run("kathara", "list", "-d", folder).stdout
+        assert all(device in listed for device in ("pc1", "pc2", "pc3", "r1")), listed
+    finally:
+        cleaned = nobody.run("kathara", "lclean", "-d", folder)
+    assert cleaned.returncode == 0 and cleaned.stderr.startswith(f"lab {lab}: removed "), cleaned.stderr
+    assert _gone() == [], "nothing of nobody's runs once its Kathará lab is cleaned"
+    assert _machine() == before
+
+
+def _h1_addresses(inspected: subprocess.CompletedProcess) -> list[list[str]]:
+    assert inspected.returncode == 0, inspected.stderr
+    nodes = {n["name"]: n for n in json.loads(inspected.stdout)["nodes"]}
+    return [i["addresses"] for i in nodes["h1"]["interfaces"] if i["name"] == "eth1"]
+
+
+def test_two_users_and_root_run_labs_of_one_name_at_once(nobody, stranger, topo_file, lab_name):
+    """nobody, a uid without a passwd entry and root deploy a lab of one name at the same moment, each its own
+    addresses: each sees and removes only its own, and nothing of either user's runs after."""
+    users = {nobody: 1, stranger: 2}
+    own = {user: SHAPED.format(name=lab_name).replace("10.0.0.", f"10.{net}.0.") for user, net in users.items()}
+    deploying = {user: user.start("deploy", "-t", str(user.write("same.yml", text))) for user, text in own.items()}
+    try:
+        assert run_cli("deploy", "-t", str(topo_file(SHAPED.format(name="{name}")))).returncode == 0
+        for user, deploy in deploying.items():
+            _out, err = deploy.communicate(timeout=120)
+            assert deploy.returncode == 0, f"uid {user.uid}: {err}"
+        for user, net in users.items():
+            assert _h1_addresses(user.run("inspect", "--lab", lab_name, "--format", "json")) == [[f"10.{net}.0.1/24"]]
+            ping = user.run("exec", "--lab", lab_name, "h1", "--", "ping", "-c1", "-W2", f"10.{net}.0.2")
+            assert "1 received" in ping.stdout, ping.stdout + ping.stderr
+        assert _h1_addresses(run_cli("inspect", "--lab", lab_name, "--format", "json")) == [["10.0.0.1/24"]]
+        assert nobody.run("destroy", "--lab", lab_name).returncode == 0
+        assert _gone(NOBODY) == [], "nobody's holder went with its lab"
+        assert _h1_addresses(stranger.run("inspect", "--lab", lab_name, "--format", "json")) == [["10.2.0.1/24"]]
+        assert stranger.run("destroy", "--lab", lab_name).returncode == 0
+        assert _gone(STRANGER) == []
+        assert _h1_addresses(run_cli("inspect", "--lab", lab_name, "--format", "json")) == [["10.0.0.1/24"]], "root's runs on"
+        assert run_cli("destroy", "--lab", lab_name).returncode == 0
+    finally:
+        for user, deploy in deploying.items():
+            deploy.kill()
+            deploy.communicate()
+            user.run("destroy", "--lab", lab_name)
+
+
+def test_pip_installs_the_tree_without_deprecation_warnings(nobody):
+    """The package's metadata is current: an SPDX license, and setuptools builds it without a deprecation."""
+    said = [line.strip() for line in nobody.installed.splitlines() if "deprecat" in line.lower()]
+    assert said == [], said
+    metadata = nobody.venv / "bin" / "python"
+    shown = subprocess.run(
+        [str(metadata), "-c", "from importlib.metadata import metadata; print(metadata('nestlab')['License-Expression'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout.strip() == "Apache-2.0"
+
+
+def _router(n: int) -> str:
+    return (
+        f"      startup-config: |\n        interface eth1\n         ip ospf network point-to-point\n"
+        f"         ip ospf hello-interval 1\n         ip ospf dead-interval 4\n        router ospf\n"
+        f"         ospf router-id 10.255.0.{n}\n         network 10.0.0.0/8 area 0\n         passive-interface eth2\n"
+    )
+
+
+OSPF = f"""name: {{name}}
+topology:
+  nodes:
+    r1:
+      kind: frr
+{_router(1)}    r2:
+      kind: frr
+{_router(2)}    h1: {{exec: ["ip route add default via 10.1.0.1"]}}
+    h2: {{exec: ["ip route add default via 10.2.0.1"]}}
+  links:
+    - {{endpoints: ["r1:eth1", "r2:eth1"], ipv4: ["10.0.12.1/24", "10.0.12.2/24"]}}
+    - {{endpoints: ["h1:eth1", "r1:eth2"], ipv4: ["10.1.0.10/24", "10.1.0.1/24"]}}
+    - {{endpoints: ["h2:eth1", "r2:eth2"], ipv4: ["10.2.0.10/24", "10.2.0.1/24"]}}
+"""
+
+
+def _ospf_full(nobody: User, lab: str, router: str) -> bool:
+    shown = nobody.run("exec", "--lab", lab, router, "--", "vtysh", "-c", "show ip ospf neighbor json")
+    try:
+        neighbors = json.loads(shown.stdout).get("neighbors", {})
+    except json.JSONDecodeError:
+        return False
+    return any(n.get("state", n.get("nbrState", "")).startswith("Full") for entries in neighbors.values() for n in entries)
+
+
+@pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
+def test_an_ordinary_users_frr_routers_reach_ospf_full(nobody):
+    """FRR's daemons run as root in nobody's user namespace (no frr user there): OSPF goes Full and carries h1's
+    ping to h2 through both routers; the routers' daemons go with the lab."""
+    lab = "ro" + uuid.uuid4().hex[:6]
+    before = _machine()
+    topo = nobody.write("ospf.yml", OSPF.replace("{name}", lab))
+    try:
+        deployed = nobody.run("deploy", "-t", str(topo))
+        assert deployed.returncode == 0, deployed.stderr
+        deadline = time.monotonic() + 30
+        while not (full := all(_ospf_full(nobody, lab, r) for r in ("r1", "r2"))) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert full, nobody.run("exec", "--lab", lab, "r1", "--", "vtysh", "-c", "show ip ospf neighbor").stdout
+        deadline, ping = time.monotonic() + 20, None
+        while time.monotonic() < deadline and (ping is None or "1 received" not in ping.stdout):
+            ping = nobody.run("exec", "--lab", lab, "h1", "--", "ping", "-c1", "-W1", "10.2.0.10")
+        assert "1 received" in ping.stdout, ping.stdout + ping.stderr
+        daemons = [procs.cmdline(pid).split(b"\0")[0] for pid in _rootless()]
+        assert b"/usr/lib/frr/ospfd" in daemons, daemons
+    finally:
+        destroyed = nobody.run("destroy", "--lab", lab)
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert _gone() == [], "the routers' daemons went with the lab"
+    assert _machine() == before

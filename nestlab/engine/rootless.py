@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..backends.kernel import userns
 from ..errors import LabError
+from ..kinds import of
 from ..plan.objects import NodeObj, Plan
 from ..registry import LINK_MODES, RUNTIMES
 from . import access
@@ -42,10 +43,17 @@ def fitted(lab: Blueprint) -> tuple[Blueprint, tuple[str, ...]]:
         said = "; ".join(f"{_some(parts)} ({why})" for why, parts in refused.items())
         raise LabError(f"rootless mode cannot make {said}: the machine's root can (run it with sudo)")
     limited = sorted(name for name, node in plan.nodes.items() if node.cgroup)
-    if not limited:
-        return lab, ()
-    nodes = {name: replace(node, cgroup=False) for name, node in plan.nodes.items()}
-    return replace(lab, planned=Plan(nodes, plan.links, plan.attachments)), (f"{NO_CGROUPS} ({_some(limited)})",)
+    notes = (f"{NO_CGROUPS} ({_some(limited)})",) if limited else ()
+    nodes = {name: _as_guest(node) for name, node in plan.nodes.items()}
+    return replace(lab, planned=Plan(nodes, plan.links, plan.attachments)), notes
+
+
+def _as_guest(node: NodeObj) -> NodeObj:
+    """The node as rootless mode makes it: without a cgroup of its own; its daemons (and their folders) root's
+    unless the user namespace maps their users (the user's subordinate ids)."""
+    if userns.maps_others():
+        return replace(node, cgroup=False)
+    return replace(node, cgroup=False, run_dirs=tuple((path, "root") for path, _user in node.run_dirs))
 
 
 def _node_needs_root(node: NodeObj) -> str | None:
@@ -53,7 +61,7 @@ def _node_needs_root(node: NodeObj) -> str | None:
     if why := RUNTIMES.get(node.runtime).machine_root:
         return f"runtime {node.runtime}: {why}"
     others = sorted({user for _path, user in node.run_dirs if user != "root"})
-    if others and not userns.maps_others():
+    if others and not userns.maps_others() and not of(node).guest_as_root:
         return (
             f"daemons that run as user {', '.join(others)}, whom your user namespace does not map: give your user "
             "subordinate ids in /etc/subuid and /etc/subgid, with uidmap installed (docs/rootless.md)"

@@ -43,6 +43,8 @@ class NodeKind:
     router: ClassVar[bool] = False  # routes between its interfaces (and so speaks IPv6 by default)
     config_file: ClassVar[str | None] = None  # where startup-config: goes inside the node
     images: ClassVar[tuple[str, ...]] = ()  # image repositories it runs itself (e.g. frrouting/frr)
+    # Its daemons run as root in rootless mode, where the users of its run_dirs are not mapped (they would be refused).
+    guest_as_root: ClassVar[bool] = False
     # The node keys it owns: name -> (annotation, pydantic Field's arguments).
     options: ClassVar[Mapping[str, tuple[Any, dict[str, Any]]]] = {}
     tools: ClassVar[Mapping[str, str]] = {}  # programs a deploy needs: program -> Debian package

@@ -22,6 +22,7 @@ class Frr(NodeKind):
     router = True
     config_file = "/etc/frr/frr.conf"
     images = ("frrouting/frr",)  # docker.io/frrouting/frr:v8.4.1, quay.io/frrouting/frr:...
+    guest_as_root = True
 
     def plan(self, node: Draft) -> dict[str, Any]:
         from ..backends.services import frr
@@ -34,41 +35,47 @@ class Frr(NodeKind):
             "sysctls": frr.SYSCTLS,
             "view": True,
             "binds": (own,),
-            "run_dirs": ((frr.RUN_DIR, "frr"),),
+            "run_dirs": ((frr.RUN_DIR, frr.USER),),
             "config": node.spec.startup_config or "",
         }
 
     def prepare(self, ap: Applying, node: NodeObj) -> None:
         from ..backends.services import frr
 
-        frr.write(ap.lab, node.name, node.config or "", node.name.replace("/", "-"))
+        frr.write(ap.lab, node.name, node.config or "", node.name.replace("/", "-"), _user(node))
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
         from ..backends.services import frr
 
-        frr.start({n.name: (lambda args, node=n.name, **kw: ap.popen(node, args, **kw)) for n in nodes})
+        frr.start({n.name: ((lambda args, node=n.name, **kw: ap.popen(node, args, **kw)), _user(n)) for n in nodes})
 
     def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
         self.finish(ap, nodes)  # the daemons again, reading the node's frr.conf (as saved, if it was)
 
     def doctor(self) -> list[tuple[str, bool, str, str]]:
+        from ..backends.kernel import userns
         from ..backends.services import frr
 
         why = frr.available()
-        return [
-            (
-                "frr",
-                why is None,
-                "Debian's FRR and its frr user" if why is None else why,
-                "" if why is None else "apt-get install frr",
-            )
-        ]
+        works = (
+            "Debian's FRR, its daemons root in your namespace (rootless)"
+            if userns.guest() and not userns.maps_others()
+            else "Debian's FRR and its frr user"
+        )
+        return [("frr", why is None, works if why is None else why, "" if why is None else "apt-get install frr")]
 
     def missing(self, nodes: list[NodeObj]) -> list[str]:
         from ..backends.services import frr
 
         why = frr.available()  # "kind: frr needs ...": the deploy's message says "this lab needs ..."
         return [why.removeprefix("kind: frr needs ")] if why else []
+
+
+def _user(node: NodeObj) -> str:
+    """Who the router's daemons run as: its run folder's owner (frr; root in rootless mode, engine/rootless.py)."""
+    from ..backends.services import frr
+
+    return dict(node.run_dirs)[frr.RUN_DIR]
 
 
 register(Frr())

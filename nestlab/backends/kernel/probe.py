@@ -233,17 +233,17 @@ def rootless() -> Feature:
             else "absent (apt-get install slirp4netns)"
         )
     )
+    if userns.guest():  # whatever the sysctls say (an AppArmor profile may allow it where they would not)
+        ids = (
+            "your subordinate ids are mapped too"
+            if userns.maps_others()
+            else "you alone are mapped: FRR runs as root; SSH to nodes needs subordinate ids (/etc/subuid, /etc/subgid) and uidmap"
+        )
+        return Feature("rootless", "kernel", True, f"in use: this command runs in your own namespaces; {ids}")
     found = [f"{name.replace('/', '.')} = {value}" for name, *_ in _USERNS_OFF if (value := _read(f"/proc/sys/{name}").strip())]
     for name, off, fix in _USERNS_OFF:
         if _read(f"/proc/sys/{name}").strip() == off:
             return Feature("rootless", "kernel", False, f"{name.replace('/', '.')} = {off}: user namespaces are off", fix)
-    if userns.guest():
-        ids = (
-            "your subordinate ids are mapped too"
-            if userns.maps_others()
-            else "you alone are mapped: FRR and SSH to nodes need subordinate ids (/etc/subuid, /etc/subgid) and uidmap"
-        )
-        return Feature("rootless", "kernel", True, f"in use: this command runs in your own namespaces; {ids}")
     said = _as_user()
     detail = "; ".join([*found, helper])
     if said:

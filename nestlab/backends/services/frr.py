@@ -20,6 +20,8 @@ INIT = "/usr/lib/frr/frrinit.sh"
 DAEMON_DIR = "/usr/lib/frr"
 CONFIG_DIR = "/etc/frr"
 RUN_DIR = "/run/frr"
+USER = "frr"  # the packaged daemons' user
+VTY_GROUP = "frrvty"  # FRR requires its daemons' user to be in this group
 SYSCTLS = {"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"}
 # A protocol named in the configuration -> the daemon that speaks it.
 _DAEMONS = (
@@ -67,7 +69,7 @@ def available() -> str | None:
     if not os.path.exists(INIT) or not shutil.which("vtysh"):
         return "kind: frr needs Debian's frr package (apt install frr, or `make deps`)"
     try:
-        pwd.getpwnam("frr")
+        pwd.getpwnam(USER)
     except KeyError:
         return "kind: frr needs the frr user the frr package creates"
     return None
@@ -85,8 +87,9 @@ def daemons_file(enabled: Sequence[str]) -> str:
     return "\n".join(["# written by nestlab", *lines, "vtysh_enable=yes", *opts, ""]) + "\n"
 
 
-def write(lab: str, node: str, config: str, hostname: str) -> str:
-    """Write the node's FRR folder; returns it (bound over /etc/frr in the node's view)."""
+def write(lab: str, node: str, config: str, hostname: str, user: str = USER) -> str:
+    """Write the node's FRR folder, owned by ``user`` (the daemons'); returns it (bound over /etc/frr in the node's
+    view)."""
     folder = os.path.join(names.node_dir(lab, node), "etc", "frr")
     os.makedirs(folder, exist_ok=True)
     if not re.search(r"^hostname ", config, re.MULTILINE):
@@ -96,38 +99,41 @@ def write(lab: str, node: str, config: str, hostname: str) -> str:
         "daemons": daemons_file(daemons_for(config)),
         "vtysh.conf": "service integrated-vtysh-config\n",
     }
-    user = pwd.getpwnam("frr")
+    owner = pwd.getpwnam(user)
     for name, text in files.items():
         path = os.path.join(folder, name)
         with open(path, "w") as fh:
             fh.write(text)
-        os.chown(path, user.pw_uid, user.pw_gid)
+        os.chown(path, owner.pw_uid, owner.pw_gid)
         os.chmod(path, 0o640)
-    os.chown(folder, user.pw_uid, user.pw_gid)
+    os.chown(folder, owner.pw_uid, owner.pw_gid)
     return folder
 
 
-def run_dir_owner() -> tuple[int, int]:
-    user = pwd.getpwnam("frr")
-    return user.pw_uid, user.pw_gid
+def runs_as(user: str) -> list[str]:
+    """The daemons' options that run them as ``user`` (none for the packaged frr user).  Another user is root in
+    rootless mode, whose user namespace maps no frr user: FRR refuses a user outside its vty group, which ``-g``
+    makes that user's group; a daemon that keeps its uid changes no groups (which a user namespace forbids)."""
+    return [] if user == USER else ["-u", user, "-g", VTY_GROUP]
 
 
 # frrinit.sh's ``start`` without its wrappers: zebra, then at once the other daemons its
 # /etc/frr/daemons enables (staticd always), each with its ``NAME_options`` (``-d`` returns once the
 # daemon is ready; one started before zebra listens would retry only 10 s later), then the
-# integrated frr.conf sent once.  frrinit.sh runs watchfrr, which runs a shell
-# script and a ``vtysh -b`` per daemon; vtysh builds FRR's whole command graph each time it starts
-# (about 30 ms of CPU), so that path costs a router four vtysh starts where this costs one.
+# integrated frr.conf sent once.  The script's arguments (runs_as) go to every daemon.  frrinit.sh
+# runs watchfrr, which runs a shell script and a ``vtysh -b`` per daemon; vtysh builds FRR's whole
+# command graph each time it starts (about 30 ms of CPU), so that path costs a router four vtysh
+# starts where this costs one.
 START = f"""
 . {CONFIG_DIR}/daemons
 [ -n "$MAX_FDS" ] && ulimit -n "$MAX_FDS"
-{DAEMON_DIR}/zebra -d $frr_global_options $zebra_options || {{ echo "zebra did not start"; exit 1; }}
+{DAEMON_DIR}/zebra -d $frr_global_options "$@" $zebra_options || {{ echo "zebra did not start"; exit 1; }}
 started=
 for d in staticd {" ".join(_ALL)}; do
   eval on=\\$$d; [ $d = staticd ] && on=yes
   [ -n "$on" ] && [ "$on" != no ] && [ "$on" != 0 ] && [ -x {DAEMON_DIR}/$d ] || continue
   eval opts=\\${{${{d}}_options}}
-  {DAEMON_DIR}/$d -d $frr_global_options $opts & eval pid_$d=$!
+  {DAEMON_DIR}/$d -d $frr_global_options "$@" $opts & eval pid_$d=$!
   started="$started $d"
 done
 for d in $started; do eval wait \\$pid_$d || {{ echo "$d did not start"; exit 1; }}; done
@@ -136,13 +142,13 @@ exit 0
 """
 
 
-def start(routers: dict[str, Popen]) -> None:
-    """Start every router's FRR inside it (START), all routers at once.  A daemon that does not
-    start is an error; as with FRR's init, configuration lines the daemons refuse are not (vtysh
-    prints them, and the router runs without them)."""
+def start(routers: dict[str, tuple[Popen, str]]) -> None:
+    """Start every router's FRR inside it (START), all routers at once, each as its user.  A daemon
+    that does not start is an error; as with FRR's init, configuration lines the daemons refuse are
+    not (vtysh prints them, and the router runs without them)."""
     procs = {
-        node: popen(["sh", "-c", START], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for node, popen in routers.items()
+        node: popen(["sh", "-c", START, "start", *runs_as(user)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for node, (popen, user) in routers.items()
     }
     failed = []
     for node, proc in procs.items():
