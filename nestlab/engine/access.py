@@ -145,6 +145,7 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     for node in nodes:
         etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
     etc_hosts.block(lab.name, _host_lines(nodes))
+    os.makedirs(os.path.dirname(config), mode=0o700 if userns.guest() else 0o755, exist_ok=True)
     if userns.guest():
         with open(sshgate.client_key(lab.name), "rb") as src, _private(key) as fh:
             fh.write(src.read())
@@ -183,7 +184,6 @@ def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
             f'\nHost {node.long}{also}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
             f"\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n{via}"
         )
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     with open(path, "w") as fh:
         fh.write(text)
 
