@@ -1,8 +1,8 @@
 """Labs as Kubernetes resources (make test-k8s), on a cluster as test_k8s_cluster.py's: the NestLab CRD from the
 model's schema; the operator installed in the cluster making examples/nestlab-resource.yaml Ready, changing a
 link's rate in place and removing the lab's pods with it, then uninstalled; and the operator run from here
-(`nestlab k8s operator run`) failing a bad lab by its field, finishing a deploy it was killed in the middle of, and
-removing a lab deleted while it was down.  The
+(`nestlab k8s operator run`) failing a bad lab by its field, finishing a deploy it was killed in the middle of, a lab
+of the same name in another namespace, and removing a lab deleted while it was down.  The
 resources are driven with kubectl, built by make k8s from the same pinned source."""
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ _kubectl = tier._kubectl
 EXAMPLE = ROOT / "examples" / "nestlab-resource.yaml"
 
 
-def _get(kc: str, name: str) -> dict | None:
-    got = _kubectl(kc, "get", "nestlab", name, "-o", "json")
+def _get(kc: str, name: str, namespace: str = "default") -> dict | None:
+    got = _kubectl(kc, "get", "-n", namespace, "nestlab", name, "-o", "json")
     return json.loads(got.stdout) if got.returncode == 0 else None
 
 
-def _status(kc: str, name: str) -> dict:
-    return (_get(kc, name) or {}).get("status") or {}
+def _status(kc: str, name: str, namespace: str = "default") -> dict:
+    return (_get(kc, name, namespace) or {}).get("status") or {}
 
 
 def _until(what: str, check, timeout: float, why=lambda: ""):
@@ -88,8 +88,10 @@ def _in_h1(kc: str, *command: str) -> subprocess.CompletedProcess:
     return _kubectl(kc, "exec", "nl-demo-node1", "--", "nestlab", "exec", "--lab", "nl-demo", "h1", "--", *command)
 
 
-def _pods(kc: str, lab: str) -> dict[str, str]:
-    listed = json.loads(_kubectl(kc, "get", "pods", "-l", f"nestlab.io/lab={lab}", "-o", "json", check=True).stdout)
+def _pods(kc: str, lab: str, namespace: str = "default") -> dict[str, str]:
+    listed = json.loads(
+        _kubectl(kc, "get", "pods", "-n", namespace, "-l", f"nestlab.io/lab={lab}", "-o", "json", check=True).stdout
+    )
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in listed["items"]}
 
 
@@ -117,9 +119,14 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
         status = lab["status"]
         assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [("Ready", "True", "Deployed")], status
         assert status["nodeCount"] == 3 and status["nodes"] == {
-            "h1": {"pod": "nl-demo-node1", "clusterNode": "node1", "state": "running"},
-            "r1": {"pod": "nl-demo-node1", "clusterNode": "node1", "state": "running"},
-            "h2": {"pod": "nl-demo-node2", "clusterNode": "node2", "state": "running"},
+            "h1": {
+                "pod": "nl-demo-node1",
+                "clusterNode": "node1",
+                "state": "running",
+                "addresses": {"eth1": ["10.0.4.1/30"], "eth2": ["10.0.5.1/30"]},
+            },
+            "r1": {"pod": "nl-demo-node1", "clusterNode": "node1", "state": "running", "addresses": {"eth1": ["10.0.4.2/30"]}},
+            "h2": {"pod": "nl-demo-node2", "clusterNode": "node2", "state": "running", "addresses": {"eth1": ["10.0.5.2/30"]}},
         }, status
         assert lab["metadata"]["finalizers"] == ["nestlab.dev/pods"]
         listed = _kubectl(kube, "get", "nestlabs", check=True).stdout.splitlines()
@@ -187,6 +194,20 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
         assert _ready(kube, "nl-demo")["status"]["nodeCount"] == 3  # the one that returns makes the lab anew
         ping = _in_h1(kube, "ping", "-c1", "-W2", "10.0.5.2")
         assert ping.returncode == 0, ping.stdout + ping.stderr
+        _kubectl(kube, "create", "namespace", "nl-other", check=True)  # a lab of the same name in another namespace
+        try:
+            _until(
+                "a default service account",
+                lambda: _kubectl(kube, "get", "-n", "nl-other", "serviceaccount", "default").returncode == 0,
+                60,
+            )
+            assert _kubectl(kube, "apply", "-n", "nl-other", "-f", str(EXAMPLE)).returncode == 0
+            _until("Ready in nl-other", lambda: _status(kube, "nl-demo", "nl-other").get("phase") == "Ready", 120)
+            assert _pods(kube, "nl-demo", "nl-other").keys() == _pods(kube, "nl-demo").keys()
+            assert _kubectl(kube, "delete", "nestlab", "-n", "nl-other", "nl-demo", "--timeout=120s").returncode == 0
+            assert not _pods(kube, "nl-demo", "nl-other") and _status(kube, "nl-demo").get("phase") == "Ready"
+        finally:
+            _kubectl(kube, "delete", "namespace", "nl-other", "--timeout=120s")
 
     # the operator is down: a delete waits on the finalizer, the pods stay
     assert _kubectl(kube, "delete", "nestlab", "nl-demo", "--wait=false").returncode == 0

@@ -7,11 +7,13 @@ every node in its pod, else made anew), half-deployed (made anew: every pod of t
 from __future__ import annotations
 
 import datetime
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ....backends.remote.kube import Cluster
+from ....backends.remote.pod import each
 from ....errors import LabError
 from ....model.errors import TopologyError
 from ..manifests import LABEL, SHARE, dns_label, render
@@ -68,8 +70,8 @@ class Reconciler:
         self._status(obj, "Deploying", f"deploying {len(lab.plan.nodes)} nodes", [], count=len(lab.plan.nodes))
         self._event(obj, "Deploying", f"deploying generation {obj['metadata']['generation']}")
         try:
-            nodes, count = shares_on(kube, lab, None)
-            manifests, parts = render(lab, count, self.image, kube.namespace, nodes)
+            cluster_nodes, count = shares_on(kube, lab, None)
+            manifests, parts = render(lab, count, self.image, kube.namespace, cluster_nodes)
             for manifest in manifests:  # the lab's objects go with the resource, even without this operator
                 manifest["metadata"]["ownerReferences"] = [_owner(obj)]
             pods = (
@@ -92,9 +94,8 @@ class Reconciler:
             return
         placed = {node: pods[parts.placement.server(node)] for node in lab.plan.nodes}
         message = f"{len(placed)} nodes in {len(pods)} pods in {time.monotonic() - started:.1f} s"
-        self._status(
-            obj, "Ready", message, [_condition("Ready", True, "Deployed", message)], self._nodes(kube, obj, placed), len(placed)
-        )
+        nodes = self._nodes(kube, obj, placed, _addresses(kube, lab.name, set(pods.values())))
+        self._status(obj, "Ready", message, [_condition("Ready", True, "Deployed", message)], nodes, len(placed))
         self._event(obj, "Ready", message)
         self.say(f"{key}: Ready, {message}")
 
@@ -123,13 +124,13 @@ class Reconciler:
 
     def _health(self, kube: Cluster, obj: dict[str, Any]) -> float:
         """A Ready lab's pods, looked at: Degraded (naming the first pod lost or not Ready) or not."""
-        placed = {node: v["pod"] for node, v in (obj["status"].get("nodes") or {}).items()}
-        nodes = self._nodes(kube, obj, placed)
+        was = obj["status"].get("nodes") or {}
+        nodes = self._nodes(kube, obj, {n: v["pod"] for n, v in was.items()}, {n: v.get("addresses", {}) for n, v in was.items()})
         lost = sorted({f"pod {v['pod']}: {v['state']}" for v in nodes.values() if v["state"] != "running"})
-        was = {c["type"]: c for c in obj["status"].get("conditions", [])}
+        conditions = {c["type"]: c for c in obj["status"].get("conditions", [])}
         degraded = _condition("Degraded", bool(lost), "PodLost" if lost else "AllRunning", lost[0] if lost else "every pod runs")
-        if was.get("Degraded", {}).get("status", "False") != degraded["status"]:
-            ready = was.get("Ready") or _condition("Ready", True, "Deployed", obj["status"].get("message", ""))
+        if conditions.get("Degraded", {}).get("status", "False") != degraded["status"]:
+            ready = conditions.get("Ready") or _condition("Ready", True, "Deployed", obj["status"].get("message", ""))
             self._status(obj, "Ready", obj["status"].get("message", ""), [ready, degraded], nodes, len(nodes))
             self._event(obj, "Degraded" if lost else "Recovered", degraded["message"], warning=bool(lost))
         return HEALTH_EVERY
@@ -148,8 +149,11 @@ class Reconciler:
         self.say(f"{_key(obj)}: Failed ({reason}): {message}")
 
     # -- the API --------------------------------------------------------------------------------
-    def _nodes(self, kube: Cluster, obj: dict[str, Any], placed: dict[str, str]) -> dict[str, dict[str, str]]:
-        """Each lab node's pod, the cluster node it runs on and its state (running, or why its pod is not)."""
+    def _nodes(
+        self, kube: Cluster, obj: dict[str, Any], placed: dict[str, str], addresses: dict[str, dict[str, list[str]]]
+    ) -> dict[str, dict[str, Any]]:
+        """Each lab node's pod, the cluster node it runs on, its state (running, or why its pod is not) and its
+        ``addresses`` (by interface)."""
         found = {p.metadata.name: p for p in kube.pods(f"{LABEL}={dns_label(obj['metadata']['name'])}")}
         ready = {n for n, v in kube.nodes().items() if v["ready"]}
         out = {}
@@ -164,7 +168,7 @@ class Reconciler:
                 state = "running"
             else:
                 state = (pod.status.phase or "Pending").lower()
-            out[node] = {"pod": pod_name, "clusterNode": where, "state": state}
+            out[node] = {"pod": pod_name, "clusterNode": where, "state": state, "addresses": addresses.get(node, {})}
         return out
 
     def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -194,7 +198,7 @@ class Reconciler:
         phase: str,
         message: str,
         conditions: list[dict[str, Any]],
-        nodes: dict[str, dict[str, str]] | None = None,
+        nodes: dict[str, dict[str, Any]] | None = None,
         count: int | None = None,
     ) -> None:
         meta = obj["metadata"]
@@ -234,6 +238,21 @@ class Reconciler:
             "count": 1,
         }
         self.kube.call(f"create an event of {_key(obj)}", self.kube.core.create_namespaced_event, meta["namespace"], body)
+
+
+def _addresses(kube: Cluster, lab: str, pods: set[str]) -> dict[str, dict[str, list[str]]]:
+    """Each lab node's addresses by interface (its management address on eth0), as its pod's nestlab inspects them."""
+    found = {}
+    answers = each(
+        {p: p for p in pods}, lambda _s, pod: kube.exec(pod, ["nestlab", "inspect", "--lab", lab, "--format", "json"], 60)
+    )
+    for answer in answers.values():
+        if not isinstance(answer, BaseException) and answer[0] == 0:
+            for node in json.loads(answer[1])["nodes"]:
+                found[node["name"]] = {
+                    i["name"]: i["addresses"] for i in node["interfaces"] if i.get("addresses") and i["name"] != "lo"
+                }
+    return found
 
 
 def _owner(obj: dict[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,11 @@ _NODE = {
         "pod": {"type": "string", "description": "the pod holding the node (its share's)"},
         "clusterNode": {"type": "string", "description": "the Kubernetes node that pod runs on"},
         "state": {"type": "string", "description": "running, or what keeps its pod from running"},
+        "addresses": {
+            "type": "object",
+            "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            "description": "its addresses by interface (eth0: the management network's)",
+        },
     },
 }
 STATUS_SCHEMA = {
