@@ -2,7 +2,8 @@
 model's schema; the operator installed in the cluster making examples/nestlab-resource.yaml Ready, changing a
 link's rate in place and removing the lab's pods with it, then uninstalled; and the operator run from here
 (`nestlab k8s operator run`) failing a bad lab by its field, finishing a deploy it was killed in the middle of, a lab
-of the same name in another namespace, and removing a lab deleted while it was down.  The
+of the same name in another namespace, and removing a lab deleted while it was down; last, a lab Degraded by a lost
+cluster node.  The
 resources are driven with kubectl, built by make k8s from the same pinned source."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import test_k8s_cluster as tier
 import yaml
 from conftest import NESTLAB, ROOT, run_cli
 
+from nestlab import names
 from nestlab.model.openapi import topology_spec
 from nestlab.testbeds import cluster
 
@@ -217,3 +219,22 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
     with open(installed, "a") as log, _operator(kube, log):
         _until("gone", lambda: _get(kube, "nl-demo") is None, 120)
         assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.io/lab=nl-demo", "-o", "name").stdout.strip()
+
+
+def test_z_a_lost_cluster_node_degrades_the_lab_its_other_pod_stays_and_delete_still_removes_everything(kube, installed):
+    """Last: node2 stays dead (as test_k8s_cluster.py's test_z does with node3)."""
+    with open(installed, "a") as log, _operator(kube, log):
+        assert _kubectl(kube, "apply", "-f", str(EXAMPLE)).returncode == 0
+        _ready(kube, "nl-demo")
+        pods = _pods(kube, "nl-demo")
+        cluster._kill_below(f"{names.cgroup_name(tier.NAME)}/node2")  # its kubelet, containerd and pods, as a crash would
+        conditions = lambda: _status(kube, "nl-demo").get("conditions", [])  # noqa: E731
+        lost = _until(
+            "Degraded", lambda: next((c for c in conditions() if c["type"] == "Degraded" and c["status"] == "True"), None), 120
+        )
+        assert lost["reason"] == "PodLost" and lost["message"] == "pod nl-demo-node2: node node2 not Ready", lost
+        status = _status(kube, "nl-demo")
+        assert status["phase"] == "Ready" and status["nodes"]["h1"]["state"] == "running", status
+        assert _pods(kube, "nl-demo")["nl-demo-node1"] == pods["nl-demo-node1"], "the lab's other pod stays"
+        assert _kubectl(kube, "delete", "nestlab", "nl-demo", "--timeout=120s").returncode == 0
+        assert not _pods(kube, "nl-demo")
