@@ -249,7 +249,6 @@ def operator_run(
 
     import signal
     import sys
-    import threading
 
     from ..sites.k8s.operator.loop import run
 
@@ -257,4 +256,4 @@ def operator_run(
     with reported():
         kube = Cluster(str(kubeconfig) if kubeconfig else None)
         _say(f"operator: watching NestLabs at {kube.server} ({workers} workers)")
-        run(kube, image, timeout, workers, _say, threading.Event())
+        run(kube, image, timeout, workers, _say)

@@ -4,6 +4,7 @@ whenever the watch ends) feeding a :class:`~.queue.WorkQueue` that ``workers`` t
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from ....backends.remote.kube import Cluster
@@ -15,15 +16,15 @@ RESYNC = 60  # seconds: a watch is closed and every NestLab listed again this of
 RETRY = 5.0  # seconds before a key whose reconcile raised is tried again
 
 
-def run(kube: Cluster, image: str, timeout: float, workers: int, say: Say, stop: threading.Event) -> None:
-    """Reconcile every NestLab on ``kube``'s cluster until ``stop`` is set."""
+def run(kube: Cluster, image: str, timeout: float, workers: int, say: Say) -> None:
+    """Reconcile every NestLab on ``kube``'s cluster until the process ends."""
     queue = WorkQueue()
     reconciler = Reconciler(kube, image, timeout, say)
     threads = [threading.Thread(target=_work, args=(queue, reconciler, say), daemon=True) for _ in range(workers)]
     for thread in threads:
         thread.start()
     try:
-        _watch(reconciler, queue, say, stop)
+        _watch(reconciler, queue, say)
     finally:
         queue.close()
 
@@ -42,11 +43,11 @@ def _work(queue: WorkQueue, reconciler: Reconciler, say: Say) -> None:
             queue.add_after(key, again)
 
 
-def _watch(reconciler: Reconciler, queue: WorkQueue, say: Say, stop: threading.Event) -> None:
+def _watch(reconciler: Reconciler, queue: WorkQueue, say: Say) -> None:
     from kubernetes import watch
 
     custom = reconciler.custom
-    while not stop.is_set():
+    while True:
         try:
             listed: dict[str, Any] = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, _request_timeout=30)
             for item in listed["items"]:
@@ -63,8 +64,6 @@ def _watch(reconciler: Reconciler, queue: WorkQueue, say: Say, stop: threading.E
                 meta = event["object"].get("metadata", {})
                 if event["type"] != "ERROR" and "namespace" in meta:
                     queue.add(f"{meta['namespace']}/{meta['name']}")
-                if stop.is_set():
-                    return
         except Exception as exc:  # noqa: BLE001 - the API went away for a while: list again
             say(f"watching NestLabs: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-            stop.wait(RETRY)
+            time.sleep(RETRY)
