@@ -189,6 +189,15 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
         assert ready["type"] == "Ready" and ready["status"] == "False" and ready["reason"] == "InvalidSpec", ready
         assert ready["message"].startswith("spec.topology.links[0].endpoints"), ready
         assert not _pods(kube, "nl-wrong")
+        pinned = yaml.safe_load(EXAMPLE.read_text())  # a pin to a node the cluster lacks: the spec's fault, nothing made
+        pinned["metadata"]["name"] = "nl-nowhere"
+        pinned["spec"]["topology"]["nodes"]["h2"]["server"] = "node9"
+        assert _kubectl_stdin(kube, yaml.safe_dump(pinned), "apply", "-f", "-").returncode == 0
+        nowhere = _until("Failed", lambda: (s := _status(kube, "nl-nowhere")).get("phase") == "Failed" and s, 60)["conditions"][0]
+        assert nowhere["reason"] == "InvalidSpec" and nowhere["message"].startswith(
+            "spec.topology.nodes.h2.server: server 'node9'"
+        ), nowhere
+        assert not _pods(kube, "nl-nowhere")
         assert _kubectl(kube, "apply", "-f", str(EXAMPLE)).returncode == 0
         _until("deploying", lambda: _status(kube, "nl-demo").get("phase") == "Deploying" and _pods(kube, "nl-demo"), 60)
         first.kill()  # mid-deploy: the pods made, the shares not deployed
