@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 import yaml
 
+from ..backends.remote.kube import Cluster
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..sites.k8s.manifests import NESTLAB_REF
@@ -27,7 +28,13 @@ k8s_app = typer.Typer(
 cluster_app = typer.Typer(
     help="A Kubernetes cluster built from source on this machine (make k8s), for CI, demos and trying labs.", no_args_is_help=True
 )
+operator_app = typer.Typer(
+    help="Labs as Kubernetes resources: install the NestLab resource and its operator (install/uninstall), or run the "
+    "operator from here (run).  Then kubectl apply a NestLab (examples/nestlab-resource.yaml) and read its status.",
+    no_args_is_help=True,
+)
 k8s_app.add_typer(cluster_app, name="cluster")
+k8s_app.add_typer(operator_app, name="operator")
 commands = typer.Typer()
 commands.add_typer(k8s_app, name="k8s")
 
@@ -54,7 +61,9 @@ def deploy(
         "which `k8s cluster up` and `k8s image` build from this checkout).",
     ),
     count: int | None = typer.Option(
-        None, "--servers", help="How many shares (pods); default: one per Ready node, at most one per lab node."
+        None,
+        "--servers",
+        help="How many shares (pods); default: one per Ready node, at most one per lab node (one per pinned node when all are pinned).",
     ),
     timeout: float = TimeoutOpt,
 ):
@@ -176,3 +185,75 @@ def cluster_down(
             raise LabError("say which cluster: --kubeconfig FILE (as written by cluster up) or --name NAME")
         removed = cluster.down(which, str(kubeconfig) if kubeconfig else None)
         err.line(f"cluster {which}: {'removed' if removed else 'nothing to remove'}")
+
+
+OperatorNamespaceOpt = typer.Option("nestlab-system", "--namespace", "-n", help="The operator's own namespace (labs go in any).")
+
+
+@operator_app.command("install")
+def operator_install(
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str = OperatorNamespaceOpt,
+    image: str = typer.Option(NESTLAB_REF, "--image", help="The image of the operator and of the labs' pods (see k8s image)."),
+    deployment: bool = typer.Option(
+        True, "--deployment/--no-deployment", help="--no-deployment: the CRD and RBAC only, for `operator run` from here."
+    ),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait until the API serves NestLabs."),
+):
+    """Install the NestLab resource (CRD nestlabs.nestlab.dev, its schema the topology file's) and its operator: the
+    namespace, a ServiceAccount, a ClusterRole of exactly what the operator does and its binding, and a Deployment
+    of one operator pod; returns once the API serves NestLabs.  Installing again updates them (server-side apply).
+
+    Example: nestlab k8s operator install --kubeconfig kc.yaml ; kubectl apply -f examples/nestlab-resource.yaml ;
+    kubectl get nestlabs
+    """
+
+    from ..sites.k8s.operator.install import install
+
+    with reported():
+        kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
+        for made in install(kube, namespace, image, time.monotonic() + timeout, deployment):
+            err.line(f"applied {made}")
+        out.line("next: kubectl apply -f LAB.yaml (kind: NestLab);  kubectl get nestlabs -A;  kubectl describe nestlab NAME")
+
+
+@operator_app.command("uninstall")
+def operator_uninstall(
+    kubeconfig: Path | None = KubeconfigOpt, namespace: str = OperatorNamespaceOpt, timeout: float = TimeoutOpt
+):
+    """Remove what install made (the Deployment, RBAC, the namespace, the CRD last).  Refused while a NestLab is
+    left: delete the labs first (kubectl delete nestlabs --all -A), which the operator removes with their pods."""
+
+    from ..sites.k8s.operator.install import uninstall
+
+    with reported():
+        kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
+        gone = uninstall(kube, namespace, time.monotonic() + timeout)
+        err.line(f"removed {', '.join(gone) or 'nothing (not installed)'}")
+
+
+@operator_app.command("run")
+def operator_run(
+    kubeconfig: Path | None = KubeconfigOpt,
+    image: str = typer.Option(NESTLAB_REF, "--image", help="The image of the labs' pods."),
+    workers: int = typer.Option(4, "--workers", min=1, help="Labs reconciled at once."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds a lab may take to deploy before it is Failed."),
+):
+    """Run the operator here (in the cluster, the Deployment runs this): reconcile every NestLab until stopped.
+    A new or changed lab is deployed as `k8s deploy` does (status Pending, Deploying, Ready or Failed with the
+    field or pod at fault); a deleted one loses every pod and object before it goes (its finalizer).  Needs the
+    CRD: `operator install --no-deployment` installs it without the in-cluster operator.
+
+    Example: nestlab k8s operator run --kubeconfig kc.yaml
+    """
+
+    import signal
+    import sys
+
+    from ..sites.k8s.operator.loop import run
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as a pod's first process, SIGTERM is otherwise ignored
+    with reported():
+        kube = Cluster(str(kubeconfig) if kubeconfig else None)
+        _say(f"operator: watching NestLabs at {kube.server} ({workers} workers)")
+        run(kube, image, timeout, workers, _say)

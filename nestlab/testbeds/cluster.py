@@ -130,7 +130,7 @@ def up(count: int, kubeconfig: str, name: str = "k8s", timeout: float = 300, log
             json.dump({"nodes": count, "kubeconfig": kubeconfig, "started": time.time()}, fh)
         log("certificates")
         _pki(name, count)
-        _control_files(name)
+        _control_files(name, count)
         for i in range(1, count + 1):
             _node_files(name, i, count, images)
         log(f"starting etcd, the API server and {count} nodes")
@@ -257,8 +257,9 @@ def _write_kubeconfig(path: str, name: str, pki_dir: str, user: str, embed: bool
         yaml.safe_dump(_kubeconfig(name, pki_dir, user, embed), fh, sort_keys=False)
 
 
-def _control_files(name: str) -> None:
-    """The control node's kubeconfigs and start script: etcd, the API server, the controller manager, the scheduler."""
+def _control_files(name: str, count: int) -> None:
+    """The control node's kubeconfigs and start script: routes to the nodes' pods (which reach the API through the
+    kubernetes Service), etcd, the API server, the controller manager, the scheduler."""
     home = names.node_dir(name, "control")
     pki_dir = os.path.join(names.lab_dir(name), "pki")
     os.makedirs(os.path.join(home, "etcd"))
@@ -274,6 +275,7 @@ def _control_files(name: str) -> None:
         "set -e",
         "ip link set lo up",
         f"mount -t tmpfs -o mode=0700 etcd {home}/etcd  # etcd's fsyncs go to memory: the cluster lives as long as the lab",
+        *(f"ip route add {PODS.format(i)} via {node_ip(i)}" for i in range(1, count + 1)),
         *(f"{shlex.join(command)} > {home}/{log}.log 2>&1 &" for log, command in commands.items()),
         "wait",
     ]
@@ -497,6 +499,7 @@ def _start_script(i: int, count: int, home: str, images: list[str]) -> list[str]
         "mount -t tmpfs -o mode=0755 node-log /var/log",
         *(f"mount --bind {_INSIDE}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
         *routes,
+        _api_service(),
         f"containerd --config {_INSIDE}/containerd.toml > {_INSIDE}/containerd.log 2>&1 &",
         "until [ -S /run/containerd/containerd.sock ]; do sleep 0.1; done",
         *(
@@ -506,6 +509,16 @@ def _start_script(i: int, count: int, home: str, images: list[str]) -> list[str]
         f"exec {BIN}/kubelet --config {_INSIDE}/kubelet.yaml --kubeconfig {_INSIDE}/kubelet.kubeconfig --root-dir /var/lib/kubelet "
         f"--hostname-override node{i} --node-ip {node_ip(i)} > {_INSIDE}/kubelet.log 2>&1",
     ]
+
+
+def _api_service() -> str:
+    """The kubernetes Service (the API, which pods find at its first address, port 443) without kube-proxy: each
+    node's netfilter sends its pods' packets for it to the API server (an operator's pod talks to the API)."""
+    service = ipaddress.IPv4Network(SERVICES).network_address + 1
+    return (
+        "nft 'add table ip kubernetes_service; add chain ip kubernetes_service pre { type nat hook prerouting priority dstnat; }; "
+        f"add rule ip kubernetes_service pre ip daddr {service} tcp dport 443 dnat to {_address(1)}:{API_PORT}'"
+    )
 
 
 def _topology(name: str, count: int) -> str:

@@ -4,7 +4,7 @@
 
 * a Debian base (debootstrap minbase with Python, iproute2, ping, iperf3, libpcap, FRR), by suite and packages;
 * nestlab's dependencies (pip, from pyproject.toml, less matplotlib: plots are drawn where nestlab is
-  run from, not in the pods), by their list;
+  run from, not in the pods; with the ``k8s`` extra, the client the operator's pod runs), by their list;
 * nestlab itself (this checkout's package, compiled), by the content of its files.
 
 ``pause`` holds each pod's namespaces: k8s/pause/main.go, built by ``make k8s``.
@@ -96,7 +96,8 @@ def _base(log: Callable[[str], None]) -> oci.Layer:
 def _requirements() -> list[str]:
 
     with open(os.path.join(_checkout(), "pyproject.toml"), "rb") as fh:
-        wanted = tomllib.load(fh)["project"]["dependencies"]
+        project = tomllib.load(fh)["project"]
+    wanted = project["dependencies"] + project["optional-dependencies"]["k8s"]
     return [r for r in wanted if re.split(r"[<>=!~ \[;]", r, maxsplit=1)[0] not in NOT_IN_IMAGE]
 
 

@@ -10,7 +10,9 @@ refused, an object refused by the API, an operation past its deadline.
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -35,16 +37,25 @@ def _client():
     return client, config
 
 
+_POD_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # a pod's service account: its token, CA and namespace
+
+
 class Cluster:
-    """One cluster and namespace, from a kubeconfig (``None``: $KUBECONFIG or ~/.kube/config)."""
+    """One cluster and namespace, from a kubeconfig (``None``: $KUBECONFIG or ~/.kube/config, else the service
+    account of the pod this runs in)."""
 
     def __init__(self, kubeconfig: str | None = None, namespace: str | None = None, timeout: float = 30):
         client, config = _client()
         self.timeout = timeout
         conf = client.Configuration()
         try:
-            config.load_kube_config(config_file=kubeconfig, client_configuration=conf)
-            _contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            if kubeconfig is None and _in_pod():
+                config.load_incluster_config(client_configuration=conf)
+                with open(os.path.join(_POD_ACCOUNT, "namespace")) as fh:
+                    active = {"context": {"namespace": fh.read().strip()}}
+            else:
+                config.load_kube_config(config_file=kubeconfig, client_configuration=conf)
+                _contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
         except Exception as exc:  # noqa: BLE001 - the client raises several kinds for a bad or missing file
             raise ClusterError(f"no usable kubeconfig ({kubeconfig or '$KUBECONFIG or ~/.kube/config'}): {exc}") from None
         conf.retries = 1
@@ -54,6 +65,12 @@ class Cluster:
         self.core = client.CoreV1Api(self.api)
         self._client = client
         self._conf = conf
+
+    def scoped(self, namespace: str) -> Cluster:
+        """This cluster (one connection pool) in another namespace."""
+        other = copy.copy(self)
+        other.namespace = namespace
+        return other
 
     def call(self, what: str, fn: Callable, *args, **kwargs):
         """``fn(*args)`` with this cluster's timeout; its failure as one line naming ``what``."""
@@ -126,6 +143,47 @@ class Cluster:
             "Pod": self.core.create_namespaced_pod,
         }[kind]
         self.call(f"create {kind} {name} in namespace {self.namespace}", create, self.namespace, obj)
+
+    def apply(self, obj: dict) -> None:
+        """Create ``obj`` (a kind of :data:`PLURALS`), or bring it to this content, by server-side apply."""
+        self._at(
+            "PATCH",
+            obj,
+            query_params=[("fieldManager", "nestlab"), ("force", "true")],
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=obj,
+        )
+
+    def read(self, obj: dict) -> dict | None:
+        """``obj`` (a kind of :data:`PLURALS`) as the cluster has it, or None if it has none."""
+        return self._at("GET", obj)
+
+    def remove(self, obj: dict) -> bool:
+        """Delete ``obj`` (a kind of :data:`PLURALS`) if it is there; whether it was."""
+        return self._at("DELETE", obj) is not None
+
+    def _at(self, method: str, obj: dict, **kwargs) -> dict | None:
+        """The API's answer to ``method`` at ``obj``'s path; None if there is no such object."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        what = f"{method.lower()} {obj['kind']} {obj['metadata']['name']}"
+        try:
+            return self.api.call_api(
+                _path(obj),
+                method,
+                auth_settings=["BearerToken"],
+                response_type="object",
+                _return_http_data_only=True,
+                _request_timeout=min(self.timeout, 30),
+                **kwargs,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}") from None
+        except (HTTPError, OSError) as exc:
+            raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
 
     def pods(self, selector: str) -> list:
         return self.call("list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector).items
@@ -215,6 +273,37 @@ class Cluster:
             client.close()
         joined = (b"" if binary else "").join
         return (code if code is not None else 1), joined(out), joined(err)
+
+
+PLURALS = {
+    "ConfigMap": "configmaps",
+    "Namespace": "namespaces",
+    "ServiceAccount": "serviceaccounts",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "Deployment": "deployments",
+    "CustomResourceDefinition": "customresourcedefinitions",
+}
+
+
+def _path(obj: dict) -> str:
+    """The API path of ``obj``: its group's, its namespace's if it has one, its kind's plural, its name."""
+    version = obj["apiVersion"]
+    namespace = obj["metadata"].get("namespace")
+    return (
+        f"{'/api/v1' if version == 'v1' else '/apis/' + version}{'/namespaces/' + namespace if namespace else ''}"
+        f"/{PLURALS[obj['kind']]}/{obj['metadata']['name']}"
+    )
+
+
+def _in_pod() -> bool:
+    """In a pod with a service account, and no kubeconfig named by $KUBECONFIG or at ~/.kube/config."""
+    return (
+        "KUBERNETES_SERVICE_HOST" in os.environ
+        and os.path.exists(os.path.join(_POD_ACCOUNT, "token"))
+        and not os.environ.get("KUBECONFIG")
+        and not os.path.exists(os.path.expanduser("~/.kube/config"))
+    )
 
 
 def _relay(source: Any, client: Any) -> None:

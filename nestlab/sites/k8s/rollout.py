@@ -1,5 +1,6 @@
-"""A lab's pods brought up by ``nestlab k8s deploy``: each running, then each share deployed with its peers'
-addresses, then every stitched link answering; the first that cannot is an error naming why."""
+"""A lab's pods brought up (by ``nestlab k8s deploy`` and the operator): the cluster's nodes checked against the
+lab's pins, the objects created, each pod running, then each share deployed with its peers' addresses, then every
+stitched link answering; the first that cannot is an error naming why, after every pod of the lab was deleted."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...backends.remote.kube import ClusterError
 from ...backends.remote.pod import each
-from .manifests import RUN, SHARE, peer_var
+from ...errors import LabError
+from ..shares import pin_error
+from .manifests import LABEL, RUN, SHARE, dns_label, peer_var
 
 if TYPE_CHECKING:
     from ...backends.remote.kube import Cluster
@@ -27,6 +30,58 @@ _WAITING = {
     "RunContainerError",
     "CrashLoopBackOff",
 }
+
+
+def shares_on(kube: Cluster, lab: Blueprint, count: int | None) -> tuple[set[str], int]:
+    """The cluster's node names and how many shares the lab takes (``count``, default: one per Ready node, at
+    most one per lab node; one per pin when every node is pinned); a pin to a node the cluster lacks is a file error, to one not Ready a cluster error."""
+
+    nodes = kube.nodes()
+    ready = sorted(n for n, v in nodes.items() if v["ready"] and v["schedulable"])
+    pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
+    for share in pinned:
+        if share not in nodes:
+            pin_error(
+                lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})"
+            )
+    if not ready:
+        raise ClusterError(f"the cluster at {kube.server} has no Ready node")
+    for share in pinned:
+        if share not in ready:
+            raise ClusterError(
+                f"node {share}, which nodes of the lab are pinned to, is not Ready or not schedulable "
+                f"({nodes[share]['why'] or 'cordoned'})"
+            )
+    unpinned = [name for name, spec in lab.topology.topology.nodes.items() if not spec.server]
+    return set(nodes), count or (max(len(pinned), min(len(ready), len(lab.plan.nodes))) if unpinned else len(pinned))
+
+
+def bring_up(
+    kube: Cluster, lab: Blueprint, manifests: list[dict[str, Any]], parts: Partition, deadline: float, say: Callable[[str], None]
+) -> dict[str, str]:
+    """Create ``manifests`` (manifests.render's), wait until every share is deployed and every stitched link answers,
+    and answer each share's pod; all or nothing (a failure deletes every pod of the lab and names its cause)."""
+
+    pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
+    selector = f"{LABEL}={dns_label(lab.name)}"
+    try:
+        say(f"creating {len(pods)} pods in namespace {kube.namespace}")
+        for manifest in manifests:
+            kube.create(manifest)
+        addresses = wait_running(kube, pods, selector, deadline, say)
+        say("deploying each share")
+        deploy_shares(kube, pods, addresses, deadline)
+        say("checking the stitched links")
+        check_stitches(kube, lab, parts, pods, addresses, deadline)
+    except BaseException as exc:
+        try:
+            kube.delete_all(selector, time.monotonic() + 120, grace=1)
+        except ClusterError as cleanup:
+            raise ClusterError(f"{exc}; and cleaning up failed: {cleanup}") from None
+        if isinstance(exc, LabError):
+            raise type(exc)(f"{exc}; every pod of the lab was deleted, nothing is left") from None
+        raise
+    return pods
 
 
 def wait_running(
@@ -99,6 +154,25 @@ def deploy_shares(kube: Cluster, pods: dict[str, str], addresses: dict[str, str]
     answers = each(
         pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", peers], max(5.0, deadline - time.monotonic()))
     )
+    _each_deployed(answers, pods)
+
+
+def redeploy_shares(kube: Cluster, pods: dict[str, str], shares: dict[str, str], deadline: float) -> None:
+    """Deploy each pod's share again from its new topology (``shares``: share -> text): the pod's nestlab applies the
+    difference to what runs (a link's shaping changed in place, a node added); a share that failed is an error."""
+
+    script = (
+        f'printf %s "$1" > {RUN}/share.yml && set -a && . {RUN}/peers.env && set +a && '
+        f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t {RUN}/share.yml"
+    )
+    answers = each(
+        pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", shares[share]], max(5.0, deadline - time.monotonic()))
+    )
+    _each_deployed(answers, pods)
+
+
+def _each_deployed(answers: dict[str, Any], pods: dict[str, str]) -> None:
+    """The first share whose deploy failed, as an error naming it and the last lines it said."""
     failed = {}
     for share, answer in answers.items():
         if isinstance(answer, BaseException):

@@ -18,9 +18,9 @@ from ...errors import LabError
 from ...registry import SITES
 from ..base import Site
 from ..seam import Deployed
-from ..shares import holder, merged, pin_error, running
+from ..shares import holder, merged, running
 from .manifests import LABEL, NESTLAB_REF, SHARE, dns_label, render
-from .rollout import check_stitches, deploy_shares, wait_running
+from .rollout import bring_up, shares_on
 
 if TYPE_CHECKING:
     from ... import seams
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Target:
     """Where and how ``nestlab k8s deploy`` deploys a lab: the cluster (its kubeconfig and namespace), the
-    image, how many shares (default: one per Ready node, at most one per lab node), the time it may take,
+    image, how many shares (default: rollout.shares_on), the time it may take,
     and who hears what it is doing."""
 
     kubeconfig: str | None = None
@@ -80,24 +80,8 @@ class Kubernetes(Site):
         name = dns_label(lab.name)
         if where.read(lab.name) or state.read(lab.name):
             raise LabError(f"lab {lab.name} is already running: `nestlab destroy --lab {lab.name}` first")
-        nodes = kube.nodes()
-        ready = sorted(n for n, v in nodes.items() if v["ready"] and v["schedulable"])
-        pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
-        for share in pinned:
-            if share not in nodes:
-                pin_error(
-                    lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})"
-                )
-        if not ready:
-            raise ClusterError(f"the cluster at {kube.server} has no Ready node")
-        for share in pinned:
-            if share not in ready:
-                raise ClusterError(
-                    f"node {share}, which nodes of the lab are pinned to, is not Ready or not schedulable "
-                    f"({nodes[share]['why'] or 'cordoned'})"
-                )
-        count = count or max(len(pinned), min(len(ready), len(lab.plan.nodes)))
-        manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, set(nodes))
+        nodes, count = shares_on(kube, lab, count)
+        manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, nodes)
         pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
         self.data = {
             "kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None,
@@ -114,24 +98,11 @@ class Kubernetes(Site):
                         f"pods of a lab {name} already run in namespace {kube.namespace}: "
                         f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {selector}` first"
                     )
-                say(f"creating {len(pods)} pods in namespace {kube.namespace}")
-                for manifest in manifests:
-                    kube.create(manifest)
-                addresses = wait_running(kube, pods, selector, deadline, say)
-                say("deploying each share")
-                deploy_shares(kube, pods, addresses, deadline)
-                say("checking the stitched links")
-                check_stitches(kube, lab, parts, pods, addresses, deadline)
-            except BaseException as exc:
-                try:
-                    kube.delete_all(selector, time.monotonic() + 120, grace=1)
-                except ClusterError as cleanup:
-                    raise ClusterError(f"{exc}; and cleaning up failed: {cleanup}") from None
+                bring_up(kube, lab, manifests, parts, deadline, say)
+            except BaseException:
                 import shutil
 
                 shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
-                if isinstance(exc, LabError):
-                    raise type(exc)(f"{exc}; every pod of the lab was deleted, nothing is left") from None
                 raise
             running(lab)
         return parts

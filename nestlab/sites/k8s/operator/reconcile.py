@@ -1,0 +1,278 @@
+"""One NestLab brought to what it asks, from whatever state it is found in (level-triggered: the operator may
+have been down, or have died half-way): deleted (its pods and objects removed, then its finalizer), invalid
+(Failed, naming the field), Ready for an older generation (changed in place through its pods when the change keeps
+every node in its pod, else made anew), half-deployed (made anew: every pod of the lab deleted first), or Ready
+(its pods looked at: Degraded when one is lost).  Status and events say each step."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ....backends.remote.kube import Cluster
+from ....backends.remote.pod import each
+from ....errors import LabError
+from ....model.errors import TopologyError
+from ..manifests import LABEL, SHARE, dns_label, render
+from ..rollout import bring_up, redeploy_shares, shares_on
+from .resource import API_VERSION, FINALIZER, GROUP, KIND, PLURAL, VERSION, InvalidSpec, blueprint
+
+if TYPE_CHECKING:
+    from ....plan.partition import Partition
+
+HEALTH_EVERY = 20.0  # seconds between looks at a Ready lab's pods
+Say = Callable[[str], None]
+
+
+class Reconciler:
+    """Reconciles NestLabs on ``kube``'s cluster, deploying with ``image`` in at most ``timeout`` seconds a lab."""
+
+    def __init__(self, kube: Cluster, image: str, timeout: float, say: Say) -> None:
+        from kubernetes import client
+
+        self.kube, self.image, self.timeout, self.say = kube, image, timeout, say
+        self.custom = client.CustomObjectsApi(kube.api)
+
+    def reconcile(self, namespace: str, name: str) -> float | None:
+        """Bring NestLab ``namespace/name`` to its spec; seconds until it wants another look (None: on its next change)."""
+        obj = self._get(namespace, name)
+        if obj is None:
+            return None
+        kube = self.kube.scoped(namespace)
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            if FINALIZER in meta.get("finalizers", []):
+                self._delete(kube, obj)
+            return None
+        if FINALIZER not in meta.get("finalizers", []):
+            self._patch(obj, {"metadata": {"finalizers": [*meta.get("finalizers", []), FINALIZER]}})
+            self._status(obj, "Pending", "accepted", [])
+        status = obj.get("status") or {}
+        if status.get("observedGeneration") == meta["generation"] and status.get("phase") in ("Ready", "Failed"):
+            return self._health(kube, obj) if status["phase"] == "Ready" else None
+        self._deploy(kube, obj)
+        return HEALTH_EVERY
+
+    # -- the steps ------------------------------------------------------------------------------
+    def _deploy(self, kube: Cluster, obj: dict[str, Any]) -> None:
+        key = _key(obj)
+        previous = obj.get("status") or {}
+        try:
+            lab = blueprint(obj)
+        except InvalidSpec as exc:
+            self._fail(obj, "InvalidSpec", str(exc))
+            return
+        selector = f"{LABEL}={dns_label(lab.name)}"
+        started = time.monotonic()
+        self._status(obj, "Deploying", f"deploying {len(lab.plan.nodes)} nodes", [], count=len(lab.plan.nodes))
+        self._event(obj, "Deploying", f"deploying generation {obj['metadata']['generation']}")
+        try:
+            cluster_nodes, count = shares_on(kube, lab, None)
+            manifests, parts = render(lab, count, self.image, kube.namespace, cluster_nodes)
+            for manifest in manifests:  # the lab's objects go with the resource, even without this operator
+                manifest["metadata"]["ownerReferences"] = [_owner(obj)]
+            pods = (
+                self._in_place(kube, previous, manifests, parts, started + self.timeout)
+                if previous.get("phase") == "Ready"
+                else None
+            )
+            if pods is not None:
+                self.say(f"{key}: changed in place")
+            else:
+                if kube.pods(selector):  # a deploy cut short, or a change that moves nodes: the lab is made anew
+                    self.say(f"{key}: removing the pods of an earlier deploy")
+                    kube.delete_all(selector, started + self.timeout, grace=1)
+                pods = bring_up(kube, lab, manifests, parts, started + self.timeout, lambda m: self.say(f"{key}: {m}"))
+        except TopologyError as exc:  # a pin to a node the cluster lacks
+            self._fail(obj, "InvalidSpec", str(InvalidSpec.of(exc)))
+            return
+        except LabError as exc:
+            self._fail(obj, "DeployFailed", str(exc))
+            return
+        placed = {node: pods[parts.placement.server(node)] for node in lab.plan.nodes}
+        message = f"{len(placed)} nodes in {len(pods)} pods in {time.monotonic() - started:.1f} s"
+        nodes = self._nodes(kube, obj, placed, _addresses(kube, lab.name, set(pods.values())))
+        self._status(obj, "Ready", message, [_condition("Ready", True, "Deployed", message)], nodes, len(placed))
+        self._event(obj, "Ready", message)
+        self.say(f"{key}: Ready, {message}")
+
+    def _in_place(
+        self, kube: Cluster, previous: dict[str, Any], manifests: list[dict[str, Any]], parts: Partition, deadline: float
+    ) -> dict[str, str] | None:
+        """A Ready lab changed through its running pods, each whose share changed deploying it again (its nestlab
+        applies the difference: a link's new rate reshaped, a node added made, nothing else touched); the pods, or
+        None when the change needs other pods or moves a node to another (the lab is then made anew)."""
+        pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
+        was = {node: v["pod"] for node, v in (previous.get("nodes") or {}).items()}
+        now = {node: pods[share] for node, share in parts.placement.server_of.items()}
+        config = next(m for m in manifests if m["kind"] == "ConfigMap")
+        running = (kube.read(config) or {}).get("data") or {}
+        alive = {
+            p.metadata.name for p in kube.pods(f"{LABEL}={config['metadata']['labels'][LABEL]}") if p.status.phase == "Running"
+        }
+        if alive != set(pods.values()) or not set(was.values()) <= alive or any(now.get(n, p) != p for n, p in was.items()):
+            return None
+        if set(running) != set(config["data"]):
+            return None
+        changed = {s: config["data"][f"{s}.yml"] for s in pods if running[f"{s}.yml"] != config["data"][f"{s}.yml"]}
+        redeploy_shares(kube, {s: pods[s] for s in changed}, changed, deadline)
+        kube.apply(config)
+        return pods
+
+    def _health(self, kube: Cluster, obj: dict[str, Any]) -> float:
+        """A Ready lab's pods, looked at: Degraded (naming the first pod lost or not Ready) or not."""
+        was = obj["status"].get("nodes") or {}
+        nodes = self._nodes(kube, obj, {n: v["pod"] for n, v in was.items()}, {n: v.get("addresses", {}) for n, v in was.items()})
+        lost = sorted({f"pod {v['pod']}: {v['state']}" for v in nodes.values() if v["state"] != "running"})
+        conditions = {c["type"]: c for c in obj["status"].get("conditions", [])}
+        degraded = _condition("Degraded", bool(lost), "PodLost" if lost else "AllRunning", lost[0] if lost else "every pod runs")
+        if conditions.get("Degraded", {}).get("status", "False") != degraded["status"]:
+            ready = conditions.get("Ready") or _condition("Ready", True, "Deployed", obj["status"].get("message", ""))
+            self._status(obj, "Ready", obj["status"].get("message", ""), [ready, degraded], nodes, len(nodes))
+            self._event(obj, "Degraded" if lost else "Recovered", degraded["message"], warning=bool(lost))
+        return HEALTH_EVERY
+
+    def _delete(self, kube: Cluster, obj: dict[str, Any]) -> None:
+        self._status(obj, "Deleting", "deleting every pod and object of the lab", obj.get("status", {}).get("conditions", []))
+        self._event(obj, "Deleting", "deleting every pod and object of the lab")
+        kube.delete_all(f"{LABEL}={dns_label(obj['metadata']['name'])}", time.monotonic() + self.timeout)
+        left = [f for f in obj["metadata"]["finalizers"] if f != FINALIZER]
+        self._patch(obj, {"metadata": {"finalizers": left, "resourceVersion": obj["metadata"]["resourceVersion"]}})
+        self.say(f"{_key(obj)}: deleted")
+
+    def _fail(self, obj: dict[str, Any], reason: str, message: str) -> None:
+        self._status(obj, "Failed", message, [_condition("Ready", False, reason, message)])
+        self._event(obj, reason, message, warning=True)
+        self.say(f"{_key(obj)}: Failed ({reason}): {message}")
+
+    # -- the API --------------------------------------------------------------------------------
+    def _nodes(
+        self, kube: Cluster, obj: dict[str, Any], placed: dict[str, str], addresses: dict[str, dict[str, list[str]]]
+    ) -> dict[str, dict[str, Any]]:
+        """Each lab node's pod, the cluster node it runs on, its state (running, or why its pod is not) and its
+        ``addresses`` (by interface)."""
+        found = {p.metadata.name: p for p in kube.pods(f"{LABEL}={dns_label(obj['metadata']['name'])}")}
+        ready = {n for n, v in kube.nodes().items() if v["ready"]}
+        out = {}
+        for node, pod_name in placed.items():
+            pod = found.get(pod_name)
+            where = (pod.spec.node_name or "") if pod else ""
+            if pod is None:
+                state = "pod gone"
+            elif where and where not in ready:
+                state = f"node {where} not Ready"
+            elif any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []):
+                state = "running"
+            else:
+                state = (pod.status.phase or "Pending").lower()
+            out[node] = {"pod": pod_name, "clusterNode": where, "state": state, "addresses": addresses.get(node, {})}
+        return out
+
+    def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=30
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return found
+
+    def _patch(self, obj: dict[str, Any], body: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        obj.update(
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], body, _request_timeout=30
+            )
+        )
+
+    def _status(
+        self,
+        obj: dict[str, Any],
+        phase: str,
+        message: str,
+        conditions: list[dict[str, Any]],
+        nodes: dict[str, dict[str, Any]] | None = None,
+        count: int | None = None,
+    ) -> None:
+        meta = obj["metadata"]
+        status: dict[str, Any] = {
+            "phase": phase,
+            "message": message[:2000],
+            "observedGeneration": meta["generation"],
+            "conditions": [{**c, "observedGeneration": meta["generation"]} for c in conditions],
+            "nodes": nodes,  # None: removed (a merge patch)
+        }
+        if count is not None:
+            status["nodeCount"] = count
+        obj.update(
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], {"status": status}, _request_timeout=30
+            )
+        )
+
+    def _event(self, obj: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:
+        meta = obj["metadata"]
+        now = _now()
+        body = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],
+            },
+            "reason": reason,
+            "message": message[:1000],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": "nestlab-operator"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.kube.call(f"create an event of {_key(obj)}", self.kube.core.create_namespaced_event, meta["namespace"], body)
+
+
+def _addresses(kube: Cluster, lab: str, pods: set[str]) -> dict[str, dict[str, list[str]]]:
+    """Each lab node's addresses by interface (its management address on eth0), as its pod's nestlab inspects them."""
+    found = {}
+    answers = each(
+        {p: p for p in pods}, lambda _s, pod: kube.exec(pod, ["nestlab", "inspect", "--lab", lab, "--format", "json"], 60)
+    )
+    for answer in answers.values():
+        if not isinstance(answer, BaseException) and answer[0] == 0:
+            for node in json.loads(answer[1])["nodes"]:
+                found[node["name"]] = {
+                    i["name"]: i["addresses"] for i in node["interfaces"] if i.get("addresses") and i["name"] != "lo"
+                }
+    return found
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": meta["name"], "uid": meta["uid"], "blockOwnerDeletion": False}
+
+
+def _condition(kind: str, true: bool, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": "True" if true else "False",
+        "reason": reason,
+        "message": message[:1000],
+        "lastTransitionTime": _now(),
+    }
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _key(obj: dict[str, Any]) -> str:
+    return f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"

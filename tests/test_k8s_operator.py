@@ -1,0 +1,249 @@
+"""Labs as Kubernetes resources (make test-k8s), on a cluster as test_k8s_cluster.py's: the NestLab CRD from the
+model's schema; the operator installed in the cluster making examples/nestlab-resource.yaml Ready, changing a
+link's rate in place and removing the lab's pods with it, then uninstalled; and the operator run from here
+(`nestlab k8s operator run`) failing a bad lab by its field, finishing a deploy it was killed in the middle of, a lab
+of the same name in another namespace, and removing a lab deleted while it was down; last, a lab Degraded by a lost
+cluster node.  The
+resources are driven with kubectl, built by make k8s from the same pinned source."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+
+import pytest
+import test_k8s_cluster as tier
+import yaml
+from conftest import NESTLAB, ROOT, run_cli
+
+from nestlab import names
+from nestlab.model.openapi import topology_spec
+from nestlab.testbeds import cluster
+
+pytestmark = pytest.mark.k8s
+kube, cluster_itself, nothing_left_behind = tier.kube, tier.cluster_itself, tier.nothing_left_behind  # the tier's cluster, checks
+_kubectl = tier._kubectl
+EXAMPLE = ROOT / "examples" / "nestlab-resource.yaml"
+
+
+def _get(kc: str, name: str, namespace: str = "default") -> dict | None:
+    got = _kubectl(kc, "get", "-n", namespace, "nestlab", name, "-o", "json")
+    return json.loads(got.stdout) if got.returncode == 0 else None
+
+
+def _status(kc: str, name: str, namespace: str = "default") -> dict:
+    return (_get(kc, name, namespace) or {}).get("status") or {}
+
+
+def _until(what: str, check, timeout: float, why=lambda: ""):
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"not {what} after {timeout:.0f} s {why()}"
+        time.sleep(0.5)
+    return found
+
+
+@contextlib.contextmanager
+def _operator(kc: str, log):
+    proc = subprocess.Popen([*NESTLAB, "k8s", "operator", "run", "--kubeconfig", kc], stderr=log, stdout=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def installed(kube, tmp_path):
+    """The CRD and RBAC (no in-cluster operator), the operator's log; at the end no NestLab, nothing installed."""
+    done = run_cli("k8s", "operator", "install", "--kubeconfig", kube, "--no-deployment")
+    assert done.returncode == 0, done.stderr
+    log = tmp_path / "operator.log"
+    try:
+        yield log
+    finally:
+        with open(log, "a") as fh, _operator(kube, fh):  # the operator removes what is left, pods first
+            _kubectl(kube, "delete", "nestlabs", "--all", "-A", "--timeout=180s")
+        gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
+        assert gone.returncode == 0, gone.stderr + log.read_text()
+
+
+def _ready(kc: str, name: str, generation: int = 1, timeout: float = 240) -> dict:
+    """The NestLab once Ready for ``generation``."""
+
+    def ready():
+        lab = _get(kc, name) or {}
+        status = lab.get("status", {})
+        return status.get("phase") == "Ready" and status.get("observedGeneration") == generation and lab
+
+    return _until(f"Ready at generation {generation}", ready, timeout, lambda: (_get(kc, name) or {}).get("status") or _logs(kc))
+
+
+def _logs(kc: str) -> str:
+    """The in-cluster operator's log, if it runs."""
+    return _kubectl(kc, "logs", "-n", "nestlab-system", "deployment/nestlab-operator", "--tail=30").stdout
+
+
+def _in_h1(kc: str, *command: str) -> subprocess.CompletedProcess:
+    return _kubectl(kc, "exec", "nl-demo-node1", "--", "nestlab", "exec", "--lab", "nl-demo", "h1", "--", *command)
+
+
+def _pods(kc: str, lab: str, namespace: str = "default") -> dict[str, str]:
+    listed = json.loads(
+        _kubectl(kc, "get", "pods", "-n", namespace, "-l", f"nestlab.io/lab={lab}", "-o", "json", check=True).stdout
+    )
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in listed["items"]}
+
+
+def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_deleted_then_uninstall_leaves_nothing(kube):
+    done = run_cli("k8s", "operator", "install", "--kubeconfig", kube)
+    try:
+        assert done.returncode == 0, done.stderr
+        crd = json.loads(_kubectl(kube, "get", "crd", "nestlabs.nestlab.dev", "-o", "json", check=True).stdout)
+        conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        assert conditions.get("Established") == "True" and conditions.get("NonStructuralSchema") is None, crd["status"]
+        served = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert served["properties"]["topology"] == topology_spec()["properties"]["topology"]
+        role = json.loads(_kubectl(kube, "get", "clusterrole", "nestlab-operator", "-o", "json", check=True).stdout)
+        assert not any("*" in r["verbs"] or "*" in r["resources"] for r in role["rules"]), role["rules"]
+        explain = lambda: _kubectl(kube, "explain", "nestlab.spec.topology.links.params.rate").stdout  # noqa: E731
+        assert "1kbit..400gbit" in _until("explained (the API publishes a new CRD's schema in a while)", explain, 60)
+        bad = yaml.safe_load(EXAMPLE.read_text())
+        bad["spec"]["topology"]["nodes"]["h1"]["kind"] = "router9000"
+        refused = _kubectl_stdin(kube, yaml.safe_dump(bad), "apply", "-f", "-")
+        assert refused.returncode != 0, "the schema refuses a kind the model has not"
+        assert 'spec.topology.nodes.h1.kind: Unsupported value: "router9000"' in refused.stderr, refused.stderr
+
+        assert _kubectl(kube, "apply", "-f", str(EXAMPLE)).returncode == 0
+        lab = _ready(kube, "nl-demo")
+        status = lab["status"]
+        assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [("Ready", "True", "Deployed")], status
+        assert status["nodeCount"] == 3 and status["nodes"] == {
+            "h1": {
+                "pod": "nl-demo-node1",
+                "clusterNode": "node1",
+                "state": "running",
+                "addresses": {"eth1": ["10.0.4.1/30"], "eth2": ["10.0.5.1/30"]},
+            },
+            "r1": {"pod": "nl-demo-node1", "clusterNode": "node1", "state": "running", "addresses": {"eth1": ["10.0.4.2/30"]}},
+            "h2": {"pod": "nl-demo-node2", "clusterNode": "node2", "state": "running", "addresses": {"eth1": ["10.0.5.2/30"]}},
+        }, status
+        assert lab["metadata"]["finalizers"] == ["nestlab.dev/pods"]
+        listed = _kubectl(kube, "get", "nestlabs", check=True).stdout.splitlines()
+        assert listed[0].split() == ["NAME", "PHASE", "NODES", "AGE"] and listed[1].split()[:3] == ["nl-demo", "Ready", "3"], (
+            listed
+        )
+        ping = _in_h1(kube, "ping", "-c2", "-W2", "10.0.5.2")  # node1 to node2, across the pods' tunnel
+        assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
+        events = _kubectl(kube, "get", "events", "--field-selector", "involvedObject.name=nl-demo", "-o", "json", check=True)
+        assert {"Deploying", "Ready"} <= {e["reason"] for e in json.loads(events.stdout)["items"]}
+
+        pods = _pods(kube, "nl-demo")
+        shaping = lambda: _in_h1(kube, "tc", "class", "show", "dev", "eth2").stdout  # noqa: E731
+        assert "rate 40Mbit" in shaping(), shaping()
+        patch = '[{"op": "replace", "path": "/spec/topology/links/1/params/rate", "value": "20mbit"}]'
+        assert _kubectl(kube, "patch", "nestlab", "nl-demo", "--type=json", "-p", patch).returncode == 0
+        _ready(kube, "nl-demo", generation=2, timeout=120)
+        assert "rate 20Mbit" in shaping(), shaping()
+        assert _pods(kube, "nl-demo") == pods, "a rate changed in place: the same pods"
+
+        assert _kubectl(kube, "delete", "pod", "nl-demo-node2", "--wait=false").returncode == 0  # by hand: the lab is Degraded
+        conditions = lambda: _status(kube, "nl-demo").get("conditions", [])  # noqa: E731
+        lost = _until(
+            "Degraded", lambda: next((c for c in conditions() if c["type"] == "Degraded" and c["status"] == "True"), None), 90
+        )
+        assert lost["reason"] == "PodLost" and lost["message"].startswith("pod nl-demo-node2"), lost
+
+        deleted = _kubectl(kube, "delete", "nestlab", "nl-demo", "--timeout=120s")
+        assert deleted.returncode == 0, deleted.stderr
+        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.io/lab=nl-demo", "-o", "name").stdout.strip()
+    finally:
+        _kubectl(kube, "delete", "nestlabs", "--all", "-A", "--timeout=120s")
+        gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
+    assert gone.returncode == 0, gone.stderr
+    assert "CustomResourceDefinition/nestlabs.nestlab.dev" in gone.stderr
+    for kind, name in (("crd", "nestlabs.nestlab.dev"), ("namespace", "nestlab-system"), ("clusterrole", "nestlab-operator")):
+        assert _kubectl(kube, "get", kind, name).returncode != 0, f"{kind} {name} outlived uninstall"
+
+
+def _kubectl_stdin(kc: str, text: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [f"{cluster.BIN}/kubectl", "--kubeconfig", kc, *args], input=text, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_completes_and_a_lab_deleted_meanwhile_goes(
+    kube, installed
+):
+    with open(installed, "a") as log, _operator(kube, log) as first:
+        wrong = yaml.safe_load(EXAMPLE.read_text())  # past the schema, refused by the model: an endpoint of no node
+        wrong["metadata"]["name"] = "nl-wrong"
+        wrong["spec"]["topology"]["links"][0]["endpoints"][1] = "r9:eth1"
+        assert _kubectl_stdin(kube, yaml.safe_dump(wrong), "apply", "-f", "-").returncode == 0
+        failed = _until(
+            "Failed", lambda: (o := _get(kube, "nl-wrong")) and o.get("status", {}).get("phase") == "Failed" and o, 60
+        )
+        ready = failed["status"]["conditions"][0]
+        assert ready["type"] == "Ready" and ready["status"] == "False" and ready["reason"] == "InvalidSpec", ready
+        assert ready["message"].startswith("spec.topology.links[0].endpoints"), ready
+        assert not _pods(kube, "nl-wrong")
+        pinned = yaml.safe_load(EXAMPLE.read_text())  # a pin to a node the cluster lacks: the spec's fault, nothing made
+        pinned["metadata"]["name"] = "nl-nowhere"
+        pinned["spec"]["topology"]["nodes"]["h2"]["server"] = "node9"
+        assert _kubectl_stdin(kube, yaml.safe_dump(pinned), "apply", "-f", "-").returncode == 0
+        nowhere = _until("Failed", lambda: (s := _status(kube, "nl-nowhere")).get("phase") == "Failed" and s, 60)["conditions"][0]
+        assert nowhere["reason"] == "InvalidSpec" and nowhere["message"].startswith(
+            "spec.topology.nodes.h2.server: server 'node9'"
+        ), nowhere
+        assert not _pods(kube, "nl-nowhere")
+        assert _kubectl(kube, "apply", "-f", str(EXAMPLE)).returncode == 0
+        _until("deploying", lambda: _status(kube, "nl-demo").get("phase") == "Deploying" and _pods(kube, "nl-demo"), 60)
+        first.kill()  # mid-deploy: the pods made, the shares not deployed
+    with open(installed, "a") as log, _operator(kube, log):
+        assert _ready(kube, "nl-demo")["status"]["nodeCount"] == 3  # the one that returns makes the lab anew
+        ping = _in_h1(kube, "ping", "-c1", "-W2", "10.0.5.2")
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        _kubectl(kube, "create", "namespace", "nl-other", check=True)  # a lab of the same name in another namespace
+        try:
+            _until(
+                "a default service account",
+                lambda: _kubectl(kube, "get", "-n", "nl-other", "serviceaccount", "default").returncode == 0,
+                60,
+            )
+            assert _kubectl(kube, "apply", "-n", "nl-other", "-f", str(EXAMPLE)).returncode == 0
+            _until("Ready in nl-other", lambda: _status(kube, "nl-demo", "nl-other").get("phase") == "Ready", 120)
+            assert _pods(kube, "nl-demo", "nl-other").keys() == _pods(kube, "nl-demo").keys()
+            assert _kubectl(kube, "delete", "nestlab", "-n", "nl-other", "nl-demo", "--timeout=120s").returncode == 0
+            assert not _pods(kube, "nl-demo", "nl-other") and _status(kube, "nl-demo").get("phase") == "Ready"
+        finally:
+            _kubectl(kube, "delete", "namespace", "nl-other", "--timeout=120s")
+
+    # the operator is down: a delete waits on the finalizer, the pods stay
+    assert _kubectl(kube, "delete", "nestlab", "nl-demo", "--wait=false").returncode == 0
+    time.sleep(2)
+    assert (_get(kube, "nl-demo") or {}).get("metadata", {}).get("deletionTimestamp"), "the finalizer holds it"
+    assert _pods(kube, "nl-demo")
+    with open(installed, "a") as log, _operator(kube, log):
+        _until("gone", lambda: _get(kube, "nl-demo") is None, 120)
+        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.io/lab=nl-demo", "-o", "name").stdout.strip()
+
+
+def test_z_a_lost_cluster_node_degrades_the_lab_its_other_pod_stays_and_delete_still_removes_everything(kube, installed):
+    """Last: node2 stays dead (as test_k8s_cluster.py's test_z does with node3)."""
+    with open(installed, "a") as log, _operator(kube, log):
+        assert _kubectl(kube, "apply", "-f", str(EXAMPLE)).returncode == 0
+        _ready(kube, "nl-demo")
+        pods = _pods(kube, "nl-demo")
+        cluster._kill_below(f"{names.cgroup_name(tier.NAME)}/node2")  # its kubelet, containerd and pods, as a crash would
+        conditions = lambda: _status(kube, "nl-demo").get("conditions", [])  # noqa: E731
+        lost = _until(
+            "Degraded", lambda: next((c for c in conditions() if c["type"] == "Degraded" and c["status"] == "True"), None), 120
+        )
+        assert lost["reason"] == "PodLost" and lost["message"] == "pod nl-demo-node2: node node2 not Ready", lost
+        status = _status(kube, "nl-demo")
+        assert status["phase"] == "Ready" and status["nodes"]["h1"]["state"] == "running", status
+        assert _pods(kube, "nl-demo")["nl-demo-node1"] == pods["nl-demo-node1"], "the lab's other pod stays"
+        assert _kubectl(kube, "delete", "nestlab", "nl-demo", "--timeout=120s").returncode == 0
+        assert not _pods(kube, "nl-demo")
