@@ -290,16 +290,24 @@ def subordinate_ids():
         for path in (userns.SUBUID, userns.SUBGID):
             kept[path] = Path(path).read_text() if os.path.exists(path) else None
             text = kept[path] or ""
-            Path(path).write_text(
-                text + ("\n" if text and not text.endswith("\n") else "") + f"nobody:{SUBIDS.start}:{len(SUBIDS)}\n"
-            )
+            _replace(path, text + ("\n" if text and not text.endswith("\n") else "") + f"nobody:{SUBIDS.start}:{len(SUBIDS)}\n")
         yield SUBIDS
     finally:
+        for pid in _of_subordinate_ids():  # daemons a failed test left running as one of them
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         for path, text in kept.items():
             if text is None:
                 os.unlink(path)
             else:
-                Path(path).write_text(text)
+                _replace(path, text)
+
+
+def _replace(path: str, text: str) -> None:
+    """``path`` holding ``text``, swapped in whole (a reader never sees it half written), readable by all."""
+    Path(path + ".nestlab-test").write_text(text)
+    os.chmod(path + ".nestlab-test", 0o644)
+    os.replace(path + ".nestlab-test", path)
 
 
 def _of_subordinate_ids() -> list[int]:
@@ -332,7 +340,9 @@ def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_us
         with open("/etc/hosts") as fh:
             assert lab not in fh.read(), "the machine's /etc/hosts is untouched"
         assert nobody.run("destroy", "--lab", lab).returncode == 0
-        assert list(config.parent.iterdir()) == [], "the lab's ssh config and key go with it"
+        assert list(config.parent.iterdir()) == [] and list((nobody.home / ".ssh" / "nestlab").iterdir()) == [], (
+            "the lab's ssh config and key go with it"
+        )
         assert _gone() == [] and _of_subordinate_ids() == []
         assert _machine() == before
     finally:
@@ -575,3 +585,19 @@ def test_an_ordinary_users_frr_routers_reach_ospf_full(nobody):
     assert destroyed.returncode == 0, destroyed.stderr
     assert _gone() == [], "the routers' daemons went with the lab"
     assert _machine() == before
+
+
+def test_a_machine_that_refuses_user_namespaces_is_said_at_once(nobody):
+    """With ordinary users' user namespaces off (user.max_user_namespaces = 0), a command says so and ends; it
+    neither hangs nor leaves a process behind (the holder fails before its namespace exists)."""
+    with open("/proc/sys/user/max_user_namespaces") as fh:
+        before = fh.read().strip()
+    try:
+        with open("/proc/sys/user/max_user_namespaces", "w") as fh:
+            fh.write("0")
+        refused = nobody.run("deploy", "-t", str(nobody.write("refused.yml", SHAPED.format(name="rlrefused"))), timeout=30)
+    finally:
+        with open("/proc/sys/user/max_user_namespaces", "w") as fh:
+            fh.write(before)
+    assert refused.returncode == 1 and "this machine refuses you a user namespace" in refused.stderr, refused.stderr
+    assert _gone(timeout=2) == [] and not [pid for pid in procs.of_uid(NOBODY) if b"nestlab" in procs.cmdline(pid)]

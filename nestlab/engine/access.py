@@ -135,7 +135,7 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     key = sshgate.client_key(lab.name)
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
     if userns.guest():  # the key where the user's own ssh reads it (the lab's keys are in the user's namespaces)
-        key = record["ssh_key"] = config.removesuffix(".conf") + ".id_ed25519"
+        key = record["ssh_key"] = os.path.expanduser(f"~/.ssh/nestlab/clab-{lab.name}.id_ed25519")
     etc_hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
     etc_hosts.unpin_gone(lab.name, set(record["netns"]))
     etc_hosts.record(lab.name, record)  # first: a cleanup knows what to look for
@@ -147,6 +147,7 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     etc_hosts.block(lab.name, _host_lines(nodes))
     os.makedirs(os.path.dirname(config), mode=0o700 if userns.guest() else 0o755, exist_ok=True)
     if userns.guest():
+        os.makedirs(os.path.dirname(key), mode=0o700, exist_ok=True)
         with open(sshgate.client_key(lab.name), "rb") as src, _private(key) as fh:
             fh.write(src.read())
     _ssh_config(lab.name, config, nodes, key)
@@ -174,14 +175,14 @@ def ssh_config_dir() -> str:
 
 def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
     """containerlab's ssh config: per node its user (credentials:, else root) and key (identity-file:, else the lab's).
-    Rootless, a node is also named by its address, and reached through ``nestlab ssh --stdio`` (its address is in
-    the user's namespaces, where an ssh run outside does not reach)."""
+    Rootless, a node is reached through ``nestlab ssh --stdio`` (its address is in the user's namespaces, where an
+    ssh run outside does not reach)."""
     text = f"# Containerlab SSH Config for the {lab} lab\n"
     relay = shlex.join([sys.executable, "-m", "nestlab.cli.app", "ssh", "--lab", lab, "--stdio"])
     for node in nodes:
-        also, via = (f" {node.ipv4.ip}", f"\tProxyCommand {relay} {node.node}\n") if userns.guest() else ("", "")
+        via = f"\tProxyCommand {relay} {node.node}\n" if userns.guest() else ""
         text += (
-            f'\nHost {node.long}{also}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
+            f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
             f"\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n{via}"
         )
     with open(path, "w") as fh:
@@ -281,6 +282,12 @@ def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
     }
 
 
+def _reached_at(node: Managed) -> str:
+    """Where the inventories send tools: the node's address, or rootless, its name (the user's ssh config leads
+    there through the user's namespaces, where the address is)."""
+    return node.long if userns.guest() else str(node.ipv4.ip)
+
+
 def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
     """containerlab's ansible-inventory.yml: a group per kind and per ``ansible-group`` label, ``ansible_host`` set."""
     doc = lab.document
@@ -293,7 +300,7 @@ def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
         group_vars, host_vars = inventory_vars({n.node: n.login for n in members}, kind_login(doc, members[0].kind))
         kinds[kind] = {**({"vars": group_vars} if group_vars else {}), "hosts": {}}
         for node in members:
-            host = {"ansible_host": str(node.ipv4.ip), **host_vars[node.node]}
+            host = {"ansible_host": _reached_at(node), **host_vars[node.node]}
             kinds[kind]["hosts"][node.long] = host
             group = merged(doc, node.node, node.kind, "labels").get("ansible-group")
             if group:
@@ -315,7 +322,7 @@ def nornir_inventory(nodes: list[Managed]) -> dict:
             "username": node.login.user,
             "password": node.login.password,
             "platform": "linux",
-            "hostname": str(node.ipv4.ip),
+            "hostname": _reached_at(node),
         }
         for node in nodes
     }

@@ -38,9 +38,11 @@ def _mounts_under(prefix: str) -> list[str]:
 
 def _tools_of(lab: str) -> list[int]:
     """Processes outside the lab's namespaces that work on its folder (their command line names it): a tool
-    a killed deploy left running (an ``ovs-vsctl`` waits up to 30 s for a switch that is gone), the SSH gate."""
+    a killed deploy left running (an ``ovs-vsctl`` waits up to 30 s for a switch that is gone), the SSH gate.
+    Only this user namespace's: a lab of that name in an ordinary user's (rootless) is that user's own."""
     folder = os.fsencode(names.lab_dir(lab) + "/")
-    return [pid for pid in procs.others() if folder in procs.cmdline(pid)]
+    mine = procs.namespace(os.getpid(), "user")
+    return [pid for pid in procs.others() if folder in procs.cmdline(pid) and procs.namespace(pid, "user") == mine]
 
 
 def _kill_tools_of(lab: str) -> None:

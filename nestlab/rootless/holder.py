@@ -44,14 +44,10 @@ NAMESPACES = (("user", libc.CLONE_NEWUSER), ("mnt", libc.CLONE_NEWNS), ("net", l
 
 
 def folder() -> str:
-    """The user's own folder for the pidfile, the locks and the view's hosts file: ``$XDG_RUNTIME_DIR/nestlab``, or
-    ``~/.local/state/nestlab`` without a runtime folder of the user's; made 0700, :class:`Unavailable` if others could
-    write it."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
-    if runtime and _mine(runtime):
-        path = os.path.join(runtime, "nestlab")
-    else:
-        path = os.path.join(os.path.expanduser("~"), ".local", "state", "nestlab")
+    """The user's own folder for the pidfile, the locks and the view's files: ``~/.local/state/nestlab`` (the same
+    from a login, ``su``, cron or an IDE, and kept past the last logout, unlike ``$XDG_RUNTIME_DIR``); made 0700,
+    :class:`Unavailable` if others could write it."""
+    path = os.path.join(os.path.expanduser("~"), ".local", "state", "nestlab")
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
@@ -116,9 +112,13 @@ def start(home: str) -> Holder:
             os.setsid()
             pid = os.fork()
             if pid == 0:
+                for fd in (unshared[0], mapped[1], lifeline[0]):
+                    os.close(fd)
                 _hold(write, home, sleep, unshared[1], mapped[0], lifeline[1])
-            os.read(unshared[0], 1)
-            os.write(mapped[1], _map(pid))
+            for fd in (write, unshared[1], mapped[0], *lifeline):  # a holder that fails early ends every read here
+                os.close(fd)
+            if os.read(unshared[0], 1) == b"u":
+                os.write(mapped[1], _map(pid))
         finally:
             os._exit(0)
     for fd in (write, *unshared, *mapped, lifeline[1]):
@@ -153,7 +153,14 @@ def _map(pid: int) -> bytes:
     if not (uids and gids and newuidmap and newgidmap):
         return b"-"
     for tool, own, (first, count) in ((newuidmap, uid, uids), (newgidmap, gid, gids)):
-        done = subprocess.run([tool, str(pid), "0", str(own), "1", "1", str(first), str(count)], capture_output=True, text=True)
+        try:
+            done = subprocess.run(
+                [tool, str(pid), "0", str(own), "1", "1", str(first), str(count)], capture_output=True, text=True
+            )
+        except OSError as exc:
+            done = subprocess.CompletedProcess([], 1, "", str(exc))
+        if done.returncode and tool == newuidmap:  # nothing is mapped yet: the holder maps the user alone
+            return b"-"
         if done.returncode:
             return f"!{os.path.basename(tool)}: {done.stderr.strip() or done.returncode}".encode()
     return b"s"
@@ -192,7 +199,10 @@ def _hold(write: int, home: str, sleep: str, unshared: int, mapped: int, lifelin
     and the view, say so on ``write``, then sleep until told to go, holding ``lifeline`` open."""
     uid, gid = os.getuid(), os.getgid()
     try:
-        libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
+        try:
+            libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
+        except OSError as exc:
+            raise LabError(f"this machine refuses you a user namespace ({exc.strerror}): `nestlab doctor` says why") from None
         os.write(unshared, b"u")
         how = os.read(mapped, 4096)
         if how.startswith(b"!"):

@@ -11,11 +11,11 @@ Nothing here propagates back to the machine; it all goes when the holder does.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
-import shutil
 
-from ..backends.kernel import libc
+from ..backends.kernel import libc, userns
 
 SYSTEM = ".nestlab-system"  # where, in a covered folder, the machine's own stays reachable
 COVERED = {"/run": ("netns", "lock", "nestlab*", "sshd"), "/var/lib": ("nestlab",)}  # folder: what is made afresh in it
@@ -28,13 +28,23 @@ def make(folder: str) -> None:
     libc.mount("", "/", libc.MS_REC | libc.MS_SLAVE, "none")  # the machine's mounts still come in; none go out
     for path, own in COVERED.items():
         cover(path, own)
-    hosts = os.path.join(folder, "hosts")
-    shutil.copyfile(HOSTS, hosts)
+    with open(HOSTS, "rb") as fh:
+        hosts = _own(folder, "hosts", fh.read(), 0o644)
     libc.mount(hosts, os.path.realpath(HOSTS), libc.MS_BIND)
-    shadow = os.path.join(folder, "shadow")
-    with open(os.open(shadow, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
-        fh.write("root:*:::::::\n")
-    libc.mount(shadow, SHADOW, libc.MS_BIND)
+    libc.mount(_own(folder, "shadow", b"root:*:::::::\n", 0o600), SHADOW, libc.MS_BIND)
+    _own("/run", os.path.basename(userns.MARKER), b"", 0o644)
+
+
+def _own(folder: str, name: str, text: bytes, mode: int) -> str:
+    """``name`` in ``folder`` written anew with ``text`` and ``mode`` (a link planted there is replaced, never
+    followed); its path."""
+    path = os.path.join(folder, name)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode), "wb") as fh:
+        os.fchmod(fh.fileno(), mode)  # whatever the umask
+        fh.write(text)
+    return path
 
 
 def cover(path: str, own: tuple[str, ...]) -> None:

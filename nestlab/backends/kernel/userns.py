@@ -4,6 +4,7 @@ mapping of an ordinary user to root in a namespace of its own, alone or with the
 
 from __future__ import annotations
 
+import os
 from functools import cache
 
 WHOLE = ["0 0 4294967295"]  # the machine's own user namespace maps every id to itself
@@ -15,11 +16,15 @@ def _mapped() -> list[str]:
         return [" ".join(line.split()) for line in fh if line.strip()]
 
 
+MARKER = "/run/nestlab-rootless"  # made in the holder's view (nestlab/rootless/view.py): rootless mode's own
+
+
 @cache
 def guest() -> bool:
-    """Whether nestlab runs in a user namespace of an ordinary user's (rootless mode), where the machine's
-    interfaces, cgroups and kernel programs are out of its reach."""
-    return _mapped() != WHOLE
+    """Whether nestlab runs in an ordinary user's holder (rootless mode), where the machine's interfaces, cgroups
+    and kernel programs are out of its reach: a user namespace that maps less than every id, and the holder's view.
+    Root in another's user namespace (a container's, a pod's) is not a guest: its network namespace is its own."""
+    return _mapped() != WHOLE and os.path.exists(MARKER)
 
 
 @cache
