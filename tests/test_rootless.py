@@ -315,8 +315,10 @@ def _of_subordinate_ids() -> list[int]:
     return [pid for pid in procs.others() if (ids := procs.uids(pid)) and ids[0] in SUBIDS and procs.alive(pid)]
 
 
-def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_users_ssh(nobody, subordinate_ids):
-    lab = "rl" + uuid.uuid4().hex[:6]
+def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_users_ssh(
+    nobody, subordinate_ids, topo_file, lab_name
+):
+    lab = lab_name
     before = _machine()
     topo = nobody.write("two.clab.yml", CLAB.format(name=lab))
     try:
@@ -335,6 +337,11 @@ def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_us
             timeout=60,
         )
         assert own.stdout.strip() == "n2", "nobody's own ssh, through nestlab ssh --stdio: " + own.stdout + own.stderr
+        # root's lab of the same name comes and goes beside it, leaving nobody's (and its SSH gate) alone
+        assert run_cli("deploy", "-t", str(topo_file("name: {name}\ntopology:\n  nodes:\n    x: {}\n"))).returncode == 0
+        assert run_cli("destroy", "--lab", lab).returncode == 0
+        again = nobody.run("ssh", "--lab", lab, "n1", "--", "hostname")
+        assert again.stdout.strip() == "n1", "root's destroy of its own lab of that name: " + again.stdout + again.stderr
         doctor = {row["name"]: row for row in json.loads(nobody.run("doctor", "--format", "json").stdout)}
         assert "your subordinate ids are mapped too" in doctor["rootless"]["detail"], doctor["rootless"]
         with open("/etc/hosts") as fh:
