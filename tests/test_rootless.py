@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT, root_links, run_cli
 
 from nestlab import names
-from nestlab.backends.kernel import procs, userns
+from nestlab.backends.kernel import libc, procs, userns
 
 NOBODY = 65534
 STRANGER = 65533  # a second ordinary user, without even a passwd entry
@@ -594,17 +594,39 @@ def test_an_ordinary_users_frr_routers_reach_ospf_full(nobody):
     assert _machine() == before
 
 
-def test_a_machine_that_refuses_user_namespaces_is_said_at_once(nobody):
-    """With ordinary users' user namespaces off (user.max_user_namespaces = 0), a command says so and ends; it
-    neither hangs nor leaves a process behind (the holder fails before its namespace exists)."""
-    with open("/proc/sys/user/max_user_namespaces") as fh:
-        before = fh.read().strip()
-    try:
-        with open("/proc/sys/user/max_user_namespaces", "w") as fh:
-            fh.write("0")
-        refused = nobody.run("deploy", "-t", str(nobody.write("refused.yml", SHAPED.format(name="rlrefused"))), timeout=30)
-    finally:
-        with open("/proc/sys/user/max_user_namespaces", "w") as fh:
-            fh.write(before)
-    assert refused.returncode == 1 and "this machine refuses you a user namespace" in refused.stderr, refused.stderr
-    assert _gone(timeout=2) == [] and not [pid for pid in procs.of_uid(NOBODY) if b"nestlab" in procs.cmdline(pid)]
+def test_a_machine_that_refuses_user_namespaces_is_said_at_once(nobody, tmp_path):
+    """Where ordinary users may make no user namespace (``user.max_user_namespaces`` = 0), a command says so and
+    ends: it neither hangs nor leaves a process behind.  The limit is set in a user namespace of the test's own
+    (mapping ids 0-65534 as they are), which nobody's command then runs in: the machine's own stays as it is."""
+    said = tmp_path / "said.json"
+    topo = nobody.write("refused.yml", SHAPED.format(name="rlrefused"))
+    ready, go = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a user namespace in which nobody may make none, then nobody's deploy in it
+        try:
+            libc.unshare(libc.CLONE_NEWUSER)
+            os.write(ready[1], b"u")
+            os.read(go[0], 1)
+            Path("/proc/sys/user/max_user_namespaces").write_text("0")
+            command = nobody.command("deploy", "-t", str(topo))
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, env=nobody.env(), cwd=nobody.home, timeout=30)
+                said.write_text(json.dumps([done.returncode, done.stderr]))
+            except subprocess.TimeoutExpired:
+                said.write_text(json.dumps([None, "the refused command hung"]))
+        finally:
+            os._exit(0)
+    os.read(ready[0], 1)
+    for name in ("uid_map", "gid_map"):
+        Path(f"/proc/{pid}/{name}").write_text(f"0 0 {NOBODY + 1}")
+    os.write(go[1], b"g")
+    os.waitpid(pid, 0)  # the child's own timeout bounds it
+    code, stderr = json.loads(said.read_text())
+    once = " ".join(stderr.split())  # as the terminal's width wrapped it
+    assert code == 1, stderr
+    assert "refuses you a user namespace (the kernel's limit on namespaces is reached (user.max_user_namespaces = 0" in once
+    time.sleep(0.5)  # what a hung command left is reaped by now, or still there
+    left = [pid for pid in procs.of_uid(NOBODY) if b"nestlab" in procs.cmdline(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "nothing of nobody's runs"

@@ -201,8 +201,9 @@ def _hold(write: int, home: str, sleep: str, unshared: int, mapped: int, lifelin
     try:
         try:
             libc.unshare(libc.CLONE_NEWUSER | libc.CLONE_NEWNS | libc.CLONE_NEWNET | libc.CLONE_NEWUTS)
-        except OSError as exc:
-            raise LabError(f"this machine refuses you a user namespace ({exc.strerror}): `nestlab doctor` says why") from None
+        except (OSError, LabError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise LabError(f"this machine refuses you a user namespace ({why}): `nestlab doctor` says why") from None
         os.write(unshared, b"u")
         how = os.read(mapped, 4096)
         if how.startswith(b"!"):

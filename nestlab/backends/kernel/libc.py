@@ -55,6 +55,7 @@ def unshare(flags: int) -> None:
         return _check(ret, "unshare")
     limits = []
     for flag, kind in (
+        (CLONE_NEWUSER, "user"),
         (CLONE_NEWNET, "net"),
         (CLONE_NEWUTS, "uts"),
         (CLONE_NEWNS, "mnt"),
