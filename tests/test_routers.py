@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from nestlab import names
+from nestlab.backends.kernel import views
 from nestlab.lab.lab import Lab
 
 pytestmark = pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
@@ -92,6 +93,18 @@ def test_bgp_ring_example_announces_across(tmp_path, topo_file):
         assert "192.168.1.0/24" in routes and "192.168.3.0/24" in routes
     finally:
         lab.destroy()
+
+
+def test_a_path_below_an_earlier_bound_folder_is_looked_for_in_its_source(tmp_path):
+    """What the view shows below a bound folder is that folder's source: a router's file bound into its own
+    /etc/frr needs no root of the node's own (an ordinary user may not read the machine's /etc/frr at all), a
+    path the source lacks does, even where the machine has it."""
+    own = tmp_path / "share"
+    own.mkdir()
+    (own / "daemons").write_text("")
+    binds = [(str(own), "/usr/share", False), (str(tmp_path / "daemons"), "/usr/share/daemons", False)]
+    assert not views.needs_own_root(binds)
+    assert views.needs_own_root([*binds, (str(own), "/usr/share/doc", False)])  # the machine's, not the view's
 
 
 def test_binds_give_a_node_its_own_files(lab_from, tmp_path):

@@ -37,8 +37,18 @@ def prepare(path: str) -> None:
 
 
 def needs_own_root(binds: Sequence[Bind]) -> bool:
-    """A bind adds a path the machine lacks outside the fresh /run and /tmp."""
-    return any(not os.path.lexists(target) and not target.startswith(tuple(f + "/" for f in FRESH)) for _, target, _ in binds)
+    """A bind adds a path the view would lack outside the fresh /run and /tmp: one the machine lacks, or, below an
+    earlier bind's folder, one that folder's source lacks (it is what the view shows there; a router's file bound
+    into its own /etc/frr is looked for in that folder, not in the machine's, which may not be readable)."""
+    fresh = tuple(f + "/" for f in FRESH)
+    return any(not _present(target, binds[:i]) and not target.startswith(fresh) for i, (_, target, _) in enumerate(binds))
+
+
+def _present(target: str, earlier: Sequence[Bind]) -> bool:
+    for source, folder, _read_only in reversed(earlier):
+        if target.startswith(folder.rstrip("/") + "/"):
+            return os.path.lexists(source + target[len(folder.rstrip("/")) :])
+    return os.path.lexists(target)
 
 
 def create(
