@@ -234,6 +234,12 @@ def test_what_needs_the_machines_root_is_refused_with_its_reason(nobody):
     )
     refused = nobody.run("deploy", "-t", str(logins))
     assert refused.returncode == 1 and "cannot make r1 (password logins (credentials:) run as a uid" in refused.stderr
+    nobody.write("motd", "hello\n")
+    rooted = nobody.write(
+        "rooted.yml", f"name: {lab}\ntopology:\n  nodes:\n    w: {{binds: ['motd:/etc/nestlab-nowhere/motd']}}\n"
+    )
+    refused = nobody.run("deploy", "-t", str(rooted))
+    assert refused.returncode == 1 and "cannot make w (a root of the node's own" in refused.stderr, refused.stderr
     assert lab not in nobody.run("inspect", "--all").stdout
     limited = nobody.write(
         "limited.yml", f"name: {lab}\ntopology:\n  nodes:\n    a: {{resources: {{memory: 64m}}}}\n    b: {{}}\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..backends.kernel import userns
+from ..backends.kernel import userns, views
 from ..errors import LabError
 from ..kinds import of
 from ..plan.objects import NodeObj, Plan
@@ -68,6 +68,8 @@ def _node_needs_root(node: NodeObj) -> str | None:
         )
     if node.ports:
         return "ports: forwarded from the machine's own loopback, which rootless labs do not reach"
+    if node.own_root or views.needs_own_root(node.binds):
+        return "a root of the node's own (a server image, a bind to a path the machine lacks): overlayfs over / needs the machine's root"
     return None
 
 
