@@ -129,6 +129,19 @@ class Lab:
         lab._blueprint = Blueprint(current.topology["name"], lab.source, lab._raw, planned=current.plan)
         return lab
 
+    @classmethod
+    def on_cluster(cls, name: str, kubeconfig: str | None = None, namespace: str | None = None) -> Lab:
+        """The lab an operator made of the NestLab ``name`` in ``namespace`` (the kubeconfig's, else default) of the
+        cluster ``kubeconfig`` names (None: $KUBECONFIG, else ~/.kube/config), with no record on this machine: what
+        it runs is its spec, where, its status (its commands go to its pods).  Refused unless the NestLab is Ready."""
+        from ..sites.k8s.operator.found import found_lab
+
+        made = found_lab(name, kubeconfig, namespace)
+        lab = cls.__new__(cls)
+        lab.source, lab.notices, lab._raw, lab._located = made.source, list(made.notices), made.document, made.located
+        lab._blueprint = made
+        return lab
+
     def _set(self, loaded: Loaded, source: str) -> None:
         self.source = source
         self.notices: list[Problem] = loaded.notices
