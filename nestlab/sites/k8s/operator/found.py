@@ -4,6 +4,7 @@ node: its status), held for this process alone (``engine/where.hold``): nothing 
 
 from __future__ import annotations
 
+import datetime
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -17,10 +18,10 @@ if TYPE_CHECKING:
     from ....plan.blueprint import Blueprint
 
 
-def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = None) -> Blueprint:
-    """The lab NestLab ``name`` asks for, its pods (from its status) held as its record; refused unless it is Ready,
-    saying its phase, or when ``namespace`` (the kubeconfig's, else default) has no NestLab of that name, listing
-    those it has."""
+def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = None) -> tuple[Blueprint, float]:
+    """The lab NestLab ``name`` asks for, its pods (from its status) held as its record, and when it was last made
+    or changed (its Ready condition's time); refused unless it is Ready, saying its phase, or when ``namespace`` (the
+    kubeconfig's, else default) has no NestLab of that name, listing those it has."""
     kube = Cluster(kubeconfig, namespace)
     labs = {obj["metadata"]["name"]: obj for obj in _listed(kube)}
     if name not in labs:
@@ -44,7 +45,9 @@ def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = 
             "placement": placement,
         },
     )
-    return blueprint(obj)
+    ready = next(c for c in status.get("conditions") or [] if c["type"] == "Ready")
+    since = datetime.datetime.strptime(ready["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    return blueprint(obj), since.timestamp()
 
 
 def _listed(kube: Cluster) -> list[dict[str, Any]]:
