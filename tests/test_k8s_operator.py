@@ -185,6 +185,8 @@ def _from_a_workstation(kc: str) -> None:
     assert changed.returncode == 0, changed.stdout + changed.stderr
     shaped = _in_h1(kc, "tc", "class", "show", "dev", "eth1").stdout
     assert "rate 10Mbit" in shaped, shaped
+    checked = run_cli("check", *here, "--format", "json", "--wait", "30")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["checks"][0]["held"], checked.stdout + checked.stderr
     logged = run_cli("events", *here, "--format", "json", "--since", "0", "--no-follow")  # every pod's log, merged
     assert logged.returncode == 0 and "10mbit" in logged.stdout, logged.stdout + logged.stderr
     unknown = run_cli("exec", "--lab", "nl-nope", "--kubeconfig", kc, "h1", "--", "true")
