@@ -45,8 +45,9 @@ def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = 
             "placement": placement,
         },
     )
-    ready = next(c for c in status.get("conditions") or [] if c["type"] == "Ready")
-    since = datetime.datetime.strptime(ready["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+    stamp = ready.get("lastTransitionTime") or obj["metadata"]["creationTimestamp"]
+    since = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
     return blueprint(obj), since.timestamp()
 
 
