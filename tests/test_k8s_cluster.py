@@ -76,7 +76,7 @@ def nothing_left_behind(kube, cluster_itself):
     """Every test leaves nothing but the cluster itself: no lab of its own here, no pod of a lab in the cluster."""
     yield
     left = sorted(set(leftovers()) - cluster_itself)
-    pods = _kubectl(kube, "get", "pods", "-A", "-l", "nestlab.io/lab", "-o", "name").stdout.split()
+    pods = _kubectl(kube, "get", "pods", "-A", "-l", "nestlab.dev/lab", "-o", "name").stdout.split()
     for lab in set(state.labs()) - {NAME}:
         run_cli("destroy", "--lab", lab)
     assert not left and not pods, f"left behind: {left} {pods}"
@@ -186,7 +186,7 @@ def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_
     assert gone.returncode == 0, gone.stderr
     assert "removed from pods k8s-demo-node1, k8s-demo-node2, k8s-demo-node3" in gone.stderr, gone.stderr
     assert not os.path.exists(names.lab_dir(lab))
-    assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", f"nestlab.io/lab={lab}", "-o", "name").stdout.strip()
+    assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", f"nestlab.dev/lab={lab}", "-o", "name").stdout.strip()
 
 
 def test_render_writes_exactly_what_deploy_creates(kube, tmp_path):
@@ -335,7 +335,7 @@ def test_z_a_node_that_dies_with_a_share_on_it(kube, tmp_path):
     cluster._kill_below(f"{names.cgroup_name(NAME)}/node3")  # the node's kubelet, containerd and pods, as a crash would
     gone = run_cli("destroy", "--lab", "dies", timeout=300)
     assert gone.returncode == 0, gone.stderr
-    assert not _kubectl(kube, "get", "pods", "-l", "nestlab.io/lab=dies", "-o", "name").stdout.strip()
+    assert not _kubectl(kube, "get", "pods", "-l", "nestlab.dev/lab=dies", "-o", "name").stdout.strip()
     again = run_cli("k8s", "deploy", "-t", str(_lab(tmp_path, "dead")), "--kubeconfig", kube, "--timeout", "90", timeout=200)
     assert again.returncode == 1
     assert "node3" in _one_line_error(again)

@@ -1,6 +1,7 @@
 """Labs as Kubernetes resources (make test-k8s), on a cluster as test_k8s_cluster.py's: the NestLab CRD from the
 model's schema; the operator installed in the cluster making examples/nestlab-resource.yaml Ready, changing a
-link's rate in place and removing the lab's pods with it, then uninstalled; and the operator run from here
+link's rate in place, the lab used from here with no record of it (`nestlab exec/inspect/link set --lab NAME
+--kubeconfig KC`), and removing the lab's pods with it, then uninstalled; and the operator run from here
 (`nestlab k8s operator run`) failing a bad lab by its field, finishing a deploy it was killed in the middle of, a lab
 of the same name in another namespace, and removing a lab deleted while it was down; last, a lab Degraded by a lost
 cluster node.  The
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import time
 
@@ -92,7 +94,7 @@ def _in_h1(kc: str, *command: str) -> subprocess.CompletedProcess:
 
 def _pods(kc: str, lab: str, namespace: str = "default") -> dict[str, str]:
     listed = json.loads(
-        _kubectl(kc, "get", "pods", "-n", namespace, "-l", f"nestlab.io/lab={lab}", "-o", "json", check=True).stdout
+        _kubectl(kc, "get", "pods", "-n", namespace, "-l", f"nestlab.dev/lab={lab}", "-o", "json", check=True).stdout
     )
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in listed["items"]}
 
@@ -148,6 +150,7 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
         _ready(kube, "nl-demo", generation=2, timeout=120)
         assert "rate 20Mbit" in shaping(), shaping()
         assert _pods(kube, "nl-demo") == pods, "a rate changed in place: the same pods"
+        _from_a_workstation(kube)
 
         assert _kubectl(kube, "delete", "pod", "nl-demo-node2", "--wait=false").returncode == 0  # by hand: the lab is Degraded
         conditions = lambda: _status(kube, "nl-demo").get("conditions", [])  # noqa: E731
@@ -158,7 +161,7 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
 
         deleted = _kubectl(kube, "delete", "nestlab", "nl-demo", "--timeout=120s")
         assert deleted.returncode == 0, deleted.stderr
-        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.io/lab=nl-demo", "-o", "name").stdout.strip()
+        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
     finally:
         _kubectl(kube, "delete", "nestlabs", "--all", "-A", "--timeout=120s")
         gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
@@ -166,6 +169,31 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
     assert "CustomResourceDefinition/nestlabs.nestlab.dev" in gone.stderr
     for kind, name in (("crd", "nestlabs.nestlab.dev"), ("namespace", "nestlab-system"), ("clusterrole", "nestlab-operator")):
         assert _kubectl(kube, "get", kind, name).returncode != 0, f"{kind} {name} outlived uninstall"
+
+
+def _from_a_workstation(kc: str) -> None:
+    """The operator's lab used from here, which never deployed it (no record of it): found through its NestLab."""
+    assert not os.path.exists(names.lab_dir("nl-demo"))
+    here = ("--lab", "nl-demo", "--kubeconfig", kc)
+    ping = run_cli("exec", *here, "h1", "--", "ping", "-c2", "-W2", "10.0.5.2")  # node1 to node2
+    assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr
+    inspected = run_cli("inspect", *here, "--format", "json")
+    assert inspected.returncode == 0, inspected.stderr
+    nodes = {n["name"]: n["k8s_node"] for n in json.loads(inspected.stdout)["nodes"]}
+    assert nodes == {"h1": "node1", "r1": "node1", "h2": "node2"}, inspected.stdout
+    changed = run_cli("link", "set", *here, "h1:eth1", "r1:eth1", "--rate", "10mbit")
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    shaped = _in_h1(kc, "tc", "class", "show", "dev", "eth1").stdout
+    assert "rate 10Mbit" in shaped, shaped
+    checked = run_cli("check", *here, "--format", "json", "--wait", "30")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["checks"][0]["held"], checked.stdout + checked.stderr
+    logged = run_cli("events", *here, "--format", "json", "--since", "0", "--no-follow")  # every pod's log, merged
+    assert logged.returncode == 0 and "10mbit" in logged.stdout, logged.stdout + logged.stderr
+    unknown = run_cli("exec", "--lab", "nl-nope", "--kubeconfig", kc, "h1", "--", "true")
+    assert unknown.returncode == 1 and "no NestLab nl-nope in namespace default (its NestLabs: nl-demo)" in unknown.stderr, (
+        unknown.stderr
+    )
+    assert not os.path.exists(names.lab_dir("nl-demo")), "nothing of it is written here"
 
 
 def _kubectl_stdin(kc: str, text: str, *args: str) -> subprocess.CompletedProcess:
@@ -189,6 +217,10 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
         assert ready["type"] == "Ready" and ready["status"] == "False" and ready["reason"] == "InvalidSpec", ready
         assert ready["message"].startswith("spec.topology.links[0].endpoints"), ready
         assert not _pods(kube, "nl-wrong")
+        refused = run_cli("inspect", "--lab", "nl-wrong", "--kubeconfig", kube)
+        assert refused.returncode == 1 and "NestLab default/nl-wrong is Failed: spec.topology.links[0]" in refused.stderr, (
+            refused.stderr
+        )
         pinned = yaml.safe_load(EXAMPLE.read_text())  # a pin to a node the cluster lacks: the spec's fault, nothing made
         pinned["metadata"]["name"] = "nl-nowhere"
         pinned["spec"]["topology"]["nodes"]["h2"]["server"] = "node9"
@@ -227,7 +259,7 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
     assert _pods(kube, "nl-demo")
     with open(installed, "a") as log, _operator(kube, log):
         _until("gone", lambda: _get(kube, "nl-demo") is None, 120)
-        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.io/lab=nl-demo", "-o", "name").stdout.strip()
+        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
 
 
 def test_z_a_lost_cluster_node_degrades_the_lab_its_other_pod_stays_and_delete_still_removes_everything(kube, installed):

@@ -68,6 +68,21 @@ def test_a_node_bigger_than_any_share_is_refused():
         place(lab.plan, {"s1": 1, "s2": 1}, {})
 
 
+def test_a_share_holds_none_of_the_lab_s_checks():
+    """The checks name nodes of every share: they are run where the whole lab is looked at, and each share still
+    loads (a share with them would name nodes it lacks)."""
+    from nestlab.model.load import load_data
+
+    lab = Lab.from_text(
+        "name: chk\ntopology:\n  nodes: {h1: {server: s1}, h2: {server: s2}}\n  links: [{endpoints: [h1:eth1, h2:eth1]}]\n"
+        "checks:\n  - reach: {from: h1, to: h2}\n"
+    )
+    parts = place_and_partition(lab.blueprint, {s: ServerSpec(address=f"198.18.7.{i}") for i, s in enumerate(("s1", "s2"), 1)})
+    for server, share in parts.shares.items():
+        assert "checks" not in share.topology, server
+        load_data(share.topology, f"{server}.yml")
+
+
 INVENTORY = """servers:
   s1: {address: 198.18.7.1}
   s2: {address: 198.18.7.2, weight: 1}

@@ -67,6 +67,15 @@ TopoOpt = typer.Option(
     None, "-t", "--topo", help="Topology file (YAML), or a Kathará lab (its folder or its lab.conf).", exists=False
 )
 LabOpt = typer.Option(None, "--lab", help="Name of a running lab (instead of -t).")
+KubeconfigOpt = typer.Option(
+    None,
+    "--kubeconfig",
+    help="Find --lab in this cluster: a lab an operator made of a NestLab resource (docs/servers.md), "
+    "its pods named by its status, no record needed here.",
+)
+NamespaceOpt = typer.Option(
+    None, "--namespace", help="The NestLab's namespace, for --kubeconfig (default: the kubeconfig context's, else default)."
+)
 
 
 NEEDS_ROOT = "needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN): run it with sudo"
@@ -81,8 +90,11 @@ def needs_root(ctx: typer.Context) -> None:
 
 
 def needs_root_for(command: str, read_only: set[str]) -> int:
-    """1 (having said why) if ``command`` changes the machine and this is not root, else 0."""
-    if command not in read_only and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv):
+    """1 (having said why) if ``command`` changes the machine and this is not root, else 0 (also for a lab found in a
+    cluster: its pods do the work)."""
+    own = sys.argv[: sys.argv.index("--")] if "--" in sys.argv else sys.argv  # not a command's to run in a node
+    elsewhere = any(arg.split("=")[0] in ("--kubeconfig", "--namespace") for arg in own)
+    if command not in read_only and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv) and not elsewhere:
         from ..rootless import session  # an ordinary user's refused command alone: root's start-up loads none of it
 
         why = f" (rootless mode is unavailable here: {session.why_not})" if session.why_not else ""
@@ -130,12 +142,18 @@ def ignored(flag: str, why: str) -> None:
     err.line(f"note {flag}: ignored ({why})")
 
 
-def resolve(topo: Path | None, lab: str | None) -> Lab:
+def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, namespace: str | None = None) -> Lab:
+    """The lab a command is about: the file ``topo``, the running lab ``lab`` (from the NestLab of that name when a
+    cluster is named: ``kubeconfig`` or ``namespace``), else the one lab running here."""
     from ..engine import state
     from ..lab.lab import Lab
 
     if topo and lab:
         raise LabError("give either -t FILE or --lab NAME, not both")
+    if kubeconfig or namespace:
+        if not lab:
+            raise LabError("--kubeconfig and --namespace find a NestLab by its name: give --lab NAME")
+        return Lab.on_cluster(lab, str(kubeconfig) if kubeconfig else None, namespace)
     if topo:
         return Lab.from_file(topo)
     if lab:

@@ -17,7 +17,7 @@ from ..errors import LabError
 from ..lab.fidelity import Watch, summary_line
 from ..lab.lab import Lab
 from ..lab.schedule import play
-from .common import LabOpt, TopoOpt, err, notices, out, print_json, reported, resolve
+from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, print_json, reported, resolve
 from .lifecycle import ExecReport
 
 commands = typer.Typer()
@@ -54,6 +54,8 @@ def link_set(
     down: bool = typer.Option(False, "--down", help="Take the link down (both ends)."),
     up: bool = typer.Option(False, "--up", help="Bring the link up again."),
     direction: str = typer.Option("both", help="both, a (what A sends) or b (what B sends)."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
 ):
     """Change a link while the lab runs; the new setting replaces the old one in place.
 
@@ -61,6 +63,7 @@ def link_set(
 
     Example: nestlab link set --lab manet n1:eth1 n2:eth1 --rate 10mbit --delay 20ms
     Example: nestlab link set --lab lte ue:eth1 enb:eth1 --direction b --trace traces/Verizon-LTE-down.trace
+    Example (a lab an operator made): nestlab link set --lab nl-demo --kubeconfig kc.yaml h1:eth1 r1:eth1 --rate 10mbit
     """
 
     with reported():
@@ -87,7 +90,7 @@ def link_set(
             params["state"] = "down" if down else "up"
         if not params:
             raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
-        found = resolve(topo, lab)
+        found = resolve(topo, lab, kubeconfig, namespace)
         done = sites.of(found.name).link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)

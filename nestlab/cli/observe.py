@@ -16,7 +16,7 @@ from ..lab.lab import Lab
 from ..model.endpoint import Endpoint
 from ..observe import graph as exports
 from ..observe import live
-from .common import LabOpt, TopoOpt, err, reported, resolve
+from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, reported, resolve
 
 commands = typer.Typer()
 
@@ -85,6 +85,8 @@ def capture(
     count: int | None = typer.Option(None, "-c", "--count", min=1, help="Stop after this many packets."),
     duration: float | None = typer.Option(None, "-d", "--duration", min=0.0, help="Stop after this many seconds."),
     whole_link: bool = typer.Option(False, "--link", help="Also capture the far end of each interface's link."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
 ):
     """Capture packets on interfaces of a running lab, as pcapng (nothing is installed in the nodes).
 
@@ -99,7 +101,7 @@ def capture(
     """
 
     with reported():
-        found = resolve(topo, lab)
+        found = resolve(topo, lab, kubeconfig, namespace)
         if write is None:
             raise LabError("say where the packets go: -w FILE.pcapng, or -w - to pipe them (| tshark -r -, | wireshark -k -i -)")
         ends = []
@@ -131,6 +133,8 @@ def events_cmd(
     follow: bool = typer.Option(True, "--follow/--no-follow", help="Keep streaming live events (--no-follow: only replay)."),
     count: int | None = typer.Option(None, "-c", "--count", min=1, help="Stop after this many events."),
     duration: float | None = typer.Option(None, "-d", "--duration", min=0.0, help="Stop after this many seconds."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
 ):
     """Stream what happens in a running lab, until Ctrl-C or the lab is destroyed.
 
@@ -144,7 +148,7 @@ def events_cmd(
     """
 
     with reported():
-        found = resolve(topo, lab)
+        found = resolve(topo, lab, kubeconfig, namespace)
         if fmt not in ("text", "json"):
             raise LabError(f"--format must be text or json, not '{fmt}'")
         done = sites.of(found.name).events(sys.stdout.buffer, fmt, since, follow, count, duration, err.print)

@@ -15,7 +15,7 @@ from .. import sites
 from ..engine import access, cleanup, state
 from ..engine.sshgate import client_key
 from ..errors import LabError
-from .common import LabOpt, TopoOpt, err, node_of, out, print_json, reported, resolve
+from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, node_of, out, print_json, reported, resolve
 from .tables import show
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ def inspect_cmd(
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
     all_labs: bool = typer.Option(False, "--all", help="List every lab on this machine."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
     fmt: str = typer.Option("table", "--format", help="Output: table or json."),
     node: list[str] = typer.Option([], "--node", help="Only this node (repeat for more)."),
     pattern: str | None = typer.Option(
@@ -62,7 +64,7 @@ def inspect_cmd(
                     table.add_row(row["lab"], row["status"], str(row["namespaces"]), row["source"] or "")
                 out.print(table)
             return
-        found = resolve(topo, lab)
+        found = resolve(topo, lab, kubeconfig, namespace)
         wanted = _matching(found, node, pattern)
         report = found.inspect(wanted)
         for entry in report["nodes"]:
@@ -109,6 +111,8 @@ def exec_cmd(
     env: list[str] = typer.Option(
         [], "--env", "-e", metavar="NAME[=VALUE]", help="Pass NAME from your environment (or set it to VALUE); repeat for more."
     ),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
 ):
     """Run a command inside a node; its exit code becomes nestlab's.
 
@@ -118,9 +122,10 @@ def exec_cmd(
     Example: nestlab exec --lab quickstart h1 -- ping -c1 10.0.0.2
     A component of a nested node: nestlab exec --lab manet drone1/gnab -- ps ax
     Passing a variable: nestlab exec -e API_TOKEN --lab quickstart h1 -- ./client.sh
+    A lab an operator made (a NestLab): nestlab exec --lab nl-demo --kubeconfig kc.yaml h1 -- ping -c1 10.0.5.2
     """
     with reported():
-        target = node_of(resolve(topo, lab), node)
+        target = node_of(resolve(topo, lab, kubeconfig, namespace), node)
         if command and command[0] == "--":
             command = command[1:]
         passed = dict(item.split("=", 1) if "=" in item else (item, os.environ.get(item, "")) for item in env)
@@ -137,11 +142,13 @@ def shell(
     node: str = typer.Argument(..., help="Node, component (drone1/gnab) or emulated host."),
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
 ):
     """Open an interactive shell inside a node (exit it to come back)."""
 
     with reported():
-        the_lab = resolve(topo, lab)
+        the_lab = resolve(topo, lab, kubeconfig, namespace)
         target = node_of(the_lab, node)
         if remote := sites.of(the_lab.name).remote(node):  # on its server, with a terminal
             raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)

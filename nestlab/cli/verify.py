@@ -10,12 +10,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from ..engine import events, state
 from ..errors import LabError
-from ..lab.lab import Lab
 from ..verify.checks import junit as to_junit
 from ..verify.checks import run
-from .common import LabOpt, TopoOpt, err, notices, out, reported, resolve
+from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, reported, resolve
 
 commands = typer.Typer()
 
@@ -28,18 +26,21 @@ def check(
     junit: Path | None = typer.Option(None, "--junit", help="Also write the results as JUnit XML (a test case per check)."),
     fmt: str = typer.Option("table", "--format", help="table or json."),
     destroy: bool = typer.Option(False, "--destroy", help="Destroy the lab afterwards (when this command deployed it)."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
 ):
     """Run the lab's checks: (docs/checks.md) and report, for each, whether it holds, what it saw and when it
     first held: in seconds after the deploy (this command deploys a lab given by -t that is not running) or
     after the lab's last change.  Exit 0: every check holds; 1: some do not; 2: the file is wrong.
 
     Example: nestlab check -t lab.yml --wait 90 --junit checks.xml
+    A lab an operator made (a NestLab): nestlab check --lab nl-demo --kubeconfig kc.yaml
     """
 
     with reported():
         if fmt not in ("table", "json"):
             raise LabError(f"--format must be table or json, not '{fmt}'")
-        found = resolve(topo, lab)
+        found = resolve(topo, lab, kubeconfig, namespace)
         notices(found)
         deployed = False
         if topo is not None and not found.is_running:
@@ -47,12 +48,10 @@ def check(
             deployed = True
             since = time.time()
         else:
-            current = state.read(found.name)
-            if current is None:
+            changed = found.changed
+            if changed is None:
                 raise LabError(f"lab {found.name} is not running: give -t FILE to deploy and check it")
-            changes = [e["applied"] for e in events.read(found.name) if e.get("applied")]
-            since = max([current.created, *changes])
-            found = Lab.running(found.name) if topo is None else found
+            since = changed
         checks = found.topology.checks
         if not checks:
             raise LabError(f"lab {found.name} has no checks: section (docs/checks.md)")

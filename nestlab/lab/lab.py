@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from .. import names
 from ..backends.kernel import mgmtleases
 from ..backends.services import frr
-from ..engine import collector, state, where
+from ..engine import collector, events, state, where
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
@@ -62,6 +62,8 @@ class Lab:
     Building in code checks each addition cheaply; the whole topology is
     checked (and addresses assigned) when the plan is first needed.
     """
+
+    _changed: float | None = None  # when a lab found in a cluster (on_cluster) was last made or changed
 
     def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
         from ..model.load import load_data
@@ -127,6 +129,19 @@ class Lab:
         lab._located = None
         # checked again only when something asks for the topology; the plan is what runs, live changes included
         lab._blueprint = Blueprint(current.topology["name"], lab.source, lab._raw, planned=current.plan)
+        return lab
+
+    @classmethod
+    def on_cluster(cls, name: str, kubeconfig: str | None = None, namespace: str | None = None) -> Lab:
+        """The lab an operator made of the NestLab ``name`` in ``namespace`` (the kubeconfig's, else default) of the
+        cluster ``kubeconfig`` names (None: $KUBECONFIG, else ~/.kube/config), with no record on this machine: what
+        it runs is its spec, where, its status (its commands go to its pods).  Refused unless the NestLab is Ready."""
+        from ..sites.k8s.operator.found import found_lab
+
+        made, lab_changed = found_lab(name, kubeconfig, namespace)
+        lab = cls.__new__(cls)
+        lab.source, lab.notices, lab._raw, lab._located = made.source, list(made.notices), made.document, made.located
+        lab._blueprint, lab._changed = made, lab_changed
         return lab
 
     def _set(self, loaded: Loaded, source: str) -> None:
@@ -334,6 +349,17 @@ class Lab:
             yield self
         finally:
             self.destroy()
+
+    @property
+    def changed(self) -> float | None:
+        """When the running lab was last deployed or changed (``time.time()``): its record's time or its last live
+        change's (a NestLab's: its Ready condition's); None when it does not run here."""
+        if self._changed is not None:
+            return self._changed
+        current = state.read(self.name)
+        if current is None:
+            return None
+        return max([current.created, *(e["applied"] for e in events.read(self.name) if e.get("applied"))])
 
     @property
     def is_running(self) -> bool:

@@ -187,10 +187,11 @@ def _holder(link: LinkObj, placed: Placement) -> str:
 
 
 def _frame(raw: dict) -> dict:
-    """A share's top level: the lab's, without servers, with addresses fixed by the whole lab's plan and its hosts'
+    """A share's top level: the lab's, without servers or checks, with addresses fixed by the whole lab's plan and its hosts'
     IPv6 as the whole lab's."""
     body = {k: v for k, v in raw["topology"].items() if k not in ("nodes", "links")}
-    skipped = ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts", "mgmt")  # mgmt: _management
+    # mgmt: _management; checks: the whole lab's (`nestlab check` runs them where the lab is looked at from)
+    skipped = ("servers", "stitch", "topology", "schedule", "dynamics", "wires", "hosts", "mgmt", "checks")
     top = {k: v for k, v in raw.items() if k not in skipped}
     return copy.deepcopy({**top, "ipv4_pool": None, "ipv6": ipv6.resolve(raw), "topology": {**body, "nodes": {}, "links": []}})
 

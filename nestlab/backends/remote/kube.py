@@ -22,7 +22,11 @@ from ...errors import LabError
 
 
 class ClusterError(LabError):
-    """The cluster (not the file) refused or failed: exit 1."""
+    """The cluster (not the file) refused or failed: exit 1; ``status``: the API's HTTP status, when it answered."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 def _client():
@@ -80,7 +84,7 @@ class Cluster:
         try:
             return fn(*args, _request_timeout=kwargs.pop("_request_timeout", min(self.timeout, 30)), **kwargs)
         except ApiException as exc:
-            raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}") from None
+            raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}", exc.status) from None
         except (HTTPError, OSError) as exc:
             raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
 
@@ -181,7 +185,7 @@ class Cluster:
         except ApiException as exc:
             if exc.status == 404:
                 return None
-            raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}") from None
+            raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}", exc.status) from None
         except (HTTPError, OSError) as exc:
             raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
 

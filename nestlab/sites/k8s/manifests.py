@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from ...plan.partition import Partition
 
 
-LABEL = "nestlab.io/lab"
-SHARE = "nestlab.io/share"
+LABEL = "nestlab.dev/lab"
+SHARE = "nestlab.dev/share"
 NESTLAB_REF = f"localhost/nestlab:{__version__}"  # the image `nestlab k8s image` and `k8s cluster up` build
 RUN = "/run/nestlab-k8s"  # inside a pod: peers.env, deploy.log, rc
 
