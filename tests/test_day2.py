@@ -138,6 +138,8 @@ def test_a_started_node_tells_its_peers_it_is_back(lab_from):
     )
     mac = lab.nodes["a"].cmd("ip -o link show eth1").split("link/ether ")[1].split()[0]
     assert run_cli("node", "stop", "--lab", lab.name, "a").returncode == 0
+    # the kernel flushes b's neighbours once it has seen its carrier go (linkwatch, up to a second later): after that
+    assert _wait(lambda: "state DOWN" in lab.nodes["b"].cmd("ip link show eth1"), 5, 0.05)
     lab.nodes["b"].cmd("ip neigh replace 10.5.1.1 lladdr 02:00:00:00:00:01 dev eth1 nud stale")
     assert run_cli("node", "start", "--lab", lab.name, "a").returncode == 0
     assert f"lladdr {mac}" in lab.nodes["b"].cmd("ip neigh show 10.5.1.1")
