@@ -177,7 +177,7 @@ def connect(
         ignored("--logs", "the startup's output was printed by lstart")
     with reported():
         name = _name(directory)
-    nestlab_shell(node=device, topo=None, lab=name)
+    nestlab_shell(node=device, topo=None, lab=name, kubeconfig=None, namespace=None)
 
 
 @kathara_app.command("exec", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
@@ -191,7 +191,7 @@ def exec_cmd(
 
     with reported():
         name = VLAB if vmachine else _name(directory)
-    nestlab_exec(node=device, command=[c for c in command if c != "--"], topo=None, lab=name, env=[])
+    nestlab_exec(node=device, command=[c for c in command if c != "--"], topo=None, lab=name, env=[], kubeconfig=None, namespace=None)
 
 
 def _kathara_labs() -> list[str]:

@@ -63,7 +63,7 @@ class Lab:
     checked (and addresses assigned) when the plan is first needed.
     """
 
-    _changed: float | None = None  # when a lab found in a cluster (on_cluster) was last made or changed
+    _made_in_cluster: float | None = None  # when a lab found in a cluster (on_cluster) was last made or changed
 
     def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
         from ..model.load import load_data
@@ -141,7 +141,7 @@ class Lab:
         made, lab_changed = found_lab(name, kubeconfig, namespace)
         lab = cls.__new__(cls)
         lab.source, lab.notices, lab._raw, lab._located = made.source, list(made.notices), made.document, made.located
-        lab._blueprint, lab._changed = made, lab_changed
+        lab._blueprint, lab._made_in_cluster = made, lab_changed
         return lab
 
     def _set(self, loaded: Loaded, source: str) -> None:
@@ -354,8 +354,8 @@ class Lab:
     def changed(self) -> float | None:
         """When the running lab was last deployed or changed (``time.time()``): its record's time or its last live
         change's (a NestLab's: its Ready condition's); None when it does not run here."""
-        if self._changed is not None:
-            return self._changed
+        if self._made_in_cluster is not None:
+            return self._made_in_cluster
         current = state.read(self.name)
         if current is None:
             return None
