@@ -191,7 +191,9 @@ def exec_cmd(
 
     with reported():
         name = VLAB if vmachine else _name(directory)
-    nestlab_exec(node=device, command=[c for c in command if c != "--"], topo=None, lab=name, env=[], kubeconfig=None, namespace=None)
+    nestlab_exec(
+        node=device, command=[c for c in command if c != "--"], topo=None, lab=name, env=[], kubeconfig=None, namespace=None
+    )
 
 
 def _kathara_labs() -> list[str]:
