@@ -506,6 +506,9 @@ def _start_script(i: int, count: int, home: str, images: list[str]) -> list[str]
         f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {_INSIDE} /var/lib/cni /var/lib/kubelet && mount --bind {home} {_INSIDE}",
         "mount -t tmpfs -o mode=0755 node-run /run && mkdir -p /run/containerd /run/netns",
         "mount -t tmpfs -o mode=0755 node-log /var/log",
+        # a proc with nothing mounted on it: the kernel lets a pod in a user namespace mount its own proc only while
+        # one is fully visible in the mount namespace its runtime copies (the sysctl files below hide parts of /proc)
+        "mkdir -p /run/nestlab-proc && mount -t proc proc /run/nestlab-proc",
         *(f"mount --bind {_INSIDE}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
         *routes,
         _api_service(),
