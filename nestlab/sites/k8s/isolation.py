@@ -28,7 +28,7 @@ CAPABILITIES = {
     "NET_BIND_SERVICE": "sshd on port 22 of the management network, FRR's BGP on 179",
     "SETUID": "FRR and sshd switch to users of their own",
     "SETGID": "the same, their groups",
-    "SETPCAP": "a node's commands run with fewer capabilities (the bounding set dropped)",
+    "SETPCAP": "runc, for a node with an image:, drops capabilities from its container's bounding set",
     "CHOWN": "files handed to FRR's and sshd's users",
     "DAC_OVERRIDE": "root reads and writes files its daemons own",
     "FOWNER": "the same, their modes and times",
