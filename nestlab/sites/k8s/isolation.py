@@ -64,7 +64,7 @@ def pod_fields(privileged: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     }
 
 
-def refusal(nodes: dict[str, dict], where: set[str] | None = None) -> str | None:
+def refusal(nodes: dict[str, dict[str, Any]], where: set[str] | None = None) -> str | None:
     """Why the cluster cannot run the lab's pods in user namespaces (``nodes``: Cluster.nodes(); ``where``: the nodes
     its pods may go to, default every Ready one), or None."""
     names = sorted(where if where is not None else (n for n, v in nodes.items() if v.get("ready")))
@@ -80,7 +80,7 @@ def refusal(nodes: dict[str, dict], where: set[str] | None = None) -> str | None
     )
 
 
-def require(nodes: dict[str, dict], where: set[str] | None = None) -> None:
+def require(nodes: dict[str, dict[str, Any]], where: set[str] | None = None) -> None:
     """:func:`refusal` as an error: what the operator and ``nestlab k8s deploy`` call before making a lab's pods."""
     if why := refusal(nodes, where):
         raise ClusterError(why)
