@@ -66,10 +66,18 @@ def deploy(
         help="How many shares (pods); default: one per Ready node, at most one per lab node (one per pinned node when all are pinned).",
     ),
     timeout: float = TimeoutOpt,
+    privileged: bool = typer.Option(
+        False,
+        "--privileged",
+        help="Privileged pods, root on their cluster nodes, for a cluster whose runtime has no user namespaces "
+        "(without it such a cluster is refused; docs/security-pods.md).",
+    ),
 ):
-    """Deploy a lab on a Kubernetes cluster: split as on SSH servers, one privileged pod per share, VXLAN
-    between the pods.  A node's server: may name a Kubernetes node to pin it there.  Waits until every
-    share is deployed and every stitched link answers; if anything fails, every pod is deleted.
+    """Deploy a lab on a Kubernetes cluster: split as on SSH servers, one pod per share, VXLAN between the pods.
+    Each pod runs in a user namespace of its own (hostUsers: false), not privileged: root in the lab is not root
+    on the cluster's nodes; a cluster that cannot (containerd before 2.0) is refused unless --privileged.  A node's
+    server: may name a Kubernetes node to pin it there.  Waits until every share is deployed and every stitched
+    link answers; if anything fails, every pod is deleted.
 
     Then: nestlab inspect / exec / graph / destroy --lab NAME work as for any lab.
 
@@ -80,7 +88,7 @@ def deploy(
     with reported():
         lab = Lab.from_file(topo)
         notices(lab)
-        target = Target(str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say)
+        target = Target(str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say, privileged)
         site = Kubernetes.on(lab.name, target)
         parts = site.deploy(lab.blueprint).partition
         assert parts is not None
@@ -107,9 +115,11 @@ def render(
     ),
     namespace: str = typer.Option("default", "--namespace", "-n", help="Kubernetes namespace of the objects."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the manifests here (default: standard output)."),
+    privileged: bool = typer.Option(False, "--privileged", help="Privileged pods, as k8s deploy --privileged makes."),
 ):
     """Write the manifests nestlab k8s deploy creates: a ConfigMap with the shares, a headless Service,
-    and one privileged pod per share running nestlab on it, VXLAN between the pods' addresses.  With
+    and one pod per share running nestlab on it (each in a user namespace of its own, unless --privileged), VXLAN
+    between the pods' addresses.  With
     kubectl apply -f FILE, the pods find each other through the cluster's DNS; kubectl delete -f FILE
     runs nestlab destroy in each pod first.
 
@@ -118,7 +128,7 @@ def render(
 
     with reported():
         lab = Lab.from_file(topo)
-        manifests, parts = make(lab, count, image or NESTLAB_REF, namespace)
+        manifests, parts = make(lab, count, image or NESTLAB_REF, namespace, privileged=privileged)
         text = yaml.safe_dump_all(manifests, sort_keys=False)
         if output:  # 0600: the ConfigMap holds the topology, passwords too
             with open(output, "w", opener=lambda path, flags: os.open(path, flags, 0o600)) as fh:

@@ -43,6 +43,9 @@ from ..lab.lab import Lab
 from .images import nestlab_image, pause_image
 
 BIN = os.environ.get("NESTLAB_K8S_BIN", "/var/cache/nestlab/k8s/v1.34.2/bin")
+# containerd 2.x and runc 1.2+ (k8s/runtime/go.mod), which run a pod with hostUsers: false in a user namespace
+# of its own; Debian 12's containerd 1.6 ignores the field and runs such a pod as the node's root.
+RUNTIME = os.environ.get("NESTLAB_K8S_RUNTIME", "/var/cache/nestlab/runtime/v2.2.9-1.4.4/bin")
 UNDERLAY = ipaddress.IPv4Network("198.18.1.0/24")  # RFC 2544's benchmarking range: not routed anywhere
 PODS = "198.19.{}.0/24"  # node I's pod subnet
 SERVICES = "198.19.255.0/24"
@@ -50,9 +53,6 @@ API_PORT = 6443
 RECORD = "cluster.json"
 _DEBIAN = {
     "etcd": "etcd-server",
-    "containerd": "containerd",
-    "ctr": "containerd",
-    "runc": "runc",
     "unshare": "util-linux",
     "/usr/lib/cni/bridge": "containernetworking-plugins",
     "openssl": "openssl",
@@ -84,6 +84,11 @@ def _missing() -> list[str]:
         f"{BIN}/{c} (make k8s)"
         for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "pause")
         if not os.access(os.path.join(BIN, c), os.X_OK)
+    ]
+    missing += [
+        f"{RUNTIME}/{c} (make k8s)"
+        for c in ("containerd", "containerd-shim-runc-v2", "ctr", "runc")
+        if not os.access(os.path.join(RUNTIME, c), os.X_OK)
     ]
     return missing
 
@@ -356,23 +361,27 @@ def _write(path: str, text: str) -> None:
 
 
 _INSIDE = "/var/lib/node"  # where a node sees its folder
-_CONTAINERD = f"""version = 2
+_CONTAINERD = f"""version = 3
 root = "{_INSIDE}/containerd"
 state = "/run/containerd"
-disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
+disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp"]
 [grpc]
   address = "/run/containerd/containerd.sock"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/pause:nestlab"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "localhost/pause:nestlab"
+[plugins."io.containerd.cri.v1.runtime"]
   restrict_oom_score_adj = true  # no lower OOM score than containerd's: a machine without CAP_SYS_RESOURCE allows no less
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = "{RUNTIME}/runc"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "{_INSIDE}/cni"
 """
 
@@ -497,9 +506,13 @@ def _start_script(i: int, count: int, home: str, images: list[str]) -> list[str]
         f"mount -t tmpfs -o mode=0755 node-lib /var/lib && mkdir -p {_INSIDE} /var/lib/cni /var/lib/kubelet && mount --bind {home} {_INSIDE}",
         "mount -t tmpfs -o mode=0755 node-run /run && mkdir -p /run/containerd /run/netns",
         "mount -t tmpfs -o mode=0755 node-log /var/log",
+        # a proc with nothing mounted on it: the kernel lets a pod in a user namespace mount its own proc only while
+        # one is fully visible in the mount namespace its runtime copies (the sysctl files below hide parts of /proc)
+        "mkdir -p /run/nestlab-proc && mount -t proc proc /run/nestlab-proc",
         *(f"mount --bind {_INSIDE}/sysctl/{key} /proc/sys/{key}" for key in _KUBELET_SYSCTLS),
         *routes,
         _api_service(),
+        f"export PATH={RUNTIME}:$PATH  # containerd finds its shim, containerd-shim-runc-v2, on PATH",
         f"containerd --config {_INSIDE}/containerd.toml > {_INSIDE}/containerd.log 2>&1 &",
         "until [ -S /run/containerd/containerd.sock ]; do sleep 0.1; done",
         *(

@@ -90,7 +90,8 @@ class Cluster:
 
     # -- nodes ---------------------------------------------------------------------------------
     def nodes(self) -> dict[str, dict]:
-        """Each node: whether it is Ready and schedulable, its InternalIP, why it is not ready."""
+        """Each node: whether it is Ready and schedulable, its InternalIP, why it is not ready, its container runtime
+        (name://version) and whether its runtime runs pods in user namespaces (as its kubelet reports)."""
         found = {}
         for node in self.call("list nodes", self.core.list_node).items:
             ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
@@ -100,6 +101,10 @@ class Cluster:
                 "schedulable": not node.spec.unschedulable,
                 "ip": ip,
                 "why": (ready.message if ready else "no status yet") or "",
+                "runtime": node.status.node_info.container_runtime_version if node.status.node_info else None,
+                "userns": any(
+                    h.features and h.features.user_namespaces for h in node.status.runtime_handlers or [] if not h.name
+                ),
             }
         return found
 

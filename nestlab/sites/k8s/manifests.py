@@ -1,6 +1,6 @@
 """The objects of a lab on Kubernetes, as data (the package's text says what each does): a ConfigMap
 ``LAB-shares`` with every share's topology and the files it binds, a headless Service ``LAB`` and a
-privileged Pod ``LAB-SHARE`` per share.  ``nestlab k8s render`` writes them; the site creates them."""
+Pod ``LAB-SHARE`` per share, in a user namespace of its own unless privileged (isolation.py).  ``nestlab k8s render`` writes them; the site creates them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ... import __version__
 from ...errors import LabError
 from ...model.bind import Bind
 from ..shares import place_and_partition
+from .isolation import guarded, pod_fields
 
 if TYPE_CHECKING:
     from ...plan.partition import Partition
@@ -48,10 +49,11 @@ def peer_var(share: str) -> str:
 
 
 def render(
-    lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None
+    lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None, privileged: bool = False
 ) -> tuple[list[dict], Partition]:
     """The manifests (ConfigMap, headless Service, one Pod per share) and the partition they carry; ``nodes``:
-    the cluster's node names, which a share named after one is pinned to (default: the pinned shares)."""
+    the cluster's node names, which a share named after one is pinned to (default: the pinned shares); ``privileged``:
+    pods as root of their nodes, not in user namespaces of their own."""
     import yaml
 
     from ...model.schema import ServerSpec
@@ -91,7 +93,7 @@ def render(
         },
     }
     items = [{"key": f"{s}.yml", "path": f"{s}.yml"} for s in shares] + [{"key": k, "path": v} for k, v in sorted(layout.items())]
-    pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned, items) for s in shares]
+    pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned, items, privileged) for s in shares]
     return [config, service, *pods], parts
 
 
@@ -126,8 +128,20 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
 
 
 def _pod(
-    lab: str, name: str, share: str, shares: list[str], image: str, namespace: str, labels: dict, pinned: bool, items: list[dict]
+    lab: str,
+    name: str,
+    share: str,
+    shares: list[str],
+    image: str,
+    namespace: str,
+    labels: dict,
+    pinned: bool,
+    items: list[dict],
+    privileged: bool,
 ) -> dict:
+    deploy = f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t /etc/nestlab/{share}.yml"
+    deploy = deploy if privileged else guarded(deploy)
+    pod_security, container_security = pod_fields(privileged)
     resolve = " && ".join(f'{peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${peer_var(s)}" ]' for s in shares)
     script = (
         f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
@@ -136,7 +150,7 @@ def _pod(
         f"  sleep 0.2\ndone\n"
         f"set -a; . {RUN}/peers.env; set +a\n"
         # the share's lab directory in the pod's own /run (its file's folder is a read-only ConfigMap)
-        f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t /etc/nestlab/{share}.yml > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
+        f"{deploy} > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
         f"cat {RUN}/deploy.log\nsleep infinity & wait\n"
     )
     spec: dict = {
@@ -146,13 +160,14 @@ def _pod(
         "restartPolicy": "Never",
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
+        **pod_security,
         "containers": [
             {
                 "name": "nestlab",
                 "image": image,
                 "command": ["sh", "-c", script],
                 "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
-                "securityContext": {"privileged": True},
+                "securityContext": container_security,
                 "volumeMounts": [{"name": "share", "mountPath": "/etc/nestlab", "readOnly": True}],
                 "readinessProbe": {"exec": {"command": ["sh", "-c", f"exit $(cat {RUN}/rc)"]}, "periodSeconds": 2},
                 "lifecycle": {

@@ -13,6 +13,7 @@ from ...backends.remote.kube import ClusterError
 from ...backends.remote.pod import each
 from ...errors import LabError
 from ..shares import pin_error
+from . import isolation
 from .manifests import LABEL, RUN, SHARE, dns_label, peer_var
 
 if TYPE_CHECKING:
@@ -57,18 +58,30 @@ def shares_on(kube: Cluster, lab: Blueprint, count: int | None) -> tuple[set[str
 
 
 def bring_up(
-    kube: Cluster, lab: Blueprint, manifests: list[dict[str, Any]], parts: Partition, deadline: float, say: Callable[[str], None]
+    kube: Cluster,
+    lab: Blueprint,
+    manifests: list[dict[str, Any]],
+    parts: Partition,
+    deadline: float,
+    say: Callable[[str], None],
+    privileged: bool = False,
 ) -> dict[str, str]:
     """Create ``manifests`` (manifests.render's), wait until every share is deployed and every stitched link answers,
-    and answer each share's pod; all or nothing (a failure deletes every pod of the lab and names its cause)."""
+    and answer each share's pod; all or nothing (a failure deletes every pod of the lab and names its cause).  Unless
+    ``privileged`` (as rendered), a cluster that cannot run them in user namespaces is refused before any is made, and
+    each pod's uid map is checked before its share deploys."""
 
     pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
     selector = f"{LABEL}={dns_label(lab.name)}"
+    if not privileged:
+        isolation.require(kube.nodes())
     try:
         say(f"creating {len(pods)} pods in namespace {kube.namespace}")
         for manifest in manifests:
             kube.create(manifest)
         addresses = wait_running(kube, pods, selector, deadline, say)
+        if not privileged:
+            isolation.check_pods(kube, pods, selector)
         say("deploying each share")
         deploy_shares(kube, pods, addresses, deadline)
         say("checking the stitched links")

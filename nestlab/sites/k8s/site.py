@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Target:
     """Where and how ``nestlab k8s deploy`` deploys a lab: the cluster (its kubeconfig and namespace), the
-    image, how many shares (default: rollout.shares_on), the time it may take,
-    and who hears what it is doing."""
+    image, how many shares (default: rollout.shares_on), the time it may take, who hears what it is doing, and
+    whether its pods are privileged (default: each in a user namespace of its own, isolation.py)."""
 
     kubeconfig: str | None = None
     namespace: str | None = None
@@ -43,11 +43,12 @@ class Target:
     count: int | None = None
     timeout: float = 300
     say: Callable[[str], None] | None = None
+    privileged: bool = False
 
 
 class Kubernetes(Site):
     name = "k8s"
-    summary = "Kubernetes: a share per privileged pod, VXLAN between the pods (nestlab k8s deploy)"
+    summary = "Kubernetes: a share per pod (in a user namespace of its own), VXLAN between the pods (nestlab k8s deploy)"
     keys = {"namespace": str, "pods": dict, "placement": dict}
     target: Target = Target()
 
@@ -81,7 +82,7 @@ class Kubernetes(Site):
         if where.read(lab.name) or state.read(lab.name):
             raise LabError(f"lab {lab.name} is already running: `nestlab destroy --lab {lab.name}` first")
         nodes, count = shares_on(kube, lab, count)
-        manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, nodes)
+        manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, nodes, target.privileged)
         pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
         self.data = {
             "kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None,
@@ -98,7 +99,7 @@ class Kubernetes(Site):
                         f"pods of a lab {name} already run in namespace {kube.namespace}: "
                         f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {selector}` first"
                     )
-                bring_up(kube, lab, manifests, parts, deadline, say)
+                bring_up(kube, lab, manifests, parts, deadline, say, target.privileged)
             except BaseException:
                 import shutil
 
