@@ -1,0 +1,128 @@
+"""A check by node name reaches what a packet reaches: the name is resolved by walking the lab's routing tables
+hop by hop (docs/checks.md), addresses the user gave beat nestlab's automatic ones, an ambiguous name is said
+with its candidates, and after a scheduled change the name is resolved again."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from conftest import NESTLAB, ROOT, run_cli
+
+# containerlab's way, in a nestlab file (so its links also get nestlab's automatic 10.200.x.x addresses):
+# plain Linux routers routing by `ip route`, hosts addressed by exec: with a default route
+ROUTED = """name: {name}
+topology:
+  nodes:
+    pc1: {exec: ["ip addr add 192.168.1.2/24 dev eth1", "ip route add default via 192.168.1.1"]}
+    r1: {sysctls: {net.ipv4.ip_forward: 1},
+         exec: ["ip addr add 192.168.1.1/24 dev eth1", "ip addr add 10.0.12.1/24 dev eth2",
+                "ip route add 192.168.2.0/24 via 10.0.12.2"]}
+    r2: {sysctls: {net.ipv4.ip_forward: 1},
+         exec: ["ip addr add 10.0.12.2/24 dev eth1", "ip addr add 192.168.2.1/24 dev eth2",
+                "ip route add 192.168.1.0/24 via 10.0.12.1"]}
+    pc2: {exec: ["ip addr add 192.168.2.2/24 dev eth1", "ip route add default via 192.168.2.1"]}
+  links:
+    - endpoints: ["pc1:eth1", "r1:eth1"]
+    - endpoints: ["r1:eth2", "r2:eth1"]
+      params: {rate: 30mbit}
+    - endpoints: ["r2:eth2", "pc2:eth1"]
+checks:
+  - reach: {from: pc1, to: pc2}
+  - rate: {from: pc1, to: pc2, mbit: 30, tolerance: 25%}
+  - latency: {from: pc1, to: pc2, ms: 0.5, tolerance: 5ms}
+  - reach: {from: pc2, to: pc1}
+  - reach: {from: pc1, to: r2}
+"""
+
+
+def test_a_routed_lab_addressed_by_exec_holds_its_checks_by_node_name(topo_file, lab_name):
+    """Every host also has an automatic 10.200.0.x address that only its own segment routes; pc1's default route
+    matches both of pc2's addresses alike, so asking pc1's kernel alone picked 10.200.0.x (r1: "Network is
+    unreachable").  Walking the routes hop by hop takes 192.168.2.2, the address pc1's packets reach."""
+    done = run_cli("check", "-t", str(topo_file(ROUTED)), "--wait", "30", "--format", "json", timeout=200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    reach, rate, latency, back, router = json.loads(done.stdout)["checks"]
+    assert all(r["held"] for r in (reach, rate, latency, back, router)), done.stdout
+    assert reach["saw"] == "answered from 192.168.2.2 (pc2 is 192.168.2.2 (via 192.168.1.1, /0))", reach
+    assert "Mbit/s to 192.168.2.2 (" in rate["saw"] and "to 192.168.2.2 (" in latency["saw"], (rate, latency)
+    assert back["saw"].startswith("answered from 192.168.1.2 ("), back
+    # r2's address facing the way in (its eth1, 10.0.12.2), not eth2's, which r1 routes through it
+    assert router["saw"].startswith("answered from 10.0.12.2 ("), router
+    auto = run_cli("exec", "--lab", lab_name, "pc2", "--", "ip", "-4", "-o", "addr", "show", "dev", "eth1").stdout
+    assert " 10.200." in auto, auto  # the automatic address the checks left alone is there
+
+
+TWINS = """name: {name}
+topology:
+  nodes: {a: {}, b: {}}
+  links:
+    - {endpoints: ["a:eth1", "b:eth1"], ipv4: ["10.0.1.1/24", "10.0.1.2/24"]}
+    - {endpoints: ["a:eth2", "b:eth2"], ipv4: ["10.0.2.1/24", "10.0.2.2/24"]}
+checks:
+  - reach: {from: a, to: b}
+  - reach: {from: a, to: "b:eth2"}
+  - reach: {from: a, to: b, expect: false}
+"""
+
+
+def test_an_ambiguous_name_says_its_candidates_and_how_to_name_one(topo_file, lab_name):
+    """b is reached directly on two links: `to: b` names neither (even with expect: false it does not hold),
+    the check says both and how to choose; `to: b:eth2` chooses one."""
+    done = run_cli("check", "-t", str(topo_file(TWINS)), "--wait", "2", "--format", "json", timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    plain, chosen, negated = json.loads(done.stdout)["checks"]
+    said = (
+        "b is ambiguous from a: a packet reaches 10.0.1.2 (b:eth1, a -> b); 10.0.2.2 (b:eth2, a -> b), on different "
+        "paths; name one, e.g. to: 10.0.1.2 or to: b:eth1"
+    )
+    assert not plain["held"] and plain["saw"] == said, plain
+    assert not negated["held"] and negated["saw"] == said, negated
+    assert chosen["held"] and chosen["saw"] == "answered from 10.0.2.2 (b:eth2 is 10.0.2.2 (directly connected, /24))", chosen
+
+
+def test_a_check_naming_no_node_is_a_file_error(topo_file):
+    bad = topo_file("name: {name}\ntopology:\n  nodes: {a: {}}\nchecks:\n  - reach: {from: a, to: 'ghost:eth1'}\n")
+    refused = run_cli("check", "-t", str(bad))
+    assert refused.returncode == 2, refused.stderr
+    assert "lab.yml:5:" in refused.stderr and "'ghost:eth1' is neither an address nor a node" in refused.stderr, refused.stderr
+
+
+# pc2 has two ways in: eth1 from r1 (the shorter: chosen first) and eth2 from r2; the schedule takes the first down
+TWO_PATHS = """name: {name}
+topology:
+  nodes:
+    pc1: {exec: ["ip addr add 192.168.1.2/24 dev eth1", "ip route add default via 192.168.1.1"]}
+    r1: {sysctls: {net.ipv4.ip_forward: 1},
+         exec: ["ip addr add 192.168.1.1/24 dev eth1", "ip addr add 192.168.12.1/24 dev eth2", "ip addr add 10.0.12.1/24 dev eth3",
+                "ip route add 192.168.22.0/24 via 10.0.12.2"]}
+    r2: {sysctls: {net.ipv4.ip_forward: 1},
+         exec: ["ip addr add 10.0.12.2/24 dev eth1", "ip addr add 192.168.22.1/24 dev eth2",
+                "ip route add 192.168.1.0/24 via 10.0.12.1"]}
+    pc2: {exec: ["ip addr add 192.168.12.2/24 dev eth1", "ip addr add 192.168.22.2/24 dev eth2",
+                 "ip route add default via 192.168.12.1 metric 10", "ip route add default via 192.168.22.1 metric 20"]}
+  links:
+    - endpoints: ["pc1:eth1", "r1:eth1"]
+    - endpoints: ["r1:eth2", "pc2:eth1"]
+    - endpoints: ["r1:eth3", "r2:eth1"]
+    - endpoints: ["r2:eth2", "pc2:eth2"]
+checks:
+  - reach: {from: pc1, to: pc2}
+  - latency: {from: pc1, to: pc2, ms: 0.5, tolerance: 5ms}
+schedule:
+  - {at: 2s, link: ["r1:eth2", "pc2:eth1"], state: down}
+"""
+
+
+def test_after_a_scheduled_change_a_name_is_resolved_again(topo_file):
+    """The checks first reach pc2 at 192.168.12.2 (pc1 -> r1 -> pc2); the schedule takes that link down, and
+    after it they reach 192.168.22.2, through r2 (the name resolved again from the routes as they are then):
+    `run` reports no check left failing.  Kept from before the change, the name failed to the end."""
+    done = subprocess.run(
+        [*NESTLAB, "run", "-t", str(topo_file(TWO_PATHS))], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    print(done.stderr)  # shown with -s
+    after = re.search(r"after [^\n]*down: ([^\n]*)", done.stderr)
+    assert after and after.group(1).startswith(("every check holds again", "no effect seen")), done.stderr
