@@ -8,10 +8,11 @@ import json
 import re
 import subprocess
 
+import pytest
 from conftest import NESTLAB, ROOT, run_cli
 
-# containerlab's way, in a nestlab file (so its links also get nestlab's automatic 10.200.x.x addresses):
-# plain Linux routers routing by `ip route`, hosts addressed by exec: with a default route
+# containerlab's way, in a nestlab file: plain Linux routers routing by `ip route`, hosts addressed by exec:
+# with a default route
 ROUTED = """name: {name}
 topology:
   nodes:
@@ -37,21 +38,49 @@ checks:
 """
 
 
-def test_a_routed_lab_addressed_by_exec_holds_its_checks_by_node_name(topo_file, lab_name):
-    """Every host also has an automatic 10.200.0.x address that only its own segment routes; pc1's default route
-    matches both of pc2's addresses alike, so asking pc1's kernel alone picked 10.200.0.x (r1: "Network is
-    unreachable").  Walking the routes hop by hop takes 192.168.2.2, the address pc1's packets reach."""
-    done = run_cli("check", "-t", str(topo_file(ROUTED)), "--wait", "30", "--format", "json", timeout=200)
+def _frr(n: int, here: str, there: str, far: str) -> str:
+    """A router addressed by its frr.conf (nestlab cannot see those addresses: its link to the other router
+    also gets an automatic 10.200.0.x pair) with a static route to the far host's network."""
+    return (
+        f"frr defaults traditional\nhostname r{n}\n!\ninterface eth1\n ip address {here}\n!\n"
+        f"interface eth2\n ip address {there}\n!\nip route {far}\n!\n"
+    )
+
+
+FRR = {
+    "r1": _frr(1, "192.168.1.1/24", "10.0.12.1/24", "192.168.2.0/24 10.0.12.2"),
+    "r2": _frr(2, "10.0.12.2/24", "192.168.2.1/24", "192.168.1.0/24 10.0.12.1"),
+}
+
+
+def _routed(frr: bool) -> str:
+    if not frr:
+        return ROUTED
+    head, rest = ROUTED.split("    r1:", 1)
+    rest = "    pc2:" + rest.split("    pc2:", 1)[1]
+    routers = "".join(f"    {r}: {{kind: frr, startup-config: {json.dumps(conf)}}}\n" for r, conf in FRR.items())
+    return head + routers + rest
+
+
+@pytest.mark.parametrize("routers", ["linux", "frr"])
+def test_a_routed_lab_addressed_by_exec_holds_its_checks_by_node_name(topo_file, lab_name, routers):
+    """pc1's default route matches every address of pc2 alike: asking pc1's kernel alone took the first, an
+    automatic 10.200.0.x only its own segment routes (r1: "Network is unreachable").  Walking the routes hop by
+    hop takes 192.168.2.2, the address pc1's packets reach; of r2's, the one facing the way in that its user gave
+    (10.0.12.2, by exec: or frr.conf), never the automatic one on the same link.  A segment whose interfaces
+    exec: addresses gets no automatic address."""
+    done = run_cli("check", "-t", str(topo_file(_routed(routers == "frr"))), "--wait", "60", "--format", "json", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     reach, rate, latency, back, router = json.loads(done.stdout)["checks"]
     assert all(r["held"] for r in (reach, rate, latency, back, router)), done.stdout
     assert reach["saw"] == "answered from 192.168.2.2 (pc2 is 192.168.2.2 (via 192.168.1.1, /0))", reach
     assert "Mbit/s to 192.168.2.2 (" in rate["saw"] and "to 192.168.2.2 (" in latency["saw"], (rate, latency)
     assert back["saw"].startswith("answered from 192.168.1.2 ("), back
-    # r2's address facing the way in (its eth1, 10.0.12.2), not eth2's, which r1 routes through it
     assert router["saw"].startswith("answered from 10.0.12.2 ("), router
-    auto = run_cli("exec", "--lab", lab_name, "pc2", "--", "ip", "-4", "-o", "addr", "show", "dev", "eth1").stdout
-    assert " 10.200." in auto, auto  # the automatic address the checks left alone is there
+    shown = lambda node, dev: run_cli("exec", "--lab", lab_name, node, "--", "ip", "-4", "-o", "addr", "show", "dev", dev).stdout  # noqa: E731
+    assert " 10.200." not in shown("pc2", "eth1"), shown("pc2", "eth1")  # exec: addresses it: nestlab leaves it alone
+    if routers == "frr":
+        assert " 10.200." in shown("r2", "eth1"), shown("r2", "eth1")  # frr.conf's addresses are not seen: one is added
 
 
 TWINS = """name: {name}
