@@ -66,7 +66,10 @@ class Table:
 
 
 def _local(path: str) -> Table:
-    links, found = rtdump.routed(path)
+    try:
+        links, found = rtdump.routed(path)
+    except FileNotFoundError:  # a node stopped, or sharing another's namespace: nothing of its own to route
+        return Table((), ())
     name = {link.index: link.name for link in links}
     return Table(
         tuple((link.name, ipaddress.IPv4Interface(a)) for link in links for a in link.addresses if ":" not in a),
@@ -136,7 +139,7 @@ class Tables:
 
 
 def _switch(plan, node: str) -> bool:
-    return bool(KINDS.get(plan.nodes[node].kind).switch)
+    return node in plan.nodes and bool(KINDS.get(plan.nodes[node].kind).switch)
 
 
 def _segments(plan) -> dict[str, list[str]]:
@@ -248,7 +251,7 @@ def resolve(lab, source: str, to: To, run: Run) -> tuple[str, str]:
     if to.address is not None:
         return to.address, ""
     node = to.node
-    if node not in lab.plan.nodes:
+    if node is None or node not in lab.plan.nodes:
         raise ValueError(f"'{to.text}' is neither an address nor a node of lab {lab.name}")
     tables = Tables(lab, run)
     owned = [(i, a) for i, a in tables[node].addresses if not a.ip.is_loopback and to.iface in ("", i)]
