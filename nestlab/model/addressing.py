@@ -4,19 +4,35 @@ A segment is what one broadcast reaches: the ends of a link or wire, every
 port of a switch, every sub-interface on a host NIC.  The plan builder joins
 members into segments; a segment that already has an explicit address is
 completed inside that address's subnet, otherwise it gets the next free subnet
-of the pool, sized to fit (a /30 for two members, at least a /24 for more).
+of the pool, sized to fit (a /30 for two members, at least a /24 for more).  A segment
+one of whose interfaces a node's ``exec:`` addresses gets none: its user addresses it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .errors import Problem, TopologyError
 
 Key = tuple
+_IP_ADDR_ADD = re.compile(
+    r"\bip\s+(?:-4\s+)?a(?:d(?:d(?:r(?:e(?:s(?:s)?)?)?)?)?)?\s+(?:add|replace)\s+"
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}(?:/\d+)?\s+(?:[^;&|\n]*?\s)?dev\s+([^\s;&|]+)|dev\s+([^\s;&|]+)\s+\d{1,3}(?:\.\d{1,3}){3})"
+)
+_IFCONFIG = re.compile(r"\bifconfig\s+([^\s;&|]+)\s+(?:inet\s+)?\d{1,3}(?:\.\d{1,3}){3}")
+
+
+def exec_addressed(commands: tuple[str, ...] | list[str]) -> set[str]:
+    """The interfaces that ``commands`` (a node's ``exec:``) give an IPv4 address: ``ip addr add A dev IF``
+    (``ip a``, ``ip address``, ``replace``, ``dev IF`` first) or ``ifconfig IF A``."""
+    found = set()
+    for command in commands:
+        found |= {a or b for a, b in _IP_ADDR_ADD.findall(command)} | set(_IFCONFIG.findall(command))
+    return found
 
 
 @dataclass
@@ -26,6 +42,7 @@ class Member:
     ipv4: list[str] = field(default_factory=list)
     ipv6: list[str] = field(default_factory=list)
     auto: bool = True
+    by_exec: bool = False  # a node's exec: addresses it: its segment gets no automatic address
 
 
 class Segments:
@@ -45,9 +62,10 @@ class Segments:
     def join(self, a: Key, b: Key) -> None:
         self.parent[self.find(a)] = self.find(b)
 
-    def member(self, key: Key, ipv4=None, ipv6=None, auto: bool = True) -> Member:
+    def member(self, key: Key, ipv4=None, ipv6=None, auto: bool = True, by_exec: bool = False) -> Member:
         self.find(key)
         m = self.members.setdefault(key, Member(auto=auto))
+        m.by_exec = m.by_exec or by_exec
         m.ipv4 += [a for a in ipv4 or [] if a]
         m.ipv6 += [a for a in ipv6 or [] if a]
         return m
@@ -66,12 +84,13 @@ class Segments:
                 iface = ipaddress.IPv4Interface(cidr)
                 known_net.setdefault(root, iface.network)
                 taken.add(iface.ip)
+        manual = {self.find(key) for key, m in self.members.items() if m.by_exec}
         free = _Pool(ipaddress.IPv4Network(pool), set(known_net.values()))
         cursors: dict[ipaddress.IPv4Network, Iterator[ipaddress.IPv4Address]] = {}  # addresses below a cursor are taken
         for key, m in self.members.items():
-            if m.ipv4 or not m.auto:
-                continue
             root = self.find(key)
+            if m.ipv4 or not m.auto or root in manual:
+                continue
             if root not in known_net:
                 known_net[root] = free.take(sum(self.members[k].auto or bool(self.members[k].ipv4) for k in groups[root]), source)
             net = known_net[root]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -16,11 +17,35 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
+@dataclass(frozen=True)
+class To:
+    """A check's ``to:`` read: an address, or a node and optionally one of its interfaces (``NODE:IF``)."""
+
+    text: str
+    address: str | None = None
+    node: str | None = None
+    iface: str = ""  # "": any of the node's
+
+    @classmethod
+    def of(cls, text: str) -> To:
+        try:
+            return cls(text, address=str(ipaddress.ip_address(text)))
+        except ValueError:
+            node, _, iface = text.partition(":")
+            return cls(text, node=node, iface=iface)
+
+
 class _Between(_Strict):
-    """A check from one node to another node (its first address) or an address."""
+    """A check from one node to another node (the address of it a packet reaches) or an address."""
 
     source: str = Field(alias="from", description="the node the check runs in")
-    to: str = Field(description="a node (its first address) or an address")
+    to: str = Field(
+        description="an address, or a node (NODE, or NODE:IF for one interface): the address of it a packet from the source reaches"
+    )
+
+    @property
+    def target(self) -> To:
+        return To.of(self.to)
 
 
 class Reach(_Between):

@@ -458,7 +458,23 @@ def _check_checks(topology: Topology, located: Located) -> list[Problem]:
             name = getattr(check.spec, "source" if key == "from" else "node", None)
             if name is not None and name not in nodes:
                 problems.append(located.problem(("checks", i, check.kind, key), f"node '{name}' is not under topology.nodes"))
+        to = getattr(check.spec, "to", None)
+        if to is not None and not _is_address(to) and to.split(":", 1)[0] not in nodes:
+            problems.append(
+                located.problem(
+                    ("checks", i, check.kind, "to"),
+                    f"'{to}' is neither an address nor a node (NODE or NODE:IF) under topology.nodes",
+                )
+            )
     return problems
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse_cidr(cidr: str, family: str):

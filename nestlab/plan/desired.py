@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NoReturn
 
-from ..model.addressing import Segments
+from ..model.addressing import Segments, exec_addressed
 from ..model.errors import Problem, TopologyError
 from ..model.modes import kind_defaults, link_mode, node_host, node_kind, parent_of, shares_host_stack
 from ..model.nesting import is_flat
@@ -248,12 +248,17 @@ class Builder:
             if KINDS.get(node_kind(self.t, key[0])).switch:
                 self.seg.join(key, ("sw", key[0]))
             else:
-                self.seg.member(key, _nth(link.ipv4, j), _nth(link.ipv6, j))
+                self.seg.member(key, _nth(link.ipv4, j), _nth(link.ipv6, j), by_exec=key[1] in self._exec_addressed(key[0]))
         if mode.ends == 1:
             host, _parent = self.attach_point(link)
             if host is not None and host not in self.body.nodes and not (mode.real_host and not self.t.hosts):
                 self.machine(host)
         mode.join(self, link, keys)
+
+    def _exec_addressed(self, node: str) -> set[str]:
+        """The interfaces of ``node`` its ``exec:`` addresses."""
+        found = self.plan.nodes.get(node)
+        return exec_addressed(found.exec) if found is not None else set()
 
     def _radio_links(self) -> list[LinkSpec]:
         """Dynamics: a link per pair of mobile nodes, created down (the controller raises visible pairs)."""

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import names
 from ..lab.node import Node
 from ..model.checks import Check
-from ..plan.mgmt import interfaces as management
+from .targets import Ambiguous, Target
 
 STEP = 0.05  # seconds between attempts of a cheap probe: the resolution of first_held
 IN_FLIGHT = 8  # most attempts of one check running at once
@@ -166,122 +165,29 @@ def _run(lab, node: str, args: list[str], timeout: float = 10) -> tuple[int, str
     return proc.returncode, out
 
 
-RTM_F_FIB_MATCH = 0x2000  # ask RTM_GETROUTE for the route that matched, with its prefix, not the destination alone
-
-
-@dataclass(frozen=True)
-class Way:
-    """A route from a check's source to one address of its target, as the source's kernel has it."""
-
-    address: str
-    prefix: int  # the matched route's length: 32 for a host route, 0 for the default
-    gateway: str | None  # None: the address is on a directly connected network
-
-    def rank(self) -> tuple[bool, int]:
-        return self.gateway is None, self.prefix
-
-    def __str__(self) -> str:
-        how = "directly connected" if self.gateway is None else f"via {self.gateway}"
-        return f"{self.address} ({how}, /{self.prefix})"
-
-
-def target_address(lab, source: str, to: str) -> tuple[str, str]:
-    """``to`` as an address and how it was chosen: itself, or the one of the node so named (its IPv4 addresses
-    in the kernel now) that ``source``'s kernel routes to, a directly connected one first, then the most
-    specific route."""
-    try:
-        return str(ipaddress.ip_address(to)), ""
-    except ValueError:
-        pass
-    if to not in lab.plan.nodes:
-        raise ValueError(f"'{to}' is neither an address nor a node of lab {lab.name}")
-
-    found = lab.inspect(only={to})["nodes"]
-    mgmt = management(lab.plan).get(to)
-    owned = [
-        (intf["name"], a.split("/")[0])
-        for node in found
-        for intf in node["interfaces"]
-        for a in intf["addresses"]
-        if ipaddress.ip_interface(a).version == 4 and not ipaddress.ip_interface(a).ip.is_loopback
-    ]
-    # the management network (containerlab's eth0 on one bridge for every node) is directly connected to
-    # every node: left out unless the node has no other address, or a check would measure it, not the lab
-    addresses = [a for intf, a in owned if mgmt is None or intf != mgmt.end.iface] or [a for _, a in owned]
-    if not addresses:
-        raise ValueError(f"node {to} has no IPv4 address in its kernel")
-    paths = _routes(lab, source, addresses)
-    if not paths:
-        raise ValueError(f"{source} has no route to any address of {to} ({', '.join(addresses)})")
-    best = max(paths, key=Way.rank)  # max keeps the first of equals: the kernel's order of interfaces
-    return best.address, f"{to} is {best}"
-
-
-def _routes(lab, source: str, addresses: list[str]) -> list[Way]:
-    """The routes ``source`` has to each of ``addresses`` (RTM_GETROUTE in its namespace; for a node on a
-    server or pod, ``ip route get fibmatch`` there); local and unreachable ones left out."""
-    from .. import sites
-
-    if sites.of(lab.name).remote(source) is not None:  # the node runs on a server or in a pod
-        paths = []
-        for address in addresses:
-            rc, out = _run(lab, source, ["ip", "-j", "route", "get", "fibmatch", address])
-            route = (json.loads(out) or [{}])[0] if rc == 0 and out.startswith("[") else {}
-            if route.get("type", "unicast") == "unicast" and route.get("dst"):
-                dst = "0.0.0.0/0" if route["dst"] == "default" else route["dst"]
-                paths.append(Way(address, ipaddress.ip_network(dst, strict=False).prefixlen, route.get("gateway")))
-        return paths
-    from pyroute2 import NetNS
-    from pyroute2.netlink.exceptions import NetlinkError
-
-    ns = NetNS(names.netns_path(lab.name, source))
-    paths = []
-    try:
-        for address in addresses:
-            try:
-                route = ns.route("get", dst=address, flags=RTM_F_FIB_MATCH)[0]
-            except NetlinkError:  # unreachable
-                continue
-            if route["type"] == 1:  # RTN_UNICAST (local, blackhole, unreachable and prohibit are not a way there)
-                paths.append(Way(address, route["dst_len"], route.get_attr("RTA_GATEWAY")))
-    finally:
-        ns.close()
-    return paths
-
-
-class _Target:
-    """A check's ``to``, resolved to an address on its first use and kept once found."""
-
-    def __init__(self, lab, source: str, to: str):
-        self.lab, self.source, self.to = lab, source, to
-        self.found: tuple[str, str] | None = None
-        self.lock = threading.Lock()  # attempts under way at once resolve it once
-
-    def __call__(self) -> tuple[str, str]:
-        """The address, and a note on why it was chosen (empty for an address given as such)."""
-        with self.lock:
-            if self.found is None:
-                address, why = target_address(self.lab, self.source, self.to)
-                self.found = address, f" ({why})" if why else ""
-            return self.found
-
-
 def _said(out: str, *marks: str) -> str:
     """What a tool said of its failure, whole lines: the last line holding one of ``marks``, else its last line."""
     lines = [line.strip() for line in out.splitlines() if line.strip()]
     return next((line for line in reversed(lines) if any(m in line for m in marks)), lines[-1] if lines else "(no output)")
 
 
+def _target(lab, s) -> Target:
+    return Target(lab, s.source, s.target, lambda node, args: _run(lab, node, args))
+
+
 def _probe(lab, check: Check) -> Probe:
     s = check.spec
     kind = check.kind
     if kind == "reach":
-        target = _Target(lab, s.source, s.to)
+        target = _target(lab, s)
 
         def reach() -> tuple[bool, str]:
             try:
                 address, why = target()
+            except Ambiguous as exc:  # nothing to try until the check names one address
+                return False, str(exc)
             except ValueError as exc:  # no route to any of its addresses: no answer
+                target.failed()
                 return not s.expect, str(exc)
             if s.port:
                 code = f"import socket; socket.create_connection(({address!r}, {s.port}), timeout=1).close()"
@@ -290,6 +196,8 @@ def _probe(lab, check: Check) -> Probe:
                 args = ["ping", "-n", "-c1", "-W1", address]
             rc, out = _run(lab, s.source, args, timeout=3)
             answered = rc == 0
+            if not answered:
+                target.failed()
             seen = f"{'answered' if answered else 'no answer'} from {address}" + (f":{s.port}" if s.port else "") + why
             if not answered:
                 seen += ": " + _said(out, "Error", "packets transmitted", "ping:")
@@ -336,11 +244,22 @@ def _probe(lab, check: Check) -> Probe:
             return ok, f"exit {rc}: {out.strip()[-200:] or '(no output)'}"
 
         return command_probe
-    if kind == "rate":
-        target = _Target(lab, s.source, s.to)
-        return lambda: _rate(lab, s, target)
-    target = _Target(lab, s.source, s.to)
-    return lambda: _latency(lab, s, target)
+    target = _target(lab, s)
+    measure = _rate if kind == "rate" else _latency
+
+    def measured() -> tuple[bool, str]:
+        try:
+            held, saw = measure(lab, s, target)
+        except Ambiguous:
+            raise
+        except Exception:
+            target.failed()
+            raise
+        if not held:
+            target.failed()
+        return held, saw
+
+    return measured
 
 
 def _same(dst: str | None, prefix: str) -> bool:
@@ -352,12 +271,13 @@ def _same(dst: str | None, prefix: str) -> bool:
         return False
 
 
-def _rate(lab, s, target: _Target) -> tuple[bool, str]:
+def _rate(lab, s, target: Target) -> tuple[bool, str]:
     """iperf3 (TCP, 2 s) from the source to the target; the received rate against the expected one."""
-    if s.to not in lab.plan.nodes:
+    node = s.target.node
+    if node is None:
         raise ValueError(f"rate: to: must name a node, which runs iperf3's server (got {s.to})")
     address, why = target()
-    server = Node(lab, s.to).popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = Node(lab, node).popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
         rc, out = _run(lab, s.source, ["iperf3", "-c", address, "-t", "2", "-J"], timeout=20)
@@ -375,7 +295,7 @@ def _rate(lab, s, target: _Target) -> tuple[bool, str]:
     return abs(mbit - s.mbit) <= s.allowed(), f"{mbit:.1f} Mbit/s to {address}{why}"
 
 
-def _latency(lab, s, target: _Target) -> tuple[bool, str]:
+def _latency(lab, s, target: Target) -> tuple[bool, str]:
     """20 pings 50 ms apart; their average round trip against the expected one."""
     address, why = target()
     rc, out = _run(lab, s.source, ["ping", "-n", "-q", "-c20", "-i0.05", "-W2", address], timeout=30)
