@@ -197,7 +197,8 @@ def _converged(lab):
 
 
 node_app = typer.Typer(
-    help="Stop, start or restart nodes of a running lab; change or show their cgroup limits and usage.", no_args_is_help=True
+    help="Stop, start, restart or move (wireless) nodes of a running lab; change or show their cgroup limits and usage.",
+    no_args_is_help=True,
 )
 commands.add_typer(node_app, name="node")
 
@@ -230,6 +231,27 @@ def node_set(
             raise LabError(f"lab {the_lab.name} has no node {node} (nodes: {', '.join(the_lab.nodes)})")
         limits = the_lab.nodes[node].set(**given)
         err.print(f"node {node}: limits now " + ", ".join(f"{k}={v}" for k, v in limits.items()))
+
+
+@node_app.command("move")
+def node_move(
+    node: str = typer.Argument(..., help="A station: a node linked to a wireless medium (kind: wireless)."),
+    x: float = typer.Argument(..., help="Metres east."),
+    y: float = typer.Argument(..., help="Metres north."),
+    z: float = typer.Argument(0.0, help="Metres up (default 0)."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+):
+    """Put a wireless station somewhere else, live: its medium recomputes every pair's signal, rate and
+    range at once (docs/wireless.md).  A negative coordinate goes after --, e.g.
+    nestlab node move --lab wl c -- -40 10.   Example: nestlab node move --lab wl c 60 0
+    """
+    from ..lab import wireless
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        changed = wireless.move(the_lab, {node: [x, y, z]})
+        err.line(f"{node}: now at ({x:g}, {y:g}, {z:g}) m on {', '.join(changed)}")
 
 
 NodesArg = typer.Argument(..., help="Nodes (a node's components go with it), or NODE/COMPONENT alone.")
