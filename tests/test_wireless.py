@@ -9,8 +9,11 @@ import threading
 import time
 
 import pytest
+import yaml
 from conftest import leftovers, run_cli
 
+from nestlab import Lab
+from nestlab.engine import events
 from nestlab.lab import wireless
 
 THREE = """name: {name}
@@ -122,3 +125,29 @@ def test_tcp_gets_an_80211g_rate_less_from_afar_and_two_senders_share_the_air(la
     together = sum(got.values())
     assert together < 1.25 * near, (got, near)  # one channel: together about what one gets alone
     assert min(got.values()) > 0.2 * near, got  # and each a part of it
+
+
+def test_run_plays_mobility_and_logs_each_move(topo_file, lab_name, tmp_path):
+    """A trace written by `nestlab mobility random-waypoint` and a Gauss-Markov medium, played by `nestlab run`:
+    each move in the event log, the last positions held by the media."""
+    graph = run_cli("mobility", "random-waypoint", "--nodes", "2", "--duration", "1", "--step", "0.5", "--seed", "3", check=True)
+    (tmp_path / "trace.yml").write_text(graph.stdout)
+    text = (
+        "name: {name}\ntopology:\n  nodes:\n"
+        "    air: {kind: wireless, mobility: {model: trace, trace: trace.yml}}\n"
+        "    sky: {kind: wireless, mobility: {model: gauss-markov, area: [50, 50], duration: 1, interval: 0.25}}\n"
+        "    n1: {position: [0, 0]}\n    n2: {position: [10, 0]}\n    d: {position: [1, 1]}\n"
+        '  links:\n    - endpoints: ["n1:wlan0", "air:n1"]\n    - endpoints: ["n2:wlan0", "air:n2"]\n'
+        '    - endpoints: ["d:wlan0", "sky:d"]\n    - endpoints: ["n1:wlan1", "sky:n1"]\n'
+    )
+    path = topo_file(text)
+    result = run_cli("run", "-t", str(path), "--keep")
+    try:
+        assert result.returncode == 0, result.stderr
+        moves = [e["what"] for e in events.read(lab_name) if e["what"].get("action") == "move"]
+        assert sum(m["medium"] == "air" for m in moves) == 3 and sum(m["medium"] == "sky" for m in moves) == 4, moves
+        last = yaml.safe_load(graph.stdout)["steps"][-1]["positions"]
+        held = wireless.state(Lab.running(lab_name), "air")["stations"]
+        assert {n: held[n]["position"][:2] for n in last} == last
+    finally:
+        run_cli("destroy", "--lab", lab_name)

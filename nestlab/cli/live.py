@@ -17,6 +17,7 @@ from ..errors import LabError
 from ..lab.fidelity import Watch, summary_line
 from ..lab.lab import Lab
 from ..lab.schedule import play
+from ..lab.wireless import any_mobility
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, print_json, reported, resolve
 from .lifecycle import ExecReport
 
@@ -134,7 +135,8 @@ def run(
     loops: int = typer.Option(1, "--loops", min=1, help="Play the schedule this many times."),
     keep: bool = typer.Option(False, "--keep", help="Leave the lab running afterwards."),
 ):
-    """Deploy a lab and play its schedule: timed link changes on a drift-free clock.
+    """Deploy a lab and play its schedule: timed link changes on a drift-free clock, and its wireless
+    stations' mobility: (docs/wireless.md).
 
     Each change is printed and logged (/run/nestlab/LAB/events.jsonl) with how late it was
     applied. With checks: (docs/checks.md) the schedule starts once they hold, and after each change
@@ -146,8 +148,8 @@ def run(
     with reported():
         lab = Lab.from_file(topo)
         notices(lab)
-        if not lab.topology.schedule and not lab.topology.dynamics:
-            raise LabError(f"{topo} has no schedule: or dynamics: section; see docs/shaping.md")
+        if not lab.topology.schedule and not lab.topology.dynamics and not any_mobility(lab):
+            raise LabError(f"{topo} has no schedule:, dynamics: or wireless mobility: section; see docs/shaping.md")
         lab.deploy()
         watcher = None
         try:
