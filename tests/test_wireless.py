@@ -4,13 +4,14 @@ until it moves in; TCP gets an 802.11g rate, less from further away, and two sen
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
 
 import pytest
 import yaml
-from conftest import leftovers, run_cli
+from conftest import ROOT, leftovers, run_cli
 
 from nestlab import Lab
 from nestlab.engine import events
@@ -151,3 +152,34 @@ def test_run_plays_mobility_and_logs_each_move(topo_file, lab_name, tmp_path):
         assert {n: held[n]["position"][:2] for n in last} == last
     finally:
         run_cli("destroy", "--lab", lab_name)
+
+
+def _until(check, seconds: float) -> float | None:
+    """Seconds until ``check()`` holds (None: not within ``seconds``)."""
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        if check():
+            return time.monotonic() - start
+        time.sleep(0.2)
+    return None
+
+
+def _via(lab, node: str, to: str) -> str | None:
+    """The next hop ``node`` routes ``to`` through (None: no route, or on-link)."""
+    out = _run(lab, node, ["ip", "-4", "route", "get", to])[1].split()
+    return out[out.index("via") + 1] if "via" in out else None
+
+
+@pytest.mark.skipif(not shutil.which("babeld"), reason="babeld is not installed (apt-get install babeld)")
+def test_babel_mesh_reroutes_when_a_relay_moves_out_of_range(lab_from):
+    """The example's 20-station Babel mesh: s0 reaches s19 over several hops; the relay it uses moves 5 km
+    away, and Babel finds another path."""
+    lab = lab_from((ROOT / "examples" / "wireless-mesh.yml").read_text().replace("mesh", "{name}"))
+    far = "10.72.0.20"
+    assert _until(lambda: _ping(lab, "s0", far), 45) is not None, _run(lab, "s0", ["ip", "route"])[1]
+    relay = _via(lab, "s0", far)
+    assert relay is not None, "s19 is several hops from s0"
+    moved = {f"10.72.0.{i + 1}": f"s{i}" for i in range(20)}[relay]
+    wireless.move(lab, {moved: [5000.0, 5000.0, 0.0]})
+    took = _until(lambda: _via(lab, "s0", far) not in (None, relay) and _ping(lab, "s0", far), 45)
+    assert took is not None, _run(lab, "s0", ["ip", "route"])[1]
