@@ -43,12 +43,15 @@ def test_80211g_rates_by_signal():
     """IEEE 802.11-2016 Table 17-18 minimum sensitivities: -65 dBm for 54 Mbit/s ... -82 dBm for 6."""
     assert G.rates[0] == (6, -82) and G.rates[-1] == (54, -65)
     rx = np.array([[0, -60.0, -75.0, -83.0, -90.0]] * 5)
-    links = radio.links(G, rx, radio.DEFAULT_NOISE_FLOOR)
-    rates = [G.rates[i][0] if i >= 0 else 0 for i in links.rate[0]]
-    assert rates == [0, 54, 18, 6, 0]  # -75 dBm: 24 needs -74 (55 % loss), so 18; -90: out of range
-    assert links.per[0][3] > 0.1 and links.per[0][1] < 0.001
-    noisy = radio.links(G, rx, radio.DEFAULT_NOISE_FLOOR + 10)  # 10 dB more noise: every threshold 10 dB higher
-    assert [G.rates[i][0] if i >= 0 else 0 for i in noisy.rate[0]] == [0, 36, 6, 0, 0]
+
+    def from_0(links: radio.Links) -> dict[int, tuple[float, float]]:
+        return {int(j): (G.rates[r][0], p) for i, j, r, p in zip(links.i, links.j, links.rate, links.per) if i == 0}
+
+    rates = from_0(radio.links(G, rx, radio.DEFAULT_NOISE_FLOOR))
+    assert {j: r for j, (r, _) in rates.items()} == {1: 54, 2: 18, 3: 6}  # -75 dBm: 24 needs -74 (55 % loss); -90: out
+    assert rates[3][1] > 0.1 and rates[1][1] < 0.001
+    noisy = from_0(radio.links(G, rx, radio.DEFAULT_NOISE_FLOOR + 10))  # 10 dB more noise: thresholds 10 dB higher
+    assert {j: r for j, (r, _) in noisy.items()} == {1: 36, 2: 6}
 
 
 def test_airtime_of_a_full_frame():

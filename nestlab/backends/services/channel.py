@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 RETRY_LIMIT = 7  # attempts after the first (the usual dot11LongRetryLimit)
 CW_MAX = 1023
+_OUT = (0, 1.0, 1.0)  # a pair out of range: sent at the basic rate, never received
 
 
 @dataclass(eq=False)
@@ -76,12 +77,12 @@ class Channel:
         """New positions (N x 3): every pair's rate, loss and who hears whom."""
         self.pos = pos
         rx = radio.received(self.prop, self.freq, pos, self.tx, self.gain)
-        self.links = radio.links(self.phy, rx, self.noise_floor)
-        reach = self.links.rate >= 0
-        self.hears = [row.nonzero()[0].tolist() for row in reach]  # hears[i]: who hears i
-        self.rates = self.links.rate.tolist()
-        self.per = self.links.per.tolist()
-        self.basic_per = self.links.basic_per.tolist()
+        self.links = found = radio.links(self.phy, rx, self.noise_floor)
+        # pairs[i][j] = (rate index, loss, basic rate's loss) for each j in range of i
+        self.pairs: list[dict[int, tuple[int, float, float]]] = [{} for _ in range(len(pos))]
+        for i, j, r, p, b in zip(*(a.tolist() for a in (found.i, found.j, found.rate, found.per, found.basic_per))):
+            self.pairs[i][j] = (r, p, b)
+        self.hears = [list(row) for row in self.pairs]  # hears[i]: who hears i
 
     # -- the medium's calls ------------------------------------------------------------------------
     def arrive(self, i: int, frame: bytes, dst: int, now: float) -> None:
@@ -126,8 +127,8 @@ class Channel:
             self._contend(i, self.busy[i])  # someone else took the air first: defer
             return
         frame, dst = self.queues[i][0]  # type: ignore[misc]
-        index = self.rates[i][dst] if dst >= 0 else 0
-        rate = self.phy.rates[max(index, 0)][0]
+        index = self.pairs[i].get(dst, _OUT)[0] if dst >= 0 else 0
+        rate = self.phy.rates[index][0]
         end = at + radio.exchange_us(self.phy, rate, len(frame), dst >= 0) * 1e-6
         tx = Tx(i, frame, dst, at, end)
         for k in (i, *self.hears[i]):
@@ -147,7 +148,7 @@ class Channel:
     def _end(self, tx: Tx, out: list[tuple[int, bytes]]) -> None:
         i, dst = tx.sender, tx.dst
         if dst >= 0:
-            ok = dst not in tx.garbled and self.rng.random() >= self.per[i][dst]
+            ok = dst not in tx.garbled and self.rng.random() >= self.pairs[i].get(dst, _OUT)[1]
             if ok:
                 out.append((dst, tx.frame))
                 self.counts["delivered"] += 1
@@ -160,7 +161,7 @@ class Channel:
                 self.counts["lost"] += 1
         else:
             for j in self.hears[i]:
-                if j not in tx.garbled and self.rng.random() >= self.basic_per[i][j]:
+                if j not in tx.garbled and self.rng.random() >= self.pairs[i][j][2]:
                     out.append((j, tx.frame))
                     self.counts["delivered"] += 1
         self.queues[i].popleft()
@@ -173,5 +174,8 @@ class Channel:
     # -- what it shows -----------------------------------------------------------------------------
     def rate(self, i: int, j: int) -> float:
         """Mbit/s i sends to j at (0: out of range)."""
-        index = self.rates[i][j]
-        return self.phy.rates[index][0] if index >= 0 else 0.0
+        return self.phy.rates[self.pairs[i][j][0]][0] if j in self.pairs[i] else 0.0
+
+    def loss(self, i: int, j: int) -> float:
+        """The frame loss from i to j at its rate (1: out of range)."""
+        return self.pairs[i].get(j, _OUT)[1]

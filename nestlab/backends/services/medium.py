@@ -142,7 +142,7 @@ class Medium:
     def state(self) -> dict[str, Any]:
         ch = self.channel
         pairs = [
-            [self.names[i], self.names[j], ch.rate(i, j), round(ch.links.rx[i][j], 1), round(ch.per[i][j], 4)]
+            [self.names[i], self.names[j], ch.rate(i, j), round(float(ch.links.rx[i, j]), 1), round(ch.loss(i, j), 4)]
             for i in range(len(self.names))
             for j in ch.hears[i]
         ]
