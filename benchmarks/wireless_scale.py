@@ -7,7 +7,7 @@ log-distance exponent 3), on one ``kind: wireless`` medium.  Timed from the shel
 ``nestlab deploy`` and ``nestlab destroy``.  While it runs: the medium process's CPU idle, then while every
 station moves (a random walk, all N positions sent every 0.1 s through the medium's control socket, as
 ``nestlab run`` plays ``mobility:``), with each update's round trip; then its packet ceiling: UDP floods
-between four pairs of stations placed out of each other's range (each pair its own channel), as frames
+between eight pairs of stations placed out of each other's range (each pair its own channel), as frames
 delivered per second with the medium's CPU.  Baseline in the same run: the same stations as a visibility
 graph (``dynamics:``), one veth pair per pair of stations, at the sizes where that is feasible.
 
@@ -119,17 +119,17 @@ def drive(lab: str, n: int, seconds: float) -> dict:
 
 
 def flood(lab: str, seconds: float = 5) -> dict:
-    """Four pairs 10 m apart, 3 km from each other and everyone else; UDP floods within each pair."""
+    """Eight pairs 10 m apart, 3 km from each other and everyone else; UDP floods within each pair."""
     from nestlab import Lab
     from nestlab.backends.services import medium
     from nestlab.lab import wireless
 
     running = Lab.running(lab)
-    pairs = [(f"s{2 * k}", f"s{2 * k + 1}") for k in range(4)]
+    pairs = [(f"s{2 * k}", f"s{2 * k + 1}") for k in range(8)]
     wireless.move(
         running, {n: [-3000.0 * (k + 1), -3000.0 + 10 * j, 0.0] for k, pair in enumerate(pairs) for j, n in enumerate(pair)}
     )
-    address = {f"s{i}": f"10.80.0.{i + 1}" for i in range(8)}
+    address = {f"s{i}": f"10.80.0.{i + 1}" for i in range(16)}
     servers = [
         running.nodes[b].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _, b in pairs
     ]
@@ -196,6 +196,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--as-user", type=int, help="also deploy the medium labs as this ordinary user (rootless)")
     parser.add_argument("--nestlab", help="that user's nestlab (a venv they can read)")
+    parser.add_argument("--home", help="that user's home folder (writable by them)")
     parser.add_argument("--drive", nargs=3, metavar=("LAB", "N", "SECONDS"))
     parser.add_argument("--out", default="wireless_scale.json")
     args = parser.parse_args()
@@ -210,7 +211,7 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
             if args.as_user is not None:
                 user = ["setpriv", f"--reuid={args.as_user}", f"--regid={args.as_user}", "--clear-groups",
-                        "env", f"HOME={folder}"]  # fmt: skip
+                        "env", f"HOME={args.home or folder}"]  # fmt: skip
                 rows.append(measure_medium(n, args.seconds, folder, [args.nestlab], user))
                 print(json.dumps(rows[-1]), flush=True)
         for n in [int(s) for s in args.p2p_sizes.split(",") if s]:

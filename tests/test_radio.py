@@ -108,3 +108,9 @@ def test_broadcast_reaches_everyone_in_range_and_nobody_beyond():
     ch.arrive(0, b"\xff" * 100, -1, 0.0)
     got = {j for j, _ in ch.run(1.0)}
     assert got == {1, 2}
+
+
+def test_reach_is_where_the_basic_rate_fades_out():
+    """20 dBm, log-distance exponent 3: heard down to -86 dBm (6 Mbit/s's -82 less 4 dB), about 157 m."""
+    reach = radio.reach_m(Propagation(exponent=3), 2.412e9, G, radio.DEFAULT_NOISE_FLOOR, 20.0, 0.0)
+    assert reach == pytest.approx(10 ** ((20 + 86 - radio.friis(1.0, 2.412e9)) / 30), rel=0.03)

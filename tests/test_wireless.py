@@ -11,27 +11,13 @@ import time
 
 import pytest
 import yaml
-from conftest import ROOT, leftovers, run_cli
+from conftest import NESTLAB, ROOT, leftovers, run_cli
 
 from nestlab import Lab
 from nestlab.engine import events
 from nestlab.lab import wireless
 
-THREE = """name: {name}
-topology:
-  nodes:
-    air: {kind: wireless, standard: 802.11g, propagation: {model: log-distance, exponent: 3}}
-    a: {position: [0, 0]}
-    b: {position: [40, 0]}
-    c: {position: [2500, 0]}
-  links:
-    - endpoints: ["a:wlan0", "air:a"]
-      ipv4: ["10.70.0.1/24", null]
-    - endpoints: ["b:wlan0", "air:b"]
-      ipv4: ["10.70.0.2/24", null]
-    - endpoints: ["c:wlan0", "air:c"]
-      ipv4: ["10.70.0.3/24", null]
-"""
+THREE = (ROOT / "examples" / "wireless.yml").read_text().replace("name: wl", "name: {name}")
 
 
 def _run(lab, node: str, args: list[str], timeout: float = 30) -> tuple[int, str]:
@@ -62,12 +48,14 @@ def test_stations_in_range_reach_each_other_and_a_far_one_moves_in(lab_from, lab
 
 
 def test_bad_wireless_keys_are_located(topo_file):
+    """An unknown standard and a position of four numbers: each at its file:line, exit 2, nothing made."""
     text = THREE.replace("a: {position: [0, 0]}", "a: {position: [0, 0, 0, 1]}").replace("802.11g", "802.11z")
     path = topo_file(text)
+    line = {word: n for n, row in enumerate(text.splitlines(), 1) for word in ("air:", "a:") if row.strip().startswith(word)}
     result = run_cli("deploy", "-t", str(path))
     assert result.returncode == 2, result.stderr
-    assert f"{path}:4:" in result.stderr and "802.11z" in result.stderr or "802.11g" in result.stderr
-    assert f"{path}:5:" in result.stderr and "[x, y] or [x, y, z]" in result.stderr
+    assert f"{path}:{line['air:']}:" in result.stderr and "802.11a" in result.stderr  # the standards it knows
+    assert f"{path}:{line['a:']}:" in result.stderr and "[x, y] or [x, y, z]" in result.stderr
     assert leftovers() == []
 
 
@@ -183,3 +171,31 @@ def test_babel_mesh_reroutes_when_a_relay_moves_out_of_range(lab_from):
     wireless.move(lab, {moved: [5000.0, 5000.0, 0.0]})
     took = _until(lambda: _via(lab, "s0", far) not in (None, relay) and _ping(lab, "s0", far), 45)
     assert took is not None, _run(lab, "s0", ["ip", "route"])[1]
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="the live page is checked in Debian's chromium")
+def test_live_page_draws_stations_where_they_are_and_follows_a_move(lab_from, lab_name):
+    """Stations at their positions (c 62.5 times as far from a as b), a line per pair in range with its rate;
+    after `nestlab node move`, c at its new place with a line to a."""
+    from browser import Browser
+
+    lab_from(THREE)
+    server = subprocess.Popen(
+        [*NESTLAB, "graph", "--lab", lab_name, "--serve", "--port", "0"], cwd=ROOT, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    ratio = "cy.getElementById('c').position().x / cy.getElementById('b').position().x"
+    try:
+        url = server.stderr.readline().split(" at ")[1].split()[0]
+        with Browser(url) as page:
+            page.wait_for("window.cy && cy.getElementById('radio:a:b').length > 0")
+            assert page.eval(ratio) == pytest.approx(2500 / 40)
+            assert page.eval("cy.getElementById('radio:a:c').length") == 0
+            assert page.eval("cy.getElementById('radio:a:b').data('caption')") == "36 Mbit/s"
+            assert page.eval("cy.getElementById('range:air:a').width()") > 0
+            run_cli("node", "move", "--lab", lab_name, "c", "60", "0", check=True)
+            page.wait_for("cy.getElementById('radio:a:c').length > 0", timeout=5)
+            assert page.eval(ratio) == pytest.approx(60 / 40)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

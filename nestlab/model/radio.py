@@ -164,3 +164,18 @@ def links(phy: Phy, rx: np.ndarray, noise_floor: float) -> Links:
 def received(prop: Propagation, freq: float, pos: np.ndarray, tx: np.ndarray, gain: np.ndarray) -> np.ndarray:
     """dBm at j of what i sends, for every pair: tx power + both gains - path loss."""
     return tx[:, None] + gain[:, None] + gain[None, :] - path_loss(prop, freq, pos)
+
+
+def reach_m(prop: Propagation, freq: float, phy: Phy, noise_floor: float, tx: float, gain: float) -> float:
+    """How far (m) a station of ``tx`` dBm and ``gain`` dBi is heard at all by one like it (mean path loss)."""
+    import numpy as np
+
+    from .wireless import Propagation as Model
+
+    floor = phy.rates[0][1] + (noise_floor - DEFAULT_NOISE_FLOOR) + EDGE_MARGIN
+    grid = np.geomspace(0.5, 100_000, 400)
+    pos = np.zeros((len(grid) + 1, 3))
+    pos[1:, 0] = grid
+    mean = Model(**{**prop.model_dump(), "sigma": 0.0})
+    heard = tx + 2 * gain - path_loss(mean, freq, pos)[0, 1:] >= floor
+    return float(grid[heard].max()) if heard.any() else 0.0

@@ -126,6 +126,7 @@ class Medium:
             queue=config.get("queue", 100),
         )
         self.macs: dict[bytes, int] = {}
+        self.reaches: dict[tuple[float, float], float] = {}  # (tx power, gain) -> metres heard at all
         self.moves = 0
 
     def move(self, positions: dict[str, list[float]]) -> None:
@@ -148,10 +149,26 @@ class Medium:
         ]
         stations = {
             name: {"port": self.ports[i], "position": ch.pos[i].round(3).tolist(), "tx_power": float(ch.tx[i]),
-                   "antenna_gain": float(ch.gain[i]), "queued": len(ch.queues[i])}
+                   "antenna_gain": float(ch.gain[i]), "queued": len(ch.queues[i]), "reach_m": self._reach(i)}
             for i, name in enumerate(self.names)
         }  # fmt: skip
-        return {"standard": self.standard, "stations": stations, "pairs": pairs, "counts": ch.counts, "moves": self.moves}
+        return {
+            "standard": self.standard,
+            "top_rate": ch.phy.rates[-1][0],
+            "stations": stations,
+            "pairs": pairs,
+            "counts": ch.counts,
+            "moves": self.moves,
+        }
+
+    def _reach(self, i: int) -> float:
+        from ...model import radio
+
+        ch = self.channel
+        key = (float(ch.tx[i]), float(ch.gain[i]))
+        if key not in self.reaches:
+            self.reaches[key] = round(radio.reach_m(ch.prop, ch.freq, ch.phy, ch.noise_floor, *key), 1)
+        return self.reaches[key]
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("op") == "move":
