@@ -60,7 +60,7 @@ class Channel:
         self.phy, self.prop, self.freq, self.noise_floor = phy, prop, freq, noise_floor
         self.pos, self.tx, self.gain, self.limit = pos, tx, gain, queue
         n = len(pos)
-        self.queues: list[deque[bytes | tuple[bytes, int]]] = [deque() for _ in range(n)]
+        self.queues: list[deque[tuple[bytes, int]]] = [deque() for _ in range(n)]  # (frame, receiver)
         self.busy = [0.0] * n  # when the channel goes idle as each station hears it
         self.heard_start = [-1.0] * n  # when the latest transmission each station hears began
         self.idle = [True] * n  # no start pending for its queue
@@ -91,7 +91,7 @@ class Channel:
         if len(self.queues[i]) >= self.limit:
             self.counts["dropped"] += 1
             return
-        self.queues[i].append((frame, dst))  # type: ignore[arg-type]
+        self.queues[i].append((frame, dst))
         if self.idle[i]:
             self.idle[i] = False
             self._contend(i, now)
@@ -126,7 +126,7 @@ class Channel:
         if self.busy[i] > at and at - self.heard_start[i] >= self.phy.slot * 1e-6:
             self._contend(i, self.busy[i])  # someone else took the air first: defer
             return
-        frame, dst = self.queues[i][0]  # type: ignore[misc]
+        frame, dst = self.queues[i][0]
         index = self.pairs[i].get(dst, _OUT)[0] if dst >= 0 else 0
         rate = self.phy.rates[index][0]
         end = at + radio.exchange_us(self.phy, rate, len(frame), dst >= 0) * 1e-6
