@@ -100,6 +100,10 @@ def drive(lab: str, n: int, seconds: float) -> dict:
 
     from nestlab.backends.services import medium
 
+    if os.geteuid() != 0:  # an ordinary user's lab: its folder is seen from the user's namespaces (docs/rootless.md)
+        from nestlab.rootless import session
+
+        session.enter()
     state = medium.ask(lab, "air", {"op": "state"})
     pos = np.array([state["stations"][f"s{i}"]["position"] for i in range(n)])
     rng = np.random.default_rng(1)
@@ -168,9 +172,10 @@ def measure_medium(n: int, seconds: float, folder: str, nestlab: list[str], user
         row["medium_cpu_idle"], _ = cpu_share(pid, 3)
         driver = [*user, sys.executable if not user else os.path.join(os.path.dirname(nestlab[0]), "python"),
                   os.path.abspath(__file__), "--drive", lab, str(n), str(seconds)]  # fmt: skip
-        cpu, out = cpu_share(pid, seconds, lambda: subprocess.run(driver, capture_output=True, text=True, check=True).stdout)
+        cpu, done = cpu_share(pid, seconds, lambda: subprocess.run(driver, capture_output=True, text=True))
+        assert isinstance(done, subprocess.CompletedProcess)
         row["medium_cpu_10hz"] = cpu
-        row |= json.loads(str(out))
+        row |= json.loads(done.stdout) if done.returncode == 0 else {"drive_error": done.stderr[-1500:]}
         if not user:
             row |= flood(lab)
     finally:
