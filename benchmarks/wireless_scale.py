@@ -56,7 +56,7 @@ def p2p_topology(name: str, n: int, folder: str, seed: int = 1) -> str:
     with open(graph, "w") as fh:
         json.dump({"range": 150, "steps": [{"t": "0s", "positions": positions}]}, fh)
     nodes = "".join(f"    s{i}: {{}}\n" for i in range(n))
-    return f"name: {name}\ntopology:\n  nodes:\n{nodes}dynamics: {{type: visibility, graph: {graph}}}\n"
+    return f"name: {name}\nipv4_pool: 10.0.0.0/8\ntopology:\n  nodes:\n{nodes}dynamics: {{type: visibility, graph: {graph}}}\n"
 
 
 def timed(cmd: list[str]) -> float:
@@ -96,14 +96,14 @@ def cpu_share(pid: int, seconds: float, during=None) -> tuple[float, object]:
 
 def drive(lab: str, n: int, seconds: float) -> dict:
     """Move all N stations at 10 Hz (a random walk) through the control socket; each update's round trip."""
+    if os.geteuid() != 0:  # an ordinary user's lab: its folder is seen from the user's namespaces (docs/rootless.md)
+        from nestlab.rootless import session
+
+        session.enter()  # while this process has one thread: numpy's BLAS starts more
     import numpy as np
 
     from nestlab.backends.services import medium
 
-    if os.geteuid() != 0:  # an ordinary user's lab: its folder is seen from the user's namespaces (docs/rootless.md)
-        from nestlab.rootless import session
-
-        session.enter()
     state = medium.ask(lab, "air", {"op": "state"})
     pos = np.array([state["stations"][f"s{i}"]["position"] for i in range(n)])
     rng = np.random.default_rng(1)

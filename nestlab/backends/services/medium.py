@@ -234,6 +234,8 @@ class Medium:
 
 
 if __name__ == "__main__":
+    for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[threads] = "1"  # before numpy: BLAS threads would spin beside the medium's one loop for no gain
     with open(sys.argv[1]) as fh:
         settings = json.load(fh)
     with contextlib.suppress(OSError):
