@@ -26,7 +26,6 @@ DEFAULTS = {"standard": "802.11g", "noise_floor": -91.0, "tx_power": 20.0, "ante
 
 class Wireless(Switch):
     name = "wireless"
-    aliases = ("wifi",)
     summary = "a wireless medium: stations linked to it hear each other by distance, at their signal's rate, sharing airtime"
     options = MEDIUM_KEYS
     node_options = STATION_KEYS
