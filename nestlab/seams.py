@@ -39,6 +39,7 @@ class Draft:
     spec: NodeSpec
     shares: bool  # it uses its host's network stack (mode: none)
     ipv6: bool | str  # the lab's IPv6 choice for hosts: True, "quiet" or False (model/ipv6.py)
+    topology: Topology | None = None  # the whole checked file (a wireless medium reads its stations' keys)
 
 
 class Checking(Protocol):

@@ -57,7 +57,7 @@ def test_a_kind_key_on_another_kind_is_refused(topo_file):
 def test_every_kind_answers_what_it_is():
     """The registry's kinds: the words a file may use, and what each says of itself (the questions other layers ask)."""
     assert KINDS.canonical("host") == "linux"
-    assert {k.name for k in KINDS.values() if k.switch} == {"bridge", "ovs"}
+    assert {k.name for k in KINDS.values() if k.switch} == {"bridge", "ovs", "wireless"}
     assert [k.name for k in KINDS.values() if k.machine] == ["machine"]
     assert KINDS.names()[0] == "machine"  # emulated hosts are made first, then switches, then nodes
     assert KINDS.get("ovs").link_mode == "ovs" and KINDS.get("frr").config_file == "/etc/frr/frr.conf"

@@ -24,7 +24,7 @@ CASES = {
     ),
     "unknown kind": (
         GOOD_HEAD.replace("h2: {}", "h2: {kind: router}"),
-        ":5:16: topology.nodes.h2.kind: input should be 'bridge', 'frr', 'host', 'iperf3', 'linux' or 'ovs' (got 'router')",
+        ":5:16: topology.nodes.h2.kind: input should be 'bridge', 'frr', 'host', 'iperf3', 'linux', 'ovs' or 'wireless' (got 'router')",
     ),
     "duplicate node": (
         GOOD_HEAD + "    h1: {}\n",

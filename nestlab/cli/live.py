@@ -17,6 +17,7 @@ from ..errors import LabError
 from ..lab.fidelity import Watch, summary_line
 from ..lab.lab import Lab
 from ..lab.schedule import play
+from ..lab.wireless import any_mobility
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, print_json, reported, resolve
 from .lifecycle import ExecReport
 
@@ -134,7 +135,8 @@ def run(
     loops: int = typer.Option(1, "--loops", min=1, help="Play the schedule this many times."),
     keep: bool = typer.Option(False, "--keep", help="Leave the lab running afterwards."),
 ):
-    """Deploy a lab and play its schedule: timed link changes on a drift-free clock.
+    """Deploy a lab and play its schedule: timed link changes on a drift-free clock, and its wireless
+    stations' mobility: (docs/wireless.md).
 
     Each change is printed and logged (/run/nestlab/LAB/events.jsonl) with how late it was
     applied. With checks: (docs/checks.md) the schedule starts once they hold, and after each change
@@ -146,8 +148,8 @@ def run(
     with reported():
         lab = Lab.from_file(topo)
         notices(lab)
-        if not lab.topology.schedule and not lab.topology.dynamics:
-            raise LabError(f"{topo} has no schedule: or dynamics: section; see docs/shaping.md")
+        if not lab.topology.schedule and not lab.topology.dynamics and not any_mobility(lab):
+            raise LabError(f"{topo} has no schedule:, dynamics: or wireless mobility: section; see docs/shaping.md")
         lab.deploy()
         watcher = None
         try:
@@ -197,7 +199,8 @@ def _converged(lab):
 
 
 node_app = typer.Typer(
-    help="Stop, start or restart nodes of a running lab; change or show their cgroup limits and usage.", no_args_is_help=True
+    help="Stop, start, restart or move (wireless) nodes of a running lab; change or show their cgroup limits and usage.",
+    no_args_is_help=True,
 )
 commands.add_typer(node_app, name="node")
 
@@ -230,6 +233,27 @@ def node_set(
             raise LabError(f"lab {the_lab.name} has no node {node} (nodes: {', '.join(the_lab.nodes)})")
         limits = the_lab.nodes[node].set(**given)
         err.print(f"node {node}: limits now " + ", ".join(f"{k}={v}" for k, v in limits.items()))
+
+
+@node_app.command("move")
+def node_move(
+    node: str = typer.Argument(..., help="A station: a node linked to a wireless medium (kind: wireless)."),
+    x: float = typer.Argument(..., help="Metres east."),
+    y: float = typer.Argument(..., help="Metres north."),
+    z: float = typer.Argument(0.0, help="Metres up (default 0)."),
+    topo: Path | None = TopoOpt,
+    lab: str | None = LabOpt,
+):
+    """Put a wireless station somewhere else, live: its medium recomputes every pair's signal, rate and
+    range at once (docs/wireless.md).  A negative coordinate goes after --, e.g.
+    nestlab node move --lab wl c -- -40 10.   Example: nestlab node move --lab wl c 60 0
+    """
+    from ..lab import wireless
+
+    with reported():
+        the_lab = resolve(topo, lab)
+        changed = wireless.move(the_lab, {node: [x, y, z]})
+        err.line(f"{node}: now at ({x:g}, {y:g}, {z:g}) m on {', '.join(changed)}")
 
 
 NodesArg = typer.Argument(..., help="Nodes (a node's components go with it), or NODE/COMPONENT alone.")

@@ -47,6 +47,8 @@ class NodeKind:
     guest_as_root: ClassVar[bool] = False
     # The node keys it owns: name -> (annotation, pydantic Field's arguments).
     options: ClassVar[Mapping[str, tuple[Any, dict[str, Any]]]] = {}
+    # Keys it reads on nodes of any kind (a wireless station's position), in the same form.
+    node_options: ClassVar[Mapping[str, tuple[Any, dict[str, Any]]]] = {}
     tools: ClassVar[Mapping[str, str]] = {}  # programs a deploy needs: program -> Debian package
 
     # -- model -----------------------------------------------------------------------------------

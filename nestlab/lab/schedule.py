@@ -24,6 +24,7 @@ from ..model import visibility
 from ..model.units import parse_time
 from ..model.visibility import pair_link_names
 from ..plan.desired import mobile_nodes
+from . import wireless
 from .link_handle import LinkHandle
 
 if TYPE_CHECKING:
@@ -49,10 +50,14 @@ class Timed:
     direction: str = "both"
     node: str | None = None
     action: str | None = None
+    medium: str | None = None  # a wireless medium whose stations move to ``positions``
+    positions: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def prepare(self, lab: Lab, handles: dict) -> Callable[[float], float]:
         """Do the checks and bookkeeping now; the returned call carries the change out at its time
         and returns the milliseconds until the kernel had it."""
+        if self.medium:
+            return wireless.placer(lab, self.medium, {n: list(p) for n, p in self.positions})
         if self.node:
             node = lab.nodes[self.node]
             return node.pause if self.action == "stop" else node.resume
@@ -64,12 +69,18 @@ class Timed:
         return handle.prepare(direction=self.direction, **dict(self.params))
 
     def describe(self) -> str:
+        if self.medium:
+            return f"{self.medium} " + (
+                " ".join(f"{n}@{','.join(f'{v:g}' for v in p[:2])}" for n, p in self.positions)
+                if len(self.positions) <= 4
+                else f"{len(self.positions)} stations moved"
+            )
         target = self.node or " ".join(self.link)
         return f"{target} " + " ".join([*([self.action] if self.action else []), *(f"{k}={v}" for k, v in self.params)])
 
 
 def timeline(lab: Lab) -> list[Timed]:
-    """The ``schedule:`` and the ``dynamics:`` visibility graph as one list of timed link changes."""
+    """The ``schedule:``, the ``dynamics:`` visibility graph and wireless ``mobility:`` as one list of timed changes."""
     items = []
     for c in lab.topology.schedule:
         params = {**(c.set.model_dump(exclude_none=True) if c.set else {}), **({"state": c.state} if c.state else {})}
@@ -84,6 +95,8 @@ def timeline(lab: Lab) -> list[Timed]:
                 a, b = sorted(pair)
                 items.append(Timed(step.at, pair_link_names(a, b), (("state", "up" if pair in step.edges else "down"),)))
             visible = step.edges
+    for medium, at, where in wireless.moves(lab):
+        items.append(Timed(at, None, medium=medium, positions=tuple((n, tuple(p)) for n, p in where.items())))
     return sorted(items, key=lambda x: x.at)
 
 

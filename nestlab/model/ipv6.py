@@ -7,7 +7,7 @@ make no link-local address (each interface nestlab brings up is told so by netli
 none``; a sysctl would cost a /proc/sys lookup that grows with the number of namespaces): IPv6 stays on,
 and an address a command adds later works, but nothing is sent unasked.  A lab uses IPv6 when its file
 gives an IPv6 address (``ipv6:`` on a link or endpoint), has a router (``kind: frr``: OSPFv3, RIPng and
-BGP's next hops need link-local addresses), sets an IPv6 sysctl, or a command of it (``exec``,
+BGP's next hops need link-local addresses), runs babeld (Babel speaks over link-local IPv6), sets an IPv6 sysctl, or a command of it (``exec``,
 ``cmd``, stages, healthchecks, Kathará startup files) mentions IPv6.  The top-level ``ipv6:`` key
 decides instead: ``true`` (the kernel's defaults everywhere), ``quiet``, or ``false`` (hosts have no IPv6).
 """
@@ -18,7 +18,9 @@ import re
 
 from ..registry import KINDS
 
-_WORDS = re.compile(r"\bip\s+(-\S+\s+)*-6\b|\binet6\b|ipv6|\bip6|ping6|ospf6|ripng|traceroute6|ndisc6|radvd|dhcp6", re.IGNORECASE)
+_WORDS = re.compile(
+    r"\bip\s+(-\S+\s+)*-6\b|\binet6\b|ipv6|\bip6|ping6|ospf6|ripng|traceroute6|ndisc6|radvd|dhcp6|babeld", re.IGNORECASE
+)
 
 
 def resolve(data: dict) -> bool | str:

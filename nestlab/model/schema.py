@@ -560,8 +560,9 @@ class Dynamics(_Strict):
 
 
 def _kind_options() -> dict:
-    """Every key a node kind owns, with its schema."""
-    return {key: (annotation, Field(**field)) for kind in KINDS.values() for key, (annotation, field) in kind.options.items()}
+    """Every key a node kind owns, and every key it reads on nodes of any kind, with its schema."""
+    owned = [item for kind in KINDS.values() for item in (*kind.options.items(), *kind.node_options.items())]
+    return {key: (annotation, Field(**field)) for key, (annotation, field) in owned}
 
 
 if TYPE_CHECKING:  # for the type checker: the common keys, and a kind's own keys as Any

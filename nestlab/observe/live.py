@@ -2,7 +2,8 @@
 
 The page (static/index.html) draws the lab with Cytoscape.js and its fCoSE layout, which keeps
 groups and clusters apart (vendored under static/vendor/, MIT, so the page works offline) and asks this server every half second for ``/state.json``: each link's
-state and rate, read from the kernel (one link dump per namespace).  Clicking a node asks
+state and rate, read from the kernel (one link dump per namespace), and each wireless medium's stations where they
+are, with their range and each pair in range coloured by its rate.  Clicking a node asks
 ``/node.json`` for its interfaces and addresses; a link's buttons ``POST /link``, which changes
 it exactly as ``nestlab link set`` does.  The server listens on 127.0.0.1 unless told otherwise.
 """
@@ -19,6 +20,7 @@ from urllib.parse import parse_qs, urlparse
 from .. import names
 from ..backends.kernel import libc, rtdump
 from ..errors import LabError
+from ..lab import wireless
 from ..lab.lab import Lab
 from ..model.endpoint import Endpoint
 from ..model.errors import TopologyError
@@ -56,7 +58,18 @@ class LiveState:
                 up = all(i is not None and i.admin_up and i.state not in ("DOWN", "LOWERLAYERDOWN", "NOTPRESENT") for i in infos)
                 rates = [(i.tx_bytes - before[end].tx_bytes) / dt if i and end in before else 0.0 for end, i in zip(ends, infos)]
                 links[edge["id"]] = {"state": "up" if up else "down", "bytes_per_s": rates}
-            return {"time": time.time(), "links": links}
+            return {"time": time.time(), "links": links, "wireless": self.radio()}
+
+    def radio(self) -> dict:
+        """Each wireless medium's stations (position, reach) and pairs in range with their rates (docs/wireless.md)."""
+        out = {}
+        for name in wireless.media(self.lab):
+            try:
+                state = wireless.state(self.lab, name)
+            except LabError:
+                continue
+            out[name] = {k: state[k] for k in ("stations", "pairs", "top_rate")}
+        return out
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -183,7 +183,7 @@ class Builder:
                 shares = spec.component_of
             elif shares:
                 self.machine(host)
-            own = KINDS.get(kind).plan(Draft(self.t.name, name, spec, bool(shares), self.t.hosts_ipv6))
+            own = KINDS.get(kind).plan(Draft(self.t.name, name, spec, bool(shares), self.t.hosts_ipv6, self.t))
             sysctls = {**own.pop("sysctls", {}), **sysctls}  # the node's own sysctls win
             binds = (*own.pop("binds", ()), *((b.source, b.target, b.read_only) for b in spec.binds))
             view = {"view": True, "binds": binds, "own_root": spec.own_root} if binds or spec.own_root or own.get("view") else {}

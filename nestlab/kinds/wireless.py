@@ -1,0 +1,108 @@
+"""wireless: a radio channel shared by the stations linked to it, in a namespace of its own (docs/wireless.md).
+
+Each link ending in it (``["a:wlan0", "air:a"]``) is an ordinary veth whose far end is a port of the
+medium; the medium's process (backends/services/medium.py) carries every frame to the stations in range
+of its sender, at the rate their signal allows, sharing the channel's airtime among them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from ..model.wireless import MEDIUM_KEYS, STATION_KEYS, channel_problem
+from ..seams import Draft
+from .base import Switch, register
+
+if TYPE_CHECKING:
+    from ..model.schema import NodeSpec, Topology
+    from ..plan.objects import NodeObj
+    from ..seams import Applying
+
+DEFAULTS = {"standard": "802.11g", "noise_floor": -91.0, "tx_power": 20.0, "antenna_gain": 0.0}
+
+
+class Wireless(Switch):
+    name = "wireless"
+    summary = "a wireless medium: stations linked to it hear each other by distance, at their signal's rate, sharing airtime"
+    options = MEDIUM_KEYS
+    node_options = STATION_KEYS
+
+    def check(self, spec: NodeSpec) -> list[tuple[tuple[str | int, ...], str]]:
+        if spec.channel is not None and (problem := channel_problem(str(spec.standard or DEFAULTS["standard"]), spec.channel)):
+            return [(("channel",), problem)]
+        return []
+
+    def plan(self, node: Draft) -> dict[str, Any]:
+        assert node.topology is not None
+        spec = node.spec
+        config = {
+            "standard": spec.standard or DEFAULTS["standard"],
+            "channel": spec.channel,
+            "noise_floor": spec.noise_floor if spec.noise_floor is not None else DEFAULTS["noise_floor"],
+            "propagation": spec.propagation.model_dump() if spec.propagation else {},
+            "mobility": spec.mobility.model_dump() if spec.mobility else None,
+            "stations": stations(node.topology, node.name),
+        }
+        return {"options": (("medium", json.dumps(config, sort_keys=True)),)}
+
+    def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        from ..backends.services import medium
+
+        for node in nodes:
+            config = json.loads(node.text("medium"))
+            for station in config["stations"]:
+                medium.plain_frames(ap.lab, station["name"], station["iface"])
+            medium.start(ap.lab, node.name, config, lambda args, _n=node.name, **kw: ap.popen(_n, args, **kw))
+
+    def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        self.finish(ap, nodes)
+
+    def removed(self, lab: str, node: NodeObj) -> None:
+        from ..backends.services import medium
+
+        for suffix in (".json", ".log", ".sock"):
+            path = os.path.join(medium.folder(lab), node.name + suffix)
+            if os.path.exists(path):
+                os.unlink(path)
+        if os.path.isdir(medium.folder(lab)) and not os.listdir(medium.folder(lab)):
+            shutil.rmtree(medium.folder(lab), ignore_errors=True)
+
+    def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
+        from ..backends.services import medium
+        from ..errors import LabError
+
+        try:
+            state = medium.ask(lab, node.name, {"op": "state"}, timeout=3)
+        except LabError as exc:
+            return {"wireless": {"error": str(exc)}, "detail": "medium not answering"}
+        config = json.loads(node.text("medium"))
+        detail = f"{state['standard']}, {len(state['stations'])} stations, {config['propagation'].get('model', 'log-distance')}"
+        return {"wireless": state, "detail": detail}
+
+
+def stations(topology: Topology, medium: str) -> list[dict[str, Any]]:
+    """The stations linked to ``medium``: name, interface, its port on the medium and radio keys."""
+    out = []
+    for link in topology.topology.links:
+        ends = list(link.endpoints)
+        if len(ends) != 2 or medium not in (ends[0].node, ends[1].node):
+            continue
+        port, station = (ends[1], ends[0]) if ends[1].node == medium else (ends[0], ends[1])
+        spec = topology.topology.nodes[station.node]
+        out.append(
+            {
+                "name": station.node,
+                "iface": station.iface,
+                "port": port.iface,
+                "position": spec.position or [0.0, 0.0, 0.0],
+                "tx_power": spec.tx_power if spec.tx_power is not None else DEFAULTS["tx_power"],
+                "antenna_gain": spec.antenna_gain if spec.antenna_gain is not None else DEFAULTS["antenna_gain"],
+            }
+        )
+    return out
+
+
+register(Wireless())

@@ -1,0 +1,181 @@
+"""Radio physics of a wireless medium, pure numbers (numpy): path loss, each standard's rates by signal,
+loss near the edge and the airtime of a frame (docs/wireless.md).
+
+* Path loss in dB between every two stations from their positions: Friis free space, log-distance,
+  log-normal shadowing (fixed per pair), two-ray ground reflection, ITU-R P.1238 indoor.
+* Received power = transmit power + both antenna gains - path loss.
+* The standard's minimum sensitivities (IEEE 802.11-2016: Table 17-18 for OFDM a/g, 19-23 for HT, 21-25
+  for VHT) are the signal each rate needs at the default noise floor (-91 dBm); a noise floor above it
+  raises every threshold by the difference.  A frame at sensitivity is lost 10 % of the time (the
+  standard's definition), about 1 % two dB above it, 55 % two dB below.
+* A card settles on the rate that carries the most: rate x (1 - loss), as Minstrel does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .wireless import Propagation
+
+C = 299_792_458.0
+DEFAULT_NOISE_FLOOR = -91.0  # dBm: thermal noise in 20 MHz (-101) + a 10 dB noise figure, as the sensitivities assume
+PER_SLOPE, PER_OFFSET = 1.2, 1.83  # logistic loss by margin: 10 % at 0 dB, ~1 % at +2 dB
+EDGE_MARGIN = -4.0  # below the basic rate's sensitivity by more than this: out of range, nothing at all
+
+
+@dataclass(frozen=True)
+class Phy:
+    """One standard: its rates (Mbit/s) with the signal each needs (dBm), and its timing (µs)."""
+
+    name: str
+    rates: tuple[tuple[float, float], ...]
+    preamble: float  # PLCP preamble and header
+    slot: float
+    sifs: float
+    cw_min: int
+    ack_us: float  # an ACK frame's airtime
+    extension: float = 0.0  # 802.11g's signal extension after every OFDM frame
+    dsss: bool = False  # bits/rate with no symbols (802.11b)
+
+
+# Rates and minimum sensitivities (20 MHz, one stream; VHT at 80 MHz); ACKs at 24 Mbit/s OFDM (28 µs), 1 Mbit/s DSSS.
+_OFDM = ((6, -82), (9, -81), (12, -79), (18, -77), (24, -74), (36, -70), (48, -66), (54, -65))
+PHYS = {
+    "802.11b": Phy("802.11b", ((1, -83), (2, -80), (5.5, -79), (11, -76)), 192, 20, 10, 31, 304, dsss=True),
+    "802.11g": Phy("802.11g", _OFDM, 20, 9, 10, 15, 28, extension=6),
+    "802.11a": Phy("802.11a", _OFDM, 20, 9, 16, 15, 28),
+    "802.11n": Phy(
+        "802.11n",
+        ((6.5, -82), (13, -79), (19.5, -77), (26, -74), (39, -70), (52, -66), (58.5, -65), (65, -64)),
+        36, 9, 16, 15, 28,
+    ),
+    "802.11ac": Phy(
+        "802.11ac",
+        ((29.3, -76), (58.5, -73), (87.8, -71), (117, -68), (175.5, -64), (234, -60), (263.3, -59), (292.5, -58), (351, -53), (390, -51)),
+        40, 9, 16, 15, 28,
+    ),
+}  # fmt: skip
+MAC_OVERHEAD = 22  # bytes: an Ethernet frame becomes 802.11 header (24) + LLC/SNAP (8) + FCS (4) - Ethernet header (14)
+
+
+def difs(phy: Phy) -> float:
+    return phy.sifs + 2 * phy.slot
+
+
+def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
+    """Airtime of one PPDU carrying an Ethernet frame of ``nbytes`` at ``rate`` Mbit/s."""
+    bits = 8 * (nbytes + MAC_OVERHEAD)
+    if phy.dsss:
+        return phy.preamble + bits / rate
+    symbols = math.ceil((16 + bits + 6) / (rate * 4))  # SERVICE + data + tail, 4 µs symbols
+    return phy.preamble + 4 * symbols + phy.extension
+
+
+def exchange_us(phy: Phy, rate: float, nbytes: int, unicast: bool) -> float:
+    """The air one attempt holds: the frame, and for unicast SIFS + ACK (DIFS and backoff come before it)."""
+    return frame_us(phy, rate, nbytes) + ((phy.sifs + phy.ack_us) if unicast else 0.0)
+
+
+def loss(margin: np.ndarray | float) -> np.ndarray | float:
+    """Frame loss from the signal's margin over a rate's threshold, in dB."""
+    import numpy as np
+
+    return 1.0 / (1.0 + np.exp(PER_SLOPE * (np.asarray(margin) + PER_OFFSET)))
+
+
+def distances(pos: np.ndarray) -> np.ndarray:
+    """Metres between every two stations (``pos``: N x 3); at least 0.1 m (no station shares a point)."""
+    import numpy as np
+
+    square = (pos * pos).sum(axis=1)
+    d2 = square[:, None] + square[None, :] - 2 * (pos @ pos.T)  # one matrix product: cheap at 1000 stations
+    return np.sqrt(np.maximum(d2, 0.01))
+
+
+def friis(d: np.ndarray | float, freq: float) -> np.ndarray | float:
+    """Free-space path loss in dB (Friis): 20 log10(4 pi d f / c)."""
+    import numpy as np
+
+    return 20 * np.log10(4 * math.pi * np.asarray(d) * freq / C)
+
+
+def path_loss(prop: Propagation, freq: float, pos: np.ndarray) -> np.ndarray:
+    """Path loss in dB between every two stations (symmetric; the diagonal is meaningless)."""
+    import numpy as np
+
+    d = distances(pos)
+    if prop.model == "friis":
+        out = friis(d, freq)
+    elif prop.model in ("log-distance", "log-normal"):
+        out = friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference)
+        if prop.model == "log-normal" and prop.sigma:
+            out = out + shadowing(len(pos), prop.sigma, prop.seed)
+    elif prop.model == "two-ray":
+        heights = np.where(pos[:, 2] > 0, pos[:, 2], prop.height)
+        hh = heights[:, None] * heights[None, :]
+        crossover = 4 * math.pi * hh * freq / C
+        out = np.where(d < crossover, friis(d, freq), 40 * np.log10(d) - 20 * np.log10(hh))
+    else:  # ITU-R P.1238: 20 log10 f(MHz) + N log10 d + Lf(n) - 28
+        out = 20 * math.log10(freq / 1e6) + prop.power_coefficient * np.log10(d) + prop.floors * prop.floor_loss - 28
+    return np.asarray(out) + prop.system_loss
+
+
+def shadowing(n: int, sigma: float, seed: int) -> np.ndarray:
+    """A symmetric N x N matrix of normal dB offsets (deviation ``sigma``), the same for the same seed."""
+    import numpy as np
+
+    upper = np.triu(np.random.default_rng(seed).normal(0.0, sigma, (n, n)), 1)
+    return upper + upper.T
+
+
+@dataclass
+class Links:
+    """The pairs in range (sender ``i[k]``, receiver ``j[k]``): the index of the rate i sends to j at
+    (``rate[k]``), its loss (``per[k]``), the basic rate's loss (``basic_per[k]``, broadcast); ``rx[i, j]``: dBm at j
+    for every pair."""
+
+    rx: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    rate: np.ndarray
+    per: np.ndarray
+    basic_per: np.ndarray
+
+
+def links(phy: Phy, rx: np.ndarray, noise_floor: float) -> Links:
+    """Each pair's settled rate and loss from the received power matrix."""
+    import numpy as np
+
+    needs = np.array([s for _, s in phy.rates]) + (noise_floor - DEFAULT_NOISE_FLOOR)
+    speeds = np.array([r for r, _ in phy.rates])
+    reach = rx - needs[0] >= EDGE_MARGIN
+    np.fill_diagonal(reach, False)
+    i, j = np.nonzero(reach)
+    per = loss(rx[i, j][:, None] - needs[None, :])  # reachable pairs x rates
+    best = np.argmax(speeds[None, :] * (1 - per), axis=1)
+    return Links(rx, i, j, best, per[np.arange(len(best)), best], per[:, 0])
+
+
+def received(prop: Propagation, freq: float, pos: np.ndarray, tx: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """dBm at j of what i sends, for every pair: tx power + both gains - path loss."""
+    return tx[:, None] + gain[:, None] + gain[None, :] - path_loss(prop, freq, pos)
+
+
+def reach_m(prop: Propagation, freq: float, phy: Phy, noise_floor: float, tx: float, gain: float) -> float:
+    """How far (m) a station of ``tx`` dBm and ``gain`` dBi is heard at all by one like it (mean path loss)."""
+    import numpy as np
+
+    from .wireless import Propagation as Model
+
+    floor = phy.rates[0][1] + (noise_floor - DEFAULT_NOISE_FLOOR) + EDGE_MARGIN
+    grid = np.geomspace(0.5, 100_000, 400)
+    pos = np.zeros((len(grid) + 1, 3))
+    pos[1:, 0] = grid
+    mean = Model(**{**prop.model_dump(), "sigma": 0.0})
+    heard = tx + 2 * gain - path_loss(mean, freq, pos)[0, 1:] >= floor
+    return float(grid[heard].max()) if heard.any() else 0.0

@@ -1,0 +1,133 @@
+"""The keys of a wireless medium (``kind: wireless``) and of the stations on it (docs/wireless.md).
+
+A medium::
+
+    air: {kind: wireless, standard: 802.11g, channel: 6, noise_floor: -91,
+          propagation: {model: log-distance, exponent: 3}}
+
+A station (any node with a link to the medium, ``["a:wlan0", "air:a"]``)::
+
+    a: {position: [0, 0, 1.5], tx_power: 20, antenna_gain: 0}
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+STANDARDS = ("802.11a", "802.11b", "802.11g", "802.11n", "802.11ac")
+MODELS = ("friis", "log-distance", "log-normal", "two-ray", "itu-indoor")
+FIVE_GHZ = ("802.11a", "802.11ac")  # the standards that exist only on 5 GHz channels
+DEFAULT_CHANNEL = {"802.11a": 36, "802.11ac": 36}  # others: channel 1 (2.412 GHz)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Propagation(_Strict):
+    """How signal falls with distance (each model's parameters; the others are ignored)."""
+
+    model: Literal["friis", "log-distance", "log-normal", "two-ray", "itu-indoor"] = Field(
+        default="log-distance", description=f"one of {', '.join(MODELS)}"
+    )
+    exponent: float = Field(default=3.0, gt=0, le=10, description="log-distance, log-normal: path-loss exponent (2 = free space)")
+    reference: float = Field(default=1.0, gt=0, description="log-distance, log-normal: reference distance d0 in metres")
+    sigma: float = Field(default=4.0, ge=0, le=30, description="log-normal: shadowing deviation in dB (fixed per pair)")
+    system_loss: float = Field(default=0.0, ge=0, le=50, description="every model: extra loss in dB (cables, body)")
+    height: float = Field(default=1.0, gt=0, description="two-ray: antenna height in metres of a station placed at z = 0")
+    power_coefficient: float = Field(default=30.0, gt=0, description="itu-indoor: N, the distance power loss coefficient")
+    floors: int = Field(default=0, ge=0, le=50, description="itu-indoor: floors between every two stations")
+    floor_loss: float = Field(default=15.0, ge=0, description="itu-indoor: dB lost per floor crossed")
+    seed: int = Field(default=1, description="log-normal: seed of the per-pair shadowing")
+
+
+def _position(value: list[float]) -> list[float]:
+    if len(value) not in (2, 3):
+        raise ValueError(f"a position is [x, y] or [x, y, z] in metres, not {len(value)} numbers")
+    return [float(v) for v in value] + [0.0] * (3 - len(value))
+
+
+class Mobility(_Strict):
+    """How stations move, played by ``nestlab run`` (docs/wireless.md)."""
+
+    model: Literal["random-waypoint", "random-walk", "gauss-markov", "trace"] = Field(description="how the stations move")
+    area: list[float] = Field(default_factory=lambda: [100.0, 100.0], description="[width, height] in metres: where they move")
+    speed: list[float] = Field(default_factory=lambda: [1.0, 5.0], description="[min, max] in m/s")
+    pause: float = Field(default=0.0, ge=0, description="random-waypoint: seconds still at each waypoint")
+    interval: float = Field(default=0.1, gt=0, le=60, description="seconds between position updates (0.1: 10 Hz)")
+    alpha: float = Field(default=0.75, ge=0, le=1, description="gauss-markov: memory (0: random walk, 1: straight line)")
+    duration: float = Field(default=60.0, gt=0, description="seconds of movement")
+    stations: list[str] | None = Field(default=None, description="the stations that move (default: all on the medium)")
+    trace: str | None = Field(
+        default=None, description="trace: a file of steps {t, positions: {node: [x, y]}} (nestlab mobility writes them)"
+    )
+    seed: int = Field(default=1)
+
+    @field_validator("area", "speed")
+    @classmethod
+    def _pair(cls, value: list[float]) -> list[float]:
+        if len(value) != 2 or min(value) < 0:
+            raise ValueError("give two non-negative numbers, e.g. [100, 100]")
+        return value
+
+    @model_validator(mode="after")
+    def _trace_file(self):
+        if (self.model == "trace") != (self.trace is not None):
+            raise ValueError("model: trace needs trace: FILE, and trace: FILE needs model: trace")
+        return self
+
+
+def channel_problem(standard: str, channel: int) -> str | None:
+    """Why ``channel`` is not one of ``standard``'s (None: it is)."""
+    if standard in FIVE_GHZ or (standard == "802.11n" and channel > 14):
+        return None if 32 <= channel <= 177 else f"{standard} uses 5 GHz channels 32-177, not {channel}"
+    return None if 1 <= channel <= 14 else f"{standard} uses 2.4 GHz channels 1-14, not {channel}"
+
+
+def frequency(standard: str, channel: int | None) -> float:
+    """The channel's centre frequency in Hz."""
+    channel = channel or DEFAULT_CHANNEL.get(standard, 1)
+    if channel == 14:
+        return 2.484e9
+    return (2407 + 5 * channel) * 1e6 if channel <= 14 else (5000 + 5 * channel) * 1e6
+
+
+# [x, y] or [x, y, z] in metres, read as [x, y, z] (z = 0 when left out).
+Position = Annotated[list[float], AfterValidator(_position)]
+Standard = Literal["802.11a", "802.11b", "802.11g", "802.11n", "802.11ac"]
+
+# The medium's keys (kind: wireless), read by nestlab/kinds/wireless.py.
+MEDIUM_KEYS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "standard": (Standard | None, {"default": None, "description": "wireless: 802.11a/b/g/n/ac (its rates by signal)"}),
+    "channel": (int | None, {"default": None, "description": "wireless: channel number (default 1, or 36 on 5 GHz)"}),
+    "propagation": (Propagation | None, {"default": None, "description": "wireless: the path-loss model and its parameters"}),
+    "noise_floor": (
+        float | None,
+        {
+            "default": None,
+            "ge": -130,
+            "le": -40,
+            "description": "wireless: noise floor in dBm (default -91: 20 MHz, 10 dB noise figure)",
+        },
+    ),
+    "mobility": (Mobility | None, {"default": None, "description": "wireless: how its stations move, played by nestlab run"}),
+}
+
+
+# A station's keys (any node linked to a medium), read by nestlab/kinds/wireless.py.
+STATION_KEYS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "position": (
+        Position | None,
+        {"default": None, "description": "a wireless station's place: [x, y] or [x, y, z] in metres"},
+    ),
+    "tx_power": (
+        float | None,
+        {"default": None, "ge": -10, "le": 40, "description": "a wireless station's transmit power in dBm (default 20)"},
+    ),
+    "antenna_gain": (
+        float | None,
+        {"default": None, "ge": -20, "le": 30, "description": "a wireless station's antenna gain in dBi (default 0)"},
+    ),
+}
