@@ -9,6 +9,7 @@ new pod's map is read from outside before its share deploys (:func:`check_pods`)
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -36,18 +37,33 @@ CAPABILITIES = {
     "SYS_CHROOT": "sshd's privilege separation",
 }
 RUNTIMES = "containerd 2.0 or later with runc 1.2 or later (or crun 1.9), or CRI-O 1.25 or later"
-IDENTITY = ["0", "0", "4294967295"]  # the node's own user namespace: every id is itself
+BLOCK = 65536  # the kubelet hands each pod ids in blocks of this many, at a host id that is a multiple of it
 REFUSED = 86  # the exit code a pod's start script records when it runs as its node's root
 
 
-def guarded(command: str) -> str:
-    """``command`` (a share's deploy) as a pod's start script runs it: not at all if the pod's uid map is its node's
-    own (then it says why and ends with :data:`REFUSED`)."""
+def isolated(uid_map: str) -> bool:
+    """Whether a pod's ``/proc/self/uid_map`` is one the kubelet hands out: one line mapping its root to a non-zero
+    host id, both the id and the count multiples of :data:`BLOCK`.  The node's own map (``0 0 4294967295``), or a
+    cluster node's that itself runs in a user namespace (``0 100000 65536``), is not."""
+    lines = uid_map.strip().splitlines()
+    if len(lines) != 1 or not re.fullmatch(r"0\s+\d+\s+\d+", lines[0].strip()):
+        return False
+    _inside, host, count = (int(field) for field in lines[0].split())
+    return host > 0 and host % BLOCK == 0 and count > 0 and count % BLOCK == 0
+
+
+def guarded(command: str, uid_map: str = "/proc/self/uid_map") -> str:
+    """``command`` (a share's deploy) as a pod's start script runs it: not at all unless the pod's uid map is
+    :func:`isolated` (else it says why and ends with :data:`REFUSED`)."""
     why = (
-        "nestlab: this pod asked for hostUsers: false but runs as its node's root (its container runtime ignored "
-        "the field): no node made"
+        "nestlab: this pod asked for hostUsers: false but its uid map is not a user namespace of its own (its "
+        "container runtime ignored the field): no node made"
     )
-    return f'if [ "$(echo $(cat /proc/self/uid_map))" = "{" ".join(IDENTITY)}" ]; then echo {shlex.quote(why)}; (exit {REFUSED}); else {command}; fi'
+    isolated_sh = (
+        f'set -- $(cat {shlex.quote(uid_map)}) && [ $# -eq 3 ] && [ "$1" = 0 ] && [ "$2" -gt 0 ] && '
+        f'[ $(($2 % {BLOCK})) -eq 0 ] && [ "$3" -gt 0 ] && [ $(($3 % {BLOCK})) -eq 0 ]'
+    )
+    return f"if ( {isolated_sh} ) 2>/dev/null; then {command}; else echo {shlex.quote(why)}; (exit {REFUSED}); fi"
 
 
 def pod_fields(privileged: bool) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -87,7 +103,7 @@ def require(nodes: dict[str, dict[str, Any]], where: set[str] | None = None) -> 
 
 
 def check_pods(kube: Cluster, pods: dict[str, str], selector: str) -> None:
-    """Read each running pod's uid map: a pod whose map is its node's own was run by a runtime that ignored
+    """Read each running pod's uid map: a pod whose map is not :func:`isolated` was run by a runtime that ignored
     hostUsers: false; the error names it (its name and version, as the node reports them)."""
     answers = each(pods, lambda _share, pod: kube.exec(pod, ["cat", "/proc/self/uid_map"], 30))
     found = {p.metadata.name: p.spec.node_name for p in kube.pods(selector)}
@@ -95,7 +111,9 @@ def check_pods(kube: Cluster, pods: dict[str, str], selector: str) -> None:
     for share, answer in sorted(answers.items()):
         if isinstance(answer, BaseException):
             raise ClusterError(f"share {share}: its uid map could not be read: {answer}")
-        if answer[0] != 0 or answer[1].split() != IDENTITY:
+        if answer[0] != 0:
+            raise ClusterError(f"share {share}: its uid map could not be read: {answer[2].strip() or f'exit {answer[0]}'}")
+        if isolated(answer[1]):
             continue
         node = found.get(pods[share], "?")
         runtime = nodes.get(node, {}).get("runtime") or "an unknown runtime"
