@@ -100,9 +100,9 @@ class Kubernetes(Site):
                     )
                 bring_up(kube, lab, manifests, parts, deadline, say)
             except BaseException:
-                import shutil
+                from ...backends.kernel import files
 
-                shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
+                files.remove_tree(names.lab_dir(lab.name))
                 raise
             running(lab)
         return parts
