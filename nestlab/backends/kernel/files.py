@@ -77,6 +77,11 @@ def _trusted_link(folder: os.stat_result, link: os.stat_result, mine: set[int]) 
     return link.st_uid in mine and folder.st_uid in mine and not others_write
 
 
+def trusted_link(dir_fd: int, name: str) -> bool:
+    """Whether the link ``name`` in the open folder ``dir_fd`` could only have been put there by root or by us."""
+    return _trusted_link(os.fstat(dir_fd), os.lstat(name, dir_fd=dir_fd), _mine())
+
+
 def open_dir(path: str | os.PathLike, create: int | None = None, beneath: int | None = None) -> int:
     """A descriptor (O_RDONLY|O_DIRECTORY) of the folder ``path``, reached one component at a time with no
     untrusted link followed (see the module); ``create``: the mode to make it with if missing (missing parents:
