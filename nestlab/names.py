@@ -38,6 +38,7 @@ def python_module(module: str) -> list[str]:
 NETNS_DIR = "/run/netns"  # where ip netns (and nestlab) pin network namespaces
 
 STATE_ROOT = "/run/nestlab"
+LOCK_ROOT = "/run/nestlab-lock"  # the locks nestlab waits on: root's own folder (0700), files 0600 (docs/security.md)
 HIDDEN = ("/run/netns", "/run/nestlab")  # mounts under /run a node's own view drops before covering /run
 IMAGE_ROOT = "/var/lib/nestlab/images"  # where `nestlab image build NAME` puts images
 _TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst")

@@ -14,13 +14,12 @@ import errno
 import os
 import re
 import resource
-import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .. import kinds, links, names
-from ..backends.kernel import cgroups, mptcp, namespaces, netlink, shaping, spares, sysctl, views
+from ..backends.kernel import cgroups, files, mptcp, namespaces, netlink, shaping, spares, sysctl, views
 from ..backends.kernel.netlink import Netlink, Request
 from ..backends.services import traceplay
 from ..errors import LabError
@@ -348,7 +347,7 @@ class Applier:
         namespaces.remove_pinned(paths, kill_by=paths[1:] if node.shares else paths)
         if node.view:
             namespaces.unpin(names.view_path(self.lab, node.name))
-            shutil.rmtree(names.node_dir(self.lab, node.name), ignore_errors=True)
+            files.remove_tree(names.node_dir(self.lab, node.name))  # its daemons may have written links there
         if node.cgroup:
             self.tree.remove(node.name)
         kinds.of(node).removed(self.lab, node)

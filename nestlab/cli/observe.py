@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from .. import sites
+from ..backends.kernel import files
 from ..errors import LabError
 from ..lab.fidelity import Watch
 from ..lab.fidelity_shares import READY
@@ -65,7 +66,7 @@ def graph(
             raise LabError(f"--format must be one of {', '.join(exports.EXPORTS)}, not '{fmt}'")
         text = exports.EXPORTS[fmt](found.plan)
         if output:
-            output.write_text(text)
+            files.write(output, text, 0o644)  # through no link another user planted
             err.print(f"wrote {output}")
         else:
             sys.stdout.write(text)

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from ..backends.kernel import files
 from ..errors import LabError
 from ..verify.checks import junit as to_junit
 from ..verify.checks import run
@@ -61,7 +62,7 @@ def check(
             if deployed and destroy:
                 found.destroy()
         if junit is not None:
-            junit.write_text(to_junit(found.name, results))
+            files.write(junit, to_junit(found.name, results), 0o644)  # through no link another user planted
         if fmt == "json":
             sys.stdout.write(json.dumps({"lab": found.name, "checks": [r.to_json() for r in results]}) + "\n")
         else:

@@ -16,7 +16,6 @@ goes with ``destroy --cleanup``.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import json
 import os
@@ -26,10 +25,10 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import userns
+from ..backends.kernel import files, userns
 from ..errors import LabError
 from ..model.credentials import Login, inventory_vars, kind_login, login_of
 from ..model.layered import merged
@@ -145,11 +144,10 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     for node in nodes:
         etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
     etc_hosts.block(lab.name, _host_lines(nodes))
-    os.makedirs(os.path.dirname(config), mode=0o700 if userns.guest() else 0o755, exist_ok=True)
+    files.make_dirs(os.path.dirname(config), 0o700 if userns.guest() else 0o755)
     if userns.guest():
-        os.makedirs(os.path.dirname(key), mode=0o700, exist_ok=True)
-        with open(sshgate.client_key(lab.name), "rb") as src, _private(key) as fh:
-            fh.write(src.read())
+        with open(sshgate.client_key(lab.name), "rb") as src:
+            files.write(key, src.read(), 0o600, create=0o700)
     _ssh_config(lab.name, config, nodes, key)
     gate.ready()
     return nodes
@@ -159,13 +157,6 @@ def _host_lines(nodes: list[Managed]) -> list[str]:
     v4 = [f"{n.ipv4.ip}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
     v6 = [f"{n.ipv6.ip}\t{n.long}\t# Kind: {n.kind}" for n in nodes]
     return v4 + v6
-
-
-def _private(path: str) -> IO[bytes]:
-    """``path`` opened anew for writing, readable by its owner alone (a link planted there is not followed)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
 
 
 def ssh_config_dir() -> str:
@@ -185,19 +176,18 @@ def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
             f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
             f"\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n{via}"
         )
-    with open(path, "w") as fh:
-        fh.write(text)
+    files.write(path, text, 0o600 if userns.guest() else 0o644)  # no secret: users' ssh reads it
 
 
 def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a 500-node inventory in 20 ms, not 300
-    os.makedirs(folder, exist_ok=True)
     secret = any(n.login.password for n in nodes)
-    owner = os.stat(os.path.dirname(folder))
-    try:
-        where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:  # the folder and its parents reached through no link their owner could swap in (backends/kernel/files.py)
+        with files.folder(os.path.dirname(folder)) as parent:
+            owner = os.fstat(parent)
+            where = files.open_dir(os.path.basename(folder), create=0o755, beneath=parent)
     except OSError as exc:
         raise LabError(f"lab directory {folder}: {exc.strerror} (a symbolic link is not followed)") from None
     try:
@@ -214,25 +204,8 @@ def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
 def _written(folder: int, name: str, text: str, secret: bool, owner: os.stat_result) -> None:
     """``name`` in the open ``folder`` holding ``text``, owned by whoever owns the folder the lab directory is in
     (the lab's owner, who runs Ansible on it; root's when that is root's); ``secret`` (it holds passwords): 0600.
-    That folder may be a user's: the text goes to a new file (never an existing one, nor a symbolic link's
-    target) renamed over ``name``, which replaces a link planted there and never follows it."""
-    tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp, dir_fd=folder)
-    fd = os.open(tmp, flags, 0o600, dir_fd=folder)
-    try:
-        with open(fd, "w", closefd=False) as fh:
-            fh.write(text)
-        os.fchmod(fd, 0o600 if secret else 0o644)
-        os.fchown(fd, owner.st_uid, owner.st_gid)
-        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=folder)
-        raise
-    finally:
-        os.close(fd)
+    That folder may be a user's: written whole by files.write_at (never through a link planted there)."""
+    files.write_at(folder, name, text, 0o600 if secret else 0o644, (owner.st_uid, owner.st_gid))
 
 
 def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 
 from .. import names
-from ..backends.kernel import cgroups, mounts, namespaces, netlink, procs, rtdump
+from ..backends.kernel import cgroups, files, mounts, namespaces, netlink, procs, rtdump
 from ..registry import RUNTIMES
 from . import etc_hosts
 
@@ -107,7 +106,7 @@ def remove_here(lab: str, folder_too: bool = False) -> int:
         namespaces.unpin(point)
     cgroups.Tree(lab).remove()
     # Last: the folder holds the lock; a deploy of the same lab waiting for it starts only when all is gone.
-    shutil.rmtree(names.lab_dir(lab), ignore_errors=True)
+    files.remove_tree(names.lab_dir(lab))
     try:
         os.rmdir(names.STATE_ROOT)  # only when no other lab is left
     except OSError:

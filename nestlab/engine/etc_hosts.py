@@ -1,22 +1,24 @@
 """A lab's names on this machine, and the record of them: the ``/etc/hosts`` block (containerlab's format,
-under containerlab's own lock), ``/run/netns/LONG-NAME`` names, the ssh config, the SSH gate's pid and
+under nestlab's own lock, and containerlab's when only root could hold it), ``/run/netns/LONG-NAME`` names, the ssh config, the SSH gate's pid and
 the lab directory (``/run/nestlab/LAB/access.json``, written before any of them is made).  Written by
 engine/access.py at deploy, removed here by destroy and cleanup."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import shutil
+import stat
+from collections.abc import Iterator
 
 from .. import names
-from ..backends.kernel import libc, namespaces, procs
+from ..backends.kernel import files, libc, locks, namespaces, procs
 from ..errors import LabError
 
 HOSTS = "/etc/hosts"
-HOSTS_LOCK = "/run/lock/clab-hosts.lock"  # containerlab's: the two never lose each other's lines
+HOSTS_LOCK = "hosts.lock"  # nestlab's own, in names.LOCK_ROOT: no other user can hold it
+CLAB_HOSTS_LOCK = "/run/lock/clab-hosts.lock"  # containerlab's, in a folder anyone may write (see _clab_lock)
+CLAB_LOCK_WAIT = 1.0  # seconds root waits for containerlab's lock before going on without it
 
 
 def _record(lab: str) -> str:
@@ -24,8 +26,7 @@ def _record(lab: str) -> str:
 
 
 def record(lab: str, made: dict) -> None:
-    with open(_record(lab), "w") as fh:
-        json.dump(made, fh)
+    files.write(_record(lab), json.dumps(made), 0o600, sync=False)
 
 
 def withdraw(lab: str, folder_too: bool = False) -> tuple[list[str], DamagedHosts | None]:
@@ -40,15 +41,13 @@ def withdraw(lab: str, folder_too: bool = False) -> tuple[list[str], DamagedHost
     stop_gate(lab)
     pins = [os.path.join(names.NETNS_DIR, long) for long in (made or {}).get("netns", [])]
     if made:
-        with contextlib.suppress(FileNotFoundError):
-            if made.get("ssh_config"):  # none for a lab on servers or pods
-                os.unlink(made["ssh_config"])
-        with contextlib.suppress(FileNotFoundError):
-            if made.get("ssh_key"):  # rootless: the lab's key, where the user's ssh reads it
-                os.unlink(made["ssh_key"])
-        if folder_too:
-            shutil.rmtree(made["folder"], ignore_errors=True)
-    shutil.rmtree(names.lab_keys(lab), ignore_errors=True)  # its folder stays, as /run/nestlab-mgmt does (a mount point)
+        if made.get("ssh_config"):  # none for a lab on servers or pods
+            files.unlink(made["ssh_config"])
+        if made.get("ssh_key"):  # rootless: the lab's key, where the user's ssh reads it
+            files.unlink(made["ssh_key"])
+        if folder_too:  # beside the topology, in a folder its owner may swap for a link: reached through none
+            files.remove_tree(made["folder"])
+    files.remove_tree(names.lab_keys(lab))  # its folder stays, as /run/nestlab-mgmt does (a mount point)
     try:
         block(lab, [])
         damaged = None
@@ -93,13 +92,12 @@ class DamagedHosts(LabError):
 
 
 def block(lab: str, lines: list[str], path: str = HOSTS) -> None:
-    """Replace the lab's block of the hosts file (``path``) by ``lines`` (none: remove it), under containerlab's
-    lock.  Only what lies between a START line and its END goes; a START whose END never comes (another START
-    or the end of the file first) is a :class:`DamagedHosts` error naming its line, and the file is unchanged."""
+    """Replace the lab's block of the hosts file (``path``) by ``lines`` (none: remove it), under nestlab's lock
+    (and containerlab's, :func:`_clab_lock`).  Only what lies between a START line and its END goes; a START whose
+    END never comes (another START or the end of the file first) is a :class:`DamagedHosts` error naming its line,
+    and the file is unchanged."""
     start, end = f"###### CLAB-{lab}-START ######", f"###### CLAB-{lab}-END ######"
-    os.makedirs(os.path.dirname(HOSTS_LOCK), exist_ok=True)
-    with open(HOSTS_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locks.held(HOSTS_LOCK), _clab_lock():
         try:
             with open(path) as fh:
                 text = fh.read()
@@ -126,3 +124,24 @@ def block(lab: str, lines: list[str], path: str = HOSTS) -> None:
         if new != text:
             with open(path, "w") as fh:  # in place: /etc/hosts may be a bind mount (containers, VMs)
                 fh.write(new)
+
+
+@contextlib.contextmanager
+def _clab_lock() -> Iterator[None]:
+    """containerlab's lock of /etc/hosts too, where sharing it is safe: an existing regular file (never made here,
+    never through a link) that root owns, waited on :data:`CLAB_LOCK_WAIT` seconds at most.  Any user who can open
+    it may ``flock`` it (a lock file anyone can read, anyone can hold), so a holder only delays root that long, and
+    then nestlab's own lock alone guards the edit (docs/security.md: the trade-off with containerlab)."""
+    try:
+        fd = os.open(CLAB_HOSTS_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # none (no containerlab ran), a link, or refused: nestlab's lock alone
+        yield
+        return
+    try:
+        found = os.fstat(fd)
+        if stat.S_ISREG(found.st_mode) and found.st_uid == 0:
+            with contextlib.suppress(locks.Busy, OSError):
+                locks.acquire(fd, CLAB_LOCK_WAIT, CLAB_HOSTS_LOCK)
+        yield
+    finally:
+        os.close(fd)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import glob
 import grp
 import os
@@ -33,7 +32,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import procs
+from ..backends.kernel import detached, files, locks, procs
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
@@ -107,7 +106,7 @@ def keys(lab: str, logins: dict[str, Login]) -> str:
     """The lab's keys, sshd configuration and the logins ``credentials:`` ask for, made once (root's alone;
     the two keys at once)."""
     folder = names.lab_keys(lab)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    files.make_dirs(folder, 0o700)
     making = [
         subprocess.Popen(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"nestlab lab {lab}", "-f", path],
@@ -124,20 +123,22 @@ def keys(lab: str, logins: dict[str, Login]) -> str:
     mine += sorted(
         {f"{x.identity_file}.pub" for x in logins.values() if x.identity_file and os.path.exists(f"{x.identity_file}.pub")}
     )
-    with open(os.path.join(folder, "authorized_keys"), "w") as fh:
-        for path in [client_key(lab) + ".pub", *mine]:
-            with open(path) as key:
-                fh.write(key.read().strip() + "\n")
-    with open(os.path.join(folder, "sshd_config"), "w") as fh:
-        fh.write(
-            sshd.config(
-                f"{folder}/ssh_host_ed25519_key",
-                f"{folder}/authorized_keys",
-                "AcceptEnv LANG LC_*",
-                "Subsystem sftp /usr/lib/openssh/sftp-server",
-                f"LoginGraceTime {login_grace()}",
-            )
-        )
+    authorized = ""
+    for path in [client_key(lab) + ".pub", *mine]:
+        with open(path) as key:
+            authorized += key.read().strip() + "\n"
+    files.write(os.path.join(folder, "authorized_keys"), authorized, sync=False)
+    files.write(
+        os.path.join(folder, "sshd_config"),
+        sshd.config(
+            f"{folder}/ssh_host_ed25519_key",
+            f"{folder}/authorized_keys",
+            "AcceptEnv LANG LC_*",
+            "Subsystem sftp /usr/lib/openssh/sftp-server",
+            f"LoginGraceTime {login_grace()}",
+        ),
+        sync=False,
+    )
     _logins(folder, {node: x for node, x in logins.items() if x.user != "root"})
     for entry in os.scandir(folder):
         os.chmod(entry.path, 0o600 if entry.is_file() else 0o700)
@@ -148,7 +149,7 @@ def _logins(folder: str, logins: dict[str, Login]) -> None:
     """Per node with a ``credentials:`` user, ``logins/NODE``: its passwd line (the lab's uid, home /home/USER)
     and shadow line (the password hashed by OpenSSL's SHA-512 crypt, or ``*``: keys only)."""
     where = os.path.join(folder, "logins")
-    os.makedirs(where, mode=0o700, exist_ok=True)
+    files.make_dirs(where, 0o700)
     for stale in set(os.listdir(where)) - set(logins):  # a redeploy that dropped a node's credentials
         os.unlink(os.path.join(where, stale))
     if not logins:
@@ -164,19 +165,19 @@ def _logins(folder: str, logins: dict[str, Login]) -> None:
             raise LabError(f"openssl could not hash the lab's passwords: {made.stderr.strip()}")
         hashed = dict(zip(words, made.stdout.split()))
     for node, x in logins.items():
-        with open(os.path.join(where, node), "w") as fh:
-            fh.write(
-                f"{x.user}:x:{uid}:{uid}:{x.user}:/home/{x.user}:/bin/sh\n"
-                f"{x.user}:{hashed.get(x.password or '', '*')}:20000:0:99999:7:::\n"
-            )
+        files.write(
+            os.path.join(where, node),
+            f"{x.user}:x:{uid}:{uid}:{x.user}:/home/{x.user}:/bin/sh\n"
+            f"{x.user}:{hashed.get(x.password or '', '*')}:20000:0:99999:7:::\n",
+            sync=False,
+        )
 
 
 def _uid(folder: str) -> int:
     """The lab's login uid (and gid): kept in ``uid``, else the first of :data:`UIDS` no other lab holds and this
     machine does not use (as a user, a group, or a live process's uid), chosen under a lock."""
     mine = os.path.join(folder, "uid")
-    with open(os.path.join(names.KEYS_ROOT, ".uids.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locks.file_held(os.path.join(names.KEYS_ROOT, ".uids.lock")):
         with contextlib.suppress(FileNotFoundError, ValueError):
             with open(mine) as fh:
                 return int(fh.read())
@@ -187,8 +188,7 @@ def _uid(folder: str) -> int:
         held |= {uid for pid in procs.others() for uid in procs.uids(pid) or ()}  # a destroyed lab's login left one
         for uid in UIDS:
             if uid not in held and not _used(uid):
-                with open(mine, "w") as fh:
-                    fh.write(str(uid))
+                files.write(mine, str(uid), sync=False)
                 return uid
     raise LabError(f"every login uid of nestlab is taken ({len(UIDS)} labs with credentials)")
 
@@ -254,14 +254,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
             return Gate(None)
         args = [*names.python_module("nestlab.engine.sshgate"), names.lab_dir(lab.name) + "/", folder, str(login_grace())]
         args += [f"{sock.fileno()}={node}" for sock, node in held]
-        proc = subprocess.Popen(
-            args,
-            pass_fds=[sock.fileno() for sock, _ in held],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        proc = subprocess.Popen(args, **detached.options(pass_fds=[sock.fileno() for sock, _ in held]))
     finally:
         for sock, _ in held:
             sock.close()

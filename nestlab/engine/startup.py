@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import procs
+from ..backends.kernel import detached, files, procs
 from ..errors import LabError
 from ..model.schema import STAGES, Healthcheck
 from ..model.stages import Startup, startup_of
@@ -72,20 +72,13 @@ def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:
     """The node's main process, in a session of its own, its output in the node's folder (cmd.log), its pid
     and start time in cmd.pid (for :func:`restart_cmd`)."""
     folder = names.node_dir(lab.name, name)
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "cmd.log"), "ab") as log:
-        proc = nodes.popen(
-            lab.name,
-            lab.plan,
-            name,
-            ["sh", "-c", cmd],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    with open(os.path.join(folder, "cmd.pid"), "w") as fh:
-        fh.write(f"{proc.pid} {procs.start_time(proc.pid)}\n")
+    files.make_dirs(folder, 0o700)
+    log = os.open(os.path.join(folder, "cmd.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        proc = nodes.popen(lab.name, lab.plan, name, ["sh", "-c", cmd], **detached.options(log))
+    finally:
+        os.close(log)
+    files.write(os.path.join(folder, "cmd.pid"), f"{proc.pid} {procs.start_time(proc.pid)}\n", sync=False)
     return proc
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import time
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import namespaces
+from ..backends.kernel import files, locks, namespaces
 from ..backends.kernel.cgroups import lab_cgroups
 from ..errors import LabError
 from ..plan.objects import LinkObj, Plan
@@ -95,17 +94,10 @@ def _with_live(link: LinkObj, live: dict) -> LinkObj | None:
 
 
 def write(state: LabState) -> None:
-    """Write the whole state; live link changes recorded since are now part of it."""
-    _atomic(_path(state.lab), json.dumps(state.to_json()), _secret(state.topology))  # dumps: the C encoder
+    """Write the whole state (root's alone, 0600: a topology holds startup-configs, ``env:`` values and
+    passwords); live link changes recorded since are now part of it."""
+    _written(_path(state.lab), json.dumps(state.to_json()))  # dumps: the C encoder
     _live_merged(state.lab)
-
-
-def _secret(value: object) -> bool:
-    """Whether a topology holds a password (``credentials:`` anywhere): its state is then root's alone."""
-    if isinstance(value, dict):
-        given = value.get("credentials")
-        return (isinstance(given, dict) and bool(given.get("password"))) or any(map(_secret, value.values()))
-    return isinstance(value, list) and any(map(_secret, value))
 
 
 def _live_merged(lab: str) -> None:
@@ -118,7 +110,7 @@ def write_link(lab: str, link, removed: bool = False) -> None:
     """Record one link's live shaping and state, or its removal (a small file beside the state: cheap per change)."""
     live = _read_live(lab)
     live[link.key] = {"shape_a": link.shape_a, "shape_b": link.shape_b, "state": link.state, "mtu": link.mtu, "removed": removed}
-    _atomic(_live_path(lab), json.dumps(live))
+    _written(_live_path(lab), json.dumps(live))
 
 
 def write_resources(lab: str, node: str, values: dict) -> None:
@@ -148,23 +140,9 @@ def _pairs(items) -> tuple:
     return tuple(tuple(x) for x in items)
 
 
-def _atomic(path: str, text: str, private: bool = False) -> None:
-    tmp = f"{path}.{os.getpid()}"
-    _written(tmp, text, private)
-    os.replace(tmp, path)
-
-
-def _written(path: str, text: str, private: bool = False) -> None:
-    """Write a file whole, or leave none (a full disk must not leave half a file); ``private``: root's alone (0600)."""
-    try:
-        with open(path, "w", opener=lambda p, flags: os.open(p, flags, 0o600 if private else 0o666)) as fh:
-            if private:
-                os.fchmod(fh.fileno(), 0o600)
-            fh.write(text)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        raise
+def _written(path: str, text: str) -> None:
+    """Write a file whole, or leave none (a full disk must not leave half a file), root's alone (0600)."""
+    files.write(path, text, 0o600, sync=False)  # /run is memory: nothing to sync
 
 
 def prepared(state: LabState) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -172,7 +150,7 @@ def prepared(state: LabState) -> tuple[Callable[[], None], Callable[[], None]]:
     changes anything; returns (commit: put it in place, a rename that needs no space; drop)."""
     path = _path(state.lab)
     tmp = f"{path}.next"
-    _written(tmp, json.dumps(state.to_json()), _secret(state.topology))
+    _written(tmp, json.dumps(state.to_json()))
 
     def commit() -> None:
         os.replace(tmp, path)
@@ -194,24 +172,29 @@ def locked(lab: str, wait: float = LOCK_WAIT, create: bool = True) -> Iterator[N
     ``wait`` seconds for another holder; ``create=False`` for a lab that must already exist."""
     if create:
         namespaces.in_memory(names.STATE_ROOT)
-        os.makedirs(names.lab_dir(lab), exist_ok=True)
+        make_folder(lab)
+    elif not os.path.isdir(names.lab_dir(lab)):
+        raise LabError(f"lab {lab} is not running")
     try:
-        fd = os.open(os.path.join(names.lab_dir(lab), "lock"), os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        fd = locks.lock_fd(os.path.join(names.lab_dir(lab), "lock"))
     except FileNotFoundError:
         raise LabError(f"lab {lab} is not running") from None
-    deadline = time.monotonic() + wait
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise LabError(f"lab '{lab}' is busy: another nestlab process has been changing it for {wait:g} s") from None
-                time.sleep(0.02)
+        try:
+            locks.acquire(fd, wait)
+        except locks.Busy:
+            raise LabError(f"lab '{lab}' is busy: another nestlab process has been changing it for {wait:g} s") from None
         yield
     finally:
         os.close(fd)
+
+
+def make_folder(lab: str) -> str:
+    """The lab's state folder, made if missing: root's alone (0700), as every file in it is."""
+    folder = names.lab_dir(lab)
+    files.make_dirs(folder, 0o700)
+    os.chmod(folder, 0o700)  # made by an older nestlab: 0755
+    return folder
 
 
 def labs() -> list[str]:

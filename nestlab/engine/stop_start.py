@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import kinds, names
-from ..backends.kernel import downtime, namespaces
+from ..backends.kernel import downtime, files, namespaces
 from ..errors import LabError
 from ..plan.objects import NodeObj
 from ..registry import KINDS, RUNTIMES
@@ -59,9 +59,8 @@ def stop(lab: Blueprint, refs: list[str]) -> list[str]:
     keep = set()
     for node in nodes:  # links first (peers see their carrier go at once), each recorded as it goes
         held = downtime.Held() if node.shares else downtime.take_down(names.netns_path(lab.name, node.name))
-        os.makedirs(names.node_dir(lab.name, node.name), exist_ok=True)
-        with open(_record(lab.name, node.name), "w") as fh:
-            json.dump(dataclasses.asdict(held), fh)
+        files.make_dirs(names.node_dir(lab.name, node.name), 0o700)
+        files.write(_record(lab.name, node.name), json.dumps(dataclasses.asdict(held)), 0o600, sync=False)
         inodes.add(namespaces.inode(names.uts_path(lab.name, node.name)))
         if not node.shares:  # one sharing its host's stack is told apart by its UTS namespace alone
             inodes.add(namespaces.inode(names.netns_path(lab.name, node.name)))

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from .. import names
+from ..backends.kernel import files
 from ..errors import LabError
 from ..registry import SITES
 
@@ -62,11 +63,8 @@ def hold(lab: str, site: str, data: dict[str, Any]) -> None:
 
 def write(lab: str, site: str, data: dict[str, Any]) -> None:
     """Write the lab's record whole, or not at all."""
-    os.makedirs(names.lab_dir(lab), exist_ok=True)
-    tmp = _path(lab) + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"site": site, "data": data}, fh)
-    os.replace(tmp, _path(lab))
+    files.make_dirs(names.lab_dir(lab), 0o700)
+    files.write(_path(lab), json.dumps({"site": site, "data": data}), 0o600, sync=False)
 
 
 def forget(lab: str) -> None:

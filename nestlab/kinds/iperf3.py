@@ -40,6 +40,7 @@ class Iperf3(NodeKind):
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
         """Start each node's server, then wait until every one listens (so a client may connect once deploy returns)."""
+        from ..backends.kernel import detached
         from ..backends.kernel.sockets import listening
 
         servers = {}
@@ -50,10 +51,7 @@ class Iperf3(NodeKind):
                 ap.popen(
                     node.name,
                     ["iperf3", "--server", "--port", str(port)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
+                    **detached.options(stderr=subprocess.PIPE),
                 ),
             )
         deadline = time.monotonic() + _READY_S

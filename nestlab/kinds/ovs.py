@@ -69,9 +69,10 @@ class Ovs(Switch):
         ovs.Switch(ap.lab, node.name).del_port(iface)
 
     def removed(self, lab: str, node: NodeObj) -> None:
+        from ..backends.kernel import files
         from ..backends.services import ovs
 
-        shutil.rmtree(ovs.run_dir(lab, node.name), ignore_errors=True)
+        files.remove_tree(ovs.run_dir(lab, node.name))
 
     def missing(self, nodes: list[NodeObj]) -> list[str]:
         from ..backends.services import ovs

@@ -322,14 +322,11 @@ class Lab:
             if obj.router != "frr" or (only is not None and name not in only):
                 continue
             text = frr.running_config(name, Node(self, name).popen)
-            targets = [os.path.join(names.node_dir(self.name, name), "etc", "frr", "frr.conf")]
+            mine = os.path.join(names.node_dir(self.name, name), "etc", "frr")
+            frr.save(mine, text)
+            written[name] = os.path.join(mine, "frr.conf")
             if to is not None:
-                targets.append(os.path.join(to, name.replace("/", "."), "frr.conf"))
-                os.makedirs(os.path.dirname(targets[-1]), exist_ok=True)
-            for path in targets:
-                with open(path, "w") as fh:
-                    fh.write(text)
-            written[name] = targets[-1]
+                written[name] = frr.save_to(os.fspath(to), name.replace("/", "."), text)
         return written
 
     def destroy(self, folder_too: bool = False) -> int:

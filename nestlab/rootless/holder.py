@@ -20,7 +20,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
-from ..backends.kernel import libc, netlink, procs, userns
+from ..backends.kernel import detached, files, libc, netlink, procs, userns
 from ..errors import LabError
 from . import view
 
@@ -132,10 +132,7 @@ def start(home: str) -> Holder:
         raise Unavailable(rest or "the holder process died before it said anything")
     pid, *inodes = (int(x) for x in rest.split())
     _uplink(pid, lifeline[0])
-    temporary = os.path.join(home, f".{PIDFILE}.{os.getpid()}")
-    with open(temporary, "w") as fh:
-        fh.write(f"{pid} {' '.join(map(str, inodes))}\n")
-    os.replace(temporary, os.path.join(home, PIDFILE))
+    files.write(os.path.join(home, PIDFILE), f"{pid} {' '.join(map(str, inodes))}\n", 0o600, sync=False)
     return Holder(pid, tuple(inodes))
 
 
@@ -177,14 +174,7 @@ def _uplink(pid: int, lifeline: int) -> None:
     ready, told = os.pipe()
     args = ["--configure", "--mtu=65520", "--disable-host-loopback", f"--exit-fd={lifeline}", f"--ready-fd={told}"]
     try:
-        proc = subprocess.Popen(
-            [tool, *args, str(pid), UPLINK],
-            pass_fds=(lifeline, told),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        proc = subprocess.Popen([tool, *args, str(pid), UPLINK], **detached.options(pass_fds=(lifeline, told)))
     finally:
         os.close(lifeline)
         os.close(told)

@@ -11,11 +11,10 @@ Nothing here propagates back to the machine; it all goes when the holder does.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import os
 
-from ..backends.kernel import libc, userns
+from ..backends.kernel import files, libc, userns
 
 SYSTEM = ".nestlab-system"  # where, in a covered folder, the machine's own stays reachable
 COVERED = {"/run": ("netns", "lock", "nestlab*", "sshd"), "/var/lib": ("nestlab",)}  # folder: what is made afresh in it
@@ -39,11 +38,7 @@ def _own(folder: str, name: str, text: bytes, mode: int) -> str:
     """``name`` in ``folder`` written anew with ``text`` and ``mode`` (a link planted there is replaced, never
     followed); its path."""
     path = os.path.join(folder, name)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode), "wb") as fh:
-        os.fchmod(fh.fileno(), mode)  # whatever the umask
-        fh.write(text)
+    files.write(path, text, mode, sync=False)
     return path
 
 

@@ -37,7 +37,7 @@ class Isolated(WithInit):
     selectable = False
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-        from ..backends.kernel import containers, libc, namespaces
+        from ..backends.kernel import containers, detached, libc, namespaces
 
         if not shutil.which("tini"):
             raise LabError("components need tini as their PID 1: install the Debian package tini")
@@ -48,13 +48,7 @@ class Isolated(WithInit):
             with namespaces.entered(names.netns_path(ap.lab, node.name), names.uts_path(ap.lab, node.name)):
                 libc.unshare(libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC)  # NEWNS implies our own fs state
                 libc.mount("", "/", libc.MS_REC | libc.MS_PRIVATE, "none")  # nothing mounted inside leaks out
-                return subprocess.Popen(
-                    ["sh", "-c", command],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+                return subprocess.Popen(["sh", "-c", command], **detached.options())
 
         containers.record_init(ap.lab, node.name, containers.in_thread(work).pid)
         return handles

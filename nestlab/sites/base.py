@@ -14,6 +14,7 @@ import subprocess
 import sys
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
+from ..backends.kernel import files
 from ..errors import LabError
 from ..plan.diff import diff, steps
 from ..plan.objects import Plan
@@ -141,7 +142,7 @@ class Site:
             *(["-c", str(count)] if count else []),
             *(["-d", str(duration)] if duration is not None else []),
         ]
-        with open(into, "wb") if into != "-" else contextlib.nullcontext(sys.stdout.buffer) as fh:
+        with files.created(into) if into != "-" else contextlib.nullcontext(sys.stdout.buffer) as fh:
             return Done(self.forward({share: args}, fh, by_line=False))
 
     def events(

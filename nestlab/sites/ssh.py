@@ -10,11 +10,11 @@ there works on its own.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
 from .. import names
+from ..backends.kernel import files
 from ..backends.remote.ssh import CONTROL_DIR, Remote, each
 from ..engine import state, where
 from ..errors import LabError
@@ -122,7 +122,7 @@ class Servers(Site):
             failed = {name: why for name, answer in answers.items() if (why := cause(answer))}
             if failed:
                 each(conns.values(), lambda r: _clean(r, lab.name))
-                shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
+                files.remove_tree(names.lab_dir(lab.name))
                 first = sorted(failed)[0]
                 more = f" (and {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
                 raise LabError(f"server {first}{more}: {failed[first]}; every server was cleaned up, nothing is left")

@@ -13,7 +13,6 @@ lab took meanwhile; removing a lab gives them back (:func:`release`, :func:`netw
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from collections.abc import Iterator
 from ... import names
 from ...errors import LabError
 from ...plan.mgmt import Leases
+from . import files, locks
 
 
 def _file(network: str) -> dict:
@@ -55,17 +55,14 @@ def bridge_of(network: str, default: str) -> str:
 
 @contextlib.contextmanager
 def locked(network: str) -> Iterator[None]:
-    os.makedirs(names.MGMT_ROOT, exist_ok=True)
-    with open(names.mgmt_leases(network) + ".lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    files.make_dirs(names.MGMT_ROOT)
+    with locks.file_held(names.mgmt_leases(network) + ".lock"):  # 0600: no other user can hold it
         yield
 
 
 def _write(network: str, labs: dict[str, dict[str, str]], bridge: str, subnet: str) -> None:
     path = names.mgmt_leases(network)
-    with open(path + ".tmp", "w") as fh:
-        json.dump({"bridge": bridge, "subnet": subnet, "labs": labs}, fh)
-    os.replace(path + ".tmp", path)
+    files.write(path, json.dumps({"bridge": bridge, "subnet": subnet, "labs": labs}), 0o644, sync=False)
 
 
 def lease(network: str, bridge: str, lab: str, held: dict[str, str], subnet: str) -> None:

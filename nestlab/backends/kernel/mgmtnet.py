@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import shutil
 import subprocess
@@ -30,7 +29,7 @@ from collections.abc import Iterator
 
 from ... import names
 from ...errors import LabError
-from . import netlink, rtdump, sysctl
+from . import files, locks, netlink, rtdump, sysctl
 
 MARKER = "nestlab-mgmt:"
 PORTS = 256  # host numbers per bridge: a /24 on one (the kernel takes at most 1 024 ports)
@@ -207,7 +206,6 @@ def _forward() -> str:
 @contextlib.contextmanager
 def _forward_locked() -> Iterator[None]:
     """The lock of :data:`FORWARD`, which every network's bridge shares."""
-    os.makedirs(names.MGMT_ROOT, exist_ok=True)
-    with open(FORWARD + ".lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    files.make_dirs(names.MGMT_ROOT)
+    with locks.file_held(FORWARD + ".lock"):  # 0600: no other user can hold it
         yield

@@ -10,7 +10,6 @@ entering one for a moment never disturbs other threads.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import signal
 import stat
@@ -20,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ... import names
-from . import libc, mounts, netlink, procs, spares, sysctl
+from . import libc, locks, mounts, netlink, procs, spares, sysctl
 from .netlink import Netlink
 
 _SELF = "/proc/thread-self/ns/"
@@ -39,22 +38,18 @@ def in_memory(path: str) -> None:
     """Make ``path`` a tmpfs when it is an empty folder on a disk (some machines keep /run on disk).
 
     Pin files are created per namespace: ~1 ms each on ext4, ~20 µs on tmpfs.  A folder that
-    already holds something is left where it is; the parent's lock keeps two processes from
+    already holds something is left where it is; a lock of nestlab's own keeps two processes from
     stacking two tmpfs on one folder.
     """
     if _fstype(path) not in _DISKS:
         return
-    parent = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(parent, fcntl.LOCK_EX)
+    with locks.held("in-memory"):  # not the parent folder's flock: any user who can open a folder can hold that
         os.makedirs(path, exist_ok=True)
         if _fstype(path) in _DISKS and not os.listdir(path):
             try:
                 libc.mount("nestlab", path, 0, "tmpfs", "mode=0755")
             except OSError:  # e.g. a root filesystem shared into a VM: stay where we are, only slower
                 pass
-    finally:
-        os.close(parent)
 
 
 def _ensure_shared_dir(path: str) -> None:

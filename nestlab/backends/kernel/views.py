@@ -17,10 +17,11 @@ from __future__ import annotations
 import errno
 import os
 import pwd
+import stat
 from collections.abc import Callable, Sequence
 
 from ...names import HIDDEN
-from . import containers, libc, mounts, namespaces
+from . import containers, files, libc, mounts, namespaces
 
 FRESH = ("/run", "/tmp")  # tmpfs in every view (/var/run is a link to /run on Debian)
 OLD_ROOT = "/.nestlab-old"  # where a view with a root of its own keeps the machine's until its binds are made
@@ -51,6 +52,27 @@ def _present(target: str, earlier: Sequence[Bind]) -> bool:
     return os.path.lexists(target)
 
 
+def _mount_point(target: str, is_dir: bool) -> int:
+    """An O_PATH descriptor of ``target``, made if missing (a folder, or an empty file), reached through no link
+    another user could have planted (files.open_dir): a bind's target may lie in a folder a node's daemon writes."""
+    with files.folder(os.path.dirname(target), create=0o755) as parent:
+        name = os.path.basename(target)
+        try:
+            point = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        except FileNotFoundError:  # under a fresh tmpfs, or in the view's own root
+            if is_dir:
+                os.mkdir(name, 0o755, dir_fd=parent)
+            else:
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent))
+            point = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        if not stat.S_ISLNK(os.fstat(point).st_mode):
+            return point
+        os.close(point)
+        if not files.trusted_link(parent, name):
+            raise OSError(errno.ELOOP, "a symbolic link another user could have planted is not followed", target)
+        return os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=parent)  # root's own link (/etc/resolv.conf)
+
+
 def create(
     pin: str, net_path: str, uts_path: str, binds: Sequence[Bind], owners: dict[str, tuple[int, int]], own_root: bool = False
 ) -> None:
@@ -77,13 +99,11 @@ def create(
                 os.makedirs(path, exist_ok=True)
                 os.chown(path, uid, gid)
             for fd, is_dir, target, read_only in held:
-                if not os.path.lexists(target):  # under a fresh tmpfs, or in the view's own root
-                    if is_dir:
-                        os.makedirs(target, exist_ok=True)
-                    else:
-                        os.makedirs(os.path.dirname(target), exist_ok=True)
-                        open(target, "a").close()
-                libc.mount(f"/proc/self/fd/{fd}", target, libc.MS_BIND | libc.MS_REC)
+                point = _mount_point(target, is_dir)  # through no link a node's daemon planted in an earlier bind
+                try:
+                    libc.mount(f"/proc/self/fd/{fd}", f"/proc/self/fd/{point}", libc.MS_BIND | libc.MS_REC)
+                finally:
+                    os.close(point)
                 if read_only:
                     libc.mount("", target, libc.MS_BIND | libc.MS_REMOUNT | libc.MS_RDONLY, "none")
             for fd in hidden:  # under the fresh /run, but the copy would still hold every namespace pinned there

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ... import names
 from ...errors import LabError
+from ..kernel import files as kernel_files
 
 INIT = "/usr/lib/frr/frrinit.sh"
 DAEMON_DIR = "/usr/lib/frr"
@@ -89,9 +90,9 @@ def daemons_file(enabled: Sequence[str]) -> str:
 
 def write(lab: str, node: str, config: str, hostname: str, user: str = USER) -> str:
     """Write the node's FRR folder, owned by ``user`` (the daemons'); returns it (bound over /etc/frr in the node's
-    view)."""
+    view).  The daemons may write that folder: each file is written whole by root through no link they planted,
+    readable by them alone (0640: the configuration holds the routers' keys)."""
     folder = os.path.join(names.node_dir(lab, node), "etc", "frr")
-    os.makedirs(folder, exist_ok=True)
     if not re.search(r"^hostname ", config, re.MULTILINE):
         config = f"hostname {hostname}\n{config}"
     files = {
@@ -100,14 +101,37 @@ def write(lab: str, node: str, config: str, hostname: str, user: str = USER) -> 
         "vtysh.conf": "service integrated-vtysh-config\n",
     }
     owner = pwd.getpwnam(user)
-    for name, text in files.items():
-        path = os.path.join(folder, name)
-        with open(path, "w") as fh:
-            fh.write(text)
-        os.chown(path, owner.pw_uid, owner.pw_gid)
-        os.chmod(path, 0o640)
-    os.chown(folder, owner.pw_uid, owner.pw_gid)
+    with kernel_files.folder(folder, create=0o750) as fd:
+        for name, text in files.items():
+            kernel_files.write_at(fd, name, text, 0o640, (owner.pw_uid, owner.pw_gid), sync=False)
+        os.fchown(fd, owner.pw_uid, owner.pw_gid)
+        os.fchmod(fd, 0o750)
     return folder
+
+
+def save(folder: str, text: str) -> None:
+    """``text`` over ``folder``'s frr.conf (``nestlab save``): written whole, owned and moded as the folder's files
+    (the daemons'), never through a link a daemon planted there (backends/kernel/files.py)."""
+    with kernel_files.folder(folder) as fd:
+        kernel_files.write_at(fd, "frr.conf", text, 0o640, kernel_files.owner_of(fd))
+
+
+def save_to(to: str, node: str, text: str) -> str:
+    """``text`` as ``to/NODE/frr.conf`` (``nestlab save --to``), made through no link, owned by whoever owns ``to``
+    (who asked for it) and readable by them alone (it holds the router's keys); returns the file's path."""
+    with kernel_files.folder(to, create=0o755) as top:
+        owner = kernel_files.owner_of(top)
+        try:
+            os.mkdir(node, 0o755, dir_fd=top)
+            os.chown(node, *owner, dir_fd=top, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        fd = kernel_files.open_dir(node, beneath=top)
+        try:
+            kernel_files.write_at(fd, "frr.conf", text, 0o600, owner)
+        finally:
+            os.close(fd)
+    return os.path.join(to, node, "frr.conf")
 
 
 def runs_as(user: str) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ... import names
 from ...errors import LabError
 from ...plan.objects import EndObj, LinkObj
-from ..kernel import namespaces
+from ..kernel import detached, files, namespaces
 
 _BUILT = Path(__file__).resolve().parents[3] / "mpt" / "nestlab-mpt"
 # Packets the tun device holds for its daemon (the kernel's default is 500): about 40 ms at the
@@ -81,7 +81,7 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
 
     for side, end in enumerate((link.a, link.b)):
         log = open(_file(lab, end, "log"), "w")
-        proc = popen(end.node, command(lab, link, side), stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+        proc = popen(end.node, command(lab, link, side), text=True, **detached.options(subprocess.PIPE, stderr=log))
         log.close()
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         line = proc.stdout.readline() if ready else ""
@@ -90,7 +90,7 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
             proc.kill()
             proc.wait()
             raise LabError(f"nestlab-mpt in {end.node} did not start: {Path(_file(lab, end, 'log')).read_text().strip()[-500:]}")
-        Path(_file(lab, end, "pid")).write_text(str(proc.pid))
+        files.write(_file(lab, end, "pid"), str(proc.pid), sync=False)
         threading.Thread(target=proc.wait, daemon=True).start()  # reaped when stopped, while this process lives
         with namespaces.entered(names.netns_path(lab, end.node)), IPRoute() as ipr:
             index = ipr.link_lookup(ifname=end.iface)[0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-import subprocess
 import sys
 
 from ... import names
@@ -51,7 +50,7 @@ def command(listeners: list[tuple[socket.socket, int, str]]) -> list[str]:
 
 def start(net_path: str, uts_path: str, node: str, ports: tuple[tuple[int, int, str], ...]) -> None:
     """Start the node's forwarder inside its network namespace, holding its loopback listeners."""
-    from ..kernel import containers
+    from ..kernel import containers, detached
 
     listeners = listen(node, ports)
     try:
@@ -60,11 +59,7 @@ def start(net_path: str, uts_path: str, node: str, ports: tuple[tuple[int, int, 
             uts_path,
             [],
             command(listeners),
-            pass_fds=[sock.fileno() for sock, _, _ in listeners],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            **detached.options(pass_fds=[sock.fileno() for sock, _, _ in listeners]),
         )
     finally:
         for sock, _, _ in listeners:

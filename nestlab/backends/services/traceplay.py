@@ -22,14 +22,13 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import time
 
 from ... import names
 from ...errors import LabError
 from ...model.trace import PACKET_BYTES, read
-from ..kernel import containers, namespaces, procs
+from ..kernel import containers, detached, files, namespaces, procs
 
 TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
 CLASS = 0x10001  # HTB sends a packet whose priority is a leaf's handle straight to that leaf
@@ -47,7 +46,7 @@ def status_path(lab: str, node: str, iface: str) -> str:
 def start(lab: str, node: str, iface: str, trace: str, queue: int) -> None:
     """The player of ``trace`` on ``node``'s ``iface``; returns once it carries the link (LabError if it died)."""
     status = status_path(lab, node, iface)
-    os.makedirs(os.path.dirname(status), exist_ok=True)
+    files.make_dirs(os.path.dirname(status), 0o700)
     log = status[: -len(".json")] + ".log"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(status)
@@ -57,10 +56,7 @@ def start(lab: str, node: str, iface: str, trace: str, queue: int) -> None:
             names.uts_path(lab, node),
             [],
             [*names.python_module(__name__), iface, trace, str(queue), status],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
+            **detached.options(stderr=err),
         )
     deadline = time.monotonic() + 10
     while not os.path.exists(status):
@@ -241,9 +237,7 @@ def play(iface: str, trace: str, limit: int, status: str) -> None:
         state = {"pid": os.getpid(), "tap": tap_index, "start": wall, "beat": time.time(), "late_ms": round(late, 1)}
         state |= {"queue": limit, "queued": len(link.queue)}
         state |= {"worst_ms": round(worst, 1), "lagged_s": round(lagged, 1), "dropped": link.dropped}
-        with open(status + ".new", "w") as fh:
-            json.dump(state, fh)
-        os.replace(status + ".new", status)
+        files.write(status, json.dumps(state), 0o600, sync=False)
 
     report()  # the link is carried from here
     while True:

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 import yaml
 
+from ...backends.kernel import files
 from ...errors import LabError
 from ..common import err, ignored, reported, split_list
 from .base import Ignored, clab_app
@@ -58,7 +59,7 @@ def generate(
         if file is None:
             sys.stdout.write(text)
             return
-        file.write_text(text)
+        files.write(file, text, 0o644)  # through no link another user planted
         err.line(f"wrote {file}")
     if deploy:
         from .lifecycle import deploy_topology

@@ -12,6 +12,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from ...backends.kernel import files
 from ...errors import LabError
 
 KEPT = "/run/nestlab-topologies"
@@ -46,13 +47,7 @@ def _kept(body: bytes, name: str) -> str:
         folder.mkdir(mode=0o700, exist_ok=True)
         os.chmod(folder, 0o700)  # made by an older nestlab: 0755
     if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with open(fd, "wb") as fh:
-            fh.write(body)
-        os.replace(tmp, path)
+        files.write(path, body, 0o600)
     os.chmod(path, 0o600)
     return str(path)
 

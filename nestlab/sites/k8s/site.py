@@ -101,9 +101,9 @@ class Kubernetes(Site):
                     )
                 bring_up(kube, lab, manifests, parts, deadline, say, target.privileged)
             except BaseException:
-                import shutil
+                from ...backends.kernel import files
 
-                shutil.rmtree(names.lab_dir(lab.name), ignore_errors=True)
+                files.remove_tree(names.lab_dir(lab.name))
                 raise
             running(lab)
         return parts

@@ -1,0 +1,276 @@
+"""Files root makes, writes and removes where another user may write, through no link that user could plant.
+
+* :func:`open_dir` walks a path from ``/`` one component at a time, held by directory descriptors (openat2's
+  ``RESOLVE_NO_SYMLINKS`` in one call where the kernel has it).  A symbolic link on the way is followed only when
+  no one but root (or this process's own user) could have put it there: the link and the folder holding it are
+  theirs, and that folder is writable by no one else (or sticky).  Any other link is refused (ELOOP), so a folder
+  swapped for a link after its path was read leads nowhere.
+* :func:`write` / :func:`write_at` write a file whole: a new temporary file (O_EXCL|O_NOFOLLOW, never an existing
+  file nor a link's target), its mode and owner set on the descriptor, fsync'd, then renamed over the name, which
+  replaces a link planted there and never writes through it.
+* :func:`remove_tree` removes a folder by descriptors from a parent reached by :func:`open_dir` (Python's own
+  fd-based rmtree below it), never following a link, at the top or below.
+
+See docs/security.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+from typing import BinaryIO
+
+SYS_OPENAT2 = 437  # the same number on every architecture (the syscall table is shared from 424 on)
+RESOLVE_NO_XDEV, RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x01, 0x02, 0x04, 0x08
+_DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+_libc = ctypes.CDLL(None, use_errno=True)
+_have_openat2 = True
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def openat2(dir_fd: int, path: str, flags: int, resolve: int, mode: int = 0) -> int | None:
+    """openat2(2); None where the kernel (or a seccomp filter) has no openat2: the caller walks instead."""
+    global _have_openat2
+    if not _have_openat2:
+        return None
+    how = _OpenHow(flags, mode, resolve)
+    fd = _libc.syscall(SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
+    if fd >= 0:
+        return int(fd)
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM) or (err == errno.EINVAL and not path):
+        _have_openat2 = False
+        return None
+    if err == errno.EAGAIN:  # a rename elsewhere raced the lookup: the walk decides
+        return None
+    raise OSError(err, os.strerror(err), path)
+
+
+def _mine() -> set[int]:
+    """Owners whose links and folders are trusted: root, this process's user, and in a user namespace the
+    overflow uid (the machine's root shows as it there)."""
+    owners = {0, os.geteuid()}
+    with contextlib.suppress(OSError, ValueError), open("/proc/sys/kernel/overflowuid") as fh:
+        if _in_userns():
+            owners.add(int(fh.read()))
+    return owners
+
+
+def _in_userns() -> bool:
+    with open("/proc/self/uid_map") as fh:
+        return fh.read().split() != ["0", "0", "4294967295"]
+
+
+def _trusted_link(folder: os.stat_result, link: os.stat_result, mine: set[int]) -> bool:
+    """Whether a link could only have been put there by root or by us: both ours, and the folder writable by no
+    one else (or sticky: no one else may replace an entry of ours there)."""
+    others_write = folder.st_mode & 0o022 and not folder.st_mode & stat.S_ISVTX
+    return link.st_uid in mine and folder.st_uid in mine and not others_write
+
+
+def trusted_link(dir_fd: int, name: str) -> bool:
+    """Whether the link ``name`` in the open folder ``dir_fd`` could only have been put there by root or by us."""
+    return _trusted_link(os.fstat(dir_fd), os.lstat(name, dir_fd=dir_fd), _mine())
+
+
+def open_dir(path: str | os.PathLike, create: int | None = None, beneath: int | None = None) -> int:
+    """A descriptor (O_RDONLY|O_DIRECTORY) of the folder ``path``, reached one component at a time with no
+    untrusted link followed (see the module); ``create``: the mode to make it with if missing (missing parents:
+    0755).  ``beneath``: a
+    folder's descriptor that the relative ``path`` stays under, following no link at all (openat2's
+    RESOLVE_BENEATH).  An OSError (ELOOP for a link) when a component is a link another could have planted."""
+    path = os.fspath(path)
+    if beneath is None and not os.path.isabs(path):
+        path = os.path.abspath(path)
+    start = beneath if beneath is not None else None
+    relative = path.lstrip("/") if beneath is None else path
+    if create is None or beneath is not None:
+        resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (RESOLVE_BENEATH if beneath is not None else 0)
+        root = os.open("/", _DIR) if start is None else start
+        try:
+            with contextlib.suppress(OSError):
+                fd = openat2(root, relative or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, resolve)
+                if fd is not None:
+                    return fd
+        finally:
+            if start is None:
+                os.close(root)
+    held = _walk(relative, create, beneath)
+    try:
+        return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=held)
+    finally:
+        os.close(held)
+
+
+def _walk(path: str, create: int | None, beneath: int | None) -> int:
+    """The O_PATH descriptor of folder ``path`` (relative to ``/`` or to ``beneath``), walked component by component."""
+    stack = [os.open("/" if beneath is None else ".", _DIR, dir_fd=beneath)]
+    todo = [p for p in path.split("/") if p not in ("", ".")]
+    mine, hops = _mine(), 0
+    try:
+        while todo:
+            part = todo.pop(0)
+            if part == "..":
+                if beneath is not None and len(stack) == 1:
+                    raise OSError(errno.EXDEV, "the path leaves the folder it must stay under", path)
+                if len(stack) > 1:
+                    os.close(stack.pop())
+                continue
+            try:
+                fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=stack[-1])
+            except FileNotFoundError:
+                if create is None:
+                    raise
+                with contextlib.suppress(FileExistsError):  # the last with ``create``, the parents 0755
+                    os.mkdir(part, create if not todo else 0o755, dir_fd=stack[-1])
+                todo.insert(0, part)
+                continue
+            found = os.fstat(fd)
+            if stat.S_ISLNK(found.st_mode):
+                os.close(fd)
+                hops += 1
+                if beneath is not None or hops > 40 or not _trusted_link(os.fstat(stack[-1]), found, mine):
+                    raise OSError(errno.ELOOP, "a symbolic link another user could have planted is not followed", path)
+                target = os.readlink(part, dir_fd=stack[-1])  # no one else can change it (trusted)
+                if target.startswith("/"):
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                    os.close(stack.pop())
+                    stack.append(os.open("/", _DIR))
+                todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
+                continue
+            if not stat.S_ISDIR(found.st_mode):
+                os.close(fd)
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+            stack.append(fd)
+        return stack.pop()
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def folder(path: str | os.PathLike, create: int | None = None) -> Iterator[int]:
+    """:func:`open_dir` for a ``with`` block."""
+    fd = open_dir(path, create)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def replacing(
+    dir_fd: int, name: str, mode: int = 0o600, owner: tuple[int, int] | None = None, sync: bool = True
+) -> Iterator[BinaryIO]:
+    """A new file to write for the block, put in place of ``name`` in the open folder ``dir_fd`` when the block ends
+    well (nothing changes if it raises): a temporary file made anew (never an existing file, nor a link's target),
+    ``mode`` and ``owner`` (uid, gid) set on its descriptor whatever the umask, fsync'd (``sync``), renamed over
+    ``name`` (a link planted there is replaced, not followed)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
+            break
+        except FileExistsError:  # someone planted that name: another one
+            continue
+    try:
+        with open(fd, "wb") as fh:
+            os.fchmod(fd, mode)
+            if owner is not None:
+                os.fchown(fd, *owner)
+            yield fh
+            fh.flush()
+            if sync:
+                os.fsync(fd)
+        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def write_at(
+    dir_fd: int, name: str, data: bytes | str, mode: int = 0o600, owner: tuple[int, int] | None = None, sync: bool = True
+) -> None:
+    """``name`` in the open folder ``dir_fd`` replaced whole by ``data`` (:func:`replacing`)."""
+    with replacing(dir_fd, name, mode, owner, sync) as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def created(path: str | os.PathLike, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """:func:`replacing` by path (a file root writes where the user asked, e.g. ``capture -w``): its folder reached
+    through no untrusted link, the file owned by whoever owns that folder."""
+    path = os.path.abspath(os.fspath(path))
+    with folder(os.path.dirname(path)) as fd, replacing(fd, os.path.basename(path), mode, owner_of(fd), False) as fh:
+        yield fh
+
+
+def write(
+    path: str | os.PathLike,
+    data: bytes | str,
+    mode: int = 0o600,
+    owner: tuple[int, int] | None = None,
+    create: int | None = None,
+    sync: bool = True,
+) -> None:
+    """:func:`write_at` by path: its folder reached by :func:`open_dir` (``create``: made with that mode)."""
+    path = os.fspath(path)
+    with folder(os.path.dirname(os.path.abspath(path)), create) as fd:
+        write_at(fd, os.path.basename(path), data, mode, owner, sync)
+
+
+def owner_of(dir_fd: int) -> tuple[int, int]:
+    """The uid and gid owning an open folder (files written for its owner)."""
+    found = os.fstat(dir_fd)
+    return found.st_uid, found.st_gid
+
+
+def make_dirs(path: str | os.PathLike, mode: int = 0o755) -> None:
+    """``os.makedirs(path, exist_ok=True)`` through no untrusted link (:func:`open_dir`)."""
+    os.close(open_dir(path, create=mode))
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Remove the folder ``path`` and all below it if it is there, by descriptors from its parent (reached by
+    :func:`open_dir`): a link at ``path`` or on the way to it is not followed (nothing is removed), nor any below."""
+    path = os.path.abspath(os.fspath(path))
+    try:
+        parent = open_dir(os.path.dirname(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return
+        raise
+    try:
+        name = os.path.basename(path)
+        try:
+            found = os.lstat(name, dir_fd=parent)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(found.st_mode):
+            shutil.rmtree(name, dir_fd=parent, ignore_errors=True)
+    finally:
+        os.close(parent)
+
+
+def unlink(path: str | os.PathLike) -> None:
+    """Remove the file (or link) ``path`` if it is there, reached through no untrusted link."""
+    path = os.path.abspath(os.fspath(path))
+    try:
+        with folder(os.path.dirname(path)) as fd:
+            os.unlink(os.path.basename(path), dir_fd=fd)
+    except (FileNotFoundError, NotADirectoryError):
+        pass

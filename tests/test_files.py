@@ -1,0 +1,104 @@
+"""The file and lock helpers root uses where another user may write (backends/kernel/files.py, locks.py), with the
+kernel's openat2 and with the per-component walk that stands in for it where the kernel has none."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+
+import pytest
+
+from nestlab.backends.kernel import files, locks
+
+NOBODY = 65534
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def resolver(request, monkeypatch):
+    if request.param == "walk":
+        monkeypatch.setattr(files, "_have_openat2", False)
+    return request.param
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A sticky, world-writable folder (as /tmp) holding a folder of nobody's and one of root's."""
+    os.chmod(tmp_path, 0o1777)
+    theirs, mine = tmp_path / "theirs", tmp_path / "mine"
+    theirs.mkdir()
+    mine.mkdir()
+    os.chown(theirs, NOBODY, NOBODY)
+    return tmp_path
+
+
+def test_a_link_another_user_planted_is_refused_and_roots_own_is_followed(world, resolver):
+    planted = world / "theirs" / "link"
+    planted.symlink_to(world / "mine")
+    os.lchown(planted, NOBODY, NOBODY)
+    with pytest.raises(OSError) as refused:
+        files.open_dir(planted / "sub", create=0o755)
+    assert refused.value.errno == errno.ELOOP
+    assert not (world / "mine" / "sub").exists()
+    rooted = world / "mine" / "link"  # root's link in root's folder: as /var/run -> /run
+    rooted.symlink_to(world / "mine")
+    fd = files.open_dir(rooted)
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat(world / "mine"))
+    finally:
+        os.close(fd)
+    # root's link, but in a folder nobody may change: refused too
+    (world / "theirs" / "rootlink").symlink_to(world / "mine")
+    with pytest.raises(OSError):
+        files.open_dir(world / "theirs" / "rootlink")
+
+
+def test_writing_replaces_a_planted_link_and_never_writes_through_it(world, resolver):
+    target = world / "mine" / "roots-file"
+    target.write_text("root's own\n")
+    (world / "theirs" / "out").symlink_to(target)
+    files.write(world / "theirs" / "out", "new\n", 0o640, owner=(NOBODY, NOBODY))
+    written = world / "theirs" / "out"
+    assert target.read_text() == "root's own\n"
+    assert not written.is_symlink() and written.read_text() == "new\n"
+    info = written.stat()
+    assert (info.st_uid, info.st_mode & 0o777) == (NOBODY, 0o640)
+    assert [p.name for p in (world / "theirs").iterdir()] == ["out"]  # no temporary left
+
+
+def test_removal_follows_no_link_at_the_top_nor_on_the_way(world, resolver):
+    keep = world / "mine" / "lab"
+    keep.mkdir()
+    (keep / "file").write_text("kept\n")
+    (world / "theirs" / "lab").symlink_to(keep)
+    files.remove_tree(world / "theirs" / "lab")
+    (world / "theirs" / "via").symlink_to(world / "mine")
+    os.lchown(world / "theirs" / "via", NOBODY, NOBODY)
+    files.remove_tree(world / "theirs" / "via" / "lab")
+    assert (keep / "file").read_text() == "kept\n"
+    gone = world / "theirs" / "real"
+    (gone / "deep").mkdir(parents=True)
+    (gone / "deep" / "out").symlink_to(keep)
+    files.remove_tree(gone)
+    assert not gone.exists() and (keep / "file").exists()
+
+
+def test_a_lock_file_another_may_hold_is_replaced_not_waited_on(tmp_path):
+    path = tmp_path / "x.lock"
+    path.write_text("")
+    path.chmod(0o644)  # as an older nestlab made it: anyone could open it and flock it
+    theirs = os.open(path, os.O_RDONLY)
+    fcntl.flock(theirs, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        fd = locks.lock_fd(str(path))
+        try:
+            locks.acquire(fd, wait=1)
+            assert os.fstat(fd).st_mode & 0o777 == 0o600
+        finally:
+            os.close(fd)
+    finally:
+        os.close(theirs)
+    link = tmp_path / "y.lock"
+    link.symlink_to(tmp_path / "elsewhere")
+    os.close(locks.lock_fd(str(link)))
+    assert not link.is_symlink() and not (tmp_path / "elsewhere").exists()

@@ -1,0 +1,274 @@
+"""Tenancy on one machine, as the attackers of docs/security.md meet it: a router's daemon (user ``frr``) plants a
+link in its folder and root's ``nestlab save`` writes through none; an ordinary user (``nobody``) holding every lock
+nestlab takes does not stall root's deploy or destroy; a user swapping the lab folder's parent for a link while root
+writes and removes it gets nothing written or removed outside; and no file another user can read holds a lab's
+password, a router's key or a node's ``env:`` value."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import leftovers, run_cli
+
+from nestlab import names
+from nestlab.engine import access, etc_hosts, state
+from nestlab.errors import LabError
+from nestlab.lab.lab import Lab
+
+NOBODY = 65534
+SECRET = os.urandom(4).hex()
+PASSWORD, KEY, ENV = f"pw-{SECRET}", f"k{SECRET}", f"envvalue-{SECRET}"  # FRR keeps 16 characters of an md5 key
+FRR = pytest.mark.skipif(not shutil.which("vtysh"), reason="needs Debian's frr package (make deps installs it)")
+
+
+def as_nobody(code: str, *args: str) -> list[str]:
+    """The command line of the machine's Python as ``nobody`` (no groups), running ``code`` with ``args``."""
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "/usr/bin/python3", "-c", code, *args]
+
+
+def _router_lab(credentials: bool) -> str:
+    login = f"  defaults:\n    credentials: {{username: admin, password: {PASSWORD}}}\n" if credentials else ""
+    config = textwrap.indent(
+        f"key chain k1\n key 1\n  key-string {KEY}\ninterface eth1\n ip ospf message-digest-key 1 md5 {KEY}\n"
+        "router ospf\n network 10.9.0.0/24 area 0\n",
+        "        ",
+    )
+    return (
+        f"name: {{name}}\ntopology:\n{login}  nodes:\n"
+        f"    r1:\n      kind: frr\n      startup-config: |\n{config}"
+        f"    h1:\n      kind: linux\n      env: {{TOKEN: {ENV}}}\n"
+        "  links:\n    - endpoints: [r1:eth1, h1:eth1]\n"
+    )
+
+
+@FRR
+def test_a_daemon_planting_a_link_in_its_folder_gets_nothing_written_through_it(topo_file, tmp_path, lab_name):
+    victim = tmp_path / "root-owned"
+    victim.write_text("root's own file\n")
+    topo = topo_file(_router_lab(credentials=False))
+    lab = Lab.from_file(topo)
+    lab.deploy()
+    try:
+        folder = Path(names.node_dir(lab_name, "r1")) / "etc" / "frr"
+        # the daemon's user, inside the router: its /etc/frr is that folder
+        planted = lab.nodes["r1"].cmd(
+            f"setpriv --reuid=frr --regid=frr --clear-groups sh -c 'ln -sfn {victim} /etc/frr/frr.conf && echo planted'"
+        )
+        assert "planted" in planted and (folder / "frr.conf").is_symlink(), planted
+        saved = run_cli("save", "--lab", lab_name, "--to", str(tmp_path / "saved"))
+        assert saved.returncode == 0, saved.stderr
+        assert victim.read_text() == "root's own file\n", "root's save wrote through the daemon's link"
+        mine = folder / "frr.conf"
+        assert not mine.is_symlink() and "router ospf" in mine.read_text()
+        info = mine.stat()
+        assert (info.st_uid, info.st_mode & 0o777) == (os.stat(folder).st_uid, 0o640), oct(info.st_mode)
+        copy = tmp_path / "saved" / "r1" / "frr.conf"
+        assert KEY in copy.read_text() and copy.stat().st_mode & 0o077 == 0, oct(copy.stat().st_mode)
+    finally:
+        lab.destroy()
+    assert leftovers() == []
+
+
+HOLDER = r"""
+import fcntl, glob, os, sys, time
+held = []
+for path in sys.argv[1:]:
+    for found in sorted(glob.glob(path)) or [path]:
+        try:
+            fd = os.open(found, os.O_RDONLY | (os.O_CREAT if found.endswith(".lock") else 0), 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(found)
+        except OSError:
+            pass
+print(" ".join(held), flush=True)
+time.sleep(600)
+"""
+
+
+@contextlib.contextmanager
+def _held_by_nobody(*paths: str):
+    """``nobody`` holding ``flock`` on every path (glob) it can open, creating the ``.lock`` files it may; yields
+    those it holds."""
+    argv = as_nobody(HOLDER, *paths)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/", start_new_session=True)
+    try:
+        yield proc.stdout.readline().split()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+LOCKS = [
+    "/run",
+    "/run/lock/clab-hosts.lock",
+    "/run/nestlab",
+    "/run/nestlab/*/lock",
+    "/run/nestlab-mgmt",
+    "/run/nestlab-mgmt/*.lock",
+    "/var/lib/nestlab/ssh",
+    "/var/lib/nestlab/ssh/.uids.lock",
+    "/run/nestlab-lock/*",
+]
+BOUND = 45  # seconds: a deploy or destroy of two nodes takes a few; a stalled one never ends
+
+
+def test_no_lock_an_ordinary_user_holds_stalls_roots_deploy_or_destroy(topo_file, lab_name):
+    topo = topo_file(
+        f"name: {{name}}\ntopology:\n  defaults:\n    credentials: {{username: admin, password: {PASSWORD}}}\n"
+        "  nodes:\n    a: {kind: linux}\n    b: {kind: linux}\n",
+        "lab.clab.yml",
+    )
+    planted = not os.path.exists("/run/lock/clab-hosts.lock")
+    try:
+        started = time.monotonic()  # the baseline: no one holds anything
+        assert run_cli("deploy", "-t", str(topo), timeout=BOUND).returncode == 0
+        base_deploy, started = time.monotonic() - started, time.monotonic()
+        assert run_cli("destroy", "-t", str(topo), "--cleanup", timeout=BOUND).returncode == 0
+        base_destroy = time.monotonic() - started
+        for old in ("/var/lib/nestlab/ssh/.uids.lock", "/run/nestlab-mgmt/clab.json.lock"):  # as an older nestlab left them
+            os.makedirs(os.path.dirname(old), exist_ok=True)
+            os.close(os.open(old, os.O_WRONLY | os.O_CREAT, 0o644))
+            os.chmod(old, 0o644)
+        started = time.monotonic()
+        with _held_by_nobody(*LOCKS) as held:
+            done = run_cli("deploy", "-t", str(topo), timeout=BOUND)
+            took_deploy = time.monotonic() - started
+            assert done.returncode == 0, done.stderr
+        with _held_by_nobody(*LOCKS) as held_after:  # now the lab's own lock and its network's exist
+            started = time.monotonic()
+            gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=BOUND)
+            took_destroy = time.monotonic() - started
+            assert gone.returncode == 0, gone.stderr
+        print(f"held while deploying: {held}; while destroying: {held_after}")
+        print(
+            f"deploy {took_deploy:.2f} s, destroy {took_destroy:.2f} s with nobody holding what it could; "
+            f"{base_deploy:.2f} s, {base_destroy:.2f} s with no one holding anything"
+        )
+        assert not any(p.startswith(("/run/nestlab/", "/run/nestlab-lock/")) for p in held + held_after), held_after
+    finally:
+        if planted and os.path.exists("/run/lock/clab-hosts.lock") and os.stat("/run/lock/clab-hosts.lock").st_uid == NOBODY:
+            os.unlink("/run/lock/clab-hosts.lock")
+        run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+    assert leftovers() == []
+
+
+SWAPPER = r"""
+import os, sys, time
+home, target, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+real, spare = os.path.join(home, "labs"), os.path.join(home, "labs.real")
+for _ in range(rounds):
+    try:
+        os.rename(real, spare)
+        os.symlink(target, real)
+        time.sleep(0.0005)
+        os.unlink(real)
+        os.rename(spare, real)
+    except OSError:
+        pass
+    time.sleep(0.0002)
+"""
+
+
+def test_a_lab_folders_parent_swapped_for_a_link_gets_nothing_written_or_removed_outside(lab_name):
+    """200 rounds of root writing the lab directory (inventories) and removing it (destroy --cleanup), while its
+    owner swaps the folder holding it for a link to another place and back."""
+    top = tempfile.mkdtemp(prefix="nestlab-race-", dir="/tmp")
+    os.chmod(top, 0o711)
+    home, victim = Path(top) / "user", Path(top) / "victim"
+    (home / "labs").mkdir(parents=True)
+    other = victim / f"clab-{lab_name}"
+    other.mkdir(parents=True)
+    (other / "another-labs-file").write_text("kept\n")
+    topo = home / "labs" / "lab.clab.yml"
+    topo.write_text(f"name: {lab_name}\ntopology:\n  nodes:\n    a: {{kind: linux}}\n")
+    for path in (home, home / "labs", topo):
+        os.chown(path, NOBODY, NOBODY)
+    lab = Lab.from_file(topo)
+    nodes = access.managed(lab.blueprint)
+    folder = access.lab_folder(lab.blueprint)
+    os.makedirs(names.lab_dir(lab_name), exist_ok=True)
+    swapper = subprocess.Popen(as_nobody(SWAPPER, str(home), str(victim), "100000"), cwd="/", start_new_session=True)
+    refused = 0
+    try:
+        for _ in range(200):
+            try:
+                access._files(lab.blueprint, folder, nodes)
+            except (LabError, OSError):
+                refused += 1
+            etc_hosts.record(lab_name, {"netns": [], "folder": folder})
+            etc_hosts.withdraw(lab_name, folder_too=True)
+            there = sorted(os.listdir(other)) if other.is_dir() else []
+            assert there == ["another-labs-file"], "root wrote or removed outside the lab's folder"
+        print(f"{refused} of 200 writes refused a link on the way")
+    finally:
+        os.killpg(swapper.pid, signal.SIGKILL)
+        swapper.wait()
+        shutil.rmtree(names.lab_dir(lab_name), ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
+    assert leftovers() == []
+
+
+READER = r"""
+import os, sys
+secrets = [s.encode() for s in sys.argv[1].split(",")]
+for root in sys.argv[2:]:
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in ("/run/netns", "/run/udev")]
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                with open(path, "rb") as fh:
+                    body = fh.read(1 << 22)
+            except OSError:
+                continue
+            if any(s in body for s in secrets):
+                print(path)
+"""
+
+
+@FRR
+@pytest.mark.parametrize("credentials", [True, False], ids=["with-credentials", "without"])
+def test_no_file_another_user_can_read_holds_a_password_a_router_key_or_an_env_value(topo_file, tmp_path, lab_name, credentials):
+    top = tempfile.mkdtemp(prefix="nestlab-secrets-", dir="/tmp")
+    os.chmod(top, 0o755)  # the user's own folder, where the lab directory goes: anyone may look
+    topo = Path(top) / "lab.clab.yml"
+    topo.write_text(_router_lab(credentials).replace("{name}", lab_name))
+    done = run_cli("deploy", "-t", str(topo), timeout=180)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert state.read(lab_name) is not None
+        roots = ["/run/nestlab", "/run/nestlab-mgmt", "/run/nestlab-lock", "/var/lib/nestlab", "/etc/ssh/ssh_config.d", top]
+        argv = as_nobody(READER, ",".join((PASSWORD, KEY, ENV)), *roots)
+        found = subprocess.run(argv, capture_output=True, text=True, cwd="/", timeout=120)
+        exposed = [p for p in found.stdout.split() if p != str(topo)]  # the user's own file, as they wrote it
+        assert exposed == [], f"another user reads the lab's secrets in {exposed}"
+        # root does find them (the search works): in the state, and the router's own configuration
+        where = {os.path.basename(p) for p in _grep_as_root([PASSWORD, KEY, ENV], roots)}
+        assert {"state.json", "frr.conf"} <= where, where
+        assert json.dumps(ENV) in Path(names.lab_dir(lab_name), "state.json").read_text()
+    finally:
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+        shutil.rmtree(top, ignore_errors=True)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+
+
+def _grep_as_root(secrets: list[str], roots: list[str]) -> list[str]:
+    found = []
+    for root in roots:
+        for folder, _dirs, files in os.walk(root):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    if any(s.encode() in Path(folder, name).read_bytes() for s in secrets):
+                        found.append(os.path.join(folder, name))
+    return found
