@@ -159,8 +159,8 @@ def test_after_a_scheduled_change_a_name_is_resolved_again(topo_file):
 
 def test_a_segment_exec_addresses_gets_no_automatic_address():
     """`ip addr add A dev IF` (any spelling of addr, replace, dev first) or `ifconfig IF A` in a node's exec:
-    leaves that interface's segment to the user, bridge ports included; an IPv6 address or a loopback one
-    changes nothing; other segments still get theirs."""
+    leaves that interface to the user, a bridge port too; the segment's other interfaces, and other segments,
+    still get theirs; an IPv6 address or a route changes nothing."""
     from nestlab.lab.lab import Lab
     from nestlab.model.addressing import exec_addressed
 
@@ -171,13 +171,15 @@ def test_a_segment_exec_addresses_gets_no_automatic_address():
         "ifconfig eth4 10.0.0.4/24 up",
         "ip -6 addr add 2001:db8::1/64 dev eth5",
         "ip route add default via 192.168.1.1 dev eth6",
+        "bash -c 'ip a a 10.2.2.2/24 dev eth7'",
+        "ip -br addr add local 10.3.3.3/24 dev eth8",
     ]
-    assert exec_addressed(said) == {"eth1", "eth2", "eth3", "eth4"}
+    assert exec_addressed(said) == {"eth1", "eth2", "eth3", "eth4", "eth7", "eth8"}
     lab = Lab.from_text(
         "name: auto\ntopology:\n  nodes:\n    a: {exec: ['ip addr add 192.168.1.1/24 dev eth1']}\n    b: {}\n    c: {}\n"
         "    sw: {kind: bridge}\n"
         "  links:\n    - endpoints: [a:eth1, sw:p1]\n    - endpoints: [b:eth1, sw:p2]\n    - endpoints: [b:eth2, c:eth1]\n"
     )
     given = {end.ref: end.ipv4 for link in lab.plan.links.values() for end in link.ends}
-    assert given["a:eth1"] == () and given["b:eth1"] == (), given  # a's exec: addresses the bridge's segment
+    assert given["a:eth1"] == () and given["b:eth1"], given  # a's exec: addresses a's port, not b's
     assert given["b:eth2"] and given["c:eth1"], given  # nobody addresses b-c: nestlab does

@@ -4,8 +4,8 @@ A segment is what one broadcast reaches: the ends of a link or wire, every
 port of a switch, every sub-interface on a host NIC.  The plan builder joins
 members into segments; a segment that already has an explicit address is
 completed inside that address's subnet, otherwise it gets the next free subnet
-of the pool, sized to fit (a /30 for two members, at least a /24 for more).  A segment
-one of whose interfaces a node's ``exec:`` addresses gets none: its user addresses it.
+of the pool, sized to fit (a /30 for two members, at least a /24 for more).  An interface
+a node's ``exec:`` addresses gets none (its user addresses it); the others of its segment still do.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from .errors import Problem, TopologyError
 
 Key = tuple
 _IP_ADDR_ADD = re.compile(
-    r"\bip\s+(?:-4\s+)?a(?:d(?:d(?:r(?:e(?:s(?:s)?)?)?)?)?)?\s+(?:add|replace)\s+"
-    r"(?:\d{1,3}(?:\.\d{1,3}){3}(?:/\d+)?\s+(?:[^;&|\n]*?\s)?dev\s+([^\s;&|]+)|dev\s+([^\s;&|]+)\s+\d{1,3}(?:\.\d{1,3}){3})"
+    r"\bip\s+(?:-(?:4|d|br|brief|family\s+inet)\s+)*a(?:d(?:d(?:r(?:e(?:s(?:s)?)?)?)?)?)?\s+(?:add|a|replace|change)\s+(?:local\s+)?"
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}(?:/\d+)?\s+(?:[^;&|\n]*?\s)?dev\s+([^\s;&|'\"()]+)|dev\s+([^\s;&|'\"()]+)\s+(?:local\s+)?\d{1,3}(?:\.\d{1,3}){3})"
 )
-_IFCONFIG = re.compile(r"\bifconfig\s+([^\s;&|]+)\s+(?:inet\s+)?\d{1,3}(?:\.\d{1,3}){3}")
+_IFCONFIG = re.compile(r"\bifconfig\s+([^\s;&|'\"()]+)\s+(?:inet\s+|add\s+|up\s+)?\d{1,3}(?:\.\d{1,3}){3}")
 
 
 def exec_addressed(commands: tuple[str, ...] | list[str]) -> set[str]:
@@ -42,7 +42,7 @@ class Member:
     ipv4: list[str] = field(default_factory=list)
     ipv6: list[str] = field(default_factory=list)
     auto: bool = True
-    by_exec: bool = False  # a node's exec: addresses it: its segment gets no automatic address
+    by_exec: bool = False  # a node's exec: addresses it: it gets no automatic address
 
 
 class Segments:
@@ -84,12 +84,11 @@ class Segments:
                 iface = ipaddress.IPv4Interface(cidr)
                 known_net.setdefault(root, iface.network)
                 taken.add(iface.ip)
-        manual = {self.find(key) for key, m in self.members.items() if m.by_exec}
         free = _Pool(ipaddress.IPv4Network(pool), set(known_net.values()))
         cursors: dict[ipaddress.IPv4Network, Iterator[ipaddress.IPv4Address]] = {}  # addresses below a cursor are taken
         for key, m in self.members.items():
             root = self.find(key)
-            if m.ipv4 or not m.auto or root in manual:
+            if m.ipv4 or not m.auto or m.by_exec:
                 continue
             if root not in known_net:
                 known_net[root] = free.take(sum(self.members[k].auto or bool(self.members[k].ipv4) for k in groups[root]), source)

@@ -198,6 +198,8 @@ def _probe(lab, check: Check) -> Probe:
             answered = rc == 0
             if not answered:
                 target.failed()
+            elif target.stale:  # it answered where the routes read a moment ago led nowhere (a daemon was late)
+                address, why = target(fresh=True)
             seen = f"{'answered' if answered else 'no answer'} from {address}" + (f":{s.port}" if s.port else "") + why
             if not answered:
                 seen += ": " + _said(out, "Error", "packets transmitted", "ping:")

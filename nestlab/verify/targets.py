@@ -31,6 +31,10 @@ Run = Callable[[str, list[str]], tuple[int, str]]  # runs a command in a node: (
 IP = ipaddress.IPv4Address
 
 
+class Unreadable(RuntimeError):
+    """A node's routes could not be read (a busybox ``ip`` without ``-j``, a pod that did not answer): no verdict."""
+
+
 class Ambiguous(ValueError):
     """A node name meaning several addresses that a packet reaches equally well, by different paths."""
 
@@ -89,10 +93,17 @@ def _local(path: str) -> Table:
 def _remote(run: Run, node: str) -> Table:
     """A node on a server or in a pod: its addresses and main table as ``ip -j`` there says, in one command."""
     rc, out = run(node, ["sh", "-c", "ip -j -4 address show && ip -j -4 route show table main"])
-    answers = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
-    if rc != 0 or len(answers) != 2:
-        raise ValueError(f"cannot read {node}'s routes (exit {rc}): {out.strip()[-200:]}")
-    links, found = answers
+    try:
+        answers = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
+        if rc != 0 or len(answers) != 2:
+            raise ValueError(f"exit {rc}")
+        return _parsed(*answers)
+    except (ValueError, KeyError, TypeError) as exc:  # not "no route": the check cannot tell, and says so
+        raise Unreadable(f"cannot read {node}'s routes ({exc}): {out.strip()[-200:]}") from exc
+
+
+def _parsed(links: list, found: list) -> Table:
+    """``ip -j`` addresses and routes as a Table."""
     routes = []
     for r in found:
         dst = "0.0.0.0/0" if r["dst"] == "default" else r["dst"]
@@ -129,6 +140,9 @@ class Tables:
     def owner(self, ip: IP, node: str, dev: str) -> tuple[str, str] | None:
         """The node, and its interface, holding ``ip`` on the segment of ``node``'s ``dev``; for an interface the
         file does not link (made by ``exec:``, or a host's), any node of the lab."""
+        mgmt = management(self.lab.plan).get(node)
+        if mgmt is not None and dev == mgmt.end.iface:  # the way leaves the lab: no node of it owns the hop
+            return None
         near = self.segments.get(f"{node}:{dev}")
         others = near if near is not None else [n for n in self.lab.plan.nodes if not _switch(self.lab.plan, n)]
         for other in others:
@@ -246,10 +260,11 @@ def automatic(lab) -> set[str]:
     return {ip for end in ends for a in end.ipv4 if (ip := str(ipaddress.ip_interface(a).ip)) not in given}
 
 
-def resolve(lab, source: str, to: To, run: Run) -> tuple[str, str]:
-    """``to`` as an address and how it was chosen (empty for an address given as such)."""
+def resolve(lab, source: str, to: To, run: Run) -> tuple[str, str, bool]:
+    """``to`` as an address, how it was chosen (empty for an address given as such), and whether the routes read
+    lead a packet there."""
     if to.address is not None:
-        return to.address, ""
+        return to.address, "", True
     node = to.node
     if node is None or node not in lab.plan.nodes:
         raise ValueError(f"'{to.text}' is neither an address nor a node of lab {lab.name}")
@@ -267,15 +282,16 @@ def resolve(lab, source: str, to: To, run: Run) -> tuple[str, str]:
         raise ValueError(f"{source} has no route to any address of {to.text} ({', '.join(w.address for w in ways)})")
     best = max(ways, key=Way.rank)  # max keeps the first of equals: the kernel's order of interfaces
     if best.stop:
-        return best.address, f"{to.text} is {best}, but {best.stop}"
+        return best.address, f"{to.text} is {best}, but {best.stop}", False
     rivals = [w for w in ways if w.rank() == best.rank() and w.path != best.path]
-    if rivals:
+    if rivals and all(len(w.path) == 1 for w in (best, *rivals)):  # twins: links straight to it, none better
         said = "; ".join(f"{w.address} ({node}:{w.iface}, {w.nodes(node)})" for w in (best, *rivals))
         raise Ambiguous(
             f"{to.text} is ambiguous from {source}: a packet reaches {said}, on different paths; "
             f"name one, e.g. to: {best.address} or to: {node}:{best.iface}"
         )
-    return best.address, f"{to.text} is {best}"
+    also = f"; also {', '.join(f'{w.address} ({node}:{w.iface})' for w in rivals)} (to: {node}:IF chooses)" if rivals else ""
+    return best.address, f"{to.text} is {best}{also}", True
 
 
 class Target:
@@ -289,13 +305,14 @@ class Target:
         self.last = 0.0
         self.lock = threading.Lock()  # attempts under way at once resolve it once
 
-    def __call__(self) -> tuple[str, str]:
-        """The address, and a note on why it was chosen (empty for an address given as such)."""
+    def __call__(self, fresh: bool = False) -> tuple[str, str]:
+        """The address, and a note on why it was chosen (empty for an address given as such); ``fresh``: read
+        the routes again now (a packet got through where the routes read before led nowhere)."""
         with self.lock:
-            if self.found is None or (self.stale and time.monotonic() >= self.last + AGAIN):
-                self.last, self.stale, self.found = time.monotonic(), False, None
-                address, why = resolve(self.lab, self.source, self.to, self.run)
-                self.found = address, f" ({why})" if why else ""
+            if self.found is None or fresh or (self.stale and time.monotonic() >= self.last + AGAIN):
+                self.last, self.found = time.monotonic(), None
+                address, why, reached = resolve(self.lab, self.source, self.to, self.run)
+                self.found, self.stale = (address, f" ({why})" if why else ""), not reached
             return self.found
 
     def failed(self) -> None:
