@@ -33,7 +33,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import procs
+from ..backends.kernel import procs, userns
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
@@ -95,6 +95,19 @@ exec setpriv --no-new-privs "$1" -i -f "$2" -o PasswordAuthentication=yes -o "Au
 GROUPS = r"""$1 == user || (g == "group" && $3 == gid) { next }
 { n = split($4, m, ","); $4 = ""; for (i = 1; i <= n; i++) if (m[i] != user) $4 = $4 ($4 == "" ? "" : ",") m[i]; print }
 """
+
+
+NO_SERVER = (
+    "no SSH server can run in your namespaces: your user has no subordinate ids, and sshd (and dropbear alike) sets "
+    "the session's groups, which a user namespace of one user forbids. `nestlab ssh` and `nestlab exec` reach the "
+    "node without one; for ssh, Ansible and Nornir give your user subordinate ids in /etc/subuid and /etc/subgid "
+    "(docs/rootless.md), or run the lab with sudo"
+)
+
+
+def serves() -> bool:
+    """Whether nodes can have an SSH server here: not as a guest whose user namespace maps the user alone."""
+    return not userns.guest() or userns.maps_others()
 
 
 def login_grace() -> int:
@@ -257,7 +270,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
     lab's gate on those sockets."""
     from ..backends.kernel import namespaces
 
-    if not os.path.exists(SSHD):
+    if not os.path.exists(SSHD) or not serves():
         return Gate(None)  # no sshd here: names and inventories still work; `nestlab doctor` says so
     folder = names.lab_keys(lab.name)
     held: list[tuple[socket.socket, str]] = []
