@@ -436,3 +436,107 @@ def test_only_a_complete_hosts_block_is_removed_and_a_damaged_one_is_reported(tm
             with pytest.raises(hosts.DamagedHosts, match=f"{path}:2: "):
                 hosts.block(lab, lines, path=str(path))
             assert path.read_text() == text, "nothing of the file is dropped or guessed"
+
+
+STUDENT = """name: {name}
+topology:
+  nodes:
+    a: {kind: linux, credentials: {username: student, identity-file: student_key}}
+    b: {kind: linux}
+"""
+
+
+def _ssh_key(key: Path, target: str, command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ssh", *SSH, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-i", str(key), target, command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_logins_own_key_logs_in_as_the_login_never_as_root(topo_file, tmp_path, lab_name):
+    """A class hands each student a key through ``credentials: {username, identity-file}``: that key is the
+    student's on its node, and neither root's there nor anyone's on the lab's other nodes."""
+    key = tmp_path / "student_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    topo = topo_file(STUDENT, "lab.clab.yml")
+    mark = f"nestlab-{lab_name}"
+    done = run_cli("deploy", "-t", str(topo), timeout=120)
+    try:
+        assert done.returncode == 0, done.stderr
+        a, b = _address(lab_name, "a"), _address(lab_name, "b")
+        for target in (f"root@{a}", f"root@{b}", f"student@{b}"):
+            refused = _ssh_key(key, target, "id -u")
+            assert refused.returncode == 255 and "Permission denied" in refused.stderr, f"{target}: {refused.stdout}"
+        student = _ssh_key(key, f"student@{a}", f"id -u; touch /root/{mark} /etc/{mark}")
+        assert student.stdout.split()[:1] and int(student.stdout.split()[0]) in sshgate.UIDS, student.stdout + student.stderr
+        assert "Permission denied" in student.stderr and not os.path.exists(f"/root/{mark}")
+        assert not os.path.exists(f"/etc/{mark}")
+        config = subprocess.run(["ssh", "-o", "BatchMode=yes", f"clab-{lab_name}-a", "id -u"], capture_output=True, text=True)
+        assert config.stdout.strip() == student.stdout.split()[0], "the ssh config's user and key: " + config.stderr
+        lab_key = f"/var/lib/nestlab/ssh/{lab_name}/id_ed25519"
+        assert _ssh_key(Path(lab_key), f"root@{a}", "id -u").stdout.strip() == "0", "the lab's key stays root's"
+    finally:
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+
+
+@pytest.mark.parametrize(
+    ("title", "logged_in"),
+    [
+        ("sshd: admin@notty", True),  # OpenSSH before 9.8
+        ("sshd: admin@pts/3", True),
+        ("sshd-session: admin@notty", True),  # OpenSSH 9.8 and later (Debian 13)
+        ("sshd-session: admin@pts/0", True),
+        ("sshd: admin [priv]", False),  # at the password prompt
+        ("sshd-session: admin [priv]", False),
+        ("sshd-session: admin [net]", False),
+        ("sshd: [accepted]", False),
+    ],
+)
+def test_the_gate_knows_a_logged_in_session_by_the_titles_of_openssh_before_and_after_9_8(title, logged_in):
+    """A stub session: a shell whose child titles itself as OpenSSH's session process does."""
+    stub = subprocess.Popen(["bash", "-c", f"exec -a '{title}' sleep 30 & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while not any(
+            Path(f"/proc/{c}/cmdline").read_bytes().startswith(title.encode()) for c in sshgate.procs.children(stub.pid)
+        ):
+            assert time.monotonic() < deadline, "the stub did not title itself"
+            time.sleep(0.02)
+        assert sshgate._logged_in(stub.pid) is logged_in
+    finally:
+        os.killpg(stub.pid, 9)
+        stub.wait()
+
+
+def _put(path: str, text: str) -> None:
+    Path(path + ".nestlab-test").write_text(text)
+    os.chmod(path + ".nestlab-test", 0o644)
+    os.replace(path + ".nestlab-test", path)
+
+
+def test_a_login_uid_is_never_in_a_users_subordinate_range(tmp_path):
+    """An administrator lends alice and bob subordinate ids over the uids nestlab would choose next: a lab's login
+    uid falls in neither (destroy would kill alice's namespace's processes)."""
+    held = set()
+    for other in Path(sshgate.names.KEYS_ROOT).glob("*/uid"):
+        with contextlib.suppress(OSError, ValueError):
+            held.add(int(other.read_text()))
+    first = next(uid for uid in sshgate.UIDS if uid not in held and not sshgate._used(uid))
+    lent = {"/etc/subuid": f"alice:{first - 10}:20\n", "/etc/subgid": f"bob:{first + 10}:100\n"}
+    kept = {path: Path(path).read_text() if os.path.exists(path) else None for path in lent}
+    os.makedirs(sshgate.names.KEYS_ROOT, exist_ok=True)
+    try:
+        for path, line in lent.items():
+            _put(path, (kept[path] or "") + line)
+        chosen = sshgate._uid(str(tmp_path))
+    finally:
+        for path, text in kept.items():
+            if text is None:
+                os.unlink(path)
+            else:
+                _put(path, text)
+    assert chosen not in range(first - 10, first + 10) and chosen not in range(first + 10, first + 110), chosen

@@ -155,6 +155,11 @@ def _end_processes(uid: int) -> None:
             continue
 
 
+def _uplinks(uid: int = NOBODY) -> list[int]:
+    """``uid``'s slirp4netns processes (outside its namespaces)."""
+    return [pid for pid in procs.of_uid(uid) if procs.comm(pid) == "slirp4netns" and procs.alive(pid)]
+
+
 def _gone(uid: int = NOBODY, timeout: float = 20.0) -> list[int]:
     """``uid``'s rootless processes still alive after up to ``timeout`` seconds (zombies do not count)."""
     deadline = time.monotonic() + timeout
@@ -358,6 +363,40 @@ def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_us
         )
         assert _gone() == [] and _of_subordinate_ids() == []
         assert _machine() == before
+    finally:
+        nobody.run("destroy", "--lab", lab)
+        _end_processes(NOBODY)
+
+
+def test_without_subordinate_ids_nestlab_ssh_reaches_a_containerlab_node_and_ssh_says_why_not(nobody, lab_name):
+    """Most users of a shared machine have no /etc/subuid range: no SSH server can run in a namespace of one user
+    (sshd and dropbear set the session's groups), so `nestlab ssh` enters the node itself, and the user's own ssh
+    through the lab's ssh config is told why and what to do, never a bare reset; nothing of nobody's lasts 3 s
+    past the destroy."""
+    assert userns.subordinate(userns.SUBUID, NOBODY, "nobody") is None, "this test needs nobody without subordinate ids"
+    lab = lab_name
+    topo = nobody.write("two.clab.yml", CLAB.format(name=lab))
+    try:
+        deployed = nobody.run("deploy", "-t", str(topo))
+        assert deployed.returncode == 0, deployed.stderr
+        said = nobody.run("ssh", "--lab", lab, "n1", "--", "hostname", "&&", "id", "-u")
+        assert said.returncode == 0 and said.stdout.split() == ["n1", "0"], said.stdout + said.stderr
+        config = nobody.home / ".ssh" / "config.d" / f"clab-{lab}.conf"
+        own = subprocess.run(
+            [*as_user(NOBODY), "ssh", "-F", str(config), f"clab-{lab}-n2", "hostname"],
+            capture_output=True,
+            text=True,
+            env=nobody.env(),
+            timeout=60,
+        )
+        assert own.returncode == 255 and "give your user subordinate ids in /etc/subuid" in own.stderr, own.stderr
+        assert "Connection reset" not in own.stderr
+        destroyed = nobody.run("destroy", "--lab", lab)
+        assert destroyed.returncode == 0, destroyed.stderr
+        deadline = time.monotonic() + 3
+        while (left := _rootless() + _uplinks()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert left == [], "nothing of nobody's runs 3 s after its last lab is gone"
     finally:
         nobody.run("destroy", "--lab", lab)
         _end_processes(NOBODY)

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from .. import sites
-from ..engine import access, cleanup, state
+from ..engine import access, cleanup, sshgate, state
 from ..engine.sshgate import client_key
 from ..errors import LabError
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, node_of, out, print_json, reported, resolve
@@ -180,6 +180,7 @@ def ssh(
 ):
     """SSH into a node on its management address, as root with the lab's key (what `ssh clab-LAB-NODE` does).
     A node on an SSH server or a pod is reached from there (its server's nestlab runs this command).
+    Rootless without subordinate ids, where no SSH server can run, it enters the node as `nestlab exec` does.
 
     Example: nestlab ssh --lab srl01 r1 -- ip -br addr
     """
@@ -198,6 +199,12 @@ def ssh(
                 + ("" if found else " (the lab has no management network: add mgmt: to its file)")
             )
 
+        if not sshgate.serves():  # rootless without subordinate ids: into the node as `nestlab exec` goes
+            if stdio:
+                raise LabError(sshgate.NO_SERVER)
+            shell = [os.environ.get("SHELL", "/bin/sh"), "-l"]
+            proc = node_of(the_lab, node).popen(["sh", "-c", " ".join(rest)] if rest else shell)
+            raise typer.Exit(_wait(proc))
         if stdio:
             raise typer.Exit(access.relay(str(found[node].ipv4.ip), 22))
         args = ["ssh", "-i", client_key(the_lab.name), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]

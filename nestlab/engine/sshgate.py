@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import detached, files, locks, procs
+from ..backends.kernel import detached, files, locks, procs, userns
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
@@ -47,6 +47,8 @@ GRACE = 30  # seconds a session has to log in (sshd's LoginGraceTime); NESTLAB_S
 # the labs' login uids ("pn"): in the range systemd leaves unused (1879048192-2147352575, systemd.io/UIDS-GIDS),
 # clear of distributions' users and of systemd's dynamic, container and nspawn ranges
 UIDS = range(0x706E_0000, 0x706E_0000 + 65536)
+# a logged-in session's title: OpenSSH's sshd (before 9.8) or sshd-session (9.8 and later), the user at its terminal
+TITLE = re.compile(rb"sshd(-session)?: [^ ]+@(notty|pts/\d+)")
 # sshd -i for a node with credentials, in a mount namespace of its own: tmpfs over the machine's world-writable
 # folders and /home (the login's home, with the lab's authorized keys); the node's /etc/passwd plus the login's
 # line, and a shadow file of that line and root's (keys only), bound over /etc/passwd and /etc/shadow; the
@@ -54,7 +56,9 @@ UIDS = range(0x706E_0000, 0x706E_0000 + 65536)
 # under its name, bound over them, so the login inherits no group (nor, by name, sudoers rule) of a machine user
 # of the same name (the node's files and the machine's are untouched).  sshd runs under no_new_privs (setpriv),
 # which its sessions inherit: sshd only drops privileges, and no setuid program (sudo, su, chfn, passwd) can raise
-# a login's.  Arguments: sshd, its config, logins/NODE, the authorized keys, GROUPS (an awk program).
+# a login's.  Keys: root's in a folder of the session's own /tmp (readable by root alone), the login's in its home,
+# so a login's own key logs in as the login and never as root.  Arguments: sshd, its config, logins/NODE, the
+# login's keys (login-keys/NODE), GROUPS (an awk program), root's keys.
 LOGIN = r"""mkdir -p -m 0755 /run/sshd && exec unshare -m --propagation private sh -ec '
 for d in /tmp /var/tmp /dev/shm /run/lock; do
   if [ -d $d ]; then mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs $d; fi
@@ -81,13 +85,28 @@ for g in group gshadow; do
   fi
 done
 rm -rf "$t"
-exec setpriv --no-new-privs "$1" -i -f "$2" -o PasswordAuthentication=yes -o "AuthorizedKeysFile $4 /home/%u/.ssh/authorized_keys"' login "$@"
+k=$(mktemp -d)
+cp "$6" "$k/root"
+exec setpriv --no-new-privs "$1" -i -f "$2" -o PasswordAuthentication=yes -o "AuthorizedKeysFile $k/%u /home/%u/.ssh/authorized_keys"' login "$@"
 """
 # /etc/group or gshadow (g) without the login's group nor the lab's gid, and without the login's name in any member
 # list (the 4th field of both)
 GROUPS = r"""$1 == user || (g == "group" && $3 == gid) { next }
 { n = split($4, m, ","); $4 = ""; for (i = 1; i <= n; i++) if (m[i] != user) $4 = $4 ($4 == "" ? "" : ",") m[i]; print }
 """
+
+
+NO_SERVER = (
+    "no SSH server can run in your namespaces: your user has no subordinate ids, and sshd (and dropbear alike) sets "
+    "the session's groups, which a user namespace of one user forbids. `nestlab ssh` and `nestlab exec` reach the "
+    "node without one; for ssh, Ansible and Nornir give your user subordinate ids in /etc/subuid and /etc/subgid "
+    "(docs/rootless.md), or run the lab with sudo"
+)
+
+
+def serves() -> bool:
+    """Whether nodes can have an SSH server here: not as a guest whose user namespace maps the user alone."""
+    return not userns.guest() or userns.maps_others()
 
 
 def login_grace() -> int:
@@ -119,15 +138,8 @@ def keys(lab: str, logins: dict[str, Login]) -> str:
     for proc in making:
         if proc.wait():
             raise LabError(f"ssh-keygen failed: {proc.stderr.read().decode().strip() if proc.stderr else ''}")
-    mine = [path for path in glob.glob(os.path.expanduser("~/.ssh/id_*.pub"))]
-    mine += sorted(
-        {f"{x.identity_file}.pub" for x in logins.values() if x.identity_file and os.path.exists(f"{x.identity_file}.pub")}
-    )
-    authorized = ""
-    for path in [client_key(lab) + ".pub", *mine]:
-        with open(path) as key:
-            authorized += key.read().strip() + "\n"
-    files.write(os.path.join(folder, "authorized_keys"), authorized, sync=False)
+    roots = [client_key(lab) + ".pub", *sorted(glob.glob(os.path.expanduser("~/.ssh/id_*.pub")))]
+    _authorized(os.path.join(folder, "authorized_keys"), roots)
     files.write(
         os.path.join(folder, "sshd_config"),
         sshd.config(
@@ -139,19 +151,34 @@ def keys(lab: str, logins: dict[str, Login]) -> str:
         ),
         sync=False,
     )
-    _logins(folder, {node: x for node, x in logins.items() if x.user != "root"})
+    _logins(folder, {node: x for node, x in logins.items() if x.user != "root"}, roots)
     for entry in os.scandir(folder):
         os.chmod(entry.path, 0o600 if entry.is_file() else 0o700)
     return folder
 
 
-def _logins(folder: str, logins: dict[str, Login]) -> None:
+def _authorized(path: str, keys: list[str]) -> None:
+    """``path`` holding the public keys in the files ``keys``, one a line."""
+    text = ""
+    for key in keys:
+        with open(key) as given:
+            text += given.read().strip() + "\n"
+    files.write(path, text, sync=False)
+
+
+def _logins(folder: str, logins: dict[str, Login], roots: list[str]) -> None:
     """Per node with a ``credentials:`` user, ``logins/NODE``: its passwd line (the lab's uid, home /home/USER)
-    and shadow line (the password hashed by OpenSSL's SHA-512 crypt, or ``*``: keys only)."""
-    where = os.path.join(folder, "logins")
-    files.make_dirs(where, 0o700)
-    for stale in set(os.listdir(where)) - set(logins):  # a redeploy that dropped a node's credentials
-        os.unlink(os.path.join(where, stale))
+    and shadow line (the password hashed by OpenSSL's SHA-512 crypt, or ``*``: keys only); and ``login-keys/NODE``,
+    the keys that log in as that user: its ``identity-file``'s public half and root's (``roots``), which are never
+    root's (a login's key is the login, never root)."""
+    where, keyed = os.path.join(folder, "logins"), os.path.join(folder, "login-keys")
+    for made in (where, keyed):
+        files.make_dirs(made, 0o700)
+        for stale in set(os.listdir(made)) - set(logins):  # a redeploy that dropped a node's credentials
+            os.unlink(os.path.join(made, stale))
+    for node, x in logins.items():
+        own = f"{x.identity_file}.pub" if x.identity_file and os.path.exists(f"{x.identity_file}.pub") else None
+        _authorized(os.path.join(keyed, node), [*roots, *([own] if own else [])])
     if not logins:
         return
     uid = _uid(folder)
@@ -186,11 +213,24 @@ def _uid(folder: str) -> int:
             with contextlib.suppress(OSError, ValueError), open(other) as fh:
                 held.add(int(fh.read()))
         held |= {uid for pid in procs.others() for uid in procs.uids(pid) or ()}  # a destroyed lab's login left one
+        lent = _subordinate()
         for uid in UIDS:
-            if uid not in held and not _used(uid):
+            if uid not in held and not _used(uid) and not any(uid in ids for ids in lent):
                 files.write(mine, str(uid), sync=False)
                 return uid
     raise LabError(f"every login uid of nestlab is taken ({len(UIDS)} labs with credentials)")
+
+
+def _subordinate(files: tuple[str, ...] = ("/etc/subuid", "/etc/subgid")) -> list[range]:
+    """Every range of ids ``/etc/subuid`` and ``/etc/subgid`` lend to users (a login's uid in one would be that
+    user's namespace's, and destroy would kill its processes)."""
+    found = []
+    for path in files:
+        with contextlib.suppress(OSError), open(path) as fh:
+            for fields in (line.strip().split(":") for line in fh):
+                if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
+                    found.append(range(int(fields[1]), int(fields[1]) + int(fields[2])))
+    return found
 
 
 def _used(uid: int) -> bool:
@@ -230,7 +270,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
     lab's gate on those sockets."""
     from ..backends.kernel import namespaces
 
-    if not os.path.exists(SSHD):
+    if not os.path.exists(SSHD) or not serves():
         return Gate(None)  # no sshd here: names and inventories still work; `nestlab doctor` says so
     folder = names.lab_keys(lab.name)
     held: list[tuple[socket.socket, str]] = []
@@ -296,7 +336,8 @@ def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> Non
             login = os.path.join(keys, "logins", key.data)
             try:
                 if sum(now - began < grace and not _logged_in(proc.pid) for proc, began in sessions) < MAX_STARTUPS:
-                    run = [*with_login, login, f"{keys}/authorized_keys", GROUPS] if os.path.exists(login) else command
+                    own = os.path.join(keys, "login-keys", key.data)
+                    run = [*with_login, login, own, GROUPS, f"{keys}/authorized_keys"] if os.path.exists(login) else command
                     proc = nodes.popen(lab, plan, key.data, run, stdin=conn, stdout=conn, stderr=subprocess.DEVNULL)
                     sessions.append((proc, now))
             except (OSError, LabError):
@@ -307,8 +348,9 @@ def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> Non
 
 def _logged_in(pid: int) -> bool:
     """Whether a session's sshd has let its user in: its process or a descendant is then titled with the user at
-    its terminal (``sshd: USER@notty``, ``sshd: USER@pts/0``).  Not ``sshd: [accepted]``, nor ``sshd: USER [priv]``
-    or ``[net]``: OpenSSH titles its monitor so as soon as the client names a user, before any password."""
+    its terminal (``sshd: USER@notty``, ``sshd: USER@pts/0``; from OpenSSH 9.8, ``sshd-session: USER@notty``).
+    Not ``sshd: [accepted]``, nor ``sshd: USER [priv]`` or ``[net]``: OpenSSH titles its monitor so as soon as the
+    client names a user, before any password."""
     todo, seen = [pid], set()
     while todo and len(seen) < 64:
         pid = todo.pop()
@@ -316,7 +358,7 @@ def _logged_in(pid: int) -> bool:
             continue
         seen.add(pid)
         title = procs.cmdline(pid).split(b"\0")[0]
-        if title.startswith(b"sshd: ") and re.search(rb"@(notty|pts/\d+)$", title):
+        if TITLE.fullmatch(title):
             return True
         todo += procs.children(pid)
     return False

@@ -237,7 +237,7 @@ def rootless() -> Feature:
         ids = (
             "your subordinate ids are mapped too"
             if userns.maps_others()
-            else "you alone are mapped: FRR runs as root; SSH to nodes needs subordinate ids (/etc/subuid, /etc/subgid) and uidmap"
+            else "you alone are mapped: FRR runs as root; nestlab ssh enters nodes, but ssh and Ansible need subordinate ids (/etc/subuid, /etc/subgid) and uidmap"
         )
         return Feature("rootless", "kernel", True, f"in use: this command runs in your own namespaces; {ids}")
     found = [f"{name.replace('/', '.')} = {value}" for name, *_ in _USERNS_OFF if (value := _read(f"/proc/sys/{name}").strip())]
