@@ -161,7 +161,7 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
 
         deleted = _kubectl(kube, "delete", "nestlab", "nl-demo", "--timeout=120s")
         assert deleted.returncode == 0, deleted.stderr
-        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
+        assert not _kubectl(kube, "get", "pods,configmaps,secrets,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
     finally:
         _kubectl(kube, "delete", "nestlabs", "--all", "-A", "--timeout=120s")
         gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
@@ -259,7 +259,7 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
     assert _pods(kube, "nl-demo")
     with open(installed, "a") as log, _operator(kube, log):
         _until("gone", lambda: _get(kube, "nl-demo") is None, 120)
-        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
+        assert not _kubectl(kube, "get", "pods,configmaps,secrets,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
 
 
 def test_z_a_lost_cluster_node_degrades_the_lab_its_other_pod_stays_and_delete_still_removes_everything(kube, installed):
