@@ -4,7 +4,6 @@ lab its file would be, and a bad one names its field; the operator's work queue 
 from __future__ import annotations
 
 import base64
-import re
 import sys
 import threading
 
@@ -62,7 +61,9 @@ def test_a_resource_is_its_file_indented_and_a_bad_one_names_the_field():
         blueprint(resource)
     del resource["spec"]["topology"]["links"][1]["params"]
     resource["spec"]["topology"]["nodes"]["h2"]["binds"] = ["/var/run/secrets:/s"]  # refused before the model looks for it
-    with pytest.raises(InvalidSpec, match=r"^spec\.topology\.nodes\.h2\.binds\[0\]: '/var/run/secrets:/s': a resource binds no file"):
+    with pytest.raises(
+        InvalidSpec, match=r"^spec\.topology\.nodes\.h2\.binds\[0\]: '/var/run/secrets:/s': a resource binds no file"
+    ):
         blueprint(resource)
     del resource["spec"]["topology"]["nodes"]["h2"]["binds"]
     resource["metadata"]["name"] = "nl.demo"
@@ -151,7 +152,11 @@ def canary(tmp_path):
 def test_every_file_key_is_refused_as_a_path_in_a_resource_naming_its_field(canary):
     secret, opened = canary
     keys = sorted(
-        {p[: max(i for i, s in enumerate(p) if s in FILE_KEYS) + 1] for p in _positions(topology_spec()) if set(p) & set(FILE_KEYS)}
+        {
+            p[: max(i for i, s in enumerate(p) if s in FILE_KEYS) + 1]
+            for p in _positions(topology_spec())
+            if set(p) & set(FILE_KEYS)
+        }
     )
     assert {p[-1] for p in keys} == {"startup-config", "binds", "trace", "graph", "identity-file"}, keys
     keys += [("topology", "nodes", "*", "env-files", "[]"), ("topology", "nodes", "*", "license")]  # containerlab's, read too
@@ -206,7 +211,9 @@ def test_a_resource_gives_files_as_text_or_a_reference_of_its_namespace_and_they
     lab, given = read(resource, fetch)
     assert asked == [("Secret", "r1", "frr.conf"), ("ConfigMap", "traces", "flat")]
     body = lab.document["topology"]
-    assert body["nodes"]["r1"]["startup_config"] == "hostname r1-from-secret\n" and body["nodes"]["h2"]["env"] == {"GREETING": "hi"}
+    assert body["nodes"]["r1"]["startup_config"] == "hostname r1-from-secret\n" and body["nodes"]["h2"]["env"] == {
+        "GREETING": "hi"
+    }
     trace = body["links"][1]["params"]["trace"]
     assert trace.startswith("/etc/nestlab/files/") and given[trace] == b"0\n1\n2\n"
     from nestlab.model import files
@@ -218,12 +225,18 @@ def test_a_resource_gives_files_as_text_or_a_reference_of_its_namespace_and_they
     assert secret["kind"] == "Secret" and "hello\n" in shipped.values() and "0\n1\n2\n" in shipped.values()
     assert any("hostname r1-from-secret" in text for text in shipped.values())
     volume = pods[0]["spec"]["volumes"][0]["secret"]
-    assert volume["defaultMode"] == 0o400 and {"key": next(k for k, v in shipped.items() if v == "0\n1\n2\n"), "path": trace.removeprefix("/etc/nestlab/")} in volume["items"]
+    assert (
+        volume["defaultMode"] == 0o400
+        and {"key": next(k for k, v in shipped.items() if v == "0\n1\n2\n"), "path": trace.removeprefix("/etc/nestlab/")}
+        in volume["items"]
+    )
 
     def missing(kind, name, key):
         raise LookupError(f"no {kind} {name} in namespace labs")
 
-    with pytest.raises(InvalidSpec, match=r"spec\.topology\.nodes\.r1\.startup-config\.valueFrom\.secretKeyRef: no Secret r1 in namespace labs"):
+    with pytest.raises(
+        InvalidSpec, match=r"spec\.topology\.nodes\.r1\.startup-config\.valueFrom\.secretKeyRef: no Secret r1 in namespace labs"
+    ):
         read(resource, missing)
     bad = lambda kind, name, key: b"7\nSECRET-LINE\n"  # noqa: E731 - a trace that is not one: its lines never echoed
     resource["spec"]["topology"]["links"][1]["params"] = {"trace": {"valueFrom": {"secretKeyRef": {"name": "t", "key": "t"}}}}
@@ -276,3 +289,28 @@ def test_the_model_reads_regular_files_alone_and_bounded(tmp_path):
         assert trace.read("/given/t") == [0, 5] and not files.exists(tmp_path / "big")
         with pytest.raises(OSError, match="not a file of the resource"):
             trace.read(str(tmp_path / "big"))
+
+
+def test_the_operator_may_make_pods_only_where_allowed_and_reads_no_secret_cluster_wide():
+    from nestlab.sites.k8s.operator.install import NAME, binding, objects, role
+
+    made = {o["kind"]: o for o in objects("nestlab-system", "img", node_selector=("nestlab.dev/labs=yes",))}
+    cluster_wide = made["ClusterRole"]["rules"]
+    reach = {(r, v) for rule in cluster_wide for r in rule["resources"] for v in rule["verbs"]}
+    assert not {r for r, _v in reach} & {"pods", "pods/exec", "configmaps", "secrets", "services", "serviceaccounts"}, reach
+    (bindings,) = [r for r in cluster_wide if r["resources"] == ["rolebindings"]]
+    assert bindings == {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["rolebindings"],
+        "verbs": ["get"],
+        "resourceNames": [NAME],
+    }
+    assert not any("*" in r["verbs"] or "*" in r["resources"] for r in cluster_wide)
+    command = made["Deployment"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-2:] == ["--node-selector", "nestlab.dev/labs=yes"]
+    here = role("labs")
+    assert here["kind"] == "Role" and here["metadata"]["namespace"] == "labs"
+    assert {r for rule in here["rules"] for r in rule["resources"]} == {"pods", "pods/exec", "configmaps", "secrets", "services"}
+    assert binding("labs", "nestlab-system")["subjects"] == [
+        {"kind": "ServiceAccount", "name": NAME, "namespace": "nestlab-system"}
+    ]

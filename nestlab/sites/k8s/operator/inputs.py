@@ -89,7 +89,9 @@ def resolve(spec: dict[str, Any], schema: dict[str, Any], fetch: Fetch) -> tuple
 
 class _Walker:
     def __init__(self, fetch: Fetch) -> None:
-        self.fetch, self.files, self.problems = fetch, {}, []
+        self.fetch = fetch
+        self.files: dict[str, bytes] = {}
+        self.problems: list[str] = []
         self.size = 0
 
     def walk(self, value: Any, schema: dict[str, Any], path: tuple[str | int, ...]) -> None:
@@ -157,9 +159,10 @@ class _Walker:
                 return None
             data = value.encode()
         elif isinstance(value, dict) and set(value) == {"valueFrom"} and isinstance(value["valueFrom"], dict):
-            data = self._referenced(value["valueFrom"], (*where, "valueFrom"))
-            if data is None:
+            referenced = self._referenced(value["valueFrom"], (*where, "valueFrom"))
+            if referenced is None:
                 return None
+            data = referenced
         else:
             self._refuse(where, _HOW)
             return None
