@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import sys
 import threading
+import time
 
 import pytest
 import yaml
@@ -86,6 +87,12 @@ def test_the_work_queue_gives_a_key_to_one_worker_and_again_if_it_changed_meanwh
     queue.done("a/x")
     waiter.join(2)
     assert got == ["a/x"]
+    for seconds in (0.3, 0.2, 5):  # one wait per key, the soonest: looks never multiply
+        queue.add_after("a/z", seconds)
+    assert queue._due == {"a/z": pytest.approx(time.monotonic() + 0.2, abs=0.05)}
+    time.sleep(0.4)
+    assert queue.get() == "a/z" and not queue._due
+    queue.done("a/z")
     queue.close()
     assert queue.get() is None
 
