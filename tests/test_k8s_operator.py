@@ -21,7 +21,7 @@ import yaml
 from conftest import NESTLAB, ROOT, run_cli
 
 from nestlab import names
-from nestlab.model.openapi import topology_spec
+from nestlab.sites.k8s.operator.resource import resource_spec
 from nestlab.testbeds import cluster
 
 pytestmark = pytest.mark.k8s
@@ -107,7 +107,7 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
         conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
         assert conditions.get("Established") == "True" and conditions.get("NonStructuralSchema") is None, crd["status"]
         served = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        assert served["properties"]["topology"] == topology_spec()["properties"]["topology"]
+        assert served["properties"]["topology"] == resource_spec()["properties"]["topology"]
         role = json.loads(_kubectl(kube, "get", "clusterrole", "nestlab-operator", "-o", "json", check=True).stdout)
         assert not any("*" in r["verbs"] or "*" in r["resources"] for r in role["rules"]), role["rules"]
         explain = lambda: _kubectl(kube, "explain", "nestlab.spec.topology.links.params.rate").stdout  # noqa: E731
