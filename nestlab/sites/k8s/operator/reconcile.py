@@ -146,7 +146,11 @@ class Reconciler:
             found = nodes.get(spec.server or "")
             if found is None:
                 continue
-            tainted = [t for t in found["taints"] if t.endswith((":NoSchedule", ":NoExecute"))]
+            tainted = [  # an administrator's taints; the node's conditions (node.kubernetes.io/not-ready ...) come and go
+                t
+                for t in found["taints"]
+                if t.endswith((":NoSchedule", ":NoExecute")) and not t.startswith("node.kubernetes.io/")
+            ]
             outside = {k: v for k, v in self.node_selector.items() if found["labels"].get(k) != v}
             if tainted or outside:
                 why = (
