@@ -345,9 +345,9 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
             ),
             ("nl-big", _hostile("nl-big", h1={"exec": ["true " + "x" * 1000] * 900})),  # ~0.9 MB: the API takes it
         ):
-            applied = _as(kube, TENANT, "apply", "-f", "-", text=text)
+            applied = _as(kube, TENANT, "create", "-f", "-", text=text)  # create: apply's annotation holds 256 KiB
             assert applied.returncode == 0, (name, applied.stderr)
-        huge = _as(kube, TENANT, "apply", "-f", "-", text=_hostile("nl-huge", h1={"exec": ["x" * 1000] * 4000}))
+        huge = _as(kube, TENANT, "create", "-f", "-", text=_hostile("nl-huge", h1={"exec": ["x" * 1000] * 4000}))
         assert huge.returncode != 0, "4 MB: the API server refuses it before the operator sees it"
         assert _as(kube, TENANT, "apply", "-f", str(EXAMPLE), "-n", "labs").returncode == 0  # the author's good lab
         _kubectl(kube, "apply", "-n", "nobody", "-f", str(EXAMPLE), check=True)  # an administrator's, where nobody allowed
