@@ -340,7 +340,8 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
             (
                 "nl-inline-zero",
                 _hostile(
-                    "nl-inline-zero", link={"params": {"trace": {"valueFrom": {"secretKeyRef": {"name": "x", "key": "y"}}}}}
+                    "nl-inline-zero",
+                    link={"params": {"trace": {"valueFrom": {"secretKeyRef": {"name": "missing", "key": "lte.trace"}}}}},
                 ),
             ),
             ("nl-big", _hostile("nl-big", h1={"exec": ["true " + "x" * 1000] * 900})),  # ~0.9 MB: the API takes it
@@ -367,7 +368,10 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
             "spec.topology.links[1].params.trace: '/dev/zero' would be a path"
             in _until("nl-zero Failed", lambda: failed("nl-zero"), 60)["message"]
         )
-        assert "no Secret x in namespace labs" in _until("nl-inline-zero Failed", lambda: failed("nl-inline-zero"), 60)["message"]
+        assert (
+            "no Secret missing in namespace labs"
+            in _until("nl-inline-zero Failed", lambda: failed("nl-inline-zero"), 60)["message"]
+        )
         assert "over the 512 KiB a NestLab may hold" in _until("nl-big Failed", lambda: failed("nl-big"), 60)["message"]
         nobody = _until("NotAllowed", lambda: (s := _status(kube, "nl-demo", "nobody")).get("phase") == "Failed" and s, 60)
         assert nobody["conditions"][0]["reason"] == "NotAllowed" and "nestlab k8s operator allow nobody" in nobody["message"], (
