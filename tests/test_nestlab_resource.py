@@ -288,6 +288,13 @@ def test_the_model_reads_regular_files_alone_and_bounded(tmp_path):
     os.mkfifo(tmp_path / "fifo")  # no writer: a plain open would wait for one
     with pytest.raises(OSError, match="not a regular file \\(a FIFO\\)"):
         files.read_bytes(tmp_path / "fifo")
+    reader, writer = os.pipe()  # a topology on standard input, as a server's deploy reads it: a pipe, with stream
+    os.write(writer, b"name: x\n")
+    os.close(writer)
+    assert files.read_bytes(f"/proc/self/fd/{reader}", stream=True) == b"name: x\n"
+    os.close(reader)
+    with pytest.raises(OSError, match="not a regular file"):
+        files.read_bytes("/dev/zero", stream=True)
     (tmp_path / "big").write_bytes(b"1\n" * 1000)
     with pytest.raises(OSError, match="larger than 100 bytes"):
         files.read_bytes(tmp_path / "big", 100)

@@ -40,8 +40,9 @@ def given() -> Mapping[str, bytes] | None:
     return _given.get()
 
 
-def read_bytes(path: str | os.PathLike[str], limit: int = MAX_BYTES) -> bytes:
-    """The file's content; :class:`FileRefused` (an OSError) for anything but a regular file of at most ``limit`` bytes."""
+def read_bytes(path: str | os.PathLike[str], limit: int = MAX_BYTES, stream: bool = False) -> bytes:
+    """The file's content; :class:`FileRefused` (an OSError) for anything but a regular file of at most ``limit``
+    bytes (with ``stream``, a pipe or socket too: a topology given on standard input, as a server's deploy reads it)."""
     files = _given.get()
     if files is not None:
         if os.fspath(path) not in files:
@@ -53,7 +54,9 @@ def read_bytes(path: str | os.PathLike[str], limit: int = MAX_BYTES) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     try:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        if stream and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            os.set_blocking(fd, True)
+        elif not stat.S_ISREG(mode):
             raise FileRefused(errno.EINVAL, f"not a regular file (a {_what(mode)})")
         chunks, size = [], 0
         while chunk := os.read(fd, min(1 << 20, limit + 1 - size)):

@@ -60,7 +60,7 @@ def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = (), overr
         loaded.notices[:0] = notes
         return loaded
     path = FsPath(path)
-    text = read_source(path)
+    text = read_source(path, stream=True)  # the topology may come on standard input (-t /dev/stdin)
     if clab.template_line(text) is None:
         return load_text(text, str(path), overrides=overrides)
     found = [FsPath(f) for f in vars_files] or sorted(
