@@ -58,18 +58,22 @@ class Watched:
         self.seen: queue.Queue[tuple[str, bool]] = queue.Queue()
 
         def run() -> None:
-            while True:
-                stream = watch.Watch().stream(
-                    api.list_namespaced_custom_object,
-                    "nestlab.dev",
-                    "v1alpha1",
-                    "default",
-                    "nestlabs",
-                    field_selector=f"metadata.name={name}",
-                    timeout_seconds=300,
-                )
-                for event in stream:
-                    self.seen.put(((event["object"].get("status") or {}).get("phase", ""), event["type"] == "DELETED"))
+            while True:  # a watch the API server ends (or refuses to resume) is opened again, listing afresh
+                try:
+                    stream = watch.Watch().stream(
+                        api.list_namespaced_custom_object,
+                        "nestlab.dev",
+                        "v1alpha1",
+                        "default",
+                        "nestlabs",
+                        field_selector=f"metadata.name={name}",
+                        timeout_seconds=300,
+                    )
+                    for event in stream:
+                        phase = (event["object"].get("status") or {}).get("phase", "")
+                        self.seen.put((phase, event["type"] == "DELETED"))
+                except Exception:  # noqa: BLE001 - e.g. 504 "too large resource version": the cache lags, list again
+                    time.sleep(0.2)
 
         threading.Thread(target=run, daemon=True).start()
         time.sleep(1)  # the watch open
