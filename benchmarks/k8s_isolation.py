@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What lab pods without privilege cost (docs/security-pods.md): on one 2-node cluster built from source, in one
+"""What lab pods without privilege cost (docs/security.md): on one 2-node cluster built from source, in one
 run, alternating, the same labs deployed in the default pods (hostUsers: false) and with --privileged:
 
 * time to Ready of a 100-node lab (10 switches in a chain), `nestlab k8s deploy` timed from the shell: it returns

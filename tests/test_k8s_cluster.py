@@ -186,7 +186,9 @@ def test_the_example_across_three_nodes_pings_shapes_is_seen_survives_a_deleted_
     assert gone.returncode == 0, gone.stderr
     assert "removed from pods k8s-demo-node1, k8s-demo-node2, k8s-demo-node3" in gone.stderr, gone.stderr
     assert not os.path.exists(names.lab_dir(lab))
-    assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", f"nestlab.dev/lab={lab}", "-o", "name").stdout.strip()
+    assert not _kubectl(
+        kube, "get", "pods,configmaps,secrets,services", "-l", f"nestlab.dev/lab={lab}", "-o", "name"
+    ).stdout.strip()
 
 
 def test_render_writes_exactly_what_deploy_creates(kube, tmp_path):
@@ -199,7 +201,7 @@ def test_render_writes_exactly_what_deploy_creates(kube, tmp_path):
             kind, name = want["kind"].lower(), want["metadata"]["name"]
             have = json.loads(_kubectl(kube, "get", kind, name, "-o", "json", check=True).stdout)
             assert have["metadata"]["labels"] == want["metadata"]["labels"]
-            if kind == "configmap":
+            if kind == "secret":
                 assert have["data"] == want["data"]
             if kind == "pod":
                 assert have["spec"]["containers"][0]["command"] == want["spec"]["containers"][0]["command"]

@@ -1,4 +1,4 @@
-"""Lab pods without privilege (docs/security-pods.md), on a 2-node cluster built from source (make test-k8s).
+"""Lab pods without privilege (docs/security.md), on a 2-node cluster built from source (make test-k8s).
 
 An attacker in a lab node (whoever writes the lab's exec:, cmd: or a node's shell) tries what a privileged pod
 allows: write /proc/sysrq-trigger, a kernel setting of the node, mount the node's disk, load a module, see the

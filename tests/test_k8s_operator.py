@@ -21,7 +21,7 @@ import yaml
 from conftest import NESTLAB, ROOT, run_cli
 
 from nestlab import names
-from nestlab.model.openapi import topology_spec
+from nestlab.sites.k8s.operator.resource import resource_spec
 from nestlab.testbeds import cluster
 
 pytestmark = pytest.mark.k8s
@@ -60,7 +60,7 @@ def _operator(kc: str, log):
 @pytest.fixture
 def installed(kube, tmp_path):
     """The CRD and RBAC (no in-cluster operator), the operator's log; at the end no NestLab, nothing installed."""
-    done = run_cli("k8s", "operator", "install", "--kubeconfig", kube, "--no-deployment")
+    done = run_cli("k8s", "operator", "install", "--kubeconfig", kube, "--no-deployment", "--allow", "default")
     assert done.returncode == 0, done.stderr
     log = tmp_path / "operator.log"
     try:
@@ -100,14 +100,14 @@ def _pods(kc: str, lab: str, namespace: str = "default") -> dict[str, str]:
 
 
 def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_deleted_then_uninstall_leaves_nothing(kube):
-    done = run_cli("k8s", "operator", "install", "--kubeconfig", kube)
+    done = run_cli("k8s", "operator", "install", "--kubeconfig", kube, "--allow", "default")
     try:
         assert done.returncode == 0, done.stderr
         crd = json.loads(_kubectl(kube, "get", "crd", "nestlabs.nestlab.dev", "-o", "json", check=True).stdout)
         conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
         assert conditions.get("Established") == "True" and conditions.get("NonStructuralSchema") is None, crd["status"]
         served = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        assert served["properties"]["topology"] == topology_spec()["properties"]["topology"]
+        assert served["properties"]["topology"] == resource_spec()["properties"]["topology"]
         role = json.loads(_kubectl(kube, "get", "clusterrole", "nestlab-operator", "-o", "json", check=True).stdout)
         assert not any("*" in r["verbs"] or "*" in r["resources"] for r in role["rules"]), role["rules"]
         explain = lambda: _kubectl(kube, "explain", "nestlab.spec.topology.links.params.rate").stdout  # noqa: E731
@@ -161,7 +161,9 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
 
         deleted = _kubectl(kube, "delete", "nestlab", "nl-demo", "--timeout=120s")
         assert deleted.returncode == 0, deleted.stderr
-        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
+        assert not _kubectl(
+            kube, "get", "pods,configmaps,secrets,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name"
+        ).stdout.strip()
     finally:
         _kubectl(kube, "delete", "nestlabs", "--all", "-A", "--timeout=120s")
         gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
@@ -169,6 +171,8 @@ def test_installed_in_the_cluster_a_nestlab_is_made_ready_changed_in_place_and_d
     assert "CustomResourceDefinition/nestlabs.nestlab.dev" in gone.stderr
     for kind, name in (("crd", "nestlabs.nestlab.dev"), ("namespace", "nestlab-system"), ("clusterrole", "nestlab-operator")):
         assert _kubectl(kube, "get", kind, name).returncode != 0, f"{kind} {name} outlived uninstall"
+    for kind in ("role", "rolebinding"):
+        assert _kubectl(kube, "get", kind, "nestlab-operator").returncode != 0, f"{kind} of allow outlived uninstall"
 
 
 def _from_a_workstation(kc: str) -> None:
@@ -244,6 +248,8 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
                 lambda: _kubectl(kube, "get", "-n", "nl-other", "serviceaccount", "default").returncode == 0,
                 60,
             )
+            allowed = run_cli("k8s", "operator", "allow", "nl-other", "--kubeconfig", kube)
+            assert allowed.returncode == 0, allowed.stderr
             assert _kubectl(kube, "apply", "-n", "nl-other", "-f", str(EXAMPLE)).returncode == 0
             _until("Ready in nl-other", lambda: _status(kube, "nl-demo", "nl-other").get("phase") == "Ready", 120)
             assert _pods(kube, "nl-demo", "nl-other").keys() == _pods(kube, "nl-demo").keys()
@@ -259,7 +265,182 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
     assert _pods(kube, "nl-demo")
     with open(installed, "a") as log, _operator(kube, log):
         _until("gone", lambda: _get(kube, "nl-demo") is None, 120)
-        assert not _kubectl(kube, "get", "pods,configmaps,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name").stdout.strip()
+        assert not _kubectl(
+            kube, "get", "pods,configmaps,secrets,services", "-l", "nestlab.dev/lab=nl-demo", "-o", "name"
+        ).stdout.strip()
+
+
+OPERATOR = "system:serviceaccount:nestlab-system:nestlab-operator"
+TENANT = "system:serviceaccount:labs:tenant"  # may write NestLabs in namespace labs, and nothing else
+TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def _as(kc: str, who: str, *args: str, text: str | None = None) -> subprocess.CompletedProcess:
+    """kubectl as ``who`` (the admin impersonating it: RBAC judges ``who``)."""
+    return subprocess.run(
+        [f"{cluster.BIN}/kubectl", "--kubeconfig", kc, "--as", who, *args],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _hostile(name: str, **changes) -> str:
+    """The example as ``name``, with ``changes`` (node or link -> keys) made: a NestLab of a hostile author."""
+    lab = yaml.safe_load(EXAMPLE.read_text())
+    lab["metadata"] |= {"name": name, "namespace": "labs"}
+    body = lab["spec"]["topology"]
+    for where, keys in changes.items():
+        target = body if where == "topology" else body["links"][1] if where == "link" else body["nodes"][where]
+        target.update(keys)
+    return yaml.safe_dump(lab)
+
+
+def _restarts(kc: str) -> int:
+    pods = json.loads(_kubectl(kc, "get", "pods", "-n", "nestlab-system", "-o", "json", check=True).stdout)["items"]
+    return sum(c["restartCount"] for p in pods for c in p["status"].get("containerStatuses") or [])
+
+
+def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_and_its_good_lab_runs(kube):
+    """The operator in the cluster, namespace labs allowed; an author who may write NestLabs there alone tries every
+    file key on the operator's token, a /dev/zero trace, a spec of megabytes; an administrator's lab in a namespace
+    nobody allowed; then everything the author (and anyone) can read is searched for the operator's token."""
+    for namespace in ("labs", "nobody"):
+        _kubectl(kube, "create", "namespace", namespace, check=True)
+    try:
+        for namespace in ("labs", "nobody"):  # a pod needs its namespace's default account
+            _until(
+                f"{namespace}'s account", lambda n=namespace: _kubectl(kube, "get", "-n", n, "sa", "default").returncode == 0, 60
+            )
+        done = run_cli("k8s", "operator", "install", "--kubeconfig", kube, "--allow", "labs")
+        assert done.returncode == 0, done.stderr
+        assert "root on the cluster node a lab pod runs on" in done.stderr, "allow says what an author can then reach"
+        _kubectl(kube, "create", "serviceaccount", "tenant", "-n", "labs", check=True)
+        verbs = "--verb=get,list,watch,create,update,patch,delete"
+        _kubectl(kube, "create", "role", "author", "-n", "labs", verbs, "--resource=nestlabs.nestlab.dev", check=True)
+        _kubectl(
+            kube, "create", "rolebinding", "author", "-n", "labs", "--role=author", "--serviceaccount=labs:tenant", check=True
+        )
+        running = lambda: "Running" in _kubectl(kube, "get", "pods", "-n", "nestlab-system", "-o", "json").stdout  # noqa: E731
+        _until("the operator running", running, 120)
+        token = _kubectl(kube, "exec", "-n", "nestlab-system", "deploy/nestlab-operator", "--", "cat", TOKEN, check=True).stdout
+        assert len(token) > 100
+
+        files = {
+            "r1": {"kind": "frr", "startup-config": TOKEN},
+            "h1": {"binds": [f"{TOKEN}:/token"]},
+            "h2": {"env-files": [TOKEN]},
+            "link": {"params": {"trace": TOKEN}},
+            "topology": {"defaults": {"credentials": {"identity-file": TOKEN}}},
+        }
+        for name, text in (
+            ("nl-files", _hostile("nl-files", **files)),
+            ("nl-zero", _hostile("nl-zero", link={"params": {"trace": "/dev/zero"}})),
+            (
+                "nl-inline-zero",
+                _hostile(
+                    "nl-inline-zero",
+                    link={"params": {"trace": {"valueFrom": {"secretKeyRef": {"name": "missing", "key": "lte.trace"}}}}},
+                ),
+            ),
+            ("nl-big", _hostile("nl-big", h1={"exec": ["true " + "x" * 1000] * 900})),  # ~0.9 MB: the API takes it
+        ):
+            applied = _as(kube, TENANT, "create", "-f", "-", text=text)  # create: apply's annotation holds 256 KiB
+            assert applied.returncode == 0, (name, applied.stderr)
+        huge = _as(kube, TENANT, "create", "-f", "-", text=_hostile("nl-huge", h1={"exec": ["x" * 1000] * 4000}))
+        assert huge.returncode != 0, "4 MB: the API server refuses it before the operator sees it"
+        assert _as(kube, TENANT, "apply", "-f", str(EXAMPLE), "-n", "labs").returncode == 0  # the author's good lab
+        _kubectl(kube, "apply", "-n", "nobody", "-f", str(EXAMPLE), check=True)  # an administrator's, where nobody allowed
+
+        failed = lambda name: (s := _status(kube, name, "labs")).get("phase") == "Failed" and s["conditions"][0]  # noqa: E731
+        refused = _until("nl-files Failed", lambda: failed("nl-files"), 60)
+        assert refused["reason"] == "InvalidSpec", refused
+        for field in (
+            "spec.topology.nodes.r1.startup-config",
+            "spec.topology.nodes.h1.binds[0]",
+            "spec.topology.nodes.h2.env-files[0]",
+            "spec.topology.links[1].params.trace",
+            "spec.topology.defaults.credentials.identity-file",
+        ):
+            assert f"{field}: " in refused["message"], (field, refused["message"])
+        assert (
+            "spec.topology.links[1].params.trace: '/dev/zero' would be a path"
+            in _until("nl-zero Failed", lambda: failed("nl-zero"), 60)["message"]
+        )
+        assert (
+            "no Secret missing in namespace labs"
+            in _until("nl-inline-zero Failed", lambda: failed("nl-inline-zero"), 60)["message"]
+        )
+        assert "over the 512 KiB a NestLab may hold" in _until("nl-big Failed", lambda: failed("nl-big"), 60)["message"]
+        nobody = _until("NotAllowed", lambda: (s := _status(kube, "nl-demo", "nobody")).get("phase") == "Failed" and s, 60)
+        assert nobody["conditions"][0]["reason"] == "NotAllowed" and "nestlab k8s operator allow nobody" in nobody["message"], (
+            nobody
+        )
+        ready = _until(
+            "the author's lab Ready", lambda: _status(kube, "nl-demo", "labs").get("phase") == "Ready", 240, lambda: _logs(kube)
+        )
+        assert ready
+        ping = _kubectl(
+            kube,
+            "exec",
+            "-n",
+            "labs",
+            "nl-demo-node1",
+            "--",
+            "nestlab",
+            "exec",
+            "--lab",
+            "nl-demo",
+            "h1",
+            "--",
+            "ping",
+            "-c2",
+            "-W2",
+            "10.0.5.2",
+        )
+        assert ping.returncode == 0 and " 0% packet loss" in ping.stdout, ping.stdout + ping.stderr  # node1 to node2
+        mounted = _kubectl(kube, "exec", "-n", "labs", "nl-demo-node1", "--", "stat", "-Lc", "%a %U", "/etc/nestlab/node1.yml")
+        assert mounted.stdout.split() == ["400", "root"], mounted.stdout + mounted.stderr
+        assert not json.loads(_kubectl(kube, "get", "pods", "-n", "nobody", "-o", "json", check=True).stdout)["items"]
+        assert _restarts(kube) == 0, _logs(kube)
+
+        for namespace, verb in (
+            ("kube-system", "create pods"),
+            ("kube-system", "create pods/exec"),
+            ("nobody", "create pods"),
+            ("nobody", "create pods/exec"),
+            ("kube-system", "get secrets"),
+            ("kube-system", "patch configmaps"),
+            ("default", "list secrets"),
+        ):
+            can = _kubectl(kube, "auth", "can-i", *verb.split(), "-n", namespace, "--as", OPERATOR)
+            assert can.stdout.strip() == "no", (namespace, verb, can.stdout)
+        assert _kubectl(kube, "auth", "can-i", "create", "pods", "-n", "labs", "--as", OPERATOR).stdout.strip() == "yes"
+
+        seen = _as(kube, TENANT, "get", "nestlabs", "-n", "labs", "-o", "json")
+        assert seen.returncode == 0 and token not in seen.stdout
+        for kind in ("configmaps", "secrets", "events", "pods"):
+            assert _as(kube, TENANT, "get", kind, "-n", "labs").returncode != 0, f"the author reads no {kind}"
+        for namespace in ("labs", "nobody"):  # and nobody else finds it either, in anything of a lab
+            everything = _kubectl(
+                kube, "get", "nestlabs,configmaps,secrets,events", "-n", namespace, "-o", "json", check=True
+            ).stdout
+            assert token not in everything and token[:40] not in everything, namespace
+        log = _kubectl(kube, "logs", "-n", "nestlab-system", "deployment/nestlab-operator").stdout
+        assert token[:40] not in log and "CANARY" not in log
+
+        allowed = run_cli("k8s", "operator", "allow", "nobody", "--kubeconfig", kube)  # now it is made
+        assert allowed.returncode == 0 and "root on the cluster node" in allowed.stderr, allowed.stderr
+        _until("Ready once allowed", lambda: _status(kube, "nl-demo", "nobody").get("phase") == "Ready", 240, lambda: _logs(kube))
+        assert _restarts(kube) == 0, _logs(kube)
+    finally:
+        for namespace in ("labs", "nobody"):
+            _kubectl(kube, "delete", "nestlabs", "--all", "-n", namespace, "--timeout=180s")
+        gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
+        for namespace in ("labs", "nobody"):
+            _kubectl(kube, "delete", "namespace", namespace, "--timeout=120s")
+    assert gone.returncode == 0, gone.stderr
 
 
 def test_z_a_lost_cluster_node_degrades_the_lab_its_other_pod_stays_and_delete_still_removes_everything(kube, installed):

@@ -3,15 +3,19 @@ lab its file would be, and a bad one names its field; the operator's work queue 
 
 from __future__ import annotations
 
+import base64
+import sys
 import threading
+import time
 
 import pytest
 import yaml
 from conftest import ROOT
 
-from nestlab.model.openapi import topology_spec
+from nestlab.model.openapi import ANY, topology_spec
+from nestlab.sites.k8s.operator.inputs import FILE_KEYS
 from nestlab.sites.k8s.operator.queue import WorkQueue
-from nestlab.sites.k8s.operator.resource import InvalidSpec, blueprint, crd
+from nestlab.sites.k8s.operator.resource import InvalidSpec, blueprint, crd, resource_spec
 
 EXAMPLE = ROOT / "examples" / "nestlab-resource.yaml"
 
@@ -41,7 +45,11 @@ def test_the_crd_schema_is_structural_and_the_models():
     }
     assert link["params"]["properties"]["burst"]["x-kubernetes-int-or-string"]
     assert spec["properties"]["mgmt"]["properties"]["ipv4-subnet"]["type"] == "string"  # the file's spelling
-    assert spec == {**topology_spec(), "description": spec["description"]}
+    assert spec == {**resource_spec(), "description": spec["description"]}
+    node = spec["properties"]["topology"]["properties"]["nodes"]["additionalProperties"]["properties"]
+    assert node["startup-config"]["x-kubernetes-preserve-unknown-fields"] and node["binds"]["items"] == ANY, "text or valueFrom"
+    plain = topology_spec()["properties"]["topology"]["properties"]["nodes"]["additionalProperties"]["properties"]
+    assert {k: v for k, v in node.items() if k not in FILE_KEYS} == {k: v for k, v in plain.items() if k not in FILE_KEYS}
 
 
 def test_a_resource_is_its_file_indented_and_a_bad_one_names_the_field():
@@ -54,7 +62,9 @@ def test_a_resource_is_its_file_indented_and_a_bad_one_names_the_field():
         blueprint(resource)
     del resource["spec"]["topology"]["links"][1]["params"]
     resource["spec"]["topology"]["nodes"]["h2"]["binds"] = ["/var/run/secrets:/s"]  # refused before the model looks for it
-    with pytest.raises(InvalidSpec, match=r"^spec\.topology\.nodes\.h2\.binds: a resource binds no file"):
+    with pytest.raises(
+        InvalidSpec, match=r"^spec\.topology\.nodes\.h2\.binds\[0\]: '/var/run/secrets:/s': a resource binds no file"
+    ):
         blueprint(resource)
     del resource["spec"]["topology"]["nodes"]["h2"]["binds"]
     resource["metadata"]["name"] = "nl.demo"
@@ -77,5 +87,244 @@ def test_the_work_queue_gives_a_key_to_one_worker_and_again_if_it_changed_meanwh
     queue.done("a/x")
     waiter.join(2)
     assert got == ["a/x"]
+    for seconds in (0.3, 0.2, 5):  # one wait per key, the soonest: looks never multiply
+        queue.add_after("a/z", seconds)
+    assert queue._due == {"a/z": pytest.approx(time.monotonic() + 0.2, abs=0.05)}
+    time.sleep(0.4)
+    assert queue.get() == "a/z" and not queue._due
+    queue.done("a/z")
     queue.close()
     assert queue.get() is None
+
+
+# -- a resource names no file of the operator's ---------------------------------------------------------------
+_NAMES = {"nodes": "h1", "kinds": "linux", "groups": "g1", "components": "c1"}  # a name where the schema takes any
+
+
+def _positions(schema, path=()):
+    """Each field of ``schema`` (a topology's, structural) that takes a string, as a path through it: a property's
+    name, "*" for a name of the author's, [] for a list's item."""
+    if schema.get("type") == "string" or schema.get("x-kubernetes-preserve-unknown-fields") and "properties" not in schema:
+        yield path
+    for name, child in (schema.get("properties") or {}).items():
+        yield from _positions(child, (*path, name))
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _positions(schema["additionalProperties"], (*path, "*"))
+    if isinstance(schema.get("items"), dict):
+        yield from _positions(schema["items"], (*path, "[]"))
+
+
+def _resource_with(path, value):
+    """The example resource with ``value`` at ``path`` (a _positions path), and that field's path."""
+    resource = yaml.safe_load(EXAMPLE.read_text())
+    resource["metadata"]["namespace"] = "labs"
+    parent, where = resource["spec"], []
+    for i, step in enumerate(path):
+        if step == "[]":
+            parent.extend([None] * (not parent))
+            key = 0
+        else:
+            key = _NAMES.get(str(where[-1]) if where else "", "x") if step == "*" else step
+        where.append(key)
+        if i == len(path) - 1:
+            parent[key] = value
+            break
+        fresh = [] if path[i + 1] == "[]" else {}
+        if not isinstance(parent[key] if isinstance(parent, list) else parent.get(key), type(fresh)):
+            parent[key] = fresh
+        parent = parent[key]
+    return resource, "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in where).lstrip(".")
+
+
+@pytest.fixture
+def canary(tmp_path):
+    """A file standing for the operator's token, and every open of it (Python's audit events) while the test runs."""
+    secret = tmp_path / "serviceaccount" / "token"
+    secret.parent.mkdir()
+    secret.write_text("CANARY-TOKEN-7f3a\n")
+    opened: list[str] = []
+    watching = [True]
+
+    def hook(event, args):
+        if watching[0] and event in ("open", "os.listdir", "os.scandir") and args and str(args[0]).startswith(str(secret.parent)):
+            opened.append(f"{event} {args[0]}")
+
+    sys.addaudithook(hook)  # for the process: it stops looking when the test ends
+    try:
+        yield secret, opened
+    finally:
+        watching[0] = False
+
+
+def test_every_file_key_is_refused_as_a_path_in_a_resource_naming_its_field(canary):
+    secret, opened = canary
+    keys = sorted(
+        {
+            p[: max(i for i, s in enumerate(p) if s in FILE_KEYS) + 1]
+            for p in _positions(topology_spec())
+            if set(p) & set(FILE_KEYS)
+        }
+    )
+    assert {p[-1] for p in keys} == {"startup-config", "binds", "trace", "graph", "identity-file"}, keys
+    keys += [("topology", "nodes", "*", "env-files", "[]"), ("topology", "nodes", "*", "license")]  # containerlab's, read too
+    for path in keys:
+        resource, field = _resource_with(path, str(secret))
+        if path[-1] == "binds":
+            resource, field = _resource_with(path, [f"{secret}:/token"])
+            field += "[0]"
+        with pytest.raises(InvalidSpec) as refused:
+            blueprint(resource)
+        assert f"spec.{field}: " in str(refused.value), (path, str(refused.value))
+    assert not opened, opened
+
+
+def test_no_field_of_a_resource_makes_the_operator_open_a_file(canary):
+    """Every field the schema has, set to the path of the operator's token in turn: the model never opens it, and
+    neither the lab nor a refusal holds its content.  A key added later that reads a file fails this."""
+    secret, opened = canary
+    tried = 0
+    for path in _positions(resource_spec()):
+        for value in (str(secret), f"{secret}:/etc/token"):
+            resource, field = _resource_with(path, value)
+            tried += 1
+            try:
+                said = repr(blueprint(resource).document)
+            except InvalidSpec as exc:
+                said = str(exc)
+            assert not opened, f"spec.{field}: {opened}"
+            assert "CANARY-TOKEN" not in said, field
+    assert tried > 300, tried
+
+
+def test_a_resource_gives_files_as_text_or_a_reference_of_its_namespace_and_they_go_in_its_secret():
+    from nestlab.sites.k8s.manifests import render
+    from nestlab.sites.k8s.operator.resource import read
+
+    resource = yaml.safe_load(EXAMPLE.read_text())
+    resource["metadata"]["namespace"] = "labs"
+    nodes = resource["spec"]["topology"]["nodes"]
+    nodes["r1"] |= {"kind": "frr", "startup-config": {"valueFrom": {"secretKeyRef": {"name": "r1", "key": "frr.conf"}}}}
+    nodes["h1"]["binds"] = [{"path": "/etc/motd", "content": "hello\n", "mode": "ro"}]
+    nodes["h2"]["env-files"] = ["GREETING=hi\n"]
+    resource["spec"]["topology"]["links"][1]["params"] = {
+        "trace": {"valueFrom": {"configMapKeyRef": {"name": "traces", "key": "flat"}}}
+    }
+    asked = []
+
+    def fetch(kind, name, key):
+        asked.append((kind, name, key))
+        return {"frr.conf": b"hostname r1-from-secret\n", "flat": b"0\n1\n2\n"}[key]
+
+    lab, given = read(resource, fetch)
+    assert asked == [("Secret", "r1", "frr.conf"), ("ConfigMap", "traces", "flat")]
+    body = lab.document["topology"]
+    assert body["nodes"]["r1"]["startup_config"] == "hostname r1-from-secret\n" and body["nodes"]["h2"]["env"] == {
+        "GREETING": "hi"
+    }
+    trace = body["links"][1]["params"]["trace"]
+    assert trace.startswith("/etc/nestlab/files/") and given[trace] == b"0\n1\n2\n"
+    from nestlab.model import files
+
+    with files.only(given):
+        manifests, _parts = render(lab, 2, "nestlab:test", "labs", {"node1", "node2"})
+    secret, pods = manifests[0], manifests[2:]
+    shipped = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert secret["kind"] == "Secret" and "hello\n" in shipped.values() and "0\n1\n2\n" in shipped.values()
+    assert any("hostname r1-from-secret" in text for text in shipped.values())
+    volume = pods[0]["spec"]["volumes"][0]["secret"]
+    assert (
+        volume["defaultMode"] == 0o400
+        and {"key": next(k for k, v in shipped.items() if v == "0\n1\n2\n"), "path": trace.removeprefix("/etc/nestlab/")}
+        in volume["items"]
+    )
+
+    def missing(kind, name, key):
+        raise LookupError(f"no {kind} {name} in namespace labs")
+
+    with pytest.raises(
+        InvalidSpec, match=r"spec\.topology\.nodes\.r1\.startup-config\.valueFrom\.secretKeyRef: no Secret r1 in namespace labs"
+    ):
+        read(resource, missing)
+    bad = lambda kind, name, key: b"7\nSECRET-LINE\n"  # noqa: E731 - a trace that is not one: its lines never echoed
+    resource["spec"]["topology"]["links"][1]["params"] = {"trace": {"valueFrom": {"secretKeyRef": {"name": "t", "key": "t"}}}}
+    del nodes["r1"]["startup-config"]
+    with pytest.raises(InvalidSpec, match=r"spec\.topology\.links\[1\]\.params\.trace: trace .* line 2 is not a time") as refused:
+        read(resource, bad)
+    assert "SECRET-LINE" not in str(refused.value)
+
+
+def test_a_spec_too_large_a_lab_too_many_nodes_and_a_value_too_large_are_refused():
+    from nestlab.sites.k8s.operator import resource as module
+
+    big = yaml.safe_load(EXAMPLE.read_text())
+    big["metadata"]["namespace"] = "labs"
+    big["spec"]["topology"]["nodes"] |= {f"n{i}": {"exec": ["x" * 1000]} for i in range(600)}
+    with pytest.raises(InvalidSpec, match=r"^spec: \d+ KiB, over the 512 KiB"):
+        blueprint(big)
+    many = yaml.safe_load(EXAMPLE.read_text())
+    many["metadata"]["namespace"] = "labs"
+    many["spec"]["topology"]["nodes"] |= {f"n{i}": {} for i in range(module.MAX_NODES)}
+    with pytest.raises(InvalidSpec, match=rf"^spec\.topology\.nodes: {module.MAX_NODES + 3} nodes, over the {module.MAX_NODES}"):
+        blueprint(many)
+    huge = yaml.safe_load(EXAMPLE.read_text())
+    huge["metadata"]["namespace"] = "labs"
+    huge["spec"]["topology"]["links"][1]["params"] = {"trace": {"valueFrom": {"configMapKeyRef": {"name": "t", "key": "t"}}}}
+    with pytest.raises(InvalidSpec, match=r"params\.trace: over 512 KiB a file"):
+        blueprint(huge, lambda kind, name, key: b"1\n" * 300_000)
+
+
+def test_the_model_reads_regular_files_alone_and_bounded(tmp_path):
+    import os
+    import time
+
+    from nestlab.model import files, trace
+
+    started = time.monotonic()
+    for path in ("/dev/zero", "/dev/urandom", str(tmp_path)):
+        with pytest.raises(OSError, match="not a regular file"):
+            files.read_bytes(path)
+        with pytest.raises(OSError):
+            trace.read(path)
+    os.mkfifo(tmp_path / "fifo")  # no writer: a plain open would wait for one
+    with pytest.raises(OSError, match="not a regular file \\(a FIFO\\)"):
+        files.read_bytes(tmp_path / "fifo")
+    reader, writer = os.pipe()  # a topology on standard input, as a server's deploy reads it: a pipe, with stream
+    os.write(writer, b"name: x\n")
+    os.close(writer)
+    assert files.read_bytes(f"/proc/self/fd/{reader}", stream=True) == b"name: x\n"
+    os.close(reader)
+    with pytest.raises(OSError, match="not a regular file"):
+        files.read_bytes("/dev/zero", stream=True)
+    (tmp_path / "big").write_bytes(b"1\n" * 1000)
+    with pytest.raises(OSError, match="larger than 100 bytes"):
+        files.read_bytes(tmp_path / "big", 100)
+    assert time.monotonic() - started < 2
+    with files.only({"/given/t": b"0\n5\n"}):
+        assert trace.read("/given/t") == [0, 5] and not files.exists(tmp_path / "big")
+        with pytest.raises(OSError, match="not a file of the resource"):
+            trace.read(str(tmp_path / "big"))
+
+
+def test_the_operator_may_make_pods_only_where_allowed_and_reads_no_secret_cluster_wide():
+    from nestlab.sites.k8s.operator.install import NAME, binding, objects, role
+
+    made = {o["kind"]: o for o in objects("nestlab-system", "img", node_selector=("nestlab.dev/labs=yes",))}
+    cluster_wide = made["ClusterRole"]["rules"]
+    reach = {(r, v) for rule in cluster_wide for r in rule["resources"] for v in rule["verbs"]}
+    assert not {r for r, _v in reach} & {"pods", "pods/exec", "configmaps", "secrets", "services", "serviceaccounts"}, reach
+    (bindings,) = [r for r in cluster_wide if r["resources"] == ["rolebindings"]]
+    assert bindings == {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["rolebindings"],
+        "verbs": ["get"],
+        "resourceNames": [NAME],
+    }
+    assert not any("*" in r["verbs"] or "*" in r["resources"] for r in cluster_wide)
+    command = made["Deployment"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-2:] == ["--node-selector", "nestlab.dev/labs=yes"]
+    here = role("labs")
+    assert here["kind"] == "Role" and here["metadata"]["namespace"] == "labs"
+    assert {r for rule in here["rules"] for r in rule["resources"]} == {"pods", "pods/exec", "configmaps", "secrets", "services"}
+    assert binding("labs", "nestlab-system")["subjects"] == [
+        {"kind": "ServiceAccount", "name": NAME, "namespace": "nestlab-system"}
+    ]

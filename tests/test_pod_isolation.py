@@ -66,5 +66,5 @@ def test_rendered_lab_pods_are_unprivileged_unless_asked(tmp_path):
 
 
 def test_the_docs_name_every_capability():
-    text = (ROOT / "docs" / "security-pods.md").read_text()
+    text = (ROOT / "docs" / "security.md").read_text()
     assert all(cap in text for cap in isolation.CAPABILITIES)

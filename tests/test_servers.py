@@ -3,6 +3,7 @@ emulated servers (namespaces with their own sshd) pinging, measuring and failing
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -143,10 +144,11 @@ def test_kubernetes_manifests_are_valid_and_split_like_the_ssh_path():
         obj = lightkube.from_dict(manifest)  # required fields and types, by the Kubernetes API models
         assert obj.to_dict() == manifest, f"{manifest['kind']} has keys the API does not know"
     kinds = [m["kind"] for m in manifests]
-    assert kinds == ["ConfigMap", "Service", "Pod", "Pod", "Pod"]
+    assert kinds == ["Secret", "Service", "Pod", "Pod", "Pod"]
     ssh = place_and_partition(lab, {s: ServerSpec(address=f"198.18.7.{i}") for i, s in enumerate(("s1", "s2", "s3"), 1)})
     assert ssh.placement.server_of == parts.placement.server_of and ssh.placement.cut == parts.placement.cut
-    shares = {k.removesuffix(".yml"): yaml.safe_load(v) for k, v in manifests[0]["data"].items()}
+    shares = {k.removesuffix(".yml"): yaml.safe_load(base64.b64decode(v)) for k, v in manifests[0]["data"].items()}
+    assert manifests[2]["spec"]["volumes"][0]["secret"]["defaultMode"] == 0o400  # the topology: root's alone
     for server, share in ssh.shares.items():
         assert set(shares[server]["topology"]["nodes"]) == set(share.topology["topology"]["nodes"])
         remotes = {ln.get("remote") for ln in shares[server]["topology"]["links"]} - {None}

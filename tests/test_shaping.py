@@ -288,7 +288,7 @@ def test_link_set_trace_replays_it_live_and_rate_ends_it(lab_from, lab_name, tmp
     assert shown["sends"]["a:eth1"] == {"rate": "50mbit"} and shown["kernel"]["a:eth1"]["rate_bps"] == 50_000_000, shown
     (tmp_path / "bad.trace").write_text("7\n2\n")
     refused = run_cli("link", "set", "--lab", lab_name, "a:eth1", "b:eth1", "--trace", str(tmp_path / "bad.trace"))
-    assert refused.returncode == 2 and "line 2: '2' is not a time in ms" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "line 2 is not a time in ms" in refused.stderr, refused.stderr
 
 
 def test_bad_trace_is_a_file_error(topo_file, tmp_path):
@@ -300,7 +300,7 @@ def test_bad_trace_is_a_file_error(topo_file, tmp_path):
     )
     refused = run_cli("deploy", "-t", str(path))
     assert refused.returncode == 2, refused.stderr
-    assert "lab.yml:5:" in refused.stderr and "line 2: '3' is not a time in ms" in refused.stderr, refused.stderr
+    assert "lab.yml:5:" in refused.stderr and "line 2 is not a time in ms" in refused.stderr, refused.stderr
     assert "lab.yml:6:" in refused.stderr and "No such file" in refused.stderr, refused.stderr
 
 

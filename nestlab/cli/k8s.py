@@ -70,7 +70,7 @@ def deploy(
         False,
         "--privileged",
         help="Privileged pods, root on their cluster nodes, for a cluster whose runtime has no user namespaces "
-        "(without it such a cluster is refused; docs/security-pods.md).",
+        "(without it such a cluster is refused; docs/security.md).",
     ),
 ):
     """Deploy a lab on a Kubernetes cluster: split as on SSH servers, one pod per share, VXLAN between the pods.
@@ -117,7 +117,7 @@ def render(
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the manifests here (default: standard output)."),
     privileged: bool = typer.Option(False, "--privileged", help="Privileged pods, as k8s deploy --privileged makes."),
 ):
-    """Write the manifests nestlab k8s deploy creates: a ConfigMap with the shares, a headless Service,
+    """Write the manifests nestlab k8s deploy creates: a Secret with the shares, a headless Service,
     and one pod per share running nestlab on it (each in a user namespace of its own, unless --privileged), VXLAN
     between the pods' addresses.  With
     kubectl apply -f FILE, the pods find each other through the cluster's DNS; kubectl delete -f FILE
@@ -130,7 +130,7 @@ def render(
         lab = Lab.from_file(topo)
         manifests, parts = make(lab, count, image or NESTLAB_REF, namespace, privileged=privileged)
         text = yaml.safe_dump_all(manifests, sort_keys=False)
-        if output:  # 0600: the ConfigMap holds the topology, passwords too
+        if output:  # 0600: the Secret holds the topology, passwords too
             with open(output, "w", opener=lambda path, flags: os.open(path, flags, 0o600)) as fh:
                 os.fchmod(fh.fileno(), 0o600)
                 fh.write(text)
@@ -197,7 +197,24 @@ def cluster_down(
         err.line(f"cluster {which}: {'removed' if removed else 'nothing to remove'}")
 
 
-OperatorNamespaceOpt = typer.Option("nestlab-system", "--namespace", "-n", help="The operator's own namespace (labs go in any).")
+NodeSelectorOpt = typer.Option(
+    [],
+    "--node-selector",
+    metavar="KEY=VALUE",
+    help="Labs' pods only on nodes with this label (repeatable); a server: naming another node, or a tainted one, is refused.",
+)
+
+
+def _selector(pairs: list[str]) -> dict[str, str]:
+    """KEY=VALUE pairs as a node selector; a pair without '=' is a usage error."""
+    if bad := [p for p in pairs if "=" not in p or not p.split("=", 1)[0]]:
+        raise typer.BadParameter(f"'{bad[0]}' is not KEY=VALUE (a node label)", param_hint="--node-selector")
+    return dict(p.split("=", 1) for p in pairs)
+
+
+OperatorNamespaceOpt = typer.Option(
+    "nestlab-system", "--namespace", "-n", help="The operator's own namespace (labs go in those allowed)."
+)
 
 
 @operator_app.command("install")
@@ -209,29 +226,99 @@ def operator_install(
         True, "--deployment/--no-deployment", help="--no-deployment: the CRD and RBAC only, for `operator run` from here."
     ),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait until the API serves NestLabs."),
+    allowing: list[str] = typer.Option(
+        [], "--allow", help="A namespace labs may run in (as `operator allow NS`); repeat it for more.", metavar="NS"
+    ),
+    node_selector: list[str] = NodeSelectorOpt,
 ):
     """Install the NestLab resource (CRD nestlabs.nestlab.dev, its schema the topology file's) and its operator: the
-    namespace, a ServiceAccount, a ClusterRole of exactly what the operator does and its binding, and a Deployment
-    of one operator pod; returns once the API serves NestLabs.  Installing again updates them (server-side apply).
+    namespace, a ServiceAccount, a ClusterRole of what the operator does cluster-wide (NestLabs, their events,
+    reading nodes) and its binding, and a Deployment of one operator pod; returns once the API serves NestLabs.
+    Labs run only in namespaces an administrator allows (--allow NS, or `operator allow NS` later): there alone
+    the operator may make pods.  Installing again updates them (server-side apply).
 
-    Example: nestlab k8s operator install --kubeconfig kc.yaml ; kubectl apply -f examples/nestlab-resource.yaml ;
-    kubectl get nestlabs
+    Example: nestlab k8s operator install --kubeconfig kc.yaml --allow labs ; kubectl apply -n labs -f
+    examples/nestlab-resource.yaml ; kubectl get nestlabs -n labs
     """
 
     from ..sites.k8s.operator.install import install
 
     with reported():
         kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
-        for made in install(kube, namespace, image, time.monotonic() + timeout, deployment):
+        _selector(node_selector)
+        for made in install(
+            kube, namespace, image, time.monotonic() + timeout, deployment, tuple(allowing), tuple(node_selector)
+        ):
             err.line(f"applied {made}")
-        out.line("next: kubectl apply -f LAB.yaml (kind: NestLab);  kubectl get nestlabs -A;  kubectl describe nestlab NAME")
+        if allowing:
+            err.line(AUTHOR_CAN)
+        out.line(
+            "next: nestlab k8s operator allow NS (labs run only in allowed namespaces);  kubectl apply -n NS -f LAB.yaml "
+            "(kind: NestLab);  kubectl get nestlabs -A;  kubectl describe nestlab NAME"
+        )
+
+
+AUTHOR_CAN = (
+    "note: whoever may write NestLabs in an allowed namespace runs lab pods there, each in a user namespace of its own "
+    "(docs/security.md): root in their lab nodes is an id that means nothing on the cluster node, its capabilities "
+    "act on the pod's own namespaces; they reach the cluster network as any pod, any ConfigMap or Secret of that "
+    "namespace in their labs, and the node's kernel through its system calls (keep it patched); allow only namespaces "
+    "whose authors you would give that, and keep labs off nodes that hold more (install --node-selector)"
+)
+
+
+@operator_app.command("allow")
+def operator_allow(
+    namespaces: list[str] = typer.Argument(..., help="The namespaces labs may run in.", metavar="NAMESPACE..."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str = OperatorNamespaceOpt,
+):
+    """Let NestLabs of NAMESPACE make labs: a Role of what the operator does there (pods, exec in them, the lab's
+    Secret and Service, reading the ConfigMaps and Secrets its NestLabs name) bound to the operator's account.
+    Elsewhere the operator may make nothing; a NestLab there is Failed (NotAllowed) naming this command.  Prints
+    what an author of NestLabs there can then reach (docs/security.md).
+
+    Example: nestlab k8s operator allow labs --kubeconfig kc.yaml
+    """
+
+    from ..sites.k8s.operator.install import allow
+
+    with reported():
+        kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
+        for allowed_ns in namespaces:
+            for made in allow(kube, allowed_ns, namespace):
+                err.line(f"applied {made}")
+        err.line(AUTHOR_CAN)
+        out.line(f"next: kubectl apply -n {namespaces[0]} -f LAB.yaml (kind: NestLab);  kubectl get nestlabs -n {namespaces[0]}")
+
+
+@operator_app.command("disallow")
+def operator_disallow(
+    namespaces: list[str] = typer.Argument(..., help="The namespaces labs may no longer run in.", metavar="NAMESPACE..."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str = OperatorNamespaceOpt,
+):
+    """Take back what `allow` gave: the operator's Role and RoleBinding in NAMESPACE.  Refused while a NestLab is
+    left there (delete them first: the operator removes their pods).
+
+    Example: nestlab k8s operator disallow labs --kubeconfig kc.yaml
+    """
+
+    from ..sites.k8s.operator.install import disallow
+
+    with reported():
+        kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
+        for allowed_ns in namespaces:
+            gone = disallow(kube, allowed_ns)
+            err.line(f"removed {', '.join(gone) or f'nothing (namespace {allowed_ns} was not allowed)'}")
 
 
 @operator_app.command("uninstall")
 def operator_uninstall(
     kubeconfig: Path | None = KubeconfigOpt, namespace: str = OperatorNamespaceOpt, timeout: float = TimeoutOpt
 ):
-    """Remove what install made (the Deployment, RBAC, the namespace, the CRD last).  Refused while a NestLab is
+    """Remove what install and allow made (the Deployment, RBAC in every allowed namespace, the operator's
+    namespace, the CRD last).  Refused while a NestLab is
     left: delete the labs first (kubectl delete nestlabs --all -A), which the operator removes with their pods."""
 
     from ..sites.k8s.operator.install import uninstall
@@ -248,6 +335,7 @@ def operator_run(
     image: str = typer.Option(NESTLAB_REF, "--image", help="The image of the labs' pods."),
     workers: int = typer.Option(4, "--workers", min=1, help="Labs reconciled at once."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds a lab may take to deploy before it is Failed."),
+    node_selector: list[str] = NodeSelectorOpt,
 ):
     """Run the operator here (in the cluster, the Deployment runs this): reconcile every NestLab until stopped.
     A new or changed lab is deployed as `k8s deploy` does (status Pending, Deploying, Ready or Failed with the
@@ -266,4 +354,4 @@ def operator_run(
     with reported():
         kube = Cluster(str(kubeconfig) if kubeconfig else None)
         _say(f"operator: watching NestLabs at {kube.server} ({workers} workers)")
-        run(kube, image, timeout, workers, _say)
+        run(kube, image, timeout, workers, _say, _selector(node_selector))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..names import HIDDEN
 from ..registry import KINDS
+from . import files
 from .bind import MODES, Bind
 from .errors import Problem
 from .modes import kind_defaults, node_kind
@@ -45,7 +46,7 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
                 continue
             src = (base / os.path.expanduser(bind.source)).resolve()
             dst = os.path.normpath(bind.target)
-            if not src.exists():
+            if not files.exists(src):
                 problems.append(located.problem(where, f"bind source '{bind.source}' does not exist (looked for {src})"))
             elif not os.path.isabs(bind.target) or dst in _NEVER or dst.startswith(tuple(h + "/" for h in HIDDEN)):
                 problems.append(
@@ -71,7 +72,7 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
                 spec.startup_config = None
             elif "\n" not in spec.startup_config:
                 file = (base / os.path.expanduser(spec.startup_config)).resolve()
-                if file.is_file():
+                if files.is_file(file):
                     spec.startup_config = read_source(file, "the startup-config")
                 elif "/" in spec.startup_config or spec.startup_config.endswith((".conf", ".cfg", ".txt")):
                     problems.append(

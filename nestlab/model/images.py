@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..names import IMAGE_ROOT, built, looks_like_path
 from ..registry import KINDS, RUNTIMES
+from . import files
 from .errors import Path as KeyPath
 from .errors import Problem
 from .modes import kind_defaults
@@ -140,7 +141,7 @@ def _image_file(spec: NodeSpec, path: KeyPath, base: Path, located: Located) -> 
     given = spec.image
     full = (base / os.path.expanduser(given)).resolve()
     spec.image = str(full)
-    if full.exists():
+    if files.exists(full):
         return None
     return located.problem(
         path,

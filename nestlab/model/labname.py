@@ -16,7 +16,7 @@ def name_of(path: str | os.PathLike) -> str:
     if kathara.is_lab(path):
         located, source, _notes = kathara.load(path)
         return str(located.data["name"])
-    text = read_source(FsPath(path))
+    text = read_source(FsPath(path), stream=True)
     if clab.template_line(text) is not None:
         from .load import load_file  # the template needs its variables: the whole file, checked
 

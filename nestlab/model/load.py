@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS
-from . import images, ipv6, mgmt, shape_keys
+from . import files, images, ipv6, mgmt, shape_keys
 from .binds import resolve_binds
 from .endpoint import Endpoint
 from .errors import Path, Problem, TopologyError
@@ -60,7 +60,7 @@ def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = (), overr
         loaded.notices[:0] = notes
         return loaded
     path = FsPath(path)
-    text = read_source(path)
+    text = read_source(path, stream=True)  # the topology may come on standard input (-t /dev/stdin)
     if clab.template_line(text) is None:
         return load_text(text, str(path), overrides=overrides)
     found = [FsPath(f) for f in vars_files] or sorted(
@@ -191,7 +191,7 @@ def _graph_exists(topology: Topology, source: str, located: Located) -> list[Pro
     full = FsPath(graph) if FsPath(graph).is_absolute() else FsPath(source).parent / graph
     return (
         []
-        if full.is_file()
+        if files.is_file(full)
         else [located.problem(("dynamics", "graph"), f"the visibility graph '{graph}' does not exist (looked for {full})")]
     )
 

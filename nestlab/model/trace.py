@@ -3,22 +3,28 @@ packet, its time in ms from the start; the trace repeats with the period of its 
 
 from __future__ import annotations
 
+from . import files
+
 PACKET_BYTES = 1500
 BIN_MS = 100  # the slice :func:`bins` counts by
+MAX_BYTES = 32 * 1024 * 1024  # a trace's file: about 4 million delivery times
 MAX_BPS = 500_000_000  # the most a trace may deliver over any BIN_MS: one player (Python, one core) follows it
 
 
 def read(path: str) -> list[int]:
     """The trace's delivery times (ms); ValueError naming the line that is not one."""
     times: list[int] = []
-    with open(path) as fh:
-        for number, line in enumerate(fh, 1):
-            text = line.strip()
-            if not text:
-                continue
-            if not text.isdigit() or (times and int(text) < times[-1]):
-                raise ValueError(f"line {number}: '{text[:20]}' is not a time in ms at or after the line before")
-            times.append(int(text))
+    try:
+        text = files.read_text(path, MAX_BYTES)
+    except UnicodeDecodeError:
+        raise ValueError("it is not UTF-8 text") from None
+    for number, line in enumerate(text.splitlines(), 1):  # its lines never echoed: the file may be a secret's
+        line = line.strip()
+        if not line:
+            continue
+        if not line.isdigit() or (times and int(line) < times[-1]):
+            raise ValueError(f"line {number} is not a time in ms at or after the line before")
+        times.append(int(line))
     if not times or times[-1] == 0:
         raise ValueError("it has no delivery time after 0 ms (a trace lasts until its last line)")
     return times

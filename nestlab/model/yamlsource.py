@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from . import files
 from .errors import Path, Problem, TopologyError
 
 
@@ -54,12 +55,11 @@ def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, p
     return loader.construct_object(node, deep=True)
 
 
-def read_source(path, what: str = "the topology file") -> str:
+def read_source(path, what: str = "the topology file", stream: bool = False) -> str:
     """A file's text; unreadable or not UTF-8 is a :class:`TopologyError` (the latter with the bad byte's line and column)."""
     source = str(path)
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = files.read_bytes(path, stream=stream)
     except OSError as exc:
         raise TopologyError(source, [Problem((), f"cannot read {what}: {exc.strerror}")]) from None
     try:

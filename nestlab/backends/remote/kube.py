@@ -91,7 +91,8 @@ class Cluster:
     # -- nodes ---------------------------------------------------------------------------------
     def nodes(self) -> dict[str, dict]:
         """Each node: whether it is Ready and schedulable, its InternalIP, why it is not ready, its container runtime
-        (name://version) and whether its runtime runs pods in user namespaces (as its kubelet reports)."""
+        (name://version), whether its runtime runs pods in user namespaces (as its kubelet reports), its labels and
+        the effects of its taints (NoSchedule, NoExecute, ...)."""
         found = {}
         for node in self.call("list nodes", self.core.list_node).items:
             ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
@@ -105,6 +106,8 @@ class Cluster:
                 "userns": any(
                     h.features and h.features.user_namespaces for h in node.status.runtime_handlers or [] if not h.name
                 ),
+                "labels": dict(node.metadata.labels or {}),
+                "taints": sorted({f"{t.key}:{t.effect}" for t in node.spec.taints or []}),
             }
         return found
 
@@ -148,6 +151,7 @@ class Cluster:
         kind, name = obj["kind"], obj["metadata"]["name"]
         create = {
             "ConfigMap": self.core.create_namespaced_config_map,
+            "Secret": self.core.create_namespaced_secret,
             "Service": self.core.create_namespaced_service,
             "Pod": self.core.create_namespaced_pod,
         }[kind]
@@ -198,7 +202,7 @@ class Cluster:
         return self.call("list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector).items
 
     def delete_all(self, selector: str, deadline: float, grace: int = 30) -> None:
-        """Delete the pods, services and config maps carrying ``selector`` and wait until no pod is left; a pod
+        """Delete the pods, services, config maps and secrets carrying ``selector`` and wait until no pod is left; a pod
         whose node is not Ready (no kubelet left to stop it) is removed from the API at once."""
         from kubernetes.client.exceptions import ApiException
 
@@ -215,6 +219,7 @@ class Cluster:
         for listing, delete, kind in (
             (self.core.list_namespaced_service, self.core.delete_namespaced_service, "service"),
             (self.core.list_namespaced_config_map, self.core.delete_namespaced_config_map, "config map"),
+            (self.core.list_namespaced_secret, self.core.delete_namespaced_secret, "secret"),
         ):
             for item in self.call(f"list {kind}s", listing, self.namespace, label_selector=selector).items:
                 self.call(f"delete {kind} {item.metadata.name}", delete, item.metadata.name, self.namespace)
@@ -286,6 +291,9 @@ class Cluster:
 
 PLURALS = {
     "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
     "Namespace": "namespaces",
     "ServiceAccount": "serviceaccounts",
     "ClusterRole": "clusterroles",

@@ -25,6 +25,7 @@ import os
 import re
 
 from ...names import IFNAMSIZ, is_ifname
+from .. import files
 from ..errors import Problem
 from ..yamlsource import Located
 
@@ -218,20 +219,22 @@ def _node(spec, path, folder: str, located: Located, notices: list[Problem], pro
         )
     if "env-files" in spec:
         spec = dict(spec)
-        files = spec.pop("env-files")
-        env = _env_files(files if isinstance(files, list) else [files], path + ("env-files",), folder, located, problems)
+        named = spec.pop("env-files")
+        env = _env_files(named if isinstance(named, list) else [named], path + ("env-files",), folder, located, problems)
         spec["env"] = {**env, **(spec.get("env") or {})}
     return spec
 
 
-def _env_files(files: list, path, folder: str, located: Located, problems: list[Problem]) -> dict[str, str]:
+def _env_files(given: list, path, folder: str, located: Located, problems: list[Problem]) -> dict[str, str]:
     """containerlab's ``env-files``: ``KEY=VALUE`` lines (``#`` comments and blank lines skipped), later files winning."""
     env: dict[str, str] = {}
-    for j, name in enumerate(files):
+    for j, name in enumerate(given):
         full = os.path.join(folder, os.path.expanduser(str(name)))
         try:
-            with open(full) as fh:
-                lines = fh.read().splitlines()
+            lines = files.read_text(full).splitlines()
+        except UnicodeDecodeError:
+            problems.append(located.problem(path + (j,), f"env file '{name}' is not UTF-8 text"))
+            continue
         except OSError as exc:
             problems.append(located.problem(path + (j,), f"env file '{name}' cannot be read ({exc.strerror}; looked for {full})"))
             continue
@@ -241,7 +244,7 @@ def _env_files(files: list, path, folder: str, located: Located, problems: list[
                 continue
             key, eq, value = line.removeprefix("export ").partition("=")
             if not eq or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key.strip()):
-                problems.append(located.problem(path + (j,), f"{name}:{number}: '{line}' is not KEY=VALUE"))
+                problems.append(located.problem(path + (j,), f"{name}:{number}: not KEY=VALUE"))
                 continue
             env[key.strip()] = value.strip().strip("\"'")
     return env

@@ -2,7 +2,7 @@
 
 ``manifests.render`` writes and the site's ``deploy`` (site.py, rollout.py) creates the same objects:
 
-* a ConfigMap ``LAB-shares`` holding each share's topology, whose tunnels point at
+* a Secret ``LAB-shares`` (mounted read-only for root alone) holding each share's topology, whose tunnels point at
   ``${NESTLAB_PEER_<SHARE>}``;
 * a headless Service ``LAB`` (``SHARE.LAB`` in a cluster's DNS, for clusters that have it);
 * per share a privileged pod ``LAB-SHARE`` (pinned to the Kubernetes node its share is named after, if

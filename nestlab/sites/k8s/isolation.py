@@ -1,4 +1,4 @@
-"""How a lab's pods are kept from their cluster nodes (docs/security-pods.md): each runs in a user namespace of its
+"""How a lab's pods are kept from their cluster nodes (docs/security.md): each runs in a user namespace of its
 own (``hostUsers: false``), not privileged, with the capabilities below and the runtime's default seccomp profile;
 its root is an unmapped id on the node, so what its capabilities reach is the pod's own namespaces, and nestlab's
 nodes are namespaces made inside it.  ``--privileged`` (``nestlab k8s deploy``) asks for the old pods instead.

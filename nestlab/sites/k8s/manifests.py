@@ -1,9 +1,11 @@
-"""The objects of a lab on Kubernetes, as data (the package's text says what each does): a ConfigMap
-``LAB-shares`` with every share's topology and the files it binds, a headless Service ``LAB`` and a
-Pod ``LAB-SHARE`` per share, in a user namespace of its own unless privileged (isolation.py).  ``nestlab k8s render`` writes them; the site creates them."""
+"""The objects of a lab on Kubernetes, as data (the package's text says what each does): a Secret
+``LAB-shares`` with every share's topology and the files it binds (mounted read-only for root alone), a headless
+Service ``LAB`` and a Pod ``LAB-SHARE`` per share, in a user namespace of its own unless privileged (isolation.py).
+``nestlab k8s render`` writes them; the site creates them."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ... import __version__
 from ...errors import LabError
+from ...model import files
 from ...model.bind import Bind
 from ..shares import place_and_partition
 from .isolation import guarded, pod_fields
@@ -51,7 +54,7 @@ def peer_var(share: str) -> str:
 def render(
     lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None, privileged: bool = False
 ) -> tuple[list[dict], Partition]:
-    """The manifests (ConfigMap, headless Service, one Pod per share) and the partition they carry; ``nodes``:
+    """The manifests (Secret, headless Service, one Pod per share) and the partition they carry; ``nodes``:
     the cluster's node names, which a share named after one is pinned to (default: the pinned shares); ``privileged``:
     pods as root of their nodes, not in user namespaces of their own."""
     import yaml
@@ -65,21 +68,23 @@ def render(
     pinned = {s for s in shares if (s in nodes if nodes is not None else not re.match(r"^s\d+$", s))}
     parts = place_and_partition(lab, {s: ServerSpec(address=s) for s in shares}, {s: "${" + peer_var(s) + "}" for s in shares})
     labels = {"app.kubernetes.io/name": "nestlab", LABEL: name}
-    files: dict[str, str] = {}  # ConfigMap key -> the file's text, for every file a share binds
-    layout: dict[str, str] = {}  # ConfigMap key -> its path under /etc/nestlab
+    shipped: dict[str, str] = {}  # Secret key -> the file's text, for every file a share binds or reads
+    layout: dict[str, str] = {}  # Secret key -> its path under /etc/nestlab
     for share in shares:
-        _ship_binds(parts.shares[share].topology, files, layout)
-    data = {f"{s}.yml": yaml.safe_dump(parts.shares[s].topology, sort_keys=False) for s in shares} | files
-    if sum(len(v) for v in data.values()) > _CONFIGMAP_BYTES:
+        _ship_binds(parts.shares[share].topology, shipped, layout)
+        _ship_given(parts.shares[share].topology, shipped, layout)
+    data = {f"{s}.yml": yaml.safe_dump(parts.shares[s].topology, sort_keys=False) for s in shares} | shipped
+    if sum(len(v) for v in data.values()) > _SECRET_BYTES:
         raise LabError(
-            f"the shares and the files they bind come to more than {_CONFIGMAP_BYTES // 1024} KiB, "
-            "which a ConfigMap cannot hold: bind fewer or smaller files"
+            f"the shares and the files they bind come to more than {_SECRET_BYTES // 1024} KiB, "
+            "which a Secret cannot hold: bind fewer or smaller files"
         )
-    config = {
+    config = {  # a Secret: the topology holds passwords, startup-configs, env values
         "apiVersion": "v1",
-        "kind": "ConfigMap",
+        "kind": "Secret",
+        "type": "Opaque",
         "metadata": {"name": f"{name}-shares", "namespace": namespace, "labels": labels},
-        "data": data,
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
     service = {
         "apiVersion": "v1",
@@ -97,12 +102,12 @@ def render(
     return [config, service, *pods], parts
 
 
-_CONFIGMAP_BYTES = 1000 * 1024  # the API refuses a ConfigMap over 1 MiB
+_SECRET_BYTES = 740 * 1024  # the API refuses a Secret over 1 MiB: base64 makes 4 bytes of 3
 
 
-def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -> None:
+def _ship_binds(topology: dict, shipped: dict[str, str], layout: dict[str, str]) -> None:
     """Point every bind of a share at a copy under /etc/nestlab/files/ in the pod, each file of it put in
-    ``files`` (by ConfigMap key) and ``layout`` (key -> its path in the volume): the pods do not share
+    ``shipped`` (by Secret key) and ``layout`` (key -> its path in the volume): the pods do not share
     this machine's disk."""
 
     for spec in topology["topology"]["nodes"].values():
@@ -112,19 +117,39 @@ def _ship_binds(topology: dict, files: dict[str, str], layout: dict[str, str]) -
             src = bind.source
             digest = hashlib.sha256(src.encode()).hexdigest()[:12]
             folder = f"files/{digest}"
-            paths = [src] if os.path.isfile(src) else sorted(os.path.join(top, f) for top, _d, fs in os.walk(src) for f in fs)
+            paths = files.walk(src)
             for path in paths:
                 rel = os.path.basename(src) if path == src else os.path.join(os.path.basename(src), os.path.relpath(path, src))
                 key = f"{digest}-{re.sub(r'[^-._a-zA-Z0-9]', '_', rel)}"
                 try:
-                    with open(path) as fh:
-                        files[key] = fh.read()
+                    shipped[key] = files.read_text(path, _SECRET_BYTES)
                 except (OSError, UnicodeDecodeError) as exc:
-                    raise LabError(f"bind {text}: {path} cannot be sent to a pod as text ({exc})") from None
+                    why = getattr(exc, "strerror", None) or "not UTF-8 text"
+                    raise LabError(f"bind {text}: {path} cannot be sent to a pod as text ({why})") from None
                 layout[key] = f"{folder}/{rel}"
             binds.append(str(Bind.of(f"/etc/nestlab/{folder}/{os.path.basename(src)}", bind.target, bind.mode)))
         if binds:
             spec["binds"] = binds
+
+
+def _ship_given(topology: dict, shipped: dict[str, str], layout: dict[str, str]) -> None:
+    """Every file a NestLab gave (model.files.only's: a trace, a graph) that a share's topology names, in the Secret
+    at the path it names (under /etc/nestlab/files/, the pod's)."""
+    given = files.given() or {}
+
+    def visit(value: object) -> None:
+        if isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+        elif isinstance(value, list):
+            for item in value:
+                visit(item)
+        elif isinstance(value, str) and value in given and value.startswith("/etc/nestlab/"):
+            key = "given-" + re.sub(r"[^-._a-zA-Z0-9]", "_", value.removeprefix("/etc/nestlab/files/"))
+            shipped[key] = given[value].decode()
+            layout[key] = value.removeprefix("/etc/nestlab/")
+
+    visit(topology)
 
 
 def _pod(
@@ -149,7 +174,7 @@ def _pod(
         f"  if {resolve}; then {{ {'; '.join(f'echo {peer_var(s)}=${peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
         f"  sleep 0.2\ndone\n"
         f"set -a; . {RUN}/peers.env; set +a\n"
-        # the share's lab directory in the pod's own /run (its file's folder is a read-only ConfigMap)
+        # the share's lab directory in the pod's own /run (its file's folder is a read-only Secret, root's alone)
         f"{deploy} > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
         f"cat {RUN}/deploy.log\nsleep infinity & wait\n"
     )
@@ -175,7 +200,7 @@ def _pod(
                 },
             }
         ],
-        "volumes": [{"name": "share", "configMap": {"name": f"{name}-shares", "items": items}}],
+        "volumes": [{"name": "share", "secret": {"secretName": f"{name}-shares", "items": items, "defaultMode": 0o400}}],
     }
     if pinned:
         spec["nodeSelector"] = {"kubernetes.io/hostname": share}

@@ -175,7 +175,7 @@ def redeploy_shares(kube: Cluster, pods: dict[str, str], shares: dict[str, str],
     difference to what runs (a link's shaping changed in place, a node added); a share that failed is an error."""
 
     script = (
-        f'printf %s "$1" > {RUN}/share.yml && set -a && . {RUN}/peers.env && set +a && '
+        f'umask 077 && printf %s "$1" > {RUN}/share.yml && set -a && . {RUN}/peers.env && set +a && '
         f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t {RUN}/share.yml"
     )
     answers = each(

@@ -12,6 +12,7 @@ from ....backends.remote.kube import Cluster, ClusterError
 from ....engine import where
 from ....errors import LabError
 from ..site import Kubernetes
+from .inputs import fetcher
 from .resource import GROUP, KIND, PLURAL, VERSION, blueprint
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = 
     ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
     stamp = ready.get("lastTransitionTime") or obj["metadata"]["creationTimestamp"]
     since = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    return blueprint(obj), since.timestamp()
+    return blueprint(obj, fetcher(kube)), since.timestamp()  # its files read as the workstation's user may
 
 
 def _listed(kube: Cluster) -> list[dict[str, Any]]:

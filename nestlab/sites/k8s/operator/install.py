@@ -1,6 +1,7 @@
 """What ``nestlab k8s operator install`` puts in a cluster, and ``uninstall`` takes out: the NestLab CRD, a
-namespace for the operator with its ServiceAccount, a ClusterRole of exactly what it does (below) bound to it,
-and a Deployment of one operator pod from the image the labs' pods run."""
+namespace for the operator with its ServiceAccount, a ClusterRole of what it does cluster-wide (below) bound to
+it, and a Deployment of one operator pod from the image the labs' pods run; and what ``operator allow NS`` puts
+in a namespace labs may run in (a Role of what the operator does there, bound to it), ``disallow`` takes out."""
 
 from __future__ import annotations
 
@@ -13,30 +14,38 @@ from .resource import GROUP, PLURAL, VERSION, crd
 NAME = "nestlab-operator"
 LABELS = {"app.kubernetes.io/name": "nestlab", "app.kubernetes.io/component": "operator"}
 
-# Least privilege: what the reconciler calls, and nothing else.  Labs live in any namespace, so the rules are a
-# ClusterRole's; nodes are read to place pinned shares and to tell a lost node.
+# Least privilege, cluster-wide: NestLabs (watched in every namespace, their finalizer and status written), events
+# on them (a NestLab in a namespace nobody allowed is told so), nodes (read to place pinned shares and to tell a
+# lost node), and the RoleBinding ``allow`` makes, by its name alone: how the operator knows a namespace is allowed.
 RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "watch", "patch"]},
     {"apiGroups": [GROUP], "resources": [f"{PLURAL}/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "create", "delete"]},
-    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "patch", "delete"]},
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "create", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"], "verbs": ["get"], "resourceNames": [NAME]},
 ]
+# In each allowed namespace alone: a lab's pods, exec in them, its Secret and Service; the ConfigMaps and Secrets
+# its NestLab names (valueFrom) read.
+LAB_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "create", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "delete"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "create", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "create", "delete"]},
+]
+RBAC = "rbac.authorization.k8s.io/v1"
 
 
-def objects(namespace: str, image: str, deployment: bool = True) -> list[dict[str, Any]]:
+def objects(namespace: str, image: str, deployment: bool = True, node_selector: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The CRD, then the operator's namespace, account, role, binding and (with ``deployment``) its Deployment."""
     meta = {"labels": LABELS}
     made: list[dict[str, Any]] = [
         crd(),
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, **meta}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": namespace, **meta}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME, **meta}, "rules": RULES},
+        {"apiVersion": RBAC, "kind": "ClusterRole", "metadata": {"name": NAME, **meta}, "rules": RULES},
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "apiVersion": RBAC,
             "kind": "ClusterRoleBinding",
             "metadata": {"name": NAME, **meta},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NAME},
@@ -44,11 +53,86 @@ def objects(namespace: str, image: str, deployment: bool = True) -> list[dict[st
         },
     ]
     if deployment:
-        made.append(_deployment(namespace, image))
+        made.append(_deployment(namespace, image, node_selector))
     return made
 
 
-def _deployment(namespace: str, image: str) -> dict[str, Any]:
+def role(namespace: str) -> dict[str, Any]:
+    """The operator's rights in a namespace labs may run in."""
+    return {
+        "apiVersion": RBAC,
+        "kind": "Role",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": LABELS},
+        "rules": LAB_RULES,
+    }
+
+
+def binding(namespace: str, operator_namespace: str) -> dict[str, Any]:
+    """:func:`role` bound to the operator's account (of ``operator_namespace``); the operator reads it to know."""
+    return {
+        "apiVersion": RBAC,
+        "kind": "RoleBinding",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": LABELS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": operator_namespace}],
+    }
+
+
+def allow(kube: Cluster, namespace: str, operator_namespace: str) -> list[str]:
+    """Let labs run in ``namespace``: the operator's Role and RoleBinding there (applied: again is the same), and
+    every NestLab already there looked at again (an annotation: a watch event); what was applied."""
+    from kubernetes import client
+
+    if kube.read({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}) is None:
+        raise ClusterError(f"no namespace {namespace}: kubectl create namespace {namespace} first")
+    done = []
+    for obj in (role(namespace), binding(namespace, operator_namespace)):
+        kube.apply(obj)
+        done.append(f"{obj['kind']}/{obj['metadata']['name']} in namespace {namespace}")
+    custom = client.CustomObjectsApi(kube.api)
+    if kube.read(crd()) is not None:
+        now = {"metadata": {"annotations": {f"{GROUP}/allowed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}}
+        for item in kube.call("list NestLabs", custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)["items"]:
+            kube.call(
+                "touch a NestLab",
+                custom.patch_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                item["metadata"]["name"],
+                now,
+            )
+    return done
+
+
+def disallow(kube: Cluster, namespace: str) -> list[str]:
+    """Take the operator's rights in ``namespace`` away; refused while a NestLab is left there (its pods need the
+    operator to go); what was removed."""
+    from kubernetes import client
+
+    if kube.read(crd()) is not None:
+        listed = kube.call(
+            "list NestLabs", client.CustomObjectsApi(kube.api).list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
+        )
+        if left := [i["metadata"]["name"] for i in listed["items"]]:
+            raise ClusterError(
+                f"{len(left)} NestLabs are left in namespace {namespace} ({', '.join(left[:3])}): "
+                f"`kubectl delete nestlabs --all -n {namespace}` first (the operator removes their pods), then disallow"
+            )
+    return [f"{o['kind']}/{NAME} in namespace {namespace}" for o in (binding(namespace, ""), role(namespace)) if kube.remove(o)]
+
+
+def allowed(kube: Cluster) -> list[str]:
+    """The namespaces labs may run in (those with the operator's RoleBinding)."""
+    from kubernetes import client
+
+    rbac = client.RbacAuthorizationV1Api(kube.api)
+    found = kube.call("list role bindings", rbac.list_role_binding_for_all_namespaces, field_selector=f"metadata.name={NAME}")
+    return sorted(b.metadata.namespace for b in found.items)
+
+
+def _deployment(namespace: str, image: str, node_selector: tuple[str, ...] = ()) -> dict[str, Any]:
     pod = {
         "serviceAccountName": NAME,
         "enableServiceLinks": False,
@@ -57,7 +141,8 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
                 "name": "operator",
                 "image": image,
                 "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
-                "command": ["nestlab", "k8s", "operator", "run", "--image", image],
+                "command": ["nestlab", "k8s", "operator", "run", "--image", image]
+                + [arg for pair in node_selector for arg in ("--node-selector", pair)],
                 "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
             }
@@ -76,18 +161,26 @@ def _deployment(namespace: str, image: str) -> dict[str, Any]:
     }
 
 
-def install(kube: Cluster, namespace: str, image: str, deadline: float, deployment: bool = True) -> list[str]:
-    """Apply every object (server-side: installing again updates them), and wait until the API serves NestLabs
-    (the CRD Established); what was applied, as ``Kind/name``."""
+def install(
+    kube: Cluster,
+    namespace: str,
+    image: str,
+    deadline: float,
+    deployment: bool = True,
+    allowing: tuple[str, ...] = (),
+    node_selector: tuple[str, ...] = (),
+) -> list[str]:
+    """Apply every object (server-side: installing again updates them), wait until the API serves NestLabs (the
+    CRD Established), then allow labs in each namespace of ``allowing``; what was applied, as ``Kind/name``."""
     done = []
-    for obj in objects(namespace, image, deployment):
+    for obj in objects(namespace, image, deployment, node_selector):
         kube.apply(obj)
         done.append(f"{obj['kind']}/{obj['metadata']['name']}")
     while not _established(kube.read(crd())):
         if time.monotonic() > deadline:
             raise ClusterError(f"the API server did not serve {PLURAL}.{GROUP} before the timeout")
         time.sleep(0.2)
-    return done
+    return done + [made for allowed_ns in allowing for made in allow(kube, allowed_ns, namespace)]
 
 
 def _established(found: dict[str, Any] | None) -> bool:
@@ -107,7 +200,7 @@ def uninstall(kube: Cluster, namespace: str, deadline: float) -> list[str]:
                 f"{len(left)} NestLabs are left ({', '.join(left[:3])}): `kubectl delete nestlabs --all -A` first "
                 "(the operator removes their pods), then uninstall"
             )
-    gone = []
+    gone = [done for allowed_ns in allowed(kube) for done in disallow(kube, allowed_ns)]
     for obj in reversed(objects(namespace, "", True)):
         if kube.remove(obj):
             gone.append(f"{obj['kind']}/{obj['metadata']['name']}")

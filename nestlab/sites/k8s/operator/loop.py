@@ -3,6 +3,7 @@ whenever the watch ends) feeding a :class:`~.queue.WorkQueue` that ``workers`` t
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -13,14 +14,16 @@ from .reconcile import Reconciler, Say
 from .resource import GROUP, PLURAL, VERSION
 
 RESYNC = 60  # seconds: a watch is closed and every NestLab listed again this often
-RETRY = 5.0  # seconds before a key whose reconcile raised is tried again
+RETRY = 5.0  # seconds before a key whose reconcile raised is tried again, doubled each time it raises again
+RETRY_MOST = 300.0  # ... up to this
 
 
-def run(kube: Cluster, image: str, timeout: float, workers: int, say: Say) -> None:
-    """Reconcile every NestLab on ``kube``'s cluster until the process ends."""
+def run(kube: Cluster, image: str, timeout: float, workers: int, say: Say, node_selector: dict[str, str] | None = None) -> None:
+    """Reconcile every NestLab on ``kube``'s cluster until the process ends (labs' pods on nodes of ``node_selector``)."""
     queue = WorkQueue()
-    reconciler = Reconciler(kube, image, timeout, say)
-    threads = [threading.Thread(target=_work, args=(queue, reconciler, say), daemon=True) for _ in range(workers)]
+    reconciler = Reconciler(kube, image, timeout, say, node_selector or {})
+    failures: dict[str, int] = {}  # key -> how often in a row its reconcile raised (a key is one worker's at a time)
+    threads = [threading.Thread(target=_work, args=(queue, reconciler, say, failures), daemon=True) for _ in range(workers)]
     for thread in threads:
         thread.start()
     try:
@@ -29,14 +32,19 @@ def run(kube: Cluster, image: str, timeout: float, workers: int, say: Say) -> No
         queue.close()
 
 
-def _work(queue: WorkQueue, reconciler: Reconciler, say: Say) -> None:
+def _work(queue: WorkQueue, reconciler: Reconciler, say: Say, failures: dict[str, int]) -> None:
     while (key := queue.get()) is not None:
         namespace, name = key.split("/", 1)
         try:
             again = reconciler.reconcile(namespace, name)
-        except Exception as exc:  # noqa: BLE001 - one resource's failure must not stop the operator
-            say(f"{key}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} (again in {RETRY:.0f} s)")
-            again = RETRY
+            failures.pop(key, None)
+        except Exception as exc:  # noqa: BLE001 - one resource's failure is its own, never the operator's
+            failures[key] = failures.get(key, 0) + 1
+            again = min(RETRY_MOST, RETRY * 2 ** (failures[key] - 1))
+            message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
+            say(f"{key}: {message} (again in {again:.0f} s)")
+            with contextlib.suppress(Exception):
+                reconciler.failed(namespace, name, f"{message} (tried again in {again:.0f} s)")
         finally:
             queue.done(key)
         if again is not None:

@@ -4,6 +4,7 @@ at a time, and handled again after if it was added while handled (the change it 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 
 
@@ -16,6 +17,7 @@ class WorkQueue:
         self._queued: set[str] = set()
         self._active: set[str] = set()
         self._again: set[str] = set()
+        self._due: dict[str, float] = {}  # key -> when its one pending add_after adds it
         self._closed = False
 
     def add(self, key: str) -> None:
@@ -28,9 +30,23 @@ class WorkQueue:
                 self._cond.notify()
 
     def add_after(self, key: str, seconds: float) -> None:
-        timer = threading.Timer(seconds, self.add, (key,))
+        """:meth:`add` ``key`` in ``seconds``; one such wait per key, the soonest (each reconcile asking for a later
+        look, and each watch event making one, must not each start a chain of looks of its own)."""
+        due = time.monotonic() + seconds
+        with self._cond:
+            if key in self._due and self._due[key] <= due:
+                return
+            self._due[key] = due
+        timer = threading.Timer(seconds, self._due_now, (key, due))
         timer.daemon = True
         timer.start()
+
+    def _due_now(self, key: str, due: float) -> None:
+        with self._cond:
+            if self._due.get(key) != due:  # a sooner wait replaced this one
+                return
+            del self._due[key]
+        self.add(key)
 
     def get(self) -> str | None:
         """The next key, now the caller's until :meth:`done`; None once the queue is closed."""

@@ -6,6 +6,7 @@ every node in its pod, else made anew), half-deployed (made anew: every pod of t
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import time
@@ -15,25 +16,31 @@ from typing import TYPE_CHECKING, Any
 from ....backends.remote.kube import Cluster
 from ....backends.remote.pod import each
 from ....errors import LabError
+from ....model import files
 from ....model.errors import TopologyError
 from ..manifests import LABEL, SHARE, dns_label, render
 from ..rollout import bring_up, redeploy_shares, shares_on
-from .resource import API_VERSION, FINALIZER, GROUP, KIND, PLURAL, VERSION, InvalidSpec, blueprint
+from .inputs import fetcher
+from .install import binding
+from .resource import API_VERSION, FINALIZER, GROUP, KIND, PLURAL, VERSION, InvalidSpec, read
 
 if TYPE_CHECKING:
     from ....plan.partition import Partition
 
 HEALTH_EVERY = 20.0  # seconds between looks at a Ready lab's pods
+NOT_ALLOWED_EVERY = 30.0  # seconds between looks at a NestLab in a namespace nobody allowed
+RETRIED = ("NotAllowed", "ReconcileError")  # Failed for these reasons: looked at again though its spec is the same
 Say = Callable[[str], None]
 
 
 class Reconciler:
     """Reconciles NestLabs on ``kube``'s cluster, deploying with ``image`` in at most ``timeout`` seconds a lab."""
 
-    def __init__(self, kube: Cluster, image: str, timeout: float, say: Say) -> None:
+    def __init__(self, kube: Cluster, image: str, timeout: float, say: Say, node_selector: dict[str, str] | None = None) -> None:
         from kubernetes import client
 
         self.kube, self.image, self.timeout, self.say = kube, image, timeout, say
+        self.node_selector = node_selector or {}  # the nodes labs may run on (install --node-selector)
         self.custom = client.CustomObjectsApi(kube.api)
 
     def reconcile(self, namespace: str, name: str) -> float | None:
@@ -43,25 +50,51 @@ class Reconciler:
             return None
         kube = self.kube.scoped(namespace)
         meta = obj["metadata"]
+        allowed = self._allowed(kube)
         if meta.get("deletionTimestamp"):
             if FINALIZER in meta.get("finalizers", []):
-                self._delete(kube, obj)
+                self._delete(kube, obj, allowed)
             return None
+        if not allowed:
+            return self._not_allowed(obj)
         if FINALIZER not in meta.get("finalizers", []):
             self._patch(obj, {"metadata": {"finalizers": [*meta.get("finalizers", []), FINALIZER]}})
             self._status(obj, "Pending", "accepted", [])
         status = obj.get("status") or {}
         if status.get("observedGeneration") == meta["generation"] and status.get("phase") in ("Ready", "Failed"):
-            return self._health(kube, obj) if status["phase"] == "Ready" else None
+            if _reason(status) not in RETRIED:
+                return self._health(kube, obj) if status["phase"] == "Ready" else None
         self._deploy(kube, obj)
         return HEALTH_EVERY
 
+    def failed(self, namespace: str, name: str, message: str) -> None:
+        """NestLab ``namespace/name`` Failed (ReconcileError: tried again later) by what its reconcile raised."""
+        obj = self._get(namespace, name)
+        if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+            self._status(obj, "Failed", message, [_condition("Ready", False, "ReconcileError", message)])
+
     # -- the steps ------------------------------------------------------------------------------
+    def _allowed(self, kube: Cluster) -> bool:
+        """Whether an administrator allowed labs in ``kube``'s namespace (``operator allow`` made its RoleBinding)."""
+        return kube.read(binding(kube.namespace, "")) is not None
+
+    def _not_allowed(self, obj: dict[str, Any]) -> float:
+        """A NestLab in a namespace nobody allowed: nothing made, its status saying how to allow it; looked at again
+        in :data:`NOT_ALLOWED_EVERY` seconds (and when ``allow`` touches it)."""
+        status, namespace = obj.get("status") or {}, obj["metadata"]["namespace"]
+        if _reason(status) != "NotAllowed" or status.get("observedGeneration") != obj["metadata"]["generation"]:
+            message = (
+                f"namespace {namespace} is not allowed labs, so nothing is made: "
+                f"an administrator allows it with `nestlab k8s operator allow {namespace}`"
+            )
+            self._fail(obj, "NotAllowed", message)
+        return NOT_ALLOWED_EVERY
+
     def _deploy(self, kube: Cluster, obj: dict[str, Any]) -> None:
         key = _key(obj)
         previous = obj.get("status") or {}
         try:
-            lab = blueprint(obj)
+            lab, given = read(obj, fetcher(kube))
         except InvalidSpec as exc:
             self._fail(obj, "InvalidSpec", str(exc))
             return
@@ -70,10 +103,16 @@ class Reconciler:
         self._status(obj, "Deploying", f"deploying {len(lab.plan.nodes)} nodes", [], count=len(lab.plan.nodes))
         self._event(obj, "Deploying", f"deploying generation {obj['metadata']['generation']}")
         try:
+            if why := self._not_for_labs(kube, lab):
+                self._fail(obj, "NotForLabs", why)
+                return
             cluster_nodes, count = shares_on(kube, lab, None)
-            manifests, parts = render(lab, count, self.image, kube.namespace, cluster_nodes)
+            with files.only(given):  # the resource's files, never the operator's
+                manifests, parts = render(lab, count, self.image, kube.namespace, cluster_nodes)
             for manifest in manifests:  # the lab's objects go with the resource, even without this operator
                 manifest["metadata"]["ownerReferences"] = [_owner(obj)]
+                if manifest["kind"] == "Pod" and self.node_selector:
+                    manifest["spec"]["nodeSelector"] = {**self.node_selector, **manifest["spec"].get("nodeSelector", {})}
             pods = (
                 self._in_place(kube, previous, manifests, parts, started + self.timeout)
                 if previous.get("phase") == "Ready"
@@ -99,6 +138,29 @@ class Reconciler:
         self._event(obj, "Ready", message)
         self.say(f"{key}: Ready, {message}")
 
+    def _not_for_labs(self, kube: Cluster, lab: Any) -> str | None:
+        """Why a node's ``server:`` names a cluster node that is not for labs (tainted, or outside the administrator's
+        node selector), or None."""
+        nodes = kube.nodes()
+        for name, spec in sorted(lab.topology.topology.nodes.items()):
+            found = nodes.get(spec.server or "")
+            if found is None:
+                continue
+            tainted = [  # an administrator's taints; the node's conditions (node.kubernetes.io/not-ready ...) come and go
+                t
+                for t in found["taints"]
+                if t.endswith((":NoSchedule", ":NoExecute")) and not t.startswith("node.kubernetes.io/")
+            ]
+            outside = {k: v for k, v in self.node_selector.items() if found["labels"].get(k) != v}
+            if tainted or outside:
+                why = (
+                    f"tainted {', '.join(tainted)}"
+                    if tainted
+                    else f"not labelled {', '.join(f'{k}={v}' for k, v in outside.items())}"
+                )
+                return f"spec.topology.nodes.{name}.server: node {spec.server} is not for labs ({why}): pin the node to another"
+        return None
+
     def _in_place(
         self, kube: Cluster, previous: dict[str, Any], manifests: list[dict[str, Any]], parts: Partition, deadline: float
     ) -> dict[str, str] | None:
@@ -108,16 +170,21 @@ class Reconciler:
         pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
         was = {node: v["pod"] for node, v in (previous.get("nodes") or {}).items()}
         now = {node: pods[share] for node, share in parts.placement.server_of.items()}
-        config = next(m for m in manifests if m["kind"] == "ConfigMap")
+        config = next(m for m in manifests if m["kind"] == "Secret")
         running = (kube.read(config) or {}).get("data") or {}
-        alive = {
-            p.metadata.name for p in kube.pods(f"{LABEL}={config['metadata']['labels'][LABEL]}") if p.status.phase == "Running"
-        }
+        live = [p for p in kube.pods(f"{LABEL}={config['metadata']['labels'][LABEL]}") if p.status.phase == "Running"]
+        alive = {p.metadata.name for p in live}
         if alive != set(pods.values()) or not set(was.values()) <= alive or any(now.get(n, p) != p for n, p in was.items()):
+            return None
+        if any(p.spec.host_users is not False for p in live):  # a pod of an older nestlab, privileged: made anew
             return None
         if set(running) != set(config["data"]):
             return None
-        changed = {s: config["data"][f"{s}.yml"] for s in pods if running[f"{s}.yml"] != config["data"][f"{s}.yml"]}
+        changed = {
+            s: base64.b64decode(config["data"][f"{s}.yml"]).decode()
+            for s in pods
+            if running[f"{s}.yml"] != config["data"][f"{s}.yml"]
+        }
         redeploy_shares(kube, {s: pods[s] for s in changed}, changed, deadline)
         kube.apply(config)
         return pods
@@ -135,10 +202,11 @@ class Reconciler:
             self._event(obj, "Degraded" if lost else "Recovered", degraded["message"], warning=bool(lost))
         return HEALTH_EVERY
 
-    def _delete(self, kube: Cluster, obj: dict[str, Any]) -> None:
+    def _delete(self, kube: Cluster, obj: dict[str, Any], allowed: bool) -> None:
         self._status(obj, "Deleting", "deleting every pod and object of the lab", obj.get("status", {}).get("conditions", []))
         self._event(obj, "Deleting", "deleting every pod and object of the lab")
-        kube.delete_all(f"{LABEL}={dns_label(obj['metadata']['name'])}", time.monotonic() + self.timeout)
+        if allowed:  # else the operator made nothing there (operator disallow waits until no NestLab is left)
+            kube.delete_all(f"{LABEL}={dns_label(obj['metadata']['name'])}", time.monotonic() + self.timeout)
         left = [f for f in obj["metadata"]["finalizers"] if f != FINALIZER]
         self._patch(obj, {"metadata": {"finalizers": left, "resourceVersion": obj["metadata"]["resourceVersion"]}})
         self.say(f"{_key(obj)}: deleted")
@@ -272,6 +340,10 @@ def _condition(kind: str, true: bool, reason: str, message: str) -> dict[str, An
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _reason(status: dict[str, Any]) -> str | None:
+    return next((c.get("reason") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
 
 
 def _key(obj: dict[str, Any]) -> str:

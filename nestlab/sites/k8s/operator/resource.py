@@ -3,17 +3,20 @@ topology's (model/openapi.py), and a resource read into the lab it asks for, onc
 
 from __future__ import annotations
 
-import copy
+import json
 from typing import Any
 
 from ....model.errors import TopologyError, dotted
-from ....model.openapi import topology_spec
+from ....model.openapi import ANY, topology_spec
 from ....plan.blueprint import Blueprint
+from . import inputs
 
 GROUP, VERSION, KIND, PLURAL, SHORT = "nestlab.dev", "v1alpha1", "NestLab", "nestlabs", "nl"
 API_VERSION = f"{GROUP}/{VERSION}"
 FINALIZER = f"{GROUP}/pods"  # held until every pod and object of the lab is gone
 PHASES = ["Pending", "Deploying", "Ready", "Failed", "Deleting"]
+MAX_SPEC_BYTES = 512 * 1024  # a spec's JSON: a 1000-node lab is about 100 KiB
+MAX_NODES = 1000  # a lab's nodes, after groups and nesting
 
 _CONDITION = {
     "type": "object",
@@ -60,7 +63,7 @@ STATUS_SCHEMA = {
 
 def crd() -> dict[str, Any]:
     """The CustomResourceDefinition of NestLab: ``spec`` a topology file without its ``name:`` (metadata.name)."""
-    spec = topology_spec()
+    spec = resource_spec()
     spec["description"] = "a topology file's body (topology:, mgmt:, checks:, ...) without name: (the resource's name)"
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -101,6 +104,32 @@ def crd() -> dict[str, Any]:
     }
 
 
+def resource_spec() -> dict[str, Any]:
+    """The topology's schema with every file key (inputs.FILE_KEYS) taking the text itself or a ``valueFrom`` (any
+    value, which inputs.py checks), and ``env-files`` beside each ``binds``."""
+    spec = topology_spec()
+    _file_keys(spec)
+    return spec
+
+
+def _file_keys(node: dict[str, Any]) -> None:
+    props = node.get("properties") or {}
+    for key in [k for k in props if inputs.FILE_KEYS.get(k, "refused") != "refused"]:  # a refused one stays a string
+        if key == "binds":
+            props[key] = {"type": "array", "items": ANY, "description": "{path: FILE, content: TEXT | valueFrom: {...}, mode}"}
+        else:
+            props[key] = {
+                **ANY,
+                "description": f"{key}: the text itself (a block with a newline) or valueFrom: a key of a "
+                "ConfigMap or Secret of the lab's namespace ({configMapKeyRef|secretKeyRef: {name, key}})",
+            }
+    if "binds" in props:
+        props["env-files"] = {"type": "array", "items": ANY, "description": "env files: each the text or a valueFrom"}
+    for child in [*props.values(), node.get("additionalProperties"), node.get("items")]:
+        if isinstance(child, dict):
+            _file_keys(child)
+
+
 class InvalidSpec(ValueError):
     """A resource the model refuses: ``str()`` names each field (``spec.topology.nodes.h1.kind: ...``)."""
 
@@ -110,30 +139,45 @@ class InvalidSpec(ValueError):
         return cls("; ".join(f"{_field(p.path)}: {p.message}" for p in exc.problems))
 
 
-def blueprint(obj: dict[str, Any]) -> Blueprint:
-    """The lab a NestLab resource asks for: its ``spec`` checked as a topology file named ``metadata.name``."""
+def _no_fetch(kind: str, name: str, _key: str) -> bytes:
+    raise LookupError(f"{kind} {name}: no cluster to read it from here")
+
+
+def blueprint(obj: dict[str, Any], fetch: inputs.Fetch = _no_fetch) -> Blueprint:
+    """The lab a NestLab resource asks for (:func:`read`'s, without its files)."""
+    return read(obj, fetch)[0]
+
+
+def read(obj: dict[str, Any], fetch: inputs.Fetch = _no_fetch) -> tuple[Blueprint, dict[str, bytes]]:
+    """The lab a NestLab resource asks for, its ``spec`` checked as a topology file named ``metadata.name``, and
+    the files it gives (by the path the lab's pods find each at).  Every file key's value is the text itself or
+    a reference ``fetch`` reads (inputs.py); the model reads those files and no other (never the operator's disk);
+    a spec over :data:`MAX_SPEC_BYTES` or a lab over :data:`MAX_NODES` nodes is refused."""
+    from ....model import files
     from ....model.load import load_data
 
     meta = obj["metadata"]
     source = f"NestLab {meta['namespace']}/{meta['name']}"
-    data = {"name": meta["name"], **copy.deepcopy(obj.get("spec") or {})}
-    body: dict[str, Any] = data["topology"] if isinstance(data.get("topology"), dict) else {}
-    specs = {"defaults": body.get("defaults")} | {
-        f"{part}.{name}": spec
-        for part in ("kinds", "groups", "nodes")
-        if isinstance(body.get(part), dict)
-        for name, spec in body[part].items()
-    }
-    if bound := [where for where, spec in specs.items() if isinstance(spec, dict) and spec.get("binds")]:
-        # checked before the model looks for the files: the operator's own (its service account's token) are not a lab's
-        raise InvalidSpec(f"spec.topology.{bound[0]}.binds: a resource binds no file (the operator's disk is not the lab's)")
+    spec = obj.get("spec") or {}
+    if (size := len(json.dumps(spec))) > MAX_SPEC_BYTES:
+        raise InvalidSpec(f"spec: {size // 1024} KiB, over the {MAX_SPEC_BYTES // 1024} KiB a NestLab may hold")
     try:
-        loaded = load_data(data, source)
+        spec, given = inputs.resolve(spec, topology_spec(), fetch)
+    except inputs.Refused as exc:
+        raise InvalidSpec(str(exc)) from None
+    data = {"name": meta["name"], **spec}
+    try:
+        with files.only(given):
+            loaded = load_data(data, source)
     except TopologyError as exc:
         raise InvalidSpec.of(exc) from None
+    except Exception as exc:  # noqa: BLE001 - a spec the model fails on is that resource's fault, not the operator's
+        raise InvalidSpec(f"spec: the model cannot read it ({type(exc).__name__} {str(exc)[:200]})") from None
     topology = loaded.topology
+    if (count := len(topology.topology.nodes)) > MAX_NODES:
+        raise InvalidSpec(f"spec.topology.nodes: {count} nodes, over the {MAX_NODES} a NestLab may have")
     document = topology.model_dump(mode="json")
-    return Blueprint(meta["name"], source, document, tuple(loaded.notices), loaded.located, checked=topology)
+    return Blueprint(meta["name"], source, document, tuple(loaded.notices), loaded.located, checked=topology), given
 
 
 def _field(path: tuple[str | int, ...]) -> str:
