@@ -14,6 +14,7 @@ import array
 import contextlib
 import fcntl
 import json
+import math
 import os
 import select
 import socket
@@ -134,9 +135,12 @@ class Medium:
         for name, where in positions.items():
             if name not in self.by_name:
                 raise ValueError(f"no station {name} on this medium (stations: {', '.join(self.names)})")
-            if len(where) not in (2, 3):
+            if not isinstance(where, list) or len(where) not in (2, 3):
                 raise ValueError(f"a position is [x, y] or [x, y, z], not {where}")
-            pos[self.by_name[name]] = [*map(float, where), *([0.0] * (3 - len(where)))]
+            metres = [float(v) for v in where]
+            if not all(math.isfinite(v) for v in metres):
+                raise ValueError(f"a position is finite metres, not {where}")
+            pos[self.by_name[name]] = [*metres, *([0.0] * (3 - len(metres)))]
         self.channel.place(pos)
         self.moves += 1
 
@@ -227,8 +231,8 @@ class Medium:
             try:
                 data = b"".join(iter(lambda: conn.recv(65536), b""))
                 reply = self.answer(json.loads(data))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                reply = {"error": str(exc)}
+            except Exception as exc:  # a bad request is answered, never the medium's end
+                reply = {"error": f"{type(exc).__name__}: {exc}"}
             with contextlib.suppress(OSError):
                 conn.sendall(json.dumps(reply).encode())
 
