@@ -196,15 +196,13 @@ class Medium:
         os.chmod(tmp, 0o600)
         ctl.listen(16)
         os.rename(tmp, control_path)  # it exists only once it listens
-        poller = select.poll()
-        poller.register(raw, select.POLLIN)
-        poller.register(ctl, select.POLLIN)
         while True:
             due = self.channel.due()
-            wait = None if due is None else max(0.0, (due - time.monotonic()) * 1000)
-            for fd, _ in poller.poll(wait):
-                if fd == ctl.fileno():
-                    self._control(ctl)
+            wait = None if due is None else max(0.0, due - time.monotonic())
+            # select, not poll: its timeout is in microseconds (poll's whole milliseconds added about 1 ms a hop)
+            ready, _, _ = select.select([raw, ctl], [], [], wait)
+            if ctl in ready:
+                self._control(ctl)
             self._read(raw)
             for j, frame in self.channel.run(time.monotonic()):
                 with contextlib.suppress(OSError):  # a port gone down: lost, as on the air
