@@ -96,6 +96,19 @@ topology:
 
 
 @pytest.mark.throughput
+def test_a_station_made_anew_alone_still_carries_tcp(lab_from, topo_file):
+    """b's env changed: b and its link are made anew while the medium runs on; its new interface must lose its
+    offloads too (else whole TCP segments and unfinished checksums reach the medium, and TCP dies)."""
+    lab_from(THREE)
+    again = Lab.from_file(
+        topo_file(THREE.replace("b: {position: [40, 0]}", "b: {position: [40, 0], env: {AGAIN: '1'}}"), "b.yml")
+    )
+    changes = again.deploy()
+    assert any(node.name == "b" for node in changes.add_nodes), "b is made anew"
+    assert _iperf(again, "a", "b@10.70.0.2", seconds=2) > 5
+
+
+@pytest.mark.throughput
 def test_tcp_gets_an_80211g_rate_less_from_afar_and_two_senders_share_the_air(lab_from):
     lab = lab_from(SPEED)
     near = _iperf(lab, "near", "s@10.71.0.1")

@@ -19,14 +19,13 @@ import os
 import select
 import socket
 import struct
-import subprocess
 import sys
 import time
 from typing import Any
 
 from ... import names
 from ...errors import LabError
-from ..kernel import namespaces
+from ..kernel import detached, files, namespaces
 
 ETH_P_ALL = 0x0003
 SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23
@@ -46,17 +45,14 @@ def socket_path(lab: str, node: str) -> str:
 
 def start(lab: str, node: str, config: dict[str, Any], popen) -> None:
     """Start the medium of ``node`` (``popen``: how to start a process inside it); returns once it listens."""
-    os.makedirs(folder(lab), mode=0o700, exist_ok=True)
+    files.make_dirs(folder(lab), 0o700)
     path = os.path.join(folder(lab), f"{node}.json")
     control = socket_path(lab, node)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(control)
-    with open(path, "w") as fh:
-        json.dump({**config, "control": control}, fh)
+    files.unlink(control)
+    files.write(path, json.dumps({**config, "control": control}), sync=False)
     log = os.path.join(folder(lab), f"{node}.log")
-    with open(log, "wb") as err:
-        proc = popen([*names.python_module(__name__), path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                     start_new_session=True)  # fmt: skip
+    with files.created(log, 0o600) as err:
+        proc = popen([*names.python_module(__name__), path], **detached.options(None, err))
     deadline = time.monotonic() + _READY_S
     while not os.path.exists(control):
         if proc.poll() is not None or time.monotonic() > deadline:
