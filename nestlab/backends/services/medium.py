@@ -53,14 +53,7 @@ def start(lab: str, node: str, config: dict[str, Any], popen) -> None:
     log = os.path.join(folder(lab), f"{node}.log")
     with files.created(log, 0o600) as err:
         proc = popen([*names.python_module(__name__), path], **detached.options(None, err))
-    deadline = time.monotonic() + _READY_S
-    while not os.path.exists(control):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            with open(log, errors="replace") as fh:
-                said = fh.read().strip().splitlines()
-            raise LabError(f"the wireless medium {node} did not start: {said[-1] if said else 'no output'}")
-        time.sleep(0.01)
+    detached.ready(proc, control, log, f"the wireless medium {node}", _READY_S)
 
 
 def ask(lab: str, node: str, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
