@@ -125,8 +125,10 @@ def test_tcp_gets_an_80211g_rate_less_from_afar_and_two_senders_share_the_air(la
     for t in threads:
         t.join()
     together = sum(got.values())
-    assert together < 1.25 * near, (got, near)  # one channel: together about what one gets alone
-    assert min(got.values()) > 0.2 * near, got  # and each a part of it
+    # one channel: together far less than twice what one gets alone (each would get about that on air of its own),
+    # each clearly less than alone, and each a part of it
+    assert together < 1.5 * near and max(got.values()) < 0.8 * near, (got, near)
+    assert min(got.values()) > 0.2 * near, got
 
 
 def test_run_plays_mobility_and_logs_each_move(topo_file, lab_name, tmp_path):
