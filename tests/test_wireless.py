@@ -96,6 +96,19 @@ topology:
 
 
 @pytest.mark.throughput
+def test_a_station_made_anew_alone_still_carries_tcp(lab_from, topo_file):
+    """b's env changed: b and its link are made anew while the medium runs on; its new interface must lose its
+    offloads too (else whole TCP segments and unfinished checksums reach the medium, and TCP dies)."""
+    lab_from(THREE)
+    again = Lab.from_file(
+        topo_file(THREE.replace("b: {position: [40, 0]}", "b: {position: [40, 0], env: {AGAIN: '1'}}"), "b.yml")
+    )
+    changes = again.deploy()
+    assert any(node.name == "b" for node in changes.add_nodes), "b is made anew"
+    assert _iperf(again, "a", "b@10.70.0.2", seconds=2) > 5
+
+
+@pytest.mark.throughput
 def test_tcp_gets_an_80211g_rate_less_from_afar_and_two_senders_share_the_air(lab_from):
     lab = lab_from(SPEED)
     near = _iperf(lab, "near", "s@10.71.0.1")
@@ -112,8 +125,10 @@ def test_tcp_gets_an_80211g_rate_less_from_afar_and_two_senders_share_the_air(la
     for t in threads:
         t.join()
     together = sum(got.values())
-    assert together < 1.25 * near, (got, near)  # one channel: together about what one gets alone
-    assert min(got.values()) > 0.2 * near, got  # and each a part of it
+    # one channel: together far less than twice what one gets alone (each would get about that on air of its own),
+    # each clearly less than alone, and each a part of it
+    assert together < 1.5 * near and max(got.values()) < 0.8 * near, (got, near)
+    assert min(got.values()) > 0.2 * near, got
 
 
 def test_run_plays_mobility_and_logs_each_move(topo_file, lab_name, tmp_path):

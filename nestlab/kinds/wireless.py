@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from typing import TYPE_CHECKING, Any
 
+from ..backends.kernel import files
 from ..model.wireless import MEDIUM_KEYS, STATION_KEYS, channel_problem
 from ..seams import Draft
 from .base import Switch, register
@@ -29,6 +29,7 @@ class Wireless(Switch):
     summary = "a wireless medium: stations linked to it hear each other by distance, at their signal's rate, sharing airtime"
     options = MEDIUM_KEYS
     node_options = STATION_KEYS
+    takes_ports = True  # each new port's station loses its offloads, a station made anew alone too
 
     def check(self, spec: NodeSpec) -> list[tuple[tuple[str | int, ...], str]]:
         if spec.channel is not None and (problem := channel_problem(str(spec.standard or DEFAULTS["standard"]), spec.channel)):
@@ -48,27 +49,33 @@ class Wireless(Switch):
         }
         return {"options": (("medium", json.dumps(config, sort_keys=True)),)}
 
+    def ports(self, ap: Applying, node: NodeObj, ifaces: list[str]) -> None:
+        from ..backends.services import medium
+
+        made = set(ifaces)
+        for station in json.loads(node.text("medium"))["stations"]:
+            if station["port"] in made:
+                medium.plain_frames(ap.lab, station["name"], station["iface"])
+
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
         from ..backends.services import medium
 
         for node in nodes:
             config = json.loads(node.text("medium"))
-            for station in config["stations"]:
-                medium.plain_frames(ap.lab, station["name"], station["iface"])
             medium.start(ap.lab, node.name, config, lambda args, _n=node.name, **kw: ap.popen(_n, args, **kw))
 
     def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        for node in nodes:
+            self.ports(ap, node, [station["port"] for station in json.loads(node.text("medium"))["stations"]])
         self.finish(ap, nodes)
 
     def removed(self, lab: str, node: NodeObj) -> None:
         from ..backends.services import medium
 
         for suffix in (".json", ".log", ".sock"):
-            path = os.path.join(medium.folder(lab), node.name + suffix)
-            if os.path.exists(path):
-                os.unlink(path)
+            files.unlink(os.path.join(medium.folder(lab), node.name + suffix))
         if os.path.isdir(medium.folder(lab)) and not os.listdir(medium.folder(lab)):
-            shutil.rmtree(medium.folder(lab), ignore_errors=True)
+            files.remove_tree(medium.folder(lab))
 
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
         from ..backends.services import medium

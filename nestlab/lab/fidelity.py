@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .lab import Lab
 
 PERIOD = 0.05
+MIN_TICKS = 10  # /proc/stat ticks (1/100 s) a CPU's share of the time is judged on, at the least
 LEVELS = ("ok", "not judged", "doubtful", "failed")  # "not judged": nothing, or not all, was sampled
 MIN_SATURATED_S = 0.5
 RATE_SHORTFALL = 0.9
@@ -221,8 +222,8 @@ class Watch:
         cpus, steal_all, total_all = {}, 0, 0
         for name, last in cpu_last.items():
             d = [b - a for a, b in zip(self._cpu_first.get(name, last), last)]
-            if not sum(d):
-                continue  # not one tick passed: nothing to say of this CPU
+            if sum(d) < MIN_TICKS:
+                continue  # too few ticks passed (one busy tick reads 100 %): nothing to say of this CPU
             total = sum(d)
             idle = d[3] + d[4]
             cpus[name] = {

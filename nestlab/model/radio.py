@@ -112,7 +112,8 @@ def path_loss(prop: Propagation, freq: float, pos: np.ndarray) -> np.ndarray:
     if prop.model == "friis":
         out = friis(d, freq)
     elif prop.model in ("log-distance", "log-normal"):
-        out = friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference)
+        # never less than free space (below a reference distance over 1 m the slope would give less)
+        out = np.maximum(friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference), friis(d, freq))
         if prop.model == "log-normal" and prop.sigma:
             out = out + shadowing(len(pos), prop.sigma, prop.seed)
     elif prop.model == "two-ray":

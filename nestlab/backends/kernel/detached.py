@@ -9,8 +9,12 @@ descriptors it is handed (``pass_fds``), never the caller's others.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from typing import IO, Any
+
+from ...errors import LabError
 
 Output = int | IO[Any] | None
 
@@ -26,3 +30,16 @@ def options(log: Output = None, stderr: Output = subprocess.STDOUT, pass_fds: tu
         "close_fds": True,
         "pass_fds": tuple(pass_fds),
     }
+
+
+def ready(proc: subprocess.Popen, path: str, log: str, what: str, timeout: float) -> None:
+    """Wait until the helper ``proc`` makes ``path`` (how it says it is ready); if it ends first or takes longer than
+    ``timeout`` seconds it is killed and the error names ``what`` with the last line of its ``log``."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            with open(log, errors="replace") as fh:
+                said = fh.read().strip().splitlines()
+            raise LabError(f"{what} did not start: {said[-1] if said else 'no output'}")
+        time.sleep(0.01)

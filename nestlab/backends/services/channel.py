@@ -62,7 +62,6 @@ class Channel:
         n = len(pos)
         self.queues: list[deque[tuple[bytes, int]]] = [deque() for _ in range(n)]  # (frame, receiver)
         self.busy = [0.0] * n  # when the channel goes idle as each station hears it
-        self.heard_start = [-1.0] * n  # when the latest transmission each station hears began
         self.idle = [True] * n  # no start pending for its queue
         self.retry = [0] * n
         self.on_air: list[list[Tx]] = [[] for _ in range(n)]  # transmissions each station hears now
@@ -123,8 +122,9 @@ class Channel:
         self._push(max(after, self.busy[i]) + wait * 1e-6, "start", i)
 
     def _start(self, i: int, at: float) -> None:
-        if self.busy[i] > at and at - self.heard_start[i] >= self.phy.slot * 1e-6:
-            self._contend(i, self.busy[i])  # someone else took the air first: defer
+        slot = self.phy.slot * 1e-6
+        if any(o.end > at and at - o.start >= slot for o in self.on_air[i]):
+            self._contend(i, self.busy[i])  # a frame it has heard for a slot or more holds the air: defer
             return
         frame, dst = self.queues[i][0]
         index = self.pairs[i].get(dst, _OUT)[0] if dst >= 0 else 0
@@ -134,7 +134,6 @@ class Channel:
         for k in (i, *self.hears[i]):
             if self.busy[k] < end:
                 self.busy[k] = end
-            self.heard_start[k] = at
             live = [other for other in self.on_air[k] if other.end > at]
             for other in live:
                 other.garbled.add(k)

@@ -14,18 +14,18 @@ import array
 import contextlib
 import fcntl
 import json
+import math
 import os
 import select
 import socket
 import struct
-import subprocess
 import sys
 import time
 from typing import Any
 
 from ... import names
 from ...errors import LabError
-from ..kernel import namespaces
+from ..kernel import detached, files, namespaces
 
 ETH_P_ALL = 0x0003
 SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23
@@ -45,25 +45,15 @@ def socket_path(lab: str, node: str) -> str:
 
 def start(lab: str, node: str, config: dict[str, Any], popen) -> None:
     """Start the medium of ``node`` (``popen``: how to start a process inside it); returns once it listens."""
-    os.makedirs(folder(lab), mode=0o700, exist_ok=True)
+    files.make_dirs(folder(lab), 0o700)
     path = os.path.join(folder(lab), f"{node}.json")
     control = socket_path(lab, node)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(control)
-    with open(path, "w") as fh:
-        json.dump({**config, "control": control}, fh)
+    files.unlink(control)
+    files.write(path, json.dumps({**config, "control": control}), sync=False)
     log = os.path.join(folder(lab), f"{node}.log")
-    with open(log, "wb") as err:
-        proc = popen([*names.python_module(__name__), path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                     start_new_session=True)  # fmt: skip
-    deadline = time.monotonic() + _READY_S
-    while not os.path.exists(control):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            with open(log, errors="replace") as fh:
-                said = fh.read().strip().splitlines()
-            raise LabError(f"the wireless medium {node} did not start: {said[-1] if said else 'no output'}")
-        time.sleep(0.01)
+    with files.created(log, 0o600) as err:
+        proc = popen([*names.python_module(__name__), path], **detached.options(None, err))
+    detached.ready(proc, control, log, f"the wireless medium {node}", _READY_S)
 
 
 def ask(lab: str, node: str, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
@@ -134,9 +124,12 @@ class Medium:
         for name, where in positions.items():
             if name not in self.by_name:
                 raise ValueError(f"no station {name} on this medium (stations: {', '.join(self.names)})")
-            if len(where) not in (2, 3):
+            if not isinstance(where, list) or len(where) not in (2, 3):
                 raise ValueError(f"a position is [x, y] or [x, y, z], not {where}")
-            pos[self.by_name[name]] = [*map(float, where), *([0.0] * (3 - len(where)))]
+            metres = [float(v) for v in where]
+            if not all(math.isfinite(v) for v in metres):
+                raise ValueError(f"a position is finite metres, not {where}")
+            pos[self.by_name[name]] = [*metres, *([0.0] * (3 - len(metres)))]
         self.channel.place(pos)
         self.moves += 1
 
@@ -192,15 +185,13 @@ class Medium:
         os.chmod(tmp, 0o600)
         ctl.listen(16)
         os.rename(tmp, control_path)  # it exists only once it listens
-        poller = select.poll()
-        poller.register(raw, select.POLLIN)
-        poller.register(ctl, select.POLLIN)
         while True:
             due = self.channel.due()
-            wait = None if due is None else max(0.0, (due - time.monotonic()) * 1000)
-            for fd, _ in poller.poll(wait):
-                if fd == ctl.fileno():
-                    self._control(ctl)
+            wait = None if due is None else max(0.0, due - time.monotonic())
+            # select, not poll: its timeout is in microseconds (poll's whole milliseconds added about 1 ms a hop)
+            ready, _, _ = select.select([raw, ctl], [], [], wait)
+            if ctl in ready:
+                self._control(ctl)
             self._read(raw)
             for j, frame in self.channel.run(time.monotonic()):
                 with contextlib.suppress(OSError):  # a port gone down: lost, as on the air
@@ -227,8 +218,8 @@ class Medium:
             try:
                 data = b"".join(iter(lambda: conn.recv(65536), b""))
                 reply = self.answer(json.loads(data))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                reply = {"error": str(exc)}
+            except Exception as exc:  # a bad request is answered, never the medium's end
+                reply = {"error": f"{type(exc).__name__}: {exc}"}
             with contextlib.suppress(OSError):
                 conn.sendall(json.dumps(reply).encode())
 

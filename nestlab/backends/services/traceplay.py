@@ -26,7 +26,6 @@ import sys
 import time
 
 from ... import names
-from ...errors import LabError
 from ...model.trace import PACKET_BYTES, read
 from ..kernel import containers, detached, files, namespaces, procs
 
@@ -58,14 +57,7 @@ def start(lab: str, node: str, iface: str, trace: str, queue: int) -> None:
             [*names.python_module(__name__), iface, trace, str(queue), status],
             **detached.options(stderr=err),
         )
-    deadline = time.monotonic() + 10
-    while not os.path.exists(status):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            with open(log, errors="replace") as fh:
-                said = fh.read().strip().splitlines()
-            raise LabError(f"the trace player of {node}:{iface} did not start: {said[-1] if said else 'no output'}")
-        time.sleep(0.01)
+    detached.ready(proc, status, log, f"the trace player of {node}:{iface}", 10)
 
 
 def stop(lab: str, node: str, iface: str) -> None:
