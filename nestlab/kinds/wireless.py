@@ -11,7 +11,6 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..backends.kernel import files
 from ..model.wireless import MEDIUM_KEYS, STATION_KEYS, channel_problem
 from ..seams import Draft
 from .base import Switch, register
@@ -70,6 +69,7 @@ class Wireless(Switch):
         self.finish(ap, nodes)
 
     def removed(self, lab: str, node: NodeObj) -> None:
+        from ..backends.kernel import files
         from ..backends.services import medium
 
         for suffix in (".json", ".log", ".sock"):
