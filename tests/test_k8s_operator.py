@@ -431,7 +431,7 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
         assert token[:40] not in log and "CANARY" not in log
 
         allowed = run_cli("k8s", "operator", "allow", "nobody", "--kubeconfig", kube)  # now it is made
-        assert allowed.returncode == 0 and "root on the cluster node" in allowed.stderr, allowed.stderr
+        assert allowed.returncode == 0 and "each in a user namespace of its own" in allowed.stderr, allowed.stderr
         _until("Ready once allowed", lambda: _status(kube, "nl-demo", "nobody").get("phase") == "Ready", 240, lambda: _logs(kube))
         assert _restarts(kube) == 0, _logs(kube)
     finally:
