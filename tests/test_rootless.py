@@ -339,14 +339,7 @@ def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_us
         assert said.returncode == 0 and said.stdout.strip() == "n1", said.stdout + said.stderr
         hosts = nobody.run("exec", "--lab", lab, "n2", "--", "getent", "ahostsv4", f"clab-{lab}-n1")
         assert hosts.stdout.split()[:1] == ["172.20.20.2"], "names in the view's /etc/hosts: " + hosts.stdout + hosts.stderr
-        config = nobody.home / ".ssh" / "config.d" / f"clab-{lab}.conf"
-        own = subprocess.run(
-            [*as_user(NOBODY), "ssh", "-F", str(config), f"clab-{lab}-n2", "hostname"],
-            capture_output=True,
-            text=True,
-            env=nobody.env(),
-            timeout=60,
-        )
+        own = _own_ssh(nobody, lab, "n2", "hostname")
         assert own.stdout.strip() == "n2", "nobody's own ssh, through nestlab ssh --stdio: " + own.stdout + own.stderr
         # root's lab of the same name comes and goes beside it, leaving nobody's (and its SSH gate) alone
         assert run_cli("deploy", "-t", str(topo_file("name: {name}\ntopology:\n  nodes:\n    x: {}\n"))).returncode == 0
@@ -358,9 +351,9 @@ def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_us
         with open("/etc/hosts") as fh:
             assert lab not in fh.read(), "the machine's /etc/hosts is untouched"
         assert nobody.run("destroy", "--lab", lab).returncode == 0
-        assert list(config.parent.iterdir()) == [] and list((nobody.home / ".ssh" / "nestlab").iterdir()) == [], (
-            "the lab's ssh config and key go with it"
-        )
+        assert (
+            list((nobody.home / ".ssh" / "config.d").iterdir()) == [] and list((nobody.home / ".ssh" / "nestlab").iterdir()) == []
+        ), "the lab's ssh config and key go with it"
         assert _gone() == [] and _of_subordinate_ids() == []
         assert _machine() == before
     finally:
@@ -381,14 +374,7 @@ def test_without_subordinate_ids_nestlab_ssh_reaches_a_containerlab_node_and_ssh
         assert deployed.returncode == 0, deployed.stderr
         said = nobody.run("ssh", "--lab", lab, "n1", "--", "hostname", "&&", "id", "-u")
         assert said.returncode == 0 and said.stdout.split() == ["n1", "0"], said.stdout + said.stderr
-        config = nobody.home / ".ssh" / "config.d" / f"clab-{lab}.conf"
-        own = subprocess.run(
-            [*as_user(NOBODY), "ssh", "-F", str(config), f"clab-{lab}-n2", "hostname"],
-            capture_output=True,
-            text=True,
-            env=nobody.env(),
-            timeout=60,
-        )
+        own = _own_ssh(nobody, lab, "n2", "hostname")
         assert own.returncode == 255 and "give your user subordinate ids in /etc/subuid" in own.stderr, own.stderr
         assert "Connection reset" not in own.stderr
         destroyed = nobody.run("destroy", "--lab", lab)
@@ -675,3 +661,15 @@ def test_a_machine_that_refuses_user_namespaces_is_said_at_once(nobody, tmp_path
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert left == [], "nothing of nobody's runs"
+
+
+def _own_ssh(user, lab: str, node: str, *command: str) -> subprocess.CompletedProcess:
+    """The user's own ssh to a node, through the lab's ssh config in the user's home (nestlab ssh --stdio behind it)."""
+    config = user.home / ".ssh" / "config.d" / f"clab-{lab}.conf"
+    return subprocess.run(
+        [*as_user(NOBODY), "ssh", "-F", str(config), f"clab-{lab}-{node}", *command],
+        capture_output=True,
+        text=True,
+        env=user.env(),
+        timeout=60,
+    )
