@@ -21,7 +21,7 @@ import yaml
 from conftest import NESTLAB, ROOT, run_cli
 
 from nestlab import names
-from nestlab.sites.k8s.operator.resource import resource_spec
+from nestlab.operator.resource import resource_spec
 from nestlab.testbeds import cluster
 
 pytestmark = pytest.mark.k8s

@@ -13,9 +13,9 @@ import yaml
 from conftest import ROOT
 
 from nestlab.model.openapi import ANY, topology_spec
-from nestlab.sites.k8s.operator.inputs import FILE_KEYS
-from nestlab.sites.k8s.operator.queue import WorkQueue
-from nestlab.sites.k8s.operator.resource import InvalidSpec, blueprint, crd, resource_spec
+from nestlab.operator.inputs import FILE_KEYS
+from nestlab.operator.queue import WorkQueue
+from nestlab.operator.resource import InvalidSpec, blueprint, crd, resource_spec
 
 EXAMPLE = ROOT / "examples" / "nestlab-resource.yaml"
 
@@ -207,7 +207,7 @@ def test_no_field_of_a_resource_makes_the_operator_open_a_file(canary):
 
 def test_a_resource_gives_files_as_text_or_a_reference_of_its_namespace_and_they_go_in_its_secret():
     from nestlab.sites.k8s.manifests import render
-    from nestlab.sites.k8s.operator.resource import read
+    from nestlab.operator.resource import read
 
     resource = yaml.safe_load(EXAMPLE.read_text())
     resource["metadata"]["namespace"] = "labs"
@@ -263,7 +263,7 @@ def test_a_resource_gives_files_as_text_or_a_reference_of_its_namespace_and_they
 
 
 def test_a_spec_too_large_a_lab_too_many_nodes_and_a_value_too_large_are_refused():
-    from nestlab.sites.k8s.operator import resource as module
+    from nestlab.operator import resource as module
 
     big = yaml.safe_load(EXAMPLE.read_text())
     big["metadata"]["namespace"] = "labs"
@@ -315,7 +315,7 @@ def test_the_model_reads_regular_files_alone_and_bounded(tmp_path):
 
 
 def test_the_operator_may_make_pods_only_where_allowed_and_reads_no_secret_cluster_wide():
-    from nestlab.sites.k8s.operator.install import NAME, binding, objects, role
+    from nestlab.operator.install import NAME, binding, objects, role
 
     made = {o["kind"]: o for o in objects("nestlab-system", "img", node_selector=("nestlab.dev/labs=yes",))}
     cluster_wide = made["ClusterRole"]["rules"]

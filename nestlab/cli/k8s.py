@@ -241,7 +241,7 @@ def operator_install(
     examples/nestlab-resource.yaml ; kubectl get nestlabs -n labs
     """
 
-    from ..sites.k8s.operator.install import install
+    from ..operator.install import install
 
     with reported():
         kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
@@ -281,7 +281,7 @@ def operator_allow(
     Example: nestlab k8s operator allow labs --kubeconfig kc.yaml
     """
 
-    from ..sites.k8s.operator.install import allow
+    from ..operator.install import allow
 
     with reported():
         kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
@@ -304,7 +304,7 @@ def operator_disallow(
     Example: nestlab k8s operator disallow labs --kubeconfig kc.yaml
     """
 
-    from ..sites.k8s.operator.install import disallow
+    from ..operator.install import disallow
 
     with reported():
         kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
@@ -321,7 +321,7 @@ def operator_uninstall(
     namespace, the CRD last).  Refused while a NestLab is
     left: delete the labs first (kubectl delete nestlabs --all -A), which the operator removes with their pods."""
 
-    from ..sites.k8s.operator.install import uninstall
+    from ..operator.install import uninstall
 
     with reported():
         kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
@@ -348,7 +348,7 @@ def operator_run(
     import signal
     import sys
 
-    from ..sites.k8s.operator.loop import run
+    from ..operator.loop import run
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as a pod's first process, SIGTERM is otherwise ignored
     with reported():

@@ -9,7 +9,7 @@ import base64
 import hashlib
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ... import __version__
 from ...errors import LabError
@@ -19,6 +19,7 @@ from ..shares import place_and_partition
 from .isolation import guarded, pod_fields
 
 if TYPE_CHECKING:
+    from ...plan.blueprint import Blueprint
     from ...plan.partition import Partition
 
 
@@ -36,7 +37,7 @@ def dns_label(lab_name: str) -> str:
     return name
 
 
-def share_names(lab, count: int) -> list[str]:
+def share_names(lab: Blueprint, count: int) -> list[str]:
     """The shares: every Kubernetes node a node is pinned to (``server: node2``), then s1, s2, ... up to ``count``."""
     pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
     for share in pinned:
@@ -52,8 +53,8 @@ def peer_var(share: str) -> str:
 
 
 def render(
-    lab, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None, privileged: bool = False
-) -> tuple[list[dict], Partition]:
+    lab: Blueprint, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None, privileged: bool = False
+) -> tuple[list[dict[str, Any]], Partition]:
     """The manifests (Secret, headless Service, one Pod per share) and the partition they carry; ``nodes``:
     the cluster's node names, which a share named after one is pinned to (default: the pinned shares); ``privileged``:
     pods as root of their nodes, not in user namespaces of their own."""
@@ -105,7 +106,7 @@ def render(
 _SECRET_BYTES = 740 * 1024  # the API refuses a Secret over 1 MiB: base64 makes 4 bytes of 3
 
 
-def _ship_binds(topology: dict, shipped: dict[str, str], layout: dict[str, str]) -> None:
+def _ship_binds(topology: dict[str, Any], shipped: dict[str, str], layout: dict[str, str]) -> None:
     """Point every bind of a share at a copy under /etc/nestlab/files/ in the pod, each file of it put in
     ``shipped`` (by Secret key) and ``layout`` (key -> its path in the volume): the pods do not share
     this machine's disk."""
@@ -132,7 +133,7 @@ def _ship_binds(topology: dict, shipped: dict[str, str], layout: dict[str, str])
             spec["binds"] = binds
 
 
-def _ship_given(topology: dict, shipped: dict[str, str], layout: dict[str, str]) -> None:
+def _ship_given(topology: dict[str, Any], shipped: dict[str, str], layout: dict[str, str]) -> None:
     """Every file a NestLab gave (model.files.only's: a trace, a graph) that a share's topology names, in the Secret
     at the path it names (under /etc/nestlab/files/, the pod's)."""
     given = files.given() or {}
@@ -159,26 +160,15 @@ def _pod(
     shares: list[str],
     image: str,
     namespace: str,
-    labels: dict,
+    labels: dict[str, str],
     pinned: bool,
-    items: list[dict],
+    items: list[dict[str, str]],
     privileged: bool,
-) -> dict:
-    deploy = f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t /etc/nestlab/{share}.yml"
-    deploy = deploy if privileged else guarded(deploy)
+) -> dict[str, Any]:
+    """The pod of ``share``: its start script, in a user namespace of its own unless ``privileged``, on the node it is
+    pinned to or spread from the lab's other pods."""
     pod_security, container_security = pod_fields(privileged)
-    resolve = " && ".join(f'{peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${peer_var(s)}" ]' for s in shares)
-    script = (
-        f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
-        f"until [ -s {RUN}/peers.env ]; do  # written by nestlab k8s deploy, or found in the cluster's DNS\n"
-        f"  if {resolve}; then {{ {'; '.join(f'echo {peer_var(s)}=${peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
-        f"  sleep 0.2\ndone\n"
-        f"set -a; . {RUN}/peers.env; set +a\n"
-        # the share's lab directory in the pod's own /run (its file's folder is a read-only Secret, root's alone)
-        f"{deploy} > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
-        f"cat {RUN}/deploy.log\nsleep infinity & wait\n"
-    )
-    spec: dict = {
+    spec: dict[str, Any] = {
         "hostname": share,
         "subdomain": name,
         "terminationGracePeriodSeconds": 30,
@@ -190,7 +180,7 @@ def _pod(
             {
                 "name": "nestlab",
                 "image": image,
-                "command": ["sh", "-c", script],
+                "command": ["sh", "-c", _script(name, share, shares, privileged)],
                 "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
                 "securityContext": container_security,
                 "volumeMounts": [{"name": "share", "mountPath": "/etc/nestlab", "readOnly": True}],
@@ -201,26 +191,40 @@ def _pod(
             }
         ],
         "volumes": [{"name": "share", "secret": {"secretName": f"{name}-shares", "items": items, "defaultMode": 0o400}}],
+        **_placed(name, share, pinned),
     }
-    if pinned:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": share}
-    else:  # spread the lab's pods over the nodes when it can
-        spec["affinity"] = {
-            "podAntiAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": {LABEL: name}},
-                            "topologyKey": "kubernetes.io/hostname",
-                        },
-                    }
-                ]
-            }
-        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"{name}-{share}", "namespace": namespace, "labels": {**labels, SHARE: share}},
         "spec": spec,
+    }
+
+
+def _script(name: str, share: str, shares: list[str], privileged: bool) -> str:
+    """A pod's start script: wait for its peers' addresses, deploy its share, record how that went, then wait."""
+    deploy = f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t /etc/nestlab/{share}.yml"
+    deploy = deploy if privileged else guarded(deploy)
+    resolve = " && ".join(f'{peer_var(s)}=$(getent hosts {s}.{name} | cut -d" " -f1) && [ -n "${peer_var(s)}" ]' for s in shares)
+    return (
+        f"mkdir -p {RUN}; trap 'exit 0' TERM\n"
+        f"until [ -s {RUN}/peers.env ]; do  # written by nestlab k8s deploy, or found in the cluster's DNS\n"
+        f"  if {resolve}; then {{ {'; '.join(f'echo {peer_var(s)}=${peer_var(s)}' for s in shares)}; }} > {RUN}/peers.env; fi\n"
+        f"  sleep 0.2\ndone\n"
+        f"set -a; . {RUN}/peers.env; set +a\n"
+        # the share's lab directory in the pod's own /run (its file's folder is a read-only Secret, root's alone)
+        f"{deploy} > {RUN}/deploy.log 2>&1; echo $? > {RUN}/rc.tmp; mv {RUN}/rc.tmp {RUN}/rc\n"
+        f"cat {RUN}/deploy.log\nsleep infinity & wait\n"
+    )
+
+
+def _placed(name: str, share: str, pinned: bool) -> dict[str, Any]:
+    """The pod's place: on the node its share is named after when pinned, else spread over the nodes when it can."""
+    if pinned:
+        return {"nodeSelector": {"kubernetes.io/hostname": share}}
+    term = {"labelSelector": {"matchLabels": {LABEL: name}}, "topologyKey": "kubernetes.io/hostname"}
+    return {
+        "affinity": {
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": term}]}
+        }
     }

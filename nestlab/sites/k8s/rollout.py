@@ -1,12 +1,14 @@
-"""A lab's pods brought up (by ``nestlab k8s deploy`` and the operator): the cluster's nodes checked against the
-lab's pins, the objects created, each pod running, then each share deployed with its peers' addresses, then every
-stitched link answering; the first that cannot is an error naming why, after every pod of the lab was deleted."""
+"""A lab's pods brought up, one way for ``nestlab k8s deploy`` (site.py) and the operator (nestlab/operator): the
+cluster's nodes checked against the lab's pins, the objects rendered (:class:`Rollout`), then created, each pod
+running, then each share deployed with its peers' addresses, then every stitched link answering (:func:`bring_up`); the
+first that cannot is an error naming why, after every pod of the lab was deleted."""
 
 from __future__ import annotations
 
 import shlex
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...backends.remote.kube import ClusterError
@@ -14,7 +16,7 @@ from ...backends.remote.pod import each
 from ...errors import LabError
 from ..shares import pin_error
 from . import isolation
-from .manifests import LABEL, RUN, SHARE, dns_label, peer_var
+from .manifests import LABEL, RUN, SHARE, dns_label, peer_var, render
 
 if TYPE_CHECKING:
     from ...backends.remote.kube import Cluster
@@ -31,6 +33,41 @@ _WAITING = {
     "RunContainerError",
     "CrashLoopBackOff",
 }
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A lab's objects for a cluster (``manifests``, the ``parts`` they carry) made from its shares on the cluster's
+    nodes, then brought up by :meth:`run`; between the two a caller checks or marks them (the site writes its
+    record, the operator sets owners)."""
+
+    kube: Cluster
+    lab: Blueprint
+    manifests: list[dict[str, Any]]
+    parts: Partition
+    privileged: bool = False
+
+    @classmethod
+    def of(cls, kube: Cluster, lab: Blueprint, image: str, count: int | None = None, privileged: bool = False) -> Rollout:
+        """The objects of ``lab`` on ``kube``'s cluster in ``count`` shares (default: :func:`shares_on`'s), its pods
+        running ``image``, privileged or not (manifests.render)."""
+        nodes, count = shares_on(kube, lab, count)
+        manifests, parts = render(lab, count, image, kube.namespace, nodes, privileged)
+        return cls(kube, lab, manifests, parts, privileged)
+
+    @property
+    def pods(self) -> dict[str, str]:
+        """Each share's pod name."""
+        return {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in self.manifests if m["kind"] == "Pod"}
+
+    @property
+    def selector(self) -> str:
+        """The label selector of every object of the lab."""
+        return f"{LABEL}={dns_label(self.lab.name)}"
+
+    def run(self, deadline: float, say: Callable[[str], None]) -> dict[str, str]:
+        """Bring the objects up (:func:`bring_up`), answering each share's pod."""
+        return bring_up(self.kube, self.lab, self.manifests, self.parts, deadline, say, self.privileged)
 
 
 def shares_on(kube: Cluster, lab: Blueprint, count: int | None) -> tuple[set[str], int]:

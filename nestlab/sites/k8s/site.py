@@ -19,8 +19,8 @@ from ...registry import SITES
 from ..base import Site
 from ..seam import Deployed
 from ..shares import holder, merged, running
-from .manifests import LABEL, NESTLAB_REF, SHARE, dns_label, render
-from .rollout import bring_up, shares_on
+from .manifests import LABEL, NESTLAB_REF, dns_label
+from .rollout import Rollout
 
 if TYPE_CHECKING:
     from ... import seams
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Target:
     """Where and how ``nestlab k8s deploy`` deploys a lab: the cluster (its kubeconfig and namespace), the
-    image, how many shares (default: rollout.shares_on), the time it may take, who hears what it is doing, and
+    image, how many shares (default: rollout.shares_on's), the time it may take, who hears what it is doing, and
     whether its pods are privileged (default: each in a user namespace of its own, isolation.py)."""
 
     kubeconfig: str | None = None
@@ -68,45 +68,35 @@ class Kubernetes(Site):
 
     def _deploy(self, lab: Blueprint, target: Target) -> Partition:
 
-        kubeconfig, namespace, image, count, timeout = (
-            target.kubeconfig,
-            target.namespace,
-            target.image,
-            target.count,
-            target.timeout,
-        )
+        kubeconfig, image, count = target.kubeconfig, target.image, target.count
         say = target.say or (lambda _m: None)
-        deadline = time.monotonic() + timeout
-        kube = Cluster(kubeconfig, namespace, timeout)
-        name = dns_label(lab.name)
+        deadline = time.monotonic() + target.timeout
+        kube = Cluster(kubeconfig, target.namespace, target.timeout)
         if where.read(lab.name) or state.read(lab.name):
             raise LabError(f"lab {lab.name} is already running: `nestlab destroy --lab {lab.name}` first")
-        nodes, count = shares_on(kube, lab, count)
-        manifests, parts = render(lab, count, image or NESTLAB_REF, kube.namespace, nodes, target.privileged)
-        pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
+        rollout = Rollout.of(kube, lab, image or NESTLAB_REF, count, target.privileged)
         self.data = {
             "kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None,
             "namespace": kube.namespace,
-            "pods": pods,
-            "placement": parts.placement.server_of,
+            "pods": rollout.pods,
+            "placement": rollout.parts.placement.server_of,
         }
-        selector = f"{LABEL}={name}"
         with state.locked(lab.name):
             where.write(lab.name, self.name, self.data)
             try:
-                if kube.pods(selector):
+                if kube.pods(rollout.selector):
                     raise ClusterError(
-                        f"pods of a lab {name} already run in namespace {kube.namespace}: "
-                        f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {selector}` first"
+                        f"pods of a lab {dns_label(lab.name)} already run in namespace {kube.namespace}: "
+                        f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {rollout.selector}` first"
                     )
-                bring_up(kube, lab, manifests, parts, deadline, say, target.privileged)
+                rollout.run(deadline, say)
             except BaseException:
                 from ...backends.kernel import files
 
                 files.remove_tree(names.lab_dir(lab.name))
                 raise
             running(lab)
-        return parts
+        return rollout.parts
 
     def _cluster(self, timeout: float = 60) -> Cluster:
 

@@ -11,21 +11,18 @@ import datetime
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ....backends.remote.kube import Cluster
-from ....backends.remote.pod import each
-from ....errors import LabError
-from ....model import files
-from ....model.errors import TopologyError
-from ..manifests import LABEL, SHARE, dns_label, render
-from ..rollout import bring_up, redeploy_shares, shares_on
+from ..backends.remote.kube import Cluster
+from ..backends.remote.pod import each
+from ..errors import LabError
+from ..model import files
+from ..model.errors import TopologyError
+from ..sites.k8s.manifests import LABEL, dns_label
+from ..sites.k8s.rollout import Rollout, redeploy_shares
 from .inputs import fetcher
 from .install import binding
 from .resource import API_VERSION, FINALIZER, GROUP, KIND, PLURAL, VERSION, InvalidSpec, read
-
-if TYPE_CHECKING:
-    from ....plan.partition import Partition
 
 HEALTH_EVERY = 20.0  # seconds between looks at a Ready lab's pods
 NOT_ALLOWED_EVERY = 30.0  # seconds between looks at a NestLab in a namespace nobody allowed
@@ -98,7 +95,6 @@ class Reconciler:
         except InvalidSpec as exc:
             self._fail(obj, "InvalidSpec", str(exc))
             return
-        selector = f"{LABEL}={dns_label(lab.name)}"
         started = time.monotonic()
         self._status(obj, "Deploying", f"deploying {len(lab.plan.nodes)} nodes", [], count=len(lab.plan.nodes))
         self._event(obj, "Deploying", f"deploying generation {obj['metadata']['generation']}")
@@ -106,32 +102,27 @@ class Reconciler:
             if why := self._not_for_labs(kube, lab):
                 self._fail(obj, "NotForLabs", why)
                 return
-            cluster_nodes, count = shares_on(kube, lab, None)
             with files.only(given):  # the resource's files, never the operator's
-                manifests, parts = render(lab, count, self.image, kube.namespace, cluster_nodes)
-            for manifest in manifests:  # the lab's objects go with the resource, even without this operator
+                rollout = Rollout.of(kube, lab, self.image)
+            for manifest in rollout.manifests:  # the lab's objects go with the resource, even without this operator
                 manifest["metadata"]["ownerReferences"] = [_owner(obj)]
                 if manifest["kind"] == "Pod" and self.node_selector:
                     manifest["spec"]["nodeSelector"] = {**self.node_selector, **manifest["spec"].get("nodeSelector", {})}
-            pods = (
-                self._in_place(kube, previous, manifests, parts, started + self.timeout)
-                if previous.get("phase") == "Ready"
-                else None
-            )
+            pods = self._in_place(kube, previous, rollout, started + self.timeout) if previous.get("phase") == "Ready" else None
             if pods is not None:
                 self.say(f"{key}: changed in place")
             else:
-                if kube.pods(selector):  # a deploy cut short, or a change that moves nodes: the lab is made anew
+                if kube.pods(rollout.selector):  # a deploy cut short, or a change that moves nodes: the lab is made anew
                     self.say(f"{key}: removing the pods of an earlier deploy")
-                    kube.delete_all(selector, started + self.timeout, grace=1)
-                pods = bring_up(kube, lab, manifests, parts, started + self.timeout, lambda m: self.say(f"{key}: {m}"))
+                    kube.delete_all(rollout.selector, started + self.timeout, grace=1)
+                pods = rollout.run(started + self.timeout, lambda m: self.say(f"{key}: {m}"))
         except TopologyError as exc:  # a pin to a node the cluster lacks
             self._fail(obj, "InvalidSpec", str(InvalidSpec.of(exc)))
             return
         except LabError as exc:
             self._fail(obj, "DeployFailed", str(exc))
             return
-        placed = {node: pods[parts.placement.server(node)] for node in lab.plan.nodes}
+        placed = {node: pods[rollout.parts.placement.server(node)] for node in lab.plan.nodes}
         message = f"{len(placed)} nodes in {len(pods)} pods in {time.monotonic() - started:.1f} s"
         nodes = self._nodes(kube, obj, placed, _addresses(kube, lab.name, set(pods.values())))
         self._status(obj, "Ready", message, [_condition("Ready", True, "Deployed", message)], nodes, len(placed))
@@ -161,16 +152,14 @@ class Reconciler:
                 return f"spec.topology.nodes.{name}.server: node {spec.server} is not for labs ({why}): pin the node to another"
         return None
 
-    def _in_place(
-        self, kube: Cluster, previous: dict[str, Any], manifests: list[dict[str, Any]], parts: Partition, deadline: float
-    ) -> dict[str, str] | None:
+    def _in_place(self, kube: Cluster, previous: dict[str, Any], rollout: Rollout, deadline: float) -> dict[str, str] | None:
         """A Ready lab changed through its running pods, each whose share changed deploying it again (its nestlab
         applies the difference: a link's new rate reshaped, a node added made, nothing else touched); the pods, or
         None when the change needs other pods or moves a node to another (the lab is then made anew)."""
-        pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
+        pods = rollout.pods
         was = {node: v["pod"] for node, v in (previous.get("nodes") or {}).items()}
-        now = {node: pods[share] for node, share in parts.placement.server_of.items()}
-        config = next(m for m in manifests if m["kind"] == "Secret")
+        now = {node: pods[share] for node, share in rollout.parts.placement.server_of.items()}
+        config = next(m for m in rollout.manifests if m["kind"] == "Secret")
         running = (kube.read(config) or {}).get("data") or {}
         live = [p for p in kube.pods(f"{LABEL}={config['metadata']['labels'][LABEL]}") if p.status.phase == "Running"]
         alive = {p.metadata.name for p in live}

@@ -26,9 +26,9 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
-from ....backends.remote.kube import Cluster, ClusterError
-from ....model.errors import dotted
-from ....names import looks_like_path
+from ..backends.remote.kube import Cluster, ClusterError
+from ..model.errors import dotted
+from ..names import looks_like_path
 
 FOLDER = "/etc/nestlab/files"  # where a lab's pod has the lab's Secret's files
 MAX_VALUE = 512 * 1024  # bytes of one file's content

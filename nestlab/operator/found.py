@@ -8,15 +8,15 @@ import datetime
 import os
 from typing import TYPE_CHECKING, Any
 
-from ....backends.remote.kube import Cluster, ClusterError
-from ....engine import where
-from ....errors import LabError
-from ..site import Kubernetes
+from ..backends.remote.kube import Cluster, ClusterError
+from ..engine import where
+from ..errors import LabError
+from ..sites.k8s.site import Kubernetes
 from .inputs import fetcher
 from .resource import GROUP, KIND, PLURAL, VERSION, blueprint
 
 if TYPE_CHECKING:
-    from ....plan.blueprint import Blueprint
+    from ..plan.blueprint import Blueprint
 
 
 def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = None) -> tuple[Blueprint, float]:

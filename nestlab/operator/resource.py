@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ....model.errors import TopologyError, dotted
-from ....model.openapi import ANY, topology_spec
-from ....plan.blueprint import Blueprint
+from ..model.errors import TopologyError, dotted
+from ..model.openapi import ANY, topology_spec
+from ..plan.blueprint import Blueprint
 from . import inputs
 
 GROUP, VERSION, KIND, PLURAL, SHORT = "nestlab.dev", "v1alpha1", "NestLab", "nestlabs", "nl"
@@ -153,8 +153,8 @@ def read(obj: dict[str, Any], fetch: inputs.Fetch = _no_fetch) -> tuple[Blueprin
     the files it gives (by the path the lab's pods find each at).  Every file key's value is the text itself or
     a reference ``fetch`` reads (inputs.py); the model reads those files and no other (never the operator's disk);
     a spec over :data:`MAX_SPEC_BYTES` or a lab over :data:`MAX_NODES` nodes is refused."""
-    from ....model import files
-    from ....model.load import load_data
+    from ..model import files
+    from ..model.load import load_data
 
     meta = obj["metadata"]
     source = f"NestLab {meta['namespace']}/{meta['name']}"

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from ....backends.remote.kube import Cluster
+from ..backends.remote.kube import Cluster
 from .queue import WorkQueue
 from .reconcile import Reconciler, Say
 from .resource import GROUP, PLURAL, VERSION

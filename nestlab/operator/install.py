@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ....backends.remote.kube import Cluster, ClusterError
+from ..backends.remote.kube import Cluster, ClusterError
 from .resource import GROUP, PLURAL, VERSION, crd
 
 NAME = "nestlab-operator"
