@@ -206,8 +206,8 @@ def test_no_field_of_a_resource_makes_the_operator_open_a_file(canary):
 
 
 def test_a_resource_gives_files_as_text_or_a_reference_of_its_namespace_and_they_go_in_its_secret():
-    from nestlab.sites.k8s.manifests import render
     from nestlab.operator.resource import read
+    from nestlab.sites.k8s.manifests import render
 
     resource = yaml.safe_load(EXAMPLE.read_text())
     resource["metadata"]["namespace"] = "labs"

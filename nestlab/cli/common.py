@@ -153,7 +153,9 @@ def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, 
     if kubeconfig or namespace:
         if not lab:
             raise LabError("--kubeconfig and --namespace find a NestLab by its name: give --lab NAME")
-        return Lab.on_cluster(lab, str(kubeconfig) if kubeconfig else None, namespace)
+        from ..operator.found import found_lab
+
+        return found_lab(lab, str(kubeconfig) if kubeconfig else None, namespace)
     if topo:
         return Lab.from_file(topo)
     if lab:

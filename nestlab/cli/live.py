@@ -92,7 +92,7 @@ def link_set(
         if not params:
             raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
         found = resolve(topo, lab, kubeconfig, namespace)
-        done = sites.of(found.name).link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
+        done = found.site.link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)
         err.print(done.said)

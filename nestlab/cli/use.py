@@ -150,7 +150,7 @@ def shell(
     with reported():
         the_lab = resolve(topo, lab, kubeconfig, namespace)
         target = node_of(the_lab, node)
-        if remote := sites.of(the_lab.name).remote(node):  # on its server, with a terminal
+        if remote := the_lab.site.remote(node):  # on its server, with a terminal
             raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)
         prompt = f"[{the_lab.name}/{node}] \\w# "
         proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})

@@ -3,8 +3,8 @@
 The sites themselves (this machine, SSH servers, Kubernetes) are plug-ins (nestlab/sites), found by
 the word the record holds (``nestlab.sites.of``); what else the record holds is the site's own.  A lab
 without a record runs on this machine.  The record is written before anything is made elsewhere, so a cleanup from
-here always knows where to go.  A lab made from elsewhere (a NestLab an operator made) has no record here: the one
-found for it (in its cluster) is held for the process that found it (:func:`hold`).
+here always knows where to go.  A lab made from elsewhere (a NestLab an operator made) has no record here: its site is
+found in its cluster and handed to its ``Lab`` (nestlab/operator/found.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ RECORD = "site.json"
 LOCAL = "local"
 
 
-_HELD: dict[str, tuple[str, dict[str, Any]]] = {}
-
-
 class DamagedRecord(LabError):
     """The record cannot be read: where the lab's shares went is unknown here."""
 
@@ -34,9 +31,7 @@ def _path(lab: str) -> str:
 
 
 def read(lab: str) -> tuple[str, dict[str, Any]] | None:
-    """The lab's site word and the site's own data (the one held, if any), or None for a lab on this machine."""
-    if lab in _HELD:
-        return _HELD[lab]
+    """The lab's site word and the site's own data, or None for a lab on this machine."""
     try:
         with open(_path(lab), "rb") as fh:
             found = json.loads(fh.read())
@@ -53,12 +48,6 @@ def read(lab: str) -> tuple[str, dict[str, Any]] | None:
             f"run `nestlab cleanup {lab}` on each machine it ran on"
         ) from None
     return found["site"], found["data"]
-
-
-def hold(lab: str, site: str, data: dict[str, Any]) -> None:
-    """Take ``site`` and ``data`` as the lab's record in this process, written nowhere: a lab found elsewhere than in
-    this machine's records (an operator's, through its cluster)."""
-    _HELD[lab] = (site, data)
 
 
 def write(lab: str, site: str, data: dict[str, Any]) -> None:

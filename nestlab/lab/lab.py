@@ -63,7 +63,8 @@ class Lab:
     checked (and addresses assigned) when the plan is first needed.
     """
 
-    _made_in_cluster: float | None = None  # when a lab found in a cluster (on_cluster) was last made or changed
+    _at: Site | None = None  # the site a lab found elsewhere runs at (:meth:`at`)
+    _made_in_cluster: float | None = None  # when that lab was last made or changed there (its NestLab's Ready time)
 
     def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
         from ..model.load import load_data
@@ -132,16 +133,17 @@ class Lab:
         return lab
 
     @classmethod
-    def on_cluster(cls, name: str, kubeconfig: str | None = None, namespace: str | None = None) -> Lab:
-        """The lab an operator made of the NestLab ``name`` in ``namespace`` (the kubeconfig's, else default) of the
-        cluster ``kubeconfig`` names (None: $KUBECONFIG, else ~/.kube/config), with no record on this machine: what
-        it runs is its spec, where, its status (its commands go to its pods).  Refused unless the NestLab is Ready."""
-        from ..sites.k8s.operator.found import found_lab
-
-        made, lab_changed = found_lab(name, kubeconfig, namespace)
+    def at(cls, blueprint: Blueprint, site: Site, changed: float | None = None) -> Lab:
+        """The lab ``blueprint`` asks for, running at ``site`` with no record on this machine (an operator's lab, found
+        through its cluster: nestlab/operator/found.py); ``changed``: when it was last made or changed there."""
         lab = cls.__new__(cls)
-        lab.source, lab.notices, lab._raw, lab._located = made.source, list(made.notices), made.document, made.located
-        lab._blueprint, lab._made_in_cluster = made, lab_changed
+        lab.source, lab.notices, lab._raw, lab._located = (
+            blueprint.source,
+            list(blueprint.notices),
+            blueprint.document,
+            blueprint.located,
+        )
+        lab._blueprint, lab._at, lab._made_in_cluster = blueprint, site, changed
         return lab
 
     def _set(self, loaded: Loaded, source: str) -> None:
@@ -268,10 +270,12 @@ class Lab:
     # -- lifecycle ----------------------------------------------------------------
     @property
     def site(self) -> Site:
-        """Where the lab runs: as its record says once it runs, else where a deploy of it goes (its
-        ``servers:``, or this machine)."""
+        """Where the lab runs: the site it was found at (:meth:`at`), else as its record says once it runs, else where a
+        deploy of it goes (its ``servers:``, or this machine)."""
         from .. import sites
 
+        if self._at is not None:
+            return self._at
         if where.read(self.name) is not None or not self._made().was_checked:  # recorded elsewhere, or running
             return sites.of(self.name)
         return sites.chosen(self.topology)
@@ -300,9 +304,7 @@ class Lab:
     def inspect(self, only: set[str] | None = None) -> Report:
         """The lab as it runs, as its site reports it: each node (``only``: just those) with its namespace, state
         and live interfaces, and where it runs for a lab on servers or pods."""
-        from .. import sites
-
-        return sites.of(self.name).inspect(self.blueprint, only)
+        return self.site.inspect(self.blueprint, only)
 
     def document(self) -> dict:
         """The checked topology as data, as the state file holds it (read it, do not change it)."""

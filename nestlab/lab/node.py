@@ -100,11 +100,10 @@ class Node:
 
     def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
-        from .. import sites
 
         if isinstance(args, str):
             args = ["sh", "-c", args]
-        remote = sites.of(self.lab.name).remote(self.name)
+        remote = self.lab.site.remote(self.name)
         if remote:  # the node's own server or pod runs it
             return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab.name, self.name, "--", *args), **kwargs)
         return nodes.popen(self.lab.name, self.lab.plan, self.name, args, **kwargs)

@@ -1,28 +1,26 @@
 """An operator's lab used from a workstation (``nestlab exec/inspect/... --lab NAME --kubeconfig KC``): its NestLab read
-from the cluster, once, into the lab it asks for and the record the Kubernetes site works from (which pod holds which
-node: its status), held for this process alone (``engine/where.hold``): nothing is written on the workstation."""
+from the cluster, once, into the lab it asks for and the Kubernetes site it runs at (which pod holds which node: its
+status), handed to the :class:`~nestlab.lab.lab.Lab` together (``Lab.at``): nothing is written on the workstation."""
 
 from __future__ import annotations
 
 import datetime
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..backends.remote.kube import Cluster, ClusterError
-from ..engine import where
 from ..errors import LabError
+from ..lab.lab import Lab
 from ..sites.k8s.site import Kubernetes
 from .inputs import fetcher
 from .resource import GROUP, KIND, PLURAL, VERSION, blueprint
 
-if TYPE_CHECKING:
-    from ..plan.blueprint import Blueprint
 
-
-def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = None) -> tuple[Blueprint, float]:
-    """The lab NestLab ``name`` asks for, its pods (from its status) held as its record, and when it was last made
-    or changed (its Ready condition's time); refused unless it is Ready, saying its phase, or when ``namespace`` (the
-    kubeconfig's, else default) has no NestLab of that name, listing those it has."""
+def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = None) -> Lab:
+    """The lab NestLab ``name`` asks for, at the Kubernetes site its pods (from its status) make, last made or changed
+    when its Ready condition says; refused unless it is Ready, saying its phase, or when ``namespace`` (the
+    kubeconfig's, else default) has no NestLab of that name, listing those it has.  ``kubeconfig``: the cluster's
+    (None: $KUBECONFIG, else ~/.kube/config)."""
     kube = Cluster(kubeconfig, namespace)
     labs = {obj["metadata"]["name"]: obj for obj in _listed(kube)}
     if name not in labs:
@@ -36,9 +34,8 @@ def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = 
         said = f"is {phase}{why}" if phase else "has no status yet: is an operator running? (nestlab k8s operator install)"
         raise LabError(f"NestLab {kube.namespace}/{name} {said}")
     placement = {node: held["pod"] for node, held in (status.get("nodes") or {}).items()}
-    where.hold(
+    site = Kubernetes(
         name,
-        Kubernetes.name,
         {
             "kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None,
             "namespace": kube.namespace,
@@ -49,7 +46,7 @@ def found_lab(name: str, kubeconfig: str | None = None, namespace: str | None = 
     ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
     stamp = ready.get("lastTransitionTime") or obj["metadata"]["creationTimestamp"]
     since = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    return blueprint(obj, fetcher(kube)), since.timestamp()  # its files read as the workstation's user may
+    return Lab.at(blueprint(obj, fetcher(kube)), site, since.timestamp())  # its files read as the workstation's user may
 
 
 def _listed(kube: Cluster) -> list[dict[str, Any]]:

@@ -177,7 +177,9 @@ def read(obj: dict[str, Any], fetch: inputs.Fetch = _no_fetch) -> tuple[Blueprin
     if (count := len(topology.topology.nodes)) > MAX_NODES:
         raise InvalidSpec(f"spec.topology.nodes: {count} nodes, over the {MAX_NODES} a NestLab may have")
     document = topology.model_dump(mode="json")
-    return Blueprint(meta["name"], source, document, tuple(loaded.notices), loaded.located, checked=topology), given
+    # built by hand: Blueprint.of(loaded) replaces it once the engine has it
+    made = Blueprint(meta["name"], source, document, tuple(loaded.notices), loaded.located, checked=topology)
+    return made, given
 
 
 def _field(path: tuple[str | int, ...]) -> str:
