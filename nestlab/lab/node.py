@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from .. import names
 from ..backends.kernel import cgroups, namespaces, shaping
@@ -17,6 +18,16 @@ from ..engine.nodes import LabView
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..plan.objects import NodeObj
+
+if TYPE_CHECKING:
+    from ..sites.seam import Site
+
+
+class LabAt(LabView, Protocol):
+    """What a node needs of its lab: its name, its plan, and the site it runs at (a :class:`~nestlab.lab.lab.Lab`)."""
+
+    @property
+    def site(self) -> Site: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,7 @@ class Node:
     ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
     """
 
-    def __init__(self, lab: LabView, name: str):
+    def __init__(self, lab: LabAt, name: str):
         self.lab = lab
         self.name = name
 
