@@ -16,7 +16,8 @@ from ..seams import Draft
 from .base import Switch, register
 
 if TYPE_CHECKING:
-    from ..model.schema import NodeSpec, Topology
+    from ..model.schema import Topology
+    from ..model.schema.nodes import NodeSpec
     from ..plan.objects import NodeObj
     from ..seams import Applying
 

@@ -12,7 +12,10 @@ import re
 from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS, LINK_MODES
 from .errors import Path, Problem
-from .schema import IMPLICIT_HOST, NAME_PATTERN, LinkSpec, NodeSpec, Topology, TopologyBody
+from .schema import IMPLICIT_HOST, Topology, TopologyBody
+from .schema.base import NAME_PATTERN
+from .schema.links import LinkSpec
+from .schema.nodes import NodeSpec
 from .yamlsource import Located
 
 WIRE_SWITCH = re.compile(r"^wire\d+$")

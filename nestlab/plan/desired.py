@@ -21,7 +21,8 @@ from ..model.errors import Problem, TopologyError
 from ..model.modes import kind_defaults, link_mode, node_host, node_kind, parent_of, shares_host_stack
 from ..model.nesting import is_flat
 from ..model.ports import parse as parse_port
-from ..model.schema import LinkParams, LinkSpec, Topology
+from ..model.schema import Topology
+from ..model.schema.links import LinkParams, LinkSpec
 from ..model.visibility import pair_link_names
 from ..registry import KINDS, LINK_MODES
 from ..seams import Draft

@@ -37,7 +37,7 @@ from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
 
 if TYPE_CHECKING:
-    from ..model.schema import MgmtSpec
+    from ..model.schema.management import MgmtSpec
 
 VXLAN_HEADERS = 50
 MGMT_STITCH = "nestlab-mgmt"  # on each server holding managed nodes of a lab whose nodes sit on several
