@@ -30,6 +30,7 @@ commands.add_typer(link_app, name="link")
 
 @link_app.command("set")
 def link_set(
+    ctx: typer.Context,
     a: str = typer.Argument(..., help="One endpoint, NODE:IFACE."),
     b: str = typer.Argument(..., help="The other endpoint."),
     topo: Path | None = TopoOpt,
@@ -68,34 +69,45 @@ def link_set(
     """
 
     with reported():
-        given = dict(
-            rate=rate,
-            burst=burst,
-            queue=queue,
-            delay=delay,
-            jitter=jitter,
-            distribution=distribution,
-            loss=loss,
-            gemodel=gemodel,
-            corrupt=corrupt,
-            duplicate=duplicate,
-            reorder=reorder,
-            mtu=mtu,
-            qdisc=qdisc,
-            trace=os.path.abspath(trace) if trace not in (None, "none") else trace,
-        )
-        params = {k: v for k, v in given.items() if v is not None}
-        if down and up:
-            raise LabError("give --down or --up, not both")
-        if down or up:
-            params["state"] = "down" if down else "up"
-        if not params:
-            raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
+        params = _changes(ctx.params)
         found = resolve(topo, lab, kubeconfig, namespace)
         done = sites.of(found.name).link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)
         err.print(done.said)
+
+
+# link set's options that shape the link, in the order a change lists them.
+SHAPING = (
+    "rate",
+    "burst",
+    "queue",
+    "delay",
+    "jitter",
+    "distribution",
+    "loss",
+    "gemodel",
+    "corrupt",
+    "duplicate",
+    "reorder",
+    "mtu",
+    "qdisc",
+    "trace",
+)
+
+
+def _changes(given: dict) -> dict:
+    """What ``link set`` changes: the shaping options given (a trace file made absolute) and --down or --up as a state."""
+    params = {key: given[key] for key in SHAPING if given[key] is not None}
+    if params.get("trace") not in (None, "none"):
+        params["trace"] = os.path.abspath(params["trace"])
+    if given["down"] and given["up"]:
+        raise LabError("give --down or --up, not both")
+    if given["down"] or given["up"]:
+        params["state"] = "down" if given["down"] else "up"
+    if not params:
+        raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
+    return params
 
 
 @link_app.command("show")
