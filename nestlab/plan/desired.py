@@ -213,7 +213,7 @@ class Builder:
             if LINK_MODES.get(link_mode(self.t, ln)).moves_parent
         }
         specs = [(w.endpoints, w.params.mtu, w.params.rate, w.ipv4) for w in self.t.wires]
-        declared = {ep.key for w in self.t.wires for ep in w.endpoints}
+        declared = set(self.t.wired_nics)
         for ln in self.body.links:  # a parent NIC no wire declares: a NIC on a switch of its own
             if ln.parent and LINK_MODES.get(link_mode(self.t, ln)).ends == 1:
                 host, nic = parent_of(self.t, ln)

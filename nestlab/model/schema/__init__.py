@@ -19,16 +19,17 @@ Example::
 from __future__ import annotations
 
 import ipaddress
-import re
+from functools import cached_property
 from typing import Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from ...names import is_plain
 from ..checks import Check
 from ..units import parse_time
 from .base import NAME_PATTERN, Strict, parsed_by
 from .links import IGNORED_LINK_KEYS, LinkParams, LinkSpec, Shape
-from .machines import HostSpec, ServerSpec, Stitch, WireParams, WireSpec
+from .machines import HostSpec, Nic, ServerSpec, Stitch, WireParams, WireSpec
 from .management import MgmtSpec
 from .nodes import IGNORED_NODE_KEYS, ComponentSpec, Healthcheck, NodeKind, NodeSpec, Resources, StageSpec
 
@@ -110,7 +111,7 @@ class Topology(Strict):
     def _prefix(cls, value: str | None) -> str | None:
         """A container name's characters (Docker's rule for containerlab's): it names /run/netns files and
         /etc/hosts and ssh config lines; "" and "__lab-name" are containerlab's special values."""
-        if value is None or value in ("", "__lab-name") or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        if value is None or value in ("", "__lab-name") or is_plain(value):
             return value
         raise ValueError(f"{value!r} may hold only letters, digits, '_', '.' and '-', the first a letter or digit")
 
@@ -132,6 +133,12 @@ class Topology(Strict):
         return self._hosts_ipv6
 
     hosts: dict[str, HostSpec] = Field(default_factory=dict)
+
+    @cached_property
+    def wired_nics(self) -> frozenset[Nic]:
+        """Every host NIC a wire declares, read once from the wires' endpoints."""
+        return frozenset(Nic(*ep.key) for wire in self.wires for ep in wire.endpoints)
+
     servers: dict[str, ServerSpec] = Field(
         default_factory=dict, description="machines the lab is split across (or --servers FILE)"
     )

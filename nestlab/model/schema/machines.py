@@ -4,12 +4,20 @@ across with the VXLAN that stitches them."""
 from __future__ import annotations
 
 import ipaddress
+from typing import NamedTuple
 
 from pydantic import Field, field_validator
 
 from ..endpoint import Endpoint
 from ..units import parse_rate
 from .base import Strict, net_sysctls, parsed_by
+
+
+class Nic(NamedTuple):
+    """A host's NIC, as a wire's endpoint ``HOST:NIC`` names it."""
+
+    host: str
+    name: str
 
 
 class WireParams(Strict):
