@@ -18,6 +18,7 @@ from ..lab.fidelity import Watch, summary_line
 from ..lab.lab import Lab
 from ..lab.schedule import play
 from ..lab.wireless import any_mobility
+from ..lab.wireless import move as move_stations
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, print_json, reported, resolve
 from .lifecycle import ExecReport
 
@@ -260,11 +261,9 @@ def node_move(
     range at once (docs/wireless.md).  A negative coordinate goes after --, e.g.
     nestlab node move --lab wl c -- -40 10.   Example: nestlab node move --lab wl c 60 0
     """
-    from ..lab import wireless
-
     with reported():
         the_lab = resolve(topo, lab)
-        changed = wireless.move(the_lab, {node: [x, y, z]})
+        changed = move_stations(the_lab, {node: [x, y, z]})
         err.line(f"{node}: now at ({x:g}, {y:g}, {z:g}) m on {', '.join(changed)}")
 
 

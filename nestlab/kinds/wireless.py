@@ -11,6 +11,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..errors import LabError
 from ..model.wireless import MEDIUM_KEYS, STATION_KEYS, channel_problem
 from ..seams import Draft
 from .base import Switch, register
@@ -80,7 +81,6 @@ class Wireless(Switch):
 
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
         from ..backends.services import medium
-        from ..errors import LabError
 
         try:
             state = medium.ask(lab, node.name, {"op": "state"}, timeout=3)
