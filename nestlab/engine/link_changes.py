@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..backends.kernel import probe, shaping
@@ -18,7 +18,7 @@ from ..errors import LabError
 from ..model import shape_keys
 from ..model.errors import Problem, TopologyError
 from ..plan.diff import Changes
-from ..plan.objects import LinkObj
+from ..plan.objects import EndObj, LinkObj
 from . import events, state
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class LiveLink:
 
         return commit
 
-    def _updated(self, direction: str, params: dict, new_state: str | None, mtu: int | None) -> LinkObj:
+    def _updated(self, direction: str, params: dict[str, Any], new_state: str | None, mtu: int | None) -> LinkObj:
         """The link with ``params`` set on the sides ``direction`` names (as the caller named the ends)."""
         sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[
             direction
@@ -107,7 +107,16 @@ class LiveLink:
             mtu=mtu if mtu is not None else self.obj.mtu,
         )
 
-    def _change_end(self, shaper, end, new_shape, old_trace, new_trace, mtu: int | None, new_state: str | None) -> None:
+    def _change_end(
+        self,
+        shaper: shaping.Shaper,
+        end: EndObj,
+        new_shape: dict[str, str] | None,
+        old_trace: tuple[str, int] | None,
+        new_trace: tuple[str, int] | None,
+        mtu: int | None,
+        new_state: str | None,
+    ) -> None:
         """One end's kernel side of a change: its trace player, shaping, MTU and state."""
         path, iface = names.netns_path(self.lab.name, end.node), end.iface
         replay = new_trace is not None and (  # the same trace and queue again restarts a dead player
@@ -166,7 +175,7 @@ class LiveLink:
         }
 
 
-def _mtu(given) -> int | None:
+def _mtu(given: object) -> int | None:
     """A change's ``mtu``, a number in 68..65535 (or None: unchanged)."""
     if given is None:
         return None
@@ -179,7 +188,7 @@ def _mtu(given) -> int | None:
     return mtu
 
 
-def _check(direction: str, params: dict, new_state: str | None) -> None:
+def _check(direction: str, params: dict[str, Any], new_state: str | None) -> None:
     """Refuse a change the model refuses, or one needing netem where the kernel lacks it (nothing changed)."""
     if direction not in ("both", "a", "b"):
         raise TopologyError("<link set>", [Problem(("direction",), f"{direction!r}: both, a or b")])
