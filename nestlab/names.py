@@ -20,13 +20,18 @@ import sys
 from pathlib import Path
 
 IFNAMSIZ = 15  # the longest interface name the kernel takes (its IFNAMSIZ, 16, less the NUL)
-_IFNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def is_plain(name: str) -> bool:
+    """Letters, digits, '.', '-', '_', the first a letter or digit: what an interface name, an image's name and
+    a container's name prefix are made of (a shell needs no quotes for it)."""
+    return _PLAIN.fullmatch(name) is not None
 
 
 def is_ifname(name: str) -> bool:
-    """An interface name the kernel takes and a shell needs no quotes for: 1-15 letters, digits, '.',
-    '-', '_', the first a letter or digit."""
-    return len(name) <= IFNAMSIZ and _IFNAME.fullmatch(name) is not None
+    """An interface name the kernel takes and a shell needs no quotes for: 1-15 of :func:`is_plain`'s characters."""
+    return len(name) <= IFNAMSIZ and is_plain(name)
 
 
 def python_module(module: str) -> list[str]:

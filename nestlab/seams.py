@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from .backends.kernel.netlink import Request
     from .model.addressing import Segments
     from .model.errors import Path, Problem
-    from .model.schema import LinkSpec, NodeSpec, Topology
+    from .model.schema import Topology
+    from .model.schema.links import LinkSpec
+    from .model.schema.nodes import NodeSpec
     from .plan.mgmt import Leases
     from .plan.objects import EndObj, LinkObj, NodeObj, Plan
 

@@ -14,7 +14,8 @@ from typing import get_args
 from conftest import ROOT, run_cli
 
 from nestlab.model.modes import option_owners
-from nestlab.model.schema import LinkSpec, NodeSpec
+from nestlab.model.schema.links import LinkSpec
+from nestlab.model.schema.nodes import NodeSpec
 from nestlab.registry import KINDS, LINK_MODES, RUNTIMES
 
 PACKAGE = ROOT / "nestlab"

@@ -684,7 +684,7 @@ def test_every_key_of_containerlabs_schema_is_taken_and_acts(tmp_path, lab_name)
     cannot honour are notes, the rest act (mgmt-net's endpoint mac:, macvlan mode:, vxlan ports, env-files, ...)."""
     import yaml
 
-    from nestlab.model.schema import IGNORED_NODE_KEYS
+    from nestlab.model.schema.nodes import IGNORED_NODE_KEYS
 
     doc = yaml.safe_load((SCHEMA_DIR / "every-key.clab.yml").read_text())
     used, allowed = _keys_used(doc), _schema_keys()

@@ -434,7 +434,7 @@ def test_link_set_checks_each_value_as_the_schema_does(key, value):
     from pydantic import ValidationError
 
     from nestlab.model import shape_keys
-    from nestlab.model.schema import LinkParams
+    from nestlab.model.schema.links import LinkParams
 
     given = value.draw(
         st.one_of(

@@ -20,7 +20,7 @@ from conftest import NESTLAB, ROOT, leftovers, processes, run_cli
 from nestlab import names
 from nestlab.backends.remote import pki
 from nestlab.engine import state
-from nestlab.testbeds import cluster
+from nestlab.testbeds import cluster, kubelets
 
 pytestmark = pytest.mark.k8s
 NAME = "k8sci"  # the cluster's lab
@@ -31,7 +31,7 @@ def _cluster_objects() -> list[str]:
     """What of the cluster itself is on this machine: cgroups in any hierarchy, its folder, its processes."""
     found = [
         f"cgroup {point}/{names.cgroup_name(NAME)}"
-        for point, _k, _o in cluster._cgroup_mounts()
+        for point, _k, _o in kubelets.cgroup_mounts()
         if os.path.isdir(os.path.join(point, names.cgroup_name(NAME)))
     ]
     found += [f"folder {names.lab_dir(NAME)}"] if os.path.isdir(names.lab_dir(NAME)) else []

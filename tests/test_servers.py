@@ -22,7 +22,7 @@ from nestlab import Lab
 from nestlab.engine import state
 from nestlab.errors import LabError
 from nestlab.model.errors import TopologyError
-from nestlab.model.schema import ServerSpec
+from nestlab.model.schema.machines import ServerSpec
 from nestlab.plan.placement import place
 from nestlab.sites.k8s.manifests import render
 from nestlab.sites.shares import place_and_partition

@@ -142,62 +142,62 @@ def bench_run(
         target = _address(server, address)
         with Watch(the_lab) as watch:
             if tool == "ping":
-                tools.require("ping")
-                result = tools.parse_ping(
-                    client.cmd(
-                        [
-                            "ping",
-                            "-n",
-                            "-q",
-                            "-c",
-                            str(max(1, int(duration * 5))),
-                            "-i",
-                            "0.2",
-                            *(["-s", str(size)] if size else []),
-                            target,
-                        ],
-                        timeout=duration + 30,
-                    )
-                )
+                result = _ping(client, target, duration, size)
             elif tool == "iperf3":
-                tools.require("iperf3")
-                if mptcp:
-                    tools.require("mptcpize")
-                command = tools.iperf3_command(
-                    target, 5201, duration, udp=udp, bitrate=bitrate, length=size, parallel=parallel, mptcp=mptcp, cpu=cpu
-                )
-                (ran,) = run_together(
-                    [Pair(client, command, server, tools.iperf3_server_command(target, mptcp=mptcp))], timeout=duration + 30
-                )
-                result = tools.parse_iperf3(ran.stdout)
+                iperf3 = {"udp": udp, "bitrate": bitrate, "length": size, "parallel": parallel, "mptcp": mptcp, "cpu": cpu}
+                result = _iperf3(client, server, target, duration, iperf3)
             else:  # sockperf (check_run took only the three)
-                tools.require("sockperf")
-                results_ = {}
-                for test in ("throughput", "ping-pong"):
-                    command = tools.sockperf_command(test, target, 11111, duration, size or 64)
-                    (ran,) = run_together(
-                        [Pair(client, command, server, ["sockperf", "server", "-i", target, "-p", "11111"])],
-                        timeout=duration + 30,
-                    )
-                    results_[test] = tools.parse_sockperf(ran.stdout)
-                result = {
-                    "pps": results_["throughput"]["pps"],
-                    "mbps": results_["throughput"]["mbps"],
-                    **{k: v for k, v in results_["ping-pong"].items() if k.startswith("latency_")},
-                }
+                result = _sockperf(client, server, target, duration, size)
         verdict = watch.verdict.to_json()
-        result = {"tool": tool, "from": src, "to": dst, "address": target, **result, "fidelity": verdict}
-        if fmt == "json":
-            print_json(result)
-        else:
-            table = Table("measure", "value")
-            for key, value in result.items():
-                if key != "fidelity":
-                    table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
-            table.add_row("fidelity", verdict["verdict"])
-            out.print(table)
-        if line := summary_line([verdict]):
-            err.line(f"{line} (--format json: its figures)")
+        _show({"tool": tool, "from": src, "to": dst, "address": target, **result, "fidelity": verdict}, fmt)
+
+
+def _ping(client, target: str, duration: float, size: int | None) -> dict:
+    """Five pings a second for ``duration`` seconds: loss and round trips."""
+    tools.require("ping")
+    count = str(max(1, int(duration * 5)))
+    command = ["ping", "-n", "-q", "-c", count, "-i", "0.2", *(["-s", str(size)] if size else []), target]
+    return tools.parse_ping(client.cmd(command, timeout=duration + 30))
+
+
+def _iperf3(client, server, target: str, duration: float, options: dict) -> dict:
+    """One iperf3 run from ``client`` to a server started on ``server`` (``options``: tools.iperf3_command's)."""
+    tools.require("iperf3")
+    if options["mptcp"]:
+        tools.require("mptcpize")
+    command = tools.iperf3_command(target, 5201, duration, **options)
+    serving = tools.iperf3_server_command(target, mptcp=options["mptcp"])
+    (ran,) = run_together([Pair(client, command, server, serving)], timeout=duration + 30)
+    return tools.parse_iperf3(ran.stdout)
+
+
+def _sockperf(client, server, target: str, duration: float, size: int | None) -> dict:
+    """sockperf's throughput test, then its ping-pong: packets and megabits a second, then latencies."""
+    tools.require("sockperf")
+    found = {}
+    for test in ("throughput", "ping-pong"):
+        command = tools.sockperf_command(test, target, 11111, duration, size or 64)
+        serving = ["sockperf", "server", "-i", target, "-p", "11111"]
+        (ran,) = run_together([Pair(client, command, server, serving)], timeout=duration + 30)
+        found[test] = tools.parse_sockperf(ran.stdout)
+    latencies = {k: v for k, v in found["ping-pong"].items() if k.startswith("latency_")}
+    return {"pps": found["throughput"]["pps"], "mbps": found["throughput"]["mbps"], **latencies}
+
+
+def _show(result: dict, fmt: str) -> None:
+    """A measurement as JSON or a table, and the fidelity verdict's line when it is not ok."""
+    verdict = result["fidelity"]
+    if fmt == "json":
+        print_json(result)
+    else:
+        table = Table("measure", "value")
+        for key, value in result.items():
+            if key != "fidelity":
+                table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+        table.add_row("fidelity", verdict["verdict"])
+        out.print(table)
+    if line := summary_line([verdict]):
+        err.line(f"{line} (--format json: its figures)")
 
 
 def _nearest(src, dst) -> str:

@@ -18,6 +18,7 @@ from ..lab.fidelity import Watch, summary_line
 from ..lab.lab import Lab
 from ..lab.schedule import play
 from ..lab.wireless import any_mobility
+from ..lab.wireless import move as move_stations
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, print_json, reported, resolve
 from .lifecycle import ExecReport
 
@@ -30,6 +31,7 @@ commands.add_typer(link_app, name="link")
 
 @link_app.command("set")
 def link_set(
+    ctx: typer.Context,
     a: str = typer.Argument(..., help="One endpoint, NODE:IFACE."),
     b: str = typer.Argument(..., help="The other endpoint."),
     topo: Path | None = TopoOpt,
@@ -68,34 +70,45 @@ def link_set(
     """
 
     with reported():
-        given = dict(
-            rate=rate,
-            burst=burst,
-            queue=queue,
-            delay=delay,
-            jitter=jitter,
-            distribution=distribution,
-            loss=loss,
-            gemodel=gemodel,
-            corrupt=corrupt,
-            duplicate=duplicate,
-            reorder=reorder,
-            mtu=mtu,
-            qdisc=qdisc,
-            trace=os.path.abspath(trace) if trace not in (None, "none") else trace,
-        )
-        params = {k: v for k, v in given.items() if v is not None}
-        if down and up:
-            raise LabError("give --down or --up, not both")
-        if down or up:
-            params["state"] = "down" if down else "up"
-        if not params:
-            raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
+        params = _changes(ctx.params)
         found = resolve(topo, lab, kubeconfig, namespace)
         done = found.site.link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)
         err.print(done.said)
+
+
+# link set's options that shape the link, in the order a change lists them.
+SHAPING = (
+    "rate",
+    "burst",
+    "queue",
+    "delay",
+    "jitter",
+    "distribution",
+    "loss",
+    "gemodel",
+    "corrupt",
+    "duplicate",
+    "reorder",
+    "mtu",
+    "qdisc",
+    "trace",
+)
+
+
+def _changes(given: dict) -> dict:
+    """What ``link set`` changes: the shaping options given (a trace file made absolute) and --down or --up as a state."""
+    params = {key: given[key] for key in SHAPING if given[key] is not None}
+    if params.get("trace") not in (None, "none"):
+        params["trace"] = os.path.abspath(params["trace"])
+    if given["down"] and given["up"]:
+        raise LabError("give --down or --up, not both")
+    if given["down"] or given["up"]:
+        params["state"] = "down" if given["down"] else "up"
+    if not params:
+        raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
+    return params
 
 
 @link_app.command("show")
@@ -248,11 +261,9 @@ def node_move(
     range at once (docs/wireless.md).  A negative coordinate goes after --, e.g.
     nestlab node move --lab wl c -- -40 10.   Example: nestlab node move --lab wl c 60 0
     """
-    from ..lab import wireless
-
     with reported():
         the_lab = resolve(topo, lab)
-        changed = wireless.move(the_lab, {node: [x, y, z]})
+        changed = move_stations(the_lab, {node: [x, y, z]})
         err.line(f"{node}: now at ({x:g}, {y:g}, {z:g}) m on {', '.join(changed)}")
 
 

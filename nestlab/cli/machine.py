@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 import time
@@ -16,6 +15,7 @@ from ..backends.kernel import probe, rootfs
 from ..backends.services import mpt_daemon
 from ..errors import LabError
 from ..model.visibility import random_waypoint
+from ..names import is_plain
 from ..registry import KINDS, LINK_MODES, RUNTIMES
 from .common import err, out, print_json, reported
 
@@ -41,7 +41,7 @@ def image_build(
     """
 
     with reported():
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name):
+        if not is_plain(name):
             raise LabError(f"image name '{name}' may use only letters, digits, '.', '-' and '_'")
         started = time.perf_counter()
         with err.status(f"debootstrap {debian} for image {name}") as status:

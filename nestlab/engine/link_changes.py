@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..backends.kernel import probe, shaping
@@ -18,7 +18,7 @@ from ..errors import LabError
 from ..model import shape_keys
 from ..model.errors import Problem, TopologyError
 from ..plan.diff import Changes
-from ..plan.objects import LinkObj
+from ..plan.objects import EndObj, LinkObj
 from . import events, state
 
 if TYPE_CHECKING:
@@ -60,23 +60,34 @@ class LiveLink:
     def prepare(self, *, direction: str = "both", **params) -> Callable[[float | None], float]:
         """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
         new_state = params.pop("state", None)
-        given_mtu = mtu = params.pop("mtu", None)
-        if mtu is not None:
-            try:
-                mtu = int(str(mtu), 10)
-            except ValueError:
-                mtu = -1
-            if not 68 <= mtu <= 65535:
-                raise TopologyError("<link set>", [Problem(("mtu",), f"{given_mtu!r} is not a number in 68..65535")])
-        if direction not in ("both", "a", "b"):
-            raise TopologyError("<link set>", [Problem(("direction",), f"{direction!r}: both, a or b")])
-        wrong = shape_keys.problems({k: v for k, v in params.items() if v != CLEAR} | ({"state": new_state} if new_state else {}))
-        if wrong:
-            raise TopologyError("<link set>", [Problem((key,), message) for key, message in wrong])
-        if {k for k, v in params.items() if v != CLEAR} & set(shaping.NETEM_KEYS) and (
-            missing := _probe().missing_for({"netem"})
-        ):
-            raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
+        mtu = _mtu(params.pop("mtu", None))
+        _check(direction, params, new_state)
+        updated = self._updated(direction, params, new_state, mtu)
+        ends = [  # (end, its new shape or None when unchanged, its trace (and the trace's queue) before and after)
+            (end, dict(new) if new != old else None, _traced(old), _traced(new))
+            for end, old, new in (
+                (self.obj.a, self.obj.shape_a, updated.shape_a),
+                (self.obj.b, self.obj.shape_b, updated.shape_b),
+            )
+        ]
+        what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": mtu} if mtu is not None else {})}
+
+        def commit(scheduled: float | None = None) -> float:
+            with state.locked(self.lab.name, create=False):  # not in the middle of a deploy or destroy
+                started = time.perf_counter()
+                with self._shaping() as shaper:
+                    for end, new_shape, old_trace, new_trace in ends:
+                        self._change_end(shaper, end, new_shape, old_trace, new_trace, mtu, new_state)
+                    applied, spent = time.time(), (time.perf_counter() - started) * 1000
+                self.obj = updated
+                _store(self.lab, updated)
+            events.record(self.lab.name, what, applied, spent, scheduled)
+            return spent
+
+        return commit
+
+    def _updated(self, direction: str, params: dict[str, Any], new_state: str | None, mtu: int | None) -> LinkObj:
+        """The link with ``params`` set on the sides ``direction`` names (as the caller named the ends)."""
         sides = {"both": ("a", "b"), "a": ("b",) if self.reversed else ("a",), "b": ("a",) if self.reversed else ("b",)}[
             direction
         ]
@@ -88,49 +99,39 @@ class LiveLink:
                 else:
                     shape[side].pop({"trace": "rate", "rate": "trace"}.get(key, ""), None)  # each sets the rate
                     shape[side][key] = str(value)
-        updated = dataclasses.replace(
+        return dataclasses.replace(
             self.obj,
             shape_a=tuple(sorted(shape["a"].items())),
             shape_b=tuple(sorted(shape["b"].items())),
             state=new_state or self.obj.state,
-            mtu=int(mtu) if mtu is not None else self.obj.mtu,
+            mtu=mtu if mtu is not None else self.obj.mtu,
         )
-        ends = [  # (end, its new shape or None when unchanged, its trace (and the trace's queue) before and after)
-            (end, dict(new) if new != old else None, _traced(old), _traced(new))
-            for end, old, new in (
-                (self.obj.a, self.obj.shape_a, updated.shape_a),
-                (self.obj.b, self.obj.shape_b, updated.shape_b),
-            )
-        ]
-        what = {"link": updated.key, "set": params, "state": new_state, **({"mtu": int(mtu)} if mtu is not None else {})}
 
-        def commit(scheduled: float | None = None) -> float:
-            with state.locked(self.lab.name, create=False):  # not in the middle of a deploy or destroy
-                started = time.perf_counter()
-                with self._shaping() as shaper:
-                    for end, new_shape, old_trace, new_trace in ends:
-                        path, iface = names.netns_path(self.lab.name, end.node), end.iface
-
-                        replay = new_trace is not None and (  # the same trace and queue again restarts a dead player
-                            new_trace != old_trace or traceplay.health(self.lab.name, end.node, iface)["player"] == "dead"
-                        )
-                        if old_trace is not None and (new_trace is None or replay):  # its player goes
-                            traceplay.stop(self.lab.name, end.node, iface)
-                        if new_shape is not None:
-                            shaper.apply(path, iface, new_shape)
-                        if replay:  # a new player follows the new trace, or the trace with its new queue
-                            traceplay.start(self.lab.name, end.node, iface, *new_trace)
-                        if mtu is not None:
-                            shaper.set_mtu(path, iface, int(mtu))
-                        if new_state:
-                            shaper.set_state(path, iface, new_state == "up")
-                    applied, spent = time.time(), (time.perf_counter() - started) * 1000
-                self.obj = updated
-                _store(self.lab, updated)
-            events.record(self.lab.name, what, applied, spent, scheduled)
-            return spent
-
-        return commit
+    def _change_end(
+        self,
+        shaper: shaping.Shaper,
+        end: EndObj,
+        new_shape: dict[str, str] | None,
+        old_trace: tuple[str, int] | None,
+        new_trace: tuple[str, int] | None,
+        mtu: int | None,
+        new_state: str | None,
+    ) -> None:
+        """One end's kernel side of a change: its trace player, shaping, MTU and state."""
+        path, iface = names.netns_path(self.lab.name, end.node), end.iface
+        replay = new_trace is not None and (  # the same trace and queue again restarts a dead player
+            new_trace != old_trace or traceplay.health(self.lab.name, end.node, iface)["player"] == "dead"
+        )
+        if old_trace is not None and (new_trace is None or replay):  # its player goes
+            traceplay.stop(self.lab.name, end.node, iface)
+        if new_shape is not None:
+            shaper.apply(path, iface, new_shape)
+        if replay:  # a new player follows the new trace, or the trace with its new queue
+            traceplay.start(self.lab.name, end.node, iface, *new_trace)
+        if mtu is not None:
+            shaper.set_mtu(path, iface, mtu)
+        if new_state:
+            shaper.set_state(path, iface, new_state == "up")
 
     def remove(self, scheduled: float | None = None) -> float:
         """Delete the link's interfaces (a schedule's ``action: remove``); :meth:`restore` brings it back."""
@@ -172,6 +173,30 @@ class LiveLink:
             "sends": {self.obj.a.ref: dict(self.obj.shape_a), self.obj.b.ref: dict(self.obj.shape_b)},
             "kernel": kernel,
         }
+
+
+def _mtu(given: object) -> int | None:
+    """A change's ``mtu``, a number in 68..65535 (or None: unchanged)."""
+    if given is None:
+        return None
+    try:
+        mtu = int(str(given), 10)
+    except ValueError:
+        mtu = -1
+    if not 68 <= mtu <= 65535:
+        raise TopologyError("<link set>", [Problem(("mtu",), f"{given!r} is not a number in 68..65535")])
+    return mtu
+
+
+def _check(direction: str, params: dict[str, Any], new_state: str | None) -> None:
+    """Refuse a change the model refuses, or one needing netem where the kernel lacks it (nothing changed)."""
+    if direction not in ("both", "a", "b"):
+        raise TopologyError("<link set>", [Problem(("direction",), f"{direction!r}: both, a or b")])
+    setting = {k: v for k, v in params.items() if v != CLEAR}
+    if wrong := shape_keys.problems(setting | ({"state": new_state} if new_state else {})):
+        raise TopologyError("<link set>", [Problem((key,), message) for key, message in wrong])
+    if set(setting) & set(shaping.NETEM_KEYS) and (missing := _probe().missing_for({"netem"})):
+        raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
 
 
 def find(lab: LabView, a: str, b: str) -> LinkObj:

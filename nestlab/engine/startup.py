@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import names
 from ..backends.kernel import detached, files, procs
 from ..errors import LabError
-from ..model.schema import STAGES, Healthcheck
+from ..model.schema.nodes import STAGES, Healthcheck
 from ..model.stages import Startup, startup_of
 from . import nodes
 

@@ -10,6 +10,7 @@ from .base import Switch, register
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
+    from ..backends.services.ovs import Switch as OvsSwitch
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -40,33 +41,23 @@ class Ovs(Switch):
         }
 
     def started(self, ap: Applying, node: NodeObj, nl: Netlink) -> None:
-        from ..backends.services import ovs
-
-        ovs.Switch(ap.lab, node.name).start(node.datapath or "auto", node.controller)
+        _switch(ap.lab, node).start(node.datapath or "auto", node.controller)
 
     def ports(self, ap: Applying, node: NodeObj, ifaces: list[str]) -> None:
-        from ..backends.services import ovs
-
-        ovs.Switch(ap.lab, node.name).add_ports(ifaces)
+        _switch(ap.lab, node).add_ports(ifaces)
 
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
-        from ..backends.services import ovs
-
         for node in nodes:
             if node.flows:
-                ovs.Switch(ap.lab, node.name).add_flows(list(node.flows))
+                _switch(ap.lab, node).add_flows(list(node.flows))
 
     def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
-        from ..backends.services import ovs
-
         for node in nodes:
-            ovs.Switch(ap.lab, node.name).resume()
+            _switch(ap.lab, node).resume()
         self.finish(ap, nodes)  # flows are not kept in the database
 
     def port_removed(self, ap: Applying, node: NodeObj, iface: str) -> None:
-        from ..backends.services import ovs
-
-        ovs.Switch(ap.lab, node.name).del_port(iface)
+        _switch(ap.lab, node).del_port(iface)
 
     def removed(self, lab: str, node: NodeObj) -> None:
         from ..backends.kernel import files
@@ -106,10 +97,16 @@ class Ovs(Switch):
         ]
 
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
-        from ..backends.services import ovs
-
-        info = ovs.Switch(lab, node.name).info()
+        info = _switch(lab, node).info()
         return {"ovs": info, "detail": f"{info['datapath']}, {info['checksums']}"}
+
+
+def _switch(lab: str, node: NodeObj) -> OvsSwitch:
+    """The node's switch and its daemons (backends/services/ovs.py), loaded by the first call that needs them:
+    reading a topology loads no kernel code."""
+    from ..backends.services import ovs
+
+    return ovs.Switch(lab, node.name)
 
 
 register(Ovs())

@@ -11,12 +11,14 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from ..errors import LabError
 from ..model.wireless import MEDIUM_KEYS, STATION_KEYS, channel_problem
 from ..seams import Draft
 from .base import Switch, register
 
 if TYPE_CHECKING:
-    from ..model.schema import NodeSpec, Topology
+    from ..model.schema import Topology
+    from ..model.schema.nodes import NodeSpec
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -79,7 +81,6 @@ class Wireless(Switch):
 
     def inspect(self, lab: str, node: NodeObj) -> dict[str, Any]:
         from ..backends.services import medium
-        from ..errors import LabError
 
         try:
             state = medium.ask(lab, node.name, {"op": "state"}, timeout=3)

@@ -199,7 +199,7 @@ class Lab:
         """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
         from pydantic import ValidationError
 
-        from ..model.schema import NodeSpec
+        from ..model.schema.nodes import NodeSpec
 
         path = ("topology", "nodes", name)
         if name in self._raw["topology"]["nodes"]:

@@ -135,7 +135,7 @@ class Node:
         """Change cgroup limits live (``cpus=0.5``, ``memory="128m"``, ``"none"`` lifts one); returns the limits in force."""
         from pydantic import ValidationError
 
-        from ..model.schema import Resources
+        from ..model.schema.nodes import Resources
 
         if not self.obj.cgroup:
             raise LabError(f"node {self.name} has no cgroup: declare resources: (even empty, {{}}) to limit it live")

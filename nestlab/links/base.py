@@ -21,7 +21,7 @@ from ..seams import Applying, Checking, KernelFeature, Planning
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
 
 __all__ = ["KernelFeature", "LinkMode", "Stage", "SubInterface", "into_switches", "register", "up_and_address"]

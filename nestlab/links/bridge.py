@@ -20,7 +20,7 @@ from .base import KernelFeature, LinkMode, Stage, register, up_and_address
 
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import NodeObj
     from ..seams import Applying, Checking, Planning

@@ -12,7 +12,7 @@ from .vxlan import Vxlan
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.objects import LinkObj, Options
     from ..seams import Applying
 

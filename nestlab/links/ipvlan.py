@@ -16,7 +16,7 @@ from .base import KernelFeature, SubInterface, register
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.objects import AttachObj, Options
     from ..seams import Applying, Planning
 

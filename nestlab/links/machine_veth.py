@@ -10,18 +10,19 @@ longer than the kernel's 15 characters is, as containerlab does it, the interfac
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..names import IFNAMSIZ
+from ..names import IFNAMSIZ, is_plain
 from ..plan.objects import AttachObj, Options, shapes
 from .base import LinkMode, Stage, into_switches, register, up_and_address
 
+ALTNAME_MAX = 127  # a longer name than the kernel's IFNAMSIZ is the interface's altname, up to this
+
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import EndObj, LinkObj
     from ..seams import Applying, Checking, Planning
@@ -48,7 +49,7 @@ class MachineVeth(LinkMode):
                     "mode: machine-veth needs host_interface: NAME, the veth's end on the machine (containerlab: host:NAME)",
                 )
             ]
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,126}$", link.host_interface):
+        if not (is_plain(link.host_interface) and len(link.host_interface) <= ALTNAME_MAX):
             return [
                 ctx.problem(
                     path + ("host_interface",),

@@ -27,7 +27,7 @@ from .base import LinkMode, Stage, into_switches, register, up_and_address
 
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..seams import Applying, Checking, Planning
 

@@ -18,7 +18,7 @@ from ..plan.objects import LinkObj
 from .base import LinkMode, Stage, register
 
 if TYPE_CHECKING:
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, EndObj
     from ..seams import Applying, Planning

@@ -16,7 +16,7 @@ from .base import LinkMode, Stage, up_and_address
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
     from ..model.errors import Path, Problem
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, EndObj
     from ..seams import Applying, Checking, Planning

@@ -10,7 +10,7 @@ from .veth import Veth
 
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..seams import Checking
 
 

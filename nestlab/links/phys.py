@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .base import LinkMode, Stage, register, up_and_address
 
 if TYPE_CHECKING:
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, EndObj, LinkObj
     from ..seams import Applying, Planning

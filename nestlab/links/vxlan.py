@@ -11,7 +11,7 @@ from .overlay import Overlay
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.objects import LinkObj, Options
     from ..seams import Applying
 

@@ -18,7 +18,7 @@ from .vxlan import Vxlan
 
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
-    from ..model.schema import LinkSpec
+    from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import EndObj, LinkObj
     from ..seams import Applying, Checking, Planning

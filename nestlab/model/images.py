@@ -26,7 +26,8 @@ from . import files
 from .errors import Path as KeyPath
 from .errors import Problem
 from .modes import kind_defaults
-from .schema import NodeSpec, Topology, TopologyBody
+from .schema import Topology, TopologyBody
+from .schema.nodes import NodeSpec
 from .yamlsource import Located
 
 # General-purpose images whose tools this machine has too: such a node runs as namespaces on the host's files.

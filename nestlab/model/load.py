@@ -26,15 +26,10 @@ from .nesting import expand, is_flat
 from .overrides import Overrides
 from .paths import expand_paths
 from .ports import check_ports
-from .schema import (
-    ALLOWED_KEYS,
-    IGNORED_LINK_KEYS,
-    IGNORED_NODE_KEYS,
-    IGNORED_TOP_KEYS,
-    NAME_PATTERN,
-    LinkSpec,
-    Topology,
-)
+from .schema import ALLOWED_KEYS, IGNORED_TOP_KEYS, Topology
+from .schema.base import NAME_PATTERN
+from .schema.links import IGNORED_LINK_KEYS, LinkSpec
+from .schema.nodes import IGNORED_NODE_KEYS
 from .servers import check_servers
 from .stages import check_stages
 from .yamlsource import Located, load_yaml, read_source

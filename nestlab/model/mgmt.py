@@ -11,7 +11,8 @@ from ..names import mgmt_bridge
 from ..registry import KINDS
 from .errors import Problem
 from .modes import node_kind
-from .schema import MgmtSpec, Topology
+from .schema import Topology
+from .schema.management import MgmtSpec
 from .yamlsource import Located
 
 NETWORK_MODES = ("none",)  # besides a node's own network (the default)

@@ -12,7 +12,10 @@ import re
 from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS, LINK_MODES
 from .errors import Path, Problem
-from .schema import IMPLICIT_HOST, NAME_PATTERN, LinkSpec, NodeSpec, Topology, TopologyBody
+from .schema import IMPLICIT_HOST, Topology, TopologyBody
+from .schema.base import NAME_PATTERN
+from .schema.links import LinkSpec
+from .schema.nodes import NodeSpec
 from .yamlsource import Located
 
 WIRE_SWITCH = re.compile(r"^wire\d+$")
@@ -242,8 +245,8 @@ def _check_wires(topology: Topology, located: Located) -> list[Problem]:
     for i, wire in enumerate(topology.wires):
         for j, endpoint in enumerate(wire.endpoints):
             path = ("wires", i, "endpoints", j)
-            host, sep, nic = endpoint.partition(":")
-            if not sep or host not in topology.hosts:
+            host, nic = endpoint.key
+            if ":" not in endpoint or host not in topology.hosts:
                 problems.append(
                     located.problem(
                         path,
@@ -272,7 +275,6 @@ def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]
     problems = []
     node = link.endpoints[0].node
     host, nic = parent_of(topology, link)
-    declared = {ep.key for w in topology.wires for ep in w.endpoints}
     path = base + ("parent",)
     if host is None:
         if not _ifname_ok(nic):
@@ -286,8 +288,8 @@ def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]
                 path, f"{node} runs on host {node_host(topology, node)}; its parent must be a NIC of that host, not of {host}"
             )
         )
-    elif topology.hosts and (host, nic) not in declared:
-        known = ", ".join(f"{h}:{n}" for h, n in sorted(declared) if h == host) or "none"
+    elif topology.hosts and (host, nic) not in topology.wired_nics:
+        known = ", ".join(f"{h}:{n}" for h, n in sorted(topology.wired_nics) if h == host) or "none"
         problems.append(
             located.problem(
                 path,

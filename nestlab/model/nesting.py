@@ -15,7 +15,9 @@ import ipaddress
 from ..registry import KINDS
 from .endpoint import Endpoint
 from .errors import Path, Problem
-from .schema import ComponentSpec, LinkSpec, NodeSpec, Topology, TopologyBody
+from .schema import Topology, TopologyBody
+from .schema.links import LinkSpec
+from .schema.nodes import ComponentSpec, NodeSpec
 from .yamlsource import Located
 
 

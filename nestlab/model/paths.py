@@ -9,7 +9,8 @@ also be written by hand over interfaces both nodes have (``multipath.paths``).
 from __future__ import annotations
 
 from .errors import Problem
-from .schema import LinkSpec, Topology
+from .schema import Topology
+from .schema.links import LinkSpec
 from .yamlsource import Located
 
 TUNNEL = "mpt0"

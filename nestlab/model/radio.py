@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
-    from .wireless import Propagation
+from .wireless import Propagation
 
 C = 299_792_458.0
 DEFAULT_NOISE_FLOOR = -91.0  # dBm: thermal noise in 20 MHz (-101) + a 10 dB noise figure, as the sensitivities assume
@@ -83,15 +81,11 @@ def exchange_us(phy: Phy, rate: float, nbytes: int, unicast: bool) -> float:
 
 def loss(margin: np.ndarray | float) -> np.ndarray | float:
     """Frame loss from the signal's margin over a rate's threshold, in dB."""
-    import numpy as np
-
     return 1.0 / (1.0 + np.exp(PER_SLOPE * (np.asarray(margin) + PER_OFFSET)))
 
 
 def distances(pos: np.ndarray) -> np.ndarray:
     """Metres between every two stations (``pos``: N x 3); at least 0.1 m (no station shares a point)."""
-    import numpy as np
-
     square = (pos * pos).sum(axis=1)
     d2 = square[:, None] + square[None, :] - 2 * (pos @ pos.T)  # one matrix product: cheap at 1000 stations
     return np.sqrt(np.maximum(d2, 0.01))
@@ -99,15 +93,11 @@ def distances(pos: np.ndarray) -> np.ndarray:
 
 def friis(d: np.ndarray | float, freq: float) -> np.ndarray | float:
     """Free-space path loss in dB (Friis): 20 log10(4 pi d f / c)."""
-    import numpy as np
-
     return 20 * np.log10(4 * math.pi * np.asarray(d) * freq / C)
 
 
 def path_loss(prop: Propagation, freq: float, pos: np.ndarray) -> np.ndarray:
     """Path loss in dB between every two stations (symmetric; the diagonal is meaningless)."""
-    import numpy as np
-
     d = distances(pos)
     if prop.model == "friis":
         out = friis(d, freq)
@@ -128,8 +118,6 @@ def path_loss(prop: Propagation, freq: float, pos: np.ndarray) -> np.ndarray:
 
 def shadowing(n: int, sigma: float, seed: int) -> np.ndarray:
     """A symmetric N x N matrix of normal dB offsets (deviation ``sigma``), the same for the same seed."""
-    import numpy as np
-
     upper = np.triu(np.random.default_rng(seed).normal(0.0, sigma, (n, n)), 1)
     return upper + upper.T
 
@@ -150,8 +138,6 @@ class Links:
 
 def links(phy: Phy, rx: np.ndarray, noise_floor: float) -> Links:
     """Each pair's settled rate and loss from the received power matrix."""
-    import numpy as np
-
     needs = np.array([s for _, s in phy.rates]) + (noise_floor - DEFAULT_NOISE_FLOOR)
     speeds = np.array([r for r, _ in phy.rates])
     reach = rx - needs[0] >= EDGE_MARGIN
@@ -169,14 +155,10 @@ def received(prop: Propagation, freq: float, pos: np.ndarray, tx: np.ndarray, ga
 
 def reach_m(prop: Propagation, freq: float, phy: Phy, noise_floor: float, tx: float, gain: float) -> float:
     """How far (m) a station of ``tx`` dBm and ``gain`` dBi is heard at all by one like it (mean path loss)."""
-    import numpy as np
-
-    from .wireless import Propagation as Model
-
     floor = phy.rates[0][1] + (noise_floor - DEFAULT_NOISE_FLOOR) + EDGE_MARGIN
     grid = np.geomspace(0.5, 100_000, 400)
     pos = np.zeros((len(grid) + 1, 3))
     pos[1:, 0] = grid
-    mean = Model(**{**prop.model_dump(), "sigma": 0.0})
+    mean = Propagation(**{**prop.model_dump(), "sigma": 0.0})
     heard = tx + 2 * gain - path_loss(mean, freq, pos)[0, 1:] >= floor
     return float(grid[heard].max()) if heard.any() else 0.0

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from .errors import Problem, TopologyError
-from .schema import NAME_PATTERN, ServerSpec, Stitch, Topology
+from .schema import Topology
+from .schema.base import NAME_PATTERN
+from .schema.machines import ServerSpec, Stitch
 from .yamlsource import Located, load_yaml, read_source
 
 

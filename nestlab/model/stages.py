@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from .errors import Path, Problem
 from .modes import kind_defaults, node_kind
-from .schema import STAGES, Healthcheck, NodeSpec, StageSpec, Topology
+from .schema import Topology
+from .schema.nodes import STAGES, Healthcheck, NodeSpec, StageSpec
 from .yamlsource import Located
 
 

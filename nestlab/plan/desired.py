@@ -21,7 +21,8 @@ from ..model.errors import Problem, TopologyError
 from ..model.modes import kind_defaults, link_mode, node_host, node_kind, parent_of, shares_host_stack
 from ..model.nesting import is_flat
 from ..model.ports import parse as parse_port
-from ..model.schema import LinkParams, LinkSpec, Topology
+from ..model.schema import Topology
+from ..model.schema.links import LinkParams, LinkSpec
 from ..model.visibility import pair_link_names
 from ..registry import KINDS, LINK_MODES
 from ..seams import Draft
@@ -212,7 +213,7 @@ class Builder:
             if LINK_MODES.get(link_mode(self.t, ln)).moves_parent
         }
         specs = [(w.endpoints, w.params.mtu, w.params.rate, w.ipv4) for w in self.t.wires]
-        declared = {ep.key for w in self.t.wires for ep in w.endpoints}
+        declared = set(self.t.wired_nics)
         for ln in self.body.links:  # a parent NIC no wire declares: a NIC on a switch of its own
             if ln.parent and LINK_MODES.get(link_mode(self.t, ln)).ends == 1:
                 host, nic = parent_of(self.t, ln)

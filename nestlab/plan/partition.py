@@ -37,7 +37,7 @@ from .objects import AttachObj, EndObj, LinkObj, Plan
 from .placement import Placement
 
 if TYPE_CHECKING:
-    from ..model.schema import MgmtSpec
+    from ..model.schema.management import MgmtSpec
 
 VXLAN_HEADERS = 50
 MGMT_STITCH = "nestlab-mgmt"  # on each server holding managed nodes of a lab whose nodes sit on several
@@ -78,6 +78,21 @@ def partition(
     servers = sorted(set(placed.server_of.values()) | set(underlay))
     nodes = raw["topology"]["nodes"]
     out = {s: Share(s, _frame(raw)) for s in servers}
+    _place_nodes(out, nodes, placed)
+    fits = mtu - VXLAN_HEADERS
+    next_vni = itertools.count(vni)
+    _stitch_switches(out, nodes, placed, lambda: next(next_vni), underlay, port, fits)
+    _share_links(out, plan, placed, lambda: next(next_vni), underlay, port, fits)
+    for att in plan.attachments.values():
+        if att.mode != "mgmt" or att.option("host_interface"):  # eth0 on the management network: each share's own
+            out[placed.server(att.end.node)].topology["topology"]["links"].append(_attachment(att))
+    if mgmt is not None:
+        _management(raw, plan, placed, out, Network.of(mgmt), lambda: next(next_vni), underlay, port, fits)
+    return Partition(placed, out, fits)
+
+
+def _place_nodes(out: dict[str, Share], nodes: dict, placed: Placement) -> None:
+    """Each node in its server's share; a node waiting for another on a server of its own is refused."""
     for name, spec in nodes.items():
         out[placed.server(name)].topology["topology"]["nodes"][name] = _without_server(spec)
         for stage, wanted in (spec.get("stages") or {}).items():
@@ -87,27 +102,37 @@ def partition(
                         f"node {name} waits for {wait['node']} ({stage}), which runs on another server; "
                         "pin both to one server with server:"
                     )
-    spans = placed.spans
-    fits = mtu - VXLAN_HEADERS
-    narrow = set(spans)  # switches whose every port must fit the stitched MTU
-    next_vni = itertools.count(vni)
-    for switch, others in sorted(spans.items()):
+
+
+def _stitch_switches(
+    out: dict[str, Share], nodes: dict, placed: Placement, vni: Callable[[], int], underlay: dict[str, str], port: int, fits: int
+) -> None:
+    """A switch with ports on several servers: a copy in each share, joined to its home's by a VXLAN port."""
+    for switch, others in sorted(placed.spans.items()):
         home = placed.server(switch)
         for other in others:
             out[other].topology["topology"]["nodes"][switch] = _without_server(nodes[switch])
-            ident = next(next_vni)
+            ident = vni()
             port_name = f"st{ident}"[:IFNAMSIZ]
             for here, there in ((home, other), (other, home)):
                 out[here].topology["topology"]["links"].append(
                     _half(EndObj(switch, port_name), underlay[there], ident, port, fits, ())
                 )
                 out[here].stitched.append(f"{switch}:{port_name} -> {there} (vni {ident})")
+
+
+def _share_links(
+    out: dict[str, Share], plan: Plan, placed: Placement, vni: Callable[[], int], underlay: dict[str, str], port: int, fits: int
+) -> None:
+    """Each link in the share holding its ends; a link cut between servers as a VXLAN half in each of theirs.
+    A link to a switch that spans servers fits the stitched MTU too."""
+    narrow = set(placed.spans)  # switches whose every port must fit the stitched MTU
     cut = {frozenset(pair) for pair in placed.cut}
     for link in plan.links.values():
         if link.mode not in _LOCAL_MODES:
             raise LabError(f"link {link.a.ref} - {link.b.ref}: mode {link.mode} is not split across servers yet; use veth links")
         if frozenset((link.a.ref, link.b.ref)) in cut:
-            ident = next(next_vni)
+            ident = vni()
             for end, shape, other in ((link.a, link.shape_a, link.b), (link.b, link.shape_b, link.a)):
                 there = placed.server(other.node)
                 half = _half(end, underlay[there], ident, port, min(link.mtu or fits, fits), shape)
@@ -116,12 +141,6 @@ def partition(
             continue
         narrowed = fits if {link.a.node, link.b.node} & narrow else None
         out[_holder(link, placed)].topology["topology"]["links"].append(_link(link, narrowed))
-    for att in plan.attachments.values():
-        if att.mode != "mgmt" or att.option("host_interface"):  # eth0 on the management network: each share's own
-            out[placed.server(att.end.node)].topology["topology"]["links"].append(_attachment(att))
-    if mgmt is not None:
-        _management(raw, plan, placed, out, Network.of(mgmt), lambda: next(next_vni), underlay, port, fits)
-    return Partition(placed, out, fits)
 
 
 def _management(

@@ -20,7 +20,7 @@ from ..seams import Applying
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
-    from ..model.schema import NodeSpec
+    from ..model.schema.nodes import NodeSpec
 
 
 class Runtime:

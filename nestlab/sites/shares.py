@@ -18,7 +18,7 @@ from ..plan.partition import MGMT_STITCH, partition
 from ..plan.placement import place
 
 if TYPE_CHECKING:  # the schema and the partitioner load only for a lab that spans servers
-    from ..model.schema import ServerSpec
+    from ..model.schema.machines import ServerSpec
     from ..plan.blueprint import Blueprint
     from ..plan.partition import Partition
     from .seam import Report

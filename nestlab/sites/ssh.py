@@ -25,7 +25,7 @@ from .shares import cause, holder, merged, place_and_partition, running
 
 if TYPE_CHECKING:
     from .. import seams
-    from ..model.schema import ServerSpec
+    from ..model.schema.machines import ServerSpec
     from ..plan.blueprint import Blueprint
     from ..plan.partition import Share
     from ..seams import ExecReport, Progress
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 def remotes(servers: dict[str, Any], base: str) -> dict[str, Remote]:
     """A connection per server (``servers``: name -> ServerSpec, or its data with defaults left out); relative
     keys from ``base``."""
-    from ..model.schema import ServerSpec
+    from ..model.schema.machines import ServerSpec
 
     out = {}
     for name, spec in servers.items():

@@ -5,16 +5,13 @@ Probes that are cheap (reach, route, ospf, bgp, command) start a fresh attempt e
 each in a thread of its own, so a slow attempt (a ping waiting for its answer) never lengthens the
 cadence: ``first_held`` is the start of the first attempt that held, within one step of the truth.
 A measurement (rate, latency) needs its pair to reach each other first and is then taken whole, again
-until it is within its tolerance.  ``expect: false`` holds once an attempt gets no answer.
+until it is within its tolerance.  ``expect: false`` holds once an attempt gets no answer.  Each kind's
+probe is in a module of its own: reach.py, routing.py (route, ospf, bgp), command.py, measures.py (rate, latency).
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
 import queue
-import re
-import subprocess
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -22,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..lab.node import Node
 from ..model.checks import Check
-from .targets import Ambiguous, Target
+from . import command, measures, reach, routing
+from .probing import Probe, ProbeMaker
 
 STEP = 0.05  # seconds between attempts of a cheap probe: the resolution of first_held
 IN_FLIGHT = 8  # most attempts of one check running at once
@@ -56,9 +53,6 @@ class Result:
         }
 
 
-Probe = Callable[[], tuple[bool, str]]
-
-
 @dataclass
 class _Watch:
     check: Check
@@ -84,7 +78,8 @@ def _watches(lab, checks: list[Check]) -> list[_Watch]:
 
     sites.of(lab.name)  # the sites' registry loaded here, not by the first attempts at once
     return [
-        _Watch(c, Result(i, c.title(), c.kind), _probe(lab, c), c.kind not in ("rate", "latency")) for i, c in enumerate(checks)
+        _Watch(c, Result(i, c.title(), c.kind), PROBES[c.kind](lab, c.spec), c.kind not in ("rate", "latency"))
+        for i, c in enumerate(checks)
     ]
 
 
@@ -155,157 +150,16 @@ def _attempt(watch: _Watch, done: threading.Event | None = None) -> None:
         done.set()
 
 
-def _run(lab, node: str, args: list[str], timeout: float = 10) -> tuple[int, str]:
-    proc = Node(lab, node).popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out = proc.communicate()[0] + f"(no end after {timeout:g} s)"
-    return proc.returncode, out
-
-
-def _said(out: str, *marks: str) -> str:
-    """What a tool said of its failure, whole lines: the last line holding one of ``marks``, else its last line."""
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    return next((line for line in reversed(lines) if any(m in line for m in marks)), lines[-1] if lines else "(no output)")
-
-
-def _target(lab, s) -> Target:
-    return Target(lab, s.source, s.target, lambda node, args: _run(lab, node, args))
-
-
-def _probe(lab, check: Check) -> Probe:
-    s = check.spec
-    kind = check.kind
-    if kind == "reach":
-        target = _target(lab, s)
-
-        def reach() -> tuple[bool, str]:
-            try:
-                address, why = target()
-            except Ambiguous as exc:  # nothing to try until the check names one address
-                return False, str(exc)
-            except ValueError as exc:  # no route to any of its addresses: no answer
-                target.failed()
-                return not s.expect, str(exc)
-            if s.port:
-                code = f"import socket; socket.create_connection(({address!r}, {s.port}), timeout=1).close()"
-                args = ["python3", "-c", code]
-            else:
-                args = ["ping", "-n", "-c1", "-W1", address]
-            rc, out = _run(lab, s.source, args, timeout=3)
-            answered = rc == 0
-            if not answered:
-                target.failed()
-            elif target.stale:  # it answered where the routes read a moment ago led nowhere (a daemon was late)
-                address, why = target(fresh=True)
-            seen = f"{'answered' if answered else 'no answer'} from {address}" + (f":{s.port}" if s.port else "") + why
-            if not answered:
-                seen += ": " + _said(out, "Error", "packets transmitted", "ping:")
-            return answered == s.expect, seen
-
-        return reach
-    if kind == "route":
-        args = ["ip", "-j", "route", "show", s.prefix] + (["vrf", s.vrf] if s.vrf else [])
-
-        def route() -> tuple[bool, str]:
-            rc, out = _run(lab, s.node, args)
-            routes = [r for r in json.loads(out or "[]") if rc == 0 and _same(r.get("dst"), s.prefix)]
-            hops = {r.get("gateway") for r in routes} | {n.get("gateway") for r in routes for n in r.get("nexthops", [])}
-            hops.discard(None)
-            if not routes:
-                return False, f"no route to {s.prefix}"
-            seen = f"{s.prefix} via {', '.join(sorted(hops)) or 'a connected interface'}"
-            return s.via is None or s.via in hops, seen
-
-        return route
-    if kind in ("ospf", "bgp"):
-        command = "show ip ospf neighbor json" if kind == "ospf" else "show bgp neighbors json"
-
-        def daemon() -> tuple[bool, str]:
-            rc, out = _run(lab, s.node, ["vtysh", "-c", command])
-            data = json.loads(out) if rc == 0 and out.strip().startswith("{") else {}
-            if kind == "ospf":
-                states = [n.get("nbrState", "") for n in (data.get("neighbors") or {}).get(s.neighbor, [])]
-                state = states[0].split("/")[0] if states else "absent"
-            else:
-                state = (data.get(s.peer) or {}).get("bgpState", "absent")
-            return (
-                state.lower() == s.state.lower(),
-                f"{'neighbor' if kind == 'ospf' else 'peer'} {getattr(s, 'neighbor', None) or s.peer} {state}",
-            )
-
-        return daemon
-    if kind == "command":
-        pattern = re.compile(s.output, re.MULTILINE) if s.output is not None else None
-
-        def command_probe() -> tuple[bool, str]:
-            rc, out = _run(lab, s.node, ["sh", "-c", s.run])
-            ok = (s.exit is None or rc == s.exit) and (pattern is None or bool(pattern.search(out)))
-            return ok, f"exit {rc}: {out.strip()[-200:] or '(no output)'}"
-
-        return command_probe
-    target = _target(lab, s)
-    measure = _rate if kind == "rate" else _latency
-
-    def measured() -> tuple[bool, str]:
-        try:
-            held, saw = measure(lab, s, target)
-        except Ambiguous:
-            raise
-        except Exception:
-            target.failed()
-            raise
-        if not held:
-            target.failed()
-        return held, saw
-
-    return measured
-
-
-def _same(dst: str | None, prefix: str) -> bool:
-    if dst == "default":
-        dst = "0.0.0.0/0"
-    try:
-        return dst is not None and ipaddress.ip_network(dst, strict=False) == ipaddress.ip_network(prefix)
-    except ValueError:
-        return False
-
-
-def _rate(lab, s, target: Target) -> tuple[bool, str]:
-    """iperf3 (TCP, 2 s) from the source to the target; the received rate against the expected one."""
-    node = s.target.node
-    if node is None:
-        raise ValueError(f"rate: to: must name a node, which runs iperf3's server (got {s.to})")
-    address, why = target()
-    server = Node(lab, node).popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
-        rc, out = _run(lab, s.source, ["iperf3", "-c", address, "-t", "2", "-J"], timeout=20)
-    finally:
-        if server.poll() is None:
-            server.kill()
-        server.wait()
-    try:
-        report = json.loads(out)
-    except ValueError:
-        return False, f"iperf3 to {address}{why} failed (exit {rc}): {_said(out, 'error -', 'error')}"
-    if "error" in report or "end" not in report:
-        return False, f"iperf3 to {address}{why} failed (exit {rc}): iperf3: error - {report.get('error', 'no result')}"
-    mbit = report["end"]["sum_received"]["bits_per_second"] / 1e6
-    return abs(mbit - s.mbit) <= s.allowed(), f"{mbit:.1f} Mbit/s to {address}{why}"
-
-
-def _latency(lab, s, target: Target) -> tuple[bool, str]:
-    """20 pings 50 ms apart; their average round trip against the expected one."""
-    address, why = target()
-    rc, out = _run(lab, s.source, ["ping", "-n", "-q", "-c20", "-i0.05", "-W2", address], timeout=30)
-    found = re.search(r"= [\d.]+/([\d.]+)/", out)
-    if not found:
-        return False, f"no answer from {address}{why}: {_said(out, 'packets transmitted', 'ping:')}"
-    rtt = float(found.group(1))
-    return abs(rtt - s.ms) <= s.allowed(), f"{rtt:.2f} ms round trip to {address}{why}"
+# Each kind of check and what makes its probe (one module per kind).
+PROBES: dict[str, ProbeMaker] = {
+    "reach": reach.probe,
+    "route": routing.route,
+    "ospf": routing.ospf,
+    "bgp": routing.bgp,
+    "command": command.probe,
+    "rate": measures.rate,
+    "latency": measures.latency,
+}
 
 
 HOLD = 10.0  # seconds after a change a check must be seen failing in to count as affected by it

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from . import namespaces
 
@@ -19,38 +22,39 @@ _TCP_INFO_EXT = 1 << (2 - 1)  # INET_DIAG_INFO
 
 def configure(net_path: str, subflows: int, add_addr_accepted: int, flag: str, endpoints: list[tuple[str, str]]) -> None:
     """Set the node's limits and make each (address, device) an endpoint of kind ``flag``."""
-    from pyroute2 import MPTCP
-
-    with namespaces.entered(net_path):
-        pm = MPTCP()
-        try:
-            pm.limits("set", subflows=subflows, add_addr_accepted=add_addr_accepted)
-            pm.endpoint("flush")
-            for address, dev in endpoints:
-                # pyroute2 declares the interface index attribute as bytes; it is a native-endian s32.
-                pm.endpoint("add", addr=address, flags=FLAGS[flag], if_idx=struct.pack("=i", socket.if_nametoindex(dev)))
-        finally:
-            pm.close()
+    with _path_manager(net_path) as pm:
+        pm.limits("set", subflows=subflows, add_addr_accepted=add_addr_accepted)
+        pm.endpoint("flush")
+        for address, dev in endpoints:
+            # pyroute2 declares the interface index attribute as bytes; it is a native-endian s32.
+            pm.endpoint("add", addr=address, flags=FLAGS[flag], if_idx=struct.pack("=i", socket.if_nametoindex(dev)))
 
 
 def endpoints(net_path: str) -> list[dict]:
     """The node's endpoints as the kernel has them: address, id, flags, device index."""
+    with _path_manager(net_path) as pm:
+        found = []
+        for msg in pm.endpoint("show"):
+            attrs = dict(msg.get_attr("MPTCP_PM_ATTR_ADDR")["attrs"])
+            found.append(
+                {
+                    "address": attrs.get("MPTCP_PM_ADDR_ATTR_ADDR4"),
+                    "id": attrs.get("MPTCP_PM_ADDR_ATTR_ID"),
+                    "flags": attrs.get("MPTCP_PM_ADDR_ATTR_FLAGS"),
+                }
+            )
+        return found
+
+
+@contextmanager
+def _path_manager(net_path: str) -> Iterator[Any]:
+    """The kernel's MPTCP path manager (pyroute2's generic netlink socket) inside the node's namespace."""
     from pyroute2 import MPTCP
 
     with namespaces.entered(net_path):
         pm = MPTCP()
         try:
-            found = []
-            for msg in pm.endpoint("show"):
-                attrs = dict(msg.get_attr("MPTCP_PM_ATTR_ADDR")["attrs"])
-                found.append(
-                    {
-                        "address": attrs.get("MPTCP_PM_ADDR_ATTR_ADDR4"),
-                        "id": attrs.get("MPTCP_PM_ADDR_ATTR_ID"),
-                        "flags": attrs.get("MPTCP_PM_ADDR_ATTR_FLAGS"),
-                    }
-                )
-            return found
+            yield pm
         finally:
             pm.close()
 

@@ -107,10 +107,7 @@ class Shaper:
 
     def _ipr(self, path: str):
         if path not in self._sockets:
-            from pyroute2 import IPRoute
-
-            with namespaces.entered(path):
-                self._sockets[path] = IPRoute()
+            self._sockets[path] = namespaces.iproute(path)
         return self._sockets[path]
 
     def _fast(self, path: str):

@@ -29,16 +29,18 @@ class ClusterError(LabError):
         self.status = status
 
 
-def _client():
+def _kubernetes() -> tuple[Any, type[Exception]]:
+    """The kubernetes package, imported when a cluster is first used, and urllib3's HTTPError (a request that got
+    no answer)."""
     try:
-        import kubernetes  # noqa: F401
+        import kubernetes
     except ImportError:
         raise ClusterError(
             "labs on Kubernetes use the Python package kubernetes: pip install 'nestlab[k8s]' (make deps installs it)"
         ) from None
-    from kubernetes import client, config
+    from urllib3.exceptions import HTTPError
 
-    return client, config
+    return kubernetes, HTTPError
 
 
 _POD_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # a pod's service account: its token, CA and namespace
@@ -49,7 +51,8 @@ class Cluster:
     account of the pod this runs in)."""
 
     def __init__(self, kubeconfig: str | None = None, namespace: str | None = None, timeout: float = 30):
-        client, config = _client()
+        kubernetes, self._unanswered = _kubernetes()
+        client, config = kubernetes.client, kubernetes.config
         self.timeout = timeout
         conf = client.Configuration()
         try:
@@ -68,6 +71,7 @@ class Cluster:
         self.api = client.ApiClient(conf)
         self.core = client.CoreV1Api(self.api)
         self._client = client
+        self._stream = kubernetes.stream.stream
         self._conf = conf
 
     def scoped(self, namespace: str) -> Cluster:
@@ -78,14 +82,11 @@ class Cluster:
 
     def call(self, what: str, fn: Callable, *args, **kwargs):
         """``fn(*args)`` with this cluster's timeout; its failure as one line naming ``what``."""
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
         try:
             return fn(*args, _request_timeout=kwargs.pop("_request_timeout", min(self.timeout, 30)), **kwargs)
-        except ApiException as exc:
+        except self._client.ApiException as exc:
             raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}", exc.status) from None
-        except (HTTPError, OSError) as exc:
+        except (self._unanswered, OSError) as exc:
             raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -131,13 +132,11 @@ class Cluster:
             time.sleep(0.5)
 
     def wait_service_account(self, name: str, deadline: float, why: Callable[[], str] = lambda: "") -> None:
-        from kubernetes.client.exceptions import ApiException
-
         while True:
             try:
                 self.core.read_namespaced_service_account(name, self.namespace, _request_timeout=5)
                 return
-            except ApiException as exc:
+            except self._client.ApiException as exc:
                 if exc.status != 404:
                     raise ClusterError(f"read service account {name}: {_api_reason(exc, self.namespace)}") from None
             if time.monotonic() > deadline:
@@ -177,9 +176,6 @@ class Cluster:
 
     def _at(self, method: str, obj: dict, **kwargs) -> dict | None:
         """The API's answer to ``method`` at ``obj``'s path; None if there is no such object."""
-        from kubernetes.client.exceptions import ApiException
-        from urllib3.exceptions import HTTPError
-
         what = f"{method.lower()} {obj['kind']} {obj['metadata']['name']}"
         try:
             return self.api.call_api(
@@ -191,11 +187,11 @@ class Cluster:
                 _request_timeout=min(self.timeout, 30),
                 **kwargs,
             )
-        except ApiException as exc:
+        except self._client.ApiException as exc:
             if exc.status == 404:
                 return None
             raise ClusterError(f"{what}: {_api_reason(exc, self.namespace)}", exc.status) from None
-        except (HTTPError, OSError) as exc:
+        except (self._unanswered, OSError) as exc:
             raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
 
     def pods(self, selector: str) -> list:
@@ -204,13 +200,12 @@ class Cluster:
     def delete_all(self, selector: str, deadline: float, grace: int = 30) -> None:
         """Delete the pods, services, config maps and secrets carrying ``selector`` and wait until no pod is left; a pod
         whose node is not Ready (no kubelet left to stop it) is removed from the API at once."""
-        from kubernetes.client.exceptions import ApiException
 
         def delete_pod(name: str, seconds: int) -> None:
             body = self._client.V1DeleteOptions(grace_period_seconds=seconds, propagation_policy="Background")
             try:
                 self.core.delete_namespaced_pod(name, self.namespace, body=body, _request_timeout=30)
-            except ApiException as exc:
+            except self._client.ApiException as exc:
                 if exc.status != 404:
                     raise ClusterError(f"delete pod {name}: {_api_reason(exc, self.namespace)}") from None
 
@@ -246,14 +241,12 @@ class Cluster:
         """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr); with ``on_out``/``on_err``
         the output goes there as it comes instead (as bytes with ``binary``); what is read from ``stdin`` goes
         on to the command's standard input as it comes (its end does not: the exec protocol cannot say it)."""
-        from kubernetes.stream import stream
-
         # stream() swaps its ApiClient's request method while it runs: an exec on a client of its own, so
         # execs in parallel threads and the calls around them never see each other's
         own = self._client.CoreV1Api(self._client.ApiClient(self._conf))
         client = self.call(
             f"exec in pod {pod}",
-            stream,
+            self._stream,
             own.connect_get_namespaced_pod_exec,
             pod,
             self.namespace,

@@ -76,8 +76,7 @@ def command(lab: str, link: LinkObj, side: int) -> list[str]:
 def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> None:
     """Start both ends' daemons (``popen(node, args, **kwargs)`` runs a process in a node) and give
     their tun devices address, MTU and up."""
-    from pyroute2 import IPRoute  # imported here: see backends/mptcp.py
-    from pyroute2.netlink.exceptions import NetlinkError
+    from pyroute2.netlink.exceptions import NetlinkError  # imported here: see backends/mptcp.py
 
     for side, end in enumerate((link.a, link.b)):
         log = open(_file(lab, end, "log"), "w")
@@ -92,7 +91,7 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
             raise LabError(f"nestlab-mpt in {end.node} did not start: {Path(_file(lab, end, 'log')).read_text().strip()[-500:]}")
         files.write(_file(lab, end, "pid"), str(proc.pid), sync=False)
         threading.Thread(target=proc.wait, daemon=True).start()  # reaped when stopped, while this process lives
-        with namespaces.entered(names.netns_path(lab, end.node)), IPRoute() as ipr:
+        with namespaces.iproute(names.netns_path(lab, end.node)) as ipr:
             index = ipr.link_lookup(ifname=end.iface)[0]
             for cidr in end.ipv4:
                 address, prefix = cidr.split("/")

@@ -72,11 +72,9 @@ def stop(lab: str, node: str, iface: str) -> None:
         if procs.cmdline(pid).split(b"\0")[1:5] == [b"-P", b"-m", *mine]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    from pyroute2 import IPRoute
     from pyroute2.netlink.exceptions import NetlinkError
 
-    with namespaces.entered(net_path):
-        ipr = IPRoute()
+    ipr = namespaces.iproute(net_path)
     try:
         index = ipr.link_lookup(ifname=iface)
         if index:
@@ -129,11 +127,8 @@ def redirects(ipr, index: int) -> list[int]:
 
 def _misrouted(lab: str, node: str, iface: str, tap: int | None) -> str | None:
     """Why what ``iface`` sends does not reach its player's tap (None: it does)."""
-    from pyroute2 import IPRoute
-
     try:
-        with namespaces.entered(names.netns_path(lab, node)):
-            ipr = IPRoute()
+        ipr = namespaces.iproute(names.netns_path(lab, node))
     except OSError:
         return "its node's namespace is gone"
     try:

@@ -63,9 +63,7 @@ def testbed(placement: str, paths: int, datapath: str = "auto", rate: int = RATE
 
 def tx_bytes(lab: Lab, node: str, paths: int) -> list[int]:
     """Bytes ``node`` has sent on each path interface p1..pN (kernel counters)."""
-    from pyroute2 import IPRoute  # imported here: see backends/mptcp.py
-
-    with namespaces.entered(names.netns_path(lab.name, node)), IPRoute() as ipr:
+    with namespaces.iproute(names.netns_path(lab.name, node)) as ipr:
         sent = {link.get_attr("IFLA_IFNAME"): link.get_attr("IFLA_STATS64")["tx_bytes"] for link in ipr.get_links()}
     return [sent[f"p{k}"] for k in range(1, paths + 1)]
 

@@ -13,6 +13,7 @@ from ...backends.kernel import files
 from ...errors import LabError
 from ..common import err, ignored, reported, split_list
 from .base import Ignored, clab_app
+from .lifecycle import deploy_topology
 
 INTERFACES = {"srl": "e1-{}", "nokia_srlinux": "e1-{}"}  # a kind's interface names (default eth{})
 
@@ -62,8 +63,6 @@ def generate(
         files.write(file, text, 0o644)  # through no link another user planted
         err.line(f"wrote {file}")
     if deploy:
-        from .lifecycle import deploy_topology
-
         deploy_topology(file, None, True, [], [], (None, None, None))
 
 

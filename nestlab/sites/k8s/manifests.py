@@ -60,7 +60,7 @@ def render(
     pods as root of their nodes, not in user namespaces of their own."""
     import yaml
 
-    from ...model.schema import ServerSpec
+    from ...model.schema.machines import ServerSpec
 
     if count < 1:
         raise LabError("--servers must be at least 1")

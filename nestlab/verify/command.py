@@ -1,0 +1,18 @@
+"""``command:``: a shell command run in a node exits as expected and prints what ``output`` matches."""
+
+from __future__ import annotations
+
+import re
+
+from .probing import Probe, run_in
+
+
+def probe(lab, s) -> Probe:
+    pattern = re.compile(s.output, re.MULTILINE) if s.output is not None else None
+
+    def command() -> tuple[bool, str]:
+        rc, out = run_in(lab, s.node, ["sh", "-c", s.run])
+        ok = (s.exit is None or rc == s.exit) and (pattern is None or bool(pattern.search(out)))
+        return ok, f"exit {rc}: {out.strip()[-200:] or '(no output)'}"
+
+    return command
