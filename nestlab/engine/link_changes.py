@@ -9,7 +9,8 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import names
 from ..backends.kernel import probe, shaping
@@ -18,13 +19,23 @@ from ..errors import LabError
 from ..model import shape_keys
 from ..model.errors import Problem, TopologyError
 from ..plan.diff import Changes
-from ..plan.objects import LinkObj
+from ..plan.objects import LinkObj, Pairs
 from . import events, state
 
 if TYPE_CHECKING:
     from .nodes import LabView
 
 CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
+Value = str | int | float  # a setting's value as given: "10mbit", 1400, 0.5...
+
+
+class Shown(TypedDict):
+    """A link's shaping (``link show``): planned, per sending end, and in force in the kernel, per end."""
+
+    link: str
+    state: str
+    sends: dict[str, dict[str, str]]
+    kernel: dict[str, dict[str, Any]]  # the shaper's reading, as the kernel says it
 
 
 class LiveLink:
@@ -49,7 +60,7 @@ class LiveLink:
         finally:
             shaper.close()
 
-    def set(self, *, direction: str = "both", scheduled: float | None = None, **params) -> float:
+    def set(self, *, direction: str = "both", scheduled: float | None = None, **params: Value) -> float:
         """Change shaping keys (``rate``, ``delay``, ``loss``...; ``"none"`` removes one) and/or ``state``.
 
         ``direction``: ``both``, or ``a``/``b`` for what that endpoint (as you named it) sends.
@@ -57,7 +68,7 @@ class LiveLink:
         """
         return self.prepare(direction=direction, **params)(scheduled)
 
-    def prepare(self, *, direction: str = "both", **params) -> Callable[[float | None], float]:
+    def prepare(self, *, direction: str = "both", **params: Value) -> Callable[[float | None], float]:
         """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
         new_state = params.pop("state", None)
         given_mtu = mtu = params.pop("mtu", None)
@@ -92,7 +103,7 @@ class LiveLink:
             self.obj,
             shape_a=tuple(sorted(shape["a"].items())),
             shape_b=tuple(sorted(shape["b"].items())),
-            state=new_state or self.obj.state,
+            state=str(new_state) if new_state else self.obj.state,
             mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
         ends = [  # (end, its new shape or None when unchanged, its trace (and the trace's queue) before and after)
@@ -118,7 +129,9 @@ class LiveLink:
                             traceplay.stop(self.lab.name, end.node, iface)
                         if new_shape is not None:
                             shaper.apply(path, iface, new_shape)
-                        if replay:  # a new player follows the new trace, or the trace with its new queue
+                        if (
+                            replay and new_trace is not None
+                        ):  # a new player follows the new trace, or the trace with its new queue
                             traceplay.start(self.lab.name, end.node, iface, *new_trace)
                         if mtu is not None:
                             shaper.set_mtu(path, iface, int(mtu))
@@ -160,7 +173,7 @@ class LiveLink:
         events.record(self.lab.name, {"link": self.obj.key, "action": "add"}, applied, spent, scheduled)
         return spent
 
-    def show(self) -> dict:
+    def show(self) -> Shown:
         """Planned shapes and what the kernel has in force, per direction."""
         with self._shaping() as shaper:
             kernel = {
@@ -192,19 +205,19 @@ def _store(lab: LabView, link: LinkObj) -> None:
     state.write_link(lab.name, link)
 
 
-def _probe():
+def _probe() -> ModuleType:
     """backends.kernel.probe, which loads every link mode: only a change that needs netem asks it."""
 
     return probe
 
 
-def _traced(shape: tuple) -> tuple[str, int] | None:
+def _traced(shape: Pairs) -> tuple[str, int] | None:
     """The delivery trace a direction follows and its player's queue (None: no trace)."""
     params = dict(shape)
     return (params["trace"], int(params.get("queue", 1000))) if params.get("trace") else None
 
 
-def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[dict]:
+def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[Shown]:
     """Each link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``, when given),
     read with one shaper and the state read once."""
     current = state.read(lab.name)
