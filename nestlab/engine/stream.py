@@ -10,7 +10,7 @@ Sources, merged in arrival order:
 * the lab's event log (engine/events.py): what nestlab changed (``link set``, schedules, node
   stop/start, bench cells), which ``--since`` replays.
 
-Each event is a dict: ``time`` (seconds since the epoch), ``lab``, ``node``, ``interface``,
+Each event is a dict (:class:`Event`): ``time`` (seconds since the epoch), ``lab``, ``node``, ``interface``,
 ``event`` and what else it says.
 """
 
