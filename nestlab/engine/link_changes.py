@@ -9,8 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..backends.kernel import probe, shaping
@@ -19,23 +18,16 @@ from ..errors import LabError
 from ..model import shape_keys
 from ..model.errors import Problem, TopologyError
 from ..plan.diff import Changes
-from ..plan.objects import LinkObj, Pairs
+from ..plan.objects import LinkObj
 from . import events, state
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from .nodes import LabView
 
 CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
 Value = str | int | float  # a setting's value as given: "10mbit", 1400, 0.5...
-
-
-class Shown(TypedDict):
-    """A link's shaping (``link show``): planned, per sending end, and in force in the kernel, per end."""
-
-    link: str
-    state: str
-    sends: dict[str, dict[str, str]]
-    kernel: dict[str, dict[str, Any]]  # the shaper's reading, as the kernel says it
 
 
 class LiveLink:
@@ -68,7 +60,7 @@ class LiveLink:
         """
         return self.prepare(direction=direction, **params)(scheduled)
 
-    def prepare(self, *, direction: str = "both", **params: Value) -> Callable[[float | None], float]:
+    def prepare(self, *, direction: str = "both", **params: Any) -> Callable[[float | None], float]:
         """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
         new_state = params.pop("state", None)
         given_mtu = mtu = params.pop("mtu", None)
@@ -103,7 +95,7 @@ class LiveLink:
             self.obj,
             shape_a=tuple(sorted(shape["a"].items())),
             shape_b=tuple(sorted(shape["b"].items())),
-            state=str(new_state) if new_state else self.obj.state,
+            state=new_state or self.obj.state,
             mtu=int(mtu) if mtu is not None else self.obj.mtu,
         )
         ends = [  # (end, its new shape or None when unchanged, its trace (and the trace's queue) before and after)
@@ -129,9 +121,7 @@ class LiveLink:
                             traceplay.stop(self.lab.name, end.node, iface)
                         if new_shape is not None:
                             shaper.apply(path, iface, new_shape)
-                        if (
-                            replay and new_trace is not None
-                        ):  # a new player follows the new trace, or the trace with its new queue
+                        if replay:  # a new player follows the new trace, or the trace with its new queue
                             traceplay.start(self.lab.name, end.node, iface, *new_trace)
                         if mtu is not None:
                             shaper.set_mtu(path, iface, int(mtu))
@@ -173,7 +163,7 @@ class LiveLink:
         events.record(self.lab.name, {"link": self.obj.key, "action": "add"}, applied, spent, scheduled)
         return spent
 
-    def show(self) -> Shown:
+    def show(self) -> dict[str, Any]:
         """Planned shapes and what the kernel has in force, per direction."""
         with self._shaping() as shaper:
             kernel = {
@@ -211,13 +201,13 @@ def _probe() -> ModuleType:
     return probe
 
 
-def _traced(shape: Pairs) -> tuple[str, int] | None:
+def _traced(shape: tuple[tuple[str, str], ...]) -> tuple[str, int] | None:
     """The delivery trace a direction follows and its player's queue (None: no trace)."""
     params = dict(shape)
     return (params["trace"], int(params.get("queue", 1000))) if params.get("trace") else None
 
 
-def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[Shown]:
+def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[dict[str, Any]]:
     """Each link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``, when given),
     read with one shaper and the state read once."""
     current = state.read(lab.name)

@@ -9,7 +9,6 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .. import names
 from ..backends.kernel import cgroups, namespaces, shaping
@@ -99,7 +98,7 @@ class Node:
         """The node's ``env`` and then ``extra`` (on top of what a node keeps of ours: containers.node_env)."""
         return {**dict(self.obj.env), **(extra or {})}
 
-    def popen(self, args: Sequence[str] | str, **kwargs: Any) -> subprocess.Popen[Any]:
+    def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
         from .. import sites
 
@@ -122,7 +121,7 @@ class Node:
     def _leaf(self) -> str:
         return self._tree().leaf(self.name, bool(self.components))
 
-    def set(self, **resources: str | int | float) -> dict[str, str]:
+    def set(self, **resources) -> dict[str, str]:
         """Change cgroup limits live (``cpus=0.5``, ``memory="128m"``, ``"none"`` lifts one); returns the limits in force."""
         from pydantic import ValidationError
 
@@ -188,7 +187,6 @@ class Node:
         ``check=True`` raises :class:`subprocess.CalledProcessError` on a non-zero exit.
         """
         proc = self.popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
-        out: str
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
