@@ -18,6 +18,7 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -45,7 +46,7 @@ class Tap:
     iface: str
     sock: socket.socket
     linktype: int
-    program: ctypes.Array | None = None  # the filter's instructions, alive as long as the socket
+    program: ctypes.Array[ctypes.c_char] | None = None  # the filter's instructions, alive as long as the socket
 
     @property
     def ref(self) -> str:
@@ -101,7 +102,14 @@ def open_tap(lab: str, node: str, iface: str, expression: str | None) -> Tap:
     return tap
 
 
-def capture(taps: list[Tap], out: BinaryIO, *, count: int | None = None, duration: float | None = None, on_packet=None) -> int:
+def capture(
+    taps: list[Tap],
+    out: BinaryIO,
+    *,
+    count: int | None = None,
+    duration: float | None = None,
+    on_packet: Callable[[Tap, int], object] | None = None,
+) -> int:
     """Write what ``taps`` see to ``out`` as pcapng until ``count`` packets or ``duration`` seconds; returns the count.
 
     Stops early, keeping what was written, on Ctrl-C or when the reader of ``out`` goes away.

@@ -9,7 +9,7 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from .. import names
 from ..backends.kernel import files, libc, locks, namespaces, procs
@@ -25,7 +25,7 @@ def _record(lab: str) -> str:
     return os.path.join(names.lab_dir(lab), "access.json")
 
 
-def record(lab: str, made: dict) -> None:
+def record(lab: str, made: Mapping[str, object]) -> None:
     files.write(_record(lab), json.dumps(made), 0o600, sync=False)
 
 

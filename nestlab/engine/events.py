@@ -9,21 +9,31 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, TypedDict
 
 from .. import names
+
+
+class Entry(TypedDict):
+    """One line of the log."""
+
+    applied: float
+    scheduled: float | None
+    latency_ms: float
+    what: dict[str, Any]  # what changed, as its maker says it (``link``, ``node``, ``action``, ``set``...)
 
 
 def path(lab: str) -> str:
     return os.path.join(names.lab_dir(lab), "events.jsonl")
 
 
-def record(lab: str, what: dict, applied: float, latency_ms: float, scheduled: float | None = None) -> None:
-    entry = {"applied": applied, "scheduled": scheduled, "latency_ms": round(latency_ms, 3), "what": what}
+def record(lab: str, what: dict[str, Any], applied: float, latency_ms: float, scheduled: float | None = None) -> None:
+    entry: Entry = {"applied": applied, "scheduled": scheduled, "latency_ms": round(latency_ms, 3), "what": what}
     with open(path(lab), "a") as fh:
         fh.write(json.dumps(entry) + "\n")
 
 
-def read(lab: str) -> list[dict]:
+def read(lab: str) -> list[Entry]:
     try:
         with open(path(lab)) as fh:
             return [json.loads(line) for line in fh if line.strip()]

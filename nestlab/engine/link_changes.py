@@ -22,9 +22,12 @@ from ..plan.objects import EndObj, LinkObj
 from . import events, state
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from .nodes import LabView
 
 CLEAR = "none"  # a value that removes a key, e.g. set(delay="none")
+Value = str | int | float  # a setting's value as given: "10mbit", 1400, 0.5...
 
 
 class LiveLink:
@@ -49,7 +52,7 @@ class LiveLink:
         finally:
             shaper.close()
 
-    def set(self, *, direction: str = "both", scheduled: float | None = None, **params) -> float:
+    def set(self, *, direction: str = "both", scheduled: float | None = None, **params: Value) -> float:
         """Change shaping keys (``rate``, ``delay``, ``loss``...; ``"none"`` removes one) and/or ``state``.
 
         ``direction``: ``both``, or ``a``/``b`` for what that endpoint (as you named it) sends.
@@ -57,7 +60,7 @@ class LiveLink:
         """
         return self.prepare(direction=direction, **params)(scheduled)
 
-    def prepare(self, *, direction: str = "both", **params) -> Callable[[float | None], float]:
+    def prepare(self, *, direction: str = "both", **params: Any) -> Callable[[float | None], float]:
         """Check and work out a :meth:`set` now; the returned call only touches the kernel (a schedule's hot path)."""
         new_state = params.pop("state", None)
         mtu = _mtu(params.pop("mtu", None))
@@ -161,7 +164,7 @@ class LiveLink:
         events.record(self.lab.name, {"link": self.obj.key, "action": "add"}, applied, spent, scheduled)
         return spent
 
-    def show(self) -> dict:
+    def show(self) -> dict[str, Any]:
         """Planned shapes and what the kernel has in force, per direction."""
         with self._shaping() as shaper:
             kernel = {
@@ -217,19 +220,19 @@ def _store(lab: LabView, link: LinkObj) -> None:
     state.write_link(lab.name, link)
 
 
-def _probe():
+def _probe() -> ModuleType:
     """backends.kernel.probe, which loads every link mode: only a change that needs netem asks it."""
 
     return probe
 
 
-def _traced(shape: tuple) -> tuple[str, int] | None:
+def _traced(shape: tuple[tuple[str, str], ...]) -> tuple[str, int] | None:
     """The delivery trace a direction follows and its player's queue (None: no trace)."""
     params = dict(shape)
     return (params["trace"], int(params.get("queue", 1000))) if params.get("trace") else None
 
 
-def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[dict]:
+def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[dict[str, Any]]:
     """Each link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``, when given),
     read with one shaper and the state read once."""
     current = state.read(lab.name)

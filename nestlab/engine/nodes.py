@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import names
 from ..backends.kernel import cgroups
 from ..errors import LabError
 from ..plan.objects import Plan
 from ..registry import RUNTIMES
+
+if TYPE_CHECKING:
+    from ..runtimes.base import Runtime
 
 
 class LabView(Protocol):
@@ -39,4 +42,5 @@ def popen(lab: str, plan: Plan, node: str, args: Sequence[str] | str, **kwargs: 
     if obj.cgroup:
         tree = cgroups.Tree(lab)
         files = tree.procs_files(tree.leaf(node, any(n.startswith(node + "/") for n in plan.nodes)))
-    return RUNTIMES.get(obj.runtime).popen(lab, obj, files, args, **kwargs)
+    runtime: Runtime = RUNTIMES.get(obj.runtime)
+    return runtime.popen(lab, obj, files, args, **kwargs)

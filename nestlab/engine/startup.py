@@ -11,7 +11,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .. import names
 from ..backends.kernel import detached, files, procs
@@ -21,13 +21,21 @@ from ..model.stages import Startup, startup_of
 from . import nodes
 
 if TYPE_CHECKING:
+    from ..model.schema import StageSpec, Topology
     from ..seams import ExecReport
 
 TIMEOUT = 600.0  # the longest a node waits for another's stage
 HEAD, TAIL, WIDE = 10, 20, 500  # an exec's output as reported: its first and last lines, each cut at WIDE characters
 
 
-def run(lab, added: list[str], on_exec: ExecReport | None) -> None:
+class Staged(nodes.LabView, Protocol):
+    """What a node's start-up needs of its lab: a :class:`~nestlab.plan.blueprint.Blueprint`, or the Python API's ``Lab``."""
+
+    @property
+    def topology(self) -> Topology: ...
+
+
+def run(lab: Staged, added: list[str], on_exec: ExecReport | None) -> None:
     """Run the start-up of the nodes ``added`` by a deploy (exec results go to ``on_exec``)."""
     nodes = lab.topology.topology.nodes
     startups = {name: startup_of(lab.topology, name) if name in nodes else Startup() for name in added}
@@ -38,13 +46,13 @@ def run(lab, added: list[str], on_exec: ExecReport | None) -> None:
     _Stages(lab, startups, on_exec).run()
 
 
-def run_exec(lab, name: str, on_exec: ExecReport | None) -> None:
+def run_exec(lab: Staged, name: str, on_exec: ExecReport | None) -> None:
     """Run the node's ``exec`` commands in turn."""
     for command in lab.plan.nodes[name].exec:
         _report(on_exec, name, command, *_run_in(lab, name, command))
 
 
-def _run_in(lab, name: str, command: str) -> tuple[int, str]:
+def _run_in(lab: Staged, name: str, command: str) -> tuple[int, str]:
     proc = nodes.popen(
         lab.name, lab.plan, name, command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
     )
@@ -68,7 +76,7 @@ def trimmed(output: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:
+def start_cmd(lab: Staged, name: str, cmd: str) -> subprocess.Popen[bytes]:
     """The node's main process, in a session of its own, its output in the node's folder (cmd.log), its pid
     and start time in cmd.pid (for :func:`restart_cmd`)."""
     folder = names.node_dir(lab.name, name)
@@ -82,7 +90,7 @@ def start_cmd(lab, name: str, cmd: str) -> subprocess.Popen:
     return proc
 
 
-def restart_cmd(lab, name: str, grace: float = 5.0) -> int:
+def restart_cmd(lab: Staged, name: str, grace: float = 5.0) -> int:
     """Stop the node's ``cmd`` (its whole session: SIGTERM, SIGKILL after ``grace`` seconds) if it still runs,
     and start it again; returns the new pid."""
     if name not in lab.plan.nodes:
@@ -123,12 +131,12 @@ def _stop_session(pid: int, grace: float) -> None:
 
 
 class _Stages:
-    def __init__(self, lab, startups: dict[str, Startup], on_exec: ExecReport | None):
+    def __init__(self, lab: Staged, startups: dict[str, Startup], on_exec: ExecReport | None):
         self.lab = lab
         self.startups = startups
         self.on_exec = on_exec
         self.done = {(n, s): threading.Event() for n in startups for s in STAGES}
-        self.cmds: dict[str, subprocess.Popen] = {}
+        self.cmds: dict[str, subprocess.Popen[bytes]] = {}
         self.errors: list[str] = []
         self.lock = threading.Lock()
         self.deadline = time.monotonic() + TIMEOUT
@@ -185,7 +193,7 @@ class _Stages:
             self._execs(name, spec, "on-exit")
             self.done[(name, stage)].set()
 
-    def _execs(self, name: str, spec, phase: str) -> None:
+    def _execs(self, name: str, spec: StageSpec | None, phase: str) -> None:
         for step in spec.exec if spec else []:
             if step.phase != phase:
                 continue

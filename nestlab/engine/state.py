@@ -7,16 +7,16 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import names
 from ..backends.kernel import files, locks, namespaces
 from ..backends.kernel.cgroups import lab_cgroups
 from ..errors import LabError
-from ..plan.objects import LinkObj, Plan
+from ..plan.objects import LinkObj, Pairs, Plan
 from . import collector
 
 if TYPE_CHECKING:
@@ -30,11 +30,21 @@ class LabState:
     pid: int
     source: str | None
     created: float
-    topology: dict
+    topology: dict[str, Any]  # the document, as a Blueprint's
     plan: Plan
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "plan": self.plan.to_json()}
+
+
+class LiveChange(TypedDict):
+    """A link's live change as ``links.json`` records it (its pairs read back as JSON lists)."""
+
+    shape_a: Sequence[Sequence[str]]
+    shape_b: Sequence[Sequence[str]]
+    state: str | None
+    mtu: int | None
+    removed: bool
 
 
 def snapshot(blueprint: Blueprint, status: str, plan: Plan) -> LabState:
@@ -81,10 +91,10 @@ def read_link(lab: str, a: str, b: str) -> LinkObj | None:
         live = _read_live(lab).get(link.key) if link else None
     except (OSError, ValueError, LookupError, TypeError, AttributeError):
         return None
-    return link if live is None else _with_live(link, live)
+    return link if link is None or live is None else _with_live(link, live)
 
 
-def _with_live(link: LinkObj, live: dict) -> LinkObj | None:
+def _with_live(link: LinkObj, live: LiveChange) -> LinkObj | None:
     """``link`` with its recorded live change (shaping, state, MTU); None if the change removed it."""
     if live.get("removed"):
         return None
@@ -106,14 +116,14 @@ def _live_merged(lab: str) -> None:
         os.unlink(_live_path(lab))
 
 
-def write_link(lab: str, link, removed: bool = False) -> None:
+def write_link(lab: str, link: LinkObj, removed: bool = False) -> None:
     """Record one link's live shaping and state, or its removal (a small file beside the state: cheap per change)."""
     live = _read_live(lab)
     live[link.key] = {"shape_a": link.shape_a, "shape_b": link.shape_b, "state": link.state, "mtu": link.mtu, "removed": removed}
     _written(_live_path(lab), json.dumps(live))
 
 
-def write_resources(lab: str, node: str, values: dict) -> None:
+def write_resources(lab: str, node: str, values: Mapping[str, object]) -> None:
     """Record a node's live cgroup limits in the state (``"none"`` drops a key)."""
     current = read(lab)
     if current is None or node not in current.plan.nodes:
@@ -128,16 +138,17 @@ def _live_path(lab: str) -> str:
     return os.path.join(names.lab_dir(lab), "links.json")
 
 
-def _read_live(lab: str) -> dict:
+def _read_live(lab: str) -> dict[str, LiveChange]:
     try:
         with open(_live_path(lab)) as fh:
-            return json.load(fh)
+            live: dict[str, LiveChange] = json.load(fh)
+            return live
     except FileNotFoundError:
         return {}
 
 
-def _pairs(items) -> tuple:
-    return tuple(tuple(x) for x in items)
+def _pairs(items: Iterable[Sequence[str]]) -> Pairs:
+    return tuple((key, value) for key, value in items)
 
 
 def _written(path: str, text: str) -> None:

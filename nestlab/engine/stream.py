@@ -10,7 +10,7 @@ Sources, merged in arrival order:
 * the lab's event log (engine/events.py): what nestlab changed (``link set``, schedules, node
   stop/start, bench cells), which ``--since`` replays.
 
-Each event is a dict: ``time`` (seconds since the epoch), ``lab``, ``node``, ``interface``,
+Each event is a dict (:class:`Event`): ``time`` (seconds since the epoch), ``lab``, ``node``, ``interface``,
 ``event`` and what else it says.
 """
 
@@ -23,6 +23,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from typing import Any, TypedDict
 
 from .. import names
 from ..backends.kernel import namespaces, rtdump
@@ -37,6 +38,27 @@ _PROC_EVENT = struct.Struct("=IIQ")  # what, cpu, timestamp_ns
 NAMESPACE_POLL = 0.25
 
 
+class Event(TypedDict, total=False):
+    """One event: ``time``, ``lab``, ``node``, ``interface`` and ``event`` in every one the stream gives, the rest as
+    the event says."""
+
+    time: float
+    lab: str
+    node: str | None
+    interface: str | None
+    event: str
+    state: str  # the interface's operational state
+    address: str
+    pid: int
+    command: str
+    exit_code: int
+    signal: int
+    source: str  # "nestlab": a change the lab's event log recorded
+    what: dict[str, Any]
+    scheduled: float | None
+    latency_ms: float
+
+
 class _Namespace:
     """One node's multicast socket and what it last said of each interface."""
 
@@ -49,8 +71,8 @@ class _Namespace:
         self.names = {i.index: i.name for i in seen}
         self.last = {i.index: (i.admin_up, i.carrier) for i in seen}
 
-    def read(self) -> list[dict]:
-        out = []
+    def read(self) -> list[Event]:
+        out: list[Event] = []
         for kind, _seq, body in messages(self.nl.sock.recv(1 << 16)):
             if kind in (RTM_NEWLINK, RTM_DELLINK):
                 info = rtdump.parse_link(body)
@@ -107,7 +129,7 @@ def _proc_connector() -> socket.socket | None:
         return None
 
 
-def _log_entry(lab: str, entry: dict) -> dict:
+def _log_entry(lab: str, entry: events.Entry) -> Event:
     what = entry.get("what", {})
     return {
         "time": entry.get("applied"),
@@ -139,8 +161,8 @@ class Stream:
     def _node_of(self, path: str) -> str:
         return os.path.basename(path)[len(names.netns_name(self.lab, "")) :]
 
-    def _watch_namespaces(self, announce: bool) -> list[dict]:
-        out = []
+    def _watch_namespaces(self, announce: bool) -> list[Event]:
+        out: list[Event] = []
         present = {self._node_of(p) for p in cleanup.marked_namespaces(self.lab)}
         for node in present - set(self.spaces):
             try:
@@ -167,9 +189,9 @@ class Stream:
         except OSError:
             pass
 
-    def _proc_events(self) -> list[dict]:
-        out = []
-        data = self.proc_sock.recv(4096)
+    def _proc_events(self, sock: socket.socket) -> list[Event]:
+        out: list[Event] = []
+        data = sock.recv(4096)
         off = 16 + _CN_MSG.size  # nlmsghdr, cn_msg
         what, _cpu, _stamp = _PROC_EVENT.unpack_from(data, off)
         pid, tgid = struct.unpack_from("=ii", data, off + _PROC_EVENT.size)
@@ -178,11 +200,11 @@ class Stream:
         elif what == PROC_EVENT_EXIT and pid == tgid and pid in self.procs:
             status, signal = struct.unpack_from("=II", data, off + _PROC_EVENT.size + 8)
             node, command = self.procs.pop(pid)
-            code = {"exit_code": status >> 8} if not status & 0x7F else {"signal": status & 0x7F}
+            code: Event = {"exit_code": status >> 8} if not status & 0x7F else {"signal": status & 0x7F}
             out.append({"node": node, "interface": None, "event": "process-exited", "pid": pid, "command": command, **code})
         return out
 
-    def _log(self) -> list[dict]:
+    def _log(self) -> list[Event]:
         try:
             with open(events.path(self.lab)) as fh:
                 fh.seek(self.log_pos)
@@ -194,14 +216,14 @@ class Stream:
             return []
         return [_log_entry(self.lab, json.loads(line)) for line in lines if line.strip()]
 
-    def replay(self) -> list[dict]:
+    def replay(self) -> list[Event]:
         """The log's entries since ``since`` (all the log when ``since`` is None, none when live only)."""
         entries = self._log()
         if self.since is None:
             return []
         return [e for e in entries if e["time"] is not None and e["time"] >= self.since]
 
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[Event]:
         for event in self.replay():
             yield event
         next_scan = time.monotonic() + NAMESPACE_POLL
@@ -211,12 +233,12 @@ class Stream:
             wake = next_scan if self.until is None else min(next_scan, self.until)
             ready, _, _ = select.select(list(by_fd) + extra, [], [], max(0.0, wake - time.monotonic()))
             now = time.time()
-            found: list[dict] = []
+            found: list[Event] = []
             for fd in ready:
                 if fd in by_fd:
                     found += by_fd[fd].read()
-                else:
-                    found += self._proc_events()
+                elif self.proc_sock:
+                    found += self._proc_events(self.proc_sock)
             if time.monotonic() >= next_scan:
                 found += self._watch_namespaces(announce=True) + self._log()
                 next_scan = time.monotonic() + NAMESPACE_POLL
@@ -235,7 +257,7 @@ class Stream:
             self.proc_sock.close()
 
 
-def line_of(event: dict) -> str:
+def line_of(event: Event) -> str:
     """An event as one line of text: its time, where (NODE:INTERFACE, or the lab), what, and the rest as JSON."""
     stamp = time.strftime("%H:%M:%S", time.localtime(event["time"])) + f".{int(event['time'] % 1 * 1000):03d}"
     where = ":".join(x for x in (event.get("node"), event.get("interface")) if x)

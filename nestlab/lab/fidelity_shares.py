@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..seams import Site
+    from ..sites.seam import Site
 
 READY = "sampling"
 
@@ -40,7 +40,7 @@ class Shares:
             if proc.stdout.readline().strip() != READY:
                 self.failed[share] = "its sampler did not start"
 
-    def stop(self) -> dict[str, dict | str]:
+    def stop(self) -> dict[str, dict[str, Any] | str]:
         """Each share's verdict (``Verdict.to_json``), or why it has none."""
         for share, proc in self.procs.items():
             if share not in self.failed:
@@ -50,7 +50,7 @@ class Shares:
                     proc.stdin.flush()
                 except OSError:
                     pass  # it ended: what it said is read below
-        answers: dict[str, dict | str] = dict(self.failed)
+        answers: dict[str, dict[str, Any] | str] = dict(self.failed)
         for share, proc in self.procs.items():
             try:
                 out, err = proc.communicate(timeout=60)
@@ -63,8 +63,8 @@ class Shares:
         return answers
 
 
-def _verdict(out: str) -> dict | None:
-    """The verdict a sampler printed last, if it printed one."""
+def _verdict(out: str) -> dict[str, Any] | None:
+    """The verdict a sampler printed last (``Verdict.to_json``, as the share's JSON says it), if it printed one."""
     try:
         found = json.loads(out.strip().splitlines()[-1])
     except (IndexError, ValueError):
