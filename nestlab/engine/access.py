@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import files, userns
+from ..backends.kernel import files
 from ..errors import LabError
 from ..model.credentials import Login, inventory_vars, kind_login, login_of
 from ..model.layered import merged
@@ -38,6 +38,7 @@ from . import etc_hosts, sshgate
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
+    from ..plan.machine import Machine
 
 SSH_CONFIG_DIR = "/etc/ssh/ssh_config.d"
 
@@ -130,11 +131,12 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     if not nodes:
         return []
     folder = lab_folder(lab)
-    config = os.path.join(ssh_config_dir(), f"clab-{lab.name}.conf")
+    guest = lab.machine.guest
+    config = os.path.join(ssh_config_dir(lab.machine), f"clab-{lab.name}.conf")
     key = sshgate.client_key(lab.name)
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
-    if userns.guest():  # the key where the user's own ssh reads it (the lab's keys are in the user's namespaces)
-        key = record["ssh_key"] = os.path.expanduser(f"~/.ssh/nestlab/clab-{lab.name}.id_ed25519")
+    if guest:  # the key where the user's own ssh reads it (the lab's keys are in the user's namespaces)
+        key = record["ssh_key"] = os.path.join(lab.machine.home, f".ssh/nestlab/clab-{lab.name}.id_ed25519")
     etc_hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
     etc_hosts.unpin_gone(lab.name, set(record["netns"]))
     etc_hosts.record(lab.name, record)  # first: a cleanup knows what to look for
@@ -144,11 +146,11 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     for node in nodes:
         etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
     etc_hosts.block(lab.name, _host_lines(nodes))
-    files.make_dirs(os.path.dirname(config), 0o700 if userns.guest() else 0o755)
-    if userns.guest():
+    files.make_dirs(os.path.dirname(config), 0o700 if guest else 0o755)
+    if guest:
         with open(sshgate.client_key(lab.name), "rb") as src:
             files.write(key, src.read(), 0o600, create=0o700)
-    _ssh_config(lab.name, config, nodes, key)
+    _ssh_config(lab.name, config, nodes, key, guest)
     gate.ready()
     return nodes
 
@@ -159,24 +161,24 @@ def _host_lines(nodes: list[Managed]) -> list[str]:
     return v4 + v6
 
 
-def ssh_config_dir() -> str:
+def ssh_config_dir(machine: Machine) -> str:
     """Where a lab's ssh config goes: the machine's folder, or rootless, the user's ``~/.ssh/config.d``."""
-    return os.path.expanduser("~/.ssh/config.d") if userns.guest() else SSH_CONFIG_DIR
+    return os.path.join(machine.home, ".ssh/config.d") if machine.guest else SSH_CONFIG_DIR
 
 
-def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
+def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str, guest: bool) -> None:
     """containerlab's ssh config: per node its user (credentials:, else root) and key (identity-file:, else the lab's).
     Rootless, a node is reached through ``nestlab ssh --stdio`` (its address is in the user's namespaces, where an
     ssh run outside does not reach)."""
     text = f"# Containerlab SSH Config for the {lab} lab\n"
     relay = shlex.join([sys.executable, "-m", "nestlab.cli.app", "ssh", "--lab", lab, "--stdio"])
     for node in nodes:
-        via = f"\tProxyCommand {relay} {node.node}\n" if userns.guest() else ""
+        via = f"\tProxyCommand {relay} {node.node}\n" if guest else ""
         text += (
             f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
             f"\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n{via}"
         )
-    files.write(path, text, 0o600 if userns.guest() else 0o644)  # no secret: users' ssh reads it
+    files.write(path, text, 0o600 if guest else 0o644)  # no secret: users' ssh reads it
 
 
 def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
@@ -195,7 +197,7 @@ def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
         _written(where, "topology-data.json", json.dumps(topology_data(lab, nodes)) + "\n", False, owner)
         text = yaml.dump(ansible_inventory(lab, nodes), Dumper=dumper, sort_keys=False)
         _written(where, "ansible-inventory.yml", text, secret, owner)
-        text = yaml.dump(nornir_inventory(nodes), Dumper=dumper, sort_keys=False)
+        text = yaml.dump(nornir_inventory(nodes, lab.machine), Dumper=dumper, sort_keys=False)
         _written(where, "nornir-simple-inventory.yml", text, secret, owner)
     finally:
         os.close(where)
@@ -255,10 +257,10 @@ def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
     }
 
 
-def _reached_at(node: Managed) -> str:
+def _reached_at(node: Managed, machine: Machine) -> str:
     """Where the inventories send tools: the node's address, or rootless, its name (the user's ssh config leads
     there through the user's namespaces, where the address is)."""
-    return node.long if userns.guest() else str(node.ipv4.ip)
+    return node.long if machine.guest else str(node.ipv4.ip)
 
 
 def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
@@ -273,7 +275,7 @@ def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
         group_vars, host_vars = inventory_vars({n.node: n.login for n in members}, kind_login(doc, members[0].kind))
         kinds[kind] = {**({"vars": group_vars} if group_vars else {}), "hosts": {}}
         for node in members:
-            host = {"ansible_host": _reached_at(node), **host_vars[node.node]}
+            host = {"ansible_host": _reached_at(node, lab.machine), **host_vars[node.node]}
             kinds[kind]["hosts"][node.long] = host
             group = merged(doc, node.node, node.kind, "labels").get("ansible-group")
             if group:
@@ -288,14 +290,14 @@ def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
     return {"all": {"vars": top, "children": kinds | dict(sorted(groups.items()))}}
 
 
-def nornir_inventory(nodes: list[Managed]) -> dict:
+def nornir_inventory(nodes: list[Managed], machine: Machine) -> dict:
     """containerlab's nornir-simple-inventory.yml: each node by its short name, its management address as hostname."""
     return {
         node.node: {
             "username": node.login.user,
             "password": node.login.password,
             "platform": "linux",
-            "hostname": _reached_at(node),
+            "hostname": _reached_at(node, machine),
         }
         for node in nodes
     }

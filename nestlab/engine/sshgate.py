@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import detached, files, locks, procs, userns
+from ..backends.kernel import detached, files, locks, procs
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
@@ -102,11 +102,6 @@ NO_SERVER = (
     "node without one; for ssh, Ansible and Nornir give your user subordinate ids in /etc/subuid and /etc/subgid "
     "(docs/rootless.md), or run the lab with sudo"
 )
-
-
-def serves() -> bool:
-    """Whether nodes can have an SSH server here: not as a guest whose user namespace maps the user alone."""
-    return not userns.guest() or userns.maps_others()
 
 
 def login_grace() -> int:
@@ -270,7 +265,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
     lab's gate on those sockets."""
     from ..backends.kernel import namespaces
 
-    if not os.path.exists(SSHD) or not serves():
+    if not os.path.exists(SSHD) or not lab.machine.serves_ssh:
         return Gate(None)  # no sshd here: names and inventories still work; `nestlab doctor` says so
     folder = names.lab_keys(lab.name)
     held: list[tuple[socket.socket, str]] = []

@@ -21,20 +21,22 @@ from ..model.errors import Problem, TopologyError
 from ..model.modes import kind_defaults, link_mode, node_host, node_kind, parent_of, shares_host_stack
 from ..model.nesting import is_flat
 from ..model.ports import parse as parse_port
-from ..model.schema import LinkParams, LinkSpec, Topology
+from ..model.schema import LinkParams, LinkSpec, NodeSpec, Topology
 from ..model.visibility import pair_link_names
 from ..registry import KINDS, LINK_MODES
 from ..seams import Draft
+from .machine import ROOT, Machine
 from .mgmt import Leases
 from .objects import EndObj, LinkObj, NodeObj, Plan, pairs
 
 MPTCP_ENDPOINTS_MAX = 8  # the kernel path manager's MPTCP_PM_ADDR_MAX per network namespace
 
 
-def desired(topology: Topology, source: str = "<topology>", leases: Leases | None = None) -> Plan:
+def desired(topology: Topology, source: str = "<topology>", leases: Leases | None = None, machine: Machine = ROOT) -> Plan:
     """Resolve kinds, defaults, hosts, modes and automatic addresses into a :class:`Plan`; ``leases``: the
-    management network's, as read when planning started (a topology with ``mgmt:`` needs them)."""
-    return Builder(topology, source, leases).build()
+    management network's, as read when planning started (a topology with ``mgmt:`` needs them); ``machine``:
+    what the machine it is made on allows (rootless mode: no cgroups; daemons root's unless other ids are mapped)."""
+    return Builder(topology, source, leases, machine).build()
 
 
 class Builder:
@@ -42,10 +44,11 @@ class Builder:
     ``attach_point``, ``later``, ``underlay``, ``wire_of``, ``nic_mtu``, ``nic_address``,
     ``host_addresses``, ``links_of``, ``fail`` and ``leases``."""
 
-    def __init__(self, topology: Topology, source: str, leases: Leases | None = None):
+    def __init__(self, topology: Topology, source: str, leases: Leases | None = None, machine: Machine = ROOT):
         self.t = topology
         self.source = source
         self.leases = leases
+        self.on = machine
         self.body = topology.topology
         self.seg = Segments()
         self.plan = Plan()
@@ -187,6 +190,8 @@ class Builder:
             sysctls = {**own.pop("sysctls", {}), **sysctls}  # the node's own sysctls win
             binds = (*own.pop("binds", ()), *((b.source, b.target, b.read_only) for b in spec.binds))
             view = {"view": True, "binds": binds, "own_root": spec.own_root} if binds or spec.own_root or own.get("view") else {}
+            if self.on.daemons_as_root and KINDS.get(own.get("router") or own.get("kind") or kind).guest_as_root:
+                own["run_dirs"] = tuple((path, "root") for path, _user in own.get("run_dirs", ()))
             self.plan.nodes[name] = NodeObj(
                 name,
                 own.pop("kind", kind),
@@ -198,7 +203,7 @@ class Builder:
                 parent=spec.component_of,
                 runtime=_runtime(spec.runtime, spec.image, bool(spec.component_of) and not is_flat(self.t, name)),
                 image=spec.image,
-                cgroup=bool(spec.resources or spec.components or spec.component_of or spec.image),
+                cgroup=self.on.cgroups and wants_cgroup(spec),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
                 ports=tuple(parse_port(p) for p in spec.ports) if self.t.allow_host_ports else (),
                 **{**view, **own},
@@ -302,6 +307,11 @@ def mobile_nodes(topology: Topology) -> list[str]:
         if dyn and dyn.nodes
         else [n for n in topology.topology.nodes if KINDS.get(node_kind(topology, n)).endpoint]
     )
+
+
+def wants_cgroup(spec: NodeSpec) -> bool:
+    """Whether a node has a cgroup of its own where the machine allows it: limits, components or an image."""
+    return bool(spec.resources or spec.components or spec.component_of or spec.image)
 
 
 def _nth(values, j):
