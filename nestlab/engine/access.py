@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from .. import names
 from ..backends.kernel import files
 from ..errors import LabError
-from ..model.credentials import Login, inventory_vars, kind_login, login_of
+from ..model.credentials import Login, inventory_vars, kind_login
 from ..model.layered import merged
 from ..plan.mgmt import interfaces
 from ..registry import KINDS
@@ -56,21 +56,18 @@ class Managed:
 
 
 def managed(lab: Blueprint) -> list[Managed]:
-    """The lab's nodes with a management address, in name order."""
-
-    doc = lab.document
-    base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
+    """The lab's nodes with a management address, in name order (as its plan has them)."""
     found = []
     for att in sorted(interfaces(lab.plan).values(), key=lambda a: a.end.node):
-        kind = lab.plan.nodes[att.end.node].kind
+        node = lab.plan.nodes[att.end.node]
         found.append(
             Managed(
-                att.end.node,
-                names.long_name(doc.get("prefix"), lab.name, att.end.node),
-                kind,
+                node.name,
+                node.long,
+                node.kind,
                 ipaddress.IPv4Interface(att.end.ipv4[0]),
                 ipaddress.IPv6Interface(att.end.ipv6[0]),
-                login_of(doc, att.end.node, kind, base),
+                node.login,
             )
         )
     return found

@@ -23,10 +23,11 @@ from ..model.nesting import is_flat
 from ..model.ports import parse as parse_port
 from ..model.schema import LinkParams, LinkSpec, NodeSpec, Topology
 from ..model.visibility import pair_link_names
+from ..names import long_name
 from ..registry import KINDS, LINK_MODES
 from ..seams import Draft
 from .machine import ROOT, Machine
-from .mgmt import Leases
+from .mgmt import Leases, login
 from .objects import EndObj, LinkObj, NodeObj, Plan, pairs
 
 MPTCP_ENDPOINTS_MAX = 8  # the kernel path manager's MPTCP_PM_ADDR_MAX per network namespace
@@ -190,11 +191,14 @@ class Builder:
             sysctls = {**own.pop("sysctls", {}), **sysctls}  # the node's own sysctls win
             binds = (*own.pop("binds", ()), *((b.source, b.target, b.read_only) for b in spec.binds))
             view = {"view": True, "binds": binds, "own_root": spec.own_root} if binds or spec.own_root or own.get("view") else {}
-            if self.on.daemons_as_root and KINDS.get(own.get("router") or own.get("kind") or kind).guest_as_root:
+            made = own.pop("kind", kind)
+            if self.on.daemons_as_root and KINDS.get(own.get("router") or made).guest_as_root:
                 own["run_dirs"] = tuple((path, "root") for path, _user in own.get("run_dirs", ()))
+            if self.t.mgmt is not None:  # how people and tools reach it
+                own["login"] = login(self.t, name, made, self.source)
             self.plan.nodes[name] = NodeObj(
                 name,
-                own.pop("kind", kind),
+                made,
                 pairs(sysctls),
                 pairs(env),
                 tuple(exec_),
@@ -206,6 +210,7 @@ class Builder:
                 cgroup=self.on.cgroups and wants_cgroup(spec),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
                 ports=tuple(parse_port(p) for p in spec.ports) if self.t.allow_host_ports else (),
+                long=long_name(self.t.prefix, self.t.name, name),
                 **{**view, **own},
             )
 
