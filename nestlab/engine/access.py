@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..backends.kernel import files
@@ -207,12 +207,12 @@ def _written(folder: int, name: str, text: str, secret: bool, owner: os.stat_res
     files.write_at(folder, name, text, 0o600 if secret else 0o644, (owner.st_uid, owner.st_gid))
 
 
-def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
+def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
     """containerlab's topology-data.json: the lab, its nodes (long name, FQDN, management addresses) and links."""
     doc = lab.document
     by_node = {n.node: n for n in nodes}
     folder = lab_folder(lab)
-    out_nodes = {}
+    out_nodes: dict[str, dict[str, Any]] = {}
     for name, obj in lab.plan.nodes.items():
         if KINDS.get(obj.kind).machine or obj.parent:
             continue
@@ -221,7 +221,7 @@ def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
         out_nodes[name] = {
             "index": str(len(out_nodes)),
             "shortname": name,
-            "longname": names.long_name(doc.get("prefix"), lab.name, name),
+            "longname": obj.long,
             "fqdn": f"{name}.{lab.name}.io",
             "group": str(spec.get("group") or ""),
             "labdir": os.path.join(folder, name),
@@ -260,14 +260,14 @@ def _reached_at(node: Managed, machine: Machine) -> str:
     return node.long if machine.guest else str(node.ipv4.ip)
 
 
-def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
+def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
     """containerlab's ansible-inventory.yml: a group per kind and per ``ansible-group`` label, ``ansible_host`` set."""
     doc = lab.document
     by_kind: dict[str, list[Managed]] = {}
     for node in nodes:
         by_kind.setdefault(names.clab_kind(node.kind), []).append(node)
-    kinds: dict[str, dict] = {}
-    groups: dict[str, dict] = {}
+    kinds: dict[str, dict[str, Any]] = {}
+    groups: dict[str, dict[str, Any]] = {}
     for kind, members in sorted(by_kind.items()):
         group_vars, host_vars = inventory_vars({n.node: n.login for n in members}, kind_login(doc, members[0].kind))
         kinds[kind] = {**({"vars": group_vars} if group_vars else {}), "hosts": {}}
@@ -287,7 +287,7 @@ def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
     return {"all": {"vars": top, "children": kinds | dict(sorted(groups.items()))}}
 
 
-def nornir_inventory(nodes: list[Managed], machine: Machine) -> dict:
+def nornir_inventory(nodes: list[Managed], machine: Machine) -> dict[str, dict[str, Any]]:
     """containerlab's nornir-simple-inventory.yml: each node by its short name, its management address as hostname."""
     return {
         node.node: {

@@ -83,6 +83,7 @@ class Builder:
         for mode in modes:
             mode.finish(self)
         self._mptcp()
+        self._named()
         return self.plan
 
     # -- what link modes call -------------------------------------------------------------
@@ -210,7 +211,6 @@ class Builder:
                 cgroup=self.on.cgroups and wants_cgroup(spec),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
                 ports=tuple(parse_port(p) for p in spec.ports) if self.t.allow_host_ports else (),
-                long=long_name(self.t.prefix, self.t.name, name),
                 **{**view, **own},
             )
 
@@ -269,6 +269,11 @@ class Builder:
         """The interfaces of ``node`` its ``exec:`` addresses."""
         found = self.plan.nodes.get(node)
         return exec_addressed(found.exec) if found is not None else set()
+
+    def _named(self) -> None:
+        """Each node's long name, containerlab's (``clab-LAB-NODE``): how people and tools reach it."""
+        for name, obj in self.plan.nodes.items():
+            self.plan.nodes[name] = replace(obj, long=long_name(self.t.prefix, self.t.name, name))
 
     def _radio_links(self) -> list[LinkSpec]:
         """Dynamics: a link per pair of mobile nodes, created down (the controller raises visible pairs)."""

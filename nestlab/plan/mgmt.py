@@ -24,7 +24,7 @@ from ..registry import KINDS
 from .objects import AttachObj, Plan
 
 if TYPE_CHECKING:
-    from ..model.schema import Topology
+    from ..model.schema import MgmtSpec, Topology
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Network:
     external: bool
 
     @classmethod
-    def of(cls, spec) -> Network:
+    def of(cls, spec: MgmtSpec) -> Network:
         """From the topology's ``mgmt:`` (checked by the model)."""
         v4, v6 = ipaddress.IPv4Network(spec.ipv4_subnet), ipaddress.IPv6Network(spec.ipv6_subnet)
         return cls(
