@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from ..rootless import ordinary_user
 from . import quick
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def _command(argv: list[str]) -> str | None:
 def _rootless(argv: list[str]) -> bool:
     """Whether the command runs in the user's namespaces: an ordinary user's, one that makes or reads labs, no help."""
     command = _command(argv)
-    return os.geteuid() != 0 and command is not None and command not in OUTSIDE and not {"--help", "-h"} & set(argv)
+    return ordinary_user(argv) and command is not None and command not in OUTSIDE
 
 
 def main() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ import typer
 from ..backends.kernel import userns
 from ..errors import LabError
 from ..model.errors import TopologyError
+from ..rootless import ordinary_user
 
 if TYPE_CHECKING:
     from ..lab.lab import Lab
@@ -94,7 +94,7 @@ def needs_root_for(command: str, read_only: set[str]) -> int:
     cluster: its pods do the work)."""
     own = sys.argv[: sys.argv.index("--")] if "--" in sys.argv else sys.argv  # not a command's to run in a node
     elsewhere = any(arg.split("=")[0] in ("--kubeconfig", "--namespace") for arg in own)
-    if command not in read_only and os.geteuid() != 0 and not {"--help", "-h"} & set(sys.argv) and not elsewhere:
+    if command not in read_only and ordinary_user(sys.argv) and not elsewhere:
         from ..rootless import session  # an ordinary user's refused command alone: root's start-up loads none of it
 
         why = f" (rootless mode is unavailable here: {session.why_not})" if session.why_not else ""
@@ -118,7 +118,7 @@ def reported() -> Iterator[None]:
     except PermissionError as exc:
         why = (
             "rootless mode may not do this (the machine's root may: run it with sudo)"
-            if userns.guest()
+            if userns.machine().guest
             else f"nestlab {NEEDS_ROOT}"
         )
         err.print(f"[red]error[/red] {escape(str(exc))}: {why}")

@@ -11,7 +11,7 @@ import yaml
 from rich.table import Table
 
 from .. import __version__
-from ..backends.kernel import probe, rootfs
+from ..backends.kernel import probe, rootfs, userns
 from ..backends.services import mpt_daemon
 from ..errors import LabError
 from ..model.visibility import random_waypoint
@@ -127,8 +127,11 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
 
     with reported():
         bpf, said = mpt_daemon.datapath()
-        features = probe.features() + [
-            probe.Feature(name, kind.name, ok, detail, fix) for kind in KINDS.values() for name, ok, detail, fix in kind.doctor()
+        machine = userns.machine()
+        features = probe.features(machine) + [
+            probe.Feature(name, kind.name, ok, detail, fix)
+            for kind in KINDS.values()
+            for name, ok, detail, fix in kind.doctor(machine)
         ]
         features.append(
             probe.Feature(

@@ -199,7 +199,7 @@ def ssh(
                 + ("" if found else " (the lab has no management network: add mgmt: to its file)")
             )
 
-        if not sshgate.serves():  # rootless without subordinate ids: into the node as `nestlab exec` goes
+        if not the_lab.blueprint.machine.serves_ssh:  # rootless without subordinate ids: into the node as `nestlab exec` goes
             if stdio:
                 raise LabError(sshgate.NO_SERVER)
             shell = [os.environ.get("SHELL", "/bin/sh"), "-l"]

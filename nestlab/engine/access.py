@@ -25,12 +25,12 @@ import socket
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..backends.kernel import files, userns
+from ..backends.kernel import files
 from ..errors import LabError
-from ..model.credentials import Login, inventory_vars, kind_login, login_of
+from ..model.credentials import Login, inventory_vars, kind_login
 from ..model.layered import merged
 from ..plan.mgmt import interfaces
 from ..registry import KINDS
@@ -38,6 +38,7 @@ from . import etc_hosts, sshgate
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
+    from ..plan.machine import Machine
 
 SSH_CONFIG_DIR = "/etc/ssh/ssh_config.d"
 
@@ -55,21 +56,18 @@ class Managed:
 
 
 def managed(lab: Blueprint) -> list[Managed]:
-    """The lab's nodes with a management address, in name order."""
-
-    doc = lab.document
-    base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
+    """The lab's nodes with a management address, in name order (as its plan has them)."""
     found = []
     for att in sorted(interfaces(lab.plan).values(), key=lambda a: a.end.node):
-        kind = lab.plan.nodes[att.end.node].kind
+        node = lab.plan.nodes[att.end.node]
         found.append(
             Managed(
-                att.end.node,
-                names.long_name(doc.get("prefix"), lab.name, att.end.node),
-                kind,
+                node.name,
+                node.long,
+                node.kind,
                 ipaddress.IPv4Interface(att.end.ipv4[0]),
                 ipaddress.IPv6Interface(att.end.ipv6[0]),
-                login_of(doc, att.end.node, kind, base),
+                node.login,
             )
         )
     return found
@@ -130,11 +128,12 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     if not nodes:
         return []
     folder = lab_folder(lab)
-    config = os.path.join(ssh_config_dir(), f"clab-{lab.name}.conf")
+    guest = lab.machine.guest
+    config = os.path.join(ssh_config_dir(lab.machine), f"clab-{lab.name}.conf")
     key = sshgate.client_key(lab.name)
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
-    if userns.guest():  # the key where the user's own ssh reads it (the lab's keys are in the user's namespaces)
-        key = record["ssh_key"] = os.path.expanduser(f"~/.ssh/nestlab/clab-{lab.name}.id_ed25519")
+    if guest:  # the key where the user's own ssh reads it (the lab's keys are in the user's namespaces)
+        key = record["ssh_key"] = os.path.join(lab.machine.home, f".ssh/nestlab/clab-{lab.name}.id_ed25519")
     etc_hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
     etc_hosts.unpin_gone(lab.name, set(record["netns"]))
     etc_hosts.record(lab.name, record)  # first: a cleanup knows what to look for
@@ -144,11 +143,11 @@ def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
     for node in nodes:
         etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
     etc_hosts.block(lab.name, _host_lines(nodes))
-    files.make_dirs(os.path.dirname(config), 0o700 if userns.guest() else 0o755)
-    if userns.guest():
+    files.make_dirs(os.path.dirname(config), 0o700 if guest else 0o755)
+    if guest:
         with open(sshgate.client_key(lab.name), "rb") as src:
             files.write(key, src.read(), 0o600, create=0o700)
-    _ssh_config(lab.name, config, nodes, key)
+    _ssh_config(lab.name, config, nodes, key, guest)
     gate.ready()
     return nodes
 
@@ -159,24 +158,24 @@ def _host_lines(nodes: list[Managed]) -> list[str]:
     return v4 + v6
 
 
-def ssh_config_dir() -> str:
+def ssh_config_dir(machine: Machine) -> str:
     """Where a lab's ssh config goes: the machine's folder, or rootless, the user's ``~/.ssh/config.d``."""
-    return os.path.expanduser("~/.ssh/config.d") if userns.guest() else SSH_CONFIG_DIR
+    return os.path.join(machine.home, ".ssh/config.d") if machine.guest else SSH_CONFIG_DIR
 
 
-def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str) -> None:
+def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str, guest: bool) -> None:
     """containerlab's ssh config: per node its user (credentials:, else root) and key (identity-file:, else the lab's).
     Rootless, a node is reached through ``nestlab ssh --stdio`` (its address is in the user's namespaces, where an
     ssh run outside does not reach)."""
     text = f"# Containerlab SSH Config for the {lab} lab\n"
     relay = shlex.join([sys.executable, "-m", "nestlab.cli.app", "ssh", "--lab", lab, "--stdio"])
     for node in nodes:
-        via = f"\tProxyCommand {relay} {node.node}\n" if userns.guest() else ""
+        via = f"\tProxyCommand {relay} {node.node}\n" if guest else ""
         text += (
             f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
             f"\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n{via}"
         )
-    files.write(path, text, 0o600 if userns.guest() else 0o644)  # no secret: users' ssh reads it
+    files.write(path, text, 0o600 if guest else 0o644)  # no secret: users' ssh reads it
 
 
 def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
@@ -195,7 +194,7 @@ def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
         _written(where, "topology-data.json", json.dumps(topology_data(lab, nodes)) + "\n", False, owner)
         text = yaml.dump(ansible_inventory(lab, nodes), Dumper=dumper, sort_keys=False)
         _written(where, "ansible-inventory.yml", text, secret, owner)
-        text = yaml.dump(nornir_inventory(nodes), Dumper=dumper, sort_keys=False)
+        text = yaml.dump(nornir_inventory(nodes, lab.machine), Dumper=dumper, sort_keys=False)
         _written(where, "nornir-simple-inventory.yml", text, secret, owner)
     finally:
         os.close(where)
@@ -208,12 +207,12 @@ def _written(folder: int, name: str, text: str, secret: bool, owner: os.stat_res
     files.write_at(folder, name, text, 0o600 if secret else 0o644, (owner.st_uid, owner.st_gid))
 
 
-def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
+def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
     """containerlab's topology-data.json: the lab, its nodes (long name, FQDN, management addresses) and links."""
     doc = lab.document
     by_node = {n.node: n for n in nodes}
     folder = lab_folder(lab)
-    out_nodes = {}
+    out_nodes: dict[str, dict[str, Any]] = {}
     for name, obj in lab.plan.nodes.items():
         if KINDS.get(obj.kind).machine or obj.parent:
             continue
@@ -222,7 +221,7 @@ def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
         out_nodes[name] = {
             "index": str(len(out_nodes)),
             "shortname": name,
-            "longname": names.long_name(doc.get("prefix"), lab.name, name),
+            "longname": obj.long,
             "fqdn": f"{name}.{lab.name}.io",
             "group": str(spec.get("group") or ""),
             "labdir": os.path.join(folder, name),
@@ -255,25 +254,25 @@ def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict:
     }
 
 
-def _reached_at(node: Managed) -> str:
+def _reached_at(node: Managed, machine: Machine) -> str:
     """Where the inventories send tools: the node's address, or rootless, its name (the user's ssh config leads
     there through the user's namespaces, where the address is)."""
-    return node.long if userns.guest() else str(node.ipv4.ip)
+    return node.long if machine.guest else str(node.ipv4.ip)
 
 
-def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
+def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
     """containerlab's ansible-inventory.yml: a group per kind and per ``ansible-group`` label, ``ansible_host`` set."""
     doc = lab.document
     by_kind: dict[str, list[Managed]] = {}
     for node in nodes:
         by_kind.setdefault(names.clab_kind(node.kind), []).append(node)
-    kinds: dict[str, dict] = {}
-    groups: dict[str, dict] = {}
+    kinds: dict[str, dict[str, Any]] = {}
+    groups: dict[str, dict[str, Any]] = {}
     for kind, members in sorted(by_kind.items()):
         group_vars, host_vars = inventory_vars({n.node: n.login for n in members}, kind_login(doc, members[0].kind))
         kinds[kind] = {**({"vars": group_vars} if group_vars else {}), "hosts": {}}
         for node in members:
-            host = {"ansible_host": _reached_at(node), **host_vars[node.node]}
+            host = {"ansible_host": _reached_at(node, lab.machine), **host_vars[node.node]}
             kinds[kind]["hosts"][node.long] = host
             group = merged(doc, node.node, node.kind, "labels").get("ansible-group")
             if group:
@@ -288,14 +287,14 @@ def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict:
     return {"all": {"vars": top, "children": kinds | dict(sorted(groups.items()))}}
 
 
-def nornir_inventory(nodes: list[Managed]) -> dict:
+def nornir_inventory(nodes: list[Managed], machine: Machine) -> dict[str, dict[str, Any]]:
     """containerlab's nornir-simple-inventory.yml: each node by its short name, its management address as hostname."""
     return {
         node.node: {
             "username": node.login.user,
             "password": node.login.password,
             "platform": "linux",
-            "hostname": _reached_at(node),
+            "hostname": _reached_at(node, machine),
         }
         for node in nodes
     }

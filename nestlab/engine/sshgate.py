@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import detached, files, locks, procs, userns
+from ..backends.kernel import detached, files, locks, procs
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
@@ -102,11 +102,6 @@ NO_SERVER = (
     "node without one; for ssh, Ansible and Nornir give your user subordinate ids in /etc/subuid and /etc/subgid "
     "(docs/rootless.md), or run the lab with sudo"
 )
-
-
-def serves() -> bool:
-    """Whether nodes can have an SSH server here: not as a guest whose user namespace maps the user alone."""
-    return not userns.guest() or userns.maps_others()
 
 
 def login_grace() -> int:
@@ -183,14 +178,14 @@ def _logins(folder: str, logins: dict[str, Login], roots: list[str]) -> None:
         return
     uid = _uid(folder)
     words = sorted({x.password for x in logins.values() if x.password})
-    hashed = {}
+    hashed: dict[str, str] = {}
     if words:
-        made = subprocess.run(
+        crypt = subprocess.run(
             ["openssl", "passwd", "-6", "-stdin"], input="\n".join(words) + "\n", capture_output=True, text=True
         )
-        if made.returncode or len(made.stdout.split()) != len(words):
-            raise LabError(f"openssl could not hash the lab's passwords: {made.stderr.strip()}")
-        hashed = dict(zip(words, made.stdout.split()))
+        if crypt.returncode or len(crypt.stdout.split()) != len(words):
+            raise LabError(f"openssl could not hash the lab's passwords: {crypt.stderr.strip()}")
+        hashed = dict(zip(words, crypt.stdout.split()))
     for node, x in logins.items():
         files.write(
             os.path.join(where, node),
@@ -256,7 +251,7 @@ def wanted(lab: Blueprint, node: str) -> bool:
 class Gate:
     """The lab's gate process, started with its sockets."""
 
-    def __init__(self, proc: subprocess.Popen | None):
+    def __init__(self, proc: subprocess.Popen[bytes] | None):
         self.proc = proc
 
     def ready(self) -> None:
@@ -270,7 +265,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
     lab's gate on those sockets."""
     from ..backends.kernel import namespaces
 
-    if not os.path.exists(SSHD) or not serves():
+    if not os.path.exists(SSHD) or not lab.machine.serves_ssh:
         return Gate(None)  # no sshd here: names and inventories still work; `nestlab doctor` says so
     folder = names.lab_keys(lab.name)
     held: list[tuple[socket.socket, str]] = []
@@ -321,15 +316,16 @@ def serve(lab_dir: str, keys: str, grace: int, listeners: dict[int, str]) -> Non
     chooser.register(woken, selectors.EVENT_READ, None)
     command = ["sh", "-c", f'mkdir -p -m 0755 /run/sshd && exec {SSHD} -i -f "{keys}/sshd_config"']
     with_login = ["sh", "-c", LOGIN, "login", SSHD, f"{keys}/sshd_config"]
-    sessions: list[tuple[subprocess.Popen, float]] = []
+    sessions: list[tuple[subprocess.Popen[bytes], float]] = []
     while True:
         for key, _ in chooser.select():
             sessions = [(proc, began) for proc, began in sessions if proc.poll() is None]
             if key.data is None:
                 woken.recv(4096)
                 continue
+            listening: socket.socket = key.fileobj  # type: ignore[assignment]  # only sockets are registered with data
             try:
-                conn, _ = key.fileobj.accept()
+                conn, _ = listening.accept()
             except OSError:
                 continue
             now = time.monotonic()
@@ -351,7 +347,7 @@ def _logged_in(pid: int) -> bool:
     its terminal (``sshd: USER@notty``, ``sshd: USER@pts/0``; from OpenSSH 9.8, ``sshd-session: USER@notty``).
     Not ``sshd: [accepted]``, nor ``sshd: USER [priv]`` or ``[net]``: OpenSSH titles its monitor so as soon as the
     client names a user, before any password."""
-    todo, seen = [pid], set()
+    todo, seen = [pid], set[int]()
     while todo and len(seen) < 64:
         pid = todo.pop()
         if pid in seen:

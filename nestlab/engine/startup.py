@@ -21,7 +21,8 @@ from ..model.stages import Startup, startup_of
 from . import nodes
 
 if TYPE_CHECKING:
-    from ..model.schema import StageSpec, Topology
+    from ..model.schema import Topology
+    from ..model.schema.nodes import StageSpec
     from ..seams import ExecReport
 
 TIMEOUT = 600.0  # the longest a node waits for another's stage

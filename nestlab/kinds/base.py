@@ -21,6 +21,7 @@ from ..seams import Draft
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
     from ..model.schema.nodes import NodeSpec
+    from ..plan.machine import Machine
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -101,8 +102,8 @@ class NodeKind:
         """What this machine lacks for ``nodes`` (checked before anything is created)."""
         return [f"{program} (apt-get install {package})" for program, package in self.tools.items() if not shutil.which(program)]
 
-    def doctor(self) -> list[tuple[str, bool, str, str]]:
-        """Rows of ``nestlab doctor`` for this kind: (feature, works here, detail, fix)."""
+    def doctor(self, machine: Machine) -> list[tuple[str, bool, str, str]]:
+        """Rows of ``nestlab doctor`` for this kind on ``machine``: (feature, works here, detail, fix)."""
         return []
 
     # -- observe ---------------------------------------------------------------------------------

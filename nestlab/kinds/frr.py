@@ -10,6 +10,7 @@ from ..seams import Draft
 from .base import NodeKind, register
 
 if TYPE_CHECKING:
+    from ..plan.machine import Machine
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -52,14 +53,13 @@ class Frr(NodeKind):
     def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
         self.finish(ap, nodes)  # the daemons again, reading the node's frr.conf (as saved, if it was)
 
-    def doctor(self) -> list[tuple[str, bool, str, str]]:
-        from ..backends.kernel import userns
+    def doctor(self, machine: Machine) -> list[tuple[str, bool, str, str]]:
         from ..backends.services import frr
 
         why = frr.available()
         works = (
             "Debian's FRR, its daemons root in your namespace (rootless)"
-            if userns.guest() and not userns.maps_others()
+            if machine.daemons_as_root
             else "Debian's FRR and its frr user"
         )
         return [("frr", why is None, works if why is None else why, "" if why is None else "apt-get install frr")]
@@ -72,7 +72,7 @@ class Frr(NodeKind):
 
 
 def _user(node: NodeObj) -> str:
-    """Who the router's daemons run as: its run folder's owner (frr; root in rootless mode, engine/rootless.py)."""
+    """Who the router's daemons run as: its run folder's owner (frr; root in rootless mode without other ids mapped, as planned)."""
     from ..backends.services import frr
 
     return dict(node.run_dirs)[frr.RUN_DIR]

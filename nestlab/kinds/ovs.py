@@ -11,6 +11,7 @@ from .base import Switch, register
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
     from ..backends.services.ovs import Switch as OvsSwitch
+    from ..plan.machine import Machine
     from ..plan.objects import NodeObj
     from ..seams import Applying
 
@@ -75,7 +76,7 @@ class Ovs(Switch):
             problems.append("the OVS kernel datapath (CONFIG_OPENVSWITCH); use datapath: netdev or auto")
         return problems
 
-    def doctor(self) -> list[tuple[str, bool, str, str]]:
+    def doctor(self, machine: Machine) -> list[tuple[str, bool, str, str]]:
         from ..backends.kernel import probe
         from ..backends.services import ovs
 

@@ -29,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import mgmtleases
+from ..backends.kernel import mgmtleases, userns
 from ..backends.services import frr
 from ..engine import collector, events, state, where
 from ..errors import LabError
@@ -129,7 +129,7 @@ class Lab:
         lab._raw = current.topology
         lab._located = None
         # checked again only when something asks for the topology; the plan is what runs, live changes included
-        lab._blueprint = Blueprint(current.topology["name"], lab.source, lab._raw, planned=current.plan)
+        lab._blueprint = Blueprint(current.topology["name"], lab.source, lab._raw, planned=current.plan, machine=userns.machine())
         return lab
 
     @classmethod
@@ -152,7 +152,13 @@ class Lab:
         self._raw = loaded.topology.model_dump(mode="json")
         self._located = loaded.located
         self._blueprint: Blueprint | None = Blueprint(
-            self._raw["name"], source, self._raw, tuple(loaded.notices), loaded.located, checked=loaded.topology
+            self._raw["name"],
+            source,
+            self._raw,
+            tuple(loaded.notices),
+            loaded.located,
+            checked=loaded.topology,
+            machine=userns.machine(),
         )
 
     @property
@@ -167,7 +173,9 @@ class Lab:
     def _made(self) -> Blueprint:
         """The blueprint, leases read or not (for what is not its plan: its topology, problems, whether it runs)."""
         if self._blueprint is None:
-            self._blueprint = Blueprint(self._raw["name"], self.source, self._raw, tuple(self.notices), self._located)
+            self._blueprint = Blueprint(
+                self._raw["name"], self.source, self._raw, tuple(self.notices), self._located, machine=userns.machine()
+            )
         return self._blueprint
 
     @property

@@ -7,11 +7,10 @@ Read from the topology as data (``Lab.document()``), so a running lab needs no s
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
-from .layered import kind_spec, layers, merged
+from .layered import kind_spec
 
 USERNAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # a POSIX user name, as useradd takes it
 
@@ -50,17 +49,6 @@ def kind_login(doc: dict, kind: str) -> Login:
     """What ``kinds:`` says for ``kind`` alone (an inventory's group vars)."""
     given = kind_spec(doc, kind).get("credentials") or {}
     return Login(given.get("username"), given.get("password"))
-
-
-def login_of(doc: dict, node: str, kind: str, base: str) -> Login:
-    """``node``'s login (``kind``: its canonical kind; ``base``: the folder an identity-file is relative to)."""
-    found = merged(doc, node, kind, "credentials")
-    given = [(where, spec.get("credentials") or {}) for where, spec in layers(doc, node, kind)]
-    source = next(("node" if where == "group" else where for where, c in given if c.get("username") or c.get("password")), None)
-    identity = found.get("identity_file")
-    if identity:
-        identity = os.path.join(base, os.path.expanduser(identity))
-    return Login(found.get("username"), found.get("password"), identity, source)
 
 
 def inventory_vars(logins: dict[str, Login], kind_login: Login) -> tuple[dict, dict[str, dict]]:

@@ -5,8 +5,9 @@ as data, as the lab's state record holds it), the notices about it and where eac
 from; its checked :attr:`~Blueprint.topology` and its :attr:`~Blueprint.plan` are worked out once,
 when first asked for (a running lab's blueprint carries the plan it was deployed with and checks its
 document again only if something asks for the topology).  A lab with a management network is planned
-against that network's :attr:`~Blueprint.leases`, which whoever hands the blueprint out to be planned
-reads (``nestlab.lab.Lab``): planning reads no file.  Nothing in it changes once it is made: a changed
+against that network's :attr:`~Blueprint.leases` and for the :attr:`~Blueprint.machine` it is made on
+(plan/machine.py), which whoever hands the blueprint out to be planned reads (``nestlab.lab.Lab``):
+planning reads no file.  Nothing in it changes once it is made: a changed
 lab is a new blueprint.
 """
 
@@ -18,6 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..model.errors import Problem, TopologyError
+from .machine import ROOT, Machine
 
 if TYPE_CHECKING:
     from ..model.schema import Topology
@@ -38,6 +40,7 @@ class Blueprint:
     checked: Topology | None = None  # the topology, when it is already checked
     planned: Plan | None = None  # the plan, when it is known (a running lab's, live changes included)
     leases: Leases | None = None  # its management network's, as read when it was handed out to be planned
+    machine: Machine = ROOT  # what the machine lets it be (rootless mode's limits), read where it was handed out
 
     @cached_property
     def topology(self) -> Topology:
@@ -56,7 +59,7 @@ class Blueprint:
         from .desired import desired
 
         try:
-            return desired(self.topology, self.source, self.leases)
+            return desired(self.topology, self.source, self.leases, self.machine)
         except TopologyError as exc:  # planning knows what is wrong; the file knows where
             if self.located is None:
                 raise

@@ -23,19 +23,23 @@ from ..model.nesting import is_flat
 from ..model.ports import parse as parse_port
 from ..model.schema import Topology
 from ..model.schema.links import LinkParams, LinkSpec
+from ..model.schema.nodes import NodeSpec
 from ..model.visibility import pair_link_names
+from ..names import long_name
 from ..registry import KINDS, LINK_MODES
 from ..seams import Draft
-from .mgmt import Leases
+from .machine import ROOT, Machine
+from .mgmt import Leases, login
 from .objects import EndObj, LinkObj, NodeObj, Plan, pairs
 
 MPTCP_ENDPOINTS_MAX = 8  # the kernel path manager's MPTCP_PM_ADDR_MAX per network namespace
 
 
-def desired(topology: Topology, source: str = "<topology>", leases: Leases | None = None) -> Plan:
+def desired(topology: Topology, source: str = "<topology>", leases: Leases | None = None, machine: Machine = ROOT) -> Plan:
     """Resolve kinds, defaults, hosts, modes and automatic addresses into a :class:`Plan`; ``leases``: the
-    management network's, as read when planning started (a topology with ``mgmt:`` needs them)."""
-    return Builder(topology, source, leases).build()
+    management network's, as read when planning started (a topology with ``mgmt:`` needs them); ``machine``:
+    what the machine it is made on allows (rootless mode: no cgroups; daemons root's unless other ids are mapped)."""
+    return Builder(topology, source, leases, machine).build()
 
 
 class Builder:
@@ -43,10 +47,11 @@ class Builder:
     ``attach_point``, ``later``, ``underlay``, ``wire_of``, ``nic_mtu``, ``nic_address``,
     ``host_addresses``, ``links_of``, ``fail`` and ``leases``."""
 
-    def __init__(self, topology: Topology, source: str, leases: Leases | None = None):
+    def __init__(self, topology: Topology, source: str, leases: Leases | None = None, machine: Machine = ROOT):
         self.t = topology
         self.source = source
         self.leases = leases
+        self.on = machine
         self.body = topology.topology
         self.seg = Segments()
         self.plan = Plan()
@@ -80,6 +85,7 @@ class Builder:
         for mode in modes:
             mode.finish(self)
         self._mptcp()
+        self._named()
         return self.plan
 
     # -- what link modes call -------------------------------------------------------------
@@ -188,9 +194,14 @@ class Builder:
             sysctls = {**own.pop("sysctls", {}), **sysctls}  # the node's own sysctls win
             binds = (*own.pop("binds", ()), *((b.source, b.target, b.read_only) for b in spec.binds))
             view = {"view": True, "binds": binds, "own_root": spec.own_root} if binds or spec.own_root or own.get("view") else {}
+            made = own.pop("kind", kind)
+            if self.on.daemons_as_root and KINDS.get(own.get("router") or made).guest_as_root:
+                own["run_dirs"] = tuple((path, "root") for path, _user in own.get("run_dirs", ()))
+            if self.t.mgmt is not None:  # how people and tools reach it
+                own["login"] = login(self.t, name, made, self.source)
             self.plan.nodes[name] = NodeObj(
                 name,
-                own.pop("kind", kind),
+                made,
                 pairs(sysctls),
                 pairs(env),
                 tuple(exec_),
@@ -199,7 +210,7 @@ class Builder:
                 parent=spec.component_of,
                 runtime=_runtime(spec.runtime, spec.image, bool(spec.component_of) and not is_flat(self.t, name)),
                 image=spec.image,
-                cgroup=bool(spec.resources or spec.components or spec.component_of or spec.image),
+                cgroup=self.on.cgroups and wants_cgroup(spec),
                 resources=pairs(spec.resources.model_dump(exclude_none=True) if spec.resources else {}),
                 ports=tuple(parse_port(p) for p in spec.ports) if self.t.allow_host_ports else (),
                 **{**view, **own},
@@ -261,6 +272,11 @@ class Builder:
         found = self.plan.nodes.get(node)
         return exec_addressed(found.exec) if found is not None else set()
 
+    def _named(self) -> None:
+        """Each node's long name, containerlab's (``clab-LAB-NODE``): how people and tools reach it."""
+        for name, obj in self.plan.nodes.items():
+            self.plan.nodes[name] = replace(obj, long=long_name(self.t.prefix, self.t.name, name))
+
     def _radio_links(self) -> list[LinkSpec]:
         """Dynamics: a link per pair of mobile nodes, created down (the controller raises visible pairs)."""
         dyn = self.t.dynamics
@@ -303,6 +319,11 @@ def mobile_nodes(topology: Topology) -> list[str]:
         if dyn and dyn.nodes
         else [n for n in topology.topology.nodes if KINDS.get(node_kind(topology, n)).endpoint]
     )
+
+
+def wants_cgroup(spec: NodeSpec) -> bool:
+    """Whether a node has a cgroup of its own where the machine allows it: limits, components or an image."""
+    return bool(spec.resources or spec.components or spec.component_of or spec.image)
 
 
 def _nth(values, j):

@@ -12,12 +12,20 @@ refuses an address another lab took meanwhile.
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import names
 from ..errors import LabError
+from ..model.credentials import Login
+from ..registry import KINDS
 from .objects import AttachObj, Plan
+
+if TYPE_CHECKING:
+    from ..model.schema import Topology
+    from ..model.schema.management import MgmtSpec
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,27 @@ def interfaces(plan: Plan) -> dict[str, AttachObj]:
     return {a.end.node: a for a in plan.attachments.values() if a.mode == "mgmt" and not a.option("host_interface")}
 
 
+def login(topology: Topology, node: str, kind: str, source: str) -> Login:
+    """Who logs in to ``node`` over SSH (``credentials:``): each key from the nearest of the node, its group, its
+    ``kind``'s defaults and ``defaults``; an ``identity-file`` relative to the folder of ``source`` (the lab's file;
+    for a lab of no file, the working folder)."""
+    body = topology.topology
+    spec = body.nodes[node]
+    group = body.groups.get(spec.group or "")
+    kinds = next((given for word, given in body.kinds.items() if KINDS.canonical(word) == kind), None)
+    layers = [("node", spec), ("node", group), ("kind", kinds), ("defaults", body.defaults)]
+    given = [(where, layer.credentials) for where, layer in layers if layer is not None and layer.credentials is not None]
+    username, password, identity = (next((v for _, c in given if (v := getattr(c, key)) is not None), None) for key in _KEYS)
+    if identity:
+        base = os.path.dirname(os.path.abspath(source)) if os.path.exists(source) else os.getcwd()
+        identity = os.path.join(base, os.path.expanduser(identity))
+    said = next((where for where, c in given if c.username or c.password), None)
+    return Login(username, password, identity, said)
+
+
+_KEYS = ("username", "password", "identity_file")
+
+
 @dataclass(frozen=True)
 class Network:
     """A management network as a lab's file sets it, parsed."""
@@ -50,7 +79,7 @@ class Network:
     external: bool
 
     @classmethod
-    def of(cls, spec) -> Network:
+    def of(cls, spec: MgmtSpec) -> Network:
         """From the topology's ``mgmt:`` (checked by the model)."""
         v4, v6 = ipaddress.IPv4Network(spec.ipv4_subnet), ipaddress.IPv6Network(spec.ipv6_subnet)
         return cls(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from ..model.credentials import Login
 from ..registry import KINDS
 
 Pairs = tuple[tuple[str, str], ...]
@@ -106,6 +107,9 @@ class NodeObj(Optioned):
     mptcp_endpoints: tuple[tuple[str, str], ...] = ()
     ports: tuple[tuple[int, int, str], ...] = ()  # (this machine's loopback port, the node's port, tcp/udp) forwarded
     link_local: bool = True  # its interfaces make IPv6 link-local addresses (False in a quiet lab's hosts: model/ipv6.py)
+    # How people and tools reach it (a lab with a management network): containerlab's long name, who logs in
+    long: str = field(default="", compare=False)
+    login: Login = field(default=Login(), compare=False)
     options: Options = ()  # its kind's own values, so a new kind needs no new field here
 
     @property
@@ -220,7 +224,7 @@ class Plan:
         (self.links if isinstance(obj, LinkObj) else self.attachments)[obj.key] = obj
 
 
-_NESTED = {"a": EndObj, "b": EndObj, "end": EndObj, "bridges": HostBridge}
+_NESTED = {"a": EndObj, "b": EndObj, "end": EndObj, "bridges": HostBridge, "login": Login}
 
 
 def _plain(obj) -> dict:

@@ -14,7 +14,7 @@ from .. import kinds, names
 from ..backends.kernel import cgroups, files, probe, shaping
 from ..backends.kernel.netlink import NetlinkError
 from ..engine import capture as cap
-from ..engine import cleanup, collector, rootless, state, stop_start
+from ..engine import cleanup, collector, machine_root, state, stop_start
 from ..engine.inspect import here
 from ..engine.stream import Stream, line_of
 from ..engine.where import LOCAL
@@ -44,7 +44,7 @@ class Local(Site):
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
 
-        lab, notes = rootless.fitted(lab)
+        notes = machine_root.refused(lab)
         return Deployed(changes=self._deploy(lab, progress, on_exec), notes=notes)
 
     def _deploy(self, lab: Blueprint, progress: Progress | None, on_exec: ExecReport | None) -> Changes:
@@ -122,7 +122,7 @@ class Local(Site):
     def check(self, lab: Blueprint, machine: bool = True) -> None:
 
         refuse_pins(lab)
-        lab, _notes = rootless.fitted(lab)
+        machine_root.refused(lab)
         changes = diff(lab.plan, Plan())
         if machine:
             _check_needs(changes)
@@ -131,7 +131,7 @@ class Local(Site):
         """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
 
         refuse_pins(lab)
-        lab, _notes = rootless.fitted(lab)
+        machine_root.refused(lab)
         current = state.read(lab.name)
         have = _existing(lab.name, current.plan) if current else Plan()
         found = steps(diff(lab.plan, have), have)

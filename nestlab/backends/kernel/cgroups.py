@@ -21,7 +21,7 @@ import time
 from ... import names
 from ...errors import LabError
 from ...model.units import parse_size
-from . import mounts, userns
+from . import mounts
 
 ROOT = "/sys/fs/cgroup"
 PERIOD_US = 100_000
@@ -199,9 +199,7 @@ class Tree:
 
     def remove(self, node: str | None = None, timeout: float = 2.0) -> None:
         """Remove a node's cgroups (all of the lab's with ``None``), deepest first, once their processes are gone
-        (none in rootless mode: the machine's cgroups of that name are another's)."""
-        if userns.guest():
-            return
+        (not asked in rootless mode: the machine's cgroups of that name are another's)."""
         for mount in sorted(set(self.mounts.values())):
             top = (
                 os.path.join(mount, names.cgroup_name(self.lab), node)
@@ -248,11 +246,9 @@ def files_of(pid: int) -> list[str]:
 
 
 def lab_cgroups() -> dict[str, list[str]]:
-    """Every nestlab cgroup on this machine, by lab: what cleanup removes and the test suite checks (in rootless
-    mode none is the user's)."""
+    """Every nestlab cgroup on this machine, by lab: what cleanup removes and the test suite checks (not asked in
+    rootless mode: none is the user's)."""
     found: dict[str, list[str]] = {}
-    if userns.guest():
-        return found
     for mount in hierarchies():
         try:
             entries = os.listdir(mount)

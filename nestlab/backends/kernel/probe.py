@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from functools import cache
 
 from ...errors import LabError
+from ...plan.machine import Machine
 from ...registry import LINK_MODES
 from ...seams import KernelFeature
 from . import libc, mounts, netlink, userns
@@ -152,8 +153,9 @@ def cgroups() -> tuple[list[str], list[str]]:
     return sorted(set(v1)), v2
 
 
-def features() -> list[Feature]:
-    """The machine's rows of ``nestlab doctor``, each with the reason and the fix (each node kind adds its own)."""
+def features(machine: Machine) -> list[Feature]:
+    """The machine's rows of ``nestlab doctor``, each with the reason and the fix (each node kind adds its own);
+    ``machine``: what the command runs on (rootless mode's are its own)."""
     out: list[Feature] = []
     probed = kernel()
     for name, feature in link_features().items():
@@ -194,17 +196,17 @@ def features() -> list[Feature]:
             "" if mptcp == "1" else "a kernel with CONFIG_MPTCP",
         )
     )
-    out += _cgroup_rows()
+    out += _cgroup_rows(machine)
     for tool, package in TOOLS.items():
         path = shutil.which(tool)
         out.append(Feature(tool, "tool", bool(path), path or "not installed", "" if path else f"apt-get install {package}"))
-    out.append(rootless())
+    out.append(rootless(machine))
     return out
 
 
-def _cgroup_rows() -> list[Feature]:
+def _cgroup_rows(machine: Machine) -> list[Feature]:
     """The cgroup hierarchies nestlab's limits may use (none in rootless mode: the machine's are its root's)."""
-    if userns.guest():
+    if not machine.cgroups:
         return [Feature(name, "cgroups", False, "not applied in rootless mode", "sudo") for name in ("cgroup-v1", "cgroup-v2")]
     v1, v2 = cgroups()
     fix = "" if v2 or v1 else "mount cgroup2 at /sys/fs/cgroup"
@@ -222,8 +224,9 @@ _USERNS_OFF = (  # (sysctl, the value that forbids ordinary users' user namespac
 )
 
 
-def rootless() -> Feature:
-    """Whether an ordinary user's labs work here (docs/rootless.md): user namespaces allowed, and tried."""
+def rootless(machine: Machine) -> Feature:
+    """Whether an ordinary user's labs work here (docs/rootless.md): user namespaces allowed, and tried (``machine``:
+    the one this command runs on, a guest's already in them)."""
     helper = (
         f"newuidmap {'present' if shutil.which('newuidmap') else 'absent (apt-get install uidmap)'}: with a user's "
         "subordinate ids (/etc/subuid, /etc/subgid) it maps them too, for FRR and SSH to nodes; slirp4netns "
@@ -233,10 +236,10 @@ def rootless() -> Feature:
             else "absent (apt-get install slirp4netns)"
         )
     )
-    if userns.guest():  # whatever the sysctls say (an AppArmor profile may allow it where they would not)
+    if machine.guest:  # whatever the sysctls say (an AppArmor profile may allow it where they would not)
         ids = (
             "your subordinate ids are mapped too"
-            if userns.maps_others()
+            if machine.maps_others
             else "you alone are mapped: FRR runs as root; nestlab ssh enters nodes, but ssh and Ansible need subordinate ids (/etc/subuid, /etc/subgid) and uidmap"
         )
         return Feature("rootless", "kernel", True, f"in use: this command runs in your own namespaces; {ids}")

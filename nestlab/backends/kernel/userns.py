@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from functools import cache
 
+from ...plan.machine import Machine
+
 WHOLE = ["0 0 4294967295"]  # the machine's own user namespace maps every id to itself
 SUBUID, SUBGID = "/etc/subuid", "/etc/subgid"
 
@@ -32,6 +34,12 @@ def maps_others() -> bool:
     """Whether this user namespace maps more ids than one: the user's subordinate ids too, so daemons that switch
     to a user of their own (FRR's frr, sshd's privilege separation) run."""
     return sum(int(line.split()[2]) for line in _mapped()) > 1
+
+
+@cache
+def machine() -> Machine:
+    """What this machine lets nestlab do, read once (the edge hands it on in the lab's blueprint)."""
+    return Machine(guest(), maps_others(), os.path.expanduser("~"))
 
 
 def subordinate(path: str, uid: int, name: str | None) -> tuple[int, int] | None:
