@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from .. import sites
 from ..engine import access, cleanup, sshgate, state
 from ..engine.sshgate import client_key
 from ..errors import LabError
-from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, node_of, out, print_json, reported, resolve
-from .tables import show
+from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, node_of, print_json, reported, resolve
+from .tables import print_table, show
 
 if TYPE_CHECKING:
     from ..lab.lab import Lab
@@ -59,10 +58,8 @@ def inspect_cmd(
             if fmt == "json":
                 print_json(rows)
             else:
-                table = Table("lab", "status", "namespaces", "source")
-                for row in rows:
-                    table.add_row(row["lab"], row["status"], str(row["namespaces"]), row["source"] or "")
-                out.print(table)
+                cells = [[row["lab"], row["status"], str(row["namespaces"]), row["source"] or ""] for row in rows]
+                print_table(("lab", "status", "namespaces", "source"), cells, overflow="ellipsis")
             return
         found = resolve(topo, lab, kubeconfig, namespace)
         wanted = _matching(found, node, pattern)

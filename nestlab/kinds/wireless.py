@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LabError
-from ..model.wireless import MEDIUM_KEYS, STATION_KEYS, channel_problem
 from ..seams import Draft
 from .base import Switch, register
 
@@ -25,14 +25,38 @@ if TYPE_CHECKING:
 DEFAULTS = {"standard": "802.11g", "noise_floor": -91.0, "tx_power": 20.0, "antenna_gain": 0.0}
 
 
+class _Keys(Mapping[str, tuple[Any, dict[str, Any]]]):
+    """model/wireless.py's table of the medium's keys (or a station's), read from it when first asked: its types
+    are pydantic models, and pydantic (0.05 s) is loaded to check a topology, not to look at a running lab."""
+
+    def __init__(self, station: bool) -> None:
+        self._station = station
+
+    def _keys(self) -> Mapping[str, tuple[Any, dict[str, Any]]]:
+        from ..model import wireless
+
+        return wireless.STATION_KEYS if self._station else wireless.MEDIUM_KEYS
+
+    def __getitem__(self, key: str) -> tuple[Any, dict[str, Any]]:
+        return self._keys()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+
 class Wireless(Switch):
     name = "wireless"
     summary = "a wireless medium: stations linked to it hear each other by distance, at their signal's rate, sharing airtime"
-    options = MEDIUM_KEYS
-    node_options = STATION_KEYS
+    options = _Keys(station=False)
+    node_options = _Keys(station=True)
     takes_ports = True  # each new port's station loses its offloads, a station made anew alone too
 
     def check(self, spec: NodeSpec) -> list[tuple[tuple[str | int, ...], str]]:
+        from ..model.wireless import channel_problem  # a topology being checked: pydantic is loaded
+
         if spec.channel is not None and (problem := channel_problem(str(spec.standard or DEFAULTS["standard"]), spec.channel)):
             return [(("channel",), problem)]
         return []

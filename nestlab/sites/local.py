@@ -15,7 +15,7 @@ from ..backends.kernel import cgroups, files, probe, shaping
 from ..backends.kernel.netlink import NetlinkError
 from ..engine import capture as cap
 from ..engine import cleanup, collector, machine_root, state, stop_start
-from ..engine.inspect import here
+from ..engine.inspect import report
 from ..engine.stream import Stream, line_of
 from ..engine.where import LOCAL
 from ..errors import LabError
@@ -254,7 +254,7 @@ class Local(Site):
 
     def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
 
-        return here(lab, only)
+        return report(lab, only)
 
 
 _HINTS = {
