@@ -129,7 +129,7 @@ class LiveLink:
             traceplay.stop(self.lab.name, end.node, iface)
         if new_shape is not None:
             shaper.apply(path, iface, new_shape)
-        if replay:  # a new player follows the new trace, or the trace with its new queue
+        if replay and new_trace is not None:  # a new player follows the new trace, or the trace with its new queue
             traceplay.start(self.lab.name, end.node, iface, *new_trace)
         if mtu is not None:
             shaper.set_mtu(path, iface, mtu)
