@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from .. import names
 from ..backends.kernel import cgroups, namespaces, shaping
@@ -17,6 +18,16 @@ from ..engine.nodes import LabView
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..plan.objects import NodeObj
+
+if TYPE_CHECKING:
+    from ..sites.seam import Site
+
+
+class Placed(LabView, Protocol):
+    """What a node needs of its lab: its name, its plan and where it runs (the Python API's ``Lab``)."""
+
+    @property
+    def site(self) -> Site: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,7 @@ class Node:
     ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
     """
 
-    def __init__(self, lab: LabView, name: str):
+    def __init__(self, lab: Placed, name: str):
         self.lab = lab
         self.name = name
 
@@ -100,11 +111,9 @@ class Node:
 
     def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
-        from .. import sites
-
         if isinstance(args, str):
             args = ["sh", "-c", args]
-        remote = sites.of(self.lab.name).remote(self.name)
+        remote = self.lab.site.remote(self.name)
         if remote:  # the node's own server or pod runs it
             return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab.name, self.name, "--", *args), **kwargs)
         return nodes.popen(self.lab.name, self.lab.plan, self.name, args, **kwargs)
