@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .. import sites
 from ..engine import stop_start
 from ..engine.startup import restart_cmd
 from ..errors import LabError
@@ -92,7 +91,7 @@ def link_set(
         if not params:
             raise LabError("nothing to change: give e.g. --rate 10mbit, --delay 20ms, --down or --up")
         found = resolve(topo, lab, kubeconfig, namespace)
-        done = sites.of(found.name).link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
+        done = found.site.link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)
         err.print(done.said)
@@ -308,7 +307,7 @@ def power(action: str, refs: list[str], topo: Path | None, lab: str | None, exec
         the_lab = resolve(topo, lab)
         stop_start.chosen(the_lab, refs)  # every name checked before anything stops
         execs = ExecReport()
-        done = sites.of(the_lab.name).power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
+        done = the_lab.site.power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
         if done.said is None:  # each holding share's nestlab said what it did
             raise typer.Exit(done.code)
         execs.summary(the_lab.name)

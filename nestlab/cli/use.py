@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from .. import sites
 from ..engine import access, cleanup, sshgate, state
 from ..engine.sshgate import client_key
 from ..errors import LabError
@@ -150,7 +149,7 @@ def shell(
     with reported():
         the_lab = resolve(topo, lab, kubeconfig, namespace)
         target = node_of(the_lab, node)
-        if remote := sites.of(the_lab.name).remote(node):  # on its server, with a terminal
+        if remote := the_lab.site.remote(node):  # on its server, with a terminal
             raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)
         prompt = f"[{the_lab.name}/{node}] \\w# "
         proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})
@@ -189,7 +188,7 @@ def ssh(
         the_lab = resolve(topo, lab)
         rest = list(command or [])
         rest = rest[1:] if rest[:1] == ["--"] else rest
-        if remote := sites.of(the_lab.name).remote(node):  # relayed by the node's server or pod
+        if remote := the_lab.site.remote(node):  # relayed by the node's server or pod
             args = remote.nestlab_cmd("ssh", "--lab", the_lab.name, node, *(["--", *rest] if rest else []))
             raise typer.Exit(remote.popen(args, tty=sys.stdin.isatty()).wait())
         found = {m.node: m for m in access.managed(the_lab.blueprint)}

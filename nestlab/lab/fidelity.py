@@ -33,11 +33,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import namespaces, rtdump, tcstats
+from ..engine import counters
 from .fidelity_shares import Shares
 
 if TYPE_CHECKING:
-    from ..backends.kernel.netlink import Netlink
     from .lab import Lab
 
 PERIOD = 0.05
@@ -85,7 +84,7 @@ class _Link:
     calm_offered: int = 0
     sent_bytes: int = 0
     backlog_max: int = 0
-    netem: tcstats.Netem | None = None
+    netem: counters.Netem | None = None
 
 
 def _cpu_times() -> dict[str, list[int]]:
@@ -103,19 +102,17 @@ class Watch:
         self.lab, self.period = lab, period
         self.verdict = Verdict()
         self._stop = threading.Event()
-        self._sockets: dict[str, tuple[int, Netlink]] = {}
+        self._sockets: dict[str, tuple[int, counters.Netlink]] = {}
         self._links: dict[tuple[str, int], _Link] = {}
         self._labels: dict[tuple[str, int], str] = {}
-        self._tun_first: dict[tuple[str, int], rtdump.LinkInfo] = {}
+        self._tun_first: dict[tuple[str, int], counters.LinkInfo] = {}
         self._late: list[float] = []
         self._cpu = 0.0
         self._error: Exception | None = None  # what stopped the sampler
         self._shares: Shares | None = None  # a lab on servers or pods: each share's own sampler
 
     def __enter__(self) -> Watch:
-        from .. import sites
-
-        site = sites.of(self.lab.name)
+        site = self.lab.site
         if site.shares():  # on servers or pods: each share samples itself, where its links and CPUs are
             self._shares = Shares(site, self.lab.name, self.period)
             self._started = time.monotonic()
@@ -123,12 +120,12 @@ class Watch:
         seen: set[int] = set()
         for node in self.lab.plan.nodes:
             path = names.netns_path(self.lab.name, node)
-            ino = namespaces.inode(path)
+            ino = counters.inode(path)
             if ino is None or ino in seen:
                 continue
             seen.add(ino)
-            fd, nl = namespaces.open_netlink(path)
-            shaped, found = tcstats.read(nl), rtdump.interfaces(nl)
+            fd, nl = counters.opened(path)
+            shaped, found = counters.shaped(nl), counters.interfaces(nl)
             tuns = [i for i in found if i.kind == "tun"]
             if not shaped and not tuns:
                 nl.close()
@@ -166,8 +163,8 @@ class Watch:
             nl.close()
             os.close(fd)
 
-    def _read(self) -> dict[tuple[str, int], tcstats.Shaped]:
-        return {(node, i): s for node, (_fd, nl) in self._sockets.items() for i, s in tcstats.read(nl).items()}
+    def _read(self) -> dict[tuple[str, int], counters.Shaped]:
+        return {(node, i): s for node, (_fd, nl) in self._sockets.items() for i, s in counters.shaped(nl).items()}
 
     def _sample(self) -> None:
         cpu = time.thread_time()
@@ -191,7 +188,7 @@ class Watch:
             due = max(due + self.period, t)  # after a stall: on from now, not a burst of catching up
 
     @staticmethod
-    def _account(link: _Link, before: tcstats.Shaped, after: tcstats.Shaped, dt: float) -> None:
+    def _account(link: _Link, before: counters.Shaped, after: counters.Shaped, dt: float) -> None:
         link.rate_bps, link.netem = before.rate_bps, after.netem
         sent = after.root.bytes - before.root.bytes
         link.sent_bytes += sent
@@ -313,7 +310,7 @@ class Watch:
     def _judge_tuns(self) -> None:
         shown = {}
         for node, (_fd, nl) in self._sockets.items():
-            for info in rtdump.interfaces(nl):
+            for info in counters.interfaces(nl):
                 first = self._tun_first.get((node, info.index))
                 if first is None:
                     continue

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import shaping
 from ..engine import collector
+from ..engine.running import Shaper
 from ..model import visibility
 from ..model.units import parse_time
 from ..model.visibility import pair_link_names
@@ -121,7 +121,7 @@ def play(lab: Lab, loops: int = 1, report: Callable[[Played], None] | None = Non
     """Apply the timeline ``loops`` times (each loop restarts the clock after the last event)."""
     changes = timeline(lab)
     played: list[Played] = []
-    shaper = shaping.Shaper()
+    shaper = Shaper()
     handles = {c.link: LinkHandle(lab, c.link[0], c.link[1], shaper=shaper) for c in changes if c.link}
     for handle in handles.values():  # open sockets and look up interfaces before the clock starts
         for end in (handle.obj.a, handle.obj.b):
