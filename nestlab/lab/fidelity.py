@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..engine import counters
@@ -51,18 +51,18 @@ BUSY_PCT, STEAL_PCT, LATE_MS = 95.0, 10.0, 10.0
 class Verdict:
     level: str = "ok"
     reasons: list[str] = field(default_factory=list)
-    figures: dict = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
     def add(self, level: str, reason: str) -> None:
         self.reasons.append(reason)
         if LEVELS.index(level) > LEVELS.index(self.level):
             self.level = level
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"verdict": self.level, "reasons": self.reasons, "figures": self.figures}
 
     @staticmethod
-    def worst(verdicts: list[dict]) -> dict:
+    def worst(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         """One verdict for several measurements (a benchmark cell's repetitions): the worst level, every reason once."""
         level = max((v["verdict"] for v in verdicts), key=LEVELS.index, default="ok")
         reasons = list(dict.fromkeys(r for v in verdicts for r in v["reasons"]))
@@ -140,13 +140,15 @@ class Watch:
                 self._labels[(node, tun.index)] = f"{node}:{tun.name}"
         from ..engine.inspect import trace_players
 
-        self._lagged = {(n, i): h.get("lagged_s", 0) for n, ifaces in trace_players(self.lab).items() for i, h in ifaces.items()}
+        self._lagged = {
+            (n, i): h.get("lagged_s", 0) for n, ifaces in trace_players(self.lab.blueprint).items() for i, h in ifaces.items()
+        }
         self._cpu_first, self._started = _cpu_times(), time.monotonic()
         self._thread = threading.Thread(target=self._sample, name="fidelity", daemon=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._shares is not None:
             _merge(self.verdict, self._shares.stop())
             self.verdict.figures.update(seconds=round(time.monotonic() - self._started, 3), period_ms=self.period * 1000)
@@ -258,7 +260,7 @@ class Watch:
             if not link.sent_bytes:
                 continue  # idle during the measurement: nothing to judge
             label = self._labels.get(key, str(key))
-            fig: dict = {
+            fig: dict[str, Any] = {
                 "rate_mbit": link.rate_bps / 1e6 if link.rate_bps else None,
                 "sent_mbit": round(link.sent_bytes * 8 / 1e6, 3),
                 "saturated_s": round(link.saturated_s, 2),
@@ -283,7 +285,7 @@ class Watch:
             shown[label] = fig
         self.verdict.figures["links"] = shown
 
-    def _judge_netem(self, label: str, link: _Link, fig: dict) -> None:
+    def _judge_netem(self, label: str, link: _Link, fig: dict[str, Any]) -> None:
         netem = link.netem
         assert netem is not None
         delay, jitter = netem.delay_ns / 1e6, netem.jitter_ns / 1e6
@@ -331,7 +333,7 @@ class Watch:
         """A trace player that died carried nothing since (failed); one that lagged played the trace late (doubtful)."""
         from ..engine.inspect import trace_players
 
-        for node, ifaces in trace_players(self.lab).items():
+        for node, ifaces in trace_players(self.lab.blueprint).items():
             for iface, health in ifaces.items():
                 if health["player"] != "playing" or health.get("lagged_s", 0) > self._lagged.get((node, iface), 0):
                     level = "failed" if health["player"] == "dead" else "doubtful"
@@ -346,13 +348,13 @@ class Watch:
             self.verdict.add("not judged", f"no sample was taken (the measurement lasted less than {self.period * 1000:g} ms)")
 
 
-def _merge(verdict: Verdict, answers: dict[str, dict | str]) -> None:
+def _merge(verdict: Verdict, answers: dict[str, dict[str, Any] | str]) -> None:
     """The shares' verdicts as one: the worst level, each reason prefixed with its share, links and tuns
     with their share, CPUs as SHARE:cpuN; a share without a verdict leaves the run not judged."""
-    links: dict[str, dict] = {}
-    tuns: dict[str, dict] = {}
-    cpus: dict[str, dict] = {}
-    shares: dict[str, dict] = {}
+    links: dict[str, dict[str, Any]] = {}
+    tuns: dict[str, dict[str, Any]] = {}
+    cpus: dict[str, dict[str, Any]] = {}
+    shares: dict[str, dict[str, Any]] = {}
     for share, answer in sorted(answers.items()):
         if isinstance(answer, str):
             verdict.add("not judged", f"{share}: nothing was sampled there: {answer}")
@@ -377,7 +379,7 @@ def _merge(verdict: Verdict, answers: dict[str, dict | str]) -> None:
     )
 
 
-def summary_line(verdicts: list[dict]) -> str | None:
+def summary_line(verdicts: list[dict[str, Any]]) -> str | None:
     """One line when any verdict is not ok (None when all are)."""
     bad = [v for v in verdicts if v["verdict"] != "ok"]
     if not bad:

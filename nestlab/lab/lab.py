@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from ..engine import collector, deploy, events, state, where
 from ..engine.routers import saved as routers_saved
@@ -62,12 +62,12 @@ class Lab:
 
     _made_in_cluster: float | None = None  # when a lab found in a cluster (on_cluster) was last made or changed
     _site: Site | None = None  # where it runs, when it was handed one (a lab an operator made)
-    _raw: dict | None = None  # its document while code changes it (add_node, ...), until a blueprint is asked for
+    _raw: dict[str, Any] | None = None  # its document while code changes it (add_node, ...), until a blueprint is asked for
 
     def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
         from ..model.load import load_data
 
-        raw = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
+        raw: dict[str, Any] = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
         self._blueprint = Blueprint.of(load_data(raw, "<python>"))
 
     @classmethod
@@ -82,9 +82,9 @@ class Lab:
     @collector.paused()
     def from_file(
         cls,
-        path: str | os.PathLike,
-        vars_files: Sequence[str | os.PathLike] = (),
-        servers: str | os.PathLike | Inventory | None = None,
+        path: str | os.PathLike[str],
+        vars_files: Sequence[str | os.PathLike[str]] = (),
+        servers: str | os.PathLike[str] | Inventory | None = None,
         overrides: Overrides | None = None,
     ) -> Lab:
         """Load and check a topology file; errors name file, line and column.  A Go-template topology
@@ -98,10 +98,11 @@ class Lab:
         if servers is not None:
             inventory = servers if isinstance(servers, Inventory) else load_inventory(servers)
             overrides = replace(overrides or Overrides(), servers=inventory)
-        return cls._of(Blueprint.of(load_file(path, vars_files, overrides)))  # a Kathará lab's folder: its lab.conf
+        files = [os.fspath(f) for f in vars_files]
+        return cls._of(Blueprint.of(load_file(os.fspath(path), files, overrides)))  # a Kathará lab's folder: its lab.conf
 
     @classmethod
-    def from_document(cls, data: dict, source: str, overrides: Overrides | None = None) -> Lab:
+    def from_document(cls, data: dict[str, Any], source: str, overrides: Overrides | None = None) -> Lab:
         """A lab from topology data as :meth:`document` gives it (e.g. a running lab's, changed by ``overrides``)."""
         from ..model.load import load_data
 
@@ -185,7 +186,7 @@ class Lab:
         """The emulated hosts (``hosts:``, or the implicit ``local`` when something needs it)."""
         return {name: Node(self, name) for name, obj in self.plan.nodes.items() if KINDS.get(obj.kind).machine}
 
-    def add_node(self, name: str, kind: str = "linux", **spec) -> Node:
+    def add_node(self, name: str, kind: str = "linux", **spec: Any) -> Node:
         """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
         from pydantic import ValidationError
 
@@ -207,14 +208,14 @@ class Lab:
 
         return LinkHandle(self, a, b)
 
-    def links_shown(self, a: str | None = None, b: str | None = None) -> list[dict]:
+    def links_shown(self, a: str | None = None, b: str | None = None) -> list[dict[str, Any]]:
         """Each running link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``,
         when given): what :meth:`LinkHandle.show <nestlab.lab.link_handle.LinkHandle.show>` says, for all at once."""
         from ..engine.link_changes import shown
 
         return shown(self, a, b)
 
-    def add_host(self, name: str, **spec) -> None:
+    def add_host(self, name: str, **spec: Any) -> None:
         """Declare an emulated physical host (``sysctls`` as in the file); nodes go on it with ``host=``."""
         self._draft().setdefault("hosts", {})[name] = spec
 
@@ -223,7 +224,9 @@ class Lab:
         params = {k: v for k, v in (("rate", rate), ("mtu", mtu)) if v is not None}
         self._draft().setdefault("wires", []).append({"endpoints": list(endpoints), "params": params})
 
-    def add_link(self, *endpoints: str, ipv4: list | None = None, ipv6: list | None = None, **options) -> None:
+    def add_link(
+        self, *endpoints: str, ipv4: list[str | None] | None = None, ipv6: list[str | None] | None = None, **options: Any
+    ) -> None:
         """Join endpoints ``"node:iface"``: two for a veth (or ``mode="vxlan"``), one for an attachment.
 
         ``options`` are the link keys of the file: ``mtu``, ``mode``, ``parent``,
@@ -240,7 +243,7 @@ class Lab:
         extra = {k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), *options.items()) if v is not None}
         self._draft()["topology"]["links"].append({"endpoints": list(endpoints), **extra})
 
-    def _draft(self) -> dict:
+    def _draft(self) -> dict[str, Any]:
         """The document to change: a copy of the blueprint's at the first change (a blueprint handed out keeps the
         data it was made of); the next blueprint is made of it."""
         if self._raw is None:
@@ -270,7 +273,10 @@ class Lab:
         from .. import sites
 
         done = (self._site or sites.chosen(self._made())).deploy(self.blueprint, progress, on_exec)
-        return done.partition if done.partition is not None else done.changes
+        if done.partition is not None:
+            return done.partition
+        assert done.changes is not None  # a deploy here says what it changed
+        return done.changes
 
     def without(self, nodes: list[str]) -> Changes:
         """Remove ``nodes`` (and the links ending on them) from this running lab; the rest keeps running."""
@@ -279,22 +285,22 @@ class Lab:
         if unknown:
             raise LabError(f"lab {self.name} has no node {', '.join(unknown)}")
         keep = frozenset(n for n in self.document()["topology"]["nodes"] if n not in nodes)
-        return Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy()
+        return cast("Changes", Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy())
 
     def inspect(self, only: set[str] | None = None) -> Report:
         """The lab as it runs, as its site reports it: each node (``only``: just those) with its namespace, state
         and live interfaces, and where it runs for a lab on servers or pods."""
         return self.site.inspect(self.blueprint, only)
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """The checked topology as data, as the state file holds it (read it, do not change it)."""
         return self._raw if self._raw is not None else self._blueprint.document
 
-    def problem(self, path: tuple, message: str) -> Problem:
+    def problem(self, path: tuple[str | int, ...], message: str) -> Problem:
         """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
         return self._made().problem(path, message)
 
-    def save(self, to: str | os.PathLike | None = None, only: set[str] | None = None) -> dict[str, str]:
+    def save(self, to: str | os.PathLike[str] | None = None, only: set[str] | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the
         lab's folder, and into ``to``/NODE/frr.conf when given (as ``clab save``); returns the files by node.
         ``only``: those routers alone."""
@@ -329,7 +335,7 @@ class Lab:
         current = state.read(self.name)
         if current is None:
             return None
-        return max([current.created, *(e["applied"] for e in events.read(self.name) if e.get("applied"))])
+        return float(max([current.created, *(e["applied"] for e in events.read(self.name) if e.get("applied"))]))
 
     @property
     def is_running(self) -> bool:

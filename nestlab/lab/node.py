@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import names
 from ..engine import nodes, running, state
@@ -105,7 +105,7 @@ class Node:
         """The node's ``env`` and then ``extra`` (on top of what a node keeps of ours: containers.node_env)."""
         return {**dict(self.obj.env), **(extra or {})}
 
-    def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
+    def popen(self, args: Sequence[str] | str, **kwargs: Any) -> subprocess.Popen[Any]:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
         if isinstance(args, str):
             args = ["sh", "-c", args]
@@ -120,7 +120,7 @@ class Node:
         prefix = self.name + "/"
         return {n[len(prefix) :]: Node(self.lab, n) for n in self.lab.plan.nodes if n.startswith(prefix)}
 
-    def set(self, **resources) -> dict[str, str]:
+    def set(self, **resources: Any) -> dict[str, str]:
         """Change cgroup limits live (``cpus=0.5``, ``memory="128m"``, ``"none"`` lifts one); returns the limits in force."""
         from pydantic import ValidationError
 
@@ -175,4 +175,4 @@ class Node:
             raise
         if check and proc.returncode:
             raise subprocess.CalledProcessError(proc.returncode, command, out)
-        return out
+        return str(out)
