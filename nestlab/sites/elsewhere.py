@@ -18,15 +18,16 @@ from ..errors import LabError
 from ..plan.diff import diff, steps
 from ..plan.objects import Plan
 from .interleave import interleave
+from .seam import Done, Site
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Step
     from ..seams import ExecReport, Progress, Remote
-    from .seam import Deployed, Done, Report, Say, Value
+    from .seam import Deployed, Report, Say, Value
 
 
-class Elsewhere:
+class Elsewhere(Site):
     """A lab on servers or pods, each share deployed by the nestlab there.  Subclasses set the class attributes
     and implement the hooks."""
 
@@ -127,8 +128,6 @@ class Elsewhere:
         """Capture on ``ends`` (NODE, INTERFACE) into the pcapng file ``into`` ("-": standard output), filtered by
         ``bpf``, for at most ``count`` packets or ``duration`` seconds: by the share holding them, relayed here."""
 
-        from .seam import Done
-
         refs = [f"{node}:{iface}" for node, iface in ends]
         share = self.one_share(refs, "capture each share's in a command of its own")
         args = [
@@ -157,8 +156,6 @@ class Elsewhere:
     ) -> Done:
         """What happens in the lab, a line each in ``fmt`` (text, json), from ``since`` ago (0: the whole log) and
         then as it comes (``follow``), at most ``count`` or for ``duration`` seconds: every share's, merged."""
-        from .seam import Done
-
         args = [
             "events",
             "--lab",
@@ -176,7 +173,6 @@ class Elsewhere:
         """Change the link between ``a`` and ``b`` in place (``params``: ``link set``'s options, ``state``: up or down;
         ``direction``: both, a or b): by the share holding it, whose own line says what it did."""
         from ..engine.link_changes import find
-        from .seam import Done
 
         find(blueprint, a, b)  # the lab has the link (else: which links it has)
         if params.get("trace"):
@@ -201,8 +197,6 @@ class Elsewhere:
     ) -> Done:
         """Stop, start or restart the nodes ``refs`` (``exec_too``: run their ``exec:`` again): by each share holding
         some of them, whose own lines say what they did."""
-        from .seam import Done
-
         extra = ["--exec"] if exec_too else []
         commands = {share: ["node", action, "--lab", self.lab, *held, *extra] for share, held in self.holders(refs).items()}
         return Done(self.forward(commands, out))

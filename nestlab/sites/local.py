@@ -18,7 +18,7 @@ from ..engine.where import LOCAL
 from ..errors import LabError
 from ..model.units import parse_time
 from ..registry import SITES
-from .seam import Deployed, Done
+from .seam import Deployed, Done, Site
 from .shares import refuse_pins
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .seam import Report, Say, Value
 
 
-class Local:
+class Local(Site):
     """This machine: what only it has (its namespaces to remove, watch, capture on and change in place); a
     deploy here is the engine's (engine/deploy.py)."""
 
