@@ -9,8 +9,6 @@ from ..backends.kernel.netlink import Netlink as Netlink
 Shaped = tcstats.Shaped  # one shaped interface's statistics
 Netem = tcstats.Netem  # what its netem qdisc is set to
 LinkInfo = rtdump.LinkInfo  # one interface and its counters
-shaped = tcstats.read  # every shaped interface of a namespace, by index, through its netlink socket
-interfaces = rtdump.interfaces  # every interface of a namespace, through its netlink socket
 
 
 def inode(path: str) -> int | None:
@@ -21,3 +19,13 @@ def inode(path: str) -> int | None:
 def opened(path: str) -> tuple[int, Netlink]:
     """An fd on the namespace pinned at ``path`` and a netlink socket inside it (the caller closes both)."""
     return namespaces.open_netlink(path)
+
+
+def shaped(nl: Netlink) -> dict[int, tcstats.Shaped]:
+    """Every shaped interface of the namespace ``nl`` is in, by index."""
+    return tcstats.read(nl)
+
+
+def interfaces(nl: Netlink) -> list[rtdump.LinkInfo]:
+    """Every interface of the namespace ``nl`` is in, with its counters."""
+    return rtdump.interfaces(nl)
