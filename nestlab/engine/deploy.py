@@ -42,7 +42,9 @@ def deploy(
 ) -> tuple[Changes, tuple[str, ...]]:
     """Create what is missing, remove what is no longer wanted; returns what was changed and notes on what
     this machine left out (cgroup limits in rootless mode)."""
-    made_ahead = ahead_of(_glanced(blueprint), reconfigure=False)
+    # Namespaces only: the helper starts as the lab is planned (no longer while its file loads), so cables it
+    # wired would still be in the making when the applier sets up the same namespaces.
+    made_ahead = ahead_of(_glanced(blueprint), reconfigure=False)._replace(cables=())
     blueprint = leased(blueprint)
     if made_ahead.nodes:  # forked now: the namespaces are made while the lab is planned
         spares.start(lambda: made_ahead)
