@@ -86,7 +86,7 @@ def accepts_or_refuses(path) -> None:
 
     try:
         lab = Lab.from_file(path)
-        sites.chosen(lab.topology).check(lab, machine=False)  # what deploy checks of the file (pins, placement)
+        sites.chosen(lab.blueprint).check(lab.blueprint, machine=False)  # what deploy checks of the file (pins, placement)
         schedule.timeline(lab)
     except TopologyError as exc:
         event("refused")

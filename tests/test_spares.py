@@ -13,7 +13,7 @@ from conftest import ROOT, processes, run_cli, star
 from nestlab import names
 from nestlab.backends.kernel import rtdump, spares
 from nestlab.backends.kernel.netlink import Netlink
-from nestlab.lab.ahead import ahead_of
+from nestlab.engine.deploy import ahead_of
 from nestlab.model.glance import Glance, glance
 
 

@@ -28,7 +28,7 @@ from ..model.labname import name_of
 from ..model.overrides import Overrides
 from ..registry import KINDS
 from .common import err, ignored, out, reported
-from .lifecycle import deploy_with
+from .lifecycle import DeployRequest, deploy_with
 from .tables import show
 from .use import exec_cmd as nestlab_exec
 from .use import shell as nestlab_shell
@@ -76,7 +76,7 @@ def lstart(
         ignored("-o", "set device options in lab.conf")
     with reported():
         folder = _folder(directory)
-    deploy_with(folder, force, "summary", False, [], None, False, Overrides(nodes=frozenset(machines or ())))
+    deploy_with(DeployRequest(folder, Overrides(nodes=frozenset(machines or ())), reconfigure=force))
     if listing:
         linfo(directory=directory, device=None, conf=False, live=False)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,9 @@ from .tables import show
 if TYPE_CHECKING:
     from ..lab.lab import Lab
     from ..model.overrides import Overrides
+    from ..plan.diff import Step
     from ..plan.partition import Partition
+    from ..sites.seam import Deployed
 
 commands = typer.Typer()
 
@@ -63,89 +66,68 @@ def deploy(
     from ..model.overrides import Overrides
 
     overrides = Overrides(name=name, nodes=frozenset(split_list(node_filter)))
-    deploy_with(topo, reconfigure, fmt, table, vars_files, servers, dry_run, overrides)
+    deploy_with(DeployRequest(topo, overrides, tuple(vars_files), servers, reconfigure, dry_run, fmt, table))
 
 
-def deploy_with(
-    topo: Path,
-    reconfigure: bool,
-    fmt: str,
-    table: bool,
-    vars_files: list[Path],
-    servers: Path | None,
-    dry_run: bool,
-    overrides: Overrides,
-) -> None:
-    """``nestlab deploy`` once its flags are read (containerlab's deploy comes here too, with its own overrides)."""
-    from ..lab import ahead
+@dataclass(frozen=True)
+class DeployRequest:
+    """What ``nestlab deploy`` is asked, its flags read (containerlab's and Kathará's deploy make one too)."""
 
-    if dry_run:
-        with reported():
-            _dry_run(topo, vars_files, servers, fmt, overrides)
-        return
-    started = time.perf_counter()
-    if not servers and not overrides:  # this machine's namespaces are made while the rest loads (lab/ahead.py)
-        ahead.start(topo, reconfigure)
-    with reported():
-        try:
-            _deploy(topo, reconfigure, fmt, table, vars_files, servers, started, overrides)
-        finally:
-            ahead.stop()
+    topo: Path
+    overrides: Overrides
+    vars_files: tuple[Path, ...] = ()
+    servers: Path | None = None  # --servers FILE: an inventory whose servers replace the file's
+    reconfigure: bool = False
+    dry_run: bool = False
+    fmt: str = "summary"
+    table: bool = False
 
 
-def _deploy(
-    topo: Path,
-    reconfigure: bool,
-    fmt: str,
-    table: bool,
-    vars_files: list[Path],
-    servers: Path | None,
-    started: float,
-    overrides: Overrides,
-) -> None:
-    """What `deploy` does once its helper is started: load, deploy (here or on servers), say what was made."""
+def deploy_with(request: DeployRequest) -> None:
+    """Load the lab, choose its site, have the site deploy it (or say what a deploy would change), say what was made."""
+    from .. import sites
     from ..lab.lab import Lab
 
-    if servers:  # known before the topology: each server's nestlab starts while it loads
-        _deploy_on_servers(topo, vars_files, servers, reconfigure, started, overrides=overrides)
-        return
-    lab = Lab.from_file(topo, vars_files, overrides=overrides)
-    notices(lab)
-    if reconfigure:
-        lab.destroy()
     started = time.perf_counter()
-    execs = ExecReport()
-    with progress_bar("deploying") as progress:
-        done = lab.site.deploy(lab.blueprint, progress, execs.show)
+    with reported():
+        lab = Lab.from_file(request.topo, request.vars_files, request.servers, request.overrides)
+        notices(lab)
+        site = sites.chosen(lab.blueprint)
+        if not request.dry_run:
+            if request.reconfigure:
+                lab.destroy()
+            execs = ExecReport()
+            with progress_bar("deploying") as progress:
+                done = site.deploy(lab.blueprint, progress, execs.show)
+            _deployed(lab, done, execs, request, started)
+        else:
+            _previewed(lab, site.preview(lab.blueprint), request.fmt)
+
+
+def _deployed(lab: Lab, done: Deployed, execs: ExecReport, request: DeployRequest, started: float) -> None:
+    """Say what a deploy made: where each node went (on servers), or what changed here, the summary and table."""
     for note in done.notes:
         err.line(f"note {note}")
     if done.partition is not None:  # on servers: where each node went
         _placed(lab, done.partition, started)
         return
-    changes = done.changes
     took = time.perf_counter() - started
-    if not changes:
+    if not done.changes:
         err.line(f"lab {lab.name} is already running as described; nothing to change")
     else:
-        err.line(f"lab {lab.name}: {changes.summary()} in {took:.2f} s")
+        err.line(f"lab {lab.name}: {done.changes.summary()} in {took:.2f} s")
     execs.summary(lab.name)
-    if fmt == "summary":
+    if request.fmt == "summary":
         out.line(_summary(lab))
-    if fmt != "summary" or table or len(lab.plan.nodes) <= SMALL_LAB:
-        show(lab.inspect(), "table" if table or fmt == "summary" else fmt)
+    if request.fmt != "summary" or request.table or len(lab.plan.nodes) <= SMALL_LAB:
+        show(lab.inspect(), "table" if request.table or request.fmt == "summary" else request.fmt)
 
 
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
 
 
-def _dry_run(topo: Path, vars_files: list[Path], servers: Path | None, fmt: str, overrides: Overrides) -> None:
-    """What a deploy of ``topo`` would change, object by object, as its site sees the running lab."""
-
-    from ..lab.lab import Lab
-
-    lab = Lab.from_file(topo, vars_files, servers, overrides)
-    notices(lab)
-    found = lab.site.preview(lab.blueprint)
+def _previewed(lab: Lab, found: list[Step], fmt: str) -> None:
+    """What a deploy would change, object by object, as the lab's site sees the running lab."""
     if fmt == "json":
         print_json({"lab": lab.name, "changes": [step.to_json() for step in found]})
         return
@@ -180,44 +162,11 @@ def validate(
     with reported():
         lab = Lab.from_file(topo, vars_files, servers)
         notices(lab)
-        chosen(lab.topology).check(lab.blueprint)
+        chosen(lab.blueprint).check(lab.blueprint)
         plan = lab.plan
         err.line(
             f"{topo}: lab {lab.name} is valid ({len(plan.nodes)} namespaces, {len(plan.links) + len(plan.attachments)} links)"
         )
-
-
-def _deploy_on_servers(
-    topo: Path,
-    vars_files: list[Path],
-    servers: Path | None,
-    reconfigure: bool,
-    started: float,
-    overrides: Overrides | None = None,
-) -> None:
-    """Deploy a lab on the servers of an inventory (whose nestlab starts while the lab loads) and say where
-    everything went."""
-
-    from ..lab.lab import Lab
-    from ..model.servers import load_inventory
-    from ..sites.ssh import Servers, Starting
-
-    starting = inventory = None
-    if servers:  # read and checked once: the servers' nestlab and the topology are handed what was read
-        inventory = load_inventory(servers)
-        starting = Starting(inventory.servers, str(servers.parent.resolve()))
-    try:
-        lab = Lab.from_file(topo, vars_files, inventory, overrides)
-        notices(lab)
-        if reconfigure:
-            lab.destroy()
-    except BaseException:
-        if starting:
-            starting.abandon()
-        raise
-    partition = Servers.started(lab.name, starting).deploy(lab.blueprint).partition
-    assert partition is not None
-    _placed(lab, partition, started)
 
 
 def _placed(lab: Lab, partition: Partition, started: float) -> None:

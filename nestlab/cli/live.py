@@ -10,7 +10,6 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .. import sites
 from ..engine import stop_start
 from ..engine.startup import restart_cmd
 from ..errors import LabError
@@ -319,7 +318,7 @@ def power(action: str, refs: list[str], topo: Path | None, lab: str | None, exec
         the_lab = resolve(topo, lab)
         stop_start.chosen(the_lab, refs)  # every name checked before anything stops
         execs = ExecReport()
-        done = sites.of(the_lab.name).power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
+        done = the_lab.site.power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
         if done.said is None:  # each holding share's nestlab said what it did
             raise typer.Exit(done.code)
         execs.summary(the_lab.name)

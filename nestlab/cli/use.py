@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from .. import sites
 from ..engine import access, cleanup, sshgate, state
 from ..engine.sshgate import client_key
 from ..errors import LabError
@@ -186,7 +185,7 @@ def ssh(
         the_lab = resolve(topo, lab)
         rest = list(command or [])
         rest = rest[1:] if rest[:1] == ["--"] else rest
-        if remote := sites.of(the_lab.name).remote(node):  # relayed by the node's server or pod
+        if remote := the_lab.site.remote(node):  # relayed by the node's server or pod
             args = remote.nestlab_cmd("ssh", "--lab", the_lab.name, node, *(["--", *rest] if rest else []))
             raise typer.Exit(remote.popen(args, tty=sys.stdin.isatty()).wait())
         found = {m.node: m for m in access.managed(the_lab.blueprint)}

@@ -30,14 +30,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..backends.kernel import namespaces, rtdump, tcstats
+from ..engine import counters
 from .fidelity_shares import Shares
 
 if TYPE_CHECKING:
-    from ..backends.kernel.netlink import Netlink
     from .lab import Lab
 
 PERIOD = 0.05
@@ -52,18 +51,18 @@ BUSY_PCT, STEAL_PCT, LATE_MS = 95.0, 10.0, 10.0
 class Verdict:
     level: str = "ok"
     reasons: list[str] = field(default_factory=list)
-    figures: dict = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
     def add(self, level: str, reason: str) -> None:
         self.reasons.append(reason)
         if LEVELS.index(level) > LEVELS.index(self.level):
             self.level = level
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"verdict": self.level, "reasons": self.reasons, "figures": self.figures}
 
     @staticmethod
-    def worst(verdicts: list[dict]) -> dict:
+    def worst(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
         """One verdict for several measurements (a benchmark cell's repetitions): the worst level, every reason once."""
         level = max((v["verdict"] for v in verdicts), key=LEVELS.index, default="ok")
         reasons = list(dict.fromkeys(r for v in verdicts for r in v["reasons"]))
@@ -85,7 +84,7 @@ class _Link:
     calm_offered: int = 0
     sent_bytes: int = 0
     backlog_max: int = 0
-    netem: tcstats.Netem | None = None
+    netem: counters.Netem | None = None
 
 
 def _cpu_times() -> dict[str, list[int]]:
@@ -103,19 +102,17 @@ class Watch:
         self.lab, self.period = lab, period
         self.verdict = Verdict()
         self._stop = threading.Event()
-        self._sockets: dict[str, tuple[int, Netlink]] = {}
+        self._sockets: dict[str, tuple[int, counters.Netlink]] = {}
         self._links: dict[tuple[str, int], _Link] = {}
         self._labels: dict[tuple[str, int], str] = {}
-        self._tun_first: dict[tuple[str, int], rtdump.LinkInfo] = {}
+        self._tun_first: dict[tuple[str, int], counters.LinkInfo] = {}
         self._late: list[float] = []
         self._cpu = 0.0
         self._error: Exception | None = None  # what stopped the sampler
         self._shares: Shares | None = None  # a lab on servers or pods: each share's own sampler
 
     def __enter__(self) -> Watch:
-        from .. import sites
-
-        site = sites.of(self.lab.name)
+        site = self.lab.site
         if site.shares():  # on servers or pods: each share samples itself, where its links and CPUs are
             self._shares = Shares(site, self.lab.name, self.period)
             self._started = time.monotonic()
@@ -123,12 +120,12 @@ class Watch:
         seen: set[int] = set()
         for node in self.lab.plan.nodes:
             path = names.netns_path(self.lab.name, node)
-            ino = namespaces.inode(path)
+            ino = counters.inode(path)
             if ino is None or ino in seen:
                 continue
             seen.add(ino)
-            fd, nl = namespaces.open_netlink(path)
-            shaped, found = tcstats.read(nl), rtdump.interfaces(nl)
+            fd, nl = counters.opened(path)
+            shaped, found = counters.shaped(nl), counters.interfaces(nl)
             tuns = [i for i in found if i.kind == "tun"]
             if not shaped and not tuns:
                 nl.close()
@@ -143,13 +140,15 @@ class Watch:
                 self._labels[(node, tun.index)] = f"{node}:{tun.name}"
         from ..engine.inspect import trace_players
 
-        self._lagged = {(n, i): h.get("lagged_s", 0) for n, ifaces in trace_players(self.lab).items() for i, h in ifaces.items()}
+        self._lagged = {
+            (n, i): h.get("lagged_s", 0) for n, ifaces in trace_players(self.lab.blueprint).items() for i, h in ifaces.items()
+        }
         self._cpu_first, self._started = _cpu_times(), time.monotonic()
         self._thread = threading.Thread(target=self._sample, name="fidelity", daemon=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._shares is not None:
             _merge(self.verdict, self._shares.stop())
             self.verdict.figures.update(seconds=round(time.monotonic() - self._started, 3), period_ms=self.period * 1000)
@@ -166,8 +165,8 @@ class Watch:
             nl.close()
             os.close(fd)
 
-    def _read(self) -> dict[tuple[str, int], tcstats.Shaped]:
-        return {(node, i): s for node, (_fd, nl) in self._sockets.items() for i, s in tcstats.read(nl).items()}
+    def _read(self) -> dict[tuple[str, int], counters.Shaped]:
+        return {(node, i): s for node, (_fd, nl) in self._sockets.items() for i, s in counters.shaped(nl).items()}
 
     def _sample(self) -> None:
         cpu = time.thread_time()
@@ -191,7 +190,7 @@ class Watch:
             due = max(due + self.period, t)  # after a stall: on from now, not a burst of catching up
 
     @staticmethod
-    def _account(link: _Link, before: tcstats.Shaped, after: tcstats.Shaped, dt: float) -> None:
+    def _account(link: _Link, before: counters.Shaped, after: counters.Shaped, dt: float) -> None:
         link.rate_bps, link.netem = before.rate_bps, after.netem
         sent = after.root.bytes - before.root.bytes
         link.sent_bytes += sent
@@ -261,7 +260,7 @@ class Watch:
             if not link.sent_bytes:
                 continue  # idle during the measurement: nothing to judge
             label = self._labels.get(key, str(key))
-            fig: dict = {
+            fig: dict[str, Any] = {
                 "rate_mbit": link.rate_bps / 1e6 if link.rate_bps else None,
                 "sent_mbit": round(link.sent_bytes * 8 / 1e6, 3),
                 "saturated_s": round(link.saturated_s, 2),
@@ -286,7 +285,7 @@ class Watch:
             shown[label] = fig
         self.verdict.figures["links"] = shown
 
-    def _judge_netem(self, label: str, link: _Link, fig: dict) -> None:
+    def _judge_netem(self, label: str, link: _Link, fig: dict[str, Any]) -> None:
         netem = link.netem
         assert netem is not None
         delay, jitter = netem.delay_ns / 1e6, netem.jitter_ns / 1e6
@@ -313,7 +312,7 @@ class Watch:
     def _judge_tuns(self) -> None:
         shown = {}
         for node, (_fd, nl) in self._sockets.items():
-            for info in rtdump.interfaces(nl):
+            for info in counters.interfaces(nl):
                 first = self._tun_first.get((node, info.index))
                 if first is None:
                     continue
@@ -334,7 +333,7 @@ class Watch:
         """A trace player that died carried nothing since (failed); one that lagged played the trace late (doubtful)."""
         from ..engine.inspect import trace_players
 
-        for node, ifaces in trace_players(self.lab).items():
+        for node, ifaces in trace_players(self.lab.blueprint).items():
             for iface, health in ifaces.items():
                 if health["player"] != "playing" or health.get("lagged_s", 0) > self._lagged.get((node, iface), 0):
                     level = "failed" if health["player"] == "dead" else "doubtful"
@@ -349,13 +348,13 @@ class Watch:
             self.verdict.add("not judged", f"no sample was taken (the measurement lasted less than {self.period * 1000:g} ms)")
 
 
-def _merge(verdict: Verdict, answers: dict[str, dict | str]) -> None:
+def _merge(verdict: Verdict, answers: dict[str, dict[str, Any] | str]) -> None:
     """The shares' verdicts as one: the worst level, each reason prefixed with its share, links and tuns
     with their share, CPUs as SHARE:cpuN; a share without a verdict leaves the run not judged."""
-    links: dict[str, dict] = {}
-    tuns: dict[str, dict] = {}
-    cpus: dict[str, dict] = {}
-    shares: dict[str, dict] = {}
+    links: dict[str, dict[str, Any]] = {}
+    tuns: dict[str, dict[str, Any]] = {}
+    cpus: dict[str, dict[str, Any]] = {}
+    shares: dict[str, dict[str, Any]] = {}
     for share, answer in sorted(answers.items()):
         if isinstance(answer, str):
             verdict.add("not judged", f"{share}: nothing was sampled there: {answer}")
@@ -380,7 +379,7 @@ def _merge(verdict: Verdict, answers: dict[str, dict | str]) -> None:
     )
 
 
-def summary_line(verdicts: list[dict]) -> str | None:
+def summary_line(verdicts: list[dict[str, Any]]) -> str | None:
     """One line when any verdict is not ok (None when all are)."""
     bad = [v for v in verdicts if v["verdict"] != "ok"]
     if not bad:

@@ -26,12 +26,10 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from .. import names
-from ..backends.kernel import mgmtleases, userns
-from ..backends.services import frr
-from ..engine import collector, events, state, where
+from ..engine import collector, deploy, events, state, where
+from ..engine.routers import saved as routers_saved
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
@@ -45,7 +43,6 @@ from .node import Node
 # (exec, inspect, destroy) reads the recorded plan and never needs the schema (pydantic).
 if TYPE_CHECKING:
     from ..apply.applier import Progress
-    from ..model.load import Loaded
     from ..model.schema import Topology
     from ..model.servers import Inventory
     from ..plan.diff import Changes
@@ -63,23 +60,31 @@ class Lab:
     checked (and addresses assigned) when the plan is first needed.
     """
 
-    _at: Site | None = None  # the site a lab found elsewhere runs at (:meth:`at`)
-    _made_in_cluster: float | None = None  # when that lab was last made or changed there (its NestLab's Ready time)
+    _made_in_cluster: float | None = None  # when a lab found in a cluster (:meth:`at`) was last made or changed
+    _site: Site | None = None  # where it runs, when it was handed one (a lab an operator made)
+    _raw: dict[str, Any] | None = None  # its document while code changes it (add_node, ...), until a blueprint is asked for
 
     def __init__(self, name: str, *, ipv4_pool: str | None = "10.200.0.0/16"):
         from ..model.load import load_data
 
-        raw = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
-        self._set(load_data(raw, "<python>"), "<python>")
+        raw: dict[str, Any] = {"name": name, "ipv4_pool": ipv4_pool, "topology": {"nodes": {}, "links": []}}
+        self._blueprint = Blueprint.of(load_data(raw, "<python>"))
+
+    @classmethod
+    def _of(cls, blueprint: Blueprint, site: Site | None = None) -> Lab:
+        """The lab ``blueprint`` describes (at ``site``, when it was handed one)."""
+        lab = cls.__new__(cls)
+        lab._blueprint, lab._site = blueprint, site
+        return lab
 
     # -- building ---------------------------------------------------------------
     @classmethod
     @collector.paused()
     def from_file(
         cls,
-        path: str | os.PathLike,
-        vars_files: Sequence[str | os.PathLike] = (),
-        servers: str | os.PathLike | Inventory | None = None,
+        path: str | os.PathLike[str],
+        vars_files: Sequence[str | os.PathLike[str]] = (),
+        servers: str | os.PathLike[str] | Inventory | None = None,
         overrides: Overrides | None = None,
     ) -> Lab:
         """Load and check a topology file; errors name file, line and column.  A Go-template topology
@@ -90,31 +95,25 @@ class Lab:
         from ..model.load import load_file
         from ..model.servers import Inventory, load_inventory
 
-        lab = cls.__new__(cls)
         if servers is not None:
             inventory = servers if isinstance(servers, Inventory) else load_inventory(servers)
             overrides = replace(overrides or Overrides(), servers=inventory)
-        loaded = load_file(path, vars_files, overrides)
-        lab._set(loaded, loaded.source)  # a Kathará lab's folder: its lab.conf
-        return lab
+        files = [os.fspath(f) for f in vars_files]
+        return cls._of(Blueprint.of(load_file(os.fspath(path), files, overrides)))  # a Kathará lab's folder: its lab.conf
 
     @classmethod
-    def from_document(cls, data: dict, source: str, overrides: Overrides | None = None) -> Lab:
+    def from_document(cls, data: dict[str, Any], source: str, overrides: Overrides | None = None) -> Lab:
         """A lab from topology data as :meth:`document` gives it (e.g. a running lab's, changed by ``overrides``)."""
         from ..model.load import load_data
 
-        lab = cls.__new__(cls)
-        lab._set(load_data(copy.deepcopy(data), source, overrides), source)
-        return lab
+        return cls._of(Blueprint.of(load_data(copy.deepcopy(data), source, overrides)))
 
     @classmethod
     def from_text(cls, text: str, source: str = "<text>") -> Lab:
         """Load and check a topology given as YAML text (benchmarks generate theirs)."""
         from ..model.load import load_text
 
-        lab = cls.__new__(cls)
-        lab._set(load_text(text, source), source)
-        return lab
+        return cls._of(Blueprint.of(load_text(text, source)))
 
     @classmethod
     def running(cls, name: str) -> Lab:
@@ -123,60 +122,40 @@ class Lab:
         current = state.read(name)
         if current is None or not (current.status == "running" or (current.status == "deploying" and current.plan.nodes)):
             raise LabError(f"no lab named '{name}' is running here (`nestlab inspect --all` lists labs)")
-        lab = cls.__new__(cls)
-        lab.source = current.source or "<python>"
-        lab.notices = []
-        lab._raw = current.topology
-        lab._located = None
-        # checked again only when something asks for the topology; the plan is what runs, live changes included
-        lab._blueprint = Blueprint(current.topology["name"], lab.source, lab._raw, planned=current.plan, machine=userns.machine())
-        return lab
+        return cls._of(Blueprint.recorded(current))
 
     @classmethod
     def at(cls, blueprint: Blueprint, site: Site, changed: float | None = None) -> Lab:
         """The lab ``blueprint`` asks for, running at ``site`` with no record on this machine (an operator's lab, found
         through its cluster: nestlab/operator/found.py); ``changed``: when it was last made or changed there."""
-        lab = cls.__new__(cls)
-        lab.source, lab.notices, lab._raw, lab._located = (
-            blueprint.source,
-            list(blueprint.notices),
-            blueprint.document,
-            blueprint.located,
-        )
-        lab._blueprint, lab._at, lab._made_in_cluster = blueprint, site, changed
+        lab = cls._of(blueprint, site)
+        lab._made_in_cluster = changed
         return lab
-
-    def _set(self, loaded: Loaded, source: str) -> None:
-        self.source = source
-        self.notices: list[Problem] = loaded.notices
-        self._raw = loaded.topology.model_dump(mode="json")
-        self._located = loaded.located
-        self._blueprint: Blueprint | None = Blueprint(
-            self._raw["name"],
-            source,
-            self._raw,
-            tuple(loaded.notices),
-            loaded.located,
-            checked=loaded.topology,
-            machine=userns.machine(),
-        )
 
     @property
     def blueprint(self) -> Blueprint:
         """The lab as one value to be made: what its site deploys (a change to the lab makes a new one).  Handed out
-        to be planned, it carries its management network's leases, read here once: planning reads no file."""
-        made = self._made()
-        if made.planned is None and made.leases is None and made.network is not None:
-            made = self._blueprint = made.leased(mgmtleases.snapshot(made.network))
+        to be planned, it carries its management network's leases, read once: planning reads no file."""
+        made = self._blueprint = deploy.handed_out(self._made())
         return made
 
     def _made(self) -> Blueprint:
         """The blueprint, leases read or not (for what is not its plan: its topology, problems, whether it runs)."""
-        if self._blueprint is None:
-            self._blueprint = Blueprint(
-                self._raw["name"], self.source, self._raw, tuple(self.notices), self._located, machine=userns.machine()
-            )
+        if self._raw is not None:  # changed in code since: a new blueprint of the changed document
+            was = self._blueprint
+            self._blueprint = Blueprint(self._raw["name"], was.source, self._raw, was.notices, was.located)
+            self._raw = None
         return self._blueprint
+
+    @property
+    def source(self) -> str:
+        """The file it came from, or "<python>", "<text>", ..."""
+        return self._blueprint.source
+
+    @property
+    def notices(self) -> list[Problem]:
+        """Keys of its file accepted but ignored, ..."""
+        return list(self._blueprint.notices)
 
     @property
     def topology(self) -> Topology:
@@ -189,7 +168,7 @@ class Lab:
 
     @property
     def name(self) -> str:
-        return self._raw["name"]
+        return self._raw["name"] if self._raw is not None else self._blueprint.name
 
     @property
     def nodes(self) -> dict[str, Node]:
@@ -203,22 +182,20 @@ class Lab:
         """The emulated hosts (``hosts:``, or the implicit ``local`` when something needs it)."""
         return {name: Node(self, name) for name, obj in self.plan.nodes.items() if KINDS.get(obj.kind).machine}
 
-    def add_node(self, name: str, kind: str = "linux", **spec) -> Node:
+    def add_node(self, name: str, kind: str = "linux", **spec: Any) -> Node:
         """Add a node (``kind`` linux or bridge; ``exec``, ``sysctls``, ``env`` as in the file)."""
         from pydantic import ValidationError
 
         from ..model.schema.nodes import NodeSpec
 
         path = ("topology", "nodes", name)
-        if name in self._raw["topology"]["nodes"]:
+        if name in self.document()["topology"]["nodes"]:
             raise TopologyError(self.source, [Problem(path, f"node '{name}' already exists")])
         try:
             NodeSpec.model_validate({"kind": kind, **spec})
         except ValidationError as exc:
             raise TopologyError(self.source, [Problem(path + tuple(e["loc"]), e["msg"]) for e in exc.errors()]) from None
-        self._editing()
-        self._raw["topology"]["nodes"][name] = {"kind": kind, **spec}
-        self._changed()
+        self._draft()["topology"]["nodes"][name] = {"kind": kind, **spec}
         return Node(self, name)
 
     def link(self, a: str, b: str) -> LinkHandle:
@@ -227,66 +204,60 @@ class Lab:
 
         return LinkHandle(self, a, b)
 
-    def links_shown(self, a: str | None = None, b: str | None = None) -> list[dict]:
+    def links_shown(self, a: str | None = None, b: str | None = None) -> list[dict[str, Any]]:
         """Each running link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``,
         when given): what :meth:`LinkHandle.show <nestlab.lab.link_handle.LinkHandle.show>` says, for all at once."""
         from ..engine.link_changes import shown
 
         return shown(self, a, b)
 
-    def add_host(self, name: str, **spec) -> None:
+    def add_host(self, name: str, **spec: Any) -> None:
         """Declare an emulated physical host (``sysctls`` as in the file); nodes go on it with ``host=``."""
-        self._editing()
-        self._raw.setdefault("hosts", {})[name] = spec
-        self._changed()
+        self._draft().setdefault("hosts", {})[name] = spec
 
     def add_wire(self, *endpoints: str, rate: str | None = None, mtu: int | None = None) -> None:
         """Cable (two ``"host:nic"``) or switch (one, three or more) between hosts' NICs."""
         params = {k: v for k, v in (("rate", rate), ("mtu", mtu)) if v is not None}
-        self._editing()
-        self._raw.setdefault("wires", []).append({"endpoints": list(endpoints), "params": params})
-        self._changed()
+        self._draft().setdefault("wires", []).append({"endpoints": list(endpoints), "params": params})
 
-    def add_link(self, *endpoints: str, ipv4: list | None = None, ipv6: list | None = None, **options) -> None:
+    def add_link(
+        self, *endpoints: str, ipv4: list[str | None] | None = None, ipv6: list[str | None] | None = None, **options: Any
+    ) -> None:
         """Join endpoints ``"node:iface"``: two for a veth (or ``mode="vxlan"``), one for an attachment.
 
         ``options`` are the link keys of the file: ``mtu``, ``mode``, ``parent``,
         ``macvlan_mode``, ``ipvlan_mode``, ``nat``, ``vni``...  Addresses: one per
         endpoint (None = automatic).
         """
-        links = self._raw["topology"]["links"]
-        nodes = self._raw["topology"]["nodes"]
+        links = self.document()["topology"]["links"]
+        nodes = self.document()["topology"]["nodes"]
         for j, endpoint in enumerate(map(Endpoint, endpoints)):
             node, _, component = endpoint.node.partition("/")
             if node not in nodes or (component and component not in (nodes[node].get("components") or {})):
                 path = ("topology", "links", len(links), "endpoints", j)
                 raise TopologyError(self.source, [Problem(path, f"node '{endpoint.node}' is not defined")])
         extra = {k: v for k, v in (("ipv4", ipv4), ("ipv6", ipv6), *options.items()) if v is not None}
-        self._editing()
-        self._raw["topology"]["links"].append({"endpoints": list(endpoints), **extra})
-        self._changed()
+        self._draft()["topology"]["links"].append({"endpoints": list(endpoints), **extra})
 
-    def _editing(self) -> None:
-        """Before the topology's data changes: a blueprint already handed out keeps the data it was made of."""
-        if self._blueprint is not None:
-            self._raw = copy.deepcopy(self._raw)
-            self._blueprint = None
-
-    def _changed(self) -> None:
-        self._blueprint = None
+    def _draft(self) -> dict[str, Any]:
+        """The document to change: a copy of the blueprint's at the first change (a blueprint handed out keeps the
+        data it was made of); the next blueprint is made of it."""
+        if self._raw is None:
+            self._raw = copy.deepcopy(self._blueprint.document)
+        return self._raw
 
     # -- lifecycle ----------------------------------------------------------------
     @property
     def site(self) -> Site:
-        """Where the lab runs: the site it was found at (:meth:`at`), else as its record says once it runs, else where a
-        deploy of it goes (its ``servers:``, or this machine)."""
+        """Where the lab runs: the site it was handed, else as its record says once it runs, else where a deploy
+        of it goes (its ``servers:``, or this machine)."""
         from .. import sites
 
-        if self._at is not None:
-            return self._at
+        if self._site is not None:
+            return self._site
         if where.read(self.name) is not None or not self._made().was_checked:  # recorded elsewhere, or running
             return sites.of(self.name)
-        return sites.chosen(self.topology)
+        return sites.chosen(self._made())
 
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Partition:
         """Have the site a deploy goes to (this machine, or the file's ``servers:``) create what is missing and
@@ -297,8 +268,11 @@ class Lab:
         """
         from .. import sites
 
-        done = sites.chosen(self.topology).deploy(self.blueprint, progress, on_exec)
-        return done.partition if done.partition is not None else done.changes
+        done = (self._site or sites.chosen(self._made())).deploy(self.blueprint, progress, on_exec)
+        if done.partition is not None:
+            return done.partition
+        assert done.changes is not None  # a deploy here says what it changed
+        return done.changes
 
     def without(self, nodes: list[str]) -> Changes:
         """Remove ``nodes`` (and the links ending on them) from this running lab; the rest keeps running."""
@@ -307,37 +281,28 @@ class Lab:
         if unknown:
             raise LabError(f"lab {self.name} has no node {', '.join(unknown)}")
         keep = frozenset(n for n in self.document()["topology"]["nodes"] if n not in nodes)
-        return Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy()
+        return cast("Changes", Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy())
 
     def inspect(self, only: set[str] | None = None) -> Report:
         """The lab as it runs, as its site reports it: each node (``only``: just those) with its namespace, state
         and live interfaces, and where it runs for a lab on servers or pods."""
         return self.site.inspect(self.blueprint, only)
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """The checked topology as data, as the state file holds it (read it, do not change it)."""
-        return self._raw
+        return self._raw if self._raw is not None else self._blueprint.document
 
-    def problem(self, path: tuple, message: str) -> Problem:
+    def problem(self, path: tuple[str | int, ...], message: str) -> Problem:
         """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
         return self._made().problem(path, message)
 
-    def save(self, to: str | os.PathLike | None = None, only: set[str] | None = None) -> dict[str, str]:
+    def save(self, to: str | os.PathLike[str] | None = None, only: set[str] | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the
         lab's folder, and into ``to``/NODE/frr.conf when given (as ``clab save``); returns the files by node.
         ``only``: those routers alone."""
 
-        written = {}
-        for name, obj in self.plan.nodes.items():
-            if obj.router != "frr" or (only is not None and name not in only):
-                continue
-            text = frr.running_config(name, Node(self, name).popen)
-            mine = os.path.join(names.node_dir(self.name, name), "etc", "frr")
-            frr.save(mine, text)
-            written[name] = os.path.join(mine, "frr.conf")
-            if to is not None:
-                written[name] = frr.save_to(os.fspath(to), name.replace("/", "."), text)
-        return written
+        routers = {name: Node(self, name).popen for name, obj in self.plan.nodes.items() if obj.router == "frr"}
+        return routers_saved(self.name, {n: p for n, p in routers.items() if only is None or n in only}, to)
 
     def destroy(self, folder_too: bool = False) -> int:
         """Have the lab's site remove every object of it (and any process inside it), wherever it runs; returns
@@ -346,7 +311,7 @@ class Lab:
         from .. import sites
 
         with state.locked(self.name):
-            return sites.remove(self.name, folder_too)
+            return self._site.remove(folder_too) if self._site is not None else sites.remove(self.name, folder_too)
 
     @contextmanager
     def deployed(self) -> Iterator[Lab]:
@@ -366,7 +331,7 @@ class Lab:
         current = state.read(self.name)
         if current is None:
             return None
-        return max([current.created, *(e["applied"] for e in events.read(self.name) if e.get("applied"))])
+        return float(max([current.created, *(e["applied"] for e in events.read(self.name) if e.get("applied"))]))
 
     @property
     def is_running(self) -> bool:

@@ -3,17 +3,13 @@ runs there, else in its namespaces here: engine/nodes.py), look at interfaces.""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import names
-from ..backends.kernel import cgroups, namespaces, shaping
-from ..engine import events, nodes, state
+from ..engine import nodes, running, state
 from ..engine.nodes import LabView
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
@@ -23,8 +19,8 @@ if TYPE_CHECKING:
     from ..sites.seam import Site
 
 
-class LabAt(LabView, Protocol):
-    """What a node needs of its lab: its name, its plan, and the site it runs at (a :class:`~nestlab.lab.lab.Lab`)."""
+class Placed(LabView, Protocol):
+    """What a node needs of its lab: its name, its plan and where it runs (the Python API's ``Lab``)."""
 
     @property
     def site(self) -> Site: ...
@@ -55,7 +51,7 @@ class Node:
     ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
     """
 
-    def __init__(self, lab: LabAt, name: str):
+    def __init__(self, lab: Placed, name: str):
         self.lab = lab
         self.name = name
 
@@ -109,9 +105,8 @@ class Node:
         """The node's ``env`` and then ``extra`` (on top of what a node keeps of ours: containers.node_env)."""
         return {**dict(self.obj.env), **(extra or {})}
 
-    def popen(self, args: Sequence[str] | str, **kwargs) -> subprocess.Popen:
+    def popen(self, args: Sequence[str] | str, **kwargs: Any) -> subprocess.Popen[Any]:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
-
         if isinstance(args, str):
             args = ["sh", "-c", args]
         remote = self.lab.site.remote(self.name)
@@ -125,13 +120,7 @@ class Node:
         prefix = self.name + "/"
         return {n[len(prefix) :]: Node(self.lab, n) for n in self.lab.plan.nodes if n.startswith(prefix)}
 
-    def _tree(self) -> cgroups.Tree:
-        return cgroups.Tree(self.lab.name)
-
-    def _leaf(self) -> str:
-        return self._tree().leaf(self.name, bool(self.components))
-
-    def set(self, **resources) -> dict[str, str]:
+    def set(self, **resources: Any) -> dict[str, str]:
         """Change cgroup limits live (``cpus=0.5``, ``memory="128m"``, ``"none"`` lifts one); returns the limits in force."""
         from pydantic import ValidationError
 
@@ -146,18 +135,18 @@ class Node:
                 "<node set>", [Problem(tuple(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
             ) from None
         values = {**checked.model_dump(exclude_none=True), **{k: "none" for k, v in resources.items() if v == "none"}}
-        self._tree().set(self.name, {k: str(v) for k, v in values.items()})
+        running.set_limits(self.lab.name, self.name, {k: str(v) for k, v in values.items()})
 
         state.write_resources(self.lab.name, self.name, values)
         return self.limits()
 
     def limits(self) -> dict[str, str]:
         """The cgroup limits in force (cpus, memory bytes, pids), read back from the kernel."""
-        return self._tree().limits(self.name) if self.obj.cgroup else {}
+        return running.limits(self.lab.name, self.name) if self.obj.cgroup else {}
 
     def usage(self) -> dict[str, float]:
         """CPU seconds and memory bytes used by the node (its components included); empty without a cgroup."""
-        return self._tree().usage(self.name) if self.obj.cgroup else {}
+        return running.usage(self.lab.name, self.name) if self.obj.cgroup else {}
 
     def pause(self, scheduled: float | None = None) -> float:
         """Freeze the node's processes (SIGSTOP) and take its link interfaces down, at once (a schedule's
@@ -169,27 +158,8 @@ class Node:
         return self._pause(False, scheduled)
 
     def _pause(self, stop: bool, scheduled: float | None) -> float:
-
-        started = time.perf_counter()
-        net, uts = names.netns_path(self.lab.name, self.name), names.uts_path(self.lab.name, self.name)
-        inodes = {namespaces.inode(uts)} | (set() if self.obj.shares else {namespaces.inode(net)})
-        shaper = shaping.Shaper()
-        try:
-            for iface in self.intfs():
-                try:
-                    shaper.set_state(net, iface.name, not stop)
-                except LabError:
-                    continue  # removed by a schedule for now
-        finally:
-            shaper.close()
-        for pid in namespaces.pids_in({i for i in inodes if i}):
-            try:
-                os.kill(pid, signal.SIGSTOP if stop else signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        applied, spent = time.time(), (time.perf_counter() - started) * 1000
-        events.record(self.lab.name, {"node": self.name, "action": "pause" if stop else "resume"}, applied, spent, scheduled)
-        return spent
+        ifaces = [iface.name for iface in self.intfs()]
+        return running.paused(self.lab.name, self.name, ifaces, not self.obj.shares, stop, scheduled)
 
     def cmd(self, command: Sequence[str] | str, *, timeout: float | None = 60, check: bool = False) -> str:
         """Run a command inside the node and return its output (stdout and stderr).
@@ -205,4 +175,4 @@ class Node:
             raise
         if check and proc.returncode:
             raise subprocess.CalledProcessError(proc.returncode, command, out)
-        return out
+        return str(out)

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .. import names
-from ..backends.kernel import shaping
 from ..engine import collector
+from ..engine.running import Shaper
 from ..model import visibility
 from ..model.units import parse_time
 from ..model.visibility import pair_link_names
@@ -53,7 +53,7 @@ class Timed:
     medium: str | None = None  # a wireless medium whose stations move to ``positions``
     positions: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
-    def prepare(self, lab: Lab, handles: dict) -> Callable[[float], float]:
+    def prepare(self, lab: Lab, handles: dict[tuple[str, str], LinkHandle]) -> Callable[[float], float]:
         """Do the checks and bookkeeping now; the returned call carries the change out at its time
         and returns the milliseconds until the kernel had it."""
         if self.medium:
@@ -61,12 +61,13 @@ class Timed:
         if self.node:
             node = lab.nodes[self.node]
             return node.pause if self.action == "stop" else node.resume
+        assert self.link is not None  # neither a medium's nor a node's change: a link's
         handle = handles[self.link]
         if self.action == "remove":
-            return handle.remove
+            return cast("Callable[[float], float]", handle.remove)
         if self.action == "add":
-            return handle.restore
-        return handle.prepare(direction=self.direction, **dict(self.params))
+            return cast("Callable[[float], float]", handle.restore)
+        return cast("Callable[[float], float]", handle.prepare(direction=self.direction, **dict(self.params)))
 
     def describe(self) -> str:
         if self.medium:
@@ -75,7 +76,7 @@ class Timed:
                 if len(self.positions) <= 4
                 else f"{len(self.positions)} stations moved"
             )
-        target = self.node or " ".join(self.link)
+        target = self.node or " ".join(self.link or ())
         return f"{target} " + " ".join([*([self.action] if self.action else []), *(f"{k}={v}" for k, v in self.params)])
 
 
@@ -89,7 +90,7 @@ def timeline(lab: Lab) -> list[Timed]:
     dyn = lab.topology.dynamics
     if dyn:
         graph = Path(dyn.graph) if Path(dyn.graph).is_absolute() else Path(lab.source).parent / dyn.graph
-        visible: frozenset = frozenset()
+        visible: frozenset[frozenset[str]] = frozenset()
         for step in visibility.load(graph, mobile_nodes(lab.topology)):
             for pair in sorted(step.edges ^ visible, key=sorted):
                 a, b = sorted(pair)
@@ -104,7 +105,7 @@ def timeline(lab: Lab) -> list[Timed]:
 def _realtime() -> Iterator[None]:
     """Play at real-time priority (reset for children) with the garbage collector paused between
     collections of our choosing, so a busy machine delays the changes less.  Without the privilege, plays as is."""
-    previous = os.sched_getscheduler(0), os.sched_getparam(0)
+    previous: tuple[int, os.sched_param] | None = os.sched_getscheduler(0), os.sched_getparam(0)
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(10))
     except OSError:
@@ -121,7 +122,7 @@ def play(lab: Lab, loops: int = 1, report: Callable[[Played], None] | None = Non
     """Apply the timeline ``loops`` times (each loop restarts the clock after the last event)."""
     changes = timeline(lab)
     played: list[Played] = []
-    shaper = shaping.Shaper()
+    shaper = Shaper()
     handles = {c.link: LinkHandle(lab, c.link[0], c.link[1], shaper=shaper) for c in changes if c.link}
     for handle in handles.values():  # open sockets and look up interfaces before the clock starts
         for end in (handle.obj.a, handle.obj.b):
@@ -136,7 +137,11 @@ def play(lab: Lab, loops: int = 1, report: Callable[[Played], None] | None = Non
 
 
 def _play_once(
-    lab: Lab, changes: list[Timed], handles: dict, played: list[Played], report: Callable[[Played], None] | None
+    lab: Lab,
+    changes: list[Timed],
+    handles: dict[tuple[str, str], LinkHandle],
+    played: list[Played],
+    report: Callable[[Played], None] | None,
 ) -> None:
     start_mono, start_wall = time.monotonic(), time.time()
     pending: list[Played] = []  # reported when the clock has time, so printing never delays a change

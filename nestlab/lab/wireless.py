@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..backends.services import medium
 from ..engine import events
+from ..engine.running import ask_medium
 from ..errors import LabError
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def move(lab: Lab, positions: dict[str, list[float]]) -> list[str]:
         mine = {n: p for n, p in positions.items() if n in stations}
         if mine:
             began = time.monotonic()
-            medium.ask(lab.name, name, {"op": "move", "positions": mine})
+            ask_medium(lab.name, name, {"op": "move", "positions": mine})
             _logged(lab, name, mine, (time.monotonic() - began) * 1000, None)
             changed.append(name)
     return changed
@@ -49,7 +49,7 @@ def move(lab: Lab, positions: dict[str, list[float]]) -> list[str]:
 
 def state(lab: Lab, name: str) -> dict[str, Any]:
     """What medium ``name`` holds: stations with positions, pairs in range with rate, signal and loss, counts."""
-    return medium.ask(lab.name, name, {"op": "state"})
+    return ask_medium(lab.name, name, {"op": "state"})
 
 
 def moves(lab: Lab) -> list[tuple[str, float, dict[str, list[float]]]]:
@@ -72,7 +72,7 @@ def placer(lab: Lab, name: str, positions: dict[str, list[float]]) -> Callable[[
 
     def place(scheduled: float) -> float:
         began = time.monotonic()
-        medium.ask(lab.name, name, {"op": "move", "positions": positions})
+        ask_medium(lab.name, name, {"op": "move", "positions": positions})
         spent = (time.monotonic() - began) * 1000
         _logged(lab, name, positions, spent, scheduled)
         return spent

@@ -1,8 +1,9 @@
-"""A glance at a topology file before it is checked: the namespaces and plain cables it asks for.
+"""A glance at a topology as written, before it is planned: the namespaces and plain cables it asks for.
 
-``nestlab deploy`` hands this to a helper that makes them while the file is checked
-(backends/spares.py).  It is a guess, never an error: whatever the checked plan wants differently
-is made the usual way, and what the helper made that the plan does not want is removed.
+A deploy on this machine (engine/deploy.py) hands this to a helper that makes them while the lab is planned
+(backends/kernel/spares.py), from the data its file was read into (:func:`looked`).  It is a guess, never
+an error: whatever the checked plan wants differently is made the usual way, and what the helper made that
+the plan does not want is removed.
 """
 
 from __future__ import annotations
@@ -38,11 +39,21 @@ def glance(path) -> Glance:
             return Glance()
         with open(path, encoding="utf-8") as fh:
             data = yaml.load(fh, Loader=_Loader)
+    except Exception:  # unreadable, not YAML
+        return Glance()
+    return looked(data)
+
+
+def looked(data: object) -> Glance:
+    """What a topology's data as written (the file's, already read) asks for: as :func:`glance`."""
+    if not isinstance(data, dict):
+        return Glance()
+    try:
         topology = data["topology"]
         nodes, links = topology["nodes"], topology.get("links") or []
         if not isinstance(data["name"], str) or not isinstance(nodes, dict) or not isinstance(links, list):
             return Glance()
-    except Exception:  # unreadable, not YAML, another layout
+    except Exception:  # another layout
         return Glance()
     if "servers" in data or any("image" in str(topology.get(key)) for key in ("defaults", "kinds", "groups")):
         return Glance(data["name"])

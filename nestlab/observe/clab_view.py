@@ -52,9 +52,7 @@ def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, 
 
 def states(lab: Lab) -> dict[str, str]:
     """Each node's state (running, stopped, missing): asked of the shares for a lab elsewhere."""
-    from .. import sites
-
-    return sites.of(lab.name).states(lab.blueprint)
+    return lab.site.states(lab.blueprint)
 
 
 def containers(name: str) -> list[dict[str, Any]]:
@@ -122,14 +120,12 @@ def _images_in(source: str) -> dict[str, str]:
 def interfaces(name: str, node: str | None = None) -> list[dict[str, Any]]:
     """Each node's interfaces as containerlab's ``inspect interfaces`` lists them (``node``: that one alone,
     by its name or its long name)."""
-    from .. import sites
-
     lab = Lab.running(name)
     raw = lab.document()
     nodes = [n for n in lab.plan.nodes if node in (None, n, container_name(raw, n))]
     if node is not None and not nodes:
         raise LabError(f"lab {name} has no node {node}")
-    site = sites.of(name)
+    site = lab.site
     remote = {n["name"]: n for n in site.inspect(lab.blueprint, set(nodes))["nodes"]} if site.shares() else {}  # on servers, pods
     found = []
     for n in nodes:

@@ -16,16 +16,25 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model.errors import Problem, TopologyError
 from .machine import ROOT, Machine
 
 if TYPE_CHECKING:
+    from ..model.load import Loaded
     from ..model.schema import Topology
     from ..model.yamlsource import Located
     from .mgmt import Leases
     from .objects import Plan
+
+
+class Record(Protocol):
+    """What a lab's record on this machine holds of it (``engine.state.LabState``)."""
+
+    source: str | None
+    topology: dict[str, Any]
+    plan: Plan
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +50,18 @@ class Blueprint:
     planned: Plan | None = None  # the plan, when it is known (a running lab's, live changes included)
     leases: Leases | None = None  # its management network's, as read when it was handed out to be planned
     machine: Machine = ROOT  # what the machine lets it be (rootless mode's limits), read where it was handed out
+
+    @classmethod
+    def of(cls, loaded: Loaded) -> Blueprint:
+        """The lab a loaded (checked) topology describes, with its notices and where each key came from."""
+        document: dict[str, Any] = loaded.topology.model_dump(mode="json")
+        return cls(document["name"], loaded.source, document, tuple(loaded.notices), loaded.located, checked=loaded.topology)
+
+    @classmethod
+    def recorded(cls, state: Record) -> Blueprint:
+        """The lab as its record on this machine says it was deployed: its plan is what runs (live changes
+        included); its document is checked again only if something asks for the topology."""
+        return cls(state.topology["name"], state.source or "<python>", state.topology, planned=state.plan)
 
     @cached_property
     def topology(self) -> Topology:
@@ -73,10 +94,10 @@ class Blueprint:
         mgmt = self.document.get("mgmt")
         return str(mgmt["network"]) if isinstance(mgmt, dict) and mgmt.get("network") else None
 
-    def leased(self, leases: Leases) -> Blueprint:
-        """The same lab, planned against ``leases`` (its management network's, as read now); its topology is
-        not checked again."""
-        return replace(self, leases=leases, checked=self.topology if self.was_checked else None)
+    def handed(self, machine: Machine, leases: Leases | None) -> Blueprint:
+        """The same lab handed out to be planned: on ``machine``, against ``leases`` (its management network's, as
+        read now); its topology is not checked again."""
+        return replace(self, machine=machine, leases=leases, checked=self.topology if self.was_checked else None)
 
     @property
     def was_checked(self) -> bool:

@@ -1,9 +1,10 @@
 """Where a lab runs, one module each, found by the word a lab's record holds: ``nestlab.registry.SITES``.
 
-A site module defines a :class:`~nestlab.sites.base.Site` and registers it; every module in this
-package is imported here, so a new place to run labs is a new file (docs/architecture.md).  The
-seam they implement is sites/seam.py; :func:`of` finds a running lab's site, :func:`chosen` the
-site a new deploy goes to, :func:`remove` removes a lab by name wherever it runs.
+A site module defines a class that implements :class:`~nestlab.sites.seam.Site` (this machine's directly, the
+SSH servers' and Kubernetes' on :class:`~nestlab.sites.elsewhere.Elsewhere`) and registers it; every module in
+this package is imported here, so a new place to run labs is a new file (docs/architecture.md).  :func:`of`
+finds a running lab's site, :func:`chosen` the site a new deploy goes to, :func:`remove` removes a lab by name
+wherever it runs.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from typing import TYPE_CHECKING
 from ..engine.where import LOCAL, DamagedRecord, read
 from ..errors import LabError
 from ..registry import SITES, Registry
-from .base import Site
 
 if TYPE_CHECKING:
-    from ..model.schema import Topology
+    from ..plan.blueprint import Blueprint
     from . import seam
 
 Registry.load(__name__, __path__)
 
-__all__ = ["Site", "chosen", "of", "remove"]
+__all__ = ["chosen", "of", "remove"]
 
 
 def of(lab: str) -> seam.Site:
@@ -33,10 +33,10 @@ def of(lab: str) -> seam.Site:
     return site
 
 
-def chosen(topology: Topology) -> seam.Site:
-    """The site a new deploy of ``topology`` goes to: its ``servers:``, else this machine (Kubernetes is
-    chosen by ``nestlab k8s deploy``)."""
-    site: seam.Site = SITES.get("ssh" if topology.servers else LOCAL)(topology.name, {})
+def chosen(blueprint: Blueprint) -> seam.Site:
+    """The site a new deploy of ``blueprint`` goes to: its ``servers:`` (the file's or an inventory's), else this
+    machine (Kubernetes is chosen by ``nestlab k8s deploy``)."""
+    site: seam.Site = SITES.get("ssh" if blueprint.topology.servers else LOCAL)(blueprint.name, {})
     return site
 
 

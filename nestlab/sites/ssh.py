@@ -19,7 +19,7 @@ from ..backends.remote.ssh import CONTROL_DIR, Remote, each
 from ..engine import state, where
 from ..errors import LabError
 from ..registry import SITES
-from .base import Site
+from .elsewhere import Elsewhere
 from .seam import Deployed
 from .shares import cause, holder, merged, place_and_partition, running
 
@@ -80,34 +80,21 @@ class Starting:
                 proc.kill()
 
 
-class Servers(Site):
+class Servers(Elsewhere):
     name = "ssh"
     summary = "SSH servers: a share per server, deployed by its own nestlab (servers:)"
     keys = {"servers": dict, "base": str, "placement": dict}
-    starting: Starting | None = None
-
-    @classmethod
-    def started(cls, lab: str, starting: Starting | None) -> Servers:
-        """A deploy of ``lab`` to servers whose nestlab ``starting`` already started (for these very servers)."""
-        site = cls(lab, {})
-        site.starting = starting
-        return site
 
     def check(self, lab: Blueprint, machine: bool = True) -> None:
         place_and_partition(lab)  # placement and pins: what a deploy checks before it sends a server anything
 
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
-        The servers' nestlab is started here, unless :meth:`started` was given it already started."""
+        Each server's nestlab starts first: its start-up and the SSH handshake overlap placing and splitting."""
 
-        starting, self.starting = self.starting, None
         base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
-        servers = {name: spec.model_dump() for name, spec in lab.topology.servers.items()}
-        if starting is None or starting.servers != servers:
-            if starting:
-                starting.abandon()
-            starting = Starting(lab.topology.servers, base)
-        conns, procs = starting.conns, starting.procs
+        starting = Starting(lab.topology.servers, base)
+        servers, conns, procs = starting.servers, starting.conns, starting.procs
         try:
             partition = place_and_partition(lab)
         except BaseException:

@@ -18,7 +18,7 @@ from ...model.overrides import Overrides
 from ...observe.clab_view import container_name, labels
 from ...registry import KINDS
 from ..common import err, ignored, out, reported, split_list
-from ..lifecycle import deploy_with
+from ..lifecycle import DeployRequest, deploy_with
 from ..live import power
 from ..observe import graph as nestlab_graph
 from .base import COMPATIBLE, Ignored, NameOpt, NodeFilterOpt, TopoOpt, VarsOpt, clab_app, lab_name, node_names
@@ -78,7 +78,7 @@ def deploy_topology(
 ) -> None:
 
     overrides = Overrides(name, frozenset(nodes), *mgmt)
-    deploy_with(topo, reconfigure, "summary", False, vars_files, None, dry_run, overrides)
+    deploy_with(DeployRequest(topo, overrides, tuple(vars_files), reconfigure=reconfigure, dry_run=dry_run))
 
 
 @clab_app.command()

@@ -16,7 +16,7 @@ from ...backends.remote.pod import PodRemote, each
 from ...engine import state, where
 from ...errors import LabError
 from ...registry import SITES
-from ..base import Site
+from ..elsewhere import Elsewhere
 from ..seam import Deployed
 from ..shares import holder, merged, running
 from .manifests import LABEL, NESTLAB_REF, dns_label
@@ -46,7 +46,7 @@ class Target:
     privileged: bool = False
 
 
-class Kubernetes(Site):
+class Kubernetes(Elsewhere):
     name = "k8s"
     summary = "Kubernetes: a share per pod (in a user namespace of its own), VXLAN between the pods (nestlab k8s deploy)"
     keys = {"namespace": str, "pods": dict, "placement": dict}

@@ -1,10 +1,9 @@
-"""What every site implements (``nestlab.sites.seam.Site``), and what finding and running things in a lab's
-shares takes on every site (what the two remote sites alone share is in shares.py).
+"""A lab run elsewhere, by running the same command in its shares: what the SSH and Kubernetes sites have in
+common as a site (``nestlab.sites.seam.Site``); how they place and split a lab is in shares.py.
 
-A site is made for one lab from its record (``engine/where.py``) or, for a deploy, empty; the lab layer
-and the commands ask it where a node runs (:meth:`Site.remote`), how the lab looks
-(:meth:`Site.inspect`) and to remove it (:meth:`Site.remove`).  For a node elsewhere, a command
-runs the same ``nestlab`` command there (:meth:`Site.forward`) instead of testing where the lab is.
+Such a site is made for one lab from its record (``engine/where.py``) or, for a deploy, empty; a command on
+the lab runs the same ``nestlab`` command in the share holding its nodes (:meth:`Elsewhere.forward`), and
+each node's share answers for it (:meth:`Elsewhere.remote`).
 """
 
 from __future__ import annotations
@@ -19,16 +18,18 @@ from ..errors import LabError
 from ..plan.diff import diff, steps
 from ..plan.objects import Plan
 from .interleave import interleave
+from .seam import Done, Site
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Step
     from ..seams import ExecReport, Progress, Remote
-    from .seam import Deployed, Done, Report, Say, Value
+    from .seam import Deployed, Report, Say, Value
 
 
-class Site:
-    """A lab on one kind of place.  Subclasses set the class attributes and implement the hooks."""
+class Elsewhere(Site):
+    """A lab on servers or pods, each share deployed by the nestlab there.  Subclasses set the class attributes
+    and implement the hooks."""
 
     name: ClassVar[str] = ""  # the record's word
     summary: ClassVar[str] = ""  # one line for `nestlab modes` and docs/architecture.md
@@ -65,20 +66,20 @@ class Site:
         return cleanup.remove_here(self.lab, folder_too)
 
     def where(self) -> str:
-        """Where the lab runs, for a person: "this machine", "servers s1, s2", ..."""
-        return "this machine"
+        """Where the lab runs, for a person: "servers s1, s2", ..."""
+        raise NotImplementedError
 
     def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report:
         """The lab as it runs: each node (``only``: just those) with its interfaces and where it runs."""
         raise NotImplementedError
 
     def remote(self, ref: str) -> Remote | None:
-        """Where ``ref`` (NODE, NODE/COMPONENT or NODE:IF) runs; None on this machine."""
-        return None
+        """Where ``ref`` (NODE, NODE/COMPONENT or NODE:IF) runs."""
+        raise NotImplementedError
 
     def shares(self) -> dict[str, Remote]:
-        """Every share of the lab, by name (none for a lab on this machine)."""
-        return {}
+        """Every share of the lab, by name."""
+        raise NotImplementedError
 
     def holders(self, refs: list[str]) -> dict[str, list[str]]:
         """The shares holding ``refs``, each with its refs in the order given."""
@@ -127,8 +128,6 @@ class Site:
         """Capture on ``ends`` (NODE, INTERFACE) into the pcapng file ``into`` ("-": standard output), filtered by
         ``bpf``, for at most ``count`` packets or ``duration`` seconds: by the share holding them, relayed here."""
 
-        from .seam import Done
-
         refs = [f"{node}:{iface}" for node, iface in ends]
         share = self.one_share(refs, "capture each share's in a command of its own")
         args = [
@@ -157,8 +156,6 @@ class Site:
     ) -> Done:
         """What happens in the lab, a line each in ``fmt`` (text, json), from ``since`` ago (0: the whole log) and
         then as it comes (``follow``), at most ``count`` or for ``duration`` seconds: every share's, merged."""
-        from .seam import Done
-
         args = [
             "events",
             "--lab",
@@ -176,7 +173,6 @@ class Site:
         """Change the link between ``a`` and ``b`` in place (``params``: ``link set``'s options, ``state``: up or down;
         ``direction``: both, a or b): by the share holding it, whose own line says what it did."""
         from ..engine.link_changes import find
-        from .seam import Done
 
         find(blueprint, a, b)  # the lab has the link (else: which links it has)
         if params.get("trace"):
@@ -201,8 +197,6 @@ class Site:
     ) -> Done:
         """Stop, start or restart the nodes ``refs`` (``exec_too``: run their ``exec:`` again): by each share holding
         some of them, whose own lines say what they did."""
-        from .seam import Done
-
         extra = ["--exec"] if exec_too else []
         commands = {share: ["node", action, "--lab", self.lab, *held, *extra] for share, held in self.holders(refs).items()}
         return Done(self.forward(commands, out))
