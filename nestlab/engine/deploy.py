@@ -91,11 +91,10 @@ def ahead_of(glanced: Glance, reconfigure: bool) -> spares.Ahead:
 def handed_out(blueprint: Blueprint) -> Blueprint:
     """The blueprint handed out to be planned: on this machine (what it lets nestlab do), against its management
     network's leases, each read here once (planning reads no file)."""
-    if blueprint.planned is not None or blueprint.leases is not None:
-        return blueprint
-    machine = userns.machine()
-    leases = mgmtleases.snapshot(blueprint.network) if blueprint.network is not None else None
-    return blueprint if leases is None and machine == blueprint.machine else blueprint.handed(machine, leases)
+    machine, leases = userns.machine(), blueprint.leases
+    if blueprint.planned is None and leases is None and blueprint.network is not None:
+        leases = mgmtleases.snapshot(blueprint.network)
+    return blueprint if machine == blueprint.machine and leases is blueprint.leases else blueprint.handed(machine, leases)
 
 
 def preview(blueprint: Blueprint) -> list[Step]:
