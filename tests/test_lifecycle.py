@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, leftovers, root_links, run_cli
 
 from nestlab import Lab, LabError
-from nestlab.engine import collector
+from nestlab.engine import gc_pause
 from nestlab.model.errors import TopologyError
 
 # The shipped example, under a unique lab name.
@@ -108,8 +108,8 @@ def test_deploy_runs_no_cycle_collection_and_leaves_the_collector_on(topo_file, 
     class Cycle:
         me: Cycle
 
-    with collector.paused():
-        with collector.paused():
+    with gc_pause.paused():
+        with gc_pause.paused():
             pass
         assert not gc.isenabled(), "an inner pause leaves the outer one to end it"
         garbage = Cycle()

@@ -13,7 +13,7 @@ from conftest import ROOT, processes, run_cli, star
 from nestlab import names
 from nestlab.backends.kernel import rtdump, spares
 from nestlab.backends.kernel.netlink import Netlink
-from nestlab.engine.deploy import ahead_of
+from nestlab.engine.deploy import wanted_of
 from nestlab.model.glance import Glance, glance
 
 
@@ -30,7 +30,7 @@ def _close(got: list[spares.Spare]) -> None:
 
 
 def test_spares_are_separate_namespaces_with_their_loopback_up():
-    spares.start(lambda: spares.Ahead("nestlab:t", ["a", "b"], extra=1))
+    spares.start(lambda: spares.Wanted("nestlab:t", ["a", "b"], extra=1))
     try:
         got = [spares.take("b"), spares.take("a"), spares.take("a component")]
         assert spares.take("c") is None  # nothing was made for it
@@ -50,7 +50,7 @@ def test_spares_are_separate_namespaces_with_their_loopback_up():
 
 
 def test_the_helper_wires_cables_between_spares():
-    ahead = spares.Ahead(
+    ahead = spares.Wanted(
         "nestlab:t", ["h1", "sw", "h2"], bridges=["sw"], cables=[("h1", "eth1", "sw", "p1"), ("sw", "p2", "h2", "eth1")]
     )
     spares.start(lambda: ahead)
@@ -75,7 +75,7 @@ def test_the_helper_wires_cables_between_spares():
 
 
 def test_a_helper_with_nothing_to_make_says_so():
-    spares.start(lambda: spares.Ahead("", ()))
+    spares.start(lambda: spares.Wanted("", ()))
     try:
         assert not spares.coming()  # the applier then makes namespaces itself, in parallel
         assert spares.take("a") is None and spares.wired() == []
@@ -84,7 +84,7 @@ def test_a_helper_with_nothing_to_make_says_so():
 
 
 def test_stop_ends_the_helper_before_it_is_done():
-    spares.start(lambda: spares.Ahead("nestlab:t", [f"n{i}" for i in range(100_000)]))
+    spares.start(lambda: spares.Wanted("nestlab:t", [f"n{i}" for i in range(100_000)]))
     helper = spares._helper.pid
     assert spares.take("n0") is not None
     spares.stop()
@@ -191,6 +191,6 @@ def test_glance_says_what_to_makeahead_of(tmp_path):
 def test_a_running_lab_gets_nothingahead_of(lab_from):
     lab = lab_from(star("{name}", 1))
     seen = Glance(lab.name, ["sw", "h0"], 0, ["sw"], [("h0", "eth1", "sw", "p0")])
-    assert ahead_of(seen, reconfigure=False) == spares.Ahead("", ())  # a reconcile makes few, if any
-    assert ahead_of(seen, reconfigure=True).nodes == ["sw", "h0"]  # destroyed first, then made anew
-    assert ahead_of(Glance(), reconfigure=True) == spares.Ahead("", ())
+    assert wanted_of(seen, reconfigure=False) == spares.Wanted("", ())  # a reconcile makes few, if any
+    assert wanted_of(seen, reconfigure=True).nodes == ["sw", "h0"]  # destroyed first, then made anew
+    assert wanted_of(Glance(), reconfigure=True) == spares.Wanted("", ())

@@ -36,7 +36,7 @@ _REAL_NETNS = "/proc/self/ns/net"  # this machine: where nestlab itself runs (PI
 class Applier:
     """Applies changes to one lab; holds one netlink socket per namespace it touches.
 
-    Node kinds, link modes and runtimes see it as :class:`nestlab.seams.Applying`.
+    Node kinds, link modes and runtimes see it as :class:`nestlab.plugins.Applying`.
     """
 
     CHUNK = 1024  # most namespace fds one batch should name (see fd())

@@ -96,7 +96,7 @@ def inventories(lab: Blueprint) -> list[Managed]:
     return nodes
 
 
-class Ahead:
+class Preparing:
     """What publishing needs of no kernel object, done on a thread while the nodes are made: the lab
     directory's files written and the lab's keys made (ssh-keygen runs as processes of its own)."""
 
@@ -122,7 +122,7 @@ class Ahead:
         return self.nodes
 
 
-def publish(lab: Blueprint, ahead: Ahead) -> list[Managed]:
+def publish(lab: Blueprint, ahead: Preparing) -> list[Managed]:
     """Make the lab's nodes reachable by name and SSH, once they exist (nothing for a lab without management)."""
     nodes = ahead.done()
     if not nodes:

@@ -26,17 +26,17 @@ from ..model.glance import Glance, looked
 from ..plan.diff import Step, diff, steps
 from ..plan.objects import Plan
 from ..registry import KINDS, LINK_MODES
-from . import access, cleanup, collector, machine_root, startup, state
+from . import access, cleanup, gc_pause, machine_root, startup, state
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Changes
     from ..plan.objects import NodeObj
-    from ..seams import ExecReport, Progress
+    from ..plugins import ExecReport, Progress
     from .state import LabState
 
 
-@collector.paused()
+@gc_pause.paused()
 def deploy(
     blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None
 ) -> tuple[Changes, tuple[str, ...]]:
@@ -44,7 +44,7 @@ def deploy(
     this machine left out (cgroup limits in rootless mode)."""
     # Namespaces only: the helper starts as the lab is planned (no longer while its file loads), so cables it
     # wired would still be in the making when the applier sets up the same namespaces.
-    made_ahead = ahead_of(_glanced(blueprint), reconfigure=False)._replace(cables=())
+    made_ahead = wanted_of(_glanced(blueprint), reconfigure=False)._replace(cables=())
     blueprint = handed_out(blueprint)
     if made_ahead.nodes:  # forked now: the namespaces are made while the lab is planned
         spares.start(lambda: made_ahead)
@@ -73,12 +73,12 @@ def _glanced(blueprint: Blueprint) -> Glance:
     )
 
 
-def ahead_of(glanced: Glance, reconfigure: bool) -> spares.Ahead:
+def wanted_of(glanced: Glance, reconfigure: bool) -> spares.Wanted:
     """What a deploy will make, from a glance at its file: nothing to reconcile a running lab (unless it is
     remade: ``reconfigure``)."""
     if not glanced.name or (os.path.isdir(names.lab_dir(glanced.name)) and not reconfigure):
-        return spares.Ahead("", ())
-    return spares.Ahead(
+        return spares.Wanted("", ())
+    return spares.Wanted(
         names.alias(glanced.name),
         glanced.nodes,
         glanced.extra,
@@ -153,7 +153,7 @@ def _applied(lab: Blueprint, current: LabState | None, have: Plan, changes: Chan
         commit, drop = state.prepared(state.snapshot(lab, "running", lab.plan))  # a full disk stops it here
     with _undone_on_error(lab.name, current, drop):
         state.write(state.snapshot(lab, "deploying", current.plan if current else Plan()))
-    ahead = access.Ahead(lab) if lab.topology.mgmt is not None else None  # files and keys while the nodes are made
+    ahead = access.Preparing(lab) if lab.topology.mgmt is not None else None  # files and keys while the nodes are made
     try:
         Applier(lab.name, {**have.nodes, **lab.plan.nodes}, progress).apply(changes)
     except BaseException as exc:
@@ -192,7 +192,7 @@ def _rolled_back(lab: Blueprint, current: LabState | None, kept: Plan) -> None:
         state.write(state.snapshot(lab, "running", kept))
 
 
-def _published(lab: Blueprint, ahead: access.Ahead, new: bool) -> None:
+def _published(lab: Blueprint, ahead: access.Preparing, new: bool) -> None:
     """The nodes reachable by name and SSH; a new lab nobody can reach is not made (as if apply had failed)."""
     try:
         access.publish(lab, ahead)

@@ -10,7 +10,7 @@ from .. import kinds, names
 from ..backends.kernel import cgroups, mptcp, namespaces, rtdump
 from ..backends.services import traceplay
 from ..registry import KINDS, LINK_MODES
-from . import collector, stop_start
+from . import gc_pause, stop_start
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..sites.seam import Report
 
 
-@collector.paused()
+@gc_pause.paused()
 def report(lab: Blueprint, only: set[str] | None = None) -> Report:
     """Hosts, switches and nodes with their namespace, state and live interfaces (``only``: just those nodes).
 

@@ -23,7 +23,7 @@ from . import nodes
 if TYPE_CHECKING:
     from ..model.schema import Topology
     from ..model.schema.nodes import StageSpec
-    from ..seams import ExecReport
+    from ..plugins import ExecReport
 
 TIMEOUT = 600.0  # the longest a node waits for another's stage
 HEAD, TAIL, WIDE = 10, 20, 500  # an exec's output as reported: its first and last lines, each cut at WIDE characters

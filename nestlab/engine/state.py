@@ -17,7 +17,7 @@ from ..backends.kernel import files, locks, namespaces, userns
 from ..backends.kernel.cgroups import lab_cgroups
 from ..errors import LabError
 from ..plan.objects import LinkObj, Pairs, Plan
-from . import collector
+from . import gc_pause
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -56,7 +56,7 @@ def _path(lab: str) -> str:
     return os.path.join(names.lab_dir(lab), "state.json")
 
 
-@collector.paused()
+@gc_pause.paused()
 def read(lab: str) -> LabState | None:
     """The lab's state, None if it has none; a damaged state file is a LabError pointing at cleanup
     (which finds the lab by its marker, not by this file)."""

@@ -25,7 +25,7 @@ from . import events
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
-    from ..seams import ExecReport
+    from ..plugins import ExecReport
 
 
 def _record(lab: str, node: str) -> str:

@@ -15,15 +15,15 @@ import shutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..plugins import Draft
 from ..registry import KINDS
-from ..seams import Draft
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
     from ..model.schema.nodes import NodeSpec
     from ..plan.machine import Machine
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 class NodeKind:

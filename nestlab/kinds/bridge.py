@@ -9,7 +9,7 @@ from .base import Switch, register
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 class Bridge(Switch):

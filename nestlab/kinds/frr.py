@@ -6,13 +6,13 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..seams import Draft
+from ..plugins import Draft
 from .base import NodeKind, register
 
 if TYPE_CHECKING:
     from ..plan.machine import Machine
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 class Frr(NodeKind):

@@ -7,12 +7,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LabError
-from ..seams import Draft
+from ..plugins import Draft
 from .base import NodeKind, register
 
 if TYPE_CHECKING:
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 DEFAULT_PORT = 5201
 _READY_S = 10.0  # how long a server may take to listen

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..plan.objects import NodeObj
-from ..seams import Draft
+from ..plugins import Draft
 from .base import NodeKind, register
 
 IPV6_OFF = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}  # a host's with ipv6: false

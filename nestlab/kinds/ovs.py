@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..seams import Draft
+from ..plugins import Draft
 from .base import Switch, register
 
 if TYPE_CHECKING:
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..backends.services.ovs import Switch as OvsSwitch
     from ..plan.machine import Machine
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 class Ovs(Switch):

@@ -13,14 +13,14 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LabError
-from ..seams import Draft
+from ..plugins import Draft
 from .base import Switch, register
 
 if TYPE_CHECKING:
     from ..model.schema import Topology
     from ..model.schema.nodes import NodeSpec
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 DEFAULTS = {"standard": "802.11g", "noise_floor": -91.0, "tx_power": 20.0, "antenna_gain": 0.0}
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from ..engine import collector, deploy, events, state, where
+from ..engine import deploy, events, gc_pause, state, where
 from ..engine.routers import saved as routers_saved
 from ..errors import LabError
 from ..model.endpoint import Endpoint
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from ..model.servers import Inventory
     from ..plan.diff import Changes
     from ..plan.partition import Partition
-    from ..seams import ExecReport
+    from ..plugins import ExecReport
     from ..sites.seam import Report, Site
     from .link_handle import LinkHandle
 
@@ -79,7 +79,7 @@ class Lab:
 
     # -- building ---------------------------------------------------------------
     @classmethod
-    @collector.paused()
+    @gc_pause.paused()
     def from_file(
         cls,
         path: str | os.PathLike[str],

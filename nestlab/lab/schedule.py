@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from .. import names
-from ..engine import collector
+from ..engine import gc_pause
 from ..engine.running import Shaper
 from ..model import visibility
 from ..model.units import parse_time
@@ -111,7 +111,7 @@ def _realtime() -> Iterator[None]:
     except OSError:
         previous = None
     try:
-        with collector.paused():
+        with gc_pause.paused():
             yield
     finally:
         if previous:

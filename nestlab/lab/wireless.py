@@ -54,13 +54,13 @@ def state(lab: Lab, name: str) -> dict[str, Any]:
 
 def moves(lab: Lab) -> list[tuple[str, float, dict[str, list[float]]]]:
     """Every medium's ``mobility:`` as (medium, seconds from the start, station -> position)."""
-    from ..model.mobility import steps
-    from ..model.wireless import Mobility
-
     out = []
     for name, obj in lab.plan.nodes.items():
         config = json.loads(obj.text("medium")) if obj.option("medium") is not None else {}
-        if config.get("mobility"):
+        if config.get("mobility"):  # numpy and the schema load for a lab whose stations move
+            from ..model.mobility import steps
+            from ..model.wireless import Mobility
+
             start = {s["name"]: s["position"] for s in config["stations"]}
             for at, where in steps(Mobility(**config["mobility"]), start, Path(lab.source).parent):
                 out.append((name, at, where))

@@ -3,7 +3,7 @@
 Who knows what (as in Mininet's link.py): the topology *model* checks a file, the *planner*
 turns a link into plan objects, the *applier* turns plan objects into kernel objects; a mode
 is the one place that knows all three for its kind of link.  Each hook receives the caller as
-a typed seam (nestlab/seams.py: ``ctx`` :class:`Checking`, ``b`` :class:`Planning`, ``ap``
+a typed seam (nestlab/plugins.py: ``ctx`` :class:`Checking`, ``b`` :class:`Planning`, ``ap``
 :class:`Applying`) and uses only what that lists.  Kernel code is imported in the hooks that
 use it, so reading a mode's keys (the schema) loads none.
 """
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..model.errors import Path, Problem
 from ..plan.objects import AttachObj, EndObj, LinkObj, Options, shapes
+from ..plugins import Applying, Checking, KernelFeature, Planning
 from ..registry import LINK_MODES
-from ..seams import Applying, Checking, KernelFeature, Planning
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request

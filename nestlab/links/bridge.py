@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import NodeObj
-    from ..seams import Applying, Checking, Planning
+    from ..plugins import Applying, Checking, Planning
 
 _PUBLISH = re.compile(r"^(\d{1,5})/(tcp|udp)$")
 NETFILTER_SYSCTLS = {"net.bridge.bridge-nf-call-iptables": "1", "net.bridge.bridge-nf-call-ip6tables": "1"}

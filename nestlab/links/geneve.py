@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
     from ..model.schema.links import LinkSpec
     from ..plan.objects import LinkObj, Options
-    from ..seams import Applying
+    from ..plugins import Applying
 
 IFLA_GENEVE_ID, IFLA_GENEVE_REMOTE, IFLA_GENEVE_PORT = 1, 2, 5
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, LinkObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 IFLA_GRE_IFLAGS, IFLA_GRE_OFLAGS, IFLA_GRE_IKEY, IFLA_GRE_OKEY, IFLA_GRE_LOCAL, IFLA_GRE_REMOTE = 2, 3, 4, 5, 6, 7
 GRE_KEY = 0x2000

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
     from ..model.schema.links import LinkSpec
     from ..plan.objects import AttachObj, Options
-    from ..seams import Applying, Planning
+    from ..plugins import Applying, Planning
 
 IFLA_IPVLAN_MODE, IFLA_IPVLAN_FLAGS = 1, 2
 MODES = {"l2": 0, "l3": 1, "l3s": 2}

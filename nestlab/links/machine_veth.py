@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import EndObj, LinkObj
-    from ..seams import Applying, Checking, Planning
+    from ..plugins import Applying, Checking, Planning
 
 
 class MachineVeth(LinkMode):

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
     from ..model.schema.links import LinkSpec
     from ..plan.objects import AttachObj, Options
-    from ..seams import Applying
+    from ..plugins import Applying
 
 IFLA_MACVLAN_MODE = 1
 MODES = {"private": 1, "vepa": 2, "bridge": 4, "passthru": 8, "source": 16}

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..model.errors import Path, Problem
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
-    from ..seams import Applying, Checking, Planning
+    from ..plugins import Applying, Checking, Planning
 
 IFACE = "eth0"
 

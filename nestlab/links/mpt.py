@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, EndObj
-    from ..seams import Applying, Planning
+    from ..plugins import Applying, Planning
 
 OVERHEAD = 32  # outer IPv4 + UDP + GRE headers (RFC 8086)
 BURST_TIME = 0.0013  # seconds of its slowest path a TCP burst (GSO) may take, sent whole down one path

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, EndObj
-    from ..seams import Applying, Checking, Planning
+    from ..plugins import Applying, Checking, Planning
 
 
 class Overlay(LinkMode):

@@ -11,7 +11,7 @@ from .veth import Veth
 if TYPE_CHECKING:
     from ..model.errors import Path, Problem
     from ..model.schema.links import LinkSpec
-    from ..seams import Checking
+    from ..plugins import Checking
 
 
 class Ovs(Veth):

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import AttachObj, EndObj, LinkObj
-    from ..seams import Applying, Planning
+    from ..plugins import Applying, Planning
 
 
 class Phys(LinkMode):

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import EndObj, LinkObj
-    from ..seams import Applying, Checking
+    from ..plugins import Applying, Checking
 
 
 class Veth(LinkMode):

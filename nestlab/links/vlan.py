@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..model.errors import Path, Problem
     from ..model.schema.links import LinkSpec
     from ..plan.objects import AttachObj, Options
-    from ..seams import Applying, Checking, Planning
+    from ..plugins import Applying, Checking, Planning
 
 IFLA_VLAN_ID, IFLA_VLAN_PROTOCOL = 1, 5
 PROTOCOLS = {"802.1Q": 0x8100, "802.1ad": 0x88A8}

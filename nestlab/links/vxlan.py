@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..backends.kernel.netlink import Request
     from ..model.schema.links import LinkSpec
     from ..plan.objects import LinkObj, Options
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 class Vxlan(Overlay):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..model.schema.links import LinkSpec
     from ..plan.diff import Changes
     from ..plan.objects import EndObj, LinkObj
-    from ..seams import Applying, Checking, Planning
+    from ..plugins import Applying, Checking, Planning
 
 OVERHEAD = 50  # outer Ethernet + IPv4 + UDP + VXLAN headers
 

@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import yaml
 
 from .errors import Problem, TopologyError
@@ -22,8 +23,6 @@ from .units import parse_time
 from .yamlsource import read_source
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from .wireless import Mobility
 
 Step = tuple[float, dict[str, list[float]]]  # (seconds from the start, station -> [x, y, z])
@@ -34,8 +33,6 @@ def steps(spec: Mobility, start: dict[str, list[float]], folder: Path) -> list[S
     if spec.model == "trace":
         assert spec.trace is not None
         return trace(folder / spec.trace if not Path(spec.trace).is_absolute() else Path(spec.trace), set(start))
-    import numpy as np
-
     movers = [n for n in start if spec.stations is None or n in spec.stations]
     pos = np.array([start[n] for n in movers], dtype=float).reshape(-1, 3)
     rng = np.random.default_rng(spec.seed)
@@ -58,8 +55,6 @@ def _bounded(spec: Mobility, pos: np.ndarray, vel: np.ndarray) -> None:
 
 
 def _waypoint(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int):
-    import numpy as np
-
     n = len(pos)
     goal = rng.uniform((0, 0), spec.area, (n, 2))
     speed = rng.uniform(*spec.speed, n)
@@ -79,8 +74,6 @@ def _waypoint(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: 
 
 
 def _walk(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int):
-    import numpy as np
-
     vel = None
     every = max(1, int(round(1.0 / spec.interval)))  # a new direction and speed each second
     for k in range(count):
@@ -95,8 +88,6 @@ def _walk(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int)
 
 
 def _gauss_markov(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int):
-    import numpy as np
-
     n, a = len(pos), spec.alpha
     mean_speed, spread = sum(spec.speed) / 2, (spec.speed[1] - spec.speed[0]) / 4 or 0.1
     speed = np.full(n, mean_speed)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kubernetes import client
+
 from ..backends.remote.kube import Cluster, ClusterError
 from .resource import GROUP, PLURAL, VERSION, crd
 
@@ -81,8 +83,6 @@ def binding(namespace: str, operator_namespace: str) -> dict[str, Any]:
 def allow(kube: Cluster, namespace: str, operator_namespace: str) -> list[str]:
     """Let labs run in ``namespace``: the operator's Role and RoleBinding there (applied: again is the same), and
     every NestLab already there looked at again (an annotation: a watch event); what was applied."""
-    from kubernetes import client
-
     if kube.read({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}) is None:
         raise ClusterError(f"no namespace {namespace}: kubectl create namespace {namespace} first")
     done = []
@@ -109,8 +109,6 @@ def allow(kube: Cluster, namespace: str, operator_namespace: str) -> list[str]:
 def disallow(kube: Cluster, namespace: str) -> list[str]:
     """Take the operator's rights in ``namespace`` away; refused while a NestLab is left there (its pods need the
     operator to go); what was removed."""
-    from kubernetes import client
-
     if kube.read(crd()) is not None:
         listed = kube.call(
             "list NestLabs", client.CustomObjectsApi(kube.api).list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
@@ -125,8 +123,6 @@ def disallow(kube: Cluster, namespace: str) -> list[str]:
 
 def allowed(kube: Cluster) -> list[str]:
     """The namespaces labs may run in (those with the operator's RoleBinding)."""
-    from kubernetes import client
-
     rbac = client.RbacAuthorizationV1Api(kube.api)
     found = kube.call("list role bindings", rbac.list_role_binding_for_all_namespaces, field_selector=f"metadata.name={NAME}")
     return sorted(b.metadata.namespace for b in found.items)
@@ -191,8 +187,6 @@ def _established(found: dict[str, Any] | None) -> bool:
 def uninstall(kube: Cluster, namespace: str, deadline: float) -> list[str]:
     """Delete every object install makes, the CRD last, and wait until each is gone; what was there, as
     ``Kind/name``.  Refused while a NestLab is left: its pods need the operator to go (delete the labs first)."""
-    from kubernetes import client
-
     if kube.read(crd()) is not None:
         labs = kube.call("list NestLabs", client.CustomObjectsApi(kube.api).list_cluster_custom_object, GROUP, VERSION, PLURAL)
         if left := [f"{i['metadata']['namespace']}/{i['metadata']['name']}" for i in labs["items"]]:

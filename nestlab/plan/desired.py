@@ -26,8 +26,8 @@ from ..model.schema.links import LinkParams, LinkSpec
 from ..model.schema.nodes import NodeSpec
 from ..model.visibility import pair_link_names
 from ..names import long_name
+from ..plugins import Draft
 from ..registry import KINDS, LINK_MODES
-from ..seams import Draft
 from .machine import ROOT, Machine
 from .mgmt import Leases, login
 from .objects import EndObj, LinkObj, NodeObj, Plan, pairs

@@ -2,7 +2,7 @@
 
 A runtime says how a node's namespaces come to exist (made by nestlab, or by a container
 engine and adopted), what runs in them, and how a command enters the node.  The applier
-(seen as :class:`nestlab.seams.Applying`) calls :meth:`Runtime.start` and :meth:`Runtime.stop`;
+(seen as :class:`nestlab.plugins.Applying`) calls :meth:`Runtime.start` and :meth:`Runtime.stop`;
 ``Node.popen`` calls :meth:`Runtime.popen`.  Kernel code is imported in the hooks that use it.
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from .. import names
 from ..errors import LabError
 from ..plan.objects import NodeObj
+from ..plugins import Applying
 from ..registry import RUNTIMES
-from ..seams import Applying
 
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink

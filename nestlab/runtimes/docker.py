@@ -16,7 +16,7 @@ from .runc import runc_id
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 def docker_name(lab: str, node: str) -> str:

@@ -17,7 +17,7 @@ from .base import WithInit, register
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 def init_command(cgroup_files: Sequence[str]) -> str:

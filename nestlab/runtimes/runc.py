@@ -16,7 +16,7 @@ from .base import WithInit, hostname, register
 if TYPE_CHECKING:
     from ..backends.kernel.netlink import Netlink
     from ..plan.objects import NodeObj
-    from ..seams import Applying
+    from ..plugins import Applying
 
 
 def runc_root(lab: str) -> str:

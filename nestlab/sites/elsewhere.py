@@ -23,7 +23,7 @@ from .seam import Done, Site
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Step
-    from ..seams import ExecReport, Progress, Remote
+    from ..plugins import ExecReport, Progress, Remote
     from .seam import Deployed, Report, Say, Value
 
 

@@ -24,7 +24,7 @@ from .shares import refuse_pins
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Step
-    from ..seams import ExecReport, Progress, Remote
+    from ..plugins import ExecReport, Progress, Remote
     from . import seam
     from .seam import Report, Say, Value
 

@@ -1,7 +1,7 @@
 """What a site is (:class:`Site`), what it is handed (a :class:`~nestlab.plan.blueprint.Blueprint`) and what it
 answers (:class:`Deployed`, :class:`Report`): the seam every place to run labs implements (nestlab/sites).
 
-It lives beside the sites rather than in nestlab/seams.py because it names the blueprint, which the planner
+It lives beside the sites rather than in nestlab/plugins.py because it names the blueprint, which the planner
 (below the seams) makes.
 """
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Changes, Step
     from ..plan.partition import Partition
-    from ..seams import ExecReport, Progress, Remote
+    from ..plugins import ExecReport, Progress, Remote
 
 Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # what JSON holds
 

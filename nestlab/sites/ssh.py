@@ -24,11 +24,11 @@ from .seam import Deployed
 from .shares import cause, holder, merged, place_and_partition, running
 
 if TYPE_CHECKING:
-    from .. import seams
+    from .. import plugins
     from ..model.schema.machines import ServerSpec
     from ..plan.blueprint import Blueprint
     from ..plan.partition import Share
-    from ..seams import ExecReport, Progress
+    from ..plugins import ExecReport, Progress
     from . import seam
     from .seam import Report
 
@@ -140,7 +140,7 @@ class Servers(Elsewhere):
     def where(self) -> str:
         return f"servers {', '.join(sorted(self.data['servers']))}"
 
-    def shares(self) -> dict[str, seams.Remote]:
+    def shares(self) -> dict[str, plugins.Remote]:
         return dict(self._conns())
 
     def _conns(self) -> dict[str, Remote]:

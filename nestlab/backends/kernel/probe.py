@@ -16,8 +16,8 @@ from functools import cache
 
 from ...errors import LabError
 from ...plan.machine import Machine
+from ...plugins import KernelFeature
 from ...registry import LINK_MODES
-from ...seams import KernelFeature
 from . import libc, mounts, netlink, userns
 
 

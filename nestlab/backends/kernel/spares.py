@@ -34,7 +34,7 @@ _CHUNK = 50  # cables per batch and per message (~25 ms of kernel work; a messag
 _RECV = 1 << 15
 
 
-class Ahead(NamedTuple):
+class Wanted(NamedTuple):
     """What to make ahead: namespaces for ``nodes`` (plus ``extra`` unnamed ones), a bridge in each of
     ``bridges`` (with ``bridge_sysctls``), and veth ``cables`` (node, interface, node, interface) marked with ``alias``."""
 
@@ -78,7 +78,7 @@ _ended = True  # the helper has sent everything it will send
 _count: int | None = None  # how many spares the helper said it makes
 
 
-def start(ahead: Callable[[], Ahead]) -> None:
+def start(ahead: Callable[[], Wanted]) -> None:
     """Fork the helper; it calls ``ahead()`` (say, to glance at the topology file) and makes what it says.
 
     Call it before loading anything heavy: the fork then copies little, and the helper's work
@@ -111,7 +111,7 @@ def start(ahead: Callable[[], Ahead]) -> None:
     _wired.clear()
 
 
-def _make(channel: socket.socket, ahead: Callable[[], Ahead], parent: int) -> None:
+def _make(channel: socket.socket, ahead: Callable[[], Wanted], parent: int) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before the line above
         return
@@ -152,7 +152,7 @@ def _make(channel: socket.socket, ahead: Callable[[], Ahead], parent: int) -> No
         return
 
 
-def _wire(channel: socket.socket, want: Ahead, held: dict[str, int], masters: dict[str, int]) -> None:
+def _wire(channel: socket.socket, want: Wanted, held: dict[str, int], masters: dict[str, int]) -> None:
     """Make the cables, _CHUNK at a time in the namespace of their main ends (through a netlink socket of
     the helper's own there), saying after each chunk what it made; stop when the parent says so (it
     makes the rest itself rather than wait).  A chunk the kernel refuses in part is removed."""

@@ -14,7 +14,7 @@ from ...errors import LabError
 
 
 class PodRemote:
-    """A share's pod, run through ``kubectl exec``'s API as ``ssh`` runs a command on a server (``seams.Remote``);
+    """A share's pod, run through ``kubectl exec``'s API as ``ssh`` runs a command on a server (``plugins.Remote``);
     ``found``: the cluster as the lab's record names it (``kubeconfig``, ``namespace``)."""
 
     def __init__(self, found: dict, pod: str):

@@ -23,10 +23,10 @@ from .manifests import LABEL, NESTLAB_REF, dns_label
 from .rollout import Rollout
 
 if TYPE_CHECKING:
-    from ... import seams
+    from ... import plugins
     from ...plan.blueprint import Blueprint
     from ...plan.partition import Partition
-    from ...seams import ExecReport, Progress
+    from ...plugins import ExecReport, Progress
     from .. import seam
     from ..seam import Report
 
@@ -113,7 +113,7 @@ class Kubernetes(Elsewhere):
     def where(self) -> str:
         return f"pods {', '.join(sorted(self.data['pods'].values()))} (namespace {self.data['namespace']})"
 
-    def shares(self) -> dict[str, seams.Remote]:
+    def shares(self) -> dict[str, plugins.Remote]:
         return {pod: PodRemote(self.data, pod) for pod in self.data["pods"].values()}
 
     def remote(self, ref: str) -> PodRemote:
