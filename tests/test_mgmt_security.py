@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import leftovers, run_cli
+from conftest import NESTLAB, leftovers, run_cli
 
 from nestlab.backends.kernel import mgmtnet
 from nestlab.engine import etc_hosts as hosts
@@ -540,3 +540,22 @@ def test_a_login_uid_is_never_in_a_users_subordinate_range(tmp_path):
             else:
                 _put(path, text)
     assert chosen not in range(first - 10, first + 10) and chosen not in range(first + 10, first + 110), chosen
+
+
+def test_a_folder_renamed_under_a_deploy_writes_no_line_into_the_ssh_config_every_user_reads(tmp_path, lab_name):
+    """Another user who owns the parent of the folder root deploys from can rename it while the deploy runs, and a
+    relative ``identity-file`` is joined to that folder's path, which goes into the ssh config every user's ssh
+    reads: a path with a line break or a quote is refused, and the lab's ssh config is never written (before, a
+    ``Host *`` block with the renamer's ProxyCommand was: root's next ssh ran it)."""
+    folder = tmp_path / 'lab"\nHost *\n\tProxyCommand touch /tmp/nestlab-renamed\n#'
+    folder.mkdir()
+    (folder / "lab.clab.yml").write_text(STUDENT.replace("{name}", lab_name))
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "student_key")], check=True)
+    config = Path(f"/etc/ssh/ssh_config.d/clab-{lab_name}.conf")
+    done = subprocess.run([*NESTLAB, "deploy", "-t", "lab.clab.yml"], capture_output=True, text=True, cwd=folder, timeout=120)
+    try:
+        assert done.returncode != 0 and "identity-file" in done.stderr and "ssh config" in done.stderr, done.stderr
+        assert not config.exists() and not os.path.exists("/tmp/nestlab-renamed")
+    finally:
+        run_cli("destroy", "--lab", lab_name, timeout=120)
+    assert leftovers() == []

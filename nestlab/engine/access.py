@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .. import names
 from ..backends.kernel import files
 from ..errors import LabError
-from ..model.credentials import Login, inventory_vars, kind_login
+from ..model.credentials import IN_QUOTES, Login, inventory_vars, kind_login, text_problem
 from ..model.layered import merged
 from ..plan.mgmt import interfaces
 from ..registry import KINDS
@@ -168,11 +168,16 @@ def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str, guest: bool
     Rootless, a node is reached through ``nestlab ssh --stdio`` (its address is in the user's namespaces, where an
     ssh run outside does not reach)."""
     text = f"# Containerlab SSH Config for the {lab} lab\n"
-    relay = shlex.join([sys.executable, "-m", "nestlab.cli.app", "ssh", "--lab", lab, "--stdio"])
+    relay = shlex.join([sys.executable, "-P", "-m", "nestlab.cli.app", "ssh", "--lab", lab, "--stdio"])
     for node in nodes:
         via = f"\tProxyCommand {relay} {node.node}\n" if guest else ""
+        identity = node.login.identity_file or key
+        if problem := text_problem(identity, f"node {node.node}'s identity file", IN_QUOTES) or text_problem(
+            node.login.user, f"node {node.node}'s user", IN_QUOTES + " \t"
+        ):  # every user's ssh reads this file: a line of another's making would run as them
+            raise LabError(f"{problem}: the lab's ssh config is not written")
         text += (
-            f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{node.login.identity_file or key}"\n'
+            f'\nHost {node.long}\n\tUser {node.login.user}\n\tIdentityFile "{identity}"\n'
             f"\tStrictHostKeyChecking=no\n\tUserKnownHostsFile=/dev/null\n{via}"
         )
     files.write(path, text, 0o600 if guest else 0o644)  # no secret: users' ssh reads it

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .. import kinds, names
 from ..apply.applier import Applier
-from ..backends.kernel import cgroups, mgmtleases, probe, shaping, spares, userns
+from ..backends.kernel import cgroups, probe, shaping, spares
 from ..backends.kernel.netlink import NetlinkError
 from ..errors import LabError
 from ..model.glance import Glance, looked
@@ -27,6 +27,7 @@ from ..plan.diff import Step, diff, steps
 from ..plan.objects import Plan
 from ..registry import KINDS, LINK_MODES
 from . import access, cleanup, gc_pause, machine_root, startup, state
+from .handout import handed_out
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -86,15 +87,6 @@ def wanted_of(glanced: Glance, reconfigure: bool) -> spares.Wanted:
         glanced.cables,
         tuple(glanced.bridge_sysctls.items()),
     )
-
-
-def handed_out(blueprint: Blueprint) -> Blueprint:
-    """The blueprint handed out to be planned: on this machine (what it lets nestlab do), against its management
-    network's leases, each read here once (planning reads no file)."""
-    machine, leases = userns.machine(), blueprint.leases
-    if blueprint.planned is None and leases is None and blueprint.network is not None:
-        leases = mgmtleases.snapshot(blueprint.network)
-    return blueprint if machine == blueprint.machine and leases is blueprint.leases else blueprint.handed(machine, leases)
 
 
 def preview(blueprint: Blueprint) -> list[Step]:

@@ -28,7 +28,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from ..engine import deploy, events, gc_pause, state, where
+from ..engine import events, gc_pause, state
+from ..engine.handout import handed_out
 from ..engine.routers import saved as routers_saved
 from ..errors import LabError
 from ..model.endpoint import Endpoint
@@ -136,7 +137,7 @@ class Lab:
     def blueprint(self) -> Blueprint:
         """The lab as one value to be made: what its site deploys (a change to the lab makes a new one).  Handed out
         to be planned, it carries its management network's leases, read once: planning reads no file."""
-        made = self._blueprint = deploy.handed_out(self._made())
+        made = self._blueprint = handed_out(self._made())
         return made
 
     def _made(self) -> Blueprint:
@@ -249,15 +250,11 @@ class Lab:
     # -- lifecycle ----------------------------------------------------------------
     @property
     def site(self) -> Site:
-        """Where the lab runs: the site it was handed, else as its record says once it runs, else where a deploy
-        of it goes (its ``servers:``, or this machine)."""
+        """Where the lab runs: the site it was handed (an operator's lab), else as its record says (this machine
+        when there is none); a deploy goes where :func:`nestlab.sites.chosen` says."""
         from .. import sites
 
-        if self._site is not None:
-            return self._site
-        if where.read(self.name) is not None or not self._made().was_checked:  # recorded elsewhere, or running
-            return sites.of(self.name)
-        return sites.chosen(self._made())
+        return self._site or sites.of(self.name)
 
     def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Partition:
         """Have the site a deploy goes to (this machine, or the file's ``servers:``) create what is missing and

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from .layered import kind_spec
 
 USERNAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # a POSIX user name, as useradd takes it
+LINE_BREAKS = "\n\r\0"  # would start a new passwd, shadow or ssh config line
+IN_QUOTES = LINE_BREAKS + '"\\'  # would also end ssh_config's quoted IdentityFile
 
 
 def username_problem(name: str) -> str | None:

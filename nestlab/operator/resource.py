@@ -165,7 +165,7 @@ def read(obj: dict[str, Any], fetch: inputs.Fetch = _no_fetch) -> tuple[Blueprin
         spec, given = inputs.resolve(spec, topology_spec(), fetch)
     except inputs.Refused as exc:
         raise InvalidSpec(str(exc)) from None
-    data = {"name": meta["name"], **spec}
+    data = {**spec, "name": meta["name"]}  # the resource's name is its lab's
     try:
         with files.only(given):
             loaded = load_data(data, source)
@@ -176,10 +176,7 @@ def read(obj: dict[str, Any], fetch: inputs.Fetch = _no_fetch) -> tuple[Blueprin
     topology = loaded.topology
     if (count := len(topology.topology.nodes)) > MAX_NODES:
         raise InvalidSpec(f"spec.topology.nodes: {count} nodes, over the {MAX_NODES} a NestLab may have")
-    document = topology.model_dump(mode="json")
-    # built by hand: Blueprint.of(loaded) replaces it once the engine has it
-    made = Blueprint(meta["name"], source, document, tuple(loaded.notices), loaded.located, checked=topology)
-    return made, given
+    return Blueprint.of(loaded), given
 
 
 def _field(path: tuple[str | int, ...]) -> str:

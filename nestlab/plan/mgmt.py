@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from .. import names
 from ..errors import LabError
-from ..model.credentials import Login
+from ..model.credentials import IN_QUOTES, Login, text_problem
 from ..registry import KINDS
 from .objects import AttachObj, Plan
 
@@ -57,6 +57,8 @@ def login(topology: Topology, node: str, kind: str, source: str) -> Login:
     if identity:
         base = os.path.dirname(os.path.abspath(source)) if os.path.exists(source) else os.getcwd()
         identity = os.path.join(base, os.path.expanduser(identity))
+        if problem := text_problem(identity, f"node {node}'s identity-file, as a path ({identity!r}),", IN_QUOTES):
+            raise LabError(f"{problem}: it would break the lab's ssh config; deploy from a folder whose path has none")
     said = next((where for where, c in given if c.username or c.password), None)
     return Login(username, password, identity, said)
 

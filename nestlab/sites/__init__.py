@@ -34,9 +34,14 @@ def of(lab: str) -> seam.Site:
 
 
 def chosen(blueprint: Blueprint) -> seam.Site:
-    """The site a new deploy of ``blueprint`` goes to: its ``servers:`` (the file's or an inventory's), else this
-    machine (Kubernetes is chosen by ``nestlab k8s deploy``)."""
-    site: seam.Site = SITES.get("ssh" if blueprint.topology.servers else LOCAL)(blueprint.name, {})
+    """The site a deploy of ``blueprint`` goes to: where its record says the lab runs, when that is another kind
+    of place than a new deploy would choose (a lab a ``k8s deploy`` made is not made again here); else its
+    ``servers:`` (the file's or an inventory's), else this machine (Kubernetes is chosen by ``nestlab k8s deploy``)."""
+    word = "ssh" if blueprint.topology.servers else LOCAL
+    recorded = read(blueprint.name)
+    if recorded is not None and recorded[0] != word:
+        return of(blueprint.name)
+    site: seam.Site = SITES.get(word)(blueprint.name, {})
     return site
 
 

@@ -29,7 +29,7 @@ class Credentials(Strict):
     @field_validator("password", "identity_file")
     @classmethod
     def _one_line(cls, value: str | None, info) -> str | None:
-        forbidden = "\n\r\0" + ('"\\' if info.field_name == "identity_file" else "")  # breaks ssh_config's quoted IdentityFile
+        forbidden = credentials.IN_QUOTES if info.field_name == "identity_file" else credentials.LINE_BREAKS
         if value is not None and (problem := credentials.text_problem(value, info.field_name.replace("_", "-"), forbidden)):
             raise ValueError(problem)
         if info.field_name == "password" and value is not None and len(value.encode()) > 256:
