@@ -1,5 +1,5 @@
-"""Nodes and interfaces of a deployed lab: run commands inside (on the node's server or pod when its site says it
-runs there, else in its namespaces here: engine/nodes.py), look at interfaces."""
+"""Nodes and interfaces of a deployed lab: run commands inside (its site runs them: in its namespaces here, on the
+node's server or pod elsewhere), look at interfaces."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import names
-from ..engine import nodes, running, state
+from ..engine import running, state
 from ..engine.nodes import LabView
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
@@ -109,10 +109,7 @@ class Node:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
         if isinstance(args, str):
             args = ["sh", "-c", args]
-        remote = self.lab.site.remote(self.name)
-        if remote:  # the node's own server or pod runs it
-            return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab.name, self.name, "--", *args), **kwargs)
-        return nodes.popen(self.lab.name, self.lab.plan, self.name, args, **kwargs)
+        return self.lab.site.popen(self.lab.plan, self.name, args, **kwargs)  # here, or by the share that runs it
 
     @property
     def components(self) -> dict[str, Node]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from ..backends.kernel import files
@@ -80,6 +81,13 @@ class Elsewhere(Site):
     def shares(self) -> dict[str, Remote]:
         """Every share of the lab, by name."""
         raise NotImplementedError
+
+    def popen(self, plan: Plan, node: str, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start ``args`` inside ``node``: the share holding it runs ``nestlab exec`` there."""
+        remote = self.remote(node)
+        if remote is None:
+            raise LabError(f"node {node} of lab {self.lab} runs in none of its shares")
+        return remote.popen(remote.nestlab_cmd("exec", "--lab", self.lab, node, "--", *args), **kwargs)
 
     def holders(self, refs: list[str]) -> dict[str, list[str]]:
         """The shares holding ``refs``, each with its refs in the order given."""

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from .. import names
 from ..backends.kernel import files
 from ..engine import capture as cap
-from ..engine import cleanup, state, stop_start
+from ..engine import cleanup, nodes, state, stop_start
 from ..engine.inspect import report
 from ..engine.stream import Stream, line_of
 from ..engine.where import LOCAL
@@ -24,6 +26,7 @@ from .shares import refuse_pins
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Step
+    from ..plan.objects import Plan
     from ..plugins import ExecReport, Progress, Remote
     from . import seam
     from .seam import Report, Say, Value
@@ -68,6 +71,10 @@ class Local(Site):
     def remote(self, ref: str) -> None:
         """Every node of a lab here runs here."""
         return None
+
+    def popen(self, plan: Plan, node: str, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
+        """Start ``args`` inside ``node``'s namespaces here (``subprocess.Popen`` arguments)."""
+        return nodes.popen(self.lab, plan, node, args, **kwargs)
 
     def shares(self) -> dict[str, Remote]:
         return {}

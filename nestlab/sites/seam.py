@@ -7,13 +7,15 @@ It lives beside the sites rather than in nestlab/plugins.py because it names the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Protocol, TypedDict
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypedDict
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
     from ..plan.diff import Changes, Step
+    from ..plan.objects import Plan
     from ..plan.partition import Partition
     from ..plugins import ExecReport, Progress, Remote
 
@@ -66,6 +68,7 @@ class Site(Protocol):
     def where(self) -> str: ...
     def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report: ...
     def remote(self, ref: str) -> Remote | None: ...
+    def popen(self, plan: Plan, node: str, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]: ...
     def shares(self) -> dict[str, Remote]: ...
     def removal(self, count: int) -> str: ...
     def states(self, blueprint: Blueprint) -> dict[str, str]: ...
