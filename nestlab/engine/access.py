@@ -122,9 +122,9 @@ class Preparing:
         return self.nodes
 
 
-def publish(lab: Blueprint, ahead: Preparing) -> list[Managed]:
+def publish(lab: Blueprint, preparing: Preparing) -> list[Managed]:
     """Make the lab's nodes reachable by name and SSH, once they exist (nothing for a lab without management)."""
-    nodes = ahead.done()
+    nodes = preparing.done()
     if not nodes:
         return []
     folder = lab_folder(lab)

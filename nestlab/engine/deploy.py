@@ -145,13 +145,13 @@ def _applied(lab: Blueprint, current: LabState | None, have: Plan, changes: Chan
         commit, drop = state.prepared(state.snapshot(lab, "running", lab.plan))  # a full disk stops it here
     with _undone_on_error(lab.name, current, drop):
         state.write(state.snapshot(lab, "deploying", current.plan if current else Plan()))
-    ahead = access.Preparing(lab) if lab.topology.mgmt is not None else None  # files and keys while the nodes are made
+    preparing = access.Preparing(lab) if lab.topology.mgmt is not None else None  # files and keys while the nodes are made
     try:
         Applier(lab.name, {**have.nodes, **lab.plan.nodes}, progress).apply(changes)
     except BaseException as exc:
-        if ahead is not None:
+        if preparing is not None:
             with contextlib.suppress(Exception):
-                ahead.done()  # before cleanup removes the keys it makes
+                preparing.done()  # before cleanup removes the keys it makes
         drop()
         _rolled_back(lab, current, _without(have, changes))
         if isinstance(exc, NetlinkError):
@@ -159,8 +159,8 @@ def _applied(lab: Blueprint, current: LabState | None, have: Plan, changes: Chan
             raise LabError(f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno or 0, '')}; {kept}") from exc
         raise
     commit()
-    if ahead is not None:
-        _published(lab, ahead, current is None)
+    if preparing is not None:
+        _published(lab, preparing, current is None)
 
 
 @contextlib.contextmanager
@@ -184,10 +184,10 @@ def _rolled_back(lab: Blueprint, current: LabState | None, kept: Plan) -> None:
         state.write(state.snapshot(lab, "running", kept))
 
 
-def _published(lab: Blueprint, ahead: access.Preparing, new: bool) -> None:
+def _published(lab: Blueprint, preparing: access.Preparing, new: bool) -> None:
     """The nodes reachable by name and SSH; a new lab nobody can reach is not made (as if apply had failed)."""
     try:
-        access.publish(lab, ahead)
+        access.publish(lab, preparing)
     except BaseException as exc:
         if new:
             cleanup.remove_here(lab.name)
