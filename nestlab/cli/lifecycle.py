@@ -91,16 +91,16 @@ def deploy_with(request: DeployRequest) -> None:
     with reported():
         lab = Lab.from_file(request.topo, request.vars_files, request.servers, request.overrides)
         notices(lab)
-        if request.dry_run:
-            _previewed(lab, sites.chosen(lab.blueprint).preview(lab.blueprint), request.fmt)
-            return
-        if request.reconfigure:
+        if request.reconfigure and not request.dry_run:
             lab.destroy()
         site = sites.chosen(lab.blueprint)  # after a --reconfigure's destroy: its record and leases as they are now
-        started, execs = time.perf_counter(), ExecReport()
-        with progress_bar("deploying") as progress:
-            done = site.deploy(lab.blueprint, progress, execs.show)
-        _deployed(lab, done, execs, request, started)
+        if not request.dry_run:
+            started, execs = time.perf_counter(), ExecReport()
+            with progress_bar("deploying") as progress:
+                done = site.deploy(lab.blueprint, progress, execs.show)
+            _deployed(lab, done, execs, request, started)
+        else:
+            _previewed(lab, site.preview(lab.blueprint), request.fmt)
 
 
 def _deployed(lab: Lab, done: Deployed, execs: ExecReport, request: DeployRequest, started: float) -> None:
