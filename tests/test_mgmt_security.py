@@ -547,7 +547,7 @@ def test_a_folder_renamed_under_a_deploy_writes_no_line_into_the_ssh_config_ever
     relative ``identity-file`` is joined to that folder's path, which goes into the ssh config every user's ssh
     reads: a path with a line break or a quote is refused, and the lab's ssh config is never written (before, a
     ``Host *`` block with the renamer's ProxyCommand was: root's next ssh ran it)."""
-    folder = tmp_path / 'lab"\nHost *\n\tProxyCommand touch /tmp/nestlab-renamed\n#'
+    folder = tmp_path / 'lab"\nHost *\n\tProxyCommand touch nestlab-renamed\n#'  # a name holds no /
     folder.mkdir()
     (folder / "lab.clab.yml").write_text(STUDENT.replace("{name}", lab_name))
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "student_key")], check=True)
@@ -555,7 +555,7 @@ def test_a_folder_renamed_under_a_deploy_writes_no_line_into_the_ssh_config_ever
     done = subprocess.run([*NESTLAB, "deploy", "-t", "lab.clab.yml"], capture_output=True, text=True, cwd=folder, timeout=120)
     try:
         assert done.returncode != 0 and "identity-file" in done.stderr and "ssh config" in done.stderr, done.stderr
-        assert not config.exists() and not os.path.exists("/tmp/nestlab-renamed")
+        assert not config.exists()
     finally:
         run_cli("destroy", "--lab", lab_name, timeout=120)
     assert leftovers() == []
