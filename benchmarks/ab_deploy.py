@@ -7,10 +7,10 @@ from the shell: interpreter start, imports, parsing, the work itself and the out
 The two trees take turns (A B, then B A, ...), so both see the same machine; the table gives
 each side's median (and range) and the ratio of this checkout to the other.
 
-Cases: a star of 500 nodes on one bridge, and seed 003's 12 x 5 nested MANET
+Cases: a star of 500 nodes (``--nodes``) on one bridge, and seed 003's 12 x 5 nested MANET
 (examples/nestednet-manet.yml: 12 drones holding 5 components each, on an OVS main switch).
 
-Usage (root):  python benchmarks/ab_deploy.py --before REF [--rounds 5] [--json FILE]
+Usage (root):  python benchmarks/ab_deploy.py --before REF [--rounds 5] [--nodes 500] [--json FILE]
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, ROOT)
+
+from benchmarks import _smoke  # noqa: E402
 
 
 def star(n: int) -> str:
@@ -51,19 +54,22 @@ def cli(tree: str, *args: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", required=True, help="the commit to compare this checkout with")
+    parser.add_argument("--before", help="the commit to compare this checkout with (required)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=500, help="hosts of the star")
     parser.add_argument("--json", help="also write the raw timings here")
-    args = parser.parse_args()
+    args = _smoke.parse(parser, before="HEAD", rounds=1, nodes=10)
+    if not args.before:
+        parser.error("--before REF is required")
     with tempfile.TemporaryDirectory() as tmp:
         before = os.path.join(tmp, "before")
         subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", before, args.before], check=True, capture_output=True)
         try:
-            star_file = os.path.join(tmp, "star500.yml")
+            star_file = os.path.join(tmp, f"star{args.nodes}.yml")
             with open(star_file, "w") as fh:
-                fh.write(star(500))
+                fh.write(star(args.nodes))
             cases = {
-                "star500": (star_file, "ab-star500"),
+                f"star{args.nodes}": (star_file, f"ab-star{args.nodes}"),
                 "manet 12x5 nested": (os.path.join(ROOT, "examples", "nestednet-manet.yml"), "nestednet-manet"),
             }
             sides = {"before": before, "after": ROOT}

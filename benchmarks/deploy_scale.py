@@ -36,7 +36,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from nestlab import Lab
+from benchmarks import _smoke  # noqa: E402
+from nestlab import Lab  # noqa: E402
 
 
 def meminfo() -> dict[str, int]:
@@ -278,11 +279,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-mininet", action="store_true")
     parser.add_argument("--shell", action="store_true", help="time the nestlab CLI from the shell instead (see above)")
-    args = parser.parse_args()
+    args = _smoke.parse(parser, sizes="10", reps=1, no_mininet=True)
     sizes = [int(s) for s in args.sizes.split(",")]
-    if args.shell:
+    if args.shell or args.smoke:  # --smoke runs both tables
         shell_table(sizes, args.reps)
-        return
+        if args.shell:
+            return
     rows = []
     for n in sizes:
         ours = time_nestlab(lambda n=n: star_lab(n), args.reps)
@@ -291,20 +293,18 @@ def main() -> None:
         rows.append((f"star {n}", n + 1, ours, floor, mn))
     rows.append(("cluster 12x5", 12 * 6 + 1, time_nestlab(cluster_lab, args.reps), None, None))
 
-    print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs, median of {args.reps} runs\n")
-    head = f"{'topology':<14}{'nodes':>6}{'deploy s':>10}{'destroy s':>10}{'floor s':>9}{'x floor':>8}{'mininet s':>10}{'mn/ours':>8}{'destroy/deploy':>15}{'KB/node':>9}{'slab KB/node':>13}"
-    print(head)
-    print("-" * len(head))
+    print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs, median of {args.reps} runs, in-process (Python API)\n")
+    print(
+        "| topology | nodes | deploy | destroy | `ip -batch` floor | x floor | Mininet build+stop | Mininet / nestlab |", end=""
+    )
+    print(" KiB per node (MemAvailable) | slab KiB per node |\n|---|---|---|---|---|---|---|---|---|---|")
     for name, nodes, ours, floor, mn in rows:
-        line = f"{name:<14}{nodes:>6}{ours['deploy']:>10.3f}{ours['destroy']:>10.3f}"
-        line += f"{floor['deploy']:>9.3f}{ours['deploy'] / floor['deploy']:>8.2f}" if floor else f"{'-':>9}{'-':>8}"
-        if mn:
-            line += f"{mn['total']:>10.2f}{mn['total'] / (ours['deploy'] + ours['destroy']):>8.1f}"
-        else:
-            line += f"{'-':>10}{'-':>8}"
-        line += f"{ours['destroy'] / ours['deploy']:>15.2f}{ours['kb_per_node']:>9.0f}{ours['slab_kb_per_node']:>13.0f}"
-        print(line)
-    print("\nmn/ours = Mininet build+teardown wall time / nestlab deploy+destroy; x floor = nestlab deploy / ip -batch deploy")
+        cells = [name, str(nodes), f"{ours['deploy']:.3f} s", f"{ours['destroy']:.3f} s"]
+        cells += [f"{floor['deploy']:.3f} s", f"{ours['deploy'] / floor['deploy']:.2f}"] if floor else ["-", "-"]
+        cells += [f"{mn['total']:.2f} s", f"{mn['total'] / (ours['deploy'] + ours['destroy']):.0f}x"] if mn else ["-", "-"]
+        cells += [f"{ours['kb_per_node']:.0f}", f"{ours['slab_kb_per_node']:.0f}"]
+        print("| " + " | ".join(cells) + " |")
+    print("\nx floor = nestlab deploy / ip -batch deploy; Mininet / nestlab = its build+teardown / nestlab's deploy+destroy")
 
 
 if __name__ == "__main__":

@@ -24,9 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nestlab import Lab
-from nestlab.backends.kernel import shaping
-from nestlab.lab.link_handle import LinkHandle
+from benchmarks import _smoke  # noqa: E402
+from nestlab import Lab  # noqa: E402
+from nestlab.backends.kernel import shaping  # noqa: E402
+from nestlab.lab.link_handle import LinkHandle  # noqa: E402
 
 
 def build(nodes: int) -> Lab:
@@ -134,7 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=1000)
     parser.add_argument("--nodes", type=int, default=12)
-    args = parser.parse_args()
+    args = _smoke.parse(parser, changes=20, nodes=3)
     plan = changes(args.nodes, args.changes)
     lab = build(args.nodes)
     with lab.deployed():

@@ -2,11 +2,11 @@
 """What lab pods without privilege cost (docs/security.md): on one 2-node cluster built from source, in one
 run, alternating, the same labs deployed in the default pods (hostUsers: false) and with --privileged:
 
-* time to Ready of a 100-node lab (10 switches in a chain), `nestlab k8s deploy` timed from the shell: it returns
+* time to Ready of a 100-node lab (``--nodes``; 10 switches in a chain), `nestlab k8s deploy` timed from the shell: it returns
   once every share is deployed and every stitched link answers;
 * TCP throughput (iperf3, 3 s) across a cut link, a VXLAN tunnel between pods on the two cluster nodes.
 
-Usage (root, after make k8s):  python benchmarks/k8s_isolation.py [--reps 3]
+Usage (root, after make k8s):  python benchmarks/k8s_isolation.py [--reps 3] [--nodes 100]
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(__file__))
 
 from multi_server import cli, sites  # noqa: E402
+
+from benchmarks import _smoke  # noqa: E402
 
 PAIR = {
     "name": "bench-cut",
@@ -49,11 +51,12 @@ def throughput(kubeconfig: str, topo: str, privileged: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--nodes", type=int, default=100)
+    args = _smoke.parse(parser, reps=1, nodes=12)
     folder = tempfile.mkdtemp(prefix="nestlab-k8s-iso-")
     big, pair = os.path.join(folder, "big.yml"), os.path.join(folder, "pair.yml")
     with open(big, "w") as fh:
-        yaml.safe_dump(sites("bench-iso", 100), fh)
+        yaml.safe_dump(sites("bench-iso", args.nodes), fh)
     with open(pair, "w") as fh:
         yaml.safe_dump(PAIR, fh)
     kubeconfig = os.path.join(folder, "kubeconfig")
@@ -72,7 +75,7 @@ def main() -> None:
     base_ready = statistics.median(ready["privileged (--privileged)"])
     base_gbits = statistics.median(gbits["privileged (--privileged)"])
     print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs; 2-node cluster; median of {args.reps}, alternating\n")
-    print("| pods | 100-node lab Ready | / privileged | cut link (iperf3 TCP) | / privileged |")
+    print(f"| pods | {args.nodes}-node lab Ready | / privileged | cut link (iperf3 TCP) | / privileged |")
     print("|---|---|---|---|---|")
     for mode in modes:
         r, g = statistics.median(ready[mode]), statistics.median(gbits[mode])

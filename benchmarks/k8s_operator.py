@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from k8s_scale import phases  # noqa: E402
 from multi_server import cli, sites  # noqa: E402
 
+from benchmarks import _smoke  # noqa: E402
 from nestlab.testbeds import cluster  # noqa: E402
 
 
@@ -109,7 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    args = _smoke.parse(parser, nodes=12, rounds=1)
     folder = tempfile.mkdtemp(prefix="nestlab-k8sop-")
     kubeconfig = os.path.join(folder, "kubeconfig")
     name = "bench-op"

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from multi_server import NESTLAB, cli, sites  # noqa: E402
 
+from benchmarks import _smoke  # noqa: E402
 from nestlab.testbeds import emulate  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=300)
     parser.add_argument("--reps", type=int, default=1)
-    args = parser.parse_args()
+    args = _smoke.parse(parser, nodes=12, reps=1)
     folder = tempfile.mkdtemp(prefix="nestlab-k8s-")
     name = "bench-k8s"
     topo = os.path.join(folder, "sites.yml")

@@ -23,8 +23,9 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from benchmarks import _smoke  # noqa: E402
 from benchmarks.ab_deploy import cli  # noqa: E402  (a CLI call from the shell, run from a tree)
-from nestlab.lab import cleanup  # noqa: E402
+from nestlab.engine import cleanup  # noqa: E402  (what `nestlab demo` checks after its destroy)
 
 
 def star(name: str, n: int, mgmt: bool) -> str:
@@ -42,7 +43,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write the raw timings here")
-    args = parser.parse_args()
+    args = _smoke.parse(parser, nodes=4, rounds=1)
     sides = {"without": False, "with mgmt": True}
     steps = ("deploy", "inspect", "destroy")
     times = {side: {step: [] for step in steps} for side in sides}

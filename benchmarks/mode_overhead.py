@@ -22,9 +22,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from nestlab import Lab
-from nestlab.bench import tools
-from nestlab.model.load import load_text
+from benchmarks import _smoke  # noqa: E402
+from nestlab import Lab  # noqa: E402
+from nestlab.bench import tools  # noqa: E402
 
 SAME_HOST = ["veth", "bridge", "macvlan", "ovs", "none"]
 CROSS_HOST = ["bridge", "macvlan", "ovs", "vxlan", "phys", "none"]
@@ -83,7 +83,7 @@ class Netns:
 
 def measure(client, server, address: str, duration: float, udp_rate: str) -> dict:
     tcp = tools.iperf3(client, server, address, seconds=duration)
-    udp = tools.iperf3(client, server, address, seconds=max(2, duration / 2), udp=True, bitrate=udp_rate)
+    udp = tools.iperf3(client, server, address, seconds=max(1, duration / 2), udp=True, bitrate=udp_rate)
     rtt = tools.ping(client, address, count=50, interval=0.01)
     return {"tcp_mbps": tcp["mbps"], "udp_mbps": udp["mbps"], "udp_lost_pct": udp["lost_pct"], "rtt_ms": rtt["rtt_avg_ms"]}
 
@@ -104,8 +104,7 @@ def baseline(duration: float, udp_rate: str) -> dict:
 
 
 def lab_run(mode: str, cross: bool, duration: float, udp_rate: str) -> dict:
-    lab = Lab.__new__(Lab)
-    lab._set(load_text(topology(mode, cross)), f"<bench {mode}>")
+    lab = Lab.from_text(topology(mode, cross), f"<bench {mode}>")
     with lab.deployed():
         s1, c1 = lab.nodes["s1"], lab.nodes["c1"]
         address = lab.hosts["server"].intf("nic0").ip if mode == "none" else s1.intf("eth1").ip
@@ -113,19 +112,19 @@ def lab_run(mode: str, cross: bool, duration: float, udp_rate: str) -> dict:
         return measure(c1, s1, address, duration, udp_rate)
 
 
-def settle() -> None:
+def settle(seconds: float) -> None:
     """Let the kernel finish tearing down the previous run's namespaces (it does so asynchronously)."""
-    time.sleep(2)
+    time.sleep(seconds)
 
 
-def veth_pairs(count: int, seconds: float, udp_rate: str) -> list[tuple[float, float]]:
+def veth_pairs(count: int, seconds: float, udp_rate: str, pause: float) -> list[tuple[float, float]]:
     """(hand-made, nestlab) TCP Mbit/s measured back to back, ``count`` times: the no-overhead check."""
     pairs = []
     for _ in range(count):
         hand = baseline(seconds, udp_rate)["tcp_mbps"]
-        settle()
+        settle(pause)
         lab = lab_run("veth", False, seconds, udp_rate)["tcp_mbps"]
-        settle()
+        settle(pause)
         pairs.append((hand, lab))
         print(f"veth pair: hand-made {hand:.0f}, nestlab {lab:.0f} Mbit/s", file=sys.stderr)
     return pairs
@@ -137,18 +136,19 @@ def main() -> None:
     parser.add_argument("--udp-rate", default="500M", help="offered UDP rate (iperf3 -b)")
     parser.add_argument("--reps", type=int, default=3, help="rounds; each round measures the baseline, then every mode")
     parser.add_argument("--pairs", type=int, default=5, help="back-to-back (hand-made veth, nestlab veth) TCP pairs")
+    parser.add_argument("--settle", type=float, default=2, help="seconds between runs (the kernel frees namespaces late)")
     parser.add_argument("--json", help="also write every measurement to this file")
-    args = parser.parse_args()
-    paired = veth_pairs(args.pairs, args.duration / 2, args.udp_rate)
+    args = _smoke.parse(parser, duration=1.0, reps=1, pairs=0, settle=0.2)
+    paired = veth_pairs(args.pairs, args.duration / 2, args.udp_rate, args.settle)
     configs = [(False, m) for m in SAME_HOST] + [(True, m) for m in CROSS_HOST]
     runs: dict[str, list[dict]] = {"baseline": []}
     for rep in range(args.reps):
         runs["baseline"].append(baseline(args.duration, args.udp_rate))
-        settle()
+        settle(args.settle)
         for cross, mode in configs:
             key = f"{'two hosts' if cross else 'one host'}|{mode}"
             runs.setdefault(key, []).append(lab_run(mode, cross, args.duration, args.udp_rate))
-            settle()
+            settle(args.settle)
             print(f"round {rep + 1}/{args.reps}: measured {key}", file=sys.stderr)
 
     def med(key: str, field: str) -> float:
@@ -173,10 +173,11 @@ def main() -> None:
             f"{med(key, 'rtt_ms'):.3f} | {ratio['rtt_ms']:.2f} |"
         )
     ratios = [lab / hand for hand, lab in paired]
-    print(
-        f"\nnestlab veth vs hand-made veth, {args.pairs} back-to-back TCP pairs of {args.duration / 2:.0f} s: "
-        f"ratio median {statistics.median(ratios):.3f} (each: {', '.join(f'{r:.2f}' for r in ratios)})"
-    )
+    if ratios:
+        print(
+            f"\nnestlab veth vs hand-made veth, {args.pairs} back-to-back TCP pairs of {args.duration / 2:.0f} s: "
+            f"ratio median {statistics.median(ratios):.3f} (each: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({**runs, "veth_pairs": paired}, fh, indent=1)

@@ -27,6 +27,7 @@ import tempfile
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from benchmarks import _smoke  # noqa: E402
 from nestlab.backends.services import mpt_daemon  # noqa: E402
 from nestlab.bench import tools  # noqa: E402
 from nestlab.bench.suites import multipath  # noqa: E402
@@ -124,7 +125,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--json")
-    args = ap.parse_args()
+    args = _smoke.parse(ap, paths="2", rounds=1, duration=1.0)
     tools.require("iperf3")
     variants = {"bpf": (mpt_daemon.binary(), "bpf"), "user": (mpt_daemon.binary(), "user")}
     if args.before:
@@ -140,9 +141,9 @@ def main() -> None:
                 methods = ["mpt-udp", "mpt-tcp"] + (["mptcp"] if variant == "bpf" else [])
                 run(variant, *variants[variant], paths, results, args.duration, methods)
     print(
-        f"\n{'variant':7} {'paths':>5} {'method':8} {'Mbit/s median (range)':>22} {'% of N x 100':>12} {'retr.':>6} {'idle %':>6} "
-        f"{'CPU % per Gbit/s':>16} {'over plain':>10}"
+        "\n| variant | paths | method | Mbit/s, median (range) | % of N x 100 | retransmits | idle % | CPU % per Gbit/s |", end=""
     )
+    print(" over plain |\n|---|---|---|---|---|---|---|---|---|")
 
     def cpu_of(rows: list[dict]) -> float:
         return statistics.median(r["machine_cpu_pct_per_gbps"] or 0 for r in rows)
@@ -156,11 +157,11 @@ def main() -> None:
                     continue
                 mbps = [r["mbps"] for r in rows]
                 cpu = cpu_of(rows)
-                over = f"{cpu - cpu_of(floor):10.0f}" if floor and method == "mpt-udp" and variant != "plain" else f"{'':10}"
+                over = f"{cpu - cpu_of(floor):.0f}" if floor and method == "mpt-udp" and variant != "plain" else ""
                 print(
-                    f"{variant:7} {paths:5} {method:8} {statistics.median(mbps):8.0f} ({min(mbps):.0f}-{max(mbps):.0f}){'':4} "
-                    f"{statistics.median(r['capacity_pct'] for r in rows):12.1f} {statistics.median(r['retransmits'] or 0 for r in rows):6.0f} "
-                    f"{statistics.median(r['cpu_idle_pct'] for r in rows):6.1f} {cpu:16.0f} {over}"
+                    f"| {variant} | {paths} | {method} | {statistics.median(mbps):.0f} ({min(mbps):.0f}-{max(mbps):.0f}) | "
+                    f"{statistics.median(r['capacity_pct'] for r in rows):.1f} | {statistics.median(r['retransmits'] or 0 for r in rows):.0f} | "
+                    f"{statistics.median(r['cpu_idle_pct'] for r in rows):.1f} | {cpu:.0f} | {over} |"
                 )
     if args.json:
         with open(args.json, "w") as fh:

@@ -6,7 +6,7 @@ Cases:
 * ``manet nested`` / ``manet flat``: examples/nestednet-manet*.yml, 12 drones x (1 GNAB + 4 iPHY),
   with the shipped OVS main switch and with a Linux bridge instead
   (the paper: 98 s for NestedNet, 28 s for Containernet; 98 MB per node).
-* ``2 x K components`` for K = 5..25 (the paper's scaling test), nested.
+* ``2 x K components`` for K = 5..25 (``--components``; the paper's scaling test), nested.
 * baseline, measured in the same run: the same number of plain namespace nodes (one network +
   UTS namespace each, no PID/mount namespace, no init, no cgroup) on one bridge per drone.
 * a runc node on a busybox rootfs and a Docker node, reported separately (per node).
@@ -14,7 +14,7 @@ Cases:
 Memory per container is nestlab.bench.memory's: the kernel's own growth while the lab runs plus
 the proportional set size of every process inside the lab.
 
-Usage (root):  python benchmarks/nested_scale.py [--reps 3] [--no-containers]
+Usage (root):  python benchmarks/nested_scale.py [--reps 3] [--components 5,10,15,20,25] [--no-containers]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks import _smoke  # noqa: E402
 from nestlab import Lab  # noqa: E402
 from nestlab.bench.memory import kernel_kb, lab_pss_kb  # noqa: E402
 
@@ -108,7 +109,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-containers", action="store_true", help="skip the runc and Docker rows")
-    args = ap.parse_args()
+    ap.add_argument("--components", default="5,10,15,20,25", help="components per node of the 2-node rows (2 or more)")
+    args = _smoke.parse(ap, reps=1, components="2")
     rows = []
 
     def row(case: str, containers: int, result, base=None) -> None:
@@ -139,7 +141,7 @@ def main() -> None:
         example = os.path.join(ROOT, "examples", "nestednet-manet.yml" if nesting == "nested" else "nestednet-manet-flat.yml")
         row(f"manet {nesting} 12x5, ovs main", 60, measure(lambda example=example: Lab.from_file(example), args.reps), base)
         row(f"manet {nesting} 12x5, bridge main", 60, measure(lambda example=example: bridge_main(example), args.reps), base)
-    for k in (5, 10, 15, 20, 25):
+    for k in (int(k) for k in args.components.split(",")):
         base_k = measure(lambda k=k: plain_lab(2, k), args.reps)
         row(f"2 x {k} components", 2 * k, measure(lambda k=k: components_lab(2, k), args.reps), base_k)
     if not args.no_containers:

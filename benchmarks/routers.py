@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pwd
 import shutil
 import statistics
 import subprocess
@@ -31,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks import _smoke  # noqa: E402
 from nestlab import Lab  # noqa: E402
 from nestlab.backends.services import frr  # noqa: E402
 from nestlab.bench.memory import kernel_kb, lab_pss_kb  # noqa: E402
@@ -68,7 +70,8 @@ def frr_alone(n: int) -> float:
     for name, text in files.items():
         with open(os.path.join(etc, name), "w") as fh:
             fh.write(text)
-    uid, gid = frr.run_dir_owner()
+    owner = pwd.getpwnam(frr.USER)  # FRR's packaged daemons' user
+    uid, gid = owner.pw_uid, owner.pw_gid
     for path in [etc, *(os.path.join(etc, f) for f in files)]:
         os.chown(path, uid, gid)
     script = (
@@ -137,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,100")
     parser.add_argument("--reps", type=int, default=3)
-    args = parser.parse_args()
+    args = _smoke.parse(parser, sizes="3", reps=1)
     print(f"\nkernel {os.uname().release}, {os.cpu_count()} CPUs, median of {args.reps}\n")
     print("| ring of N | case | deploy | deploy to OSPF converged | memory per node | destroy | deploy / plain |")
     print("|---|---|---|---|---|---|---|")

@@ -24,6 +24,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
 
+from benchmarks import _smoke  # noqa: E402
 from benchmarks.ab_deploy import cli  # noqa: E402  (a CLI call from the shell, run from a tree)
 
 LAB = "small500"
@@ -82,7 +83,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--nodes", type=int, default=500)
-    args = parser.parse_args()
+    args = _smoke.parse(parser, repeat=1, rounds=1, nodes=10)
     with tempfile.TemporaryDirectory() as tmp:
         topo = os.path.join(tmp, "star.yml")
         with open(topo, "w") as fh:

@@ -10,6 +10,9 @@ deploys it, pings across it every ``--check`` cycles, and destroys it; then samp
   network namespaces (``/run/netns``), cgroups of nestlab's;
 * leftovers: anything carrying the lab's marker after destroy (must be none, every cycle).
 
+Its tables: the samples after the first cycle, the first sample after it and the last; and the seconds a cycle
+took over the first and the last hundred cycles (the same lab, so the first hundred are the baseline).
+
 Usage (root):  python benchmarks/soak.py [--cycles 1000] [--every 10] [--csv soak.csv]
 """
 
@@ -18,17 +21,19 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks import _smoke  # noqa: E402
 from nestlab import Lab  # noqa: E402
-from nestlab.backends.kernel import cgroups, rtdump  # noqa: E402
-from nestlab.backends.kernel.namespaces import NETNS_DIR  # noqa: E402
-from nestlab.engine import cleanup, state  # noqa: E402
+from nestlab.engine import cleanup  # noqa: E402  (what `nestlab demo` checks after its destroy)
+from nestlab.names import NETNS_DIR  # noqa: E402
 
 HOSTS = 47
 
@@ -41,13 +46,6 @@ def topology(name: str) -> str:
         "    n1: {resources: {cpus: 1, memory: 256m}, components: {gnab: {}, iphy: {}}}\n"
         f'  links:\n{links}    - {{endpoints: ["n1/iphy:radio", "sw:pn1"], params: {{rate: 100mbit}}}}\n'
     )
-
-
-def leftovers(lab: str) -> list[str]:
-    found = [f"namespace {p}" for p in cleanup.marked_namespaces(lab)]
-    found += [f"state of {lab}"] if lab in state.labs() else []
-    found += [f"cgroup {p}" for p in cgroups.lab_cgroups().get(lab, [])]
-    return found + [f"interface {i}" for i in rtdump.marked(lab)]
 
 
 def sample() -> dict[str, float]:
@@ -69,8 +67,8 @@ def sample() -> dict[str, float]:
 
 
 def cycles(path: str, count: int, every: int = 10, check: int = 100) -> Iterator[dict[str, float]]:
-    """Deploy/destroy the lab in ``path`` ``count`` times; yields a sample (with the cycle, its
-    seconds and the leftovers found) after the first cycle and every ``every`` cycles."""
+    """Deploy/destroy the lab in ``path`` ``count`` times; yields each cycle's number and seconds, with a sample
+    after the first cycle and every ``every`` cycles (stops at the first cycle that leaves anything)."""
     lab = Lab.from_file(path)
     for n in range(1, count + 1):
         t0 = time.perf_counter()
@@ -82,11 +80,10 @@ def cycles(path: str, count: int, every: int = 10, check: int = 100) -> Iterator
                     if "1 received" not in out:
                         raise SystemExit(f"cycle {n}: {src} did not reach h{HOSTS - 1}: {out}")
         took = time.perf_counter() - t0
-        left = leftovers(lab.name)
+        left = cleanup.left(lab.name)
         if left:
             raise SystemExit(f"cycle {n}: left behind {left}")
-        if n == 1 or n % every == 0:
-            yield {"cycle": n, "seconds": round(took, 3), **sample()}
+        yield {"cycle": n, "seconds": round(took, 3), **(sample() if n == 1 or n % every == 0 else {})}
 
 
 def main() -> None:
@@ -94,23 +91,25 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--csv", default="soak.csv")
-    args = parser.parse_args()
-    folder = f"/tmp/nestlab-soak-{os.getpid()}"
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "soak.yml")
-    with open(path, "w") as fh:
-        fh.write(topology("soak"))
-    rows = []
-    with open(args.csv, "w", newline="") as fh:
+    parser.add_argument("--check", type=int, default=100, help="ping across the lab every CHECK cycles (and after the first)")
+    args = _smoke.parse(parser, cycles=3, every=1, check=2)
+    rows, seconds = [], []
+    with tempfile.TemporaryDirectory(prefix="nestlab-soak-") as folder, open(args.csv, "w", newline="") as fh:
+        path = os.path.join(folder, "soak.yml")
+        with open(path, "w") as topo:
+            topo.write(topology("soak"))
         out = None
-        for row in cycles(path, args.cycles, args.every):
-            rows.append(row)
-            out = out or csv.DictWriter(fh, fieldnames=list(row))
+        for cycle in cycles(path, args.cycles, args.every, args.check):
+            seconds.append(cycle["seconds"])
+            if "fds" not in cycle:  # no sample this cycle
+                continue
+            rows.append(cycle)
+            out = out or csv.DictWriter(fh, fieldnames=list(cycle))
             if len(rows) == 1:
                 out.writeheader()
-            out.writerow(row)
+            out.writerow(cycle)
             fh.flush()
-            print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+            print(" ".join(f"{k}={v}" for k, v in cycle.items()), flush=True)
     first, second, last = rows[0], rows[1] if len(rows) > 1 else rows[0], rows[-1]
     print(f"\n{args.cycles} cycles of a {HOSTS + 4}-node lab, kernel {os.uname().release}: 0 leftovers after every cycle\n")
     print(
@@ -120,6 +119,12 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for key in ("seconds", "fds", "threads", "tasks", "rss_kb", "slab_kb", "interfaces", "netns"):
         print(f"| {key} | {first[key]} | {second[key]} | {last[key]} | {last[key] - second[key]:+g} |")
+    window = min(100, len(seconds))
+    head, tail = seconds[:window], seconds[-window:]
+    print(f"\n| cycles | seconds per cycle: median | fastest | slowest | median / the first {window}'s |\n|---|---|---|---|---|")
+    for label, part in ((f"1-{window}", head), (f"{len(seconds) - window + 1}-{len(seconds)}", tail)):
+        median = statistics.median(part)
+        print(f"| {label} | {median:.3f} | {min(part):.3f} | {max(part):.3f} | {median / statistics.median(head):.2f} |")
 
 
 if __name__ == "__main__":

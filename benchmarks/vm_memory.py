@@ -8,14 +8,14 @@ a 2 000-node lab 0.7 GiB.  Two conditions, interleaved, each deploy timed from t
 * ``as is``: the VM's own page-reporting settings;
 * ``backed``: reporting held back (``max_waiting_mib``, the freed memory the VM may keep unreported,
   raised from 1 024 MiB to 32 GiB; ``min_free_ms``, how long memory stays free before it is reported,
-  raised from 0 to 60 s) and 6 GiB touched and freed just before the deploy, so the kernel's
-  allocations find pages the host backs.
+  raised from 0 to 60 s) and 1.5 x ``--touch`` GiB (6) touched and freed just before the deploy, so the
+  kernel's allocations find pages the host backs.
 
-It also times the first touch of 4 GiB from user space, cold and again at once.  The VM's settings
-are put back at the end, even on an error.  It runs only where the kernel has those settings
+It also times the first touch of ``--touch`` GiB (4) from user space, cold and again at once.  The VM's
+settings are put back at the end, even on an error.  It runs only where the kernel has those settings
 (``/sys/module/page_reporting/parameters``); results are in docs/performance.md.
 
-Usage (root):  python benchmarks/vm_memory.py [--sizes 2000,10000] [--rounds 3]
+Usage (root):  python benchmarks/vm_memory.py [--sizes 2000,10000] [--rounds 3] [--touch 4]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks import _smoke  # noqa: E402
 from benchmarks.deploy_scale import _timed, meminfo, star_text  # noqa: E402
 
 SETTINGS = Path("/sys/module/page_reporting/parameters")
@@ -55,7 +56,7 @@ def reported_mib() -> int:
     return int((SETTINGS / "reported_kib").read_text()) // 1024
 
 
-def quiet(limit: float = 90.0) -> None:
+def quiet(limit: float) -> None:
     """Until free memory stops rising: the kernel has finished tearing the last lab down."""
     last, still, start = meminfo()["MemFree"], 0, time.monotonic()
     while still < 4 and time.monotonic() - start < limit:
@@ -65,15 +66,16 @@ def quiet(limit: float = 90.0) -> None:
         last = now
 
 
-def deploy(n: int, backed: bool, own: tuple[int, int]) -> tuple[float, int]:
-    """Seconds of the CLI's deploy of a star of ``n`` and MiB the VM reported meanwhile; destroys it after."""
+def deploy(n: int, backed: float, own: tuple[int, int], settle: float) -> tuple[float, int]:
+    """Seconds of the CLI's deploy of a star of ``n`` and MiB the VM reported meanwhile, its memory ``backed`` (GiB
+    touched first; 0: as is), after at most ``settle`` s waiting for the last teardown; destroys it after."""
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as fh:
         fh.write(star_text(n))
     try:
-        quiet()
+        quiet(settle)
         if backed:
             put(32768, 60_000)
-            touch(6)
+            touch(backed)
         else:
             put(*own)
             time.sleep(5)
@@ -90,15 +92,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="2000,10000")
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--touch", type=float, default=4, help="GiB of the first-touch timing (1.5 x that backs a deploy)")
+    parser.add_argument("--settle", type=float, default=90, help="at most this many seconds waiting for the last teardown")
+    args = _smoke.parse(parser, sizes="10,20", rounds=1, touch=0.25, settle=2.0)
     if not (SETTINGS / "max_waiting_mib").exists():
-        sys.exit(f"{SETTINGS}/max_waiting_mib: this kernel has no page-reporting settings to compare")
+        _smoke.skip(f"{SETTINGS}/max_waiting_mib: this kernel has no page-reporting settings to compare")
     sizes = [int(s) for s in args.sizes.split(",")]
     own = (int((SETTINGS / "max_waiting_mib").read_text()), int((SETTINGS / "min_free_ms").read_text()))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that the settings are put back
     try:
-        cold = touch(4)
-        print(f"first touch of 4 GiB: {cold:.2f} s; again at once: {touch(4):.2f} s\n")
+        cold = touch(args.touch)
+        print(f"first touch of {args.touch:g} GiB: {cold:.2f} s; again at once: {touch(args.touch):.2f} s\n")
         print(
             "| round | memory | "
             + " | ".join(f"{n} deploy" for n in sizes)
@@ -106,8 +110,8 @@ def main() -> None:
         )
         print("|---|---|" + "---|" * len(sizes) + "---|---|")
         for round_ in range(1, args.rounds + 1):
-            for backed in (False, True):
-                runs = [deploy(n, backed, own) for n in sizes]
+            for backed in (0, 1.5 * args.touch):
+                runs = [deploy(n, backed, own, args.settle) for n in sizes]
                 cells = " | ".join(f"{took:.2f} s" for took, _ in runs)
                 print(
                     f"| {round_} | {'backed' if backed else 'as is'} | {cells} | {runs[-1][0] / runs[0][0]:.2f} | "

@@ -31,6 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks import _smoke  # noqa: E402
+
 AREA_PER_NEIGHBOURS = math.pi * 150**2 / 10  # m² per station for ~10 in range (edge ~150 m at 20 dBm)
 HZ = 10
 
@@ -122,7 +124,7 @@ def drive(lab: str, n: int, seconds: float) -> dict:
             "late_ms_median": statistics.median(late)}  # fmt: skip
 
 
-def flood(lab: str, seconds: float = 5) -> dict:
+def flood(lab: str, seconds: float) -> dict:
     """Eight pairs 10 m apart, 3 km from each other and everyone else; UDP floods within each pair."""
     from nestlab import Lab
     from nestlab.backends.services import medium
@@ -177,7 +179,7 @@ def measure_medium(n: int, seconds: float, folder: str, nestlab: list[str], user
         row["medium_cpu_10hz"] = cpu
         row |= json.loads(done.stdout) if done.returncode == 0 else {"drive_error": done.stderr[-1500:]}
         if not user:
-            row |= flood(lab)
+            row |= flood(lab, seconds)
     finally:
         row["destroy_s"] = timed([*user, *nestlab, "destroy", "--lab", lab])
     return row
@@ -204,7 +206,7 @@ def main() -> None:
     parser.add_argument("--home", help="that user's home folder (writable by them)")
     parser.add_argument("--drive", nargs=3, metavar=("LAB", "N", "SECONDS"))
     parser.add_argument("--out", default="wireless_scale.json")
-    args = parser.parse_args()
+    args = _smoke.parse(parser, sizes="16", p2p_sizes="4", seconds=1.0)  # the flood's eight pairs need 16 stations
     if args.drive:
         print(json.dumps(drive(args.drive[0], int(args.drive[1]), float(args.drive[2]))))
         return
@@ -224,6 +226,18 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     with open(args.out, "w") as fh:
         json.dump(rows, fh, indent=1)
+    table(rows)
+    if failed := [row["drive_error"] for row in rows if "drive_error" in row]:
+        sys.exit(f"moving the stations failed: {failed}")
+
+
+def table(rows: list[dict]) -> None:
+    """The rows as one table (a cell a row lacks: -)."""
+    keys = list(dict.fromkeys(key for row in rows for key in row if key != "drive_error"))
+    print("\n| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
+    for row in rows:
+        cells = (row.get(key, "-") for key in keys)
+        print("| " + " | ".join(f"{c:.3g}" if isinstance(c, float) else str(c) for c in cells) + " |")
 
 
 if __name__ == "__main__":
