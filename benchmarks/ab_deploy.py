@@ -61,6 +61,8 @@ def main() -> None:
     args = _smoke.parse(parser, before="HEAD", rounds=1, nodes=10)
     if not args.before:
         parser.error("--before REF is required")
+    if subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "-q", args.before], capture_output=True).returncode:
+        _smoke.skip(f"{ROOT} is not a git checkout holding {args.before}: another commit's tree cannot be made")
     with tempfile.TemporaryDirectory() as tmp:
         before = os.path.join(tmp, "before")
         subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", before, args.before], check=True, capture_output=True)
