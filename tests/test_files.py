@@ -6,12 +6,16 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from nestlab.backends.kernel import files, locks
 
 NOBODY = 65534
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=["openat2", "walk"])
@@ -102,3 +106,32 @@ def test_a_lock_file_another_may_hold_is_replaced_not_waited_on(tmp_path):
     link.symlink_to(tmp_path / "elsewhere")
     os.close(locks.lock_fd(str(link)))
     assert not link.is_symlink() and not (tmp_path / "elsewhere").exists()
+
+
+INSIDE = """
+import errno, sys
+from nestlab.backends.kernel import files
+try:
+    files.open_dir(sys.argv[1], create=0o755)
+except OSError as exc:
+    print("refused" if exc.errno == errno.ELOOP else f"error {exc}")
+else:
+    print("followed")
+"""
+
+
+def test_in_a_user_namespace_a_strangers_link_is_not_trusted_as_roots(world):
+    """Rootless, the machine's other users all show as the overflow uid (65534): a link a stranger (uid 4242, which
+    the namespace does not map) planted in a sticky folder is theirs, never the running user's, and is refused."""
+    planted = world / "planted"
+    planted.symlink_to(world / "mine")
+    os.lchown(planted, 4242, 4242)
+    inside = subprocess.run(
+        ["unshare", "--user", "--map-root-user", sys.executable, "-c", INSIDE, str(planted / "sub")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert inside.stdout.strip() == "refused", inside.stdout + inside.stderr
+    assert not (world / "mine" / "sub").exists()
