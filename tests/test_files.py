@@ -3,15 +3,21 @@ kernel's openat2 and with the per-component walk that stands in for it where the
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from nestlab.backends.kernel import files, locks
+from nestlab.model import files as model_files
 
 NOBODY = 65534
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(params=["openat2", "walk"])
@@ -102,3 +108,109 @@ def test_a_lock_file_another_may_hold_is_replaced_not_waited_on(tmp_path):
     link.symlink_to(tmp_path / "elsewhere")
     os.close(locks.lock_fd(str(link)))
     assert not link.is_symlink() and not (tmp_path / "elsewhere").exists()
+
+
+INSIDE = """
+import errno, sys
+from nestlab.backends.kernel import files
+try:
+    files.open_dir(sys.argv[1], create=0o755)
+except OSError as exc:
+    print("refused" if exc.errno == errno.ELOOP else f"error {exc}")
+else:
+    print("followed")
+"""
+
+
+def test_in_a_user_namespace_a_strangers_link_is_not_trusted_as_roots(world):
+    """Rootless, the machine's other users all show as the overflow uid (65534): a link a stranger (uid 4242, which
+    the namespace does not map) planted in a sticky folder is theirs, never the running user's, and is refused."""
+    planted = world / "planted"
+    planted.symlink_to(world / "mine")
+    os.lchown(planted, 4242, 4242)
+    inside = subprocess.run(
+        ["unshare", "--user", "--map-root-user", sys.executable, "-c", INSIDE, str(planted / "sub")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert inside.stdout.strip() == "refused", inside.stdout + inside.stderr
+    assert not (world / "mine" / "sub").exists()
+
+
+def test_a_file_root_reads_in_a_folder_another_may_write_is_regular_bounded_and_no_link(world):
+    """What root reads where another user may write (a daemon's folder, a topology's folder): a link is refused
+    unfollowed, a FIFO and a device at once, a file over the bound refused (model/files.py)."""
+    theirs = world / "theirs"
+    (theirs / "frr.conf").write_text("router ospf\n")
+    os.mkfifo(theirs / "fifo")  # no writer: a plain open would wait for one
+    (theirs / "zero").symlink_to("/dev/zero")
+    (theirs / "big").write_bytes(b"x" * 2048)
+    fd = os.open(theirs, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert model_files.read_bytes("frr.conf", dir_fd=fd, follow=False) == b"router ospf\n"
+        for name, why in (("zero", "symbolic link"), ("fifo", "a FIFO"), ("big", "larger than 1024")):
+            with pytest.raises(OSError, match=why):
+                model_files.read_bytes(name, 1024, dir_fd=fd, follow=False)
+        with pytest.raises(OSError, match="a character device"):
+            model_files.read_bytes(theirs / "zero")  # followed where asked, and still refused
+    finally:
+        os.close(fd)
+
+
+def test_a_topology_fetched_from_a_web_server_is_bounded(monkeypatch):
+    """A server that answers `-t https://...` with more than a topology may hold is refused (the answer read only up
+    to the bound), not kept."""
+    import http.server
+    import threading
+
+    from nestlab.cli.clab import topo
+    from nestlab.errors import LabError
+
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                while True:  # a body without end, as /dev/zero would be
+                    self.wfile.write(b"x" * 65536)
+
+        def log_message(self, *args):
+            pass
+
+    monkeypatch.setattr(model_files, "MAX_BYTES", 1 << 20)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(LabError, match="larger than 1048576 bytes"):
+            topo.fetched(f"http://127.0.0.1:{server.server_address[1]}/lab.clab.yml")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_live_pages_server_reads_a_request_body_only_up_to_its_bound():
+    """Any user of the machine may connect to `nestlab observe`'s server (127.0.0.1): a POST announcing a body of
+    gigabytes is answered 413 before any of it is read."""
+    import http.client
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from nestlab.observe import live
+
+    handler = type("Probe", (live.Handler,), {"live": None})  # the lab is never reached
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        conn.putrequest("POST", "/link")
+        conn.putheader("Content-Length", str(1 << 33))
+        conn.endheaders()
+        conn.send(b"{")
+        answer = conn.getresponse()
+        assert answer.status == 413, answer.read()
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -11,9 +11,11 @@ import base64
 import contextlib
 import hashlib
 import os
+import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -546,16 +548,30 @@ def test_a_folder_renamed_under_a_deploy_writes_no_line_into_the_ssh_config_ever
     """Another user who owns the parent of the folder root deploys from can rename it while the deploy runs, and a
     relative ``identity-file`` is joined to that folder's path, which goes into the ssh config every user's ssh
     reads: a path with a line break or a quote is refused, and the lab's ssh config is never written (before, a
-    ``Host *`` block with the renamer's ProxyCommand was: root's next ssh ran it)."""
-    folder = tmp_path / 'lab"\nHost *\n\tProxyCommand touch nestlab-renamed\n#'  # a name holds no /
-    folder.mkdir()
+    ``Host *`` block with the renamer's ProxyCommand was: root's next ssh ran it).  Here ``nobody`` owns the parent
+    and renames the folder root's deploy was started in, once the deploy runs (its Python still starting)."""
+    top = Path(tempfile.mkdtemp(prefix="nestlab-rename-", dir="/tmp"))  # a path nobody may walk
+    parent = top / "theirs"
+    folder, renamed = parent / "lab", parent / 'lab"\nHost *\n\tProxyCommand touch nestlab-renamed\n#'
+    folder.mkdir(parents=True)
     (folder / "lab.clab.yml").write_text(STUDENT.replace("{name}", lab_name))
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "student_key")], check=True)
+    os.chmod(top, 0o755)
+    os.chown(parent, 65534, 65534)
     config = Path(f"/etc/ssh/ssh_config.d/clab-{lab_name}.conf")
-    done = subprocess.run([*NESTLAB, "deploy", "-t", "lab.clab.yml"], capture_output=True, text=True, cwd=folder, timeout=120)
+    deploy = subprocess.Popen(
+        [*NESTLAB, "deploy", "-t", "lab.clab.yml"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=folder
+    )
     try:
-        assert done.returncode != 0 and "identity-file" in done.stderr and "ssh config" in done.stderr, done.stderr
+        rename = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "mv", "-T", str(folder), str(renamed)]
+        subprocess.run(rename, check=True, timeout=10)
+        assert deploy.poll() is None, "the deploy ended before the rename: it did not run while the folder moved"
+        _out, err = deploy.communicate(timeout=120)
+        assert deploy.returncode != 0 and "identity-file" in err and "ssh config" in err, err
         assert not config.exists()
     finally:
+        deploy.kill()
+        deploy.wait()
         run_cli("destroy", "--lab", lab_name, timeout=120)
+        shutil.rmtree(top, ignore_errors=True)
     assert leftovers() == []

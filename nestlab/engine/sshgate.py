@@ -36,6 +36,7 @@ from ..backends.kernel import detached, files, locks, procs
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
+from ..model import files as model_files
 from ..model.credentials import Login
 
 if TYPE_CHECKING:
@@ -152,12 +153,19 @@ def keys(lab: str, logins: dict[str, Login]) -> str:
     return folder
 
 
+MAX_KEY = 16 * 1024  # a public key file: an ed25519 key is 100 bytes, an RSA key of 16384 bits under 3 KiB
+
+
 def _authorized(path: str, keys: list[str]) -> None:
-    """``path`` holding the public keys in the files ``keys``, one a line."""
+    """``path`` holding the public keys in the files ``keys``, one a line.  Each is read bounded, a regular file
+    only, without blocking: a key file in a folder another user may write could be a FIFO or a link to /dev/zero."""
     text = ""
     for key in keys:
-        with open(key) as given:
-            text += given.read().strip() + "\n"
+        try:
+            text += model_files.read_text(key, MAX_KEY).strip() + "\n"
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not a text file"
+            raise LabError(f"{key}: not read as a public key: {why}") from None
     files.write(path, text, sync=False)
 
 

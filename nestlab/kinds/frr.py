@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
-from .. import names
 from ..plugins import Draft
 from .base import NodeKind, register
 
@@ -28,14 +26,15 @@ class Frr(NodeKind):
     def plan(self, node: Draft) -> dict[str, Any]:
         from ..backends.services import frr
 
-        own = (os.path.join(names.node_dir(node.lab, node.name), "etc", "frr"), frr.CONFIG_DIR, False)
+        own = (frr.folder_of(node.lab, node.name), frr.CONFIG_DIR, False)  # the daemons'
+        boot = (frr.boot_dir(node.lab, node.name), frr.BOOT_DIR, True)  # root's, what root starts FRR from
         # Its plan object is a linux node that runs FRR: a router forwards (its own sysctls still win).
         return {
             "kind": "linux",
             "router": self.name,
             "sysctls": frr.SYSCTLS,
             "view": True,
-            "binds": (own,),
+            "binds": (own, boot),
             "run_dirs": ((frr.RUN_DIR, frr.USER),),
             "config": node.spec.startup_config or "",
         }
@@ -48,10 +47,12 @@ class Frr(NodeKind):
     def finish(self, ap: Applying, nodes: list[NodeObj]) -> None:
         from ..backends.services import frr
 
+        for n in nodes:  # root's start files anew: nothing of the daemons' folder is run or sourced
+            frr.boot(ap.lab, n.name, n.config or "", n.binds)
         frr.start({n.name: ((lambda args, node=n.name, **kw: ap.popen(node, args, **kw)), _user(n)) for n in nodes})
 
     def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
-        self.finish(ap, nodes)  # the daemons again, reading the node's frr.conf (as saved, if it was)
+        self.finish(ap, nodes)  # the daemons again, from a copy of the node's frr.conf (as saved, if it was)
 
     def doctor(self, machine: Machine) -> list[tuple[str, bool, str, str]]:
         from ..backends.services import frr

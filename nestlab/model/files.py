@@ -40,18 +40,33 @@ def given() -> Mapping[str, bytes] | None:
     return _given.get()
 
 
-def read_bytes(path: str | os.PathLike[str], limit: int = MAX_BYTES, stream: bool = False) -> bytes:
+def read_bytes(
+    path: str | os.PathLike[str],
+    limit: int = MAX_BYTES,
+    stream: bool = False,
+    *,
+    dir_fd: int | None = None,
+    follow: bool = True,
+) -> bytes:
     """The file's content; :class:`FileRefused` (an OSError) for anything but a regular file of at most ``limit``
-    bytes (with ``stream``, a pipe or socket too: a topology given on standard input, as a server's deploy reads it)."""
+    bytes (with ``stream``, a pipe or socket too: a topology given on standard input, as a server's deploy reads it).
+    ``dir_fd``: ``path`` is in that open folder (on the disk, whatever :func:`only` gave); without ``follow`` a
+    symbolic link at ``path`` is refused, not followed (a file in a folder another user may write)."""
     files = _given.get()
-    if files is not None:
+    if files is not None and dir_fd is None:
         if os.fspath(path) not in files:
             raise FileRefused(errno.ENOENT, "not a file of the resource (a resource names no file of the operator's)")
         data = files[os.fspath(path)]
         if len(data) > limit:
             raise FileRefused(errno.EFBIG, f"larger than {limit} bytes")
         return data
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise FileRefused(errno.ELOOP, "a symbolic link (not followed: another user may have planted it)") from None
+        raise
     try:
         mode = os.fstat(fd).st_mode
         if stream and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
@@ -69,9 +84,9 @@ def read_bytes(path: str | os.PathLike[str], limit: int = MAX_BYTES, stream: boo
         os.close(fd)
 
 
-def read_text(path: str | os.PathLike[str], limit: int = MAX_BYTES) -> str:
+def read_text(path: str | os.PathLike[str], limit: int = MAX_BYTES, *, dir_fd: int | None = None, follow: bool = True) -> str:
     """:func:`read_bytes` as UTF-8 (UnicodeDecodeError if it is not)."""
-    return read_bytes(path, limit).decode("utf-8")
+    return read_bytes(path, limit, dir_fd=dir_fd, follow=follow).decode("utf-8")
 
 
 def exists(path: str | os.PathLike[str]) -> bool:

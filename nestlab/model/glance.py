@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from ..registry import KINDS
+from . import files
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _PLAIN_KEYS = {"kind"}  # a node spec with nothing else is a plain host or bridge
@@ -37,8 +38,7 @@ def glance(path) -> Glance:
     try:
         if not os.path.isfile(path):  # a pipe (/dev/stdin) is the deploy's to read, once; a folder is a Kathará lab
             return Glance()
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.load(fh, Loader=_Loader)
+        data = yaml.load(files.read_text(path), Loader=_Loader)  # bounded, a regular file: the folder may be another's
     except Exception:  # unreadable, not YAML
         return Glance()
     return looked(data)

@@ -117,11 +117,17 @@ class Handler(BaseHTTPRequestHandler):
         if urlparse(self.path).path != "/link":
             return self._json({"error": "not found"}, 404)
         try:
-            ask = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            size = int(self.headers.get("Content-Length", 0))
+            if not 0 <= size <= MAX_REQUEST:  # any local user may connect: a body is read only up to a bound
+                return self._json({"error": f"a request is at most {MAX_REQUEST} bytes"}, 413)
+            ask = json.loads(self.rfile.read(size) or b"{}")
             spent = Lab.running(self.live.lab.name).link(ask["a"], ask["b"]).set(state=ask["state"])
         except (LabError, TopologyError, KeyError, ValueError) as exc:
             return self._json({"error": str(exc)}, 400)
         self._json({"ok": True, "ms": spent})
+
+
+MAX_REQUEST = 4096  # bytes of a POST /link body ({"a": ..., "b": ..., "state": ...})
 
 
 def serve(lab: Lab, host: str = "127.0.0.1", port: int = 8080, ready=None) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 
+from ..backends.services import frr
 from .probing import Probe, run_in
 
 
@@ -45,7 +46,7 @@ def bgp(lab, s) -> Probe:
 
 def _daemon(lab, s, command: str, state_in, who: str) -> Probe:
     def probe() -> tuple[bool, str]:
-        rc, out = run_in(lab, s.node, ["vtysh", "-c", command])
+        rc, out = run_in(lab, s.node, frr.vtysh("-c", command))  # root's: never the daemons' vtysh.conf
         state = state_in(json.loads(out) if rc == 0 and out.strip().startswith("{") else {})
         return state.lower() == s.state.lower(), f"{who} {state}"
 

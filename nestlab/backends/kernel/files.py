@@ -56,18 +56,10 @@ def openat2(dir_fd: int, path: str, flags: int, resolve: int, mode: int = 0) -> 
 
 
 def _mine() -> set[int]:
-    """Owners whose links and folders are trusted: root, this process's user, and in a user namespace the
-    overflow uid (the machine's root shows as it there)."""
-    owners = {0, os.geteuid()}
-    with contextlib.suppress(OSError, ValueError), open("/proc/sys/kernel/overflowuid") as fh:
-        if _in_userns():
-            owners.add(int(fh.read()))
-    return owners
-
-
-def _in_userns() -> bool:
-    with open("/proc/self/uid_map") as fh:
-        return fh.read().split() != ["0", "0", "4294967295"]
+    """Owners whose links and folders are trusted: root and this process's user.  Never the overflow uid: in a user
+    namespace every user it does not map shows as that uid (the machine's root and every stranger alike), so a link
+    owned by it may be anyone's."""
+    return {0, os.geteuid()}
 
 
 def _trusted_link(folder: os.stat_result, link: os.stat_result, mine: set[int]) -> bool:

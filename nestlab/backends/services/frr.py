@@ -1,11 +1,17 @@
-"""FRR routers: a node's ``frr.conf``, ``daemons`` and ``vtysh.conf`` in its own folder (bound over
-/etc/frr in its filesystem view), started the way FRR's init starts them, saved with vtysh.
+"""FRR routers: a node's ``frr.conf`` and ``vtysh.conf`` in its own folder (bound over /etc/frr in its
+filesystem view), started the way FRR's init starts them, saved with vtysh.
+
+That folder is the daemons' (user ``frr``): they may write any file of it.  So root reads nothing there that it
+runs or sources: the daemons to start and their options (``daemons``), ``vtysh.conf`` and the copy of
+``frr.conf`` that root's ``vtysh -b`` reads are written by root, on every start, into a folder of root's alone
+(:func:`boot_dir`), bound read-only at :data:`BOOT_DIR` in the node's view (docs/security.md).
 
 Debian's ``frr`` package provides the daemons; nothing is installed in the node.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -15,12 +21,15 @@ from collections.abc import Callable, Sequence
 
 from ... import names
 from ...errors import LabError
+from ...model import files as model_files
 from ..kernel import files as kernel_files
 
 INIT = "/usr/lib/frr/frrinit.sh"
 DAEMON_DIR = "/usr/lib/frr"
 CONFIG_DIR = "/etc/frr"
 RUN_DIR = "/run/frr"
+BOOT_DIR = "/run/nestlab-frr"  # in the node's view: root's copy of what FRR starts from (boot_dir), read-only
+MAX_CONFIG = 16 * 1024 * 1024  # a router's frr.conf as its daemons left it, copied for vtysh -b
 USER = "frr"  # the packaged daemons' user
 VTY_GROUP = "frrvty"  # FRR requires its daemons' user to be in this group
 SYSCTLS = {"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"}
@@ -88,25 +97,86 @@ def daemons_file(enabled: Sequence[str]) -> str:
     return "\n".join(["# written by nestlab", *lines, "vtysh_enable=yes", *opts, ""]) + "\n"
 
 
+VTYSH_CONF = "service integrated-vtysh-config\n"
+
+
+def folder_of(lab: str, node: str) -> str:
+    """The daemons' own folder, bound over /etc/frr in the node's view."""
+    return os.path.join(names.node_dir(lab, node), "etc", "frr")
+
+
+def boot_dir(lab: str, node: str) -> str:
+    """Root's folder (0700) of what FRR starts from, bound read-only at :data:`BOOT_DIR` in the node's view."""
+    return os.path.join(names.node_dir(lab, node), "frr-boot")
+
+
 def write(lab: str, node: str, config: str, hostname: str, user: str = USER) -> str:
     """Write the node's FRR folder, owned by ``user`` (the daemons'); returns it (bound over /etc/frr in the node's
     view).  The daemons may write that folder: each file is written whole by root through no link they planted,
     readable by them alone (0640: the configuration holds the routers' keys)."""
-    folder = os.path.join(names.node_dir(lab, node), "etc", "frr")
+    folder = folder_of(lab, node)
     if not re.search(r"^hostname ", config, re.MULTILINE):
         config = f"hostname {hostname}\n{config}"
-    files = {
-        "frr.conf": config if config.endswith("\n") else config + "\n",
-        "daemons": daemons_file(daemons_for(config)),
-        "vtysh.conf": "service integrated-vtysh-config\n",
-    }
+    files = {"frr.conf": config if config.endswith("\n") else config + "\n", "vtysh.conf": VTYSH_CONF}
     owner = pwd.getpwnam(user)
     with kernel_files.folder(folder, create=0o750) as fd:
         for name, text in files.items():
             kernel_files.write_at(fd, name, text, 0o640, (owner.pw_uid, owner.pw_gid), sync=False)
+        with contextlib.suppress(FileNotFoundError):  # an older nestlab's, which root sourced: no longer read
+            os.unlink("daemons", dir_fd=fd)
         os.fchown(fd, owner.pw_uid, owner.pw_gid)
         os.fchmod(fd, 0o750)
+    kernel_files.make_dirs(boot_dir(lab, node), 0o700)  # bound into the view, so there before the node starts
     return folder
+
+
+def boot(lab: str, node: str, config: str, binds: Sequence[tuple[str, str, bool]] = ()) -> None:
+    """Root's start files of the router, written anew before each start (deploy, ``node start``): the daemons its
+    planned ``config`` names (and those a ``daemons`` file the topology binds turns on, its options and any other
+    line ignored) with nestlab's options, root's own ``vtysh.conf``, and a copy of the ``frr.conf`` the node sees
+    (the daemons' as they or ``nestlab save`` left it, or the one the topology binds) read bounded, regular and,
+    in the daemons' folder, through no link.  A LabError if that file is not one."""
+    own = folder_of(lab, node)
+    try:
+        text = _seen(own, "frr.conf", binds)
+        wanted = set(daemons_for(config)) | enabled_in((_seen(own, "daemons", binds, bound_only=True) or b"").decode())
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        raise LabError(f"{node}: its /etc/frr is not used: {why} (nestlab deploy --reconfigure writes it anew)") from None
+    files = {"daemons": daemons_file(sorted(wanted)), "vtysh.conf": VTYSH_CONF, "frr.conf": text or b""}
+    with kernel_files.folder(boot_dir(lab, node), create=0o700) as fd:
+        os.fchmod(fd, 0o700)
+        for name, data in files.items():
+            kernel_files.write_at(fd, name, data, 0o600, sync=False)
+
+
+def _seen(own: str, name: str, binds: Sequence[tuple[str, str, bool]], bound_only: bool = False) -> bytes | None:
+    """The content of /etc/frr/NAME as the node sees it: the file a bind of the topology puts there (the last one
+    naming it or its folder), else the daemons' own (``own``) unless ``bound_only``; None where there is none."""
+    source = None
+    for given, target, _read_only in binds:
+        where = os.path.normpath(target)
+        if where == os.path.join(CONFIG_DIR, name):
+            source = given
+        elif where == CONFIG_DIR and os.path.normpath(given) != own:
+            source = os.path.join(given, name)
+    if source is not None:
+        return model_files.read_bytes(source, MAX_CONFIG) if os.path.lexists(source) else None
+    if bound_only:
+        return None
+    with kernel_files.folder(own) as fd:  # the daemons may have put anything there
+        return model_files.read_bytes(name, MAX_CONFIG, dir_fd=fd, follow=False)
+
+
+def enabled_in(daemons: str) -> set[str]:
+    """The daemons a ``daemons`` file turns on (``bgpd=yes``): parsed, never run, and nothing else of it used."""
+    on = re.finditer(r"^\s*([a-z0-9]+)=[\"']?(yes|1)[\"']?\s*$", daemons, re.MULTILINE)
+    return {found[1] for found in on if found[1] in _ALL}
+
+
+def vtysh(*args: str) -> list[str]:
+    """vtysh as root runs it in a router: reading root's copies (:data:`BOOT_DIR`), never the daemons' folder."""
+    return ["vtysh", "--config_dir", BOOT_DIR, *args]
 
 
 def save(folder: str, text: str) -> None:
@@ -141,15 +211,15 @@ def runs_as(user: str) -> list[str]:
     return [] if user == USER else ["-u", user, "-g", VTY_GROUP]
 
 
-# frrinit.sh's ``start`` without its wrappers: zebra, then at once the other daemons its
-# /etc/frr/daemons enables (staticd always), each with its ``NAME_options`` (``-d`` returns once the
-# daemon is ready; one started before zebra listens would retry only 10 s later), then the
-# integrated frr.conf sent once.  The script's arguments (runs_as) go to every daemon.  frrinit.sh
-# runs watchfrr, which runs a shell script and a ``vtysh -b`` per daemon; vtysh builds FRR's whole
-# command graph each time it starts (about 30 ms of CPU), so that path costs a router four vtysh
-# starts where this costs one.
+# frrinit.sh's ``start`` without its wrappers: zebra, then at once the other daemons root's copy of
+# its ``daemons`` file enables (BOOT_DIR, never the daemons' own /etc/frr; staticd always), each with
+# its ``NAME_options`` (``-d`` returns once the daemon is ready; one started before zebra listens would
+# retry only 10 s later), then root's copy of the integrated frr.conf sent once.  The script's
+# arguments (runs_as) go to every daemon.  frrinit.sh runs watchfrr, which runs a shell script and a
+# ``vtysh -b`` per daemon; vtysh builds FRR's whole command graph each time it starts (about 30 ms of
+# CPU), so that path costs a router four vtysh starts where this costs one.
 START = f"""
-. {CONFIG_DIR}/daemons
+. {BOOT_DIR}/daemons
 [ -n "$MAX_FDS" ] && ulimit -n "$MAX_FDS"
 {DAEMON_DIR}/zebra -d $frr_global_options "$@" $zebra_options || {{ echo "zebra did not start"; exit 1; }}
 started=
@@ -161,7 +231,7 @@ for d in staticd {" ".join(_ALL)}; do
   started="$started $d"
 done
 for d in $started; do eval wait \\$pid_$d || {{ echo "$d did not start"; exit 1; }}; done
-vtysh -b
+vtysh --config_dir {BOOT_DIR} -b
 exit 0
 """
 
@@ -184,7 +254,7 @@ def start(routers: dict[str, tuple[Popen, str]]) -> None:
 
 
 def running_config(node: str, popen: Popen) -> str:
-    proc = popen(["vtysh", "-c", "show running-config"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = popen(vtysh("-c", "show running-config"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=30)
     if proc.returncode != 0:
         raise LabError(f"vtysh in {node} failed: {err.strip()[-300:]}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ...backends.kernel import files
 from ...errors import LabError
+from ...model import files as model_files
 
 KEPT = "/run/nestlab-topologies"
 
@@ -25,9 +26,11 @@ def fetched(value: str) -> str:
     if value.startswith(("http://", "https://")):
         try:
             with urllib.request.urlopen(value, timeout=30) as answer:
-                body = answer.read()
+                body = answer.read(model_files.MAX_BYTES + 1)  # another's server: bounded as a file would be
         except OSError as exc:
             raise LabError(f"-t {value}: could not fetch it ({exc})") from None
+        if len(body) > model_files.MAX_BYTES:
+            raise LabError(f"-t {value}: larger than {model_files.MAX_BYTES} bytes, not a topology")
         return _kept(body, Path(value.split("?", 1)[0]).name or "topology")
     path = Path(value)
     if path.is_dir():
