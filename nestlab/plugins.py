@@ -86,7 +86,6 @@ class Applying(Protocol):
     lab: str
     alias: str  # the owner marker every interface of the lab carries
     nodes: dict[str, NodeObj]
-    wired: set[Any]
     progress: Callable[[str, int, int], None]  # (phase, done, total)
 
     @property

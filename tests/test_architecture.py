@@ -161,16 +161,32 @@ def test_each_question_has_one_home():
 
 
 def test_each_command_loads_its_own_module():
-    """cli/app.py's HOLDERS names, for each command, the module defining it: `nestlab deploy` loads cli/lifecycle.py and
-    what it imports, not every command's module. A command missing from the table or put under the wrong module fails."""
+    """cli/app.py's COMMANDS names, for each command, the module defining it and its help's first paragraph: `nestlab
+    --help` lists them from the table and imports no command's module, `nestlab deploy` loads cli/lifecycle.py and what
+    it imports, not every command's module.  A command missing from the table, put under the wrong module or listed
+    with another help than its own fails."""
     code = (
         "import importlib, json, typer.main\n"
-        "from nestlab.cli.app import HOLDERS\n"
-        "held = {m: sorted(typer.main.get_group(importlib.import_module('nestlab.cli.' + m).commands).commands) for m in HOLDERS}\n"
-        "print(json.dumps({'held': held, 'table': {m: sorted(c) for m, c in HOLDERS.items()}}))"
+        "from nestlab.cli.app import COMMANDS\n"
+        "held = {}\n"
+        "for module in sorted({m for m, _ in COMMANDS.values()}):\n"
+        "    group = typer.main.get_group(importlib.import_module('nestlab.cli.' + module).commands)\n"
+        "    for name, command in group.commands.items():\n"
+        "        held[name] = [module, None if command.hidden else ' '.join(command.help.split(chr(10) * 2)[0].split())]\n"
+        "print(json.dumps({'held': held, 'table': COMMANDS}))"
     )
     found = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout)
     assert found["held"] == found["table"]
-    code = "import sys; from nestlab.cli import app; app.build('inspect'); print(sorted(m for m in sys.modules if m.startswith('nestlab.cli.')))"
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert "nestlab.cli.use" in loaded and "nestlab.cli.bench" not in loaded and "nestlab.cli.k8s" not in loaded, loaded
+    for args, want, never in (
+        (["--help"], set(), {"nestlab.cli.lifecycle", "nestlab.cli.use", "nestlab.cli.bench"}),
+        (["inspect", "--help"], {"nestlab.cli.use"}, {"nestlab.cli.lifecycle", "nestlab.cli.bench", "nestlab.cli.k8s"}),
+        (["deploy", "--help"], {"nestlab.cli.lifecycle"}, {"nestlab.cli.use", "nestlab.cli.bench", "nestlab.cli.k8s"}),
+    ):
+        probe = (
+            f"import sys\nsys.argv = ['nestlab', *{args!r}]\nfrom nestlab.cli import app\n"
+            "try:\n    app.build()()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('nestlab.cli.')), file=sys.stderr)"
+        )
+        shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+        modules = set(ast.literal_eval(shown.stderr.splitlines()[-1]))
+        assert want <= modules and not never & modules, (args, modules)
