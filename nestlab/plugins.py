@@ -13,7 +13,7 @@ for a node that runs elsewhere; a deploy reports to a :data:`Progress` and an :d
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -86,7 +86,6 @@ class Applying(Protocol):
     lab: str
     alias: str  # the owner marker every interface of the lab carries
     nodes: dict[str, NodeObj]
-    wired: set[Any]
     progress: Callable[[str, int, int], None]  # (phase, done, total)
 
     @property
@@ -102,6 +101,23 @@ class Applying(Protocol):
     ) -> None: ...
     def bridge(self, node: str) -> int | None: ...
     def popen(self, node: str, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]: ...
+
+
+class Keys(Mapping[str, tuple[Any, dict[str, Any]]]):
+    """A plug-in's keys (name -> (annotation, pydantic Field's arguments)) read from ``table()`` when first asked: for
+    keys whose types are pydantic models, which a topology's check loads and a look at a running lab does not."""
+
+    def __init__(self, table: Callable[[], Mapping[str, tuple[Any, dict[str, Any]]]]) -> None:
+        self._table = table
+
+    def __getitem__(self, key: str) -> tuple[Any, dict[str, Any]]:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
 
 
 @dataclass(frozen=True)

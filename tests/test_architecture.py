@@ -161,16 +161,91 @@ def test_each_question_has_one_home():
 
 
 def test_each_command_loads_its_own_module():
-    """cli/app.py's HOLDERS names, for each command, the module defining it: `nestlab deploy` loads cli/lifecycle.py and
-    what it imports, not every command's module. A command missing from the table or put under the wrong module fails."""
+    """cli/app.py's COMMANDS names, for each command, the module defining it and its help's first paragraph: `nestlab
+    --help` lists them from the table and imports no command's module, `nestlab deploy` loads cli/lifecycle.py and what
+    it imports, not every command's module.  A command missing from the table, put under the wrong module or listed
+    with another help than its own fails."""
     code = (
         "import importlib, json, typer.main\n"
-        "from nestlab.cli.app import HOLDERS\n"
-        "held = {m: sorted(typer.main.get_group(importlib.import_module('nestlab.cli.' + m).commands).commands) for m in HOLDERS}\n"
-        "print(json.dumps({'held': held, 'table': {m: sorted(c) for m, c in HOLDERS.items()}}))"
+        "from nestlab.cli.app import COMMANDS\n"
+        "held = {}\n"
+        "for module in sorted({m for m, _ in COMMANDS.values()}):\n"
+        "    group = typer.main.get_group(importlib.import_module('nestlab.cli.' + module).commands)\n"
+        "    for name, command in group.commands.items():\n"
+        "        held[name] = [module, None if command.hidden else ' '.join(command.help.split(chr(10) * 2)[0].split())]\n"
+        "print(json.dumps({'held': held, 'table': COMMANDS}))"
     )
     found = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout)
     assert found["held"] == found["table"]
-    code = "import sys; from nestlab.cli import app; app.build('inspect'); print(sorted(m for m in sys.modules if m.startswith('nestlab.cli.')))"
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert "nestlab.cli.use" in loaded and "nestlab.cli.bench" not in loaded and "nestlab.cli.k8s" not in loaded, loaded
+    for args, want, never in (
+        (["--help"], set(), {"nestlab.cli.lifecycle", "nestlab.cli.use", "nestlab.cli.bench"}),
+        (["inspect", "--help"], {"nestlab.cli.use"}, {"nestlab.cli.lifecycle", "nestlab.cli.bench", "nestlab.cli.k8s"}),
+        (["deploy", "--help"], {"nestlab.cli.lifecycle"}, {"nestlab.cli.use", "nestlab.cli.bench", "nestlab.cli.k8s"}),
+    ):
+        probe = (
+            f"import sys\nsys.argv = ['nestlab', *{args!r}]\nfrom nestlab.cli import app\n"
+            "try:\n    app.build()()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('nestlab.cli.')), file=sys.stderr)"
+        )
+        shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+        modules = set(ast.literal_eval(shown.stderr.splitlines()[-1]))
+        assert want <= modules and not never & modules, (args, modules)
+
+
+# Functions nothing in nestlab/ names, and why each is there: hooks their library calls by name, the Python API,
+# and the seams' type checks.
+CALLED_FROM_OUTSIDE = {
+    "connection_made": "asyncio calls a protocol's hooks (backends/services/portfwd.py)",
+    "datagram_received": "asyncio calls a protocol's hooks (backends/services/portfwd.py)",
+    "log_message": "http.server calls a handler's hooks (observe/live.py)",
+    "do_GET": "http.server calls a handler's hooks (observe/live.py)",
+    "do_POST": "http.server calls a handler's hooks (observe/live.py)",
+    "format_commands": "click calls a group's hooks (cli/app.py)",
+    "add_wire": "the Python API (Lab.add_wire, docs/python-api.md)",
+    "_is_a_site": "mypy holds each site to the seam through it (sites/*.py, under TYPE_CHECKING)",
+}
+_REGISTERED = {"command", "callback", "field_validator", "model_validator", "register"}  # a decorator that hands it on
+
+
+def _named(paths: list[Path]) -> set[str]:
+    """Every name the code at ``paths`` refers to: variables, attributes, imported names."""
+    found = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+            elif isinstance(node, ast.alias):
+                found.add(node.name.rsplit(".", 1)[-1])
+    return found
+
+
+def _unnamed_functions(root: Path, named: set[str]) -> dict[str, str]:
+    """Functions and methods under ``root`` that ``named`` never names (nor a decorator registers), by name: where."""
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name.startswith("__"):
+                continue
+            decorators = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+            if node.name not in named and not {getattr(d, "attr", getattr(d, "id", "")) for d in decorators} & _REGISTERED:
+                found[node.name] = f"{path.relative_to(root)}:{node.lineno}"
+    return found
+
+
+def test_no_function_is_called_by_tests_alone():
+    """Every function of nestlab/ is named somewhere in nestlab/ (or registered by a decorator), but for the few
+    CALLED_FROM_OUTSIDE: code only tests call, or nothing calls, is dead code."""
+    unnamed = _unnamed_functions(PACKAGE, _named(sorted(PACKAGE.rglob("*.py"))))
+    tests = _named(sorted((ROOT / "tests").rglob("*.py")))
+    dead = {f"{where} {name}" + (" (only tests call it)" if name in tests else "") for name, where in unnamed.items()}
+    assert not {name for name in unnamed if name not in CALLED_FROM_OUTSIDE}, sorted(
+        d for d in dead if d.split()[1] not in CALLED_FROM_OUTSIDE
+    )
+    assert set(CALLED_FROM_OUTSIDE) <= set(unnamed), "CALLED_FROM_OUTSIDE names a function nestlab/ calls: drop it"
+
+
+def test_the_dead_code_check_finds_a_function_only_tests_call(tmp_path):
+    (tmp_path / "mod.py").write_text("def used():\n    pass\n\n\ndef tested():\n    used()\n")
+    assert _unnamed_functions(tmp_path, _named([tmp_path / "mod.py"])) == {"tested": "mod.py:5"}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import NESTLAB, leftovers, run_cli
 
-from nestlab.backends.kernel import mgmtnet
+from nestlab.backends.kernel import mgmtnet, procs
 from nestlab.engine import etc_hosts as hosts
 from nestlab.engine import sshgate
 
@@ -292,10 +292,10 @@ def test_a_password_login_has_no_group_or_setuid_right_of_a_machine_user_of_its_
             ">/dev/null 2>&1 & sleep 0.5",
             user=user,
         )
-        assert sshgate.login_pids(uid), "the session left its processes running"
+        assert procs.of_uid(uid), "the session left its processes running"
     finally:
         gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
-        left = sshgate.login_pids(uid) if uid is not None else []
+        left = procs.of_uid(uid) if uid is not None else []
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, 9)
@@ -316,7 +316,7 @@ def test_a_uid_a_live_process_holds_is_not_given_to_a_lab(tmp_path):
     survivor = subprocess.Popen(["setpriv", f"--reuid={first}", f"--regid={first}", "--clear-groups", "sleep", "60"])
     try:
         deadline = time.monotonic() + 5
-        while not sshgate.login_pids(first) and time.monotonic() < deadline:
+        while not procs.of_uid(first) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sshgate._uid(str(tmp_path)) != first
     finally:

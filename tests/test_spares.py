@@ -1,5 +1,5 @@
-"""Namespaces and cables made ahead by a helper process while a deploy loads (backends/spares.py), and
-the glance at a topology file that says what to make."""
+"""Namespaces made ahead by a helper process while a deploy plans the lab (backends/spares.py), and the glance
+at a topology's data that says what to make."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import subprocess
 import sys
 import time
 
+import yaml
 from conftest import ROOT, processes, run_cli, star
 
-from nestlab import names
 from nestlab.backends.kernel import rtdump, spares
 from nestlab.backends.kernel.netlink import Netlink
 from nestlab.engine.deploy import wanted_of
-from nestlab.model.glance import Glance, glance
+from nestlab.model import glance
+from nestlab.model.glance import Glance
 
 
 def _links(spare: spares.Spare) -> dict[str, rtdump.LinkInfo]:
@@ -34,7 +35,6 @@ def test_spares_are_separate_namespaces_with_their_loopback_up():
     try:
         got = [spares.take("b"), spares.take("a"), spares.take("a component")]
         assert spares.take("c") is None  # nothing was made for it
-        assert spares.wired() == []
     finally:
         spares.stop()
     try:
@@ -49,27 +49,16 @@ def test_spares_are_separate_namespaces_with_their_loopback_up():
         _close(got)
 
 
-def test_the_helper_wires_cables_between_spares():
-    ahead = spares.Wanted(
-        "nestlab:t", ["h1", "sw", "h2"], bridges=["sw"], cables=[("h1", "eth1", "sw", "p1"), ("sw", "p2", "h2", "eth1")]
-    )
-    spares.start(lambda: ahead)
+def test_a_bridge_node_gets_its_bridge_ahead():
+    spares.start(lambda: spares.Wanted("nestlab:t", ["h1", "sw"], bridges=["sw"]))
     try:
-        got = {name: spares.take(name) for name in ("sw", "h1", "h2")}
-        time.sleep(2)  # milliseconds of work: wired() tells the helper to stop, and it should have nothing left
-        made = spares.wired()
+        got = {name: spares.take(name) for name in ("sw", "h1")}
     finally:
         spares.stop()
     try:
-        # Both from the bridge's side, enslaved at birth, and reported as in place (both ends taken).
-        assert sorted(made) == [
-            (spares.Cable("sw", "p1", "h1", "eth1", True), True, True),
-            (spares.Cable("sw", "p2", "h2", "eth1", True), True, True),
-        ]
         bridge = _links(got["sw"])
-        assert bridge["p1"].master == bridge["sw"].index and bridge["p2"].master == bridge["sw"].index
-        assert bridge["sw"].admin_up
-        assert set(_links(got["h1"])) == {"lo", "eth1"} and set(_links(got["h2"])) == {"lo", "eth1"}
+        assert set(bridge) == {"lo", "sw"} and bridge["sw"].kind == "bridge"
+        assert set(_links(got["h1"])) == {"lo"}
     finally:
         _close(list(got.values()))
 
@@ -78,7 +67,7 @@ def test_a_helper_with_nothing_to_make_says_so():
     spares.start(lambda: spares.Wanted("", ()))
     try:
         assert not spares.coming()  # the applier then makes namespaces itself, in parallel
-        assert spares.take("a") is None and spares.wired() == []
+        assert spares.take("a") is None
     finally:
         spares.stop()
 
@@ -120,77 +109,26 @@ def test_a_refused_file_leaves_no_helper(tmp_path):
     assert not [cmd for _, cmd in processes() if str(path) in cmd]
 
 
-def test_cables_the_plan_does_not_want_are_remade(topo_file, lab_name):
-    """The glance takes b1 and b2 for hosts (their kind comes from ``defaults``), so the helper makes
-    h1's cable from h1's side and b1-b2 without a bridge; the plan wants both from bridge sides,
-    enslaved: the first is removed and made again, the second (same orientation, not enslaved) too."""
-    text = (
-        f"name: {lab_name}\ntopology:\n  defaults: {{kind: bridge}}\n  nodes:\n    b1: {{}}\n    b2: {{}}\n"
-        "    h1: {kind: linux}\n    h2: {kind: linux}\n  links:\n"
-        '    - endpoints: ["h1:eth1", "b1:p1"]\n    - endpoints: ["b1:up", "b2:up"]\n    - endpoints: ["h2:eth1", "b2:p2"]\n'
-    )
-    path = topo_file(text)
-    seen = glance(path)
-    assert seen.bridges == [] and len(seen.cables) == 3
-    run_cli("deploy", "-t", str(path), check=True)
-    try:
-        for bridge, ports in (("b1", {"p1", "up"}), ("b2", {"p2", "up"})):
-            shown = subprocess.run(
-                ["ip", "-n", names.netns_name(lab_name, bridge), "-o", "link", "show", "master", bridge],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-            assert {line.split(": ")[1].split("@")[0] for line in shown.splitlines()} == ports
-        for host in ("h1", "h2"):
-            shown = subprocess.run(
-                ["ip", "-n", names.netns_name(lab_name, host), "-o", "link"], capture_output=True, text=True, check=True
-            ).stdout
-            assert len(shown.splitlines()) == 2  # lo and eth1: nothing the helper made is left over
-        address = (
-            run_cli("exec", "--lab", lab_name, "h2", "--", "ip", "-4", "-o", "addr", "show", "eth1")
-            .stdout.split()[3]
-            .split("/")[0]
-        )
-        ping = run_cli("exec", "--lab", lab_name, "h1", "--", "ping", "-c1", "-W2", address)
-        assert ping.returncode == 0, ping.stdout + ping.stderr
-    finally:
-        run_cli("destroy", "--lab", lab_name, check=True)
-
-
-def test_glance_says_what_to_makeahead_of(tmp_path):
+def test_glance_says_what_to_make_ahead_of():
     def looked(text: str) -> Glance:
-        path = tmp_path / "lab.yml"
-        path.write_text(text)
-        return glance(path)
+        return glance.looked(yaml.safe_load(text))
 
     seen = looked(star("g", 2))
     assert (seen.name, seen.nodes, seen.bridges, seen.extra) == ("g", ["sw", "h0", "h1"], ["sw"], 0)
-    assert seen.cables == [("h0", "eth1", "sw", "p0"), ("h1", "eth1", "sw", "p1")]
     seen = looked(star("g", 2, "    d: {image: alpine}\n    r: {runtime: runc}\n    f: {kind: frr}\n"))
-    assert seen.nodes == ["sw", "h0", "h1", "f"] and len(seen.cables) == 2
+    assert seen.nodes == ["sw", "h0", "h1", "f"]
     seen = looked(star("g", 1, "    n:\n      components: {c1: {}, c2: {}}\n"))
     assert (seen.nodes, seen.extra) == (["sw", "h0", "n"], 2)
     assert looked(star("g", 1, "    n:\n      nesting: flat\n      components: {c1: {}}\n")).extra == 0
     assert looked(star("g", 1).replace("sw: {kind: bridge}", "sw: {kind: bridge, sysctls: {a.b: 1}}")).bridges == []
     assert looked(star("g", 3) + "servers: {a: {}, b: {}}\n") == Glance("g")
     assert looked(star("g", 3).replace("topology:\n", "topology:\n  defaults: {image: alpine}\n")) == Glance("g")
-    assert looked("name: [unclosed\n") == Glance()
-    assert glance(tmp_path) == Glance()  # a folder: a Kathará lab
-    reader, writer = os.pipe()  # what a server's nestlab deploys: -t /dev/stdin, read once, by the deploy
-    os.write(writer, star("g", 1).encode())
-    os.close(writer)
-    try:
-        assert glance(f"/proc/self/fd/{reader}") == Glance()
-        assert os.read(reader, 100).startswith(b"name: g")
-    finally:
-        os.close(reader)
-    assert glance(tmp_path / "missing.yml") == Glance()
+    assert looked("name: [unclosed]\n") == Glance()
 
 
-def test_a_running_lab_gets_nothingahead_of(lab_from):
+def test_a_running_lab_gets_nothing_ahead_of(lab_from):
     lab = lab_from(star("{name}", 1))
-    seen = Glance(lab.name, ["sw", "h0"], 0, ["sw"], [("h0", "eth1", "sw", "p0")])
-    assert wanted_of(seen, reconfigure=False) == spares.Wanted("", ())  # a reconcile makes few, if any
-    assert wanted_of(seen, reconfigure=True).nodes == ["sw", "h0"]  # destroyed first, then made anew
-    assert wanted_of(Glance(), reconfigure=True) == spares.Wanted("", ())
+    seen = Glance(lab.name, ["sw", "h0"], 0, ["sw"])
+    assert wanted_of(seen) == spares.Wanted("", ())  # a reconcile makes few, if any
+    assert wanted_of(Glance("new", ["sw", "h0"], 0, ["sw"])).nodes == ["sw", "h0"]
+    assert wanted_of(Glance()) == spares.Wanted("", ())

@@ -50,7 +50,6 @@ class Applier:
         self.fds: dict[str | None, int] = {}  # namespace fds named by queued requests, closed after each flush
         self.queues: dict[str | None, list[Request]] = {}
         self.bridge_index: dict[str, int | None] = {}
-        self.wired: set = set()  # keys of new links the spares' helper already made (see _claim_wired)
         self._addressing: list[tuple[list[EndObj], dict[str, str], list[EndObj], bool]] = []  # see address()
         self._tree: cgroups.Tree | None = None
 
@@ -142,7 +141,6 @@ class Applier:
             for node in sorted(changes.del_nodes, key=lambda n: -n.name.count("/")):  # components before their node
                 self.delete_node(node)
             self._create_nodes(changes.add_nodes, made_nodes)
-            self._claim_wired(changes.add_links, made)
             for mode, objs in links.by_stage(changes.add_links + changes.add_attachments):
                 if mode.stage >= Stage.OVERLAY:  # tunnels and daemons need their hosts' addresses in place
                     self._settle()
@@ -193,27 +191,6 @@ class Applier:
             kinds.of(node).started(self, node, self.sockets[node.name])
             if i % 32 == 0 or i == len(ordered):
                 self.progress("nodes", i, len(ordered))
-
-    def _claim_wired(self, add_links: list[LinkObj], made: list[LinkObj | AttachObj]) -> None:
-        """Keep the cables the spares' helper made that a new link is exactly (their mode then skips them:
-        :attr:`wired`), and remove the others before any link is made."""
-        if not spares.coming():
-            return
-        veth = LINK_MODES.get("veth")
-        wanted = {}
-        for ln in add_links:
-            if ln.mode == "veth" and ln.mtu is None and not (ln.a.mac or ln.b.mac):
-                main, peer = veth.orient(self, ln)
-                wanted[(main.node, main.iface, peer.node, peer.iface, self.bridge(main.node) is not None)] = ln
-        for cable, main_taken, peer_taken in spares.wired():
-            link = wanted.get(tuple(cable))
-            if link and main_taken and peer_taken:
-                self.wired.add(link.key)
-                made.append(link)
-            elif main_taken or peer_taken:  # deleting either end deletes the pair
-                end = (cable.main, cable.main_if) if main_taken else (cable.peer, cable.peer_if)
-                self.queue(end[0], netlink.del_link(end[1]))
-        self.flush()
 
     def address(
         self, ends: list[EndObj], routes: dict[str, str] | None = None, up: Sequence[EndObj] = (), nodad: bool = False

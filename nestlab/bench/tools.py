@@ -212,14 +212,6 @@ def parse_sockperf(text: str) -> dict:
     return out
 
 
-def sockperf_server(node: Node, address: str, port: int) -> subprocess.Popen:
-    """``sockperf server`` (UDP) bound to ``address:port`` in ``node``; the caller kills it."""
-    require("sockperf")
-    return node.popen(
-        ["sockperf", "server", "-i", address, "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-
-
 def sockperf_command(mode: str, address: str, port: int, seconds: float, size: int, mps: int | None = None) -> list[str]:
     """A sockperf client command: ``ping-pong``, ``throughput`` or ``under-load`` (``mps`` messages/s)."""
     if mode not in ("ping-pong", "throughput", "under-load"):

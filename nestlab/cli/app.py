@@ -13,23 +13,85 @@ from . import quick
 
 if TYPE_CHECKING:
     import typer
+    from typer._click import Command, Context, HelpFormatter
+    from typer.core import TyperGroup
 
 
-# Each command's module: a command loads only its own (and what that needs); `nestlab --help` loads them all.
-# tests/test_architecture.py checks this table against the commands the modules define.
-HOLDERS: dict[str, tuple[str, ...]] = {
-    "lifecycle": ("deploy", "validate", "destroy", "save", "cleanup", "demo"),
-    "use": ("inspect", "exec", "shell", "ssh"),
-    "live": ("link", "run", "node"),
-    "observe": ("graph", "capture", "events", "fidelity-sample"),
-    "verify": ("check",),
-    "bench": ("bench", "report", "compare"),
-    "servers": ("servers", "plan"),
-    "k8s": ("k8s",),
-    "clab": ("clab",),
-    "kathara": ("kathara",),
-    "clab.compat": ("compat",),
-    "machine": ("image", "doctor", "modes", "version", "mobility"),
+# Each command: the module defining it (imported only when the command runs) and its help's first paragraph, which
+# `nestlab --help` lists without importing any of them (None: a hidden command).  tests/test_architecture.py checks the
+# table against the modules.
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "deploy": ("lifecycle", "Create the lab described by a topology file."),
+    "validate": (
+        "lifecycle",
+        "Check a topology file completely: every check deploy makes before it changes anything (schema, names, addresses, links, placement on servers, what this machine must have), and nothing is made.",
+    ),
+    "destroy": (
+        "lifecycle",
+        "Remove a lab: its processes, namespaces, links and state (on every server, for a lab split across servers), its names (/etc/hosts, ip netns, ssh config) and management addresses. Nothing else is touched.",
+    ),
+    "save": ("lifecycle", "Save each router's running configuration (like clab save)."),
+    "cleanup": ("lifecycle", "Remove what a lab left behind after its process died (e.g. a deploy killed half-way)."),
+    "demo": ("lifecycle", "Deploy a topology, measure ping and TCP between its first two hosts, destroy it."),
+    "inspect": (
+        "use",
+        "Show nodes, interfaces, addresses and states of a running lab, read from the kernel; with MPTCP, each connection's subflows.",
+    ),
+    "exec": ("use", "Run a command inside a node; its exit code becomes nestlab's."),
+    "shell": ("use", "Open an interactive shell inside a node (exit it to come back)."),
+    "ssh": (
+        "use",
+        "SSH into a node on its management address, as root with the lab's key (what `ssh clab-LAB-NODE` does). A node on an SSH server or a pod is reached from there (its server's nestlab runs this command). Rootless without subordinate ids, where no SSH server can run, it enters the node as `nestlab exec` does.",
+    ),
+    "run": (
+        "live",
+        "Deploy a lab and play its schedule: timed link changes on a drift-free clock, and its wireless stations' mobility: (docs/wireless.md).",
+    ),
+    "link": ("live", "Change or show a running lab's links live (shaping, up/down)."),
+    "node": (
+        "live",
+        "Stop, start, restart or move (wireless) nodes of a running lab; change or show their cgroup limits and usage.",
+    ),
+    "graph": ("observe", "Draw the lab: export its topology, or serve a live page of it."),
+    "capture": ("observe", "Capture packets on interfaces of a running lab, as pcapng (nothing is installed in the nodes)."),
+    "events": ("observe", "Stream what happens in a running lab, until Ctrl-C or the lab is destroyed."),
+    "fidelity-sample": ("observe", None),
+    "check": (
+        "verify",
+        "Run the lab's checks: (docs/checks.md) and report, for each, whether it holds, what it saw and when it first held: in seconds after the deploy (this command deploys a lab given by -t that is not running) or after the lab's last change. Exit 0: every check holds; 1: some do not; 2: the file is wrong.",
+    ),
+    "report": ("bench", "Regenerate report.html of a results folder (e.g. after upgrading nestlab)."),
+    "compare": (
+        "bench",
+        "Per figure and cell: both means and second/first with a 95 % interval (e.g. two kernels, two machines).",
+    ),
+    "bench": (
+        "bench",
+        "Measure: rerun a seed paper's experiments (one subcommand per suite), or measure a running lab (run, pingall).",
+    ),
+    "plan": ("servers", "Show where each node of a lab would run and which links would be cut, without deploying."),
+    "servers": ("servers", "Machines a lab is split across: emulate some on this machine, check them."),
+    "k8s": (
+        "k8s",
+        "Run labs on Kubernetes: deploy, render manifests, build the image; a cluster on this machine (cluster up/down).",
+    ),
+    "clab": (
+        "clab",
+        "containerlab's commands and flags (deploy, redeploy, destroy, inspect, exec, save, graph, stop, start, restart, events, tools, version), for tools that drive containerlab. Global flags (-t, --name, --vars, -r, -d, --log-level, --timeout) go anywhere on the line, and CLAB_* variables stand for flags (CLAB_TOPO, CLAB_DEPLOY_RECONFIGURE).",
+    ),
+    "kathara": (
+        "kathara",
+        "Kathará's commands (lstart, lclean, lrestart, linfo, lconfig, connect, exec, wipe, list, check, vstart, vclean) on Kathará labs: a folder with lab.conf.",
+    ),
+    "compat": ("clab.compat", "Compatibility with other tools' commands."),
+    "version": ("machine", "Print nestlab's version."),
+    "doctor": ("machine", "What this kernel and machine support: attachment modes, qdiscs, MPTCP, cgroups, OVS, tools."),
+    "modes": (
+        "machine",
+        "Every node kind (kind:), link mode (a link's mode:) and node runtime (runtime:), from their registries.",
+    ),
+    "image": ("machine", "Root filesystems for image: nodes (runc)."),
+    "mobility": ("machine", "Generate visibility graphs for dynamics: (MANETs)."),
 }
 
 
@@ -38,26 +100,55 @@ HOLDERS: dict[str, tuple[str, ...]] = {
 OUTSIDE = {"version", "modes", "plan", "report", "compare", "mobility", "k8s"}
 
 
-def build(command: str | None = None) -> typer.Typer:
-    """The typer app with the module holding ``command`` (every module when there is none or it is unknown).
-    typer is imported here: ``nestlab link set`` goes without it (cli/quick.py)."""
+def build() -> typer.Typer:
+    """The typer app, its commands registered lazily (:func:`_lazy`).  typer is imported here: ``nestlab link set``
+    goes without it (cli/quick.py)."""
     import typer
 
     from .common import needs_root
 
-    app = typer.Typer(
+    return typer.Typer(
+        cls=_lazy(),
         help="Build, use and tear down networks of namespace containers.\n\n"
         "Typical session:  nestlab deploy -t lab.yml ; nestlab exec --lab NAME h1 -- ping -c1 10.0.0.2 ; nestlab destroy --lab NAME",
         no_args_is_help=True,
         add_completion=False,
         rich_markup_mode=None,
         pretty_exceptions_enable=False,
+        callback=needs_root,
     )
-    app.callback()(needs_root)
-    holders = [module for module, commands in HOLDERS.items() if command in commands] or list(HOLDERS)
-    for module in holders:
-        app.add_typer(importlib.import_module(f"{__package__}.{module}").commands)
-    return app
+
+
+def _lazy() -> type[TyperGroup]:
+    """The top command group: its commands listed from :data:`COMMANDS`, each one's module imported when it runs."""
+    import typer.main
+    from typer._click.utils import make_default_short_help
+    from typer.core import TyperGroup
+    from typer.models import TyperInfo
+
+    class Lazy(TyperGroup):
+        def list_commands(self, ctx: Context) -> list[str]:
+            return list(COMMANDS)
+
+        def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+            if cmd_name not in COMMANDS:
+                return None
+            module = importlib.import_module(f"{__package__}.{COMMANDS[cmd_name][0]}")
+            group = typer.main.get_group_from_info(  # as add_typer() would: the app's own settings
+                TyperInfo(module.commands),
+                pretty_exceptions_short=True,
+                suggest_commands=self.suggest_commands,
+                rich_markup_mode=self.rich_markup_mode,
+            )
+            return group.get_command(ctx, cmd_name)
+
+        def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+            shown = {name: text for name, (_, text) in COMMANDS.items() if text is not None}
+            limit = formatter.width - 6 - max(map(len, shown))
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, make_default_short_help(text, limit)) for name, text in shown.items()])
+
+    return Lazy
 
 
 def _command(argv: list[str]) -> str | None:
@@ -93,7 +184,7 @@ def _run() -> int:
 
             code = run(sys.argv[2:])
         if code is None:
-            build(_command(sys.argv[1:]))()
+            build()()
             code = 0
     except SystemExit as exc:
         code = exc.code

@@ -43,9 +43,7 @@ def deploy(
 ) -> tuple[Changes, tuple[str, ...]]:
     """Create what is missing, remove what is no longer wanted; returns what was changed and notes on what
     this machine left out (cgroup limits in rootless mode)."""
-    # Namespaces only: the helper starts as the lab is planned (no longer while its file loads), so cables it
-    # wired would still be in the making when the applier sets up the same namespaces.
-    made_ahead = wanted_of(_glanced(blueprint), reconfigure=False)._replace(cables=())
+    made_ahead = wanted_of(_glanced(blueprint))
     blueprint = handed_out(blueprint)
     if made_ahead.nodes:  # forked now: the namespaces are made while the lab is planned
         spares.start(lambda: made_ahead)
@@ -70,21 +68,18 @@ def _glanced(blueprint: Blueprint) -> Glance:
         name=blueprint.name,
         nodes=[n for n in seen.nodes if n in wanted],
         bridges=[n for n in seen.bridges if n in wanted],
-        cables=[c for c in seen.cables if c[0] in wanted and c[2] in wanted],
     )
 
 
-def wanted_of(glanced: Glance, reconfigure: bool) -> spares.Wanted:
-    """What a deploy will make, from a glance at its file: nothing to reconcile a running lab (unless it is
-    remade: ``reconfigure``)."""
-    if not glanced.name or (os.path.isdir(names.lab_dir(glanced.name)) and not reconfigure):
+def wanted_of(glanced: Glance) -> spares.Wanted:
+    """What a deploy will make, from a glance at its file: nothing to reconcile a running lab."""
+    if not glanced.name or os.path.isdir(names.lab_dir(glanced.name)):
         return spares.Wanted("", ())
     return spares.Wanted(
         names.alias(glanced.name),
         glanced.nodes,
         glanced.extra,
         glanced.bridges,
-        glanced.cables,
         tuple(glanced.bridge_sysctls.items()),
     )
 

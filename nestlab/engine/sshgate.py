@@ -368,11 +368,6 @@ def _logged_in(pid: int) -> bool:
     return False
 
 
-def login_pids(uid: int) -> list[int]:
-    """Live processes whose real or effective uid is ``uid`` (a lab's login uid)."""
-    return procs.of_uid(uid)
-
-
 if __name__ == "__main__":
     _dir, _keys_dir, _grace, *pairs = sys.argv[1:]
     serve(_dir, _keys_dir, int(_grace), {int(fd): node for fd, node in (p.split("=", 1) for p in pairs)})

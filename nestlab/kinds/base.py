@@ -38,7 +38,6 @@ class NodeKind:
     endpoint: ClassVar[bool] = False  # an end host: `nestlab bench` and the demo's pings pick it
     shares_stack: ClassVar[bool] = False  # may use its host's network stack (mode: none)
     own_bridge: ClassVar[bool] = False  # holds a Linux bridge named after it (so its name is at most 15 characters)
-    ahead: ClassVar[bool] = False  # a node of this kind with no other key may be made ahead by the spares' helper
     takes_ports: ClassVar[bool] = False  # interfaces made inside it are handed to :meth:`ports`
     link_mode: ClassVar[str | None] = None  # the mode of a link ending in it that names none (default veth)
     router: ClassVar[bool] = False  # routes between its interfaces (and so speaks IPv6 by default)

@@ -16,7 +16,6 @@ class Bridge(Switch):
     name = "bridge"
     summary = "a Linux bridge named after the node (containerlab's bridge), in a namespace of its own"
     own_bridge = True
-    ahead = True
 
     def started(self, ap: Applying, node: NodeObj, nl: Netlink) -> None:
         from ..backends.kernel import netlink

@@ -17,7 +17,6 @@ class Linux(NodeKind):
     summary = "a node of its own namespaces (its runtime says which and what runs in them)"
     endpoint = True
     shares_stack = True
-    ahead = True
 
     def plan(self, node: Draft) -> dict[str, Any]:
         own = not node.shares

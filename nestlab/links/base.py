@@ -10,7 +10,7 @@ use it, so reading a mode's keys (the schema) loads none.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +50,7 @@ class LinkMode:
     stage: Stage = Stage.CABLES
     separate_ends: bool = False  # (two ends) each end is a device of its own; else deleting one end removes the pair
     takes_macs: bool = False  # its ends' MAC addresses may be chosen (``macs:``, containerlab's endpoint ``mac:``)
-    options: dict[str, tuple[Any, Any]] = {}  # link keys this mode owns: name -> (annotation, pydantic Field)
+    options: Mapping[str, tuple[Any, dict[str, Any]]] = {}  # link keys this mode owns: name -> (annotation, Field's arguments)
     features: dict[str, KernelFeature] = {}  # kernel features it needs, probed by doctor and before a deploy
 
     # -- model: extra rules for a link of this mode --------------------------------------------------

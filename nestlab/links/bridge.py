@@ -13,8 +13,6 @@ import zlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from ..plan.objects import AttachObj, EndObj, HostBridge, LinkObj, Options
 from .base import KernelFeature, LinkMode, Stage, register, up_and_address
 
@@ -40,12 +38,15 @@ class Bridge(LinkMode):
     ends = 1
     stage = Stage.ATTACH
     options = {
-        "bridge": (str | None, Field(default=None, description="the host bridge's name (default br0)")),
-        "nat": (bool | None, Field(default=None, description="host is the gateway, masquerading out of its NICs")),
-        "publish": (list[str], Field(default_factory=list, description="with nat: ports forwarded from the host, e.g. 5201/tcp")),
+        "bridge": (str | None, {"default": None, "description": "the host bridge's name (default br0)"}),
+        "nat": (bool | None, {"default": None, "description": "host is the gateway, masquerading out of its NICs"}),
+        "publish": (
+            list[str],
+            {"default_factory": list, "description": "with nat: ports forwarded from the host, e.g. 5201/tcp"},
+        ),
         "bridge_netfilter": (
             bool | None,
-            Field(default=None, description="Docker's default path: bridged traffic through iptables"),
+            {"default": None, "description": "Docker's default path: bridged traffic through iptables"},
         ),
     }
     features = {

@@ -11,8 +11,6 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from .base import KernelFeature, register, up_and_address
 from .overlay import Overlay, scratch_name
 
@@ -34,7 +32,7 @@ class Gretap(Overlay):
     options = {
         "gre_key": (
             int | None,
-            Field(default=None, ge=1, le=4294967295, description="gre/gretap: the GRE key (default: one per link)"),
+            {"default": None, "ge": 1, "le": 4294967295, "description": "gre/gretap: the GRE key (default: one per link)"},
         )
     }
     features = {

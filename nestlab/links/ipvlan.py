@@ -10,8 +10,6 @@ import struct
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
-
 from .base import KernelFeature, SubInterface, register
 
 if TYPE_CHECKING:
@@ -29,8 +27,8 @@ class Ipvlan(SubInterface):
     name = "ipvlan"
     summary = "an ipvlan sub-interface of a host NIC (parent:), ipvlan_mode l2/l3/l3s, ipvlan_flag bridge/private/vepa"
     options = {
-        "ipvlan_mode": (Literal["l2", "l3", "l3s"] | None, Field(default=None)),
-        "ipvlan_flag": (Literal["bridge", "private", "vepa"] | None, Field(default=None)),
+        "ipvlan_mode": (Literal["l2", "l3", "l3s"] | None, {"default": None}),
+        "ipvlan_flag": (Literal["bridge", "private", "vepa"] | None, {"default": None}),
     }
     features = {"ipvlan": KernelFeature("CONFIG_IPVLAN", {"kind": "ipvlan", "ipvlan_mode": 0, "link": "parent"})}
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from ..names import IFNAMSIZ, is_plain
 from ..plan.objects import AttachObj, Options, shapes
 from .base import LinkMode, Stage, into_switches, register, up_and_address
@@ -38,7 +36,10 @@ class MachineVeth(LinkMode):
     switch_port = True
     stage = Stage.ATTACH
     options = {
-        "host_interface": (str | None, Field(default=None, description="machine-veth: the name of the veth's end on the machine"))
+        "host_interface": (
+            str | None,
+            {"default": None, "description": "machine-veth: the name of the veth's end on the machine"},
+        )
     }
 
     def check(self, ctx: Checking, link: LinkSpec, path: Path) -> list[Problem]:

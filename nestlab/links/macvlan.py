@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
-
 from .base import KernelFeature, SubInterface, register
 
 if TYPE_CHECKING:
@@ -21,7 +19,7 @@ MODES = {"private": 1, "vepa": 2, "bridge": 4, "passthru": 8, "source": 16}
 class Macvlan(SubInterface):
     name = "macvlan"
     summary = "a macvlan sub-interface of a host NIC (parent:), macvlan_mode bridge/private/vepa/passthru/source"
-    options = {"macvlan_mode": (Literal["bridge", "private", "vepa", "passthru", "source"] | None, Field(default=None))}
+    options = {"macvlan_mode": (Literal["bridge", "private", "vepa", "passthru", "source"] | None, {"default": None})}
     features = {"macvlan": KernelFeature("CONFIG_MACVLAN", {"kind": "macvlan", "macvlan_mode": "bridge", "link": "parent"})}
 
     def plan_options(self, link: LinkSpec) -> Options:

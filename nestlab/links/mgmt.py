@@ -15,8 +15,6 @@ import ipaddress
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from ..errors import LabError
 from ..model.errors import Problem, TopologyError
 from ..names import IFNAMSIZ, is_ifname
@@ -69,7 +67,7 @@ class Mgmt(LinkMode):
     options = {
         "host_interface": (
             str | None,
-            Field(default=None, description="machine-veth, mgmt: the name of the veth's end on the machine"),
+            {"default": None, "description": "machine-veth, mgmt: the name of the veth's end on the machine"},
         )
     }
 

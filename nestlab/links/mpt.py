@@ -8,13 +8,12 @@ kernel allows, the daemon's tc programs carry the packets (``datapath: bpf``, do
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LabError
 from ..model.units import parse_rate
 from ..plan.objects import LinkObj
+from ..plugins import Keys
 from .base import LinkMode, Stage, register
 
 if TYPE_CHECKING:
@@ -37,44 +36,23 @@ def burst(rates: list[int]) -> int:
     return max(4096, min(65536, 1 << round(math.log2(min(rates) / 8 * BURST_TIME))))
 
 
-Datapath = Literal["auto", "bpf", "user"]
+def _keys() -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The mode's key, its type a pydantic model (model/multipath.py), loaded when a topology is checked."""
+    from ..model.multipath import MultipathSpec
 
-
-class MultipathSpec(BaseModel):
-    """A multipath tunnel (``nestlab-mpt``, GRE-in-UDP) over parallel paths between the link's two nodes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["mpt"] = "mpt"
-    paths: list[str] | None = Field(
-        default=None, description="interfaces both nodes have, one per path (default: the bundle's p1..pN)"
-    )
-    weights: list[int] | None = Field(default=None, description="packets per round on each path (default 1 each)")
-    scheduler: Literal["wrr", "hash"] = Field(default="wrr", description="wrr: per packet, weighted round robin; hash: per flow")
-    datapath: Datapath | tuple[Datapath, Datapath] = Field(
-        default="auto",
-        description="bpf: tc programs carry IPv4 in the kernel; user: the daemon reads every packet; auto: bpf where the kernel "
-        "allows; [A, B]: each end its own",
-    )
-
-    @field_validator("weights")
-    @classmethod
-    def _positive(cls, value: list[int] | None) -> list[int] | None:
-        if value is not None and any(w < 1 for w in value):
-            raise ValueError("weights are positive integers")
-        return value
+    return {
+        "multipath": (
+            MultipathSpec | None,
+            {"default": None, "description": "an MPT tunnel over the paths; see docs/multipath.md"},
+        )
+    }
 
 
 class Mpt(LinkMode):
     name = "mpt"
     summary = "a nestlab-mpt multipath tunnel over parallel paths (multipath:, or paths: N with multipath:)"
     stage = Stage.DAEMON
-    options = {
-        "multipath": (
-            MultipathSpec | None,
-            Field(default=None, description="an MPT tunnel over the paths; see docs/multipath.md"),
-        )
-    }
+    options = Keys(_keys)
 
     def build(self, b: Planning, link: LinkSpec, ends: list[EndObj]) -> LinkObj | AttachObj | None:
         """The tunnel between a and b over the links named in ``multipath.paths`` (built before it)."""

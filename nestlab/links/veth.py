@@ -53,8 +53,6 @@ class Veth(LinkMode):
             a.node for a, _ in oriented if not ap.nodes[a.node].link_local
         }  # up only once told not to make a link-local address
         for i, (link, (a, b)) in enumerate(zip(objs, oriented), 1):
-            if link.key in ap.wired:  # made ahead, while the file was being checked (backends/spares.py)
-                continue
             ap.queue(
                 a.node,
                 netlink.new_veth(

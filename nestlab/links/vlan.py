@@ -18,8 +18,6 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
-
 from .base import KernelFeature, SubInterface, register
 
 if TYPE_CHECKING:
@@ -37,10 +35,10 @@ class Vlan(SubInterface):
     name = "vlan"
     summary = "an 802.1Q sub-interface (vlan_id:, vlan_protocol: 802.1ad for QinQ) of a host NIC or of the node's own interface"
     options = {
-        "vlan_id": (int | None, Field(default=None, ge=1, le=4094, description="vlan: the VLAN id, 1..4094")),
+        "vlan_id": (int | None, {"default": None, "ge": 1, "le": 4094, "description": "vlan: the VLAN id, 1..4094"}),
         "vlan_protocol": (
             Literal["802.1Q", "802.1ad"] | None,
-            Field(default=None, description="vlan: 802.1Q (default) or 802.1ad (QinQ)"),
+            {"default": None, "description": "vlan: 802.1Q (default) or 802.1ad (QinQ)"},
         ),
     }
     features = {"vlan": KernelFeature("CONFIG_VLAN_8021Q", {"kind": "vlan", "vlan_id": 10, "link": "parent"})}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
 from .base import KernelFeature, register
 from .overlay import Overlay
 
@@ -23,9 +21,17 @@ class Vxlan(Overlay):
     options = {
         "vni": (
             int | None,
-            Field(default=None, ge=1, le=16777215, description="vxlan/geneve: the network identifier (default: one per link)"),
+            {
+                "default": None,
+                "ge": 1,
+                "le": 16777215,
+                "description": "vxlan/geneve: the network identifier (default: one per link)",
+            },
         ),
-        "port": (int | None, Field(default=None, ge=1, le=65535, description="vxlan/geneve: UDP port (default 4789/6081)")),
+        "port": (
+            int | None,
+            {"default": None, "ge": 1, "le": 65535, "description": "vxlan/geneve: UDP port (default 4789/6081)"},
+        ),
     }
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}
 

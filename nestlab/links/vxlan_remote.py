@@ -10,8 +10,6 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from ..plan.objects import AttachObj, Options
 from .base import KernelFeature, LinkMode, Stage, into_switches, register, up_and_address
 from .vxlan import Vxlan
@@ -34,12 +32,17 @@ class VxlanRemote(LinkMode):
     switch_port = True
     stage = Stage.ATTACH
     options = {
-        "remote": (str | None, Field(default=None, description="vxlan-remote: the other machine's address (IPv4)")),
+        "remote": (str | None, {"default": None, "description": "vxlan-remote: the other machine's address (IPv4)"}),
         "vni": Vxlan.options["vni"],
         "port": Vxlan.options["port"],
         "src_port": (
             int | None,
-            Field(default=None, ge=1, le=65535, description="vxlan-remote: the UDP source port (default: the kernel's range)"),
+            {
+                "default": None,
+                "ge": 1,
+                "le": 65535,
+                "description": "vxlan-remote: the UDP source port (default: the kernel's range)",
+            },
         ),
     }
     features = {"vxlan": KernelFeature("CONFIG_VXLAN", {"kind": "vxlan", "vxlan_id": 42})}

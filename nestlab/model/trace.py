@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import files
 
 PACKET_BYTES = 1500
-BIN_MS = 100  # the slice :func:`bins` counts by
+BIN_MS = 100  # the window :func:`peak_bps` slides
 MAX_BYTES = 32 * 1024 * 1024  # a trace's file: about 4 million delivery times
 MAX_BPS = 500_000_000  # the most a trace may deliver over any BIN_MS: one player (Python, one core) follows it
 
@@ -28,16 +28,6 @@ def read(path: str) -> list[int]:
     if not times or times[-1] == 0:
         raise ValueError("it has no delivery time after 0 ms (a trace lasts until its last line)")
     return times
-
-
-def bins(times: list[int]) -> list[int]:
-    """Bits per second the trace delivers in each :data:`BIN_MS` slice of its period (an opportunity at the
-    period's end belongs to the next loop's start, as Mahimahi plays it: a line at the period is due then)."""
-    count = max(1, -(-times[-1] // BIN_MS))
-    slots = [0] * count
-    for t in times:
-        slots[(t // BIN_MS) % count] += 1
-    return [n * PACKET_BYTES * 8 * 1000 // BIN_MS for n in slots]
 
 
 def peak_bps(times: list[int]) -> int:

@@ -75,11 +75,12 @@ class Builder:
         modes = LINK_MODES.values()
         for mode in modes:
             mode.prepare(self)
-        for link in sorted(self._links, key=lambda ln: LINK_MODES.get(link_mode(self.t, ln)).stage):  # tunnels after their paths
-            ends = [
-                replace(self._end(ep.key), mac=mac) for ep, mac in zip(link.endpoints, link.macs or [None] * len(link.endpoints))
-            ]
-            obj = LINK_MODES.get(link_mode(self.t, link)).build(self, link, ends)
+        moded = [(LINK_MODES.get(link_mode(self.t, link)), link) for link in self._links]
+        for mode, link in sorted(moded, key=lambda pair: pair[0].stage):  # tunnels after their paths
+            ends = [self._end(ep.key) for ep in link.endpoints]
+            if link.macs:
+                ends = [replace(end, mac=mac) for end, mac in zip(ends, link.macs)]
+            obj = mode.build(self, link, ends)
             if obj is not None:
                 self.plan.add(obj)
         for mode in modes:

@@ -116,7 +116,9 @@ class _LinkBase(Strict):
 
 def _mode_options() -> dict:
     """Every key a link mode owns, with its schema (a key several modes share is declared alike by each)."""
-    return {key: spec for mode in LINK_MODES.values() for key, spec in mode.options.items()}
+    return {
+        key: (annotation, Field(**field)) for mode in LINK_MODES.values() for key, (annotation, field) in mode.options.items()
+    }
 
 
 if TYPE_CHECKING:  # for the type checker: the common keys, and a mode's own keys as Any
