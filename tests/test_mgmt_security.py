@@ -114,7 +114,8 @@ def test_a_password_login_writes_nothing_of_the_machine_and_no_file_others_read_
         keyed = subprocess.run(
             ["ssh", "-o", "BatchMode=yes", f"clab-{lab_name}-b", "id -u"], capture_output=True, text=True, timeout=60
         )
-        assert keyed.stdout.strip() == str(uid), keyed.stderr  # the ssh config's user, with the lab's key
+        uids = login_uids.recorded(f"/var/lib/nestlab/ssh/{lab_name}")
+        assert uids["a"] == uid and keyed.stdout.strip() == str(uids["b"]), keyed.stderr  # b's user, with the lab's key
         roots = ["/run", "/var/lib", "/etc", "/tmp", str(tmp_path)]
         holding = [p for p in _written_since(start, roots) if _holds(p, PASSWORD) and p != str(topo)]
         folder = tmp_path / f"clab-{lab_name}"
