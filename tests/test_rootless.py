@@ -238,7 +238,10 @@ def test_what_needs_the_machines_root_is_refused_with_its_reason(nobody):
         f"name: {lab}\ntopology:\n  nodes:\n    r1: {{kind: linux, credentials: {{username: admin, password: lab-Secret1}}}}\n",
     )
     refused = nobody.run("deploy", "-t", str(logins))
-    assert refused.returncode == 1 and "cannot make r1 (password logins (credentials:) run as a uid" in refused.stderr
+    assert (
+        refused.returncode == 1
+        and "cannot make r1 (password logins (credentials:): rootless mode offers logins by key" in refused.stderr
+    )
     nobody.write("motd", "hello\n")
     rooted = nobody.write(
         "rooted.yml", f"name: {lab}\ntopology:\n  nodes:\n    w: {{binds: ['motd:/etc/nestlab-nowhere/motd']}}\n"

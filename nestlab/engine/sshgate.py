@@ -50,7 +50,8 @@ TITLE = re.compile(rb"sshd(-session)?: [^ ]+@(notty|pts/\d+)")
 # line, and a shadow file of that line and root's (keys only), bound over /etc/passwd and /etc/shadow; the
 # machine's /etc/group (and gshadow) with the login's name taken out of every group and a group of the login's gid
 # under its name, bound over them, so the login inherits no group (nor, by name, sudoers rule) of a machine user
-# of the same name (the node's files and the machine's are untouched).  sshd runs under no_new_privs (setpriv),
+# of the same name (the node's files and the machine's are untouched; rootless, the machine's gshadow is unreadable
+# and stays as it is, unreadable to the login too).  sshd runs under no_new_privs (setpriv),
 # which its sessions inherit: sshd only drops privileges, and no setuid program (sudo, su, chfn, passwd) can raise
 # a login's.  Keys: root's in a folder of the session's own /tmp (readable by root alone), the login's in its home,
 # so a login's own key logs in as the login and never as root.  Arguments: sshd, its config, logins/NODE, the
@@ -73,7 +74,7 @@ chmod 600 "$t/shadow"
 mount --bind "$t/passwd" /etc/passwd
 mount --bind "$t/shadow" /etc/shadow
 for g in group gshadow; do
-  if [ -f /etc/$g ]; then
+  if [ -f /etc/$g ] && [ -r /etc/$g ]; then
     line="$user:x:$gid:"; if [ $g = gshadow ]; then line="$user:!::"; fi
     { awk -F: -v OFS=: -v user="$user" -v gid="$gid" -v g=$g "$5" /etc/$g; echo "$line"; } > "$t/$g"
     chown --reference=/etc/$g "$t/$g"; chmod --reference=/etc/$g "$t/$g"
