@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -24,7 +25,7 @@ from conftest import NESTLAB, leftovers, run_cli
 
 from nestlab.backends.kernel import mgmtnet, procs
 from nestlab.engine import etc_hosts as hosts
-from nestlab.engine import sshgate
+from nestlab.engine import login_uids, sshgate
 
 PASSWORD = "lab-Secret1-" + os.urandom(4).hex()  # unique: found only where this test's deploy wrote it
 CREDENTIALS = f"""name: {{name}}
@@ -114,7 +115,8 @@ def test_a_password_login_writes_nothing_of_the_machine_and_no_file_others_read_
         keyed = subprocess.run(
             ["ssh", "-o", "BatchMode=yes", f"clab-{lab_name}-b", "id -u"], capture_output=True, text=True, timeout=60
         )
-        assert keyed.stdout.strip() == str(uid), keyed.stderr  # the ssh config's user, with the lab's key
+        uids = login_uids.recorded(f"/var/lib/nestlab/ssh/{lab_name}")
+        assert uids["a"] == uid and keyed.stdout.strip() == str(uids["b"]), keyed.stderr  # b's user, with the lab's key
         roots = ["/run", "/var/lib", "/etc", "/tmp", str(tmp_path)]
         holding = [p for p in _written_since(start, roots) if _holds(p, PASSWORD) and p != str(topo)]
         folder = tmp_path / f"clab-{lab_name}"
@@ -270,8 +272,8 @@ def test_a_password_login_has_no_group_or_setuid_right_of_a_machine_user_of_its_
         done = run_cli("deploy", "-t", str(topo), timeout=120)
         assert done.returncode == 0, done.stderr
         a = _address(lab_name, "a")
-        uid = int(Path(f"/var/lib/nestlab/ssh/{lab_name}/uid").read_text())
-        assert uid in sshgate.UIDS and 1879048192 <= uid <= 2147352575  # systemd's unused range
+        uid = login_uids.recorded(f"/var/lib/nestlab/ssh/{lab_name}")["a"]
+        assert uid in login_uids.UIDS and 1879048192 <= uid <= 2147352575  # systemd's unused range
         drive = base64.b64encode(PTY_DRIVE.encode()).decode()
         session = _ssh_password(
             a,
@@ -306,22 +308,81 @@ def test_a_password_login_has_no_group_or_setuid_right_of_a_machine_user_of_its_
     assert leftovers() == []
 
 
-def test_a_uid_a_live_process_holds_is_not_given_to_a_lab(tmp_path):
-    held = set()
-    for other in Path(sshgate.names.KEYS_ROOT).glob("*/uid"):
-        with contextlib.suppress(OSError, ValueError):
-            held.add(int(other.read_text()))
-    first = next(uid for uid in sshgate.UIDS if uid not in held and not sshgate._used(uid))
-    os.makedirs(sshgate.names.KEYS_ROOT, exist_ok=True)
-    survivor = subprocess.Popen(["setpriv", f"--reuid={first}", f"--regid={first}", "--clear-groups", "sleep", "60"])
+def test_logins_on_two_nodes_are_two_users_that_cannot_signal_or_read_each_other_and_end_with_their_lab(topo_file, lab_name):
+    """Nodes share the machine's processes: the login on b leaves a process holding a secret in its environment
+    and its cwd in its home; the login on a, same name and password, is another uid and gets EPERM from ``kill -0``
+    and EACCES from that process's ``environ`` and ``cwd``, which the login on b itself reads (so the pid is the
+    right one).  Destroy leaves no process of either uid."""
+    topo = topo_file(CREDENTIALS, "lab.clab.yml")
+    secret = "nestlab-env-" + os.urandom(4).hex()
+    done = run_cli("deploy", "-t", str(topo), timeout=120)
+    uids: dict[str, int] = {}
     try:
+        assert done.returncode == 0, done.stderr
+        a, b = _address(lab_name, "a"), _address(lab_name, "b")
+        for node, address in (("a", a), ("b", b)):
+            left = _ssh_password(
+                address,
+                f"id -u; stat -c %u ~; cd ~ && {{ NESTLAB_SECRET={secret} nohup sleep 300 >/dev/null 2>&1 & echo $!; }}",
+            )
+            uid, home, pid = left.stdout.split()
+            assert uid == home, f"{node}: the login's home is its own uid's: " + left.stdout + left.stderr
+            uids[node] = int(uid)
+            if node == "b":
+                on_b = int(pid)
+        assert uids["a"] != uids["b"], f"one uid on both nodes: {uids}"
+        assert set(uids.values()) <= set(login_uids.UIDS), uids
+        assert login_uids.recorded(f"/var/lib/nestlab/ssh/{lab_name}") == uids, "each node's uid is recorded for destroy"
+        reach = f"kill -0 {on_b}; echo kill=$?; cat /proc/{on_b}/environ; echo environ=$?; readlink /proc/{on_b}/cwd; echo cwd=$?"
+        own = _ssh_password(b, reach)
+        assert "kill=0" in own.stdout and secret in own.stdout and "cwd=0" in own.stdout, own.stdout + own.stderr
+        other = _ssh_password(a, reach)
+        assert "kill=1" in other.stdout and "Operation not permitted" in other.stderr, other.stdout + other.stderr
+        assert "environ=1" in other.stdout and secret not in other.stdout, other.stdout + other.stderr
+        assert "cwd=1" in other.stdout and "Permission denied" in other.stderr, other.stdout + other.stderr
+        assert all(procs.of_uid(uid) for uid in uids.values()), "each node's login left a process running"
+    finally:
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+        left_behind = [pid for uid in uids.values() for pid in procs.of_uid(uid)]
+        for pid in left_behind:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+    assert gone.returncode == 0, gone.stderr
+    assert left_behind == [], "a login's processes outlived its lab"
+    assert leftovers() == []
+
+
+def _free(count: int) -> list[int]:
+    """The next ``count`` login uids nestlab would give, as things stand."""
+    held = login_uids._held()
+    return [uid for uid in login_uids.UIDS if uid not in held and not login_uids._used(uid)][:count]
+
+
+def test_a_uid_of_a_live_process_a_machine_user_or_group_or_another_lab_is_not_given_to_a_login(tmp_path):
+    """The uids nestlab would give next are held: by a live process, a user and a group of this machine and another
+    lab's record; a lab with three logins gets none of them, and three uids."""
+    first = _free(4)
+    os.makedirs(login_uids.names.KEYS_ROOT, exist_ok=True)
+    other = Path(login_uids.names.KEYS_ROOT) / ("t" + os.urandom(4).hex())
+    user, group = "nlu" + os.urandom(3).hex(), "nlg" + os.urandom(3).hex()
+    survivor = subprocess.Popen(["setpriv", f"--reuid={first[0]}", f"--regid={first[0]}", "--clear-groups", "sleep", "60"])
+    try:
+        subprocess.run(["useradd", "-M", "-N", "-u", str(first[1]), "-s", "/usr/sbin/nologin", user], check=True)
+        subprocess.run(["groupadd", "-g", str(first[2]), group], check=True)
+        other.mkdir(mode=0o700)
+        (other / login_uids.RECORD).write_text(json.dumps({"r1": first[3]}))
         deadline = time.monotonic() + 5
         while not procs.of_uid(first) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert sshgate._uid(str(tmp_path)) != first
+        given = login_uids.given(str(tmp_path), ["a", "b", "c"])
     finally:
         survivor.kill()
         survivor.wait()
+        subprocess.run(["userdel", user], capture_output=True)
+        subprocess.run(["groupdel", group], capture_output=True)
+        shutil.rmtree(other, ignore_errors=True)
+    assert len(set(given.values())) == 3 and not set(given.values()) & set(first), (given, first)
+    assert login_uids.recorded(str(tmp_path)) == given
 
 
 def test_clients_waiting_at_the_password_prompt_are_not_logged_in(topo_file, lab_name, tmp_path, monkeypatch):
@@ -472,7 +533,7 @@ def test_a_logins_own_key_logs_in_as_the_login_never_as_root(topo_file, tmp_path
             refused = _ssh_key(key, target, "id -u")
             assert refused.returncode == 255 and "Permission denied" in refused.stderr, f"{target}: {refused.stdout}"
         student = _ssh_key(key, f"student@{a}", f"id -u; touch /root/{mark} /etc/{mark}")
-        assert student.stdout.split()[:1] and int(student.stdout.split()[0]) in sshgate.UIDS, student.stdout + student.stderr
+        assert student.stdout.split()[:1] and int(student.stdout.split()[0]) in login_uids.UIDS, student.stdout + student.stderr
         assert "Permission denied" in student.stderr and not os.path.exists(f"/root/{mark}")
         assert not os.path.exists(f"/etc/{mark}")
         config = subprocess.run(["ssh", "-o", "BatchMode=yes", f"clab-{lab_name}-a", "id -u"], capture_output=True, text=True)
@@ -521,27 +582,24 @@ def _put(path: str, text: str) -> None:
 
 
 def test_a_login_uid_is_never_in_a_users_subordinate_range(tmp_path):
-    """An administrator lends alice and bob subordinate ids over the uids nestlab would choose next: a lab's login
-    uid falls in neither (destroy would kill alice's namespace's processes)."""
-    held = set()
-    for other in Path(sshgate.names.KEYS_ROOT).glob("*/uid"):
-        with contextlib.suppress(OSError, ValueError):
-            held.add(int(other.read_text()))
-    first = next(uid for uid in sshgate.UIDS if uid not in held and not sshgate._used(uid))
+    """An administrator lends alice and bob subordinate ids over the uids nestlab would choose next: no login uid of
+    a lab of three logins falls in either (destroy would kill alice's namespace's processes)."""
+    first = _free(1)[0]
     lent = {"/etc/subuid": f"alice:{first - 10}:20\n", "/etc/subgid": f"bob:{first + 10}:100\n"}
     kept = {path: Path(path).read_text() if os.path.exists(path) else None for path in lent}
-    os.makedirs(sshgate.names.KEYS_ROOT, exist_ok=True)
+    os.makedirs(login_uids.names.KEYS_ROOT, exist_ok=True)
     try:
         for path, line in lent.items():
             _put(path, (kept[path] or "") + line)
-        chosen = sshgate._uid(str(tmp_path))
+        chosen = login_uids.given(str(tmp_path), ["a", "b", "c"])
     finally:
         for path, text in kept.items():
             if text is None:
                 os.unlink(path)
             else:
                 _put(path, text)
-    assert chosen not in range(first - 10, first + 10) and chosen not in range(first + 10, first + 110), chosen
+    assert len(set(chosen.values())) == 3, chosen
+    assert not set(chosen.values()) & set(range(first - 10, first + 110)), chosen
 
 
 def test_a_folder_renamed_under_a_deploy_writes_no_line_into_the_ssh_config_every_user_reads(tmp_path, lab_name):

@@ -238,7 +238,10 @@ def test_what_needs_the_machines_root_is_refused_with_its_reason(nobody):
         f"name: {lab}\ntopology:\n  nodes:\n    r1: {{kind: linux, credentials: {{username: admin, password: lab-Secret1}}}}\n",
     )
     refused = nobody.run("deploy", "-t", str(logins))
-    assert refused.returncode == 1 and "cannot make r1 (password logins (credentials:) run as a uid" in refused.stderr
+    assert (
+        refused.returncode == 1
+        and "cannot make r1 (password logins (credentials:): rootless mode offers logins by key" in refused.stderr
+    )
     nobody.write("motd", "hello\n")
     rooted = nobody.write(
         "rooted.yml", f"name: {lab}\ntopology:\n  nodes:\n    w: {{binds: ['motd:/etc/nestlab-nowhere/motd']}}\n"
@@ -361,22 +364,69 @@ def test_with_subordinate_ids_a_containerlab_node_answers_nestlab_ssh_and_the_us
         _end_processes(NOBODY)
 
 
+STUDENTS = CLAB.replace(
+    "n2: {{kind: linux}}", "n2: {{kind: linux, credentials: {{username: student, identity-file: student_key}}}}"
+)
+STUDENTS_BOTH = CLAB.replace(
+    "  nodes:", "  defaults:\n    credentials: {{username: student, identity-file: student_key}}\n  nodes:"
+)
+
+
+def test_with_subordinate_ids_key_logins_on_two_nodes_are_two_of_the_users_own_ids(nobody, subordinate_ids, lab_name):
+    """Rootless, a login's uid is one the user's namespace maps (the upper half of its subordinate ids): student
+    logs in with its key on n1 and on n2 through nobody's own ssh as two uids, each one of nobody's subordinate ids
+    outside; the one on n1 gets EPERM from ``kill -0`` of the one on n2's process and cannot read its environment,
+    which n2's own login reads; nothing of either outlives the destroy."""
+    lab = lab_name
+    topo = nobody.write("students.clab.yml", STUDENTS_BOTH.format(name=lab))
+    key = nobody.home / "student_key"
+    subprocess.run(
+        [*as_user(NOBODY), "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, env=nobody.env()
+    )
+    secret = "nestlab-env-" + os.urandom(4).hex()
+    pids: dict[str, int] = {}
+    try:
+        deployed = nobody.run("deploy", "-t", str(topo))
+        assert deployed.returncode == 0, deployed.stderr
+        uids = {}
+        for node in ("n1", "n2"):
+            left = _own_ssh(nobody, lab, node, f"id -u; NESTLAB_SECRET={secret} nohup sleep 300 >/dev/null 2>&1 & echo $!")
+            assert len(left.stdout.split()) == 2, left.stdout + left.stderr
+            uids[node], pids[node] = map(int, left.stdout.split())
+        assert uids["n1"] != uids["n2"] and 0 not in uids.values(), uids
+        outside = {node: procs.uids(pid) for node, pid in pids.items()}
+        assert all(ids and ids[0] in SUBIDS for ids in outside.values()), outside  # the user's own ids, no one else's
+        reach = f"kill -0 {pids['n2']}; echo kill=$?; cat /proc/{pids['n2']}/environ; echo environ=$?"
+        own = _own_ssh(nobody, lab, "n2", reach)
+        assert "kill=0" in own.stdout and secret in own.stdout, own.stdout + own.stderr
+        other = _own_ssh(nobody, lab, "n1", reach)
+        assert "kill=1" in other.stdout and "Operation not permitted" in other.stderr, other.stdout + other.stderr
+        assert "environ=1" in other.stdout and secret not in other.stdout, other.stdout + other.stderr
+        assert nobody.run("destroy", "--lab", lab).returncode == 0
+        assert [pid for pid in pids.values() if procs.alive(pid)] == [], "a login's processes outlived its lab"
+    finally:
+        nobody.run("destroy", "--lab", lab)
+        _end_processes(NOBODY)
+
+
 def test_without_subordinate_ids_nestlab_ssh_reaches_a_containerlab_node_and_ssh_says_why_not(nobody, lab_name):
     """Most users of a shared machine have no /etc/subuid range: no SSH server can run in a namespace of one user
     (sshd and dropbear set the session's groups), so `nestlab ssh` enters the node itself, and the user's own ssh
-    through the lab's ssh config is told why and what to do, never a bare reset; nothing of nobody's lasts 3 s
-    past the destroy."""
+    through the lab's ssh config is told why and what to do, never a bare reset, a node with a key login
+    (``credentials: {username}``, which has no uid to run as there) too; nothing of nobody's lasts 3 s past the
+    destroy."""
     assert userns.subordinate(userns.SUBUID, NOBODY, "nobody") is None, "this test needs nobody without subordinate ids"
     lab = lab_name
-    topo = nobody.write("two.clab.yml", CLAB.format(name=lab))
+    topo = nobody.write("two.clab.yml", STUDENTS.format(name=lab))
     try:
         deployed = nobody.run("deploy", "-t", str(topo))
         assert deployed.returncode == 0, deployed.stderr
         said = nobody.run("ssh", "--lab", lab, "n1", "--", "hostname", "&&", "id", "-u")
         assert said.returncode == 0 and said.stdout.split() == ["n1", "0"], said.stdout + said.stderr
-        own = _own_ssh(nobody, lab, "n2", "hostname")
-        assert own.returncode == 255 and "give your user subordinate ids in /etc/subuid" in own.stderr, own.stderr
-        assert "Connection reset" not in own.stderr
+        for node in ("n1", "n2"):
+            own = _own_ssh(nobody, lab, node, "hostname")
+            assert own.returncode == 255 and "give your user subordinate ids in /etc/subuid" in own.stderr, own.stderr
+            assert "Connection reset" not in own.stderr
         destroyed = nobody.run("destroy", "--lab", lab)
         assert destroyed.returncode == 0, destroyed.stderr
         deadline = time.monotonic() + 3

@@ -111,7 +111,8 @@ class Preparing:
             self.nodes = managed(lab)
             if self.nodes:
                 _files(lab, lab_folder(lab), self.nodes)
-                sshgate.keys(lab.name, {n.node: n.login for n in self.nodes})
+                serves = lab.machine.serves_ssh  # no SSH server, no login to give a uid (rootless, one id mapped)
+                sshgate.keys(lab.name, {n.node: n.login for n in self.nodes} if serves else {})
         except BaseException as exc:  # re-raised by done()
             self.error = exc
 

@@ -9,7 +9,7 @@ import time
 from .. import names
 from ..backends.kernel import cgroups, files, mounts, namespaces, netlink, procs, rtdump, userns
 from ..registry import RUNTIMES
-from . import etc_hosts
+from . import etc_hosts, login_uids
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -52,26 +52,6 @@ def _kill_tools_of(lab: str) -> None:
             continue
 
 
-def _kill_logins(lab: str) -> None:
-    """SIGKILL every process of the lab's login uid (real or effective), again until none is left (a process may
-    fork while it goes; at most 5 s): no password login outlives its lab, nor reaches the next lab given its uid."""
-    try:
-        with open(os.path.join(names.lab_keys(lab), "uid")) as fh:
-            uid = int(fh.read())
-    except (OSError, ValueError):
-        return
-    if uid < 1 << 30:  # never a user of this machine's: the labs' uids lie above (sshgate.UIDS)
-        return
-    deadline = time.monotonic() + 5
-    while (pids := procs.of_uid(uid)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:  # gone meanwhile
-                continue
-        time.sleep(0.02)
-
-
 def left(lab: str) -> list[str]:
     """What of ``lab`` is still on this machine: namespaces, its folder, mounts, processes working in it,
     cgroups and interfaces of this machine carrying its marker (empty once it is gone)."""
@@ -97,7 +77,7 @@ def remove_here(lab: str, folder_too: bool = False) -> int:
         paths += [e.path for e in os.scandir(udir)]
     _remove_interfaces(lab)  # ends in this machine's namespace (host:IF): before the namespaces, so none outlives destroy
     _kill_tools_of(lab)
-    _kill_logins(lab)  # before its keys folder (the uid) goes with etc_hosts.withdraw
+    login_uids.kill(lab)  # before its keys folder (the uids) goes with etc_hosts.withdraw
     aliases, hosts_damaged = etc_hosts.withdraw(lab, folder_too)  # `ip netns` names pin the namespaces too: unpinned with them
     namespaces.remove_pinned(paths + aliases)
     _remove_interfaces(lab, management=True)  # gone with their nodes, in one batch

@@ -41,7 +41,7 @@ def refused(lab: Blueprint) -> tuple[str, ...]:
         if why := LINK_MODES.get(obj.mode).machine_root(obj):
             refusals.setdefault(why, []).append(obj.key)
     if passwords := [n.node for n in access.managed(lab) if n.login.password]:
-        why = "password logins (credentials:) run as a uid of the lab's own, which your user namespace does not map: use keys"
+        why = "password logins (credentials:): rootless mode offers logins by key alone (a username with an identity-file)"
         refusals[why] = passwords
     if refusals:
         said = "; ".join(f"{_some(parts)} ({why})" for why, parts in refusals.items())

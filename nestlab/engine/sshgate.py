@@ -8,20 +8,18 @@ with its connection.  sshd reads the lab's host key, authorized keys (the lab's 
 public keys from ~/.ssh) and configuration from ``/var/lib/nestlab/ssh/LAB`` (root's alone).  A node
 whose ``cmd`` or ``exec`` runs an SSH server of its own, or that says ``ssh: false``, is left alone.
 
-A password login (``credentials:``) is never root: it is the lab's own unprivileged uid (docs/management.md), in
-no group of a machine user of its name, under no_new_privs (no setuid program raises it); destroy kills its processes.
+A password login (``credentials:``) is never root: it is its node's own unprivileged uid (login_uids.py; logins on
+two nodes are two users), in no group of a machine user of its name, under no_new_privs (no setuid program raises
+it); destroy kills its processes.
 At most :data:`MAX_STARTUPS` sessions of a lab are not yet logged in at once (a connection beyond is closed,
 as sshd's MaxStartups does; one not logged in is at most two sshd), and sshd ends one after its grace time.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import glob
-import grp
 import os
-import pwd
 import re
 import selectors
 import signal
@@ -32,12 +30,13 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import names
-from ..backends.kernel import detached, files, locks, procs
+from ..backends.kernel import detached, files, procs
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
 from ..errors import LabError
 from ..model import files as model_files
 from ..model.credentials import Login
+from . import login_uids
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -45,17 +44,15 @@ if TYPE_CHECKING:
 PORT = 22
 MAX_STARTUPS = 16  # sessions of a lab not yet logged in at once (two sshd each at most); beyond, a connection is closed
 GRACE = 30  # seconds a session has to log in (sshd's LoginGraceTime); NESTLAB_SSH_GRACE changes it
-# the labs' login uids ("pn"): in the range systemd leaves unused (1879048192-2147352575, systemd.io/UIDS-GIDS),
-# clear of distributions' users and of systemd's dynamic, container and nspawn ranges
-UIDS = range(0x706E_0000, 0x706E_0000 + 65536)
 # a logged-in session's title: OpenSSH's sshd (before 9.8) or sshd-session (9.8 and later), the user at its terminal
 TITLE = re.compile(rb"sshd(-session)?: [^ ]+@(notty|pts/\d+)")
 # sshd -i for a node with credentials, in a mount namespace of its own: tmpfs over the machine's world-writable
 # folders and /home (the login's home, with the lab's authorized keys); the node's /etc/passwd plus the login's
 # line, and a shadow file of that line and root's (keys only), bound over /etc/passwd and /etc/shadow; the
-# machine's /etc/group (and gshadow) with the login's name taken out of every group and a group of the lab's gid
+# machine's /etc/group (and gshadow) with the login's name taken out of every group and a group of the login's gid
 # under its name, bound over them, so the login inherits no group (nor, by name, sudoers rule) of a machine user
-# of the same name (the node's files and the machine's are untouched).  sshd runs under no_new_privs (setpriv),
+# of the same name (the node's files and the machine's are untouched; rootless, the machine's gshadow is unreadable
+# and stays as it is, unreadable to the login too).  sshd runs under no_new_privs (setpriv),
 # which its sessions inherit: sshd only drops privileges, and no setuid program (sudo, su, chfn, passwd) can raise
 # a login's.  Keys: root's in a folder of the session's own /tmp (readable by root alone), the login's in its home,
 # so a login's own key logs in as the login and never as root.  Arguments: sshd, its config, logins/NODE, the
@@ -78,7 +75,7 @@ chmod 600 "$t/shadow"
 mount --bind "$t/passwd" /etc/passwd
 mount --bind "$t/shadow" /etc/shadow
 for g in group gshadow; do
-  if [ -f /etc/$g ]; then
+  if [ -f /etc/$g ] && [ -r /etc/$g ]; then
     line="$user:x:$gid:"; if [ $g = gshadow ]; then line="$user:!::"; fi
     { awk -F: -v OFS=: -v user="$user" -v gid="$gid" -v g=$g "$5" /etc/$g; echo "$line"; } > "$t/$g"
     chown --reference=/etc/$g "$t/$g"; chmod --reference=/etc/$g "$t/$g"
@@ -90,7 +87,7 @@ k=$(mktemp -d)
 cp "$6" "$k/root"
 exec setpriv --no-new-privs "$1" -i -f "$2" -o PasswordAuthentication=yes -o "AuthorizedKeysFile $k/%u /home/%u/.ssh/authorized_keys"' login "$@"
 """
-# /etc/group or gshadow (g) without the login's group nor the lab's gid, and without the login's name in any member
+# /etc/group or gshadow (g) without the login's group nor the login's gid, and without the login's name in any member
 # list (the 4th field of both)
 GROUPS = r"""$1 == user || (g == "group" && $3 == gid) { next }
 { n = split($4, m, ","); $4 = ""; for (i = 1; i <= n; i++) if (m[i] != user) $4 = $4 ($4 == "" ? "" : ",") m[i]; print }
@@ -170,7 +167,7 @@ def _authorized(path: str, keys: list[str]) -> None:
 
 
 def _logins(folder: str, logins: dict[str, Login], roots: list[str]) -> None:
-    """Per node with a ``credentials:`` user, ``logins/NODE``: its passwd line (the lab's uid, home /home/USER)
+    """Per node with a ``credentials:`` user, ``logins/NODE``: its passwd line (the node's login uid, home /home/USER)
     and shadow line (the password hashed by OpenSSL's SHA-512 crypt, or ``*``: keys only); and ``login-keys/NODE``,
     the keys that log in as that user: its ``identity-file``'s public half and root's (``roots``), which are never
     root's (a login's key is the login, never root)."""
@@ -184,7 +181,7 @@ def _logins(folder: str, logins: dict[str, Login], roots: list[str]) -> None:
         _authorized(os.path.join(keyed, node), [*roots, *([own] if own else [])])
     if not logins:
         return
-    uid = _uid(folder)
+    uids = login_uids.given(folder, logins)
     words = sorted({x.password for x in logins.values() if x.password})
     hashed: dict[str, str] = {}
     if words:
@@ -195,56 +192,13 @@ def _logins(folder: str, logins: dict[str, Login], roots: list[str]) -> None:
             raise LabError(f"openssl could not hash the lab's passwords: {crypt.stderr.strip()}")
         hashed = dict(zip(words, crypt.stdout.split()))
     for node, x in logins.items():
+        uid = uids[node]
         files.write(
             os.path.join(where, node),
             f"{x.user}:x:{uid}:{uid}:{x.user}:/home/{x.user}:/bin/sh\n"
             f"{x.user}:{hashed.get(x.password or '', '*')}:20000:0:99999:7:::\n",
             sync=False,
         )
-
-
-def _uid(folder: str) -> int:
-    """The lab's login uid (and gid): kept in ``uid``, else the first of :data:`UIDS` no other lab holds and this
-    machine does not use (as a user, a group, or a live process's uid), chosen under a lock."""
-    mine = os.path.join(folder, "uid")
-    with locks.file_held(os.path.join(names.KEYS_ROOT, ".uids.lock")):
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            with open(mine) as fh:
-                return int(fh.read())
-        held = set()
-        for other in glob.glob(os.path.join(names.KEYS_ROOT, "*", "uid")):
-            with contextlib.suppress(OSError, ValueError), open(other) as fh:
-                held.add(int(fh.read()))
-        held |= {uid for pid in procs.others() for uid in procs.uids(pid) or ()}  # a destroyed lab's login left one
-        lent = _subordinate()
-        for uid in UIDS:
-            if uid not in held and not _used(uid) and not any(uid in ids for ids in lent):
-                files.write(mine, str(uid), sync=False)
-                return uid
-    raise LabError(f"every login uid of nestlab is taken ({len(UIDS)} labs with credentials)")
-
-
-def _subordinate(files: tuple[str, ...] = ("/etc/subuid", "/etc/subgid")) -> list[range]:
-    """Every range of ids ``/etc/subuid`` and ``/etc/subgid`` lend to users (a login's uid in one would be that
-    user's namespace's, and destroy would kill its processes)."""
-    found = []
-    for path in files:
-        with contextlib.suppress(OSError), open(path) as fh:
-            for fields in (line.strip().split(":") for line in fh):
-                if len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit():
-                    found.append(range(int(fields[1]), int(fields[1]) + int(fields[2])))
-    return found
-
-
-def _used(uid: int) -> bool:
-    """Whether this machine has a user of ``uid`` or a group of that gid."""
-    for lookup in (pwd.getpwuid, grp.getgrgid):
-        try:
-            lookup(uid)
-        except KeyError:
-            continue
-        return True
-    return False
 
 
 def wanted(lab: Blueprint, node: str) -> bool:

@@ -18,6 +18,13 @@ def _mapped() -> list[str]:
         return [" ".join(line.split()) for line in fh if line.strip()]
 
 
+def ids(kind: str) -> list[range]:
+    """The ids (this namespace's own numbers) this user namespace maps, from ``/proc/self/uid_map`` (``kind``
+    ``uid``) or ``gid_map``."""
+    with open(f"/proc/self/{kind}_map") as fh:
+        return [range(int(f[0]), int(f[0]) + int(f[2])) for f in (line.split() for line in fh) if len(f) == 3]
+
+
 MARKER = "/run/nestlab-rootless"  # made in the holder's view (nestlab/rootless/view.py): rootless mode's own
 
 
