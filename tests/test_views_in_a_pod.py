@@ -1,6 +1,6 @@
-"""A node's view with a root of its own (a bind to a path the machine lacks) where a lab pod runs nestlab: root of a
-user namespace of its own, under a seccomp profile that refuses pivot_root as container runtimes' default profiles do
-(EPERM).  No cluster needed: ``unshare`` makes the user namespace, the script installs the filter."""
+"""A node's view with a root of its own (a bind to a path the machine lacks) where a lab pod runs nestlab: under a
+seccomp profile that refuses pivot_root as container runtimes' default profiles do (EPERM), which is what failed such
+binds in lab pods.  No cluster needed: ``unshare`` makes the namespaces, the script installs the filter."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_a_bind_to_a_path_the_machine_lacks_works_where_pivot_root_is_refused(tm
     (tmp_path / "mnt").mkdir()
     (tmp_path / "src").write_text("bound in the pod\n")
     done = subprocess.run(
-        ["unshare", "-U", "-r", "-m", "-n", "-u", sys.executable, "-c", POD, str(tmp_path), target],
+        ["unshare", "-m", "-n", "-u", sys.executable, "-c", POD, str(tmp_path), target],
         capture_output=True,
         text=True,
         timeout=60,
