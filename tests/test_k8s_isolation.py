@@ -22,7 +22,7 @@ from nestlab.engine import state
 from nestlab.lab.lab import Lab
 from nestlab.sites.k8s import isolation
 from nestlab.sites.k8s.manifests import NESTLAB_REF, render
-from nestlab.sites.k8s.rollout import bring_up
+from nestlab.sites.k8s.rollout import Rollout, bring_up
 from nestlab.testbeds import cluster
 
 pytestmark = pytest.mark.k8s
@@ -83,6 +83,16 @@ def disk():
     call(libc.mount(b"/tmp/attack/disk", b"/tmp/attack/mnt", b"ext4", 0, None))  # read-only would be EBUSY: it is mounted rw
     libc.umount2(b"/tmp/attack/mnt", 2)
 attempt("mount the node's disk", disk)
+def kubelet():  # a stand-in for the kubelet's key (on this cluster its files are in memory), on the node's disk
+    if os.path.exists("/tmp/attack/disk"):
+        os.unlink("/tmp/attack/disk")
+    os.makedirs("/tmp/attack/mnt", exist_ok=True)
+    os.mknod("/tmp/attack/disk", 0o600 | 0o60000, dev)
+    call(libc.mount(b"/tmp/attack/disk", b"/tmp/attack/mnt", b"ext4", 0, None))
+    try:
+        open("/tmp/attack/mnt" + sys.argv[2], "rb").close()
+    finally:
+        libc.umount2(b"/tmp/attack/mnt", 2)
 def module():
     fd = os.open("/dev/null", os.O_RDONLY)
     ret = libc.syscall(313, fd, b"", 0)  # finit_module
@@ -102,12 +112,6 @@ def processes():
                 return
     raise OSError(errno.ENOENT, "")
 attempt("see the node's processes", processes)
-def kubelet():
-    for path in ("/var/lib/kubelet/pki/kubelet.key", "/var/lib/node/pki/node1.key", "/tmp/attack/mnt/var/lib/kubelet"):
-        if os.path.exists(path):
-            open(path, "rb").close() if os.path.isfile(path) else os.listdir(path)
-            return
-    raise OSError(errno.ENOENT, "")
 attempt("read the kubelet's files", kubelet)
 libc.umount2(b"/tmp/attack/proc", 2)
 print(json.dumps(found))
@@ -151,7 +155,13 @@ def _deploy(kube: str, tmp_path, name: str, *extra: str) -> None:
 
 def _attack(lab: str, node: str = "a") -> dict[str, str]:
     dev = os.stat("/").st_dev  # this machine's root disk, which the cluster's nodes share
-    found = run_cli("exec", "--lab", lab, node, "--", "python3", "-c", ATTACK, str(dev), timeout=120)
+    key = f"/var/tmp/nestlab-{lab}-kubelet.key"  # the kubelet's files here are in memory: a stand-in on the disk
+    with open(key, "w", opener=lambda path, flags: os.open(path, flags, 0o600)) as fh:
+        fh.write("a node's private key\n")
+    try:
+        found = run_cli("exec", "--lab", lab, node, "--", "python3", "-c", ATTACK, str(dev), key, timeout=120)
+    finally:
+        os.unlink(key)
     assert found.returncode == 0, found.stdout + found.stderr
     return json.loads(found.stdout.strip().splitlines()[-1])
 
@@ -197,7 +207,7 @@ def test_a_privileged_pod_lets_the_same_attacks_through(kube, tmp_path):
         mapped = run_cli("exec", "--lab", lab, "a", "--", "cat", "/proc/self/uid_map", check=True).stdout.split()
         assert mapped == ["0", "0", "4294967295"]
         found = _attack(lab)
-        through = ["write kernel.panic", "mount the node's disk", "load a module"]
+        through = ["write kernel.panic", "mount the node's disk", "load a module", "read the kubelet's files"]
         if os.path.exists("/proc/sysrq-trigger"):  # a kernel without CONFIG_MAGIC_SYSRQ (this machine's) has none
             through.append("write /proc/sysrq-trigger")
         for what in through:
@@ -246,12 +256,24 @@ def test_a_pod_whose_runtime_ignored_hostusers_makes_no_node_and_is_reported(kub
     assert not api.pods("nestlab.dev/lab=ignored"), "the deploy deletes every pod of the lab"
 
 
-def test_a_cluster_without_user_namespaces_is_refused_with_the_reason(kube):
-    nodes = Cluster(kube, timeout=30).nodes()
+def test_a_cluster_without_user_namespaces_is_refused_with_the_reason(kube, tmp_path):
+    """A deploy to this cluster with its nodes reporting what containerd 1.6's do (no user namespaces): refused with
+    the reason before any pod is made (the same deploy makes its pods on the cluster as it reports itself)."""
+    api = Cluster(kube, timeout=30)
+    nodes = api.nodes()
     assert all(node["userns"] and node["runtime"] == "containerd://2.2.9" for node in nodes.values()), nodes
-    assert isolation.refusal(nodes) is None
     old = {name: {**node, "userns": False, "runtime": "containerd://1.6.20"} for name, node in nodes.items()}
-    why = isolation.refusal(old)
-    assert why and "node1, node2 (running containerd://1.6.20)" in why and "--privileged" in why, why
-    with pytest.raises(ClusterError):
-        isolation.require(old)
+    api.nodes = lambda: old  # type: ignore[method-assign]
+    made: list[str] = []
+    create = api.create
+    api.create = lambda manifest: (made.append(manifest["metadata"]["name"]), create(manifest))[1]  # type: ignore[method-assign]
+    path = tmp_path / "old.yml"
+    path.write_text(LAB.format(name="old"))
+    try:
+        with pytest.raises(ClusterError) as caught:
+            Rollout.of(api, Lab.from_file(path).blueprint, NESTLAB_REF).run(time.monotonic() + 60, lambda _m: None)
+    finally:
+        api.delete_all("nestlab.dev/lab=old", time.monotonic() + 60, grace=1)
+    why = str(caught.value)
+    assert "node1, node2 (running containerd://1.6.20)" in why and "--privileged" in why, why
+    assert not made, f"pods made on a cluster that cannot isolate them: {made}"

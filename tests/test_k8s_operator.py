@@ -273,6 +273,8 @@ def test_run_from_here_a_bad_nestlab_fails_by_its_field_a_killed_deploy_complete
 OPERATOR = "system:serviceaccount:nestlab-system:nestlab-operator"
 TENANT = "system:serviceaccount:labs:tenant"  # may write NestLabs in namespace labs, and nothing else
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+OTHER_PASSWORD = "OTHER-NAMESPACE-PASSWORD-5d1e"  # a Secret of namespace nobody, never a lab of labs'
+REGISTRY_PASSWORD = "REGISTRY-PASSWORD-77c2"  # a docker-registry Secret of labs: a type no lab is given
 
 
 def _as(kc: str, who: str, *args: str, text: str | None = None) -> subprocess.CompletedProcess:
@@ -326,6 +328,29 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
         _until("the operator running", running, 120)
         token = _kubectl(kube, "exec", "-n", "nestlab-system", "deploy/nestlab-operator", "--", "cat", TOKEN, check=True).stdout
         assert len(token) > 100
+        big = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"nestlab-big-{os.getpid()}.trace")
+        with open(big, "w") as fh:
+            fh.write("1\n" * 450_000)  # 900 KB
+        try:
+            _kubectl(kube, "create", "secret", "generic", "big", "-n", "labs", f"--from-file=lte.trace={big}", check=True)
+        finally:
+            os.unlink(big)
+        _kubectl(
+            kube,
+            "create",
+            "secret",
+            "docker-registry",
+            "regcred",
+            "-n",
+            "labs",
+            "--docker-server=registry.invalid",
+            "--docker-username=u",
+            f"--docker-password={REGISTRY_PASSWORD}",
+            check=True,
+        )
+        _kubectl(
+            kube, "create", "secret", "generic", "other-pass", "-n", "nobody", f"--from-literal=k={OTHER_PASSWORD}", check=True
+        )
 
         files = {
             "r1": {"kind": "frr", "startup-config": TOKEN},
@@ -337,11 +362,18 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
         for name, text in (
             ("nl-files", _hostile("nl-files", **files)),
             ("nl-zero", _hostile("nl-zero", link={"params": {"trace": "/dev/zero"}})),
-            (
+            (  # /dev/zero's way through a reference: a Secret near the API's 1 MiB, refused by its size
                 "nl-inline-zero",
                 _hostile(
                     "nl-inline-zero",
-                    link={"params": {"trace": {"valueFrom": {"secretKeyRef": {"name": "missing", "key": "lte.trace"}}}}},
+                    link={"params": {"trace": {"valueFrom": {"secretKeyRef": {"name": "big", "key": "lte.trace"}}}}},
+                ),
+            ),
+            (  # a registry's login: a type no lab is given
+                "nl-regcred",
+                _hostile(
+                    "nl-regcred",
+                    h2={"env-files": [{"valueFrom": {"secretKeyRef": {"name": "regcred", "key": ".dockerconfigjson"}}}]},
                 ),
             ),
             ("nl-big", _hostile("nl-big", h1={"exec": ["true " + "x" * 1000] * 900})),  # ~0.9 MB: the API takes it
@@ -369,9 +401,13 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
             in _until("nl-zero Failed", lambda: failed("nl-zero"), 60)["message"]
         )
         assert (
-            "no Secret missing in namespace labs"
+            "spec.topology.links[1].params.trace: over 512 KiB a file"
             in _until("nl-inline-zero Failed", lambda: failed("nl-inline-zero"), 60)["message"]
         )
+        regcred = _until("nl-regcred Failed", lambda: failed("nl-regcred"), 60)["message"]
+        assert regcred.startswith("spec.topology.nodes.h2.env-files[0].valueFrom.secretKeyRef: ") and (
+            "kubernetes.io/dockerconfigjson" in regcred
+        ), regcred
         assert "over the 512 KiB a NestLab may hold" in _until("nl-big Failed", lambda: failed("nl-big"), 60)["message"]
         nobody = _until("NotAllowed", lambda: (s := _status(kube, "nl-demo", "nobody")).get("phase") == "Failed" and s, 60)
         assert nobody["conditions"][0]["reason"] == "NotAllowed" and "nestlab k8s operator allow nobody" in nobody["message"], (
@@ -433,6 +469,24 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
         allowed = run_cli("k8s", "operator", "allow", "nobody", "--kubeconfig", kube)  # now it is made
         assert allowed.returncode == 0 and "each in a user namespace of its own" in allowed.stderr, allowed.stderr
         _until("Ready once allowed", lambda: _status(kube, "nl-demo", "nobody").get("phase") == "Ready", 240, lambda: _logs(kube))
+        assert _restarts(kube) == 0, _logs(kube)
+
+        # the operator may now read Secrets of nobody: a NestLab of labs naming one by a path, or a slash encoded
+        crossing = [
+            {"valueFrom": {"secretKeyRef": {"name": name, "key": "k"}}}
+            for name in ("../../nobody/secrets/other-pass", "..%2F..%2Fnobody%2Fsecrets%2Fother-pass")
+        ]
+        applied = _as(kube, TENANT, "create", "-f", "-", text=_hostile("nl-cross", h2={"env-files": crossing}))
+        assert applied.returncode == 0, applied.stderr
+        crossed = _until("nl-cross Failed", lambda: failed("nl-cross"), 60)
+        for i in (0, 1):
+            assert f"spec.topology.nodes.h2.env-files[{i}].valueFrom.secretKeyRef: " in crossed["message"], crossed
+        assert not _pods(kube, "nl-cross", "labs")
+        for namespace in ("labs", "nobody"):
+            everything = _kubectl(kube, "get", "nestlabs,events,pods", "-n", namespace, "-o", "json", check=True).stdout
+            assert OTHER_PASSWORD not in everything and REGISTRY_PASSWORD not in everything, namespace
+        log = _kubectl(kube, "logs", "-n", "nestlab-system", "deployment/nestlab-operator").stdout
+        assert OTHER_PASSWORD not in log and REGISTRY_PASSWORD not in log
         assert _restarts(kube) == 0, _logs(kube)
     finally:
         for namespace in ("labs", "nobody"):

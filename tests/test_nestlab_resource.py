@@ -82,7 +82,7 @@ def test_a_resource_is_its_file_indented_and_a_bad_one_names_the_field():
 
 
 def test_the_work_queue_gives_a_key_to_one_worker_and_again_if_it_changed_meanwhile():
-    queue = WorkQueue()
+    queue = WorkQueue(per_namespace=10)  # one namespace here: its limit is another test's
     for key in ("a/x", "a/y", "a/x"):
         queue.add(key)
     first = queue.get()
@@ -316,8 +316,9 @@ def test_the_model_reads_regular_files_alone_and_bounded(tmp_path):
 
 def test_the_operator_may_make_pods_only_where_allowed_and_reads_no_secret_cluster_wide():
     from nestlab.operator.install import NAME, binding, objects, role
+    from nestlab.operator.policy import Policy
 
-    made = {o["kind"]: o for o in objects("nestlab-system", "img", node_selector=("nestlab.dev/labs=yes",))}
+    made = {o["kind"]: o for o in objects("nestlab-system", "img", policy=Policy(node_selector=("nestlab.dev/labs=yes",)))}
     cluster_wide = made["ClusterRole"]["rules"]
     reach = {(r, v) for rule in cluster_wide for r in rule["resources"] for v in rule["verbs"]}
     assert not {r for r, _v in reach} & {"pods", "pods/exec", "configmaps", "secrets", "services", "serviceaccounts"}, reach
@@ -330,10 +331,294 @@ def test_the_operator_may_make_pods_only_where_allowed_and_reads_no_secret_clust
     }
     assert not any("*" in r["verbs"] or "*" in r["resources"] for r in cluster_wide)
     command = made["Deployment"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert command[-2:] == ["--node-selector", "nestlab.dev/labs=yes"]
+    assert command[-4:] == ["--node-selector", "nestlab.dev/labs=yes", "--labs-per-namespace", "2"]
     here = role("labs")
     assert here["kind"] == "Role" and here["metadata"]["namespace"] == "labs"
     assert {r for rule in here["rules"] for r in rule["resources"]} == {"pods", "pods/exec", "configmaps", "secrets", "services"}
     assert binding("labs", "nestlab-system")["subjects"] == [
         {"kind": "ServiceAccount", "name": NAME, "namespace": "nestlab-system"}
     ]
+
+
+# -- a NestLab's names, Secrets, output and turns (issue: tenancy, round 3) -------------------------------------------
+class _FakeAPI:
+    """An API server on loopback that records every path asked and answers each GET of a Secret or ConfigMap with one
+    (``types``: a Secret's type by its name), so the real client and fetcher run against it."""
+
+    def __init__(self, tmp_path, types=None):
+        import http.server
+        import json
+
+        asked = self.asked = []
+        types = types or {}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                asked.append(self.path)
+                parts = self.path.split("?")[0].split("/")
+                kind = "Secret" if "secrets" in parts else "ConfigMap"
+                name = parts[-1]
+                data = {
+                    "k": base64.b64encode(f"A=VALUE-OF-{parts[4]}-{name}\n".encode()).decode() if kind == "Secret" else "A=v\n"
+                }
+                body = json.dumps(
+                    {
+                        "apiVersion": "v1",
+                        "kind": kind,
+                        "metadata": {"name": name},
+                        "type": types.get(name, "Opaque"),
+                        "data": data,
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.kubeconfig = tmp_path / "kubeconfig"
+        server = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": server}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "labs"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def api(tmp_path):
+    fake = _FakeAPI(tmp_path, {"regcred": "kubernetes.io/dockerconfigjson", "tls": "kubernetes.io/tls"})
+    yield fake
+    fake.close()
+
+
+def _referring(name: str, key: str = "k", kind: str = "secretKeyRef"):
+    resource = yaml.safe_load(EXAMPLE.read_text())
+    resource["metadata"]["namespace"] = "labs"
+    resource["spec"]["topology"]["nodes"]["h2"]["env-files"] = [{"valueFrom": {kind: {"name": name, "key": key}}}]
+    return resource
+
+
+def test_a_reference_reads_its_own_namespace_by_a_name_kubernetes_allows_never_another(api):
+    from nestlab.backends.remote.kube import Cluster
+    from nestlab.operator.inputs import fetcher
+    from nestlab.operator.resource import read
+
+    kube = Cluster(str(api.kubeconfig), "labs")
+    lab, _given = read(_referring("app-pass"), fetcher(kube))
+    assert lab.document["topology"]["nodes"]["h2"]["env"] == {"A": "VALUE-OF-labs-app-pass"}
+    assert api.asked == ["/api/v1/namespaces/labs/secrets/app-pass"], api.asked  # the lab's namespace, by the fetcher
+    read(_referring("app", kind="configMapKeyRef"), fetcher(kube))
+    assert api.asked[-1] == "/api/v1/namespaces/labs/configmaps/app"
+    api.asked.clear()
+    for name, key in (
+        ("../../other/secrets/pw", "k"),
+        ("..%2F..%2Fother%2Fsecrets%2Fpw", "k"),
+        ("../other", "k"),
+        ("..", "k"),
+        ("pw/../../../other/secrets/pw", "k"),
+        ("Pw", "k"),
+        ("pw", "../k"),
+        ("pw", "a/b"),
+        ("pw", ".."),
+        ("x" * 254, "k"),
+    ):
+        with pytest.raises(InvalidSpec) as refused:
+            read(_referring(name, key), fetcher(kube))
+        assert "spec.topology.nodes.h2.env-files[0].valueFrom.secretKeyRef: " in str(refused.value), (name, key)
+        assert "is not a" in str(refused.value) and "VALUE-OF" not in str(refused.value), str(refused.value)
+    assert not api.asked, f"a name Kubernetes does not allow reached the API: {api.asked}"
+
+
+def test_a_secret_of_a_type_no_lab_is_given_is_refused_unless_the_administrator_allows_the_type(api):
+    from nestlab.backends.remote.kube import Cluster
+    from nestlab.operator.inputs import WITHHELD, fetcher
+    from nestlab.operator.resource import read
+
+    assert WITHHELD == {
+        "kubernetes.io/service-account-token",
+        "kubernetes.io/dockerconfigjson",
+        "kubernetes.io/dockercfg",
+        "kubernetes.io/tls",
+        "bootstrap.kubernetes.io/token",
+    }
+    kube = Cluster(str(api.kubeconfig), "labs")
+    for name, kind in (("regcred", "kubernetes.io/dockerconfigjson"), ("tls", "kubernetes.io/tls")):
+        with pytest.raises(InvalidSpec) as refused:
+            read(_referring(name), fetcher(kube))
+        said = str(refused.value)
+        assert said.startswith("spec.topology.nodes.h2.env-files[0].valueFrom.secretKeyRef: ") and kind in said, said
+        assert "VALUE-OF" not in said
+    lab, _given = read(_referring("regcred"), fetcher(kube, ("kubernetes.io/dockerconfigjson",)))
+    assert lab.document["topology"]["nodes"]["h2"]["env"] == {"A": "VALUE-OF-labs-regcred"}
+    with pytest.raises(InvalidSpec, match="kubernetes.io/tls"):
+        read(_referring("tls"), fetcher(kube, ("kubernetes.io/dockerconfigjson",)))
+
+
+def test_a_failed_share_or_reconcile_is_named_in_the_status_never_quoted():
+    from nestlab.operator import loop
+    from nestlab.sites.k8s import rollout
+
+    pods = {"node1": "nl-demo-node1", "node2": "nl-demo-node2"}
+    answers = {"node1": (0, "", ""), "node2": (3, "", "deploying...\nPASSWORD=SECRET-LINE-1\nSECRET-LINE-2\n")}
+    with pytest.raises(rollout.ShareFailed) as failed:
+        rollout._each_deployed("labs", answers, pods)
+    said = str(failed.value)
+    assert "SECRET-LINE" not in said, said
+    assert said.startswith("share node2 (pod nl-demo-node2): its deploy failed (exit 3)"), said
+    assert "kubectl logs -n labs nl-demo-node2" in said and "nestlab k8s logs nl-demo -n labs" in said, said
+    assert failed.value.lines[-1] == "SECRET-LINE-2", "for k8s deploy's own user, never a status"
+
+    class Raising:
+        statuses: list[str] = []
+
+        def reconcile(self, namespace, name):
+            raise RuntimeError("could not parse 'PASSWORD=SECRET-LINE-3'")
+
+        def failed(self, namespace, name, message):
+            self.statuses.append(message)
+
+    queue = WorkQueue()
+    queue.add("labs/nl-demo")
+    said_in_log: list[str] = []
+    worker = threading.Thread(target=loop._work, args=(queue, Raising(), said_in_log.append, {}))
+    worker.start()
+    time.sleep(0.3)
+    queue.close()
+    worker.join(5)
+    assert Raising.statuses and "RuntimeError" in Raising.statuses[0], Raising.statuses
+    assert not any("SECRET-LINE" in s for s in Raising.statuses), Raising.statuses
+
+
+def test_only_addresses_of_the_labs_nodes_go_from_a_pods_output_to_the_status():
+    import json
+
+    from nestlab.operator.reconcile import _addresses
+
+    printed = {
+        "nodes": [
+            {
+                "name": "h1",
+                "interfaces": [{"name": "eth1", "addresses": ["10.0.4.1/30"]}, {"name": "lo", "addresses": ["127.0.0.1/8"]}],
+            },
+            {"name": "SECRET-NODE", "interfaces": [{"name": "eth1", "addresses": ["10.0.0.1/24"]}]},
+            {"name": "h2", "interfaces": [{"name": "eth1", "addresses": ["PASSWORD=SECRET-LINE"]}]},
+        ]
+    }
+
+    class Kube:
+        def exec(self, pod, command, timeout):
+            return 0, json.dumps(printed), ""
+
+    assert _addresses(Kube(), "nl-demo", {"nl-demo-node1"}, {"h1", "h2"}) == {"h1": {"eth1": ["10.0.4.1/30"]}}
+
+
+def test_the_work_queue_takes_namespaces_in_turn_and_holds_each_to_its_limit():
+    queue = WorkQueue(per_namespace=2)
+    for i in range(1, 6):
+        queue.add(f"busy/lab{i}")  # one namespace's many labs, first
+    queue.add("quiet/lab1")
+    queue.add("other/lab1")
+    assert [queue.get() for _ in range(4)] == ["busy/lab1", "quiet/lab1", "other/lab1", "busy/lab2"]
+    got: list[str | None] = []
+    waiter = threading.Thread(target=lambda: got.append(queue.get()))
+    waiter.start()
+    waiter.join(0.3)
+    assert not got, "busy has 2 labs in progress, its limit: its third waits"
+    queue.add("quiet/lab2")
+    waiter.join(2)
+    assert got == ["quiet/lab2"], got
+    waiter = threading.Thread(target=lambda: got.append(queue.get()))
+    waiter.start()
+    waiter.join(0.3)
+    assert len(got) == 1
+    queue.done("busy/lab1")
+    waiter.join(2)
+    assert got[-1] == "busy/lab3", got
+    queue.close()
+
+
+def _fake_cluster(tmp_path):
+    from nestlab.backends.remote.kube import Cluster
+
+    api = _FakeAPI(tmp_path)
+    api.close()  # no request reaches it: the exec stream is replaced
+    return Cluster(str(api.kubeconfig), "labs", timeout=20)
+
+
+class _Flood:
+    """An exec's stream whose pod prints without end (as root in a lab pod may, to `nestlab inspect`)."""
+
+    chunk = b"x" * (1 << 20)
+
+    def __init__(self):
+        self.sent = 0
+        self.returncode = 0
+
+    def is_open(self):
+        return self.sent < 1 << 34  # 16 GiB: never reached with a bound
+
+    def update(self, timeout=0):
+        pass
+
+    def peek_stdout(self):
+        return True
+
+    def read_stdout(self, timeout=0):
+        self.sent += len(self.chunk)
+        return self.chunk.decode()
+
+    def peek_stderr(self):
+        return False
+
+    def close(self):
+        pass
+
+
+def test_an_exec_keeps_a_bounded_output_however_much_a_pod_prints(tmp_path):
+    from nestlab.backends.remote.kube import MAX_OUTPUT, ClusterError
+
+    kube = _fake_cluster(tmp_path)
+    flood = _Flood()
+    kube._stream = lambda *args, **kwargs: flood
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match=r"exec in pod p1: more than \d+ KiB of output"):
+        kube.exec("p1", ["nestlab", "inspect"], timeout=10)
+    assert flood.sent <= MAX_OUTPUT + len(_Flood.chunk) and time.monotonic() - started < 5, flood.sent
+
+
+def test_a_shares_topology_goes_to_its_pod_on_standard_input_never_in_the_arguments():
+    from nestlab.sites.k8s import rollout
+
+    topology = "name: x\ntopology:\n  nodes:\n    h1: {env: {PASSWORD: SECRET-IN-ARGV}}\n"
+    ran = []
+
+    class Kube:
+        namespace = "labs"
+
+        def exec(self, pod, command, timeout, stdin=None):
+            ran.append((command, stdin.read() if stdin else b""))
+            return 0, "", ""
+
+    rollout.redeploy_shares(Kube(), {"node1": "nl-node1"}, {"node1": topology}, time.monotonic() + 30)
+    rollout.deploy_shares(Kube(), {"node1": "nl-node1"}, {"node1": "10.1.0.1"}, time.monotonic() + 30)
+    (command, given), (peers_command, peers) = ran
+    assert "SECRET-IN-ARGV" not in " ".join(command) and given == topology.encode(), command
+    assert command[-1] == str(len(topology.encode())) and "umask 277" in command[2], command
+    assert peers == b"NESTLAB_PEER_NODE1=10.1.0.1\n" and "10.1.0.1" not in " ".join(peers_command)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,6 +120,9 @@ def reported() -> Iterator[None]:
         why = (
             "rootless mode may not do this (the machine's root may: run it with sudo)"
             if userns.machine().guest
+            else "refused to root here: a user namespace, seccomp profile or security module of this machine or "
+            "container forbids it"
+            if os.geteuid() == 0
             else f"nestlab {NEEDS_ROOT}"
         )
         err.print(f"[red]error[/red] {escape(str(exc))}: {why}")

@@ -14,6 +14,9 @@ import yaml
 from ..backends.remote.kube import Cluster
 from ..errors import LabError
 from ..lab.lab import Lab
+from ..operator.inputs import WITHHELD
+from ..operator.policy import Policy
+from ..operator.queue import PER_NAMESPACE
 from ..sites.k8s.manifests import NESTLAB_REF
 from ..sites.k8s.manifests import render as make
 from ..sites.k8s.site import Kubernetes, Target
@@ -139,6 +142,26 @@ def render(
             out.line(text)
 
 
+@k8s_app.command("logs")
+def logs(
+    lab: str = typer.Argument(..., help="The lab (a NestLab's name, or a lab deployed with k8s deploy)."),
+    kubeconfig: Path | None = KubeconfigOpt,
+    namespace: str | None = NamespaceOpt,
+    tail: int = typer.Option(200, "--tail", min=1, help="Lines of each pod's log, its last."),
+):
+    """Print each pod of a lab's log: its share's deploy and what changed it since (a failed NestLab's pods stay for
+    this until its next change or deletion).  Needs `get` on pods/log in the namespace, as kubectl logs does.
+
+    Example: nestlab k8s logs nl-demo -n labs
+    """
+    from ..sites.k8s.logs import pod_logs
+
+    with reported():
+        kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
+        for pod, text in pod_logs(kube, lab, tail):
+            out.line(f"==> pod {pod} <==\n{text.rstrip()}")
+
+
 @k8s_app.command("image")
 def image(output: Path | None = typer.Option(None, "-o", "--output", help="Also copy the OCI archive here.")):
     """Build the nestlab image from this checkout (Debian base, nestlab's dependencies, nestlab; each layer
@@ -212,6 +235,29 @@ def _selector(pairs: list[str]) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
+SecretTypesOpt = typer.Option(
+    [],
+    "--allow-secret-type",
+    metavar="TYPE",
+    help="A Secret type labs are not given by default (service-account tokens, docker configs, TLS, bootstrap tokens) "
+    "that NestLabs may name after all (repeatable).",
+)
+PerNamespaceOpt = typer.Option(
+    PER_NAMESPACE, "--labs-per-namespace", min=1, help="Labs of one namespace reconciled at once (namespaces take turns)."
+)
+
+
+def _policy(node_selector: list[str], secret_types: list[str], per_namespace: int) -> Policy:
+    """What an administrator decided at install, checked."""
+    _selector(node_selector)
+    if unknown := sorted(set(secret_types) - WITHHELD):
+        raise typer.BadParameter(
+            f"'{unknown[0]}' is given to labs already; the types to allow: {', '.join(sorted(WITHHELD))}",
+            param_hint="--allow-secret-type",
+        )
+    return Policy(tuple(node_selector), tuple(secret_types), per_namespace)
+
+
 OperatorNamespaceOpt = typer.Option(
     "nestlab-system", "--namespace", "-n", help="The operator's own namespace (labs go in those allowed)."
 )
@@ -230,6 +276,8 @@ def operator_install(
         [], "--allow", help="A namespace labs may run in (as `operator allow NS`); repeat it for more.", metavar="NS"
     ),
     node_selector: list[str] = NodeSelectorOpt,
+    secret_types: list[str] = SecretTypesOpt,
+    per_namespace: int = PerNamespaceOpt,
 ):
     """Install the NestLab resource (CRD nestlabs.nestlab.dev, its schema the topology file's) and its operator: the
     namespace, a ServiceAccount, a ClusterRole of what the operator does cluster-wide (NestLabs, their events,
@@ -244,11 +292,9 @@ def operator_install(
     from ..operator.install import install
 
     with reported():
+        policy = _policy(node_selector, secret_types, per_namespace)
         kube = Cluster(str(kubeconfig) if kubeconfig else None, namespace)
-        _selector(node_selector)
-        for made in install(
-            kube, namespace, image, time.monotonic() + timeout, deployment, tuple(allowing), tuple(node_selector)
-        ):
+        for made in install(kube, namespace, image, time.monotonic() + timeout, deployment, tuple(allowing), policy):
             err.line(f"applied {made}")
         if allowing:
             err.line(AUTHOR_CAN)
@@ -336,6 +382,8 @@ def operator_run(
     workers: int = typer.Option(4, "--workers", min=1, help="Labs reconciled at once."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds a lab may take to deploy before it is Failed."),
     node_selector: list[str] = NodeSelectorOpt,
+    secret_types: list[str] = SecretTypesOpt,
+    per_namespace: int = PerNamespaceOpt,
 ):
     """Run the operator here (in the cluster, the Deployment runs this): reconcile every NestLab until stopped.
     A new or changed lab is deployed as `k8s deploy` does (status Pending, Deploying, Ready or Failed with the
@@ -352,6 +400,7 @@ def operator_run(
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as a pod's first process, SIGTERM is otherwise ignored
     with reported():
+        policy = _policy(node_selector, secret_types, per_namespace)
         kube = Cluster(str(kubeconfig) if kubeconfig else None)
-        _say(f"operator: watching NestLabs at {kube.server} ({workers} workers)")
-        run(kube, image, timeout, workers, _say, _selector(node_selector))
+        _say(f"operator: watching NestLabs at {kube.server} ({workers} workers, {per_namespace} labs a namespace at once)")
+        run(kube, image, timeout, workers, _say, policy)

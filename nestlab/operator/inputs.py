@@ -14,7 +14,10 @@ operator's disk (its service account's token) is not a lab's.
 :data:`FILE_KEYS` names every such key, wherever the topology's schema has it; :func:`resolve` gives the spec the
 model reads (each file a path under :data:`FOLDER`, where the lab's pods find it in the lab's Secret) and those
 files, which the model reads through ``model.files.only`` and nothing else.  Each value is bounded
-(:data:`MAX_VALUE`, all of them :data:`MAX_FILES`); no message quotes a file's content.
+(:data:`MAX_VALUE`, all of them :data:`MAX_FILES`); no message quotes a file's content.  A reference names a
+ConfigMap or Secret of the lab's namespace by what Kubernetes allows as a name and a key (:func:`referable`), read
+through the client's typed calls (each segment of the path quoted), and never a Secret of a type no lab is given
+(:data:`WITHHELD`, unless an administrator allows the type at install).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import base64
 import copy
 import hashlib
 import posixpath
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ..backends.remote.kube import Cluster, ClusterError
@@ -49,20 +53,52 @@ _HOW = "give the text itself (a block with a newline) or valueFrom: {configMapKe
 
 Fetch = Callable[[str, str, str], bytes]  # (ConfigMap or Secret, its name, its key) -> the key's content
 
+# Secrets no lab is given unless an administrator allows the type (operator install --allow-secret-type TYPE): they
+# are credentials of the cluster itself (a service account's token, a registry's login, a TLS key, a node's join token)
+WITHHELD = frozenset(
+    {
+        "kubernetes.io/service-account-token",
+        "kubernetes.io/dockerconfigjson",
+        "kubernetes.io/dockercfg",
+        "kubernetes.io/tls",
+        "bootstrap.kubernetes.io/token",
+    }
+)
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")  # a DNS-1123 subdomain
+_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # a ConfigMap's or Secret's key
 
-def fetcher(kube: Cluster) -> Fetch:
-    """A key of a ConfigMap or Secret of ``kube``'s namespace (the lab's), read with the operator's rights there."""
+
+def referable(name: str, key: str) -> str | None:
+    """Why ``name`` is not a ConfigMap's or Secret's name or ``key`` not one of its keys, as Kubernetes allows them
+    (a DNS-1123 subdomain of at most 253 characters; a key of letters, digits, '-', '_', '.', not '.' or '..'),
+    or None."""
+    if len(name) > 253 or not _NAME.fullmatch(name):
+        return f"'{name[:60]}' is not a name Kubernetes allows (lower-case letters, digits, '-' and '.'): name an object of this namespace"
+    if len(key) > 253 or not _KEY.fullmatch(key) or key in (".", "..") or key.startswith(".."):
+        return f"'{key[:60]}' is not a key Kubernetes allows (letters, digits, '-', '_' and '.')"
+    return None
+
+
+def fetcher(kube: Cluster, allowed_types: Collection[str] = ()) -> Fetch:
+    """A key of a ConfigMap or Secret of ``kube``'s namespace (the lab's), read with the operator's rights there by
+    the client's typed calls; a Secret of a type of :data:`WITHHELD` not in ``allowed_types`` is refused."""
 
     def fetch(kind: str, name: str, key: str) -> bytes:
+        if why := referable(name, key):
+            raise LookupError(why)
+        read = kube.core.read_namespaced_secret if kind == "Secret" else kube.core.read_namespaced_config_map
         try:
-            found = kube.read({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": kube.namespace}})
+            found = kube.call(f"read {kind} {name}", read, name, kube.namespace)
         except ClusterError as exc:
+            if exc.status == 404:
+                raise LookupError(f"no {kind} {name} in namespace {kube.namespace}") from None
             raise LookupError(str(exc)) from None
-        if found is None:
-            raise LookupError(f"no {kind} {name} in namespace {kube.namespace}")
-        if found.get("type") == "kubernetes.io/service-account-token":
-            raise LookupError(f"Secret {name} is a service account's token, which no lab is given")
-        data, binary = found.get("data") or {}, found.get("binaryData") or {}
+        if kind == "Secret" and found.type in WITHHELD and found.type not in allowed_types:
+            raise LookupError(
+                f"Secret {name} is of type {found.type}, which no lab is given "
+                "(an administrator may allow it: operator install --allow-secret-type TYPE)"
+            )
+        data, binary = found.data or {}, (found.binary_data if kind == "ConfigMap" else None) or {}
         if key in data:
             return base64.b64decode(data[key]) if kind == "Secret" else str(data[key]).encode()
         if key in binary:
@@ -184,6 +220,9 @@ class _Walker:
         which, named = next(iter(ref.items()))
         if not isinstance(named, dict) or not all(isinstance(named.get(k), str) and named[k] for k in ("name", "key")):
             self._refuse((*where, which), "name: and key: (strings)")
+            return None
+        if why := referable(named["name"], named["key"]):
+            self._refuse((*where, which), why)
             return None
         try:
             return self.fetch(kinds[which], named["name"], named["key"])

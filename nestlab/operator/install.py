@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from ..backends.remote.kube import Cluster, ClusterError
+from .policy import Policy
 from .resource import GROUP, PLURAL, VERSION, crd
 
 NAME = "nestlab-operator"
@@ -38,7 +39,7 @@ LAB_RULES: list[dict[str, Any]] = [
 RBAC = "rbac.authorization.k8s.io/v1"
 
 
-def objects(namespace: str, image: str, deployment: bool = True, node_selector: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def objects(namespace: str, image: str, deployment: bool = True, policy: Policy = Policy()) -> list[dict[str, Any]]:
     """The CRD, then the operator's namespace, account, role, binding and (with ``deployment``) its Deployment."""
     meta = {"labels": LABELS}
     made: list[dict[str, Any]] = [
@@ -55,7 +56,7 @@ def objects(namespace: str, image: str, deployment: bool = True, node_selector: 
         },
     ]
     if deployment:
-        made.append(_deployment(namespace, image, node_selector))
+        made.append(_deployment(namespace, image, policy))
     return made
 
 
@@ -128,7 +129,7 @@ def allowed(kube: Cluster) -> list[str]:
     return sorted(b.metadata.namespace for b in found.items)
 
 
-def _deployment(namespace: str, image: str, node_selector: tuple[str, ...] = ()) -> dict[str, Any]:
+def _deployment(namespace: str, image: str, policy: Policy) -> dict[str, Any]:
     pod = {
         "serviceAccountName": NAME,
         "enableServiceLinks": False,
@@ -137,8 +138,7 @@ def _deployment(namespace: str, image: str, node_selector: tuple[str, ...] = ())
                 "name": "operator",
                 "image": image,
                 "imagePullPolicy": "Never" if image.startswith("localhost/") else "IfNotPresent",
-                "command": ["nestlab", "k8s", "operator", "run", "--image", image]
-                + [arg for pair in node_selector for arg in ("--node-selector", pair)],
+                "command": ["nestlab", "k8s", "operator", "run", "--image", image, *policy.args()],
                 "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True},
                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
             }
@@ -164,12 +164,12 @@ def install(
     deadline: float,
     deployment: bool = True,
     allowing: tuple[str, ...] = (),
-    node_selector: tuple[str, ...] = (),
+    policy: Policy = Policy(),
 ) -> list[str]:
     """Apply every object (server-side: installing again updates them), wait until the API serves NestLabs (the
     CRD Established), then allow labs in each namespace of ``allowing``; what was applied, as ``Kind/name``."""
     done = []
-    for obj in objects(namespace, image, deployment, node_selector):
+    for obj in objects(namespace, image, deployment, policy):
         kube.apply(obj)
         done.append(f"{obj['kind']}/{obj['metadata']['name']}")
     while not _established(kube.read(crd())):

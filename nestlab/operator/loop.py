@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from ..backends.remote.kube import Cluster
+from .policy import Policy
 from .queue import WorkQueue
 from .reconcile import Reconciler, Say
 from .resource import GROUP, PLURAL, VERSION
@@ -18,10 +19,10 @@ RETRY = 5.0  # seconds before a key whose reconcile raised is tried again, doubl
 RETRY_MOST = 300.0  # ... up to this
 
 
-def run(kube: Cluster, image: str, timeout: float, workers: int, say: Say, node_selector: dict[str, str] | None = None) -> None:
-    """Reconcile every NestLab on ``kube``'s cluster until the process ends (labs' pods on nodes of ``node_selector``)."""
-    queue = WorkQueue()
-    reconciler = Reconciler(kube, image, timeout, say, node_selector or {})
+def run(kube: Cluster, image: str, timeout: float, workers: int, say: Say, policy: Policy = Policy()) -> None:
+    """Reconcile every NestLab on ``kube``'s cluster until the process ends, as ``policy`` says (install's)."""
+    queue = WorkQueue(policy.per_namespace)
+    reconciler = Reconciler(kube, image, timeout, say, policy)
     failures: dict[str, int] = {}  # key -> how often in a row its reconcile raised (a key is one worker's at a time)
     threads = [threading.Thread(target=_work, args=(queue, reconciler, say, failures), daemon=True) for _ in range(workers)]
     for thread in threads:
@@ -41,10 +42,11 @@ def _work(queue: WorkQueue, reconciler: Reconciler, say: Say, failures: dict[str
         except Exception as exc:  # noqa: BLE001 - one resource's failure is its own, never the operator's
             failures[key] = failures.get(key, 0) + 1
             again = min(RETRY_MOST, RETRY * 2 ** (failures[key] - 1))
-            message = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
-            say(f"{key}: {message} (again in {again:.0f} s)")
+            said = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]
+            say(f"{key}: {said} (again in {again:.0f} s)")  # the operator's log; the status names the kind alone
+            message = f"its reconcile raised {type(exc).__name__}, tried again in {again:.0f} s (the operator's log says more)"
             with contextlib.suppress(Exception):
-                reconciler.failed(namespace, name, f"{message} (tried again in {again:.0f} s)")
+                reconciler.failed(namespace, name, message)
         finally:
             queue.done(key)
         if again is not None:

@@ -7,8 +7,11 @@ every node in its pod, else made anew), half-deployed (made anew: every pod of t
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
+import ipaddress
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +25,7 @@ from ..sites.k8s.manifests import LABEL, dns_label
 from ..sites.k8s.rollout import Rollout, redeploy_shares
 from .inputs import fetcher
 from .install import binding
+from .policy import Policy
 from .resource import API_VERSION, FINALIZER, GROUP, KIND, PLURAL, VERSION, InvalidSpec, read
 
 HEALTH_EVERY = 20.0  # seconds between looks at a Ready lab's pods
@@ -33,11 +37,12 @@ Say = Callable[[str], None]
 class Reconciler:
     """Reconciles NestLabs on ``kube``'s cluster, deploying with ``image`` in at most ``timeout`` seconds a lab."""
 
-    def __init__(self, kube: Cluster, image: str, timeout: float, say: Say, node_selector: dict[str, str] | None = None) -> None:
+    def __init__(self, kube: Cluster, image: str, timeout: float, say: Say, policy: Policy = Policy()) -> None:
         from kubernetes import client
 
         self.kube, self.image, self.timeout, self.say = kube, image, timeout, say
-        self.node_selector = node_selector or {}  # the nodes labs may run on (install --node-selector)
+        self.policy = policy
+        self.node_selector = dict(p.split("=", 1) for p in policy.node_selector)  # the nodes labs may run on
         self.custom = client.CustomObjectsApi(kube.api)
 
     def reconcile(self, namespace: str, name: str) -> float | None:
@@ -91,7 +96,7 @@ class Reconciler:
         key = _key(obj)
         previous = obj.get("status") or {}
         try:
-            lab, given = read(obj, fetcher(kube))
+            lab, given = read(obj, fetcher(kube, self.policy.secret_types))
         except InvalidSpec as exc:
             self._fail(obj, "InvalidSpec", str(exc))
             return
@@ -115,7 +120,7 @@ class Reconciler:
                 if kube.pods(rollout.selector):  # a deploy cut short, or a change that moves nodes: the lab is made anew
                     self.say(f"{key}: removing the pods of an earlier deploy")
                     kube.delete_all(rollout.selector, started + self.timeout, grace=1)
-                pods = rollout.run(started + self.timeout, lambda m: self.say(f"{key}: {m}"))
+                pods = rollout.run(started + self.timeout, lambda m: self.say(f"{key}: {m}"), keep_failed=True)
         except TopologyError as exc:  # a pin to a node the cluster lacks
             self._fail(obj, "InvalidSpec", str(InvalidSpec.of(exc)))
             return
@@ -124,7 +129,7 @@ class Reconciler:
             return
         placed = {node: pods[rollout.parts.placement.server(node)] for node in lab.plan.nodes}
         message = f"{len(placed)} nodes in {len(pods)} pods in {time.monotonic() - started:.1f} s"
-        nodes = self._nodes(kube, obj, placed, _addresses(kube, lab.name, set(pods.values())))
+        nodes = self._nodes(kube, obj, placed, _addresses(kube, lab.name, set(pods.values()), set(placed)))
         self._status(obj, "Ready", message, [_condition("Ready", True, "Deployed", message)], nodes, len(placed))
         self._event(obj, "Ready", message)
         self.say(f"{key}: Ready, {message}")
@@ -297,19 +302,28 @@ class Reconciler:
         self.kube.call(f"create an event of {_key(obj)}", self.kube.core.create_namespaced_event, meta["namespace"], body)
 
 
-def _addresses(kube: Cluster, lab: str, pods: set[str]) -> dict[str, dict[str, list[str]]]:
-    """Each lab node's addresses by interface (its management address on eth0), as its pod's nestlab inspects them."""
+def _addresses(kube: Cluster, lab: str, pods: set[str], nodes: set[str]) -> dict[str, dict[str, list[str]]]:
+    """Each lab node's addresses by interface (its management address on eth0), as its pod's nestlab inspects them.
+    A pod's root decides what it prints: only nodes of the lab, interface names and addresses go in the status (the
+    output bounded by the exec; anything else in it is dropped)."""
     found = {}
     answers = each(
         {p: p for p in pods}, lambda _s, pod: kube.exec(pod, ["nestlab", "inspect", "--lab", lab, "--format", "json"], 60)
     )
     for answer in answers.values():
         if not isinstance(answer, BaseException) and answer[0] == 0:
-            for node in json.loads(answer[1])["nodes"]:
-                found[node["name"]] = {
-                    i["name"]: i["addresses"] for i in node["interfaces"] if i.get("addresses") and i["name"] != "lo"
-                }
+            with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+                for node in json.loads(answer[1])["nodes"]:
+                    if node["name"] in nodes:
+                        found[node["name"]] = {
+                            i["name"]: [str(ipaddress.ip_interface(a)) for a in i["addresses"]][:16]
+                            for i in node["interfaces"][:64]
+                            if i.get("addresses") and i["name"] != "lo" and _IFNAME.fullmatch(i["name"])
+                        }
     return found
+
+
+_IFNAME = re.compile(r"[-_.@a-zA-Z0-9]{1,15}")  # an interface's name, as Linux allows (no '/', no space)
 
 
 def _owner(obj: dict[str, Any]) -> dict[str, Any]:

@@ -172,7 +172,7 @@ def read(obj: dict[str, Any], fetch: inputs.Fetch = _no_fetch) -> tuple[Blueprin
     except TopologyError as exc:
         raise InvalidSpec.of(exc) from None
     except Exception as exc:  # noqa: BLE001 - a spec the model fails on is that resource's fault, not the operator's
-        raise InvalidSpec(f"spec: the model cannot read it ({type(exc).__name__} {str(exc)[:200]})") from None
+        raise InvalidSpec(f"spec: the model cannot read it ({type(exc).__name__})") from None  # its text may quote a file
     topology = loaded.topology
     if (count := len(topology.topology.nodes)) > MAX_NODES:
         raise InvalidSpec(f"spec.topology.nodes: {count} nodes, over the {MAX_NODES} a NestLab may have")

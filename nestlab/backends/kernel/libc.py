@@ -1,4 +1,4 @@
-"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, pivot_root, prctl, sethostname; and the
+"""The few libc calls Python 3.11 lacks: unshare, setns, mount, umount2, prctl, sethostname; and the
 process's open-file limit raised as far as it may go."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 0x1000
+MS_MOVE = 0x2000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MS_SLAVE = 1 << 19
@@ -90,10 +91,6 @@ def umount(target: str) -> None:
         err = ctypes.get_errno()
         if err not in (22, 2):  # EINVAL: not a mount point, ENOENT: gone
             raise OSError(err, f"umount {target}: {os.strerror(err)}")
-
-
-def pivot_root(new_root: str, put_old: str) -> None:
-    _check(_libc.syscall(155, new_root.encode(), put_old.encode()), f"pivot_root {new_root}")  # SYS_pivot_root on x86-64
 
 
 def dumpable() -> None:

@@ -24,7 +24,6 @@ from ...names import HIDDEN
 from . import containers, files, libc, mounts, namespaces
 
 FRESH = ("/run", "/tmp")  # tmpfs in every view (/var/run is a link to /run on Debian)
-OLD_ROOT = "/.nestlab-old"  # where a view with a root of its own keeps the machine's until its binds are made
 Bind = tuple[str, str, bool]  # (source on the machine, destination in the view, read-only)
 
 
@@ -108,8 +107,6 @@ def create(
                     libc.mount("", target, libc.MS_BIND | libc.MS_REMOUNT | libc.MS_RDONLY, "none")
             for fd in hidden:  # under the fresh /run, but the copy would still hold every namespace pinned there
                 libc.umount(f"/proc/self/fd/{fd}")
-            if own_root:
-                _drop_old_root()
         finally:
             for fd in [h[0] for h in held] + hidden:
                 os.close(fd)
@@ -172,15 +169,13 @@ def _overlay_root() -> None:
         target = f"{stage}/root{path}"
         if os.path.isdir(target) or os.path.isfile(target):
             libc.mount(path, target, libc.MS_BIND | libc.MS_REC)
-    os.mkdir(f"{stage}/root{OLD_ROOT}")
-    libc.pivot_root(f"{stage}/root", f"{stage}/root{OLD_ROOT}")
+    # The overlay moved over / and the thread's root set to it (as switch_root does), not pivot_root: a container
+    # runtime's default seccomp profile refuses pivot_root (EPERM, in a lab pod), and setns into the view finds the
+    # root stacked topmost on / all the same.  The machine's root stays beneath, out of reach by any path.
+    os.chdir(f"{stage}/root")
+    libc.mount(".", "/", libc.MS_MOVE)
+    os.chroot(".")
     os.chdir("/")
-
-
-def _drop_old_root() -> None:
-    """Detach the machine's root from the view (once the binds, whose sources lie below it, are made)."""
-    libc.umount(OLD_ROOT)
-    os.rmdir(OLD_ROOT)
 
 
 def owner(user: str) -> tuple[int, int]:

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import IO, Any
+from urllib.parse import quote
 
 from ...errors import LabError
 
@@ -43,7 +44,10 @@ def _kubernetes() -> tuple[Any, type[Exception]]:
     return kubernetes, HTTPError
 
 
-_POD_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # a pod's service account: its token, CA and namespace
+_POD_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+MAX_OUTPUT = (
+    4 * 1024 * 1024
+)  # bytes of an exec's output kept: a pod's root decides how much it prints  # a pod's service account: its token, CA and namespace
 
 
 class Cluster:
@@ -237,10 +241,13 @@ class Cluster:
         on_err: Callable | None = None,
         binary: bool = False,
         stdin: IO[bytes] | None = None,
+        limit: int = MAX_OUTPUT,
     ) -> tuple[int, str, str]:
-        """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr); with ``on_out``/``on_err``
-        the output goes there as it comes instead (as bytes with ``binary``); what is read from ``stdin`` goes
-        on to the command's standard input as it comes (its end does not: the exec protocol cannot say it)."""
+        """Run ``command`` in ``pod`` through the API: (exit code, stdout, stderr), at most ``timeout`` seconds and
+        ``limit`` bytes of output kept (more is an error: whoever is root in a pod decides what it prints); with
+        ``on_out``/``on_err`` the output goes there as it comes instead (as bytes with ``binary``); what is read
+        from ``stdin`` goes on to the command's standard input as it comes (its end does not: the exec protocol
+        cannot say it)."""
         # stream() swaps its ApiClient's request method while it runs: an exec on a client of its own, so
         # execs in parallel threads and the calls around them never see each other's
         own = self._client.CoreV1Api(self._client.ApiClient(self._conf))
@@ -261,8 +268,19 @@ class Cluster:
         )
         out: list = []
         err: list = []
-        on_out = on_out or out.append
-        on_err = on_err or err.append
+        kept = [0]
+
+        def keep(into: list) -> Callable:
+            def add(data: Any) -> None:
+                kept[0] += len(data)
+                if kept[0] > limit:
+                    raise ClusterError(f"exec in pod {pod}: more than {limit // 1024} KiB of output, which is not kept")
+                into.append(data)
+
+            return add
+
+        on_out = on_out or keep(out)
+        on_err = on_err or keep(err)
         deadline = time.monotonic() + timeout
         if stdin is not None:
             threading.Thread(target=_relay, args=(stdin, client), daemon=True).start()
@@ -297,13 +315,21 @@ PLURALS = {
 
 
 def _path(obj: dict) -> str:
-    """The API path of ``obj``: its group's, its namespace's if it has one, its kind's plural, its name."""
+    """The API path of ``obj``: its group's, its namespace's if it has one, its kind's plural, its name; the
+    namespace and the name each one segment, quoted ('.' and '..', which a client removes, are refused)."""
     version = obj["apiVersion"]
     namespace = obj["metadata"].get("namespace")
     return (
-        f"{'/api/v1' if version == 'v1' else '/apis/' + version}{'/namespaces/' + namespace if namespace else ''}"
-        f"/{PLURALS[obj['kind']]}/{obj['metadata']['name']}"
+        f"{'/api/v1' if version == 'v1' else '/apis/' + version}{'/namespaces/' + _segment(namespace) if namespace else ''}"
+        f"/{PLURALS[obj['kind']]}/{_segment(obj['metadata']['name'])}"
     )
+
+
+def _segment(name: str) -> str:
+    """``name`` as one segment of an API path."""
+    if name in ("", ".", ".."):
+        raise ClusterError(f"'{name}' cannot name a Kubernetes object")
+    return quote(name, safe="")
 
 
 def _in_pod() -> bool:

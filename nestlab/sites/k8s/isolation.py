@@ -112,7 +112,7 @@ def check_pods(kube: Cluster, pods: dict[str, str], selector: str) -> None:
         if isinstance(answer, BaseException):
             raise ClusterError(f"share {share}: its uid map could not be read: {answer}")
         if answer[0] != 0:
-            raise ClusterError(f"share {share}: its uid map could not be read: {answer[2].strip() or f'exit {answer[0]}'}")
+            raise ClusterError(f"share {share}: its uid map could not be read (exit {answer[0]})")  # its output: the pod's
         if isolated(answer[1]):
             continue
         node = found.get(pods[share], "?")

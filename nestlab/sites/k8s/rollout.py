@@ -5,6 +5,7 @@ first that cannot is an error naming why, after every pod of the lab was deleted
 
 from __future__ import annotations
 
+import io
 import shlex
 import time
 from collections.abc import Callable
@@ -65,9 +66,9 @@ class Rollout:
         """The label selector of every object of the lab."""
         return f"{LABEL}={dns_label(self.lab.name)}"
 
-    def run(self, deadline: float, say: Callable[[str], None]) -> dict[str, str]:
+    def run(self, deadline: float, say: Callable[[str], None], keep_failed: bool = False) -> dict[str, str]:
         """Bring the objects up (:func:`bring_up`), answering each share's pod."""
-        return bring_up(self.kube, self.lab, self.manifests, self.parts, deadline, say, self.privileged)
+        return bring_up(self.kube, self.lab, self.manifests, self.parts, deadline, say, self.privileged, keep_failed)
 
 
 def shares_on(kube: Cluster, lab: Blueprint, count: int | None) -> tuple[set[str], int]:
@@ -102,11 +103,14 @@ def bring_up(
     deadline: float,
     say: Callable[[str], None],
     privileged: bool = False,
+    keep_failed: bool = False,
 ) -> dict[str, str]:
     """Create ``manifests`` (manifests.render's), wait until every share is deployed and every stitched link answers,
     and answer each share's pod; all or nothing (a failure deletes every pod of the lab and names its cause).  Unless
     ``privileged`` (as rendered), a cluster that cannot run them in user namespaces is refused before any is made, and
-    each pod's uid map is checked before its share deploys."""
+    each pod's uid map is checked before its share deploys.  A share whose deploy failed is named, never quoted:
+    its last lines go to ``say`` before the pods are deleted, or with ``keep_failed`` the pods stay for their logs
+    (the operator's way: its status is read by more than the lab's author)."""
 
     pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
     selector = f"{LABEL}={dns_label(lab.name)}"
@@ -124,6 +128,11 @@ def bring_up(
         say("checking the stitched links")
         check_stitches(kube, lab, parts, pods, addresses, deadline)
     except BaseException as exc:
+        if isinstance(exc, ShareFailed) and keep_failed:
+            raise ShareFailed(f"{exc}; the lab's pods are kept for their output until its next change or deletion") from None
+        if isinstance(exc, ShareFailed):
+            for line in exc.lines:
+                say(f"pod {exc.pod}: {line}")
         try:
             kube.delete_all(selector, time.monotonic() + 120, grace=1)
         except ClusterError as cleanup:
@@ -197,42 +206,71 @@ def deploy_shares(kube: Cluster, pods: dict[str, str], addresses: dict[str, str]
 
     peers = "".join(f"{peer_var(s)}={ip}\n" for s, ip in sorted(addresses.items()))
     script = (
-        f'printf %s "$1" > {RUN}/peers.tmp && mv {RUN}/peers.tmp {RUN}/peers.env\n'
+        f"{_from_stdin(f'{RUN}/peers.tmp')} && mv {RUN}/peers.tmp {RUN}/peers.env\n"
         f"while [ ! -e {RUN}/rc ]; do sleep 0.1; done\n"
-        f"cat {RUN}/deploy.log >&2; exit $(cat {RUN}/rc)"
+        f"rc=$(cat {RUN}/rc); [ $rc = 0 ] || tail -c {_LAST} {RUN}/deploy.log >&2; exit $rc"
     )
-    answers = each(
-        pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", peers], max(5.0, deadline - time.monotonic()))
-    )
-    _each_deployed(answers, pods)
+    _each_deployed(kube.namespace, _fed(kube, pods, script, dict.fromkeys(pods, peers), deadline), pods)
 
 
 def redeploy_shares(kube: Cluster, pods: dict[str, str], shares: dict[str, str], deadline: float) -> None:
-    """Deploy each pod's share again from its new topology (``shares``: share -> text): the pod's nestlab applies the
-    difference to what runs (a link's shaping changed in place, a node added); a share that failed is an error."""
+    """Deploy each pod's share again from its new topology (``shares``: share -> text, on the exec's standard input,
+    never its arguments: it holds the lab's secrets): the pod's nestlab applies the difference to what runs (a link's
+    shaping changed in place, a node added); its output goes to the pod's log; a share that failed is an error."""
 
     script = (
-        f'umask 077 && printf %s "$1" > {RUN}/share.yml && set -a && . {RUN}/peers.env && set +a && '
-        f"CLAB_LABDIR_BASE={RUN} nestlab deploy -t {RUN}/share.yml"
+        f"{_from_stdin(f'{RUN}/share.yml')} && set -a && . {RUN}/peers.env && set +a && "
+        f"{{ CLAB_LABDIR_BASE={RUN} nestlab deploy -t {RUN}/share.yml > {RUN}/redeploy.log 2>&1; rc=$?; }}; "
+        f"cat {RUN}/redeploy.log > /proc/1/fd/1; [ $rc = 0 ] || tail -c {_LAST} {RUN}/redeploy.log >&2; exit $rc"
     )
-    answers = each(
-        pods, lambda share, pod: kube.exec(pod, ["sh", "-c", script, "sh", shares[share]], max(5.0, deadline - time.monotonic()))
-    )
-    _each_deployed(answers, pods)
+    _each_deployed(kube.namespace, _fed(kube, pods, script, shares, deadline), pods)
 
 
-def _each_deployed(answers: dict[str, Any], pods: dict[str, str]) -> None:
-    """The first share whose deploy failed, as an error naming it and the last lines it said."""
-    failed = {}
+_LAST = 2048  # bytes of a failed deploy's output read back (said to `k8s deploy`'s user, never put in a status)
+
+
+def _from_stdin(path: str) -> str:
+    """Shell that writes the exec's standard input (``$1`` bytes: its end never arrives) to ``path``, 0400."""
+    return f'rm -f {path} && (umask 277 && head -c "$1" > {path})'
+
+
+def _fed(kube: Cluster, pods: dict[str, str], script: str, texts: dict[str, str], deadline: float) -> dict[str, Any]:
+    """``script`` run in each share's pod, its text on its standard input (its length the one argument)."""
+
+    def run(share: str, pod: str) -> tuple[int, str, str]:
+        data = texts[share].encode()
+        command = ["sh", "-c", script, "sh", str(len(data))]
+        return kube.exec(pod, command, max(5.0, deadline - time.monotonic()), stdin=io.BufferedReader(io.BytesIO(data)))
+
+    return each(pods, run)
+
+
+class ShareFailed(ClusterError):
+    """A share's deploy failed in its pod: ``str()`` names the share, its pod and exit code, never what it printed
+    (``lines``: its last lines, for whoever deployed it)."""
+
+    def __init__(self, message: str, pod: str = "", lines: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.pod, self.lines = pod, lines
+
+
+def _each_deployed(namespace: str, answers: dict[str, Any], pods: dict[str, str]) -> None:
+    """The first share whose deploy failed, as an error naming it, its pod and exit code, and where its output is."""
+    failed: dict[str, tuple[str, tuple[str, ...]]] = {}
     for share, answer in answers.items():
         if isinstance(answer, BaseException):
-            failed[share] = str(answer)
+            failed[share] = (str(answer), ())
         elif answer[0] != 0:
-            lines = [ln for ln in answer[2].splitlines() if ln.strip() and not ln.startswith("note ")]
-            failed[share] = " / ".join(lines[-3:]) or f"exit {answer[0]}"
+            lines = tuple(ln for ln in answer[2].splitlines() if ln.strip() and not ln.startswith("note "))[-3:]
+            failed[share] = (
+                f"its deploy failed (exit {answer[0]}): its output is in the pod's log "
+                f"(nestlab k8s logs {pods[share].removesuffix('-' + share)} -n {namespace}, "
+                f"or kubectl logs -n {namespace} {pods[share]})",
+                lines,
+            )
     if failed:
         first = sorted(failed)[0]
-        raise ClusterError(f"share {first} (pod {pods[first]}): {failed[first]}")
+        raise ShareFailed(f"share {first} (pod {pods[first]}): {failed[first][0]}", pods[first], failed[first][1])
 
 
 def check_stitches(
@@ -275,5 +313,7 @@ def check_stitches(
     for share, answer in each(pods, run).items():
         if isinstance(answer, BaseException):
             raise ClusterError(f"share {share}: {answer}")
-        if answer[1].strip():
-            raise ClusterError(f"no answer across {answer[1].split(chr(10))[0]} (share {share}, pod {pods[share]})")
+        said = answer[1].strip().split("\n")[0]
+        if said:  # one of the probes' own names, never the pod's words
+            what = next((w for _n, _ip, w in probes[share] if w == said), "a stitched link (the pod said otherwise)")
+            raise ClusterError(f"no answer across {what} (share {share}, pod {pods[share]})")
