@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..backends.kernel import userns
 from ..errors import LabError
 from ..model.errors import TopologyError
 from ..rootless import ordinary_user
@@ -116,9 +115,11 @@ def reported() -> Iterator[None]:
         err.print(f"[red]error[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except PermissionError as exc:
+        from ..engine.handout import machine
+
         why = (
             "rootless mode may not do this (the machine's root may: run it with sudo)"
-            if userns.machine().guest
+            if machine().guest
             else f"nestlab {NEEDS_ROOT}"
         )
         err.print(f"[red]error[/red] {escape(str(exc))}: {why}")
@@ -156,8 +157,10 @@ def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, 
         from ..operator.found import found_lab
 
         return found_lab(lab, str(kubeconfig) if kubeconfig else None, namespace)
-    if topo:
-        return Lab.from_file(topo)
+    if topo:  # the file's lab as this machine would make it now: handed out (its machine and leases) to be planned
+        from ..engine.handout import handed_out
+
+        return Lab.of(handed_out(Lab.from_file(topo).blueprint))
     if lab:
         return Lab.running(lab)
     labs = [name for name in state.labs() if _running(state, name)]

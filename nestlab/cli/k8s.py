@@ -11,12 +11,13 @@ from pathlib import Path
 import typer
 import yaml
 
+from .. import sites
 from ..backends.remote.kube import Cluster
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..sites.k8s.manifests import NESTLAB_REF
 from ..sites.k8s.manifests import render as make
-from ..sites.k8s.site import Kubernetes, Target
+from ..sites.k8s.site import Target
 from ..testbeds import cluster
 from ..testbeds.images import nestlab_image
 from .common import err, notices, out, reported
@@ -89,8 +90,8 @@ def deploy(
         lab = Lab.from_file(topo)
         notices(lab)
         target = Target(str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say, privileged)
-        site = Kubernetes.on(lab.name, target)
-        parts = site.deploy(lab.blueprint).partition
+        site = sites.chosen(lab.blueprint, target)
+        parts = lab.deploy(site=site).partition
         assert parts is not None
         counts = Counter(parts.placement.server(n) for n in lab.plan.nodes)
         tunnels = sum(len(s.stitched) for s in parts.shares.values()) // 2

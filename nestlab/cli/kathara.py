@@ -18,8 +18,8 @@ import typer
 from rich.table import Table
 
 from .. import __version__, sites
-from ..backends.kernel import probe, userns
-from ..engine import state
+from ..backends.kernel import probe
+from ..engine import handout, state
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..model.endpoint import Endpoint
@@ -257,7 +257,7 @@ def check():
 
     with reported():
         out.line(f"nestlab {__version__} answers Kathará's commands (no Docker needed)")
-        missing = [f.name for f in probe.features(userns.machine()) if not f.ok]
+        missing = [f.name for f in probe.features(handout.machine()) if not f.ok]
         out.line("this kernel lacks: " + (", ".join(sorted(missing)) or "nothing nestlab uses") + " (see `nestlab doctor`)")
         out.line(f"python {sys.version.split()[0]}; running Kathará labs: {', '.join(_kathara_labs()) or 'none'}")
 

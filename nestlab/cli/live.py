@@ -71,7 +71,7 @@ def link_set(
     with reported():
         params = _changes(ctx.params)
         found = resolve(topo, lab, kubeconfig, namespace)
-        done = found.site.link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
+        done = found.site().link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)
         err.print(done.said)
@@ -318,7 +318,7 @@ def power(action: str, refs: list[str], topo: Path | None, lab: str | None, exec
         the_lab = resolve(topo, lab)
         stop_start.chosen(the_lab, refs)  # every name checked before anything stops
         execs = ExecReport()
-        done = the_lab.site.power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
+        done = the_lab.site().power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
         if done.said is None:  # each holding share's nestlab said what it did
             raise typer.Exit(done.code)
         execs.summary(the_lab.name)

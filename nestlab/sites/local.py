@@ -39,24 +39,31 @@ class Local(Site):
     name: ClassVar[str] = LOCAL
     summary: ClassVar[str] = "this machine: every node a namespace here"
     keys: ClassVar[dict[str, type]] = {}  # its record holds nothing
+    rank: ClassVar[int] = 100  # asked last: it takes any lab no other site claims
 
-    def __init__(self, lab: str, data: dict[str, Any]):
+    def __init__(self, lab: str, data: dict[str, Any], options: object = None):
         self.lab = lab
         self.data = data
+
+    @classmethod
+    def claims(cls, blueprint: Blueprint, options: object) -> bool:
+        """Any lab: a lab runs here unless another site claims it."""
+        return True
 
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
         refuse_pins(lab)
-        changes, notes = deploy.deploy(lab, progress, on_exec)
-        return Deployed(changes=changes, notes=notes)
+        made = deploy.deploy(lab, progress, on_exec)
+        return Deployed(changes=made.changes, notes=made.notes, blueprint=made.blueprint)
 
-    def check(self, lab: Blueprint, machine: bool = True) -> None:
+    def check(self, lab: Blueprint, machine: bool = True) -> Blueprint:
+        """Every check a deploy here makes; returns the blueprint as checked (handed out to this machine, planned)."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
         refuse_pins(lab)
-        deploy.check(lab, machine)
+        return deploy.check(lab, machine)
 
     def preview(self, lab: Blueprint) -> list[Step]:
         """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""

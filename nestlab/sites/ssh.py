@@ -84,9 +84,16 @@ class Servers(Elsewhere):
     name = "ssh"
     summary = "SSH servers: a share per server, deployed by its own nestlab (servers:)"
     keys = {"servers": dict, "base": str, "placement": dict}
+    rank = 20
 
-    def check(self, lab: Blueprint, machine: bool = True) -> None:
+    @classmethod
+    def claims(cls, blueprint: Blueprint, options: object) -> bool:
+        """A lab with servers (``servers:``, the file's or an inventory's)."""
+        return bool(blueprint.topology.servers)
+
+    def check(self, lab: Blueprint, machine: bool = True) -> Blueprint:
         place_and_partition(lab)  # placement and pins: what a deploy checks before it sends a server anything
+        return lab
 
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
