@@ -289,7 +289,7 @@ def vstart(
             nodes.setdefault(f"cd-{domain}", {"kind": "bridge"})
             links.append({"endpoints": [f"{name}:eth{number}", f"cd-{domain}:{name}-{number}"]})
         lab = Lab.from_document(doc, "<kathara vstart>")
-        changes = lab.deploy()
+        changes = lab.deploy().changes
         err.line(f"device {name} started in {VLAB} ({changes.summary()})")
 
 
