@@ -189,10 +189,6 @@ def _write_opens(path: Path) -> list[str]:
     return found
 
 
-# Where a file may still be opened to write by the builtin, and why files.py's helpers do not fit there.
-RAW_WRITES: dict[str, str] = {}
-
-
 def test_files_are_written_through_files_py():
     """A file is written through backends/kernel/files.py (whole and replaced, through no planted link; in place for
     what the kernel or a bind mount owns; a log or a record appended): no raw write-mode ``open`` elsewhere."""
@@ -202,7 +198,7 @@ def test_files_are_written_through_files_py():
         if path != PACKAGE / "backends/kernel/files.py"
         for hit in _write_opens(path)
     ]
-    assert [hit for hit in found if hit.split(":")[0] not in RAW_WRITES] == [], found
+    assert found == []
 
 
 def test_the_check_finds_a_raw_write(tmp_path):

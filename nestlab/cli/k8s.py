@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections import Counter
@@ -12,6 +11,7 @@ import typer
 import yaml
 
 from .. import sites
+from ..backends.kernel import files
 from ..backends.remote.kube import Cluster
 from ..errors import LabError
 from ..lab.lab import Lab
@@ -132,9 +132,8 @@ def render(
         manifests, parts = make(lab, count, image or NESTLAB_REF, namespace, privileged=privileged)
         text = yaml.safe_dump_all(manifests, sort_keys=False)
         if output:  # 0600: the Secret holds the topology, passwords too
-            with open(output, "w", opener=lambda path, flags: os.open(path, flags, 0o600)) as fh:
-                os.fchmod(fh.fileno(), 0o600)
-                fh.write(text)
+            with files.created(output, 0o600) as fh:
+                fh.write(text.encode())
             err.line(f"lab {lab.name}: {count} pods, {len(parts.placement.cut)} cut links; manifests in {output}")
         else:
             out.line(text)

@@ -10,6 +10,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 from .. import names
+from ..backends.kernel import files
 from ..errors import LabError
 from .base import WithInit, hostname, register
 
@@ -54,10 +55,9 @@ class Runc(WithInit):
             os.makedirs(d, exist_ok=True)
         libc.mount("overlay", merged, 0, "overlay", f"lowerdir={rootfs.resolve(node.image)},upperdir={upper},workdir={work}")
         config = _oci_config(lab, node.name, f"{names.cgroup_name(lab)}/{node.name}/runc", hostname(node), dict(node.env))
-        with open(os.path.join(bundle, "config.json"), "w") as fh:
-            json.dump(config, fh)
+        files.write(os.path.join(bundle, "config.json"), json.dumps(config), 0o644, sync=False)
         log = os.path.join(bundle, "runc.log")  # a file, not a pipe: the detached container inherits runc's stdio
-        with open(log, "w") as out:
+        with files.output(log) as out:
             result = subprocess.run(
                 ["runc", "--root", runc_root(lab), "run", "--detach", "--bundle", bundle, runc_id(lab, node.name)],
                 stdin=subprocess.DEVNULL,

@@ -10,6 +10,9 @@
   replaces a link planted there and never writes through it.
 * :func:`remove_tree` removes a folder by descriptors from a parent reached by :func:`open_dir` (Python's own
   fd-based rmtree below it), never following a link, at the top or below.
+* :func:`in_place` rewrites what cannot be replaced (a kernel's control file, a file another mount owns);
+  :func:`append`, :func:`output` and :func:`touch` add to a record, take a process's output and make an empty
+  file, never through a link at the name.  Nothing else in nestlab opens a file to write (a test checks it).
 
 See docs/security.md.
 """
@@ -274,3 +277,37 @@ def unlink(path: str | os.PathLike) -> None:
             os.unlink(os.path.basename(path), dir_fd=fd)
     except (FileNotFoundError, NotADirectoryError):
         pass
+
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC  # a file of ours: made if missing, never through a link
+
+
+def _written(fd: int, data: bytes | str) -> None:
+    view = memoryview(data.encode() if isinstance(data, str) else data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def in_place(path: str | os.PathLike, data: bytes | str) -> None:
+    """``path`` truncated and written where it is (as a shell's ``>``), not replaced: a kernel's control file
+    (/proc/sys, a cgroup's, a user namespace's id map: short data goes in one write(2)) or a file another mount
+    owns (/etc/hosts bound into a container).  The kernel's own errors (OSError) reach the caller."""
+    _written(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), data)
+
+
+def append(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
+    """``data`` added at the end of the record ``path`` (made with ``mode`` if missing)."""
+    _written(os.open(path, _NEW | os.O_APPEND, mode), data)
+
+
+def output(path: str | os.PathLike, mode: int = 0o644) -> BinaryIO:
+    """``path`` emptied (made with ``mode`` if missing) for a process's output to go to: its file, to close."""
+    return open(os.open(path, _NEW | os.O_TRUNC, mode), "wb")
+
+
+def touch(path: str | os.PathLike, mode: int = 0o644) -> None:
+    """``path`` made empty if missing (what a mount is bound over), left as it is if there."""
+    os.close(os.open(path, _NEW, mode))
