@@ -58,6 +58,18 @@ def looked(data: object) -> Glance:
     if "servers" in data or any("image" in str(topology.get(key)) for key in ("defaults", "kinds", "groups")):
         return Glance(data["name"])
     found = Glance(data["name"])
+    plain = _nodes(found, nodes)
+    for link in links:
+        ends = link.get("endpoints") if isinstance(link, dict) and set(link) == {"endpoints"} else None
+        if isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) and e.count(":") == 1 for e in ends):
+            (a, ia), (b, ib) = (e.split(":") for e in ends)
+            if a in plain and b in plain and a != b and ia and ib:
+                found.cables.append((a, ia, b, ib))
+    return found
+
+
+def _nodes(found: Glance, nodes: dict) -> set[str]:
+    """The namespaces ``nodes`` (as written) ask nestlab for, added to ``found``; returns the plain ones."""
     plain = set()
     for name, spec in nodes.items():
         name, spec = str(name), spec or {}
@@ -73,10 +85,4 @@ def looked(data: object) -> Glance:
             if KINDS.get(kind).own_bridge:
                 found.bridges.append(name)
                 found.bridge_sysctls = KINDS.get(kind).sysctls()
-    for link in links:
-        ends = link.get("endpoints") if isinstance(link, dict) and set(link) == {"endpoints"} else None
-        if isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) and e.count(":") == 1 for e in ends):
-            (a, ia), (b, ib) = (e.split(":") for e in ends)
-            if a in plain and b in plain and a != b and ia and ib:
-                found.cables.append((a, ia, b, ib))
-    return found
+    return plain

@@ -123,18 +123,10 @@ def _walk(path: str, create: int | None, beneath: int | None) -> int:
         while todo:
             part = todo.pop(0)
             if part == "..":
-                if beneath is not None and len(stack) == 1:
-                    raise OSError(errno.EXDEV, "the path leaves the folder it must stay under", path)
-                if len(stack) > 1:
-                    os.close(stack.pop())
+                _up(stack, beneath is not None, path)
                 continue
-            try:
-                fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=stack[-1])
-            except FileNotFoundError:
-                if create is None:
-                    raise
-                with contextlib.suppress(FileExistsError):  # the last with ``create``, the parents 0755
-                    os.mkdir(part, create if not todo else 0o755, dir_fd=stack[-1])
+            fd = _step(part, stack[-1], create, last=not todo)
+            if fd is None:  # made just now: opened on the next turn
                 todo.insert(0, part)
                 continue
             found = os.fstat(fd)
@@ -143,13 +135,7 @@ def _walk(path: str, create: int | None, beneath: int | None) -> int:
                 hops += 1
                 if beneath is not None or hops > 40 or not _trusted_link(os.fstat(stack[-1]), found, mine):
                     raise OSError(errno.ELOOP, "a symbolic link another user could have planted is not followed", path)
-                target = os.readlink(part, dir_fd=stack[-1])  # no one else can change it (trusted)
-                if target.startswith("/"):
-                    while len(stack) > 1:
-                        os.close(stack.pop())
-                    os.close(stack.pop())
-                    stack.append(os.open("/", _DIR))
-                todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
+                todo[:0] = _followed(part, stack)
                 continue
             if not stat.S_ISDIR(found.st_mode):
                 os.close(fd)
@@ -159,6 +145,38 @@ def _walk(path: str, create: int | None, beneath: int | None) -> int:
     finally:
         for fd in stack:
             os.close(fd)
+
+
+def _up(stack: list[int], beneath: bool, path: str) -> None:
+    """``..``: back to the folder above, never above the one the walk must stay under."""
+    if beneath and len(stack) == 1:
+        raise OSError(errno.EXDEV, "the path leaves the folder it must stay under", path)
+    if len(stack) > 1:
+        os.close(stack.pop())
+
+
+def _step(part: str, dir_fd: int, create: int | None, last: bool) -> int | None:
+    """``part`` of the open folder ``dir_fd`` (O_PATH, no link followed); None when it was missing and is made now
+    (with ``create``: the last component with that mode, the parents 0755)."""
+    try:
+        return os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if create is None:
+            raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, create if last else 0o755, dir_fd=dir_fd)
+        return None
+
+
+def _followed(part: str, stack: list[int]) -> list[str]:
+    """The components of the trusted link ``part`` (no one else can change it) to walk instead; an absolute one
+    starts again from ``/``."""
+    target = os.readlink(part, dir_fd=stack[-1])
+    if target.startswith("/"):
+        while stack:
+            os.close(stack.pop())
+        stack.append(os.open("/", _DIR))
+    return [p for p in target.split("/") if p not in ("", ".")]
 
 
 @contextlib.contextmanager
