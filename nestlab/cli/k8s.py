@@ -13,6 +13,7 @@ import yaml
 from .. import sites
 from ..backends.kernel import files
 from ..backends.remote.kube import Cluster
+from ..engine.handout import handed_out
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..sites.k8s.manifests import NESTLAB_REF
@@ -129,7 +130,7 @@ def render(
 
     with reported():
         lab = Lab.from_file(topo)
-        manifests, parts = make(lab, count, image or NESTLAB_REF, namespace, privileged=privileged)
+        manifests, parts = make(handed_out(lab.blueprint), count, image or NESTLAB_REF, namespace, privileged=privileged)
         text = yaml.safe_dump_all(manifests, sort_keys=False)
         if output:  # 0600: the Secret holds the topology, passwords too
             with files.created(output, 0o600) as fh:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from ..backends.kernel import files
+from ..engine.handout import handed_out
 from ..errors import LabError
 from ..plan.diff import diff, steps
 from ..plan.objects import Plan
@@ -56,7 +57,8 @@ class Elsewhere(Site):
     def check(self, blueprint: Blueprint, machine: bool = True) -> Blueprint:
         """Every check a deploy of ``blueprint`` here makes before it changes anything (``nestlab validate``);
         ``machine``: also whether this machine has what the lab needs (else only the file is checked).  Returns
-        the blueprint as checked (planned)."""
+        the blueprint as checked (handed out to this machine, planned)."""
+        blueprint = handed_out(blueprint)
         blueprint.plan
         return blueprint
 
@@ -65,6 +67,7 @@ class Elsewhere(Site):
         plan recorded when it was deployed."""
         from ..engine import state
 
+        blueprint = handed_out(blueprint)
         current = state.read(blueprint.name)
         have = current.plan if current else Plan()
         return steps(diff(blueprint.plan, have), have)

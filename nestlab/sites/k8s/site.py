@@ -14,6 +14,7 @@ from ... import names
 from ...backends.remote.kube import Cluster, ClusterError
 from ...backends.remote.pod import PodRemote, each
 from ...engine import state, where
+from ...engine.handout import handed_out
 from ...errors import LabError
 from ...registry import SITES
 from ..elsewhere import Elsewhere
@@ -66,7 +67,8 @@ class Kubernetes(Elsewhere):
         stitched link answers; all or nothing (a failure deletes every pod and names its cause).  Where and
         how: the :class:`Target` it was made with."""
 
-        return Deployed(partition=self._deploy(lab, self.target))
+        lab = handed_out(lab)  # planned here, to be placed
+        return Deployed(partition=self._deploy(lab, self.target), blueprint=lab)
 
     def _deploy(self, lab: Blueprint, target: Target) -> Partition:
 
