@@ -10,7 +10,6 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 from .. import names
-from ..backends.kernel import files
 from ..errors import LabError
 from .base import WithInit, hostname, register
 
@@ -42,7 +41,7 @@ class Runc(WithInit):
     machine_root = "its images unpack as several users and runc runs as the machine's root"
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-        from ..backends.kernel import containers, libc, rootfs
+        from ..backends.kernel import containers, files, libc, rootfs
 
         if not shutil.which("runc"):
             raise LabError("image: nodes run with runc: install the Debian package runc")
