@@ -50,27 +50,27 @@ class Local(Site):
         """Any lab: a lab runs here unless another site claims it."""
         return True
 
-    def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
+    def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
-        refuse_pins(lab)
-        made = deploy.deploy(lab, progress, on_exec)
+        refuse_pins(blueprint)
+        made = deploy.deploy(blueprint, progress, on_exec)
         return Deployed(changes=made.changes, notes=made.notes, blueprint=made.blueprint)
 
-    def check(self, lab: Blueprint, machine: bool = True) -> Blueprint:
+    def check(self, blueprint: Blueprint, machine: bool = True) -> Blueprint:
         """Every check a deploy here makes; returns the blueprint as checked (handed out to this machine, planned)."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
-        refuse_pins(lab)
-        return deploy.check(lab, machine)
+        refuse_pins(blueprint)
+        return deploy.check(blueprint, machine)
 
-    def preview(self, lab: Blueprint) -> list[Step]:
+    def preview(self, blueprint: Blueprint) -> list[Step]:
         """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
-        refuse_pins(lab)
-        return deploy.preview(lab)
+        refuse_pins(blueprint)
+        return deploy.preview(blueprint)
 
     def where(self) -> str:
         return "this machine"
@@ -197,9 +197,9 @@ class Local(Site):
             return Done(0, f"lab {self.lab}: {verb} {_listed(done)} in {took:.2f} s")
         return Done(0, f"lab {self.lab}: {_listed(refs)} already {'stopped' if action == 'stop' else 'running'}; nothing to do")
 
-    def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
+    def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report:
 
-        return report(lab, only)
+        return report(blueprint, only)
 
 
 def _listed(nodes: list[str], shown: int = 10) -> str:
