@@ -143,6 +143,14 @@ def ignored(flag: str, why: str) -> None:
     err.line(f"note {flag}: ignored ({why})")
 
 
+def here(lab: Lab) -> Lab:
+    """``lab`` as this machine would make it now, for a command that plans it without deploying it: handed out
+    once (what the machine is, its management network's leases: engine/handout.py)."""
+    from ..engine.handout import handed_out
+
+    return type(lab).of(handed_out(lab.blueprint))
+
+
 def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, namespace: str | None = None) -> Lab:
     """The lab a command is about: the file ``topo``, the running lab ``lab`` (from the NestLab of that name when a
     cluster is named: ``kubeconfig`` or ``namespace``), else the one lab running here."""
@@ -157,10 +165,8 @@ def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, 
         from ..operator.found import found_lab
 
         return found_lab(lab, str(kubeconfig) if kubeconfig else None, namespace)
-    if topo:  # the file's lab as this machine would make it now: handed out (its machine and leases) to be planned
-        from ..engine.handout import handed_out
-
-        return Lab.of(handed_out(Lab.from_file(topo).blueprint))
+    if topo:
+        return here(Lab.from_file(topo))
     if lab:
         return Lab.running(lab)
     labs = [name for name in state.labs() if _running(state, name)]

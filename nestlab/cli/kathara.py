@@ -27,7 +27,7 @@ from ..model.formats import kathara
 from ..model.labname import name_of
 from ..model.overrides import Overrides
 from ..registry import KINDS
-from .common import err, ignored, out, reported
+from .common import err, here, ignored, out, reported
 from .lifecycle import DeployRequest, deploy_with
 from .tables import show
 from .use import exec_cmd as nestlab_exec
@@ -135,7 +135,7 @@ def linfo(
     with reported():
         folder = _folder(directory)
         if conf:
-            lab = Lab.from_file(folder)
+            lab = here(Lab.from_file(folder))
             for link in lab.plan.links.values():
                 out.line(f"{link.a.ref} -- {link.b.ref}")
             for name, obj in lab.plan.nodes.items():

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..errors import LabError
-from .common import LabOpt, TopoOpt, err, notices, out, print_json, progress_bar, reported, resolve, split_list
+from .common import LabOpt, TopoOpt, err, here, notices, out, print_json, progress_bar, reported, resolve, split_list
 from .servers import ServersOpt
 from .tables import show
 
@@ -318,7 +318,7 @@ def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--top
     from ..registry import KINDS
 
     with reported():
-        lab = Lab.from_file(topo)
+        lab = here(Lab.from_file(topo))
         notices(lab)
         hosts = [n for n in lab.nodes.values() if KINDS.get(n.kind).endpoint and n.intfs()]
         if len(hosts) < 2:
