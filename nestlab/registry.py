@@ -91,4 +91,4 @@ class Registry(Generic[T]):
 KINDS: Registry[Any] = Registry("node kind", "nestlab.kinds", order=lambda kind: (kind.order, kind.name))
 LINK_MODES: Registry[Any] = Registry("link mode", "nestlab.links", order=lambda mode: (mode.stage, mode.name))
 RUNTIMES: Registry[Any] = Registry("runtime", "nestlab.runtimes")
-SITES: Registry[Any] = Registry("site", "nestlab.sites")
+SITES: Registry[Any] = Registry("site", "nestlab.sites", order=lambda site: (site.rank, site.name))

@@ -191,7 +191,7 @@ def test_dry_run_lists_exactly_what_the_next_deploy_changes(topo_file, lab_name)
         "nothing changed"
     )
 
-    changes = Lab.from_file(second).deploy()
+    changes = Lab.from_file(second).deploy().changes
     done = {("node", n.name) for n in changes.add_nodes + changes.del_nodes}
     done |= {("link", x.key) for x in changes.add_links + changes.del_links + changes.reshape}
     assert {(what, name) for what, name, _ in said} == done, (said, done)

@@ -78,7 +78,7 @@ def test_python_api_builds_in_code(lab_name):
         assert "state UNKNOWN" in a.cmd("ip link show lo") and "LOOPBACK,UP" in a.cmd("ip link show lo")
         # No way out: the only routes are the lab's own subnets.
         assert "unreachable" in a.cmd("ip route get 192.0.2.1").lower()
-    assert not lab.is_running and leftovers() == []
+    assert not lab.is_running() and leftovers() == []
 
 
 def test_deploy_runs_no_cycle_collection_and_leaves_the_collector_on(topo_file, lab_name):

@@ -67,7 +67,7 @@ def test_a_guest_is_refused_what_needs_the_machines_root_from_the_plan(lab_name)
 
 
 def test_each_nodes_plan_carries_its_long_name_and_login_through_the_state_record(lab_name):
-    made = Lab.from_text(MANAGED.format(name=lab_name), "<text>")._made()
+    made = Lab.from_text(MANAGED.format(name=lab_name), "<text>").blueprint
     lab = made.handed(made.machine, Leases(lab_name))
     again = Blueprint(lab.name, lab.source, {}, planned=Plan.from_json(json.loads(json.dumps(lab.plan.to_json()))))
     for blueprint in (lab, again):  # access reads the plan alone: an empty document changes nothing

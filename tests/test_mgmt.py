@@ -268,10 +268,11 @@ def test_bad_management_input_is_a_file_error_and_makes_nothing(tmp_path, lab_na
 
 
 def test_planning_is_handed_the_leases_and_reads_none(tmp_path, lab_name, monkeypatch):
-    """The Lab reads its management network's leases once, as it hands its blueprint out to be planned; planning
+    """The engine reads a management network's leases once, as it hands a blueprint out to be planned; planning
     takes them as a value (held addresses kept, other labs' and the gateway skipped) and reads no file."""
     from nestlab import Lab
     from nestlab.backends.kernel import mgmtleases
+    from nestlab.engine.handout import handed_out
     from nestlab.errors import LabError
     from nestlab.plan.blueprint import Blueprint
     from nestlab.plan.mgmt import Leases
@@ -282,8 +283,9 @@ def test_planning_is_handed_the_leases_and_reads_none(tmp_path, lab_name, monkey
     monkeypatch.setattr(mgmtleases, "_file", lambda network: reads.append(network) or {})
     lab = Lab.from_file(path)
     assert lab.topology.mgmt is not None and reads == []  # checking it needs no leases
-    lab.plan, lab.blueprint, lab.plan
-    assert reads == ["tpure"] and lab.blueprint.leases == Leases("tpure", "", {})
+    handed = handed_out(lab.blueprint)
+    handed.plan, handed.plan
+    assert reads == ["tpure"] and handed.leases == Leases("tpure", "", {})
     held = Leases("tpure", "172.20.20.0/24", {"other": {"x": "172.20.20.2"}, lab_name: {"n2": "172.20.20.7"}})
     blueprint = Blueprint(lab.name, lab.source, lab.document(), checked=lab.topology, leases=held)
     addresses = {a.end.node: a.end.ipv4[0] for a in blueprint.plan.attachments.values()}

@@ -50,3 +50,23 @@ def test_a_trace_is_read_and_a_bad_one_refused(tmp_path):
         steps(spec, {"a": [0, 0, 0]}, tmp_path)
     with pytest.raises(ValueError, match="model: trace needs trace"):
         Mobility(model="trace")
+
+
+def test_each_model_the_schema_names_has_an_implementation_and_an_unknown_one_is_refused_where_it_is_written(tmp_path):
+    """The models are a table (model/mobility.py: MODELS) holding exactly the schema's words; any other word is
+    refused when the file loads, at its line and column."""
+    from typing import get_args
+
+    from nestlab.model.load import load_file
+    from nestlab.model.mobility import MODELS
+
+    assert set(MODELS) == set(get_args(Mobility.model_fields["model"].annotation))
+    topo = tmp_path / "lab.yml"
+    topo.write_text(
+        "name: moving\ntopology:\n  nodes:\n    air:\n      kind: wireless\n      mobility: {model: levy-walk}\n"
+        "    a: {}\n  links:\n    - endpoints: [a:wlan0, air:a]\n"
+    )
+    with pytest.raises(TopologyError) as refused:
+        load_file(str(topo))
+    assert [p.render(refused.value.source) for p in refused.value.problems][0].startswith(f"{topo}:6:")
+    assert "levy-walk" in str(refused.value.problems[0].message)

@@ -213,7 +213,7 @@ def test_reconcile_changes_only_the_changed_attachment(topo_file):
                 "parent: client:nic0\n      macvlan_mode: bridge", "parent: client:nic0\n      macvlan_mode: private"
             )
         )
-        changed = Lab.from_file(path).deploy()
+        changed = Lab.from_file(path).deploy().changes
         assert (len(changed.del_attachments), len(changed.add_attachments), changed.add_nodes, changed.add_links) == (
             1,
             1,

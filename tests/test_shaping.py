@@ -336,7 +336,7 @@ def test_deploy_reconciles_params_in_place(topo_file):
         lab.deploy()
         index = lab.nodes["a"].cmd("ip -o link show eth1").split(":")[0]
         path.write_text(path.read_text().replace("rate: 100mbit", "rate: 50mbit"))
-        changes = Lab.from_file(path).deploy()
+        changes = Lab.from_file(path).deploy().changes
         assert (len(changes.reshape), changes.add_links, changes.del_links) == (1, [], [])
         assert lab.nodes["a"].cmd("ip -o link show eth1").split(":")[0] == index, "the link must not be recreated"
         assert "rate 50Mbit" in lab.nodes["a"].cmd("tc class show dev eth1")

@@ -245,12 +245,29 @@ class Applier:
         self.flush()
 
     def _finish(self, changes: Changes) -> None:
-        """Hosts' routes, ports handed to the kinds that take them, each kind's finish, MPTCP endpoints, link shaping."""
+        """Hosts' routes, ports handed to the kinds that take them, late sysctls, each kind's finish, port forwards,
+        MPTCP endpoints, link shaping and trace players: one pass each, in that order."""
+        for finishing in (
+            self._routes,
+            self._ports,
+            self._late_sysctls,
+            self._kinds_finished,
+            self._forwards,
+            self._mptcp,
+            self._shaped,
+        ):
+            finishing(changes)
+        self.play_traces(changes.add_links)
+
+    def _routes(self, changes: Changes) -> None:
         for host in changes.add_nodes:
             if host.routes:
                 self.queue(host.name, *(netlink.route(via, dst) for dst, via in host.routes))
         self.flush()
-        ports: dict[str, list[str]] = {}  # interfaces made inside nodes whose kind takes them as ports
+
+    def _ports(self, changes: Changes) -> None:
+        """Interfaces made inside nodes whose kind takes them as ports, handed to the kind."""
+        ports: dict[str, list[str]] = {}
         for link in changes.add_links:
             for end in link.ends:
                 if kinds.of(self.nodes[end.node]).takes_ports:
@@ -260,21 +277,31 @@ class Applier:
                 ports.setdefault(att.end.node, []).append(att.end.iface)
         for node, ifaces in ports.items():
             kinds.of(self.nodes[node]).ports(self, self.nodes[node], ifaces)
+
+    def _late_sysctls(self, changes: Changes) -> None:
         for node in changes.add_nodes:
             if late := _sysctls(node, late=True):
                 with namespaces.entered(self.path(node.name)):
                     for key, value in late.items():
                         sysctl.write(key, value)
+
+    def _kinds_finished(self, changes: Changes) -> None:
         for kind, nodes in kinds.grouped(changes.add_nodes):
             kind.finish(self, nodes)
+
+    def _forwards(self, changes: Changes) -> None:
         for node in changes.add_nodes:
             if node.ports:  # asyncio, for the forwarder's own process: 15 ms no other deploy needs
                 from ..backends.services import portfwd
 
                 portfwd.start(self.path(node.name), names.uts_path(self.lab, node.name), node.name, node.ports)
+
+    def _mptcp(self, changes: Changes) -> None:
         for node in changes.add_nodes:
             if node.mptcp:
                 mptcp.configure(self.path(node.name), *node.mptcp, list(node.mptcp_endpoints))
+
+    def _shaped(self, changes: Changes) -> None:
         shaper = shaping.Shaper()
         try:
             for link in changes.add_links:
@@ -287,7 +314,6 @@ class Applier:
                     shaper.apply(self.path(att.end.node), att.end.iface, dict(att.shape))
         finally:
             shaper.close()
-        self.play_traces(changes.add_links)
 
     def play_traces(self, links: list[LinkObj], senders: set[str] | None = None) -> None:
         """A player for each direction of ``links`` that follows a delivery trace (it runs in the sending node;

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..backends.kernel import userns
 from ..errors import LabError
 from ..model.errors import TopologyError
 from ..rootless import ordinary_user
@@ -117,9 +116,11 @@ def reported() -> Iterator[None]:
         err.print(f"[red]error[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     except PermissionError as exc:
+        from ..engine.handout import machine
+
         why = (
             "rootless mode may not do this (the machine's root may: run it with sudo)"
-            if userns.machine().guest
+            if machine().guest
             else "refused to root here: a user namespace, seccomp profile or security module of this machine or "
             "container forbids it"
             if os.geteuid() == 0
@@ -146,6 +147,14 @@ def ignored(flag: str, why: str) -> None:
     err.line(f"note {flag}: ignored ({why})")
 
 
+def here(lab: Lab) -> Lab:
+    """``lab`` as this machine would make it now, for a command that plans it without deploying it: handed out
+    once (what the machine is, its management network's leases: engine/handout.py)."""
+    from ..engine.handout import handed_out
+
+    return type(lab).of(handed_out(lab.blueprint))
+
+
 def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, namespace: str | None = None) -> Lab:
     """The lab a command is about: the file ``topo``, the running lab ``lab`` (from the NestLab of that name when a
     cluster is named: ``kubeconfig`` or ``namespace``), else the one lab running here."""
@@ -161,7 +170,7 @@ def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, 
 
         return found_lab(lab, str(kubeconfig) if kubeconfig else None, namespace)
     if topo:
-        return Lab.from_file(topo)
+        return here(Lab.from_file(topo))
     if lab:
         return Lab.running(lab)
     labs = [name for name in state.labs() if _running(state, name)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections import Counter
@@ -11,7 +10,10 @@ from pathlib import Path
 import typer
 import yaml
 
+from .. import sites
+from ..backends.kernel import files
 from ..backends.remote.kube import Cluster
+from ..engine.handout import handed_out
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..operator.inputs import WITHHELD
@@ -19,7 +21,7 @@ from ..operator.policy import Policy
 from ..operator.queue import PER_NAMESPACE
 from ..sites.k8s.manifests import NESTLAB_REF
 from ..sites.k8s.manifests import render as make
-from ..sites.k8s.site import Kubernetes, Target
+from ..sites.k8s.site import Target
 from ..testbeds import cluster
 from ..testbeds.images import nestlab_image
 from .common import err, notices, out, reported
@@ -92,8 +94,8 @@ def deploy(
         lab = Lab.from_file(topo)
         notices(lab)
         target = Target(str(kubeconfig) if kubeconfig else None, namespace, image, count, timeout, _say, privileged)
-        site = Kubernetes.on(lab.name, target)
-        parts = site.deploy(lab.blueprint).partition
+        site = sites.chosen(lab.blueprint, target)
+        parts = lab.deploy(site=site).partition
         assert parts is not None
         counts = Counter(parts.placement.server(n) for n in lab.plan.nodes)
         tunnels = sum(len(s.stitched) for s in parts.shares.values()) // 2
@@ -131,12 +133,11 @@ def render(
 
     with reported():
         lab = Lab.from_file(topo)
-        manifests, parts = make(lab, count, image or NESTLAB_REF, namespace, privileged=privileged)
+        manifests, parts = make(handed_out(lab.blueprint), count, image or NESTLAB_REF, namespace, privileged=privileged)
         text = yaml.safe_dump_all(manifests, sort_keys=False)
         if output:  # 0600: the Secret holds the topology, passwords too
-            with open(output, "w", opener=lambda path, flags: os.open(path, flags, 0o600)) as fh:
-                os.fchmod(fh.fileno(), 0o600)
-                fh.write(text)
+            with files.created(output, 0o600) as fh:
+                fh.write(text.encode())
             err.line(f"lab {lab.name}: {count} pods, {len(parts.placement.cut)} cut links; manifests in {output}")
         else:
             out.line(text)

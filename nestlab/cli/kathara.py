@@ -18,8 +18,8 @@ import typer
 from rich.table import Table
 
 from .. import __version__, sites
-from ..backends.kernel import probe, userns
-from ..engine import state
+from ..backends.kernel import probe
+from ..engine import handout, state
 from ..errors import LabError
 from ..lab.lab import Lab
 from ..model.endpoint import Endpoint
@@ -27,7 +27,7 @@ from ..model.formats import kathara
 from ..model.labname import name_of
 from ..model.overrides import Overrides
 from ..registry import KINDS
-from .common import err, ignored, out, reported
+from .common import err, here, ignored, out, reported
 from .lifecycle import DeployRequest, deploy_with
 from .tables import show
 from .use import exec_cmd as nestlab_exec
@@ -135,7 +135,7 @@ def linfo(
     with reported():
         folder = _folder(directory)
         if conf:
-            lab = Lab.from_file(folder)
+            lab = here(Lab.from_file(folder))
             for link in lab.plan.links.values():
                 out.line(f"{link.a.ref} -- {link.b.ref}")
             for name, obj in lab.plan.nodes.items():
@@ -257,7 +257,7 @@ def check():
 
     with reported():
         out.line(f"nestlab {__version__} answers Kathará's commands (no Docker needed)")
-        missing = [f.name for f in probe.features(userns.machine()) if not f.ok]
+        missing = [f.name for f in probe.features(handout.machine()) if not f.ok]
         out.line("this kernel lacks: " + (", ".join(sorted(missing)) or "nothing nestlab uses") + " (see `nestlab doctor`)")
         out.line(f"python {sys.version.split()[0]}; running Kathará labs: {', '.join(_kathara_labs()) or 'none'}")
 
@@ -289,7 +289,7 @@ def vstart(
             nodes.setdefault(f"cd-{domain}", {"kind": "bridge"})
             links.append({"endpoints": [f"{name}:eth{number}", f"cd-{domain}:{name}-{number}"]})
         lab = Lab.from_document(doc, "<kathara vstart>")
-        changes = lab.deploy()
+        changes = lab.deploy().changes
         err.line(f"device {name} started in {VLAB} ({changes.summary()})")
 
 

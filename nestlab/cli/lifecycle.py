@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..errors import LabError
-from .common import LabOpt, TopoOpt, err, notices, out, print_json, progress_bar, reported, resolve, split_list
+from .common import LabOpt, TopoOpt, err, here, notices, out, print_json, progress_bar, reported, resolve, split_list
 from .servers import ServersOpt
 from .tables import show
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..model.overrides import Overrides
     from ..plan.diff import Step
     from ..plan.partition import Partition
-    from ..sites.seam import Deployed
+    from ..sites.seam import Deployed, Site
 
 commands = typer.Typer()
 
@@ -84,7 +84,7 @@ class DeployRequest:
 
 
 def deploy_with(request: DeployRequest) -> None:
-    """Load the lab, choose its site, have the site deploy it (or say what a deploy would change), say what was made."""
+    """Load the lab, have it deployed where it goes (or say what a deploy would change), say what was made."""
     from .. import sites
     from ..lab.lab import Lab
 
@@ -93,17 +93,17 @@ def deploy_with(request: DeployRequest) -> None:
         notices(lab)
         if request.reconfigure and not request.dry_run:
             lab.destroy()
-        site = sites.chosen(lab.blueprint)  # after a --reconfigure's destroy: its record and leases as they are now
+        site = sites.chosen(lab.blueprint)  # after a --reconfigure's destroy: its record as it is now
         if not request.dry_run:
             started, execs = time.perf_counter(), ExecReport()
             with progress_bar("deploying") as progress:
-                done = site.deploy(lab.blueprint, progress, execs.show)
-            _deployed(lab, done, execs, request, started)
+                done = lab.deploy(progress, execs.show, site)
+            _deployed(lab, site, done, execs, request, started)
         else:
             _previewed(lab, site.preview(lab.blueprint), request.fmt)
 
 
-def _deployed(lab: Lab, done: Deployed, execs: ExecReport, request: DeployRequest, started: float) -> None:
+def _deployed(lab: Lab, site: Site, done: Deployed, execs: ExecReport, request: DeployRequest, started: float) -> None:
     """Say what a deploy made: where each node went (on servers), or what changed here, the summary and table."""
     for note in done.notes:
         err.line(f"note {note}")
@@ -119,7 +119,7 @@ def _deployed(lab: Lab, done: Deployed, execs: ExecReport, request: DeployReques
     if request.fmt == "summary":
         out.line(_summary(lab))
     if request.fmt != "summary" or request.table or len(lab.plan.nodes) <= SMALL_LAB:
-        show(lab.inspect(), "table" if request.table or request.fmt == "summary" else request.fmt)
+        show(site.inspect(lab.blueprint), "table" if request.table or request.fmt == "summary" else request.fmt)
 
 
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
@@ -161,8 +161,7 @@ def validate(
     with reported():
         lab = Lab.from_file(topo, vars_files, servers)
         notices(lab)
-        chosen(lab.blueprint).check(lab.blueprint)
-        plan = lab.plan
+        plan = chosen(lab.blueprint).check(lab.blueprint).plan
         err.line(
             f"{topo}: lab {lab.name} is valid ({len(plan.nodes)} namespaces, {len(plan.links) + len(plan.attachments)} links)"
         )
@@ -319,7 +318,7 @@ def demo(topo: Path = typer.Option(Path("examples/quickstart.yml"), "-t", "--top
     from ..registry import KINDS
 
     with reported():
-        lab = Lab.from_file(topo)
+        lab = here(Lab.from_file(topo))
         notices(lab)
         hosts = [n for n in lab.nodes.values() if KINDS.get(n.kind).endpoint and n.intfs()]
         if len(hosts) < 2:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -20,6 +22,7 @@ from ..lab.wireless import any_mobility
 from ..lab.wireless import move as move_stations
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, print_json, reported, resolve
 from .lifecycle import ExecReport
+from .link_options import OPTIONS, SHAPING
 
 commands = typer.Typer()
 
@@ -28,36 +31,15 @@ link_app = typer.Typer(help="Change or show a running lab's links live (shaping,
 commands.add_typer(link_app, name="link")
 
 
-@link_app.command("set")
 def link_set(
     ctx: typer.Context,
     a: str = typer.Argument(..., help="One endpoint, NODE:IFACE."),
     b: str = typer.Argument(..., help="The other endpoint."),
     topo: Path | None = TopoOpt,
     lab: str | None = LabOpt,
-    rate: str | None = typer.Option(None, help="e.g. 10mbit, 20gbit (HTB, 64-bit)."),
-    burst: str | None = typer.Option(None, help="HTB burst, e.g. 64kb."),
-    queue: int | None = typer.Option(None, help="Queue length in packets."),
-    delay: str | None = typer.Option(None, help="e.g. 20ms (netem)."),
-    jitter: str | None = typer.Option(None, help="e.g. 5ms (netem, needs --delay)."),
-    distribution: str | None = typer.Option(None, help="Of the jitter: uniform, normal, pareto, paretonormal."),
-    loss: str | None = typer.Option(None, help="e.g. 10% (netem)."),
-    gemodel: str | None = typer.Option(
-        None, help="Bursty loss, Gilbert-Elliott as tc writes it: 'P R [1-H [1-K]]', e.g. '5% 20%' (netem)."
-    ),
-    corrupt: str | None = typer.Option(None, help="e.g. 1% (netem)."),
-    duplicate: str | None = typer.Option(None, help="e.g. 1% (netem)."),
-    reorder: str | None = typer.Option(None, help="e.g. 25% (netem, needs --delay)."),
-    mtu: int | None = typer.Option(None, help="MTU of both ends."),
-    qdisc: str | None = typer.Option(None, help="htb (default) or tbf: what enforces the rate."),
-    trace: str | None = typer.Option(
-        None, help="A Mahimahi delivery trace file: the rate follows it, looping (replaces --rate; none stops it)."
-    ),
-    down: bool = typer.Option(False, "--down", help="Take the link down (both ends)."),
-    up: bool = typer.Option(False, "--up", help="Bring the link up again."),
-    direction: str = typer.Option("both", help="both, a (what A sends) or b (what B sends)."),
     kubeconfig: Path | None = KubeconfigOpt,
     namespace: str | None = NamespaceOpt,
+    **options: object,
 ):
     """Change a link while the lab runs; the new setting replaces the old one in place.
 
@@ -71,29 +53,30 @@ def link_set(
     with reported():
         params = _changes(ctx.params)
         found = resolve(topo, lab, kubeconfig, namespace)
-        done = found.site.link_set(found.blueprint, a, b, params, direction, sys.stdout.buffer)
+        done = found.site().link_set(found.blueprint, a, b, params, str(options["direction"]), sys.stdout.buffer)
         if done.said is None:  # the share holding the link changed it; its own line said what it did
             raise typer.Exit(done.code)
         err.print(done.said)
 
 
-# link set's options that shape the link, in the order a change lists them.
-SHAPING = (
-    "rate",
-    "burst",
-    "queue",
-    "delay",
-    "jitter",
-    "distribution",
-    "loss",
-    "gemodel",
-    "corrupt",
-    "duplicate",
-    "reorder",
-    "mtu",
-    "qdisc",
-    "trace",
-)
+def _with_link_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with link set's options (cli/link_options.py) as its parameters, after ``--lab``."""
+    given = list(inspect.signature(command).parameters.values())[:-1]  # all but **options
+    at = [p.name for p in given].index("lab") + 1
+    made = [
+        inspect.Parameter(
+            option.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=typer.Option(option.default, *([f"--{option.name}"] if option.kind is bool else []), help=option.help),
+            annotation=option.kind if option.default is not None else option.kind | None,
+        )
+        for option in OPTIONS
+    ]
+    command.__signature__ = inspect.Signature([*given[:at], *made, *given[at:]])  # type: ignore[attr-defined]
+    return command
+
+
+link_app.command("set")(_with_link_options(link_set))
 
 
 def _changes(given: dict) -> dict:
@@ -318,7 +301,7 @@ def power(action: str, refs: list[str], topo: Path | None, lab: str | None, exec
         the_lab = resolve(topo, lab)
         stop_start.chosen(the_lab, refs)  # every name checked before anything stops
         execs = ExecReport()
-        done = the_lab.site.power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
+        done = the_lab.site().power(the_lab.blueprint, action, refs, exec_too, sys.stdout.buffer, execs.show)
         if done.said is None:  # each holding share's nestlab said what it did
             raise typer.Exit(done.code)
         execs.summary(the_lab.name)

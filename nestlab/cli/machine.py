@@ -11,8 +11,9 @@ import yaml
 from rich.table import Table
 
 from .. import __version__
-from ..backends.kernel import probe, rootfs, userns
+from ..backends.kernel import probe, rootfs
 from ..backends.services import mpt_daemon
+from ..engine import handout
 from ..errors import LabError
 from ..model.visibility import random_waypoint
 from ..names import is_plain
@@ -127,7 +128,7 @@ def doctor(fmt: str = typer.Option("table", "--format", help="Output: table or j
 
     with reported():
         bpf, said = mpt_daemon.datapath()
-        machine = userns.machine()
+        machine = handout.machine()
         features = probe.features(machine) + [
             probe.Feature(name, kind.name, ok, detail, fix)
             for kind in KINDS.values()

@@ -47,7 +47,7 @@ def graph(
     with reported():
         found = resolve(topo, lab)
         if serve:
-            if not found.is_running:
+            if not found.is_running():
                 raise LabError(f"lab {found.name} is not running; deploy it first (exports work without: drop --serve)")
             try:
                 live.serve(
@@ -115,7 +115,7 @@ def capture(
                 if not far:
                     raise LabError(f"{ref} is not an end of a link between two nodes; --link needs one")
                 ends.append((far[0].node, far[0].iface))
-        done = found.site.capture(list(dict.fromkeys(ends)), write, bpf, count, duration, err.print)
+        done = found.site().capture(list(dict.fromkeys(ends)), write, bpf, count, duration, err.print)
         if done.said is not None:
             err.print(done.said)
         else:  # the share holding them captured, its pcapng relayed here
@@ -151,7 +151,7 @@ def events_cmd(
         found = resolve(topo, lab, kubeconfig, namespace)
         if fmt not in ("text", "json"):
             raise LabError(f"--format must be text or json, not '{fmt}'")
-        done = found.site.events(sys.stdout.buffer, fmt, since, follow, count, duration, err.print)
+        done = found.site().events(sys.stdout.buffer, fmt, since, follow, count, duration, err.print)
         if done.code:  # every share's events, merged as they came
             raise typer.Exit(done.code)
 

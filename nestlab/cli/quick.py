@@ -12,24 +12,10 @@ import os
 import sys
 from dataclasses import dataclass
 
-# `link set`'s options that take a value, and its flags (cli/live.py defines them, with their help).
-_VALUED = {
-    "lab",
-    "rate",
-    "burst",
-    "queue",
-    "delay",
-    "jitter",
-    "distribution",
-    "loss",
-    "corrupt",
-    "duplicate",
-    "reorder",
-    "mtu",
-    "qdisc",
-    "direction",
-}
-_FLAGS = {"up", "down"}
+from .link_options import FLAGS, OPTIONS, WHOLE
+
+# What the quick path takes: --lab and link set's options (cli/link_options.py) but those the full command answers.
+_VALUED = {"lab"} | {option.name for option in OPTIONS if option.quick and option.kind is not bool}
 
 
 @dataclass
@@ -50,7 +36,7 @@ def parse(argv: list[str]) -> tuple[str, str, dict[str, str], set[str]] | None:
             ends.append(arg)
             continue
         key, eq, value = arg[2:].partition("=")
-        if key in _FLAGS and not eq:
+        if key in FLAGS and not eq:
             flags.add(key)
         elif key in _VALUED and key not in options:
             value = value if eq else next(args, None)
@@ -59,7 +45,7 @@ def parse(argv: list[str]) -> tuple[str, str, dict[str, str], set[str]] | None:
             options[key] = value
         else:
             return None
-    if len(ends) != 2 or "lab" not in options or flags == _FLAGS:
+    if len(ends) != 2 or "lab" not in options or flags == FLAGS:
         return None
     return ends[0], ends[1], options, flags
 
@@ -77,7 +63,7 @@ def link_set(argv: list[str]) -> int | None:
 
     name, direction = options.pop("lab"), options.pop("direction", "both")
     params: dict[str, str | int] = dict(options)
-    for key in ("queue", "mtu"):  # whole numbers on the full command too
+    for key in WHOLE:  # whole numbers on the full command too
         if key in params:
             if not params[key].isascii() or not params[key].isdigit():
                 return None

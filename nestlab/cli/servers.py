@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from .. import __version__
-from .common import err, out, print_json, reported
+from .common import err, here, out, print_json, reported
 
 servers_app = typer.Typer(help="Machines a lab is split across: emulate some on this machine, check them.", no_args_is_help=True)
 
@@ -43,8 +43,8 @@ def plan(
     from ..sites.shares import place_and_partition
 
     with reported():
-        lab = Lab.from_file(topo, servers=servers)
-        parts = place_and_partition(lab)
+        lab = here(Lab.from_file(topo, servers=servers))
+        parts = place_and_partition(lab.blueprint)
         placed = parts.placement
         by_server: dict[str, list[str]] = {}
         for node in lab.plan.nodes:

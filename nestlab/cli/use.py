@@ -145,7 +145,7 @@ def shell(
     with reported():
         the_lab = resolve(topo, lab, kubeconfig, namespace)
         target = node_of(the_lab, node)
-        if remote := the_lab.site.remote(node):  # on its server, with a terminal
+        if remote := the_lab.site().remote(node):  # on its server, with a terminal
             raise typer.Exit(remote.run(remote.nestlab_cmd("shell", "--lab", the_lab.name, node), tty=True).returncode)
         prompt = f"[{the_lab.name}/{node}] \\w# "
         proc = target.popen([os.environ.get("SHELL", "/bin/sh")], env={"PS1": prompt})
@@ -179,13 +179,13 @@ def ssh(
 
     Example: nestlab ssh --lab srl01 r1 -- ip -br addr
     """
-    from ..engine import access, sshgate  # ssh alone: 35 ms of start-up the other commands here do without
+    from ..engine import access, handout, sshgate  # ssh alone: 35 ms of start-up the other commands here do without
 
     with reported():
         the_lab = resolve(topo, lab)
         rest = list(command or [])
         rest = rest[1:] if rest[:1] == ["--"] else rest
-        if remote := the_lab.site.remote(node):  # relayed by the node's server or pod
+        if remote := the_lab.site().remote(node):  # relayed by the node's server or pod
             args = remote.nestlab_cmd("ssh", "--lab", the_lab.name, node, *(["--", *rest] if rest else []))
             raise typer.Exit(remote.popen(args, tty=sys.stdin.isatty()).wait())
         found = {m.node: m for m in access.managed(the_lab.blueprint)}
@@ -195,7 +195,7 @@ def ssh(
                 + ("" if found else " (the lab has no management network: add mgmt: to its file)")
             )
 
-        if not the_lab.blueprint.machine.serves_ssh:  # rootless without subordinate ids: into the node as `nestlab exec` goes
+        if not handout.machine().serves_ssh:  # rootless without subordinate ids: into the node as `nestlab exec` goes
             if stdio:
                 raise LabError(sshgate.NO_SERVER)
             shell = [os.environ.get("SHELL", "/bin/sh"), "-l"]

@@ -44,12 +44,12 @@ def check(
         found = resolve(topo, lab, kubeconfig, namespace)
         notices(found)
         deployed = False
-        if topo is not None and not found.is_running:
+        if topo is not None and not found.is_running():
             found.deploy()
             deployed = True
             since = time.time()
         else:
-            changed = found.changed
+            changed = found.changed()
             if changed is None:
                 raise LabError(f"lab {found.name} is not running: give -t FILE to deploy and check it")
             since = changed

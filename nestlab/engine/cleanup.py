@@ -7,9 +7,9 @@ import signal
 import time
 
 from .. import names
-from ..backends.kernel import cgroups, files, mounts, namespaces, netlink, procs, rtdump, userns
+from ..backends.kernel import cgroups, files, mounts, namespaces, netlink, procs, rtdump
 from ..registry import RUNTIMES
-from . import etc_hosts, login_uids
+from . import etc_hosts, handout, login_uids
 
 
 def marked_namespaces(lab: str | None = None) -> list[str]:
@@ -60,7 +60,7 @@ def left(lab: str) -> list[str]:
     found += [f"folder {folder}"] if os.path.exists(folder) else []
     found += [f"mount {p}" for p in _mounts_under(folder + "/")]
     found += [f"process {pid}" for pid in _tools_of(lab)]
-    found += [f"cgroup {p}" for p in cgroups.lab_cgroups().get(lab, [])] if userns.machine().cgroups else []
+    found += [f"cgroup {p}" for p in cgroups.lab_cgroups().get(lab, [])] if handout.machine().cgroups else []
     found += [f"interface {name}" for name in rtdump.marked(lab)]
     return found
 
@@ -84,7 +84,7 @@ def remove_here(lab: str, folder_too: bool = False) -> int:
     _release_mgmt(lab)
     for point in _mounts_under(names.lab_dir(lab) + "/"):
         namespaces.unpin(point)
-    if userns.machine().cgroups:  # rootless mode's labs have none; the machine's of that name are another's
+    if handout.machine().cgroups:  # rootless mode's labs have none; the machine's of that name are another's
         cgroups.Tree(lab).remove()
     # Last: the folder holds the lock; a deploy of the same lab waiting for it starts only when all is gone.
     files.remove_tree(names.lab_dir(lab))

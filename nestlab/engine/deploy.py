@@ -15,7 +15,7 @@ import errno
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .. import kinds, names
 from ..apply.applier import Applier
@@ -37,23 +37,35 @@ if TYPE_CHECKING:
     from .state import LabState
 
 
+class Made(NamedTuple):
+    """What a deploy here did: what it changed, notes on what this machine left out (cgroup limits in rootless
+    mode), and the blueprint as it was made (handed out to this machine and planned)."""
+
+    changes: Changes
+    notes: tuple[str, ...]
+    blueprint: Blueprint
+
+
 @gc_pause.paused()
-def deploy(
-    blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None
-) -> tuple[Changes, tuple[str, ...]]:
-    """Create what is missing, remove what is no longer wanted; returns what was changed and notes on what
-    this machine left out (cgroup limits in rootless mode)."""
+def deploy(blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Made:
+    """Create what is missing, remove what is no longer wanted; returns what was made (:class:`Made`)."""
     made_ahead = wanted_of(_glanced(blueprint))
-    blueprint = handed_out(blueprint)
     if made_ahead.nodes:  # forked now: the namespaces are made while the lab is planned
         spares.start(lambda: made_ahead)
     try:
-        notes = machine_root.refused(blueprint)
+        blueprint, notes = _here(blueprint)
         changes = _made(blueprint, progress)
     finally:
         spares.stop()  # what was made ahead and not taken is freed
     startup.run(blueprint, [node.name for node in changes.add_nodes if not KINDS.get(node.kind).machine], on_exec)
-    return changes, notes
+    return Made(changes, notes, blueprint)
+
+
+def _here(blueprint: Blueprint) -> tuple[Blueprint, tuple[str, ...]]:
+    """The blueprint handed out to this machine (the one hand-out of a deploy, a dry run or a check), refused
+    if it asks for what only the machine's root may make; with notes on what this machine leaves out."""
+    blueprint = handed_out(blueprint)
+    return blueprint, machine_root.refused(blueprint)
 
 
 def _glanced(blueprint: Blueprint) -> Glance:
@@ -86,8 +98,7 @@ def wanted_of(glanced: Glance) -> spares.Wanted:
 
 def preview(blueprint: Blueprint) -> list[Step]:
     """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
-    lab = handed_out(blueprint)
-    machine_root.refused(lab)
+    lab, _notes = _here(blueprint)
     current = state.read(lab.name)
     have = _existing(lab.name, current.plan) if current else Plan()
     found = steps(diff(lab.plan, have), have)
@@ -98,13 +109,14 @@ def preview(blueprint: Blueprint) -> list[Step]:
     return found
 
 
-def check(blueprint: Blueprint, machine: bool = True) -> None:
-    """Every check a deploy makes before it changes anything; ``machine``: also what this machine must have."""
-    lab = handed_out(blueprint)
-    machine_root.refused(lab)
+def check(blueprint: Blueprint, machine: bool = True) -> Blueprint:
+    """Every check a deploy makes before it changes anything; ``machine``: also what this machine must have.
+    Returns the blueprint as checked (handed out to this machine, planned)."""
+    lab, _notes = _here(blueprint)
     changes = diff(lab.plan, Plan())
     if machine:
         _check_needs(changes)
+    return lab
 
 
 def _made(lab: Blueprint, progress: Progress | None) -> Changes:

@@ -122,8 +122,7 @@ def block(lab: str, lines: list[str], path: str = HOSTS) -> None:
             kept += [start, *lines, end]
         new = "\n".join(kept) + "\n"
         if new != text:
-            with open(path, "w") as fh:  # in place: /etc/hosts may be a bind mount (containers, VMs)
-                fh.write(new)
+            files.in_place(path, new)  # in place: /etc/hosts may be a bind mount (containers, VMs)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ import os
 from typing import Any, TypedDict
 
 from .. import names
+from ..backends.kernel import files
 
 
 class Entry(TypedDict):
@@ -29,8 +30,7 @@ def path(lab: str) -> str:
 
 def record(lab: str, what: dict[str, Any], applied: float, latency_ms: float, scheduled: float | None = None) -> None:
     entry: Entry = {"applied": applied, "scheduled": scheduled, "latency_ms": round(latency_ms, 3), "what": what}
-    with open(path(lab), "a") as fh:
-        fh.write(json.dumps(entry) + "\n")
+    files.append(path(lab), json.dumps(entry) + "\n")
 
 
 def read(lab: str) -> list[Entry]:

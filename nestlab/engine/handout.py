@@ -1,5 +1,6 @@
-"""A blueprint handed out to be planned: with what this machine is and its management network's leases, each read
-here once, so planning reads no file (``Lab.blueprint``, and a deploy, a dry run and a check on this machine).
+"""The engine's entry for what this machine is: :func:`machine` reads it (``userns.machine()``) for every command
+of this machine, and :func:`handed_out` hands a blueprint out to be planned with it and its management network's
+leases, read here once, so planning reads no file (a deploy, a dry run and a check on this machine: engine/deploy.py).
 
 Apart from engine/deploy.py, so that a command on a running lab (``inspect``, ``exec``) loads no applier."""
 
@@ -11,12 +12,18 @@ from ..backends.kernel import mgmtleases, userns
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
+    from ..plan.machine import Machine
+
+
+def machine() -> Machine:
+    """What this machine lets nestlab do (rootless mode's limits), read once per process."""
+    return userns.machine()
 
 
 def handed_out(blueprint: Blueprint) -> Blueprint:
-    """``blueprint`` on this machine (what it lets nestlab do: ``userns.machine()``), against its management
-    network's leases (unless it is already planned)."""
-    machine, leases = userns.machine(), blueprint.leases
+    """``blueprint`` on this machine (:func:`machine`), against its management network's leases (unless it is
+    already planned)."""
+    here, leases = machine(), blueprint.leases
     if blueprint.planned is None and leases is None and blueprint.network is not None:
         leases = mgmtleases.snapshot(blueprint.network)
-    return blueprint if machine == blueprint.machine and leases is blueprint.leases else blueprint.handed(machine, leases)
+    return blueprint if here == blueprint.machine and leases is blueprint.leases else blueprint.handed(here, leases)

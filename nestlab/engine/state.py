@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import names
-from ..backends.kernel import files, locks, namespaces, userns
+from ..backends.kernel import files, locks, namespaces
 from ..backends.kernel.cgroups import lab_cgroups
 from ..errors import LabError
 from ..plan.objects import LinkObj, Pairs, Plan
-from . import gc_pause
+from . import gc_pause, handout
 
 if TYPE_CHECKING:
     from ..plan.blueprint import Blueprint
@@ -211,7 +211,7 @@ def make_folder(lab: str) -> str:
 def labs() -> list[str]:
     """Every lab with anything on this machine: a state directory, a namespace or a cgroup."""
 
-    found = set(lab_cgroups()) if userns.machine().cgroups else set()  # rootless mode's labs have none
+    found = set(lab_cgroups()) if handout.machine().cgroups else set()  # rootless mode's labs have none
     if os.path.isdir(names.STATE_ROOT):
         found.update(e.name for e in os.scandir(names.STATE_ROOT) if e.is_dir())
     if os.path.isdir(names.NETNS_DIR):

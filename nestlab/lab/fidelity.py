@@ -112,7 +112,7 @@ class Watch:
         self._shares: Shares | None = None  # a lab on servers or pods: each share's own sampler
 
     def __enter__(self) -> Watch:
-        site = self.lab.site
+        site = self.lab.site()
         if site.shares():  # on servers or pods: each share samples itself, where its links and CPUs are
             self._shares = Shares(site, self.lab.name, self.period)
             self._started = time.monotonic()

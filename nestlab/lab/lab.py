@@ -2,7 +2,8 @@
 
 A :class:`Lab` checks what it is given and plans it; deploying, inspecting and removing it are its
 site's (nestlab/sites: this machine, through nestlab/engine; SSH servers; Kubernetes), to which it
-hands one value, its :attr:`~Lab.blueprint` (nestlab/plan/blueprint.py), and whose answer it returns.
+hands one value, its :attr:`~Lab.blueprint` (nestlab/plan/blueprint.py), and whose answer it returns (a
+deploy's: the blueprint as the site made it, which the lab holds from then on).
 Its nodes (node.py) run commands where they run; its links (link_handle.py) change while it runs.
 
 Example (run as root)::
@@ -26,10 +27,9 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..engine import events, gc_pause, state
-from ..engine.handout import handed_out
 from ..engine.routers import saved as routers_saved
 from ..errors import LabError
 from ..model.endpoint import Endpoint
@@ -47,9 +47,8 @@ if TYPE_CHECKING:
     from ..model.schema import Topology
     from ..model.servers import Inventory
     from ..plan.diff import Changes
-    from ..plan.partition import Partition
     from ..plugins import ExecReport
-    from ..sites.seam import Report, Site
+    from ..sites.seam import Deployed, Report, Site
     from .link_handle import LinkHandle
 
 
@@ -72,7 +71,7 @@ class Lab:
         self._blueprint = Blueprint.of(load_data(raw, "<python>"))
 
     @classmethod
-    def _of(cls, blueprint: Blueprint, site: Site | None = None) -> Lab:
+    def of(cls, blueprint: Blueprint, site: Site | None = None) -> Lab:
         """The lab ``blueprint`` describes (at ``site``, when it was handed one)."""
         lab = cls.__new__(cls)
         lab._blueprint, lab._site = blueprint, site
@@ -100,21 +99,21 @@ class Lab:
             inventory = servers if isinstance(servers, Inventory) else load_inventory(servers)
             overrides = replace(overrides or Overrides(), servers=inventory)
         files = [os.fspath(f) for f in vars_files]
-        return cls._of(Blueprint.of(load_file(os.fspath(path), files, overrides)))  # a Kathará lab's folder: its lab.conf
+        return cls.of(Blueprint.of(load_file(os.fspath(path), files, overrides)))  # a Kathará lab's folder: its lab.conf
 
     @classmethod
     def from_document(cls, data: dict[str, Any], source: str, overrides: Overrides | None = None) -> Lab:
         """A lab from topology data as :meth:`document` gives it (e.g. a running lab's, changed by ``overrides``)."""
         from ..model.load import load_data
 
-        return cls._of(Blueprint.of(load_data(copy.deepcopy(data), source, overrides)))
+        return cls.of(Blueprint.of(load_data(copy.deepcopy(data), source, overrides)))
 
     @classmethod
     def from_text(cls, text: str, source: str = "<text>") -> Lab:
         """Load and check a topology given as YAML text (benchmarks generate theirs)."""
         from ..model.load import load_text
 
-        return cls._of(Blueprint.of(load_text(text, source)))
+        return cls.of(Blueprint.of(load_text(text, source)))
 
     @classmethod
     def running(cls, name: str) -> Lab:
@@ -123,25 +122,20 @@ class Lab:
         current = state.read(name)
         if current is None or not (current.status == "running" or (current.status == "deploying" and current.plan.nodes)):
             raise LabError(f"no lab named '{name}' is running here (`nestlab inspect --all` lists labs)")
-        return cls._of(Blueprint.recorded(current))
+        return cls.of(Blueprint.recorded(current))
 
     @classmethod
     def at(cls, blueprint: Blueprint, site: Site, changed: float | None = None) -> Lab:
         """The lab ``blueprint`` asks for, running at ``site`` with no record on this machine (an operator's lab, found
         through its cluster: nestlab/operator/found.py); ``changed``: when it was last made or changed there."""
-        lab = cls._of(blueprint, site)
+        lab = cls.of(blueprint, site)
         lab._made_in_cluster = changed
         return lab
 
     @property
     def blueprint(self) -> Blueprint:
-        """The lab as one value to be made: what its site deploys (a change to the lab makes a new one).  Handed out
-        to be planned, it carries its management network's leases, read once: planning reads no file."""
-        made = self._blueprint = handed_out(self._made())
-        return made
-
-    def _made(self) -> Blueprint:
-        """The blueprint, leases read or not (for what is not its plan: its topology, problems, whether it runs)."""
+        """The lab as one value to be made: what its site deploys (a change to the lab makes a new one); once
+        deployed, as its site made it (on this machine: handed out with the machine and its leases, and planned)."""
         if self._raw is not None:  # changed in code since: a new blueprint of the changed document
             was = self._blueprint
             self._blueprint = Blueprint(self._raw["name"], was.source, self._raw, was.notices, was.located)
@@ -160,7 +154,7 @@ class Lab:
 
     @property
     def topology(self) -> Topology:
-        return self._made().topology
+        return self.blueprint.topology
 
     @property
     def plan(self) -> Plan:
@@ -174,7 +168,7 @@ class Lab:
     @property
     def nodes(self) -> dict[str, Node]:
         """Every node by name, components included (``"drone1/gnab"``)."""
-        if not self._made().was_checked and self._made().planned is not None:  # a running lab: its recorded plan knows them
+        if not self.blueprint.was_checked and self.blueprint.planned is not None:  # a running lab: its recorded plan knows them
             return {name: Node(self, name) for name, obj in self.blueprint.plan.nodes.items() if not KINDS.get(obj.kind).machine}
         return {name: Node(self, name) for name in self.topology.topology.nodes}
 
@@ -248,7 +242,6 @@ class Lab:
         return self._raw
 
     # -- lifecycle ----------------------------------------------------------------
-    @property
     def site(self) -> Site:
         """Where the lab runs: the site it was handed (an operator's lab), else as its record says (this machine
         when there is none); a deploy goes where :func:`nestlab.sites.chosen` says."""
@@ -256,20 +249,19 @@ class Lab:
 
         return self._site or sites.of(self.name)
 
-    def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Changes | Partition:
-        """Have the site a deploy goes to (this machine, or the file's ``servers:``) create what is missing and
-        remove what is no longer wanted; returns what was changed (for a lab on servers:, where each node went:
-        a :class:`~nestlab.plan.partition.Partition`).
+    def deploy(self, progress: Progress | None = None, on_exec: ExecReport | None = None, site: Site | None = None) -> Deployed:
+        """Have ``site`` (default: the site a deploy goes to, :func:`nestlab.sites.chosen`: this machine or the
+        file's ``servers:``) create what is missing and remove what is no longer wanted; returns what it did: what
+        was changed here (``.changes``) or where each node went (``.partition``), and ``.notes`` on what it left
+        out.  The lab holds the blueprint as the site made it from then on.
 
         Deploying an already running, identical lab changes nothing.
         """
         from .. import sites
 
-        done = (self._site or sites.chosen(self._made())).deploy(self.blueprint, progress, on_exec)
-        if done.partition is not None:
-            return done.partition
-        assert done.changes is not None  # a deploy here says what it changed
-        return done.changes
+        done = (site or self._site or sites.chosen(self.blueprint)).deploy(self.blueprint, progress, on_exec)
+        self._blueprint = done.blueprint or self._blueprint
+        return done
 
     def without(self, nodes: list[str]) -> Changes:
         """Remove ``nodes`` (and the links ending on them) from this running lab; the rest keeps running."""
@@ -278,12 +270,14 @@ class Lab:
         if unknown:
             raise LabError(f"lab {self.name} has no node {', '.join(unknown)}")
         keep = frozenset(n for n in self.document()["topology"]["nodes"] if n not in nodes)
-        return cast("Changes", Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy())
+        changes = Lab.from_document(self.document(), self.source, Overrides(nodes=keep)).deploy().changes
+        assert changes is not None  # a running lab's change is made where it runs: here
+        return changes
 
     def inspect(self, only: set[str] | None = None) -> Report:
         """The lab as it runs, as its site reports it: each node (``only``: just those) with its namespace, state
         and live interfaces, and where it runs for a lab on servers or pods."""
-        return self.site.inspect(self.blueprint, only)
+        return self.site().inspect(self.blueprint, only)
 
     def document(self) -> dict[str, Any]:
         """The checked topology as data, as the state file holds it (read it, do not change it)."""
@@ -291,7 +285,7 @@ class Lab:
 
     def problem(self, path: tuple[str | int, ...], message: str) -> Problem:
         """A problem at ``path`` of the lab's file, with its line and column where the file is known."""
-        return self._made().problem(path, message)
+        return self.blueprint.problem(path, message)
 
     def save(self, to: str | os.PathLike[str] | None = None, only: set[str] | None = None) -> dict[str, str]:
         """Write each router's running configuration (``show running-config``) over its frr.conf in the
@@ -319,7 +313,6 @@ class Lab:
         finally:
             self.destroy()
 
-    @property
     def changed(self) -> float | None:
         """When the running lab was last deployed or changed (``time.time()``): its record's time or its last live
         change's (a NestLab's: its Ready condition's); None when it does not run here."""
@@ -330,7 +323,6 @@ class Lab:
             return None
         return float(max([current.created, *(e["applied"] for e in events.read(self.name) if e.get("applied"))]))
 
-    @property
     def is_running(self) -> bool:
         """Whether this machine's record of the lab says it runs."""
         current = state.read(self.name)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 class Placed(LabView, Protocol):
     """What a node needs of its lab: its name, its plan and where it runs (the Python API's ``Lab``)."""
 
-    @property
     def site(self) -> Site: ...
 
 
@@ -109,7 +108,7 @@ class Node:
         """Start a process inside the node (``subprocess.Popen`` arguments); a string runs via ``sh -c``."""
         if isinstance(args, str):
             args = ["sh", "-c", args]
-        return self.lab.site.popen(self.lab.plan, self.name, args, **kwargs)  # here, or by the share that runs it
+        return self.lab.site().popen(self.lab.plan, self.name, args, **kwargs)  # here, or by the share that runs it
 
     @property
     def components(self) -> dict[str, Node]:

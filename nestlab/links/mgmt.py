@@ -112,8 +112,11 @@ class Mgmt(LinkMode):
             return
         net = mgmt.Network.of(b.t.mgmt)
         leases = b.leases
-        if leases is None or leases.network != net.name:  # read by whoever starts planning (nestlab.lab.Lab)
-            raise LabError(f"lab {b.t.name}: planning is not handed the leases of its management network {net.name}")
+        if leases is None or leases.network != net.name:  # read where the lab is handed out to be made (engine/handout.py)
+            raise LabError(
+                f"lab {b.t.name}: planning is not handed the leases of its management network {net.name}: a lab with mgmt: "
+                "is planned where it is made (its deploy, or `nestlab validate`)"
+            )
         held = mgmt.in_use(leases, b.t.name)
         if held and held[0] != str(net.ipv4):
             raise TopologyError(

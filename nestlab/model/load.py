@@ -226,6 +226,11 @@ def _strip_ignored(data: dict, located: Located, notices: list[Problem]) -> dict
     return {**data, "topology": body}
 
 
+# The keys allowed where a path leads: by the section it starts in, else by a key on the way (a node's otherwise).
+_SECTION_KEYS = {"hosts": "host", "servers": "server", "mgmt": "mgmt", "stitch": "stitch"}
+_WITHIN_KEYS = {"resources": "resources", "healthcheck": "healthcheck", "stages": "stage", "components": "component"}
+
+
 def _allowed_for(path: Path) -> list[str]:
     if not path:
         return ALLOWED_KEYS["top"]
@@ -239,23 +244,10 @@ def _allowed_for(path: Path) -> list[str]:
         return ALLOWED_KEYS["shape" if "params" in path else "dynamics"]
     if path[:1] == ("schedule",):
         return ALLOWED_KEYS["shape" if "set" in path else "schedule"]
-    if path[:1] == ("hosts",):
-        return ALLOWED_KEYS["host"]
-    if path[:1] == ("servers",):
-        return ALLOWED_KEYS["server"]
-    if path[:1] == ("mgmt",):
-        return ALLOWED_KEYS["mgmt"]
-    if path[:1] == ("stitch",):
-        return ALLOWED_KEYS["stitch"]
-    if "resources" in path:
-        return ALLOWED_KEYS["resources"]
-    if "healthcheck" in path:
-        return ALLOWED_KEYS["healthcheck"]
-    if "stages" in path:
-        return ALLOWED_KEYS["stage"]
-    if "components" in path:
-        return ALLOWED_KEYS["component"]
-    return ALLOWED_KEYS["node"]
+    if path[0] in _SECTION_KEYS:
+        return ALLOWED_KEYS[_SECTION_KEYS[str(path[0])]]
+    within = next((_WITHIN_KEYS[key] for key in _WITHIN_KEYS if key in path), "node")
+    return ALLOWED_KEYS[within]
 
 
 def _problem(err: dict, located: Located) -> Problem:

@@ -12,6 +12,7 @@ Every model gives the positions of the moving stations every ``interval`` second
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,17 +27,24 @@ if TYPE_CHECKING:
     from .wireless import Mobility
 
 Step = tuple[float, dict[str, list[float]]]  # (seconds from the start, station -> [x, y, z])
+Move = Callable[["Mobility", np.ndarray, np.random.Generator, int], Iterator[np.ndarray]]  # positions, frame by frame
 
 
 def steps(spec: Mobility, start: dict[str, list[float]], folder: Path) -> list[Step]:
     """The moves of ``spec`` for stations starting at ``start`` (a trace's path is relative to ``folder``)."""
-    if spec.model == "trace":
-        assert spec.trace is not None
-        return trace(folder / spec.trace if not Path(spec.trace).is_absolute() else Path(spec.trace), set(start))
+    return MODELS[spec.model](spec, start, folder)
+
+
+def _traced(spec: Mobility, start: dict[str, list[float]], folder: Path) -> list[Step]:
+    assert spec.trace is not None
+    return trace(folder / spec.trace if not Path(spec.trace).is_absolute() else Path(spec.trace), set(start))
+
+
+def _moved(spec: Mobility, start: dict[str, list[float]], move: Move) -> list[Step]:
+    """The stations ``spec`` names, moved by ``move`` every ``interval`` seconds for ``duration``."""
     movers = [n for n in start if spec.stations is None or n in spec.stations]
     pos = np.array([start[n] for n in movers], dtype=float).reshape(-1, 3)
     rng = np.random.default_rng(spec.seed)
-    move = {"random-waypoint": _waypoint, "random-walk": _walk, "gauss-markov": _gauss_markov}[spec.model]
     out: list[Step] = []
     count = int(round(spec.duration / spec.interval))
     for k, frame in enumerate(move(spec, pos, rng, count), start=1):
@@ -125,3 +133,12 @@ def trace(path: Path, stations: set[str]) -> list[Step]:
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
         raise TopologyError(source, [Problem((), f"cannot read the mobility trace: {exc}")]) from None
     return out
+
+
+# The models ``mobility: {model: ...}`` names (the schema's words, model/wireless.py; a test holds the two equal).
+MODELS: dict[str, Callable[[Mobility, dict[str, list[float]], Path], list[Step]]] = {
+    "random-waypoint": lambda spec, start, _folder: _moved(spec, start, _waypoint),
+    "random-walk": lambda spec, start, _folder: _moved(spec, start, _walk),
+    "gauss-markov": lambda spec, start, _folder: _moved(spec, start, _gauss_markov),
+    "trace": _traced,
+}

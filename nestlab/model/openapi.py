@@ -42,13 +42,7 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         return structural({**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}, defs)
     if "anyOf" in node:
         return _union(node, defs)
-    out = {k: v for k, v in node.items() if k in _KEPT}
-    if "const" in node:
-        out["enum"] = [node["const"]]
-    if isinstance(node.get("exclusiveMinimum"), int | float):
-        out["minimum"], out["exclusiveMinimum"] = node["exclusiveMinimum"], True
-    if isinstance(node.get("exclusiveMaximum"), int | float):
-        out["maximum"], out["exclusiveMaximum"] = node["exclusiveMaximum"], True
+    out = _bounds(node)
     if "properties" in node:
         out["properties"] = {key: structural(value, defs) for key, value in node["properties"].items()}
         if node.get("required"):
@@ -64,6 +58,17 @@ def structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
         out["x-kubernetes-preserve-unknown-fields"] = True
     if "type" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):
         return {**ANY, **({"description": node["description"]} if "description" in node else {})}
+    return out
+
+
+def _bounds(node: dict[str, Any]) -> dict[str, Any]:
+    """What ``node`` keeps as it is, a ``const`` as a one-word ``enum``, exclusive bounds in OpenAPI v3's form."""
+    out = {k: v for k, v in node.items() if k in _KEPT}
+    if "const" in node:
+        out["enum"] = [node["const"]]
+    for bound, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(node.get(bound), int | float):
+            out[inclusive], out[bound] = node[bound], True
     return out
 
 

@@ -52,7 +52,7 @@ def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, 
 
 def states(lab: Lab) -> dict[str, str]:
     """Each node's state (running, stopped, missing): asked of the shares for a lab elsewhere."""
-    return lab.site.states(lab.blueprint)
+    return lab.site().states(lab.blueprint)
 
 
 def containers(name: str) -> list[dict[str, Any]]:
@@ -125,7 +125,7 @@ def interfaces(name: str, node: str | None = None) -> list[dict[str, Any]]:
     nodes = [n for n in lab.plan.nodes if node in (None, n, container_name(raw, n))]
     if node is not None and not nodes:
         raise LabError(f"lab {name} has no node {node}")
-    site = lab.site
+    site = lab.site()
     remote = {n["name"]: n for n in site.inspect(lab.blueprint, set(nodes))["nodes"]} if site.shares() else {}  # on servers, pods
     found = []
     for n in nodes:

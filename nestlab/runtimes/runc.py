@@ -41,7 +41,7 @@ class Runc(WithInit):
     machine_root = "its images unpack as several users and runc runs as the machine's root"
 
     def start(self, ap: Applying, node: NodeObj, sysctls: dict[str, str]) -> tuple[int, Netlink]:
-        from ..backends.kernel import containers, libc, rootfs
+        from ..backends.kernel import containers, files, libc, rootfs
 
         if not shutil.which("runc"):
             raise LabError("image: nodes run with runc: install the Debian package runc")
@@ -54,10 +54,9 @@ class Runc(WithInit):
             os.makedirs(d, exist_ok=True)
         libc.mount("overlay", merged, 0, "overlay", f"lowerdir={rootfs.resolve(node.image)},upperdir={upper},workdir={work}")
         config = _oci_config(lab, node.name, f"{names.cgroup_name(lab)}/{node.name}/runc", hostname(node), dict(node.env))
-        with open(os.path.join(bundle, "config.json"), "w") as fh:
-            json.dump(config, fh)
+        files.write(os.path.join(bundle, "config.json"), json.dumps(config), 0o644, sync=False)
         log = os.path.join(bundle, "runc.log")  # a file, not a pipe: the detached container inherits runc's stdio
-        with open(log, "w") as out:
+        with files.output(log) as out:
             result = subprocess.run(
                 ["runc", "--root", runc_root(lab), "run", "--detach", "--bundle", bundle, runc_id(lab, node.name)],
                 stdin=subprocess.DEVNULL,

@@ -1,10 +1,11 @@
 """Where a lab runs, one module each, found by the word a lab's record holds: ``nestlab.registry.SITES``.
 
 A site module defines a class that implements :class:`~nestlab.sites.seam.Site` (this machine's directly, the
-SSH servers' and Kubernetes' on :class:`~nestlab.sites.elsewhere.Elsewhere`) and registers it; every module in
-this package is imported here, so a new place to run labs is a new file (docs/architecture.md).  :func:`of`
-finds a running lab's site, :func:`chosen` the site a new deploy goes to, :func:`remove` removes a lab by name
-wherever it runs.
+SSH servers' and Kubernetes' on :class:`~nestlab.sites.elsewhere.Elsewhere`), says which labs a new deploy sends
+it (``claims(blueprint, options)``, asked in the order of its ``rank``) and registers it; every module in this
+package is imported here, so a new place to run labs is a new file (docs/architecture.md).  :func:`of` finds a
+running lab's site, :func:`chosen` the site a new deploy goes to, :func:`remove` removes a lab by name wherever
+it runs.
 """
 
 from __future__ import annotations
@@ -33,16 +34,17 @@ def of(lab: str) -> seam.Site:
     return site
 
 
-def chosen(blueprint: Blueprint) -> seam.Site:
-    """The site a deploy of ``blueprint`` goes to: where its record says the lab runs, when that is another kind
-    of place than a new deploy would choose (a lab a ``k8s deploy`` made is not made again here); else its
-    ``servers:`` (the file's or an inventory's), else this machine (Kubernetes is chosen by ``nestlab k8s deploy``)."""
-    word = "ssh" if blueprint.topology.servers else LOCAL
+def chosen(blueprint: Blueprint, options: object = None) -> seam.Site:
+    """The site a deploy of ``blueprint`` goes to, made with ``options`` (a command's choice of place and its
+    settings: a Kubernetes ``Target``): the first site, by rank, that claims it (``servers:`` on SSH servers; this
+    machine takes any lab).  Without options, where its record says the lab runs, when that is another kind of
+    place (a lab a ``k8s deploy`` made is not made again here)."""
+    site = next(found for found in SITES.values() if found.claims(blueprint, options))
     recorded = read(blueprint.name)
-    if recorded is not None and recorded[0] != word:
+    if options is None and recorded is not None and recorded[0] != site.name:
         return of(blueprint.name)
-    site: seam.Site = SITES.get(word)(blueprint.name, {})
-    return site
+    made: seam.Site = site(blueprint.name, {}, options)
+    return made
 
 
 def remove(lab: str, folder_too: bool = False) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from ..backends.kernel import files
+from ..engine.handout import handed_out
 from ..errors import LabError
 from ..plan.diff import diff, steps
 from ..plan.objects import Plan
@@ -35,26 +36,38 @@ class Elsewhere(Site):
     name: ClassVar[str] = ""  # the record's word
     summary: ClassVar[str] = ""  # one line for `nestlab modes` and docs/architecture.md
     keys: ClassVar[dict[str, type]] = {}  # what the record must hold, and of which type
+    rank: ClassVar[int] = 50  # where ``sites.chosen`` asks it, among the sites (lowest first)
 
-    def __init__(self, lab: str, data: dict[str, Any]):
+    def __init__(self, lab: str, data: dict[str, Any], options: object = None):
+        """The site of ``lab``: from its record (``data``), or empty for a deploy, made with the ``options`` a
+        deploy chose it with (:meth:`claims`)."""
         self.lab = lab
         self.data = data
+
+    @classmethod
+    def claims(cls, blueprint: Blueprint, options: object) -> bool:
+        """Whether a new deploy of ``blueprint`` (with ``options``, what a command chose it with) goes here."""
+        raise NotImplementedError
 
     def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Make the lab ``blueprint`` describes here (what runs already and is still wanted stays); ``progress``
         hears of each phase, ``on_exec`` of each ``exec:`` command a node ran."""
         raise NotImplementedError
 
-    def check(self, blueprint: Blueprint, machine: bool = True) -> None:
+    def check(self, blueprint: Blueprint, machine: bool = True) -> Blueprint:
         """Every check a deploy of ``blueprint`` here makes before it changes anything (``nestlab validate``);
-        ``machine``: also whether this machine has what the lab needs (else only the file is checked)."""
+        ``machine``: also whether this machine has what the lab needs (else only the file is checked).  Returns
+        the blueprint as checked (handed out to this machine, planned)."""
+        blueprint = handed_out(blueprint)
         blueprint.plan
+        return blueprint
 
     def preview(self, blueprint: Blueprint) -> list[Step]:
         """What a deploy of ``blueprint`` would change, object by object (``deploy --dry-run``): against the
         plan recorded when it was deployed."""
         from ..engine import state
 
+        blueprint = handed_out(blueprint)
         current = state.read(blueprint.name)
         have = current.plan if current else Plan()
         return steps(diff(blueprint.plan, have), have)

@@ -39,31 +39,38 @@ class Local(Site):
     name: ClassVar[str] = LOCAL
     summary: ClassVar[str] = "this machine: every node a namespace here"
     keys: ClassVar[dict[str, type]] = {}  # its record holds nothing
+    rank: ClassVar[int] = 100  # asked last: it takes any lab no other site claims
 
-    def __init__(self, lab: str, data: dict[str, Any]):
+    def __init__(self, lab: str, data: dict[str, Any], options: object = None):
         self.lab = lab
         self.data = data
 
-    def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
+    @classmethod
+    def claims(cls, blueprint: Blueprint, options: object) -> bool:
+        """Any lab: a lab runs here unless another site claims it."""
+        return True
+
+    def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create what is missing, remove what is no longer wanted; returns what was changed."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
-        refuse_pins(lab)
-        changes, notes = deploy.deploy(lab, progress, on_exec)
-        return Deployed(changes=changes, notes=notes)
+        refuse_pins(blueprint)
+        made = deploy.deploy(blueprint, progress, on_exec)
+        return Deployed(changes=made.changes, notes=made.notes, blueprint=made.blueprint)
 
-    def check(self, lab: Blueprint, machine: bool = True) -> None:
+    def check(self, blueprint: Blueprint, machine: bool = True) -> Blueprint:
+        """Every check a deploy here makes; returns the blueprint as checked (handed out to this machine, planned)."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
-        refuse_pins(lab)
-        deploy.check(lab, machine)
+        refuse_pins(blueprint)
+        return deploy.check(blueprint, machine)
 
-    def preview(self, lab: Blueprint) -> list[Step]:
+    def preview(self, blueprint: Blueprint) -> list[Step]:
         """The diff a deploy would apply to the namespaces that exist, and the limits it would write in place."""
         from ..engine import deploy  # the applier and the rest of a deploy load for a deploy alone
 
-        refuse_pins(lab)
-        return deploy.preview(lab)
+        refuse_pins(blueprint)
+        return deploy.preview(blueprint)
 
     def where(self) -> str:
         return "this machine"
@@ -190,9 +197,9 @@ class Local(Site):
             return Done(0, f"lab {self.lab}: {verb} {_listed(done)} in {took:.2f} s")
         return Done(0, f"lab {self.lab}: {_listed(refs)} already {'stopped' if action == 'stop' else 'running'}; nothing to do")
 
-    def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
+    def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report:
 
-        return report(lab, only)
+        return report(blueprint, only)
 
 
 def _listed(nodes: list[str], shown: int = 10) -> str:

@@ -25,11 +25,13 @@ Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]  # wha
 @dataclass(frozen=True)
 class Deployed:
     """What a site's deploy did: on this machine, what was changed (``changes``); on servers or pods, where
-    each node went (``partition``); ``notes``: what it left out (cgroup limits in rootless mode)."""
+    each node went (``partition``); ``notes``: what it left out (cgroup limits in rootless mode); ``blueprint``:
+    the lab as it was made (handed out to this machine and planned), when the site planned it."""
 
     changes: Changes | None = None
     partition: Partition | None = None
     notes: tuple[str, ...] = ()
+    blueprint: Blueprint | None = None
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,12 @@ class Site(Protocol):
     (engine/where.py).  Every command on a lab goes through its site, the same way on each."""
 
     lab: str  # the lab's name
+    data: dict[str, Any]  # what its record holds of it (engine/where.py): the servers, the pods, ...
 
     @property
     def name(self) -> str: ...  # the site's word in the record (local, ssh, k8s)
     def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed: ...
-    def check(self, blueprint: Blueprint, machine: bool = True) -> None: ...
+    def check(self, blueprint: Blueprint, machine: bool = True) -> Blueprint: ...
     def preview(self, blueprint: Blueprint) -> list[Step]: ...
     def remove(self, folder_too: bool = False) -> int: ...
     def where(self) -> str: ...

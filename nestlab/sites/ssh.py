@@ -17,6 +17,7 @@ from .. import names
 from ..backends.kernel import files
 from ..backends.remote.ssh import CONTROL_DIR, Remote, each
 from ..engine import state, where
+from ..engine.handout import handed_out
 from ..errors import LabError
 from ..registry import SITES
 from .elsewhere import Elsewhere
@@ -84,13 +85,22 @@ class Servers(Elsewhere):
     name = "ssh"
     summary = "SSH servers: a share per server, deployed by its own nestlab (servers:)"
     keys = {"servers": dict, "base": str, "placement": dict}
+    rank = 20
 
-    def check(self, lab: Blueprint, machine: bool = True) -> None:
+    @classmethod
+    def claims(cls, blueprint: Blueprint, options: object) -> bool:
+        """A lab with servers (``servers:``, the file's or an inventory's)."""
+        return bool(blueprint.topology.servers)
+
+    def check(self, lab: Blueprint, machine: bool = True) -> Blueprint:
+        lab = handed_out(lab)  # planned here, to be placed
         place_and_partition(lab)  # placement and pins: what a deploy checks before it sends a server anything
+        return lab
 
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
         Each server's nestlab starts first: its start-up and the SSH handshake overlap placing and splitting."""
+        lab = handed_out(lab)  # planned here, to be placed (each server plans its share again, with its own)
 
         base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
         starting = Starting(lab.topology.servers, base)
@@ -116,7 +126,7 @@ class Servers(Elsewhere):
             running(lab)
         if progress:
             progress("servers", len(conns), len(conns))
-        return Deployed(partition=partition)
+        return Deployed(partition=partition, blueprint=lab)
 
     def remove(self, folder_too: bool = False) -> int:
         """Clean the lab's share on every server it was sent to, then what is left of it here; a server out of

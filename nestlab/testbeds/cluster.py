@@ -30,7 +30,7 @@ from collections.abc import Callable
 import yaml
 
 from .. import names, sites
-from ..backends.kernel import netlink
+from ..backends.kernel import files, netlink
 from ..backends.kernel.cgroups import remove_tree
 from ..backends.remote.kube import Cluster
 from ..engine import cleanup, state
@@ -102,8 +102,8 @@ def up(count: int, kubeconfig: str, name: str = "k8s", timeout: float = 300, log
         images = [nestlab_image(log), pause_image(os.path.join(BIN, "pause"))]
         home = names.lab_dir(name)
         os.makedirs(home)
-        with open(os.path.join(home, RECORD), "w") as fh:
-            json.dump({"nodes": count, "kubeconfig": kubeconfig, "started": time.time()}, fh)
+        record = {"nodes": count, "kubeconfig": kubeconfig, "started": time.time()}
+        files.write(os.path.join(home, RECORD), json.dumps(record), 0o644, sync=False)
         log("certificates")
         issue_certificates(name, count)
         control_files(name, count)
@@ -142,8 +142,8 @@ def _kill_below(top: str, timeout: float = 20) -> None:
     while True:
         pids = set()
         for point, _kind, _opts in cgroup_mounts():
-            for root, _dirs, files in os.walk(os.path.join(point, top)):
-                if "cgroup.procs" in files:
+            for root, _dirs, entries in os.walk(os.path.join(point, top)):
+                if "cgroup.procs" in entries:
                     with open(os.path.join(root, "cgroup.procs")) as fh:
                         pids |= {int(p) for p in fh.read().split()}
         if not pids:

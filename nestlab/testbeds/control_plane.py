@@ -11,6 +11,7 @@ import shlex
 import yaml
 
 from .. import names
+from ..backends.kernel import files
 from ..backends.remote import pki
 
 BIN = os.environ.get("NESTLAB_K8S_BIN", "/var/cache/nestlab/k8s/v1.34.2/bin")
@@ -89,9 +90,7 @@ def kubeconfig_for(name: str, pki_dir: str, user: str, embed: bool) -> dict:
 
 def write_kubeconfig(path: str, name: str, pki_dir: str, user: str, embed: bool = True) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(kubeconfig_for(name, pki_dir, user, embed), fh, sort_keys=False)
+    files.write(path, yaml.safe_dump(kubeconfig_for(name, pki_dir, user, embed), sort_keys=False), 0o600, sync=False)
 
 
 def control_files(name: str, count: int) -> None:
@@ -188,5 +187,4 @@ def _etcd_command(home: str) -> list[str]:
 
 def write(path: str, text: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(text)
+    files.write(path, text, 0o644, sync=False)

@@ -19,7 +19,7 @@ import sys
 import yaml
 
 from .. import names, sites
-from ..backends.kernel import cgroups, netlink, procs
+from ..backends.kernel import cgroups, files, netlink, procs
 from ..backends.remote.ssh import CONTROL_DIR
 from ..backends.services import sshd
 from ..backends.services.sshd import SSHD
@@ -57,8 +57,7 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
         known = []
         for i, server in enumerate(servers):
             known.append(f"{hosts[i]} {_server_files(name, server)}")
-        with open(os.path.join(client, "known_hosts"), "w") as fh:
-            fh.write("".join(known))
+        files.write(os.path.join(client, "known_hosts"), "".join(known), 0o644, sync=False)
         lab = Lab.from_text(_topology(name, servers, hosts, net.prefixlen), f"<servers emulate {name}>")
         lab.deploy()
         ctl = _controller_if(name)
@@ -85,8 +84,8 @@ def emulate(count: int, name: str = "servers", subnet: str = SUBNET, copy_to: st
     text = f"# {count} emulated servers on this machine (nestlab servers emulate); remove with: nestlab servers emulate --destroy --name {name}\n"
     text += yaml.safe_dump(spec, sort_keys=False)
     for path in filter(None, (inventory_path(name), copy_to)):
-        with open(path, "w") as fh:
-            fh.write(text)
+        with files.created(path) as fh:  # the inventory, and its copy where the user asked
+            fh.write(text.encode())
     return copy_to or inventory_path(name)
 
 
@@ -128,14 +127,14 @@ def _server_files(lab: str, server: str) -> str:
     os.makedirs(os.path.join(home, "run"), exist_ok=True)
     host_key = _keygen(os.path.join(etc, "ssh_host_ed25519_key"))
     shutil.copy(os.path.join(names.lab_dir(lab), "client", "id_ed25519.pub"), os.path.join(etc, "authorized_keys"))
-    with open(os.path.join(etc, "sshd_config"), "w") as fh:
-        fh.write(_SSHD_CONFIG)
+    files.write(os.path.join(etc, "sshd_config"), _SSHD_CONFIG, 0o644, sync=False)
     binds = "".join(
         f'mkdir -p "{d}/{names.cgroup_name(lab)}/srv-{server}" && mount --bind "{d}/{names.cgroup_name(lab)}/srv-{server}" "{d}"\n'
         for d in cgroups.hierarchies()
     )
-    with open(os.path.join(home, "start.sh"), "w") as fh:
-        fh.write(
+    files.write(
+        os.path.join(home, "start.sh"),
+        (
             "set -e\n"
             f"mount --bind {etc} /etc/ssh\n"
             # a server's own names, management leases and lab keys (the real machine's hold its own labs'),
@@ -149,7 +148,10 @@ def _server_files(lab: str, server: str) -> str:
             f"mount -t tmpfs -o mode=0755 nestlab-netns {names.NETNS_DIR}\n"
             f"{binds}mkdir -p /run/sshd\n"
             f"exec {SSHD} -D -e\n"
-        )
+        ),
+        0o644,
+        sync=False,
+    )
     return " ".join(host_key.split()[:2]) + "\n"
 
 

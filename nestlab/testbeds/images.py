@@ -22,6 +22,7 @@ import sys
 import tomllib
 from collections.abc import Callable
 
+from ..backends.kernel import files
 from ..backends.remote import oci
 from ..errors import LabError
 from ..sites.k8s.manifests import NESTLAB_REF
@@ -157,9 +158,9 @@ def _package() -> str:
 def _sources() -> list[str]:
     """This checkout's package files (no bytecode), sorted."""
     found = []
-    for top, dirs, files in os.walk(_package()):
+    for top, dirs, entries in os.walk(_package()):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        found += [os.path.join(top, f) for f in sorted(files) if not f.endswith(".pyc")]
+        found += [os.path.join(top, f) for f in sorted(entries) if not f.endswith(".pyc")]
     return found
 
 
@@ -179,9 +180,7 @@ def _code() -> oci.Layer:
         subprocess.run([sys.executable, "-P", "-m", "compileall", "-q", os.path.join(target, "nestlab")], check=True)
         shim = os.path.join(root, "usr/local/bin/nestlab")
         os.makedirs(os.path.dirname(shim))
-        with open(shim, "w") as fh:
-            fh.write(_SHIM)
-        os.chmod(shim, 0o755)
+        files.write(shim, _SHIM, 0o755, sync=False)
 
     return _cached_layer("nestlab", digest.hexdigest()[:16], fill)
 

@@ -125,7 +125,7 @@ class Tables:
     """The lab's nodes' tables, each read on first use, and which nodes share a segment with an interface."""
 
     def __init__(self, lab, run: Run):
-        self.lab, self.run, self.site = lab, run, lab.site
+        self.lab, self.run, self.site = lab, run, lab.site()
         self.read: dict[str, Table] = {}
         self.segments = _segments(lab.plan)
 

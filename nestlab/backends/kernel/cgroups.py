@@ -21,7 +21,7 @@ import time
 from ... import names
 from ...errors import LabError
 from ...model.units import parse_size
-from . import mounts
+from . import files, mounts
 
 ROOT = "/sys/fs/cgroup"
 PERIOD_US = 100_000
@@ -53,8 +53,7 @@ def hierarchies() -> list[str]:
 
 def _write(path: str, value: str | int) -> None:
     try:
-        with open(path, "w") as fh:
-            fh.write(str(value))
+        files.in_place(path, str(value))
     except OSError as exc:
         raise LabError(f"cannot write {value} to {path}: {exc.strerror}") from None
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ... import names
-from . import libc, namespaces
+from . import files, libc, namespaces
 
 _ENTER = (
     ("ipc", libc.CLONE_NEWIPC),
@@ -121,9 +121,7 @@ def spawn(init_pid: int, cgroup_files: Sequence[str], args: Sequence[str], **kwa
 
 def record_init(lab: str, node: str, pid: int) -> None:
     path = names.init_pid_path(lab, node)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(str(pid))
+    files.write(path, str(pid), 0o644, create=0o755, sync=False)
 
 
 def init_pid(lab: str, node: str) -> int | None:

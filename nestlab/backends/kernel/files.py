@@ -10,6 +10,9 @@
   replaces a link planted there and never writes through it.
 * :func:`remove_tree` removes a folder by descriptors from a parent reached by :func:`open_dir` (Python's own
   fd-based rmtree below it), never following a link, at the top or below.
+* :func:`in_place` rewrites what cannot be replaced (a kernel's control file, a file another mount owns);
+  :func:`append`, :func:`output` and :func:`touch` add to a record, take a process's output and make an empty
+  file, never through a link at the name.  Nothing else in nestlab opens a file to write (a test checks it).
 
 See docs/security.md.
 """
@@ -111,18 +114,10 @@ def _walk(path: str, create: int | None, beneath: int | None) -> int:
         while todo:
             part = todo.pop(0)
             if part == "..":
-                if beneath is not None and len(stack) == 1:
-                    raise OSError(errno.EXDEV, "the path leaves the folder it must stay under", path)
-                if len(stack) > 1:
-                    os.close(stack.pop())
+                _up(stack, beneath is not None, path)
                 continue
-            try:
-                fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=stack[-1])
-            except FileNotFoundError:
-                if create is None:
-                    raise
-                with contextlib.suppress(FileExistsError):  # the last with ``create``, the parents 0755
-                    os.mkdir(part, create if not todo else 0o755, dir_fd=stack[-1])
+            fd = _step(part, stack[-1], create, last=not todo)
+            if fd is None:  # made just now: opened on the next turn
                 todo.insert(0, part)
                 continue
             found = os.fstat(fd)
@@ -131,13 +126,7 @@ def _walk(path: str, create: int | None, beneath: int | None) -> int:
                 hops += 1
                 if beneath is not None or hops > 40 or not _trusted_link(os.fstat(stack[-1]), found, mine):
                     raise OSError(errno.ELOOP, "a symbolic link another user could have planted is not followed", path)
-                target = os.readlink(part, dir_fd=stack[-1])  # no one else can change it (trusted)
-                if target.startswith("/"):
-                    while len(stack) > 1:
-                        os.close(stack.pop())
-                    os.close(stack.pop())
-                    stack.append(os.open("/", _DIR))
-                todo[:0] = [p for p in target.split("/") if p not in ("", ".")]
+                todo[:0] = _followed(part, stack)
                 continue
             if not stat.S_ISDIR(found.st_mode):
                 os.close(fd)
@@ -147,6 +136,38 @@ def _walk(path: str, create: int | None, beneath: int | None) -> int:
     finally:
         for fd in stack:
             os.close(fd)
+
+
+def _up(stack: list[int], beneath: bool, path: str) -> None:
+    """``..``: back to the folder above, never above the one the walk must stay under."""
+    if beneath and len(stack) == 1:
+        raise OSError(errno.EXDEV, "the path leaves the folder it must stay under", path)
+    if len(stack) > 1:
+        os.close(stack.pop())
+
+
+def _step(part: str, dir_fd: int, create: int | None, last: bool) -> int | None:
+    """``part`` of the open folder ``dir_fd`` (O_PATH, no link followed); None when it was missing and is made now
+    (with ``create``: the last component with that mode, the parents 0755)."""
+    try:
+        return os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if create is None:
+            raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, create if last else 0o755, dir_fd=dir_fd)
+        return None
+
+
+def _followed(part: str, stack: list[int]) -> list[str]:
+    """The components of the trusted link ``part`` (no one else can change it) to walk instead; an absolute one
+    starts again from ``/``."""
+    target = os.readlink(part, dir_fd=stack[-1])
+    if target.startswith("/"):
+        while stack:
+            os.close(stack.pop())
+        stack.append(os.open("/", _DIR))
+    return [p for p in target.split("/") if p not in ("", ".")]
 
 
 @contextlib.contextmanager
@@ -265,3 +286,37 @@ def unlink(path: str | os.PathLike) -> None:
             os.unlink(os.path.basename(path), dir_fd=fd)
     except (FileNotFoundError, NotADirectoryError):
         pass
+
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC  # a file of ours: made if missing, never through a link
+
+
+def _written(fd: int, data: bytes | str) -> None:
+    view = memoryview(data.encode() if isinstance(data, str) else data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def in_place(path: str | os.PathLike, data: bytes | str) -> None:
+    """``path`` truncated and written where it is (as a shell's ``>``), not replaced: a kernel's control file
+    (/proc/sys, a cgroup's, a user namespace's id map: short data goes in one write(2)) or a file another mount
+    owns (/etc/hosts bound into a container).  The kernel's own errors (OSError) reach the caller."""
+    _written(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), data)
+
+
+def append(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
+    """``data`` added at the end of the record ``path`` (made with ``mode`` if missing)."""
+    _written(os.open(path, _NEW | os.O_APPEND, mode), data)
+
+
+def output(path: str | os.PathLike, mode: int = 0o644) -> BinaryIO:
+    """``path`` emptied (made with ``mode`` if missing) for a process's output to go to: its file, to close."""
+    return open(os.open(path, _NEW | os.O_TRUNC, mode), "wb")
+
+
+def touch(path: str | os.PathLike, mode: int = 0o644) -> None:
+    """``path`` made empty if missing (what a mount is bound over), left as it is if there."""
+    os.close(os.open(path, _NEW, mode))

@@ -170,8 +170,7 @@ def forward_on(network: str) -> None:
                 os.unlink(FORWARD)
         if (was := _forward()) != "1":
             if not os.path.exists(FORWARD):
-                with open(FORWARD, "w") as fh:
-                    fh.write(was)
+                files.write(FORWARD, was, 0o644, sync=False)
             sysctl.write("net.ipv4.ip_forward", "1")
 
 

@@ -93,6 +93,18 @@ def _refused(exc: BaseException) -> bool:
     return isinstance(exc, netlink.NetlinkError) or (pyroute2 is not None and isinstance(exc, pyroute2.NetlinkError))
 
 
+def _refusal(ifname: str, shape: dict, exc: Exception) -> LabError:
+    """What the kernel's refusal of ``shape`` on ``ifname`` means, for the person who asked."""
+    code = getattr(exc, "code", 0)
+    if "delay" in shape or code == errno.ENOENT:
+        return LabError(
+            f"shaping {ifname}: {exc.args[-1] if exc.args else exc} - delay/jitter/loss need netem "
+            "(CONFIG_NET_SCH_NETEM) and rates need HTB (CONFIG_NET_SCH_HTB); see `nestlab doctor`"
+        )
+    given = ", ".join(f"{k}={v}" for k, v in sorted(shape.items()))
+    return LabError(f"shaping {ifname}: the kernel refused {given} ({os.strerror(code)})")
+
+
 class Shaper:
     """Applies shapes and link states inside a lab's namespaces, reusing one pyroute2 socket per namespace."""
 
@@ -155,13 +167,7 @@ class Shaper:
         """Make ``ifname``'s egress follow ``shape`` (an empty shape removes all shaping)."""
         index, key = self.index(path, ifname), (path, ifname)
         if not shape:
-            try:
-                self._ipr(path).tc("del", index=index, handle="1:", root=True)
-            except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError, imported only when needed
-                if not _refused(exc) or exc.code not in (errno.ENOENT, errno.EINVAL):
-                    raise
-            self._root[key] = ""
-            self._child.pop(key, None)
+            self._unshaped(path, index, key)
             return
         bits = (
             parse_rate(shape["rate"]) if "rate" in shape else (tcstats.UNLIMITED if shape.get("qdisc") != "tbf" else 34 * 10**9)
@@ -170,44 +176,55 @@ class Shaper:
             bits, shape = tcstats.UNLIMITED, {k: v for k, v in shape.items() if k not in ("queue", "qdisc")}
         burst = parse_size(shape["burst"]) if "burst" in shape else burst_for(bits)
         try:
-            want = shape.get("qdisc", "htb")
-            if self._root.get(key) is None:
-                self._root[key] = next((q.kind for q in self.qdiscs(path, index) if q.handle == 0x10000), "")
-            if self._root[key] not in (want, ""):  # switching htb <-> tbf cannot be done in place
-                self._ipr(path).tc("del", index=index, handle="1:", root=True)
-                self._child.pop(key, None)
-            if want == "tbf":  # TBF root (32-bit rates in pyroute2), replaced in place
-                self._ipr(path).tc("replace", "tbf", index=index, handle="1:", rate=f"{bits}bit", burst=burst, latency="50ms")
-            else:
-                if self._root[key] != "htb":
-                    self._fast(path).run(netlink.htb_root(index))
-                self._fast(path).run(netlink.htb_class(index, 0x10001, 0x10000, bits, burst))
-            self._root[key] = want
-            netem = netem_options(shape)
-            limit = int(shape.get("queue", 1000))
-            child = ("netem", tuple(sorted(netem.items())), limit, shape.get("distribution")) if netem else ("pfifo", limit)
-            if self._child.get(key) != child:
-                if netem and (shape.get("distribution", "uniform") != "uniform" or "gemodel" in netem):  # pyroute2 sends neither
-                    spread = shape.get("distribution", "uniform")
-                    table = distribution_table(spread) if spread != "uniform" else None
-                    self._fast(path).run(netlink.netem(index, 0x100000, 0x10001, limit=limit, table=table, **netem))
-                elif netem:
-                    self._ipr(path).tc("replace", "netem", index=index, parent="1:1", handle="10:", limit=limit, **netem)
-                else:
-                    self._fast(path).run(netlink.pfifo(index, 0x100000, 0x10001, limit))
-                self._child[key] = child
+            self._rooted(path, index, key, shape.get("qdisc", "htb"), bits, burst)
+            self._queued(path, index, key, shape)
         except Exception as exc:  # noqa: BLE001 - ours or pyroute2's NetlinkError, imported only when needed
             if not _refused(exc):
                 raise
             self._root.pop(key, None)
             self._child.pop(key, None)
-            if "delay" in shape or exc.code == errno.ENOENT:
-                raise LabError(
-                    f"shaping {ifname}: {exc.args[-1] if exc.args else exc} - delay/jitter/loss need netem "
-                    "(CONFIG_NET_SCH_NETEM) and rates need HTB (CONFIG_NET_SCH_HTB); see `nestlab doctor`"
-                ) from None
-            given = ", ".join(f"{k}={v}" for k, v in sorted(shape.items()))
-            raise LabError(f"shaping {ifname}: the kernel refused {given} ({os.strerror(exc.code)})") from None
+            raise _refusal(ifname, shape, exc) from None
+
+    def _unshaped(self, path: str, index: int, key: tuple[str, str]) -> None:
+        try:
+            self._ipr(path).tc("del", index=index, handle="1:", root=True)
+        except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError, imported only when needed
+            if not _refused(exc) or exc.code not in (errno.ENOENT, errno.EINVAL):
+                raise
+        self._root[key] = ""
+        self._child.pop(key, None)
+
+    def _rooted(self, path: str, index: int, key: tuple[str, str], want: str, bits: int, burst: int) -> None:
+        """The root qdisc ``want`` (htb or tbf) at ``bits`` per second, replaced in place where it can be."""
+        if self._root.get(key) is None:
+            self._root[key] = next((q.kind for q in self.qdiscs(path, index) if q.handle == 0x10000), "")
+        if self._root[key] not in (want, ""):  # switching htb <-> tbf cannot be done in place
+            self._ipr(path).tc("del", index=index, handle="1:", root=True)
+            self._child.pop(key, None)
+        if want == "tbf":  # TBF root (32-bit rates in pyroute2), replaced in place
+            self._ipr(path).tc("replace", "tbf", index=index, handle="1:", rate=f"{bits}bit", burst=burst, latency="50ms")
+        else:
+            if self._root[key] != "htb":
+                self._fast(path).run(netlink.htb_root(index))
+            self._fast(path).run(netlink.htb_class(index, 0x10001, 0x10000, bits, burst))
+        self._root[key] = want
+
+    def _queued(self, path: str, index: int, key: tuple[str, str], shape: dict) -> None:
+        """The child qdisc under 1:1: netem with the shape's impairments, else a plain FIFO of its queue's length."""
+        netem = netem_options(shape)
+        limit = int(shape.get("queue", 1000))
+        child = ("netem", tuple(sorted(netem.items())), limit, shape.get("distribution")) if netem else ("pfifo", limit)
+        if self._child.get(key) == child:
+            return
+        if netem and (shape.get("distribution", "uniform") != "uniform" or "gemodel" in netem):  # pyroute2 sends neither
+            spread = shape.get("distribution", "uniform")
+            table = distribution_table(spread) if spread != "uniform" else None
+            self._fast(path).run(netlink.netem(index, 0x100000, 0x10001, limit=limit, table=table, **netem))
+        elif netem:
+            self._ipr(path).tc("replace", "netem", index=index, parent="1:1", handle="10:", limit=limit, **netem)
+        else:
+            self._fast(path).run(netlink.pfifo(index, 0x100000, 0x10001, limit))
+        self._child[key] = child
 
     def delete(self, path: str, ifname: str) -> None:
         self._fast(path).run(netlink.del_link(ifname))

@@ -8,6 +8,7 @@ import os
 from functools import cache
 
 from ...plan.machine import Machine
+from . import files
 
 WHOLE = ["0 0 4294967295"]  # the machine's own user namespace maps every id to itself
 SUBUID, SUBGID = "/etc/subuid", "/etc/subgid"
@@ -66,5 +67,4 @@ def subordinate(path: str, uid: int, name: str | None) -> tuple[int, int] | None
 def map_self(uid: int, gid: int) -> None:
     """Map ``uid`` and ``gid`` (this process's, outside) to 0 in the user namespace it has just made."""
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
-        with open(f"/proc/self/{name}", "w") as fh:
-            fh.write(text)
+        files.in_place(f"/proc/self/{name}", text)

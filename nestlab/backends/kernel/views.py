@@ -112,7 +112,7 @@ def create(
                 os.close(fd)
         return os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
-    open(pin, "a").close()
+    files.touch(pin)
     try:
         _pin(build, pin)
     except BaseException:

@@ -6,6 +6,7 @@ import os
 import subprocess
 
 from ...errors import LabError
+from ..kernel import files
 
 _CURVE = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
@@ -49,11 +50,9 @@ def issue(
     key, crt = os.path.join(folder, f"{name}.key"), os.path.join(folder, f"{name}.crt")
     request = _openssl("req", "-new", *_CURVE, "-keyout", key, "-subj", subject)
     ext = os.path.join(folder, f"{name}.ext")
-    with open(ext, "w") as fh:
-        fh.write("keyUsage=critical,digitalSignature,keyEncipherment\n")
-        fh.write(f"extendedKeyUsage={'serverAuth,clientAuth' if server else 'clientAuth'}\n")
-        if sans:
-            fh.write(f"subjectAltName={','.join(sans)}\n")
+    usage = "serverAuth,clientAuth" if server else "clientAuth"
+    alt = f"subjectAltName={','.join(sans)}\n" if sans else ""
+    files.write(ext, f"keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage={usage}\n{alt}", sync=False)
     try:
         _openssl(
             "x509",

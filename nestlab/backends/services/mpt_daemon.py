@@ -79,7 +79,7 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
     from pyroute2.netlink.exceptions import NetlinkError  # imported here: see backends/mptcp.py
 
     for side, end in enumerate((link.a, link.b)):
-        log = open(_file(lab, end, "log"), "w")
+        log = files.output(_file(lab, end, "log"))
         proc = popen(end.node, command(lab, link, side), text=True, **detached.options(subprocess.PIPE, stderr=log))
         log.close()
         ready, _, _ = select.select([proc.stdout], [], [], 10)

@@ -49,7 +49,7 @@ def start(lab: str, node: str, iface: str, trace: str, queue: int) -> None:
     log = status[: -len(".json")] + ".log"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(status)
-    with open(log, "wb") as err:
+    with files.output(log) as err:
         proc = containers.popen_in(
             names.netns_path(lab, node),
             names.uts_path(lab, node),
@@ -147,8 +147,8 @@ def _tap(index: int) -> tuple[int, str]:
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
     name = f"tq{index}"
     fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TAP | IFF_NO_PI))
-    with contextlib.suppress(OSError), open(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "w") as fh:
-        fh.write("1")  # nothing of the tap's own may enter the queue
+    with contextlib.suppress(OSError):
+        files.in_place(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "1")  # nothing of the tap's own may enter the queue
     return fd, name
 
 

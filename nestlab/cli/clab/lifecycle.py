@@ -37,6 +37,18 @@ def _deploy_flags(owner: str, export_template: str, skip_acl: bool, workers: int
             ignored(flag, why)
 
 
+# deploy's and redeploy's options (containerlab's), written once.
+ClabTopoOpt = typer.Option(..., "-t", "--topo", help="Topology file, a folder holding one, - or a URL.")
+ExportTemplateOpt = typer.Option("", "--export-template", **Ignored)
+SkipAclOpt = typer.Option(False, "--skip-labdir-acl", **Ignored)
+WorkersOpt = typer.Option(0, "--max-workers", **Ignored)
+SkipPostOpt = typer.Option(False, "--skip-post-deploy", **Ignored)
+GraphOpt = typer.Option(False, "-g", "--graph", **Ignored)
+NetworkOpt = typer.Option(None, "--network", help="Management network name.")
+Ipv4SubnetOpt = typer.Option(None, "--ipv4-subnet", help="Management IPv4 subnet.")
+Ipv6SubnetOpt = typer.Option(None, "--ipv6-subnet", help="Management IPv6 subnet.")
+
+
 def _teardown_flags(graceful: bool, keep_mgmt: bool) -> None:
     if graceful:
         ignored("--graceful", "nodes are namespaces: destroy ends their processes with SIGTERM first anyway")
@@ -46,20 +58,20 @@ def _teardown_flags(graceful: bool, keep_mgmt: bool) -> None:
 
 @clab_app.command()
 def deploy(
-    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file, a folder holding one, - or a URL."),
+    topo: Path = ClabTopoOpt,
     name: str | None = typer.Option(None, "--name", help="Deploy under this lab name instead of the file's."),
     reconfigure: bool = typer.Option(False, "-c", "--reconfigure", help="Destroy the lab first, then deploy it again."),
     vars_files: list[Path] = VarsOpt,
     node_filter: list[str] = NodeFilterOpt,
     owner: str = typer.Option("", "--owner", **Ignored),
-    export_template: str = typer.Option("", "--export-template", **Ignored),
-    skip_acl: bool = typer.Option(False, "--skip-labdir-acl", **Ignored),
-    workers: int = typer.Option(0, "--max-workers", **Ignored),
-    skip_post: bool = typer.Option(False, "--skip-post-deploy", **Ignored),
-    graph: bool = typer.Option(False, "-g", "--graph", **Ignored),
-    network: str | None = typer.Option(None, "--network", help="Management network name."),
-    ipv4_subnet: str | None = typer.Option(None, "--ipv4-subnet", help="Management IPv4 subnet."),
-    ipv6_subnet: str | None = typer.Option(None, "--ipv6-subnet", help="Management IPv6 subnet."),
+    export_template: str = ExportTemplateOpt,
+    skip_acl: bool = SkipAclOpt,
+    workers: int = WorkersOpt,
+    skip_post: bool = SkipPostOpt,
+    graph: bool = GraphOpt,
+    network: str | None = NetworkOpt,
+    ipv4_subnet: str | None = Ipv4SubnetOpt,
+    ipv6_subnet: str | None = Ipv6SubnetOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would change; change nothing."),
 ):
     """Deploy a lab (containerlab deploy), then print its containers as containerlab's table does."""
@@ -83,20 +95,20 @@ def deploy_topology(
 
 @clab_app.command()
 def redeploy(
-    topo: Path = typer.Option(..., "-t", "--topo", help="Topology file, a folder holding one, - or a URL."),
+    topo: Path = ClabTopoOpt,
     name: str | None = typer.Option(None, "--name", help="Lab name instead of the file's."),
     folder_too: bool = typer.Option(False, "-c", "--cleanup", help="Also remove the lab directory clab-LAB/ first."),
     vars_files: list[Path] = VarsOpt,
     graceful: bool = typer.Option(False, "--graceful", **Ignored),
     keep_mgmt: bool = typer.Option(False, "--keep-mgmt-net", **Ignored),
-    graph: bool = typer.Option(False, "-g", "--graph", **Ignored),
-    workers: int = typer.Option(0, "--max-workers", **Ignored),
-    skip_post: bool = typer.Option(False, "--skip-post-deploy", **Ignored),
-    export_template: str = typer.Option("", "--export-template", **Ignored),
-    skip_acl: bool = typer.Option(False, "--skip-labdir-acl", **Ignored),
-    network: str | None = typer.Option(None, "--network", help="Management network name."),
-    ipv4_subnet: str | None = typer.Option(None, "--ipv4-subnet", help="Management IPv4 subnet."),
-    ipv6_subnet: str | None = typer.Option(None, "--ipv6-subnet", help="Management IPv6 subnet."),
+    graph: bool = GraphOpt,
+    workers: int = WorkersOpt,
+    skip_post: bool = SkipPostOpt,
+    export_template: str = ExportTemplateOpt,
+    skip_acl: bool = SkipAclOpt,
+    network: str | None = NetworkOpt,
+    ipv4_subnet: str | None = Ipv4SubnetOpt,
+    ipv6_subnet: str | None = Ipv6SubnetOpt,
 ):
     """Destroy the lab, then deploy it again from its file (containerlab redeploy)."""
 

@@ -85,28 +85,35 @@ def normalize(
     if isinstance(body.get("defaults"), dict):
         body["defaults"] = node_like(body["defaults"], ("topology", "defaults"))
     if isinstance(body.get("links"), list):
-        links = []
-        defined = set(body.get("nodes") or {}) if isinstance(body.get("nodes"), dict) else set()
-        for i, link in enumerate(body["links"]):
-            if isinstance(link, dict):
-                link = _link(link, ("topology", "links", i), located, notices, problems, defined, managed)
-            if isinstance(link, dict) and link.pop("_real_parent", False):
-                machine_parents = True
-                _machine_parent(data, link["parent"], ("topology", "links", i, "endpoints"), located, notices, problems)
-            if link is not None:
-                links.append(link)
-        body["links"] = links
-        uses_mgmt = any(
-            isinstance(ep, str) and ep.startswith(MGMT + ":")
-            for ln in links
-            if isinstance(ln, dict)
-            for ep in ln.get("endpoints") or []
-        )
-        if uses_mgmt and not managed and isinstance(body.get("nodes"), dict) and MGMT not in body["nodes"]:
-            body["nodes"] = {**body["nodes"], MGMT: {"kind": "bridge"}}
+        machine_parents = _links(data, body, located, notices, problems, managed)
     if machine_parents and "allow_host_interfaces" not in data:
         data = {**data, "allow_host_interfaces": True}
     return {**data, "topology": body}, problems
+
+
+def _links(data: dict, body: dict, located: Located, notices: list[Problem], problems: list[Problem], managed: bool) -> bool:
+    """``body``'s links rewritten (and the management bridge added where ``mgmt-net:IF`` endpoints need one);
+    whether any link's parent is the machine's own interface."""
+    links, machine_parents = [], False
+    defined = set(body.get("nodes") or {}) if isinstance(body.get("nodes"), dict) else set()
+    for i, link in enumerate(body["links"]):
+        if isinstance(link, dict):
+            link = _link(link, ("topology", "links", i), located, notices, problems, defined, managed)
+        if isinstance(link, dict) and link.pop("_real_parent", False):
+            machine_parents = True
+            _machine_parent(data, link["parent"], ("topology", "links", i, "endpoints"), located, notices, problems)
+        if link is not None:
+            links.append(link)
+    body["links"] = links
+    uses_mgmt = any(
+        isinstance(ep, str) and ep.startswith(MGMT + ":")
+        for ln in links
+        if isinstance(ln, dict)
+        for ep in ln.get("endpoints") or []
+    )
+    if uses_mgmt and not managed and isinstance(body.get("nodes"), dict) and MGMT not in body["nodes"]:
+        body["nodes"] = {**body["nodes"], MGMT: {"kind": "bridge"}}
+    return machine_parents
 
 
 def _machine_parent(data: dict, parent: str, path, located: Located, notices: list[Problem], problems: list[Problem]) -> None:

@@ -273,14 +273,13 @@ def _each_deployed(namespace: str, answers: dict[str, Any], pods: dict[str, str]
         raise ShareFailed(f"share {first} (pod {pods[first]}): {failed[first][0]}", pods[first], failed[first][1])
 
 
-def check_stitches(
-    kube: Cluster, lab: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str], deadline: float
-) -> None:
-    """Every cut link whose far end has an IPv4 address answers a ping across its tunnel; every pod reaches
-    every other pod's address (the underlay of the rest)."""
-
+def _probes(
+    lab: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str]
+) -> dict[str, list[tuple[str, str, str]]]:
+    """What each share pings, as (node, address, what it shows): the far end of each cut link from its near node, and
+    every other pod from the pod itself (node "")."""
     placed = parts.placement
-    probes: dict[str, list[tuple[str, str, str]]] = {s: [] for s in pods}  # share -> (node, address, what)
+    probes: dict[str, list[tuple[str, str, str]]] = {s: [] for s in pods}
     cut = {frozenset(pair) for pair in placed.cut}
     for link in lab.plan.links.values():
         if frozenset((link.a.ref, link.b.ref)) not in cut:
@@ -289,11 +288,21 @@ def check_stitches(
             if far.ipv4:
                 probes[placed.server(near.node)].append((near.node, far.ipv4[0].split("/")[0], f"{near.ref} -> {far.ref}"))
                 break
-    tries = 20  # a second or so: the far side's addresses settle
     for share in pods:
         for other, ip in addresses.items():
             if other != share:
                 probes[share].append(("", ip, f"pod {pods[share]} -> pod {pods[other]}"))
+    return probes
+
+
+def check_stitches(
+    kube: Cluster, lab: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str], deadline: float
+) -> None:
+    """Every cut link whose far end has an IPv4 address answers a ping across its tunnel; every pod reaches
+    every other pod's address (the underlay of the rest)."""
+
+    probes = _probes(lab, parts, pods, addresses)
+    tries = 20  # a second or so: the far side's addresses settle
 
     def run(share: str, pod: str) -> tuple[int, str, str]:
         lines = []

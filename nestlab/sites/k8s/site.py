@@ -8,12 +8,13 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ... import names
 from ...backends.remote.kube import Cluster, ClusterError
 from ...backends.remote.pod import PodRemote, each
 from ...engine import state, where
+from ...engine.handout import handed_out
 from ...errors import LabError
 from ...registry import SITES
 from ..elsewhere import Elsewhere
@@ -50,21 +51,24 @@ class Kubernetes(Elsewhere):
     name = "k8s"
     summary = "Kubernetes: a share per pod (in a user namespace of its own), VXLAN between the pods (nestlab k8s deploy)"
     keys = {"namespace": str, "pods": dict, "placement": dict}
-    target: Target = Target()
+    rank = 10
+
+    def __init__(self, lab: str, data: dict[str, Any], options: object = None):
+        super().__init__(lab, data, options)
+        self.target = options if isinstance(options, Target) else Target()  # where a deploy goes
 
     @classmethod
-    def on(cls, lab: str, target: Target) -> Kubernetes:
-        """A deploy of ``lab`` to the cluster ``target`` names."""
-        site = cls(lab, {})
-        site.target = target
-        return site
+    def claims(cls, blueprint: Blueprint, options: object) -> bool:
+        """A lab deployed to a cluster: chosen with a :class:`Target` (``nestlab k8s deploy``)."""
+        return isinstance(options, Target)
 
     def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create the lab's objects, give each pod its peers, wait until every share is deployed and every
         stitched link answers; all or nothing (a failure deletes every pod and names its cause).  Where and
-        how: :meth:`on`'s target."""
+        how: the :class:`Target` it was made with."""
 
-        return Deployed(partition=self._deploy(lab, self.target))
+        lab = handed_out(lab)  # planned here, to be placed
+        return Deployed(partition=self._deploy(lab, self.target), blueprint=lab)
 
     def _deploy(self, lab: Blueprint, target: Target) -> Partition:
 
