@@ -104,8 +104,7 @@ def _used(uid: int) -> bool:
 
 def pids(uids: Collection[int]) -> list[int]:
     """Live processes whose real or effective uid is one of ``uids``."""
-    wanted = set(uids)
-    return [pid for pid in procs.others() if wanted.intersection(procs.uids(pid) or ())]
+    return sorted({pid for uid in set(uids) for pid in procs.of_uid(uid)})
 
 
 def kill(lab: str) -> None:
