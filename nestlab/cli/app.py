@@ -30,6 +30,7 @@ HOLDERS: dict[str, tuple[str, ...]] = {
     "kathara": ("kathara",),
     "clab.compat": ("compat",),
     "machine": ("image", "doctor", "modes", "version", "mobility"),
+    "serve": ("serve",),
 }
 
 
