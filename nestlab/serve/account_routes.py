@@ -19,6 +19,8 @@ from .errors import ApiError
 from .labs import checked_name
 from .logins import password_ok
 
+# One answer for a wrong password, an unknown name and an account outside the groups: no oracle of either.
+REFUSED = f"Invalid username or password, or an account in none of the groups {', '.join((*accounts.USER_GROUPS, *accounts.ADMIN_GROUPS))}"
 COMPATIBLE = "0.79.0"  # the containerlab release whose commands this server's nestlab answers as (nestlab clab version)
 
 
@@ -33,24 +35,20 @@ async def health(ctx: Context, request: Request) -> Response:
 
 
 async def login(ctx: Context, request: Request) -> Response:
-    """A token for a Linux account whose password PAM accepts and whose groups let it in; 401 otherwise, 429 after
-    too many failures for the name or the address."""
+    """A token for a Linux account whose groups let it in and whose password PAM accepts; 401 otherwise (the same
+    answer whichever it was), 429 after too many failures for the name or the address."""
     body = await ctx.body(request)
     name, password = body.get("username"), body.get("password")
     if not isinstance(name, str) or not isinstance(password, str) or not name or not password:
         raise ApiError(400, "Request body must include 'username' and 'password'")
     if len(name) > 64 or len(password) > 4096 or "\x00" in name + password:
-        raise ApiError(401, "Invalid username or password")
+        raise ApiError(401, REFUSED)
     address = request.client.host if request.client else "-"
     ctx.limiter.check(name, address)
-    ok = await asyncio.to_thread(password_ok, name, password, ctx.settings.pam_service)
-    account = accounts.lookup(name) if ok else None
-    if not ok:
+    account = accounts.lookup(name)  # asked first: PAM is never asked about an account the groups keep out
+    if account is None or not await asyncio.to_thread(password_ok, name, password, ctx.settings.pam_service):
         ctx.limiter.failed(name, address)
-        raise ApiError(401, "Invalid username or password")
-    if account is None:
-        allowed = ", ".join((*accounts.USER_GROUPS, *accounts.ADMIN_GROUPS))
-        raise ApiError(401, f"user '{name}' is not allowed to use this server (in none of the groups {allowed})")
+        raise ApiError(401, REFUSED)
     return JSONResponse({"token": ctx.tokens.issue(account.name, account.uid)})
 
 
@@ -138,9 +136,13 @@ async def user(ctx: Context, request: Request) -> Response:
 
 async def users_refused(ctx: Context, request: Request) -> Response:
     """Making, changing and removing the machine's accounts: refused on purpose, for everyone."""
-    caller = ctx.caller(request)
-    if not caller.admin and request.path_params.get("name") != caller.name:
+    caller, name = ctx.caller(request), request.path_params.get("name")
+    if not caller.admin and name != caller.name:
         raise ApiError(403, "Superuser privileges required (permission denied)")
+    if name is not None and accounts.lookup(checked_name("user", name)) is None:
+        raise ApiError(404, f"User '{name}' not found (or not in a group this server allows)")
+    if name == caller.name and request.method == "DELETE":
+        raise ApiError(403, "permission denied: you cannot delete your own account")
     raise ApiError(
         403,
         "permission denied: nestlab serve does not create, change or remove the machine's accounts or passwords; an "

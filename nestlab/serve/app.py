@@ -19,6 +19,7 @@ from . import node_routes as nodes
 from .config import Settings
 from .context import Context
 from .errors import ApiError
+from .events import events
 from .terminal import terminal
 
 log = logging.getLogger("nestlab.serve")
@@ -77,6 +78,7 @@ def build(settings: Settings) -> Starlette:
         Route(path, functools.partial(handler, ctx), methods=methods) for path, handler, methods in ROUTES
     ]
     routes.append(WebSocketRoute(NODE + "/terminal", functools.partial(terminal, ctx)))
+    routes.append(WebSocketRoute("/api/v1/events", functools.partial(events, ctx)))
     return Starlette(
         routes=routes,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected},

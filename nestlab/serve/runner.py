@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from .accounts import Account
 from .errors import ApiError
@@ -61,40 +62,50 @@ def environment(who: RunAs) -> dict[str, str]:
     """The command's environment: the account's own names and a plain PATH; of the server's, only PYTHONPATH (where
     nestlab itself is) and the locale."""
     env = {"HOME": who.home, "USER": who.name, "LOGNAME": who.name, "PATH": PATH, "LANG": "C.UTF-8", "TERM": "xterm-256color"}
+    env["SHELL"] = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # a terminal's shell
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
 
 
-def credentials(who: RunAs) -> dict[str, object]:
+def credentials(who: RunAs) -> dict[str, Any]:
     """subprocess's arguments that make the child the account (setgroups, setgid, setuid in the child), or none for root."""
     if who.is_root:
         return {}
     return {"user": who.uid, "group": who.gid, "extra_groups": list(who.gids)}
 
 
+async def spawn(who: RunAs, argv: list[str], **io: Any) -> asyncio.subprocess.Process:
+    """``argv`` started as ``who`` in its home folder, in a session of its own (``io``: its standard files)."""
+    program, *args = argv
+    options = {**credentials(who), **io, "env": environment(who), "cwd": who.home if os.path.isdir(who.home) else "/"}
+    return await asyncio.create_subprocess_exec(program, *args, start_new_session=True, **options)
+
+
 async def run(who: RunAs, argv: list[str], stdin: bytes | None = None, timeout: float = 300) -> Done:
-    """Run ``argv`` as ``who`` in its home folder; its result, or 504 (the command killed) after ``timeout`` seconds."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
+    """Run ``argv`` as ``who``; its result, or 504 (the command killed) after ``timeout`` seconds."""
+    proc = await spawn(
+        who,
+        argv,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=environment(who),
-        cwd=who.home if os.path.isdir(who.home) else "/",
-        start_new_session=True,
-        **credentials(who),  # type: ignore[arg-type]
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
     except (TimeoutError, asyncio.CancelledError):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        await proc.wait()
+        await end(proc)
         raise ApiError(504, f"'{' '.join(argv[3:5])}' did not finish within {timeout:.0f} s (stopped)") from None
     return Done(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+async def end(proc: asyncio.subprocess.Process, how: int = signal.SIGKILL) -> None:
+    """``proc``'s whole session ended (``how``: the signal), and waited for."""
+    try:
+        os.killpg(proc.pid, how)
+    except ProcessLookupError:
+        pass
+    await proc.wait()
 
 
 class Nestlab:

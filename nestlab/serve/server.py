@@ -45,4 +45,4 @@ def serve(settings: Settings, force: bool = False) -> None:
     if settings.tls:
         cert, key = (settings.cert, settings.key) if settings.cert and settings.key else self_signed(settings.state)
         tls = {"ssl_certfile": cert, "ssl_keyfile": key}
-    uvicorn.run(app, host=settings.listen.host, port=settings.listen.port, log_level="info", ws="websockets", **tls)  # type: ignore[arg-type]
+    uvicorn.run(app, host=settings.listen.host, port=settings.listen.port, log_level="info", ws="websockets-sansio", **tls)  # type: ignore[arg-type]

@@ -19,7 +19,12 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from .context import Context
 from .errors import ApiError
 from .lab_routes import container_of, lab_param, short_name
-from .runner import credentials, environment
+from .runner import end, spawn
+
+
+def _controlling() -> None:
+    """Make the pseudo-terminal (standard input) the new session's controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 async def terminal(ctx: Context, ws: WebSocket) -> None:
@@ -31,16 +36,13 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
         await ws.send_denial_response(JSONResponse({"error": exc.reason}, status_code=exc.status))
         return
     leader, follower = pty.openpty()
-    env = {**environment(target.owner), "SHELL": "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"}
-    proc = await asyncio.create_subprocess_exec(
-        *ctx.nestlab.argv("shell", "--lab", lab, node),
+    proc = await spawn(
+        target.owner,
+        ctx.nestlab.argv("shell", "--lab", lab, node),
         stdin=follower,
         stdout=follower,
         stderr=follower,
-        env=env,
-        cwd=target.owner.home if os.path.isdir(target.owner.home) else "/",
-        start_new_session=True,
-        **credentials(target.owner),  # type: ignore[arg-type]
+        preexec_fn=_controlling,  # after setsid and the account's ids: job control and ^C work in the shell
     )
     os.close(follower)
     await ws.accept()
@@ -81,11 +83,7 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
             task.cancel()
         loop.remove_reader(leader)
         os.close(leader)
-        try:
-            os.killpg(proc.pid, signal.SIGHUP)
-        except ProcessLookupError:
-            pass
-        await proc.wait()
+        await end(proc, signal.SIGHUP)
         try:
             await ws.close()
         except RuntimeError:

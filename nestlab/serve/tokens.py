@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import jwt
 
+from ..errors import LabError
 from .errors import ApiError
 
 ALGORITHM = "HS256"
@@ -35,11 +36,11 @@ def secret(folder: str) -> bytes:
         with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as f:
             held = os.fstat(f.fileno())
             if held.st_uid != os.geteuid() or held.st_mode & 0o077:
-                raise ApiError(500, f"{path}: not this server's alone (owner or mode); remove it to make a new one") from None
+                raise LabError(f"{path}: not this server's alone (owner or mode); remove it to make a new one") from None
             return f.read()
-    with os.fdopen(fd, "wb") as f:
-        made = secrets.token_bytes(32)
-        f.write(made)
+    made = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as written:
+        written.write(made)
     return made
 
 
