@@ -23,10 +23,12 @@ class Limiter:
     def check(self, user: str, address: str) -> None:
         now = time.monotonic()
         for key, what in ((f"user:{user}", f"user '{user}'"), (f"addr:{address}", f"address {address}")):
-            seen = self._failed[key]
+            seen = self._failed.get(key)
             while seen and seen[0] <= now - self.window:
                 seen.popleft()
-            if len(seen) >= self.tries:
+            if seen is not None and not seen:
+                del self._failed[key]  # names tried once and long ago are not kept
+            elif seen is not None and len(seen) >= self.tries:
                 wait = int(seen[0] + self.window - now) + 1
                 raise ApiError(429, f"too many failed logins for {what}: try again in {wait} s")
 

@@ -3,15 +3,30 @@ HTTP only where asked and, off loopback, only when forced."""
 
 from __future__ import annotations
 
+import copy
 import os
+import re
+from logging import Filter, LogRecord
 from pathlib import Path
 
 import uvicorn
+from uvicorn.config import LOGGING_CONFIG
 
 from ..errors import LabError
 from .app import build
 from .config import Settings
 from .tls import self_signed
+
+_TOKEN = re.compile(r"token=[^&\s]+")
+
+
+class TokensHidden(Filter):
+    """Log lines (the access log's, a WebSocket's path) without the tokens a query string carries."""
+
+    def filter(self, record: LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_TOKEN.sub("token=...", a) if isinstance(a, str) else a for a in record.args)
+        return True
 
 
 def _closed_to_users(python: str) -> str | None:
@@ -45,4 +60,8 @@ def serve(settings: Settings, force: bool = False) -> None:
     if settings.tls:
         cert, key = (settings.cert, settings.key) if settings.cert and settings.key else self_signed(settings.state)
         tls = {"ssl_certfile": cert, "ssl_keyfile": key}
-    uvicorn.run(app, host=settings.listen.host, port=settings.listen.port, log_level="info", ws="websockets-sansio", **tls)  # type: ignore[arg-type]
+    logging = copy.deepcopy(LOGGING_CONFIG)
+    logging["filters"] = {"tokens": {"()": TokensHidden}}
+    for handler in logging["handlers"].values():
+        handler["filters"] = ["tokens"]
+    uvicorn.run(app, host=settings.listen.host, port=settings.listen.port, ws="websockets-sansio", log_config=logging, **tls)  # type: ignore[arg-type]
