@@ -61,7 +61,7 @@ async def deploy(ctx: Context, request: Request) -> Response:
             runs_as = (await ctx.labs.one(account, lab)).owner  # an administrator reconfigures the lab where it is
         except ApiError:
             pass
-    elif await ctx.labs.mine(runs_as, lab) is not None and not reconfigure:
+    elif not reconfigure and await ctx.labs.mine(runs_as, lab) is not None:
         raise ApiError(409, f"Lab '{lab}' already exists. Use 'reconfigure=true' query parameter to overwrite.")
     writer = RunAs.user(account) if runs_as.is_root else runs_as
     folder = os.path.join(writer.home, ".clab", str(document["name"]))
