@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import pwd
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,11 +62,14 @@ def deploys(server: apiserver.Server, venv: Path, user: str, token: str, as_root
     file.parent.chmod(0o755)
     file.chmod(0o644)
     api, shell = [], []
-    for _ in range(rounds):
-        api.append(_api(server, "POST", "/api/v1/labs", token, {"topologyContent": _topology(name)}))
-        _api(server, "DELETE", f"/api/v1/labs/{name}?cleanup=true", token)
-        shell.append(_shell(venv, who, "deploy", "-t", str(file)))
-        _shell(venv, who, "destroy", "--lab", name)
+    try:
+        for _ in range(rounds):
+            api.append(_api(server, "POST", "/api/v1/labs", token, {"topologyContent": _topology(name)}))
+            _api(server, "DELETE", f"/api/v1/labs/{name}?cleanup=true", token)
+            shell.append(_shell(venv, who, "deploy", "-t", str(file)))
+            _shell(venv, who, "destroy", "--lab", name)
+    finally:
+        shutil.rmtree(file.parent, ignore_errors=True)
     return min(api), min(shell)
 
 
@@ -118,7 +122,7 @@ def main() -> None:
                 print(f"  as {label:<26} {p50:7.1f} ms  {p99:7.1f} ms")
         finally:
             server.stop()
-    subprocess.run(["rm", "-rf", str(base)], check=False)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
