@@ -92,6 +92,10 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     ),
     "image": ("machine", "Root filesystems for image: nodes (runc)."),
     "mobility": ("machine", "Generate visibility graphs for dynamics: (MANETs)."),
+    "serve": (
+        "serve",
+        "Serve containerlab's REST API (clab-api-server's, which containerlab's web, desktop and VS Code apps use).",
+    ),
 }
 
 

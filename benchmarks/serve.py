@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""`nestlab serve`'s overhead (docs/serve.md): the quickstart deployed through the API against the same deploy from
+the shell, by the same ordinary user (rootless) and by root (an administrator's lab), as a ratio; then the lab list
+with LABS labs of USERS users, its p50 and p99 as one user and as an administrator (who sees them all).
+
+Users are made for the run (and removed after), the server runs from a venv of Debian's Python with nestlab[serve]
+installed from this checkout, on 127.0.0.1 over plain HTTP (TLS would time the handshake, not nestlab).
+
+Usage (root):  python benchmarks/serve.py [--rounds 5] [--labs 50] [--users 5] [--lists 200]
+               python benchmarks/serve.py --smoke      (1 round, 2 labs of 1 user, 10 lists)
+"""
+
+from __future__ import annotations
+
+import argparse
+import pwd
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from nestlab.testbeds import apiserver  # noqa: E402
+
+PASSWORD = "Bench-pass-1"
+QUICKSTART = (ROOT / "examples" / "quickstart.yml").read_text()
+
+
+def _topology(name: str) -> str:
+    return QUICKSTART.replace("name: quickstart", f"name: {name}")
+
+
+def _shell(venv: Path, user: str | None, *args: str) -> float:
+    """Seconds a nestlab command takes from the shell, as ``user`` (root when None)."""
+    command = [str(venv / "bin" / "nestlab"), *args]
+    if user:
+        command = ["runuser", "-u", user, "--", "env", f"HOME={pwd.getpwnam(user).pw_dir}", *command]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, cwd="/tmp")
+    return time.perf_counter() - started
+
+
+def _api(server: apiserver.Server, method: str, path: str, token: str, body: object = None) -> float:
+    started = time.perf_counter()
+    got = server.call(method, path, body, token)
+    if got.status != 200:
+        raise RuntimeError(f"{method} {path}: {got.status} {got.text[:500]}")
+    return time.perf_counter() - started
+
+
+def deploys(server: apiserver.Server, venv: Path, user: str, token: str, as_root: bool, rounds: int) -> tuple[float, float]:
+    """Best of ``rounds`` for a deploy of the quickstart through the API and from the shell, taking turns."""
+    name = "bench-serve-qs"
+    who = None if as_root else user
+    file = Path(tempfile.mkdtemp(prefix="bench-serve-", dir="/tmp")) / f"{name}.yml"
+    file.write_text(_topology(name))
+    file.parent.chmod(0o755)
+    file.chmod(0o644)
+    api, shell = [], []
+    try:
+        for _ in range(rounds):
+            api.append(_api(server, "POST", "/api/v1/labs", token, {"topologyContent": _topology(name)}))
+            _api(server, "DELETE", f"/api/v1/labs/{name}?cleanup=true", token)
+            shell.append(_shell(venv, who, "deploy", "-t", str(file)))
+            _shell(venv, who, "destroy", "--lab", name)
+    finally:
+        shutil.rmtree(file.parent, ignore_errors=True)
+    return min(api), min(shell)
+
+
+def lists(server: apiserver.Server, tokens: dict[str, str], labs: int, count: int, admin: str) -> dict[str, tuple[float, float]]:
+    """p50/p99 (ms) of the lab list with ``labs`` labs spread over the users, as one user and as the administrator."""
+    owners = sorted(u for u in tokens if u != admin)
+    made = []
+    for i in range(labs):
+        owner = owners[i % len(owners)]
+        name = f"bench-serve-l{i}"
+        _api(server, "POST", "/api/v1/labs", tokens[owner], {"topologyContent": _topology(name)})
+        made.append((owner, name))
+    try:
+        found = {}
+        for label, who in (("one user", owners[0]), ("administrator", admin)):
+            times = sorted(_api(server, "GET", "/api/v1/labs", tokens[who]) * 1000 for _ in range(count))
+            found[label] = (statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))])
+        return found
+    finally:
+        for owner, name in made:
+            server.call("DELETE", f"/api/v1/labs/{name}?cleanup=true", token=tokens[owner])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--labs", type=int, default=50)
+    parser.add_argument("--users", type=int, default=5)
+    parser.add_argument("--lists", type=int, default=200)
+    parser.add_argument("--smoke", action="store_true", help="the smallest run: 1 round, 2 labs of 1 user, 10 lists")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rounds, args.labs, args.users, args.lists = 1, 2, 1, 10
+    admin = "bench-serve-admin"
+    wanted = {admin: (PASSWORD, ["clab_admins"]), **{f"bench-serve-u{i}": (PASSWORD, ["clab_api"]) for i in range(args.users)}}
+    base = Path(tempfile.mkdtemp(prefix="bench-serve-", dir="/tmp"))
+    base.chmod(0o755)
+    with apiserver.users(wanted):
+        venv = apiserver.venv(ROOT, base)
+        server = apiserver.Server(venv, base / "state", "--no-tls")
+        try:
+            tokens = {user: server.login(user, PASSWORD) for user in wanted}
+            user = "bench-serve-u0"
+            print(f"quickstart deploy, best of {args.rounds}    API       shell     API/shell")
+            for label, who, as_root in (("ordinary user (rootless)", user, False), ("administrator (root)", admin, True)):
+                api, shell = deploys(server, venv, who, tokens[who], as_root, args.rounds)
+                print(f"  {label:<28} {api:6.3f} s  {shell:6.3f} s  {api / shell:5.2f}x")
+            print(f"GET /api/v1/labs, {args.labs} labs of {args.users} users, {args.lists} requests: p50 / p99")
+            for label, (p50, p99) in lists(server, tokens, args.labs, args.lists, admin).items():
+                print(f"  as {label:<26} {p50:7.1f} ms  {p99:7.1f} ms")
+        finally:
+            server.stop()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The ASGI application: clab-api-server's routes (docs/serve.md lists them), every error answered as
+``{"error": reason}`` with its status, never a stack trace."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+
+from . import account_routes as accounts
+from . import lab_routes as labs
+from . import node_routes as nodes
+from .config import Settings
+from .context import Context
+from .errors import ApiError
+from .events import events
+from .terminal import terminal
+
+log = logging.getLogger("nestlab.serve")
+Handler = Callable[[Context, Request], Awaitable[Response]]
+
+LAB = "/api/v1/labs/{lab}"
+NODE = LAB + "/nodes/{node}"
+ROUTES: list[tuple[str, Handler, list[str]]] = [
+    ("/health", accounts.health, ["GET"]),
+    ("/login", accounts.login, ["POST"]),
+    ("/logout", accounts.logout, ["POST"]),
+    ("/api/v1/health/metrics", accounts.metrics, ["GET"]),
+    ("/api/v1/version", accounts.version, ["GET"]),
+    ("/api/v1/version/check", accounts.version_check, ["GET"]),
+    ("/api/v1/users", accounts.users, ["GET"]),
+    ("/api/v1/users", accounts.users_refused, ["POST"]),
+    ("/api/v1/users/{name}", accounts.user, ["GET"]),
+    ("/api/v1/users/{name}", accounts.users_refused, ["PUT", "DELETE"]),
+    ("/api/v1/users/{name}/password", accounts.users_refused, ["PUT"]),
+    ("/api/v1/labs", labs.list_labs, ["GET"]),
+    ("/api/v1/labs", labs.deploy, ["POST"]),
+    (LAB, labs.inspect, ["GET"]),
+    (LAB, labs.redeploy, ["PUT"]),
+    (LAB, labs.destroy, ["DELETE"]),
+    (LAB + "/interfaces", labs.interfaces, ["GET"]),
+    (LAB + "/save", labs.save, ["POST"]),
+    (LAB + "/exec", labs.exec_command, ["POST"]),
+    (NODE + "/logs", nodes.logs, ["GET"]),
+    (NODE + "/ssh", nodes.ssh, ["POST"]),
+    (NODE + "/netem", nodes.netem_show, ["GET"]),
+    (NODE + "/interfaces/{interface}/netem", nodes.netem_set, ["PUT"]),
+    (NODE + "/interfaces/{interface}/netem", nodes.netem_reset, ["DELETE"]),
+]
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return JSONResponse({"error": exc.reason}, status_code=exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    reason = {404: "no such route", 405: f"method {request.method} not allowed here"}.get(exc.status_code, str(exc.detail))
+    return JSONResponse({"error": reason}, status_code=exc.status_code)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("%s %s failed", request.method, request.url.path)
+    return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"}, status_code=500)
+
+
+def build(settings: Settings) -> Starlette:
+    """The application, its state made (the JWT secret on the first start)."""
+    ctx = Context(settings)
+    routes: list[Route | WebSocketRoute] = [
+        Route(path, functools.partial(handler, ctx), methods=methods) for path, handler, methods in ROUTES
+    ]
+    routes.append(WebSocketRoute(NODE + "/terminal", functools.partial(terminal, ctx)))
+    routes.append(WebSocketRoute("/api/v1/events", functools.partial(events, ctx)))
+    return Starlette(
+        routes=routes,
+        exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected},
+    )

@@ -1,0 +1,90 @@
+"""A node's terminal over a WebSocket: ``nestlab shell`` on a pseudo-terminal, run as the lab's owner, its bytes
+both ways (a text message ``{"resize": [COLS, ROWS]}`` resizes it).  A lab not the caller's is refused before the
+handshake completes, with the reason (404)."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import pty
+import signal
+import struct
+import termios
+
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from .context import Context
+from .errors import ApiError
+from .lab_routes import container_of, lab_param, short_name
+from .runner import end, spawn
+
+
+def _controlling() -> None:
+    """Make the pseudo-terminal (standard input) the new session's controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+async def terminal(ctx: Context, ws: WebSocket) -> None:
+    try:
+        account, lab = ctx.caller(ws), lab_param(ws)
+        target = await ctx.labs.one(account, lab)
+        node = short_name(target, container_of(target, ws.path_params["node"]))
+    except ApiError as exc:
+        await ws.send_denial_response(JSONResponse({"error": exc.reason}, status_code=exc.status))
+        return
+    leader, follower = pty.openpty()
+    proc = await spawn(
+        target.owner,
+        ctx.nestlab.argv("shell", "--lab", lab, node),
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        preexec_fn=_controlling,  # after setsid and the account's ids: job control and ^C work in the shell
+    )
+    os.close(follower)
+    await ws.accept()
+    loop = asyncio.get_running_loop()
+    output: asyncio.Queue[bytes] = asyncio.Queue()
+
+    def readable() -> None:
+        try:
+            output.put_nowait(os.read(leader, 65536))
+        except OSError:
+            output.put_nowait(b"")
+
+    loop.add_reader(leader, readable)
+
+    async def pump_out() -> None:
+        while chunk := await output.get():
+            await ws.send_bytes(chunk)
+
+    async def pump_in() -> None:
+        while True:
+            message = await ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            data = message.get("bytes") or (message.get("text") or "").encode()
+            if data.startswith(b'{"resize"'):
+                cols, rows = json.loads(data)["resize"]
+                fcntl.ioctl(leader, termios.TIOCSWINSZ, struct.pack("HHHH", int(rows), int(cols), 0, 0))
+                continue
+            os.write(leader, data)
+
+    tasks = [asyncio.ensure_future(pump_out()), asyncio.ensure_future(pump_in())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        for task in tasks:
+            task.cancel()
+        loop.remove_reader(leader)
+        os.close(leader)
+        await end(proc, signal.SIGHUP)
+        try:
+            await ws.close()
+        except RuntimeError:
+            pass  # already closed by the client
