@@ -57,23 +57,7 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
 
     loop.add_reader(leader, readable)
 
-    async def pump_out() -> None:
-        while chunk := await output.get():
-            await ws.send_bytes(chunk)
-
-    async def pump_in() -> None:
-        while True:
-            message = await ws.receive()
-            if message["type"] == "websocket.disconnect":
-                return
-            data = message.get("bytes") or (message.get("text") or "").encode()
-            if data.startswith(b'{"resize"'):
-                cols, rows = json.loads(data)["resize"]
-                fcntl.ioctl(leader, termios.TIOCSWINSZ, struct.pack("HHHH", int(rows), int(cols), 0, 0))
-                continue
-            os.write(leader, data)
-
-    tasks = [asyncio.ensure_future(pump_out()), asyncio.ensure_future(pump_in())]
+    tasks = [asyncio.ensure_future(_pump_out(ws, output)), asyncio.ensure_future(_pump_in(ws, leader))]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     except WebSocketDisconnect:
@@ -88,3 +72,23 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
             await ws.close()
         except RuntimeError:
             pass  # already closed by the client
+
+
+async def _pump_out(ws: WebSocket, output: asyncio.Queue[bytes]) -> None:
+    """The terminal's output to the client, until the terminal ends (an empty read)."""
+    while chunk := await output.get():
+        await ws.send_bytes(chunk)
+
+
+async def _pump_in(ws: WebSocket, leader: int) -> None:
+    """The client's keys to the terminal, and its resizes, until the client goes."""
+    while True:
+        message = await ws.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        data = message.get("bytes") or (message.get("text") or "").encode()
+        if data.startswith(b'{"resize"'):
+            cols, rows = json.loads(data)["resize"]
+            fcntl.ioctl(leader, termios.TIOCSWINSZ, struct.pack("HHHH", int(rows), int(cols), 0, 0))
+            continue
+        os.write(leader, data)

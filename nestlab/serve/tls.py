@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from ..backends.kernel import files
+
 
 def self_signed(folder: str) -> tuple[str, str]:
     """The paths of the self-signed certificate and key in ``folder``, made (EC P-256, 10 years, this machine's name,
@@ -39,9 +41,7 @@ def self_signed(folder: str) -> tuple[str, str]:
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-    with open(cert_path, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    files.write(key_path, pem, mode=0o600)
+    files.write(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644)
     return cert_path, key_path

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import jwt
 
+from ..backends.kernel import files
 from ..errors import LabError
 from .errors import ApiError
 
@@ -39,8 +40,10 @@ def secret(folder: str) -> bytes:
                 raise LabError(f"{path}: not this server's alone (owner or mode); remove it to make a new one") from None
             return f.read()
     made = secrets.token_bytes(32)
-    with os.fdopen(fd, "wb") as written:
-        written.write(made)
+    try:
+        os.write(fd, made)  # 32 bytes: one write
+    finally:
+        os.close(fd)
     return made
 
 
@@ -75,11 +78,7 @@ class Tokens:
         now = time.time()
         self._revoked = {jti: exp for jti, exp in self._revoked.items() if exp > now}
         self._revoked[claims.jti] = claims.exp
-        temporary = self._revoked_path + ".new"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(self._revoked, f)
-        os.replace(temporary, self._revoked_path)
+        files.write(self._revoked_path, json.dumps(self._revoked), mode=0o600)
 
     def _read_revoked(self) -> dict[str, int]:
         try:

@@ -112,8 +112,11 @@ class Server:
         self.state = state
         self.log = state / "server.log"
         command = [str(venv / "bin" / "python"), "-m", "nestlab.cli.app", "serve", "--listen", f"127.0.0.1:{self.port}"]
-        with open(self.log, "ab") as log:
+        log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
             self.proc = subprocess.Popen([*command, "--state", str(state), *args], stdout=log, stderr=log, cwd="/")
+        finally:
+            os.close(log)
         self._context = ssl._create_unverified_context() if self.tls else None  # its own self-signed certificate
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
