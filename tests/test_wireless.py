@@ -3,8 +3,12 @@ until it moves in; TCP gets an 802.11g rate, less from further away, and two sen
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import select
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -213,3 +217,47 @@ def test_live_page_draws_stations_where_they_are_and_follows_a_move(lab_from, la
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_slow_control_client_holds_no_frame_and_is_cut_off(lab_from, lab_name):
+    """A client of the medium's control socket that trickles its request (one byte every 0.5 s, never ending)
+    delays no frame: pings across the medium keep their usual time; the medium cuts it off within its bound,
+    refuses a request past its size bound, and still answers the next client."""
+    from nestlab.backends.services import medium
+
+    lab = lab_from(THREE)
+    assert _ping(lab, "a", "10.70.0.2", count=2)
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.connect(medium.socket_path(lab_name, "air"))
+    cut_off: list[float] = []
+
+    def trickle() -> None:
+        began = time.monotonic()
+        with slow:
+            while time.monotonic() - began < 8:
+                try:
+                    slow.send(b" ")
+                except OSError:
+                    break  # closed by the medium
+                if select.select([slow], [], [], 0.5)[0]:
+                    break  # its answer (a refusal) or its end
+            cut_off.append(time.monotonic() - began)
+
+    writer = threading.Thread(target=trickle)
+    writer.start()
+    try:
+        code, out = _run(lab, "a", ["ping", "-c", "8", "-i", "0.2", "-W", "1", "10.70.0.2"])
+        assert code == 0 and " 0% packet loss" in out, out
+        worst = max(float(t) for t in re.findall(r"time=([\d.]+) ms", out))
+        assert worst < 200, out  # the frame loop never waited on the slow client
+    finally:
+        writer.join()
+    assert cut_off and cut_off[0] < medium.REQUEST_SECONDS + 1.5, cut_off
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as big:
+        big.connect(medium.socket_path(lab_name, "air"))
+        with contextlib.suppress(OSError):  # the medium may stop reading once it has seen too much
+            big.sendall(b" " * (medium.REQUEST_BYTES + 65536))
+            big.shutdown(socket.SHUT_WR)
+        big.settimeout(5)
+        assert b"at most" in big.recv(4096)
+    assert wireless.state(lab, "air")["stations"]["a"]["position"] == [0.0, 0.0, 0.0]
