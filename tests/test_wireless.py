@@ -42,11 +42,12 @@ def test_stations_in_range_reach_each_other_and_a_far_one_moves_in(lab_from, lab
     air = next(n for n in shown["nodes"] if n["name"] == "air")
     assert air["wireless"]["stations"]["c"]["position"] == [2500.0, 0.0, 0.0]
     assert {(p[0], p[1]) for p in air["wireless"]["pairs"]} == {("a", "b"), ("b", "a")}
-    moved = run_cli("node", "move", "--lab", lab_name, "c", "60", "0")
+    moved = run_cli("node", "move", "--lab", lab_name, "c", "-60", "-0.5")  # negative coordinates, as typed
     assert moved.returncode == 0, moved.stderr
+    assert wireless.state(lab, "air")["stations"]["c"]["position"] == [-60.0, -0.5, 0.0]
     start = time.monotonic()
     while not _ping(lab, "a", "10.70.0.3", wait=1):
-        assert time.monotonic() - start < 2, "c moved within 60 m is not reachable within 2 s"
+        assert time.monotonic() - start < 2, "c moved within 60 m of a is not reachable within 2 s"
     pairs = {(p[0], p[1]): p[2] for p in wireless.state(lab, "air")["pairs"]}
     assert pairs[("a", "c")] > 0 and pairs[("a", "b")] > pairs[("a", "c")]  # closer: a faster rate
 

@@ -58,6 +58,7 @@ PHYS = {
         40, 9, 16, 15, 28,
     ),
 }  # fmt: skip
+ACK_BYTES = 14  # an ACK frame: frame control, duration, receiver address, FCS
 MAC_OVERHEAD = 22  # bytes: an Ethernet frame becomes 802.11 header (24) + LLC/SNAP (8) + FCS (4) - Ethernet header (14)
 
 
@@ -65,18 +66,33 @@ def difs(phy: Phy) -> float:
     return phy.sifs + 2 * phy.slot
 
 
-def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
-    """Airtime of one PPDU carrying an Ethernet frame of ``nbytes`` at ``rate`` Mbit/s."""
-    bits = 8 * (nbytes + MAC_OVERHEAD)
+def ppdu_us(phy: Phy, rate: float, mac_bytes: int) -> float:
+    """Airtime of one PPDU of ``mac_bytes`` (MAC header to FCS) at ``rate`` Mbit/s."""
+    bits = 8 * mac_bytes
     if phy.dsss:
         return phy.preamble + bits / rate
     symbols = math.ceil((16 + bits + 6) / (rate * 4))  # SERVICE + data + tail, 4 µs symbols
     return phy.preamble + 4 * symbols + phy.extension
 
 
+def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
+    """Airtime of one PPDU carrying an Ethernet frame of ``nbytes`` at ``rate`` Mbit/s."""
+    return ppdu_us(phy, rate, nbytes + MAC_OVERHEAD)
+
+
 def exchange_us(phy: Phy, rate: float, nbytes: int, unicast: bool) -> float:
     """The air one attempt holds: the frame, and for unicast SIFS + ACK (DIFS and backoff come before it)."""
     return frame_us(phy, rate, nbytes) + ((phy.sifs + phy.ack_us) if unicast else 0.0)
+
+
+def eifs(phy: Phy) -> float:
+    """EIFS (802.11-2016 10.3.2.3.7): SIFS + an ACK at the lowest rate (1 Mbit/s DSSS, 6 Mbit/s OFDM) + DIFS,
+    what a station waits instead of DIFS after a frame it could not read."""
+    if phy.dsss:
+        ack = ppdu_us(phy, 1, ACK_BYTES)
+    else:  # a legacy OFDM PPDU (20 µs preamble) at 6 Mbit/s, whatever the standard's own preamble
+        ack = 20 + 4 * math.ceil((16 + 8 * ACK_BYTES + 6) / 24) + phy.extension
+    return phy.sifs + ack + difs(phy)
 
 
 def loss(margin: np.ndarray | float) -> np.ndarray | float:

@@ -189,18 +189,18 @@ class Medium:
         door = Door(control_path)
         while True:
             due = self.channel.due()
-            wait = None if due is None else max(0.0, due - time.monotonic())
+            wait = None if due is None else max(0.0, (due - time.monotonic_ns()) / 1e9)
             # select, not poll: its timeout is in microseconds (poll's whole milliseconds added about 1 ms a hop)
             ready, _, _ = select.select([raw, door.bell], [], [], wait)
             if door.bell in ready:
                 door.answer_all(self.answer)
             self._read(raw)
-            for j, frame in self.channel.run(time.monotonic()):
+            for j, frame in self.channel.run(time.monotonic_ns()):
                 with contextlib.suppress(OSError):  # a port gone down: lost, as on the air
                     raw.sendto(frame, (self.ports[j], 0))
 
     def _read(self, raw: socket.socket) -> None:
-        now = time.monotonic()
+        now = time.monotonic_ns()
         for _ in range(_BATCH):
             try:
                 frame, addr = raw.recvfrom(65536)
