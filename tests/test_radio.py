@@ -9,7 +9,7 @@ import pytest
 
 from nestlab.backends.services.channel import CW_MAX, RETRY_LIMIT, Channel
 from nestlab.model import radio
-from nestlab.model.wireless import Propagation, frequency
+from nestlab.model.wireless import MODELS, Propagation, frequency
 
 G = radio.PHYS["802.11g"]
 
@@ -31,12 +31,26 @@ def test_each_model_by_its_formula():
     # two-ray beyond the crossover (4 pi h h / lambda = 100.5 m at 1 m heights): 40 log d - 20 log(h h)
     far = np.array([[0, 0, 0], [1000, 0, 0]], dtype=float)
     assert radio.path_loss(Propagation(model="two-ray"), f, far)[0, 1] == pytest.approx(120.0, abs=0.01)
-    # ITU-R P.1238: 20 log f(MHz) + N log d + Lf - 28 (office, N = 30, two floors of 15 dB)
-    itu = 20 * math.log10(2400) + 30 * 2 + 30 - 28
-    assert loss(model="itu-indoor", floors=2) == pytest.approx(itu, abs=0.01)
+    # ITU-R P.1238: 20 log f(MHz) + N log d + Lf(n) - 28 (office, N = 30); Lf(n) = 15 + 4 (n - 1) dB for n floors
+    itu = 20 * math.log10(2400) + 30 * 2 - 28
+    assert loss(model="itu-indoor") == pytest.approx(itu, abs=0.01)
+    assert loss(model="itu-indoor", floors=1) == pytest.approx(itu + 15, abs=0.01)
+    assert loss(model="itu-indoor", floors=3) == pytest.approx(itu + 15 + 8, abs=0.01)
     shadowed = radio.path_loss(Propagation(model="log-normal", sigma=6), f, np.zeros((50, 3)) + np.arange(50)[:, None])
     assert np.allclose(shadowed, shadowed.T)  # one value per pair, both ways
     assert loss(model="log-normal", sigma=0) == loss(model="log-distance")
+
+
+def test_every_model_named_in_the_schema_has_its_formula():
+    """The schema's model names and the table of formulas are the same set (a name without a formula would fall
+    through to another's), and a name outside them is refused."""
+    from typing import get_args
+
+    from pydantic import ValidationError
+
+    assert set(radio.MODELS) == set(MODELS) == set(get_args(Propagation.model_fields["model"].annotation))
+    with pytest.raises(ValidationError, match="log-distance"):
+        Propagation(model="okumura-hata")
 
 
 def test_80211g_rates_by_signal():

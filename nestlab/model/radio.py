@@ -112,24 +112,47 @@ def friis(d: np.ndarray | float, freq: float) -> np.ndarray | float:
     return 20 * np.log10(4 * math.pi * np.asarray(d) * freq / C)
 
 
+def _friis(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    return np.asarray(friis(d, freq))
+
+
+def _log_distance(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    # never less than free space (below a reference distance over 1 m the slope would give less)
+    return np.maximum(friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference), friis(d, freq))
+
+
+def _log_normal(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    out = _log_distance(prop, freq, pos, d)
+    return out + shadowing(len(pos), prop.sigma, prop.seed) if prop.sigma else out
+
+
+def _two_ray(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    heights = np.where(pos[:, 2] > 0, pos[:, 2], prop.height)
+    hh = heights[:, None] * heights[None, :]
+    crossover = 4 * math.pi * hh * freq / C
+    return np.where(d < crossover, friis(d, freq), 40 * np.log10(d) - 20 * np.log10(hh))
+
+
+def _itu_indoor(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """ITU-R P.1238: 20 log10 f(MHz) + N log10 d + Lf(n) - 28, with Lf(n) = floor_loss + 4 (n - 1) for n >= 1
+    floors (P.1238's residential and office floor loss at 2.4 GHz: 15 + 4 (n - 1) dB), 0 on one floor."""
+    floors = prop.floor_loss + 4 * (prop.floors - 1) if prop.floors else 0.0
+    return 20 * math.log10(freq / 1e6) + prop.power_coefficient * np.log10(d) + floors - 28
+
+
+# Each propagation model's name (model/wireless.py MODELS) and its path loss in dB from the distances.
+MODELS = {
+    "friis": _friis,
+    "log-distance": _log_distance,
+    "log-normal": _log_normal,
+    "two-ray": _two_ray,
+    "itu-indoor": _itu_indoor,
+}
+
+
 def path_loss(prop: Propagation, freq: float, pos: np.ndarray) -> np.ndarray:
     """Path loss in dB between every two stations (symmetric; the diagonal is meaningless)."""
-    d = distances(pos)
-    if prop.model == "friis":
-        out = friis(d, freq)
-    elif prop.model in ("log-distance", "log-normal"):
-        # never less than free space (below a reference distance over 1 m the slope would give less)
-        out = np.maximum(friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference), friis(d, freq))
-        if prop.model == "log-normal" and prop.sigma:
-            out = out + shadowing(len(pos), prop.sigma, prop.seed)
-    elif prop.model == "two-ray":
-        heights = np.where(pos[:, 2] > 0, pos[:, 2], prop.height)
-        hh = heights[:, None] * heights[None, :]
-        crossover = 4 * math.pi * hh * freq / C
-        out = np.where(d < crossover, friis(d, freq), 40 * np.log10(d) - 20 * np.log10(hh))
-    else:  # ITU-R P.1238: 20 log10 f(MHz) + N log10 d + Lf(n) - 28
-        out = 20 * math.log10(freq / 1e6) + prop.power_coefficient * np.log10(d) + prop.floors * prop.floor_loss - 28
-    return np.asarray(out) + prop.system_loss
+    return np.asarray(MODELS[prop.model](prop, freq, pos, distances(pos))) + prop.system_loss
 
 
 def shadowing(n: int, sigma: float, seed: int) -> np.ndarray:
