@@ -100,6 +100,11 @@ def loss(margin: np.ndarray | float) -> np.ndarray | float:
     return 1.0 / (1.0 + np.exp(PER_SLOPE * (np.asarray(margin) + PER_OFFSET)))
 
 
+def loss_one(margin: float) -> float:
+    """``loss`` of one margin, without numpy (the channel's per-frame path)."""
+    return 1.0 / (1.0 + math.exp(min(PER_SLOPE * (margin + PER_OFFSET), 700.0)))
+
+
 def distances(pos: np.ndarray) -> np.ndarray:
     """Metres between every two stations (``pos``: N x 3); at least 0.1 m (no station shares a point)."""
     square = (pos * pos).sum(axis=1)

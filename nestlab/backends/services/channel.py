@@ -8,7 +8,7 @@ doubled on each retry); a frame it senses starting freezes the count (the slots 
 counted), which resumes after the next idle DIFS.  Two stations whose counts end in the same slot, or within
 a slot of each other (too soon to sense), both send.  After its frame a station draws a new backoff.
 
-Reception: every frame on the air adds its power (mW) at every station to the noise; a receiver locks on
+Reception: every frame on the air adds its power (mW) at every station to the noise (unless under 1 % of it); a receiver locks on
 a frame whose preamble it senses with SINR of 4 dB or more (ns-3's threshold preamble detection), or on a
 later one 5 dB stronger than the one it follows (frame capture), and decodes it with each stretch of it
 lost by the SINR over that stretch against the rate's threshold (the standard's sensitivity over the noise
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 RETRY_LIMIT = 7  # attempts after the first (the usual dot11LongRetryLimit)
 CW_MAX = 1023
 PREAMBLE_DB = 4.0  # SINR a preamble needs to be detected (ns-3's ThresholdPreambleDetectionModel)
+NEGLIGIBLE = 0.01  # a frame under 1 % of the noise floor at a receiver (-20 dB) adds nothing there that counts
 CAPTURE_DB = 5.0  # a later frame this much stronger takes the receiver over (ns-3's SimpleFrameCaptureModel margin)
 NS = 1000  # nanoseconds a microsecond
 _OUT = (0, 1.0, 1.0)  # a pair out of range: sent at the basic rate, never received
@@ -251,16 +252,19 @@ class Channel:
         """The chance ``k`` decodes ``tx``: the product over each stretch between other frames' starts and ends
         of (1 - loss at that stretch's SINR) to the power of the stretch's share of the frame."""
         mw = self.mw
-        others = [(o.start, o.end, mw[o.sender, k]) for o in tx.overlaps if o.sender != k and o.end > tx.start]
+        floor = self.noise_mw * NEGLIGIBLE
+        others = [
+            (o.start, o.end, p) for o in tx.overlaps if o.sender != k and o.end > tx.start and (p := mw[o.sender, k]) > floor
+        ]
         needs = self.needs[tx.rate]
         signal = mw[tx.sender, k]
         if not others:
-            return 1.0 - float(radio.loss(10 * math.log10(signal / self.noise_mw) - needs))
+            return 1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)
         cuts = sorted({tx.start, tx.end, *(t for s, e, _ in others for t in (s, e) if tx.start < t < tx.end)})
         chance, length = 1.0, tx.end - tx.start
         for a, b in itertools.pairwise(cuts):
             noise = self.noise_mw + sum(p for s, e, p in others if s < b and e > a)
-            chance *= (1.0 - float(radio.loss(10 * math.log10(signal / noise) - needs))) ** ((b - a) / length)
+            chance *= (1.0 - radio.loss_one(10 * math.log10(signal / noise) - needs)) ** ((b - a) / length)
         return chance
 
     # -- what it shows -----------------------------------------------------------------------------
