@@ -54,3 +54,17 @@ def test_an_address_moves_to_the_station_that_sends_from_it_last():
     m._read(_Port([(_frame(mac, bytes.fromhex("020000000001")), "p1")]))
     assert m.macs[mac] == 2 and m.channel.queues[1][-1][1] == 2
     assert mac not in m.owned[0]
+
+
+def test_a_medium_whose_process_ended_is_told_from_one_that_is_stuck(tmp_path, monkeypatch):
+    """No one listening at the control socket: the process ended, said with its log's last line; a socket that
+    takes the request and never answers: stuck."""
+    import socket
+
+    monkeypatch.setattr(medium, "folder", lambda lab: str(tmp_path))
+    (tmp_path / "air.log").write_text("Traceback (most recent call last):\n  ...\nMemoryError: out of memory\n\n")
+    assert medium.trouble("wl", "air") == "its process has ended: MemoryError: out of memory; redeploy the lab to start it again"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stuck:
+        stuck.bind(medium.socket_path("wl", "air"))
+        stuck.listen(1)
+        assert medium.trouble("wl", "air").startswith("not answering")

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -262,3 +265,33 @@ def test_a_slow_control_client_holds_no_frame_and_is_cut_off(lab_from, lab_name)
         big.settimeout(5)
         assert b"at most" in big.recv(4096)
     assert wireless.state(lab, "air")["stations"]["a"]["position"] == [0.0, 0.0, 0.0]
+
+
+def test_a_medium_that_ended_is_named_by_inspect_and_check(lab_from, lab_name):
+    """The medium's process dies: `nestlab inspect` says it ended (not merely "not answering") and `nestlab check`
+    names it and exits 1."""
+    lab = lab_from(THREE + "checks:\n  - reach: {from: a, to: 10.70.0.2}\n")
+    held = run_cli("check", "--lab", lab_name, "--wait", "10")
+    assert held.returncode == 0, held.stderr
+    config = f"/{lab_name}/wireless/air.json".encode()
+    pids = [
+        int(p.name) for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _quiet_read(p / "cmdline").split(b"\0")[-1].endswith(config)
+    ]  # fmt: skip
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGKILL)
+    gone = lambda: not Path(f"/proc/{pids[0]}").exists() or b") Z " in _quiet_read(Path(f"/proc/{pids[0]}/stat"))  # noqa: E731
+    assert _until(gone, 5) is not None
+    shown = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json", check=True).stdout)
+    air = next(n for n in shown["nodes"] if n["name"] == "air")
+    assert "has ended" in air["wireless"]["error"], air
+    checked = run_cli("check", "--lab", lab_name, "--wait", "1")
+    assert checked.returncode == 1 and "wireless medium air is down: its process has ended" in checked.stderr, checked.stderr
+    assert _ping(lab, "a", "10.70.0.2") is False
+
+
+def _quiet_read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""

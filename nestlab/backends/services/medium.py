@@ -81,6 +81,35 @@ def ask(lab: str, node: str, request: dict[str, Any], timeout: float = 10.0) -> 
     return answer
 
 
+def trouble(lab: str, node: str) -> str | None:
+    """Why the medium of ``node`` does not answer (None: it does): its process ended (with its log's last
+    line, which names the error) or it is stuck."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(3)
+            sock.connect(socket_path(lab, node))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return _ended(lab, node)
+    except OSError as exc:
+        return f"not answering ({exc})"
+    try:
+        ask(lab, node, {"op": "state"}, timeout=3)
+    except (LabError, OSError, ValueError) as exc:
+        return f"not answering within 3 s ({exc})"
+    return None
+
+
+def _ended(lab: str, node: str) -> str:
+    log = os.path.join(folder(lab), f"{node}.log")
+    try:
+        with open(log, "rb") as fh:  # the medium's own log, in the lab's folder: the last 4 KB are enough
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
+            last = [line for line in fh.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        last = []
+    return "its process has ended" + (f": {last[-1].strip()}" if last else "") + "; redeploy the lab to start it again"
+
+
 def plain_frames(lab: str, node: str, iface: str) -> None:
     """No checksum or segmentation offload on a station's interface: what it sends is whole, checked frames
     (a packet socket hands on neither a partial checksum nor a 64 KB segment)."""
