@@ -276,7 +276,7 @@ def test_a_medium_that_ended_is_named_by_inspect_and_check(lab_from, lab_name):
     config = f"/{lab_name}/wireless/air.json".encode()
     pids = [
         int(p.name) for p in Path("/proc").iterdir()
-        if p.name.isdigit() and _quiet_read(p / "cmdline").split(b"\0")[-1].endswith(config)
+        if p.name.isdigit() and _quiet_read(p / "cmdline").rstrip(b"\0").split(b"\0")[-1].endswith(config)
     ]  # fmt: skip
     assert len(pids) == 1, pids
     os.kill(pids[0], signal.SIGKILL)
