@@ -23,6 +23,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -125,23 +126,33 @@ def drive(lab: str, n: int, seconds: float) -> dict:
 
 
 def flood(lab: str, seconds: float) -> dict:
-    """Eight pairs 10 m apart, 3 km from each other and everyone else; UDP floods within each pair."""
+    """Eight pairs 10 m apart, 3 km from each other and everyone else; UDP floods within each pair.  A ninth pair,
+    as far from all, pings every 10 ms meanwhile: its round trips less the air's time are the delivery lateness
+    the loaded medium adds (two frames and two ACKs, about 0.25 ms of air at 54 Mbit/s)."""
     from nestlab import Lab
     from nestlab.backends.services import medium
     from nestlab.lab import wireless
 
     running = Lab.running(lab)
     pairs = [(f"s{2 * k}", f"s{2 * k + 1}") for k in range(8)]
+    probe = ("s16", "s17")
     wireless.move(
-        running, {n: [-3000.0 * (k + 1), -3000.0 + 10 * j, 0.0] for k, pair in enumerate(pairs) for j, n in enumerate(pair)}
+        running,
+        {n: [-3000.0 * (k + 1), -3000.0 + 10 * j, 0.0] for k, pair in enumerate([*pairs, probe]) for j, n in enumerate(pair)},
     )
-    address = {f"s{i}": f"10.80.0.{i + 1}" for i in range(16)}
+    address = {f"s{i}": f"10.80.0.{i + 1}" for i in range(18)}
     servers = [
         running.nodes[b].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _, b in pairs
     ]
     time.sleep(0.5)
     before = medium.ask(lab, "air", {"op": "state"})["counts"]
     pid = medium_pid(lab)
+
+    ping = ["ping", "-n", "-i", "0.01", "-w", "2", address[probe[1]]]
+    idle = _rtts(running.nodes[probe[0]].popen(ping, stdout=subprocess.PIPE, text=True).communicate()[0])
+    pinger = running.nodes[probe[0]].popen(
+        ["ping", "-n", "-i", "0.01", "-w", str(seconds), address[probe[1]]], stdout=subprocess.PIPE, text=True
+    )
 
     def run() -> None:
         clients = [running.nodes[a].popen(["iperf3", "-u", "-b", "50M", "-l", "200", "-t", str(seconds), "-c", address[b]],
@@ -155,9 +166,16 @@ def flood(lab: str, seconds: float) -> dict:
     after = medium.ask(lab, "air", {"op": "state"})["counts"]
     for s in servers:
         s.kill()
-    return {"frames_per_s_offered": (after["frames"] - before["frames"]) / took,
+    loaded = _rtts(pinger.communicate()[0])
+    return {"ping_ms_idle_p50": idle[len(idle) // 2], "ping_ms_idle_p99": idle[int(len(idle) * 0.99)],
+            "ping_ms_p50": loaded[len(loaded) // 2], "ping_ms_p99": loaded[int(len(loaded) * 0.99)],
+            "frames_per_s_offered": (after["frames"] - before["frames"]) / took,
             "frames_per_s_delivered": (after["delivered"] - before["delivered"]) / took,
             "dropped_per_s": (after["dropped"] - before["dropped"]) / took, "medium_cpu": cpu}  # fmt: skip
+
+
+def _rtts(ping_output: str) -> list[float]:
+    return sorted(float(t) for t in re.findall(r"time=([\d.]+) ms", ping_output))
 
 
 def measure_medium(n: int, seconds: float, folder: str, nestlab: list[str], user: list[str]) -> dict:
@@ -206,7 +224,7 @@ def main() -> None:
     parser.add_argument("--home", help="that user's home folder (writable by them)")
     parser.add_argument("--drive", nargs=3, metavar=("LAB", "N", "SECONDS"))
     parser.add_argument("--out", default="wireless_scale.json")
-    args = _smoke.parse(parser, sizes="16", p2p_sizes="4", seconds=1.0)  # the flood's eight pairs need 16 stations
+    args = _smoke.parse(parser, sizes="18", p2p_sizes="4", seconds=1.0)  # the flood: eight pairs and a probe pair
     if args.drive:
         print(json.dumps(drive(args.drive[0], int(args.drive[1]), float(args.drive[2]))))
         return

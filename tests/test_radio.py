@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from nestlab.backends.services.channel import Channel
+from nestlab.backends.services.channel import CW_MAX, RETRY_LIMIT, Channel
 from nestlab.model import radio
-from nestlab.model.wireless import Propagation, frequency
+from nestlab.model.wireless import MODELS, Propagation, frequency
 
 G = radio.PHYS["802.11g"]
 
@@ -31,12 +31,26 @@ def test_each_model_by_its_formula():
     # two-ray beyond the crossover (4 pi h h / lambda = 100.5 m at 1 m heights): 40 log d - 20 log(h h)
     far = np.array([[0, 0, 0], [1000, 0, 0]], dtype=float)
     assert radio.path_loss(Propagation(model="two-ray"), f, far)[0, 1] == pytest.approx(120.0, abs=0.01)
-    # ITU-R P.1238: 20 log f(MHz) + N log d + Lf - 28 (office, N = 30, two floors of 15 dB)
-    itu = 20 * math.log10(2400) + 30 * 2 + 30 - 28
-    assert loss(model="itu-indoor", floors=2) == pytest.approx(itu, abs=0.01)
+    # ITU-R P.1238: 20 log f(MHz) + N log d + Lf(n) - 28 (office, N = 30); Lf(n) = 15 + 4 (n - 1) dB for n floors
+    itu = 20 * math.log10(2400) + 30 * 2 - 28
+    assert loss(model="itu-indoor") == pytest.approx(itu, abs=0.01)
+    assert loss(model="itu-indoor", floors=1) == pytest.approx(itu + 15, abs=0.01)
+    assert loss(model="itu-indoor", floors=3) == pytest.approx(itu + 15 + 8, abs=0.01)
     shadowed = radio.path_loss(Propagation(model="log-normal", sigma=6), f, np.zeros((50, 3)) + np.arange(50)[:, None])
     assert np.allclose(shadowed, shadowed.T)  # one value per pair, both ways
     assert loss(model="log-normal", sigma=0) == loss(model="log-distance")
+
+
+def test_every_model_named_in_the_schema_has_its_formula():
+    """The schema's model names and the table of formulas are the same set (a name without a formula would fall
+    through to another's), and a name outside them is refused."""
+    from typing import get_args
+
+    from pydantic import ValidationError
+
+    assert set(radio.MODELS) == set(MODELS) == set(get_args(Propagation.model_fields["model"].annotation))
+    with pytest.raises(ValidationError, match="log-distance"):
+        Propagation(model="okumura-hata")
 
 
 def test_80211g_rates_by_signal():
@@ -69,14 +83,15 @@ def _channel(xs: list[float], prop: Propagation | None = None) -> Channel:
 
 def _saturate(ch: Channel, flows: list[tuple[int, int]], seconds: float = 2.0) -> dict[tuple[int, int], float]:
     """Keep every sender's queue full for ``seconds``; Mbit/s each flow delivers."""
-    got = dict.fromkeys(flows, 0)
-    now, step = 0.0, 0.0005
-    while now < seconds:
+    got = dict.fromkeys(flows, 0)  # broadcast flows (i, -1) are sent, not counted
+    now, step = 0, 500_000  # ns
+    while now < seconds * 1e9:
         for i, j in flows:
             while len(ch.queues[i]) < 20:
                 ch.arrive(i, bytes([i]) * 1514, j, now)
         for j, frame in ch.run(now):
-            got[(frame[0], j)] += len(frame)
+            if (frame[0], j) in got:
+                got[(frame[0], j)] += len(frame)
         now += step
     return {flow: 8 * b / seconds / 1e6 for flow, b in got.items()}
 
@@ -105,8 +120,8 @@ def test_hidden_senders_collide_at_the_station_between_them():
 
 def test_broadcast_reaches_everyone_in_range_and_nobody_beyond():
     ch = _channel([0, 30, 60, 2500])
-    ch.arrive(0, b"\xff" * 100, -1, 0.0)
-    got = {j for j, _ in ch.run(1.0)}
+    ch.arrive(0, b"\xff" * 100, -1, 0)
+    got = {j for j, _ in ch.run(10**9)}
     assert got == {1, 2}
 
 
@@ -114,3 +129,91 @@ def test_reach_is_where_the_basic_rate_fades_out():
     """20 dBm, log-distance exponent 3: heard down to -86 dBm (6 Mbit/s's -82 less 4 dB), about 157 m."""
     reach = radio.reach_m(Propagation(exponent=3), 2.412e9, G, radio.DEFAULT_NOISE_FLOOR, 20.0, 0.0)
     assert reach == pytest.approx(10 ** ((20 + 86 - radio.friis(1.0, 2.412e9)) / 30), rel=0.03)
+
+
+def bianchi(n: int, phy: radio.Phy, nbytes: int, rate: float) -> tuple[float, float]:
+    """Bianchi's saturation model (IEEE JSAC 18(3), 2000), basic access, with the retry limit (Wu et al., 2002):
+    Mbit/s of frames that n saturated stations in range of each other deliver, and the probability an attempt
+    collides.  tau (a station sends in a slot) and p (another does) solved as a fixed point: with W_i =
+    min(2^i (CWmin + 1), CWmax + 1) for attempts i = 0..retry limit, tau = sum p^i / sum p^i (W_i + 1) / 2 and
+    p = 1 - (1 - tau)^(n - 1).  A success holds the air T_s = frame + SIFS + ACK + DIFS; a collision T_c =
+    frame + EIFS (the stations that sensed it wait EIFS, the senders their ACK timeout and then the same)."""
+    windows = [min((phy.cw_min + 1) * 2**i, CW_MAX + 1) for i in range(RETRY_LIMIT + 1)]
+
+    def tau(p: float) -> float:
+        return sum(p**i for i in range(len(windows))) / sum(p**i * (w + 1) / 2 for i, w in enumerate(windows))
+
+    low, high = 0.0, 1.0
+    for _ in range(60):  # p - (1 - (1 - tau(p))^(n-1)) rises with p: bisect for its zero
+        p = (low + high) / 2
+        low, high = (low, p) if p > 1 - (1 - tau(p)) ** (n - 1) else (p, high)
+    t = tau(p)
+    busy = 1 - (1 - t) ** n
+    alone = n * t * (1 - t) ** (n - 1) / busy
+    frame = radio.frame_us(phy, rate, nbytes)
+    success, collision = frame + phy.sifs + phy.ack_us + radio.difs(phy), frame + radio.eifs(phy)
+    mbits = alone * busy * 8 * nbytes / ((1 - busy) * phy.slot + busy * alone * success + busy * (1 - alone) * collision)
+    return mbits, p
+
+
+@pytest.mark.parametrize("n", [2, 5, 10, 20, 50])
+def test_saturated_stations_share_the_air_as_bianchi_predicts(n):
+    """n stations 5 m around a receiver (54 Mbit/s, no loss but collisions), each always with a 1500-byte frame
+    for it: throughput within 3 % of Bianchi's model and the collision probability within 0.03."""
+    angle = 2 * math.pi / n
+    xs = [(0.0, 0.0)] + [(5 * math.cos(k * angle), 5 * math.sin(k * angle)) for k in range(n)]
+    pos = np.array([[x, y, 0.0] for x, y in xs])
+    ch = Channel(G, Propagation(exponent=3), 2.412e9, -91.0, pos, np.full(n + 1, 20.0), np.zeros(n + 1), seed=n)
+    assert all(ch.rate(i, 0) == 54 for i in range(1, n + 1)) and all(len(ch.hears[i]) == n for i in range(n + 1))
+    seconds, delivered = 6, 0
+    for now in range(0, seconds * 10**9, 500_000):
+        for i in range(1, n + 1):
+            while len(ch.queues[i]) < 4:
+                ch.arrive(i, bytes(1500), 0, now)
+        delivered += sum(len(frame) for _, frame in ch.run(now))
+    mbits, p = bianchi(n, G, 1500, 54)
+    failed = (ch.counts["retries"] + ch.counts["lost"]) / ch.counts["attempts"]
+    assert 8 * delivered / seconds / 1e6 == pytest.approx(mbits, rel=0.03), (8 * delivered / seconds / 1e6, mbits)
+    assert failed == pytest.approx(p, abs=0.03), (failed, p)
+
+
+def test_a_hidden_sender_35_db_weaker_leaves_a_strong_link_its_throughput():
+    """s sends to r 10 m away (-50 dBm); h, 150 m from r (-85.3 dBm there, 35 dB weaker) and hidden from s
+    (160 m), floods its own partner at full rate: r captures s's frames over h's and decodes them at 35 dB of
+    SINR, so the link keeps at least 95 % of what it carries alone."""
+    xs = [(0, 0), (10, 0), (-150, 0), (-150, -10)]  # r, s, h, h's partner
+    ch = lambda: Channel(  # noqa: E731
+        G, Propagation(exponent=3), 2.412e9, -91.0, np.array([[x, y, 0] for x, y in xs], dtype=float), np.full(4, 20.0),
+        np.zeros(4), seed=3,
+    )  # fmt: skip
+    probe = ch()
+    assert probe.links.rx[1, 0] == pytest.approx(-50, abs=0.2) and probe.links.rx[2, 0] == pytest.approx(-85.3, abs=0.2)
+    assert 2 not in probe.hears[1] and 0 in probe.hears[2]  # hidden from s; r senses it
+    alone = _saturate(ch(), [(1, 0)])[(1, 0)]
+    both = _saturate(ch(), [(1, 0), (2, 3)])
+    assert both[(1, 0)] >= 0.95 * alone, (both, alone)
+    assert both[(2, 3)] > 20, both  # h's own link is far from r and s: it carries its own
+
+
+def test_twenty_weak_senders_together_raise_the_noise():
+    """r hears s at -60 dBm (SINR 31 dB, 54 Mbit/s needs 26).  Senders on a circle 270 m away reach r at
+    -88 dBm each, below what anyone senses, hidden from each other and from s, and broadcast without end: one
+    of them costs the link little; twenty add up to -75 dBm of interference (16 dB over the noise) and the
+    link's 54 Mbit/s frames no longer get through."""
+
+    def channel(weak: int) -> Channel:
+        angle = 2 * math.pi / 20
+        pos = [[0, 0, 0], [21.5, 0, 0]] + [[270 * math.cos(k * angle), 270 * math.sin(k * angle), 0] for k in range(weak)]
+        tx = np.array([20.0, 20.0] + [40.0] * weak)
+        gain = np.array([0.0, 0.0] + [-15.0] * weak)
+        return Channel(G, Propagation(exponent=3), 2.412e9, -91.0, np.array(pos, dtype=float), tx, gain, seed=5)
+
+    probe = channel(20)
+    assert probe.links.rx[1, 0] == pytest.approx(-60, abs=0.2) and probe.links.rx[2, 0] == pytest.approx(-88, abs=0.2)
+    assert all(not probe.hears[k] for k in range(2, 22)) and probe.hears[1] == [0]  # nobody senses the weak ones
+    flows = lambda weak: [(1, 0)] + [(k, -1) for k in range(2, 2 + weak)]  # noqa: E731
+    alone = _saturate(channel(0), flows(0), seconds=1.0)[(1, 0)]
+    one = _saturate(channel(1), flows(1), seconds=1.0)[(1, 0)]
+    twenty = _saturate(channel(20), flows(20), seconds=1.0)[(1, 0)]
+    assert one > 0.8 * alone, (one, alone)
+    assert twenty < 0.2 * alone, (twenty, alone)

@@ -3,11 +3,18 @@ until it moves in; TCP gets an 802.11g rate, less from further away, and two sen
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import select
 import shutil
+import signal
+import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -38,11 +45,12 @@ def test_stations_in_range_reach_each_other_and_a_far_one_moves_in(lab_from, lab
     air = next(n for n in shown["nodes"] if n["name"] == "air")
     assert air["wireless"]["stations"]["c"]["position"] == [2500.0, 0.0, 0.0]
     assert {(p[0], p[1]) for p in air["wireless"]["pairs"]} == {("a", "b"), ("b", "a")}
-    moved = run_cli("node", "move", "--lab", lab_name, "c", "60", "0")
+    moved = run_cli("node", "move", "--lab", lab_name, "c", "-60", "-0.5")  # negative coordinates, as typed
     assert moved.returncode == 0, moved.stderr
+    assert wireless.state(lab, "air")["stations"]["c"]["position"] == [-60.0, -0.5, 0.0]
     start = time.monotonic()
     while not _ping(lab, "a", "10.70.0.3", wait=1):
-        assert time.monotonic() - start < 2, "c moved within 60 m is not reachable within 2 s"
+        assert time.monotonic() - start < 2, "c moved within 60 m of a is not reachable within 2 s"
     pairs = {(p[0], p[1]): p[2] for p in wireless.state(lab, "air")["pairs"]}
     assert pairs[("a", "c")] > 0 and pairs[("a", "b")] > pairs[("a", "c")]  # closer: a faster rate
 
@@ -213,3 +221,77 @@ def test_live_page_draws_stations_where_they_are_and_follows_a_move(lab_from, la
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_slow_control_client_holds_no_frame_and_is_cut_off(lab_from, lab_name):
+    """A client of the medium's control socket that trickles its request (one byte every 0.5 s, never ending)
+    delays no frame: pings across the medium keep their usual time; the medium cuts it off within its bound,
+    refuses a request past its size bound, and still answers the next client."""
+    from nestlab.backends.services import medium
+
+    lab = lab_from(THREE)
+    assert _ping(lab, "a", "10.70.0.2", count=2)
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow.connect(medium.socket_path(lab_name, "air"))
+    cut_off: list[float] = []
+
+    def trickle() -> None:
+        began = time.monotonic()
+        with slow:
+            while time.monotonic() - began < 8:
+                try:
+                    slow.send(b" ")
+                except OSError:
+                    break  # closed by the medium
+                if select.select([slow], [], [], 0.5)[0]:
+                    break  # its answer (a refusal) or its end
+            cut_off.append(time.monotonic() - began)
+
+    writer = threading.Thread(target=trickle)
+    writer.start()
+    try:
+        code, out = _run(lab, "a", ["ping", "-c", "8", "-i", "0.2", "-W", "1", "10.70.0.2"])
+        assert code == 0 and " 0% packet loss" in out, out
+        worst = max(float(t) for t in re.findall(r"time=([\d.]+) ms", out))
+        assert worst < 200, out  # the frame loop never waited on the slow client
+    finally:
+        writer.join()
+    assert cut_off and cut_off[0] < medium.REQUEST_SECONDS + 1.5, cut_off
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as big:
+        big.connect(medium.socket_path(lab_name, "air"))
+        with contextlib.suppress(OSError):  # the medium may stop reading once it has seen too much
+            big.sendall(b" " * (medium.REQUEST_BYTES + 65536))
+            big.shutdown(socket.SHUT_WR)
+        big.settimeout(5)
+        assert b"at most" in big.recv(4096)
+    assert wireless.state(lab, "air")["stations"]["a"]["position"] == [0.0, 0.0, 0.0]
+
+
+def test_a_medium_that_ended_is_named_by_inspect_and_check(lab_from, lab_name):
+    """The medium's process dies: `nestlab inspect` says it ended (not merely "not answering") and `nestlab check`
+    names it and exits 1."""
+    lab = lab_from(THREE + "checks:\n  - reach: {from: a, to: 10.70.0.2}\n")
+    held = run_cli("check", "--lab", lab_name, "--wait", "10")
+    assert held.returncode == 0, held.stderr
+    config = f"/{lab_name}/wireless/air.json".encode()
+    pids = [
+        int(p.name) for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _quiet_read(p / "cmdline").rstrip(b"\0").split(b"\0")[-1].endswith(config)
+    ]  # fmt: skip
+    assert len(pids) == 1, pids
+    os.kill(pids[0], signal.SIGKILL)
+    gone = lambda: not Path(f"/proc/{pids[0]}").exists() or b") Z " in _quiet_read(Path(f"/proc/{pids[0]}/stat"))  # noqa: E731
+    assert _until(gone, 5) is not None
+    shown = json.loads(run_cli("inspect", "--lab", lab_name, "--format", "json", check=True).stdout)
+    air = next(n for n in shown["nodes"] if n["name"] == "air")
+    assert "has ended" in air["wireless"]["error"], air
+    checked = run_cli("check", "--lab", lab_name, "--wait", "1")
+    assert checked.returncode == 1 and "wireless medium air is down: its process has ended" in checked.stderr, checked.stderr
+    assert _ping(lab, "a", "10.70.0.2") is False
+
+
+def _quiet_read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""

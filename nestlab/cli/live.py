@@ -230,7 +230,7 @@ def node_set(
         err.print(f"node {node}: limits now " + ", ".join(f"{k}={v}" for k, v in limits.items()))
 
 
-@node_app.command("move")
+@node_app.command("move", context_settings={"ignore_unknown_options": True})  # -15 is a coordinate, not an option
 def node_move(
     node: str = typer.Argument(..., help="A station: a node linked to a wireless medium (kind: wireless)."),
     x: float = typer.Argument(..., help="Metres east."),
@@ -240,8 +240,8 @@ def node_move(
     lab: str | None = LabOpt,
 ):
     """Put a wireless station somewhere else, live: its medium recomputes every pair's signal, rate and
-    range at once (docs/wireless.md).  A negative coordinate goes after --, e.g.
-    nestlab node move --lab wl c -- -40 10.   Example: nestlab node move --lab wl c 60 0
+    range at once (docs/wireless.md).  Coordinates may be negative as typed.
+    Example: nestlab node move --lab wl c 60 -15
     """
     with reported():
         the_lab = resolve(topo, lab)

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from ..backends.kernel import files
 from ..errors import LabError
+from ..lab.wireless import troubles
 from ..verify.checks import junit as to_junit
 from ..verify.checks import run
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, notices, out, reported, resolve
@@ -32,7 +33,8 @@ def check(
 ):
     """Run the lab's checks: (docs/checks.md) and report, for each, whether it holds, what it saw and when it
     first held: in seconds after the deploy (this command deploys a lab given by -t that is not running) or
-    after the lab's last change.  Exit 0: every check holds; 1: some do not; 2: the file is wrong.
+    after the lab's last change; a wireless medium whose process ended is named with its last error.
+    Exit 0: every check holds; 1: some do not, or a medium is down; 2: the file is wrong.
 
     Example: nestlab check -t lab.yml --wait 90 --junit checks.xml
     A lab an operator made (a NestLab): nestlab check --lab nl-demo --kubeconfig kc.yaml
@@ -53,7 +55,12 @@ def check(
             if changed is None:
                 raise LabError(f"lab {found.name} is not running: give -t FILE to deploy and check it")
             since = changed
+        down = {} if kubeconfig or namespace else troubles(found)  # a cluster's media are its pods' (nestlab k8s)
+        for medium, why in down.items():
+            err.line(f"lab {found.name}: the wireless medium {medium} is down: {why}")
         checks = found.topology.checks
+        if not checks and down:
+            raise typer.Exit(1)
         if not checks:
             raise LabError(f"lab {found.name} has no checks: section (docs/checks.md)")
         try:
@@ -78,5 +85,5 @@ def check(
             out.print(table)
         failed = [r for r in results if not r.held]
         err.line(f"lab {found.name}: {len(results) - len(failed)} of {len(results)} checks hold")
-        if failed:
+        if failed or down:
             raise typer.Exit(1)

@@ -57,6 +57,11 @@ def paused(lab: str, node: str, interfaces: list[str], own_net: bool, stop: bool
     return spent
 
 
+def medium_trouble(lab: str, node: str) -> str | None:
+    """Why the wireless medium of ``node`` does not answer (None: it does)."""
+    return medium.trouble(lab, node)
+
+
 def ask_medium(lab: str, node: str, request: dict[str, Any]) -> dict[str, Any]:
     """Send one request to the running wireless medium of ``node`` and return its answer."""
     return medium.ask(lab, node, request)

@@ -109,7 +109,8 @@ class Wireless(Switch):
         try:
             state = medium.ask(lab, node.name, {"op": "state"}, timeout=3)
         except LabError as exc:
-            return {"wireless": {"error": str(exc)}, "detail": "medium not answering"}
+            why = medium.trouble(lab, node.name) or str(exc)
+            return {"wireless": {"error": why}, "detail": f"medium down: {why}"}
         config = json.loads(node.text("medium"))
         detail = f"{state['standard']}, {len(state['stations'])} stations, {config['propagation'].get('model', 'log-distance')}"
         return {"wireless": state, "detail": detail}

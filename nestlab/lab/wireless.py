@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine import events
-from ..engine.running import ask_medium
+from ..engine.running import ask_medium, medium_trouble
 from ..errors import LabError
 
 if TYPE_CHECKING:
@@ -45,6 +45,12 @@ def move(lab: Lab, positions: dict[str, list[float]]) -> list[str]:
             _logged(lab, name, mine, (time.monotonic() - began) * 1000, None)
             changed.append(name)
     return changed
+
+
+def troubles(lab: Lab) -> dict[str, str]:
+    """Each wireless medium of the lab that does not answer, with why (its process ended, with its last error)."""
+    found = {name: medium_trouble(lab.name, name) for name in media(lab)}
+    return {name: why for name, why in found.items() if why}
 
 
 def state(lab: Lab, name: str) -> dict[str, Any]:

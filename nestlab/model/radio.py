@@ -58,6 +58,7 @@ PHYS = {
         40, 9, 16, 15, 28,
     ),
 }  # fmt: skip
+ACK_BYTES = 14  # an ACK frame: frame control, duration, receiver address, FCS
 MAC_OVERHEAD = 22  # bytes: an Ethernet frame becomes 802.11 header (24) + LLC/SNAP (8) + FCS (4) - Ethernet header (14)
 
 
@@ -65,13 +66,18 @@ def difs(phy: Phy) -> float:
     return phy.sifs + 2 * phy.slot
 
 
-def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
-    """Airtime of one PPDU carrying an Ethernet frame of ``nbytes`` at ``rate`` Mbit/s."""
-    bits = 8 * (nbytes + MAC_OVERHEAD)
+def ppdu_us(phy: Phy, rate: float, mac_bytes: int) -> float:
+    """Airtime of one PPDU of ``mac_bytes`` (MAC header to FCS) at ``rate`` Mbit/s."""
+    bits = 8 * mac_bytes
     if phy.dsss:
         return phy.preamble + bits / rate
     symbols = math.ceil((16 + bits + 6) / (rate * 4))  # SERVICE + data + tail, 4 µs symbols
     return phy.preamble + 4 * symbols + phy.extension
+
+
+def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
+    """Airtime of one PPDU carrying an Ethernet frame of ``nbytes`` at ``rate`` Mbit/s."""
+    return ppdu_us(phy, rate, nbytes + MAC_OVERHEAD)
 
 
 def exchange_us(phy: Phy, rate: float, nbytes: int, unicast: bool) -> float:
@@ -79,9 +85,24 @@ def exchange_us(phy: Phy, rate: float, nbytes: int, unicast: bool) -> float:
     return frame_us(phy, rate, nbytes) + ((phy.sifs + phy.ack_us) if unicast else 0.0)
 
 
+def eifs(phy: Phy) -> float:
+    """EIFS (802.11-2016 10.3.2.3.7): SIFS + an ACK at the lowest rate (1 Mbit/s DSSS, 6 Mbit/s OFDM) + DIFS,
+    what a station waits instead of DIFS after a frame it could not read."""
+    if phy.dsss:
+        ack = ppdu_us(phy, 1, ACK_BYTES)
+    else:  # a legacy OFDM PPDU (20 µs preamble) at 6 Mbit/s, whatever the standard's own preamble
+        ack = 20 + 4 * math.ceil((16 + 8 * ACK_BYTES + 6) / 24) + phy.extension
+    return phy.sifs + ack + difs(phy)
+
+
 def loss(margin: np.ndarray | float) -> np.ndarray | float:
     """Frame loss from the signal's margin over a rate's threshold, in dB."""
     return 1.0 / (1.0 + np.exp(PER_SLOPE * (np.asarray(margin) + PER_OFFSET)))
+
+
+def loss_one(margin: float) -> float:
+    """``loss`` of one margin, without numpy (the channel's per-frame path)."""
+    return 1.0 / (1.0 + math.exp(min(PER_SLOPE * (margin + PER_OFFSET), 700.0)))
 
 
 def distances(pos: np.ndarray) -> np.ndarray:
@@ -96,24 +117,47 @@ def friis(d: np.ndarray | float, freq: float) -> np.ndarray | float:
     return 20 * np.log10(4 * math.pi * np.asarray(d) * freq / C)
 
 
+def _friis(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    return np.asarray(friis(d, freq))
+
+
+def _log_distance(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    # never less than free space (below a reference distance over 1 m the slope would give less)
+    return np.maximum(friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference), friis(d, freq))
+
+
+def _log_normal(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    out = _log_distance(prop, freq, pos, d)
+    return out + shadowing(len(pos), prop.sigma, prop.seed) if prop.sigma else out
+
+
+def _two_ray(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    heights = np.where(pos[:, 2] > 0, pos[:, 2], prop.height)
+    hh = heights[:, None] * heights[None, :]
+    crossover = 4 * math.pi * hh * freq / C
+    return np.where(d < crossover, friis(d, freq), 40 * np.log10(d) - 20 * np.log10(hh))
+
+
+def _itu_indoor(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """ITU-R P.1238: 20 log10 f(MHz) + N log10 d + Lf(n) - 28, with Lf(n) = floor_loss + 4 (n - 1) for n >= 1
+    floors (P.1238's residential and office floor loss at 2.4 GHz: 15 + 4 (n - 1) dB), 0 on one floor."""
+    floors = prop.floor_loss + 4 * (prop.floors - 1) if prop.floors else 0.0
+    return 20 * math.log10(freq / 1e6) + prop.power_coefficient * np.log10(d) + floors - 28
+
+
+# Each propagation model's name (model/wireless.py MODELS) and its path loss in dB from the distances.
+MODELS = {
+    "friis": _friis,
+    "log-distance": _log_distance,
+    "log-normal": _log_normal,
+    "two-ray": _two_ray,
+    "itu-indoor": _itu_indoor,
+}
+
+
 def path_loss(prop: Propagation, freq: float, pos: np.ndarray) -> np.ndarray:
     """Path loss in dB between every two stations (symmetric; the diagonal is meaningless)."""
-    d = distances(pos)
-    if prop.model == "friis":
-        out = friis(d, freq)
-    elif prop.model in ("log-distance", "log-normal"):
-        # never less than free space (below a reference distance over 1 m the slope would give less)
-        out = np.maximum(friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference), friis(d, freq))
-        if prop.model == "log-normal" and prop.sigma:
-            out = out + shadowing(len(pos), prop.sigma, prop.seed)
-    elif prop.model == "two-ray":
-        heights = np.where(pos[:, 2] > 0, pos[:, 2], prop.height)
-        hh = heights[:, None] * heights[None, :]
-        crossover = 4 * math.pi * hh * freq / C
-        out = np.where(d < crossover, friis(d, freq), 40 * np.log10(d) - 20 * np.log10(hh))
-    else:  # ITU-R P.1238: 20 log10 f(MHz) + N log10 d + Lf(n) - 28
-        out = 20 * math.log10(freq / 1e6) + prop.power_coefficient * np.log10(d) + prop.floors * prop.floor_loss - 28
-    return np.asarray(out) + prop.system_loss
+    return np.asarray(MODELS[prop.model](prop, freq, pos, distances(pos))) + prop.system_loss
 
 
 def shadowing(n: int, sigma: float, seed: int) -> np.ndarray:

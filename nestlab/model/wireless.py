@@ -39,7 +39,7 @@ class Propagation(_Strict):
     height: float = Field(default=1.0, gt=0, description="two-ray: antenna height in metres of a station placed at z = 0")
     power_coefficient: float = Field(default=30.0, gt=0, description="itu-indoor: N, the distance power loss coefficient")
     floors: int = Field(default=0, ge=0, le=50, description="itu-indoor: floors between every two stations")
-    floor_loss: float = Field(default=15.0, ge=0, description="itu-indoor: dB lost per floor crossed")
+    floor_loss: float = Field(default=15.0, ge=0, description="itu-indoor: dB lost at the first floor crossed (4 more each next)")
     seed: int = Field(default=1, description="log-normal: seed of the per-pair shadowing")
 
 

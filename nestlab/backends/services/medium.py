@@ -4,7 +4,8 @@ station's link ends as an ordinary veth port (docs/wireless.md).
 It reads every frame a station sends from one packet socket on all the namespace's ports, and hands it
 to the channel (channel.py: airtime, collisions, loss); at each frame's end it writes it to the ports of
 the stations that receive it.  A unix socket in the lab's folder (owner only) takes new positions and
-answers what the medium holds (``nestlab node move``, mobility, ``inspect``).  Started with
+answers what the medium holds (``nestlab node move``, mobility, ``inspect``): a thread of its own reads each
+request, bounded in size and time, so a slow or silent client never holds a frame.  Started with
 ``python -m nestlab.backends.services.medium CONFIG``; it ends with its node's namespace.
 """
 
@@ -16,11 +17,14 @@ import fcntl
 import json
 import math
 import os
+import queue
 import select
 import socket
 import struct
 import sys
+import threading
 import time
+from collections import deque
 from typing import Any
 
 from ... import names
@@ -33,6 +37,9 @@ SIOCETHTOOL = 0x8946
 ETHTOOL_STXCSUM, ETHTOOL_STSO, ETHTOOL_SGSO = 0x17, 0x1F, 0x24
 _READY_S = 10.0
 _BATCH = 512  # frames read before the channel runs again
+REQUEST_BYTES = 4 << 20  # a control request's most (a move of 1000 stations is about 60 KB)
+REQUEST_SECONDS = 2.0  # a control client's whole time to send its request, and again to read the answer
+MACS_PER_STATION = 8  # source addresses one station's port may own at once (the oldest is forgotten)
 
 
 def folder(lab: str) -> str:
@@ -72,6 +79,35 @@ def ask(lab: str, node: str, request: dict[str, Any], timeout: float = 10.0) -> 
     if "error" in answer:
         raise LabError(f"wireless medium {node}: {answer['error']}")
     return answer
+
+
+def trouble(lab: str, node: str) -> str | None:
+    """Why the medium of ``node`` does not answer (None: it does): its process ended (with its log's last
+    line, which names the error) or it is stuck."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(3)
+            sock.connect(socket_path(lab, node))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return _ended(lab, node)
+    except OSError as exc:
+        return f"not answering ({exc})"
+    try:
+        ask(lab, node, {"op": "state"}, timeout=3)
+    except (LabError, OSError, ValueError) as exc:
+        return f"not answering within 3 s ({exc})"
+    return None
+
+
+def _ended(lab: str, node: str) -> str:
+    log = os.path.join(folder(lab), f"{node}.log")
+    try:
+        with open(log, "rb") as fh:  # the medium's own log, in the lab's folder: the last 4 KB are enough
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
+            last = [line for line in fh.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        last = []
+    return "its process has ended" + (f": {last[-1].strip()}" if last else "") + "; redeploy the lab to start it again"
 
 
 def plain_frames(lab: str, node: str, iface: str) -> None:
@@ -115,7 +151,8 @@ class Medium:
             np.array([s["antenna_gain"] for s in self.stations], dtype=float),
             queue=config.get("queue", 100),
         )
-        self.macs: dict[bytes, int] = {}
+        self.macs: dict[bytes, int] = {}  # source MAC -> station: at most MACS_PER_STATION per station
+        self.owned: list[deque[bytes]] = [deque() for _ in self.names]
         self.reaches: dict[tuple[float, float], float] = {}  # (tx power, gain) -> metres heard at all
         self.moves = 0
 
@@ -152,6 +189,7 @@ class Medium:
             "pairs": pairs,
             "counts": ch.counts,
             "moves": self.moves,
+            "addresses": len(self.macs),
         }
 
     def _reach(self, i: int) -> float:
@@ -177,28 +215,21 @@ class Medium:
         with contextlib.suppress(OSError):
             raw.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE: bursts wait in the socket, not lost
         raw.setblocking(False)
-        ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        tmp = control_path + ".new"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        ctl.bind(tmp)
-        os.chmod(tmp, 0o600)
-        ctl.listen(16)
-        os.rename(tmp, control_path)  # it exists only once it listens
+        door = Door(control_path)
         while True:
             due = self.channel.due()
-            wait = None if due is None else max(0.0, due - time.monotonic())
+            wait = None if due is None else max(0.0, (due - time.monotonic_ns()) / 1e9)
             # select, not poll: its timeout is in microseconds (poll's whole milliseconds added about 1 ms a hop)
-            ready, _, _ = select.select([raw, ctl], [], [], wait)
-            if ctl in ready:
-                self._control(ctl)
+            ready, _, _ = select.select([raw, door.bell], [], [], wait)
+            if door.bell in ready:
+                door.answer_all(self.answer)
             self._read(raw)
-            for j, frame in self.channel.run(time.monotonic()):
+            for j, frame in self.channel.run(time.monotonic_ns()):
                 with contextlib.suppress(OSError):  # a port gone down: lost, as on the air
                     raw.sendto(frame, (self.ports[j], 0))
 
     def _read(self, raw: socket.socket) -> None:
-        now = time.monotonic()
+        now = time.monotonic_ns()
         for _ in range(_BATCH):
             try:
                 frame, addr = raw.recvfrom(65536)
@@ -207,21 +238,94 @@ class Medium:
             i = self.index.get(addr[0])
             if i is None:
                 continue
-            self.macs[frame[6:12]] = i
+            source = frame[6:12]
+            if self.macs.get(source) != i and not source[0] & 1:  # a group address is no one's
+                self._learn(i, source)
             dst = -1 if frame[0] & 1 else self.macs.get(frame[0:6], -1)
             self.channel.arrive(i, frame, dst, now)
 
-    def _control(self, ctl: socket.socket) -> None:
-        conn, _ = ctl.accept()
-        with conn:
-            conn.settimeout(2)
+    def _learn(self, i: int, mac: bytes) -> None:
+        """Station ``i`` sends from ``mac``: frames to it go to ``i``; a station owns at most MACS_PER_STATION
+        addresses (the oldest forgotten), so a station spraying source addresses cannot grow the table."""
+        before = self.macs.get(mac)
+        if before is not None:
+            self.owned[before].remove(mac)
+        owned = self.owned[i]
+        if len(owned) >= MACS_PER_STATION:
+            del self.macs[owned.popleft()]
+        owned.append(mac)
+        self.macs[mac] = i
+
+
+class Door:
+    """The control socket, served by a thread of its own: it reads each request (at most REQUEST_BYTES, within
+    REQUEST_SECONDS), hands it to the frame loop through a queue and rings ``bell``; the loop answers between
+    frames and the thread writes the answer back (within REQUEST_SECONDS).  A slow, silent or oversized client
+    costs the loop nothing, and other clients wait at most that long."""
+
+    def __init__(self, path: str) -> None:
+        self.requests: queue.Queue[tuple[dict[str, Any], queue.Queue[dict[str, Any]]]] = queue.Queue()
+        self.bell, self._ring = socket.socketpair()
+        self.bell.setblocking(False)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        tmp = path + ".new"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        listener.bind(tmp)
+        os.chmod(tmp, 0o600)
+        listener.listen(16)
+        os.rename(tmp, path)  # it exists only once it listens
+        threading.Thread(target=self._serve, args=(listener,), name="control", daemon=True).start()
+
+    def answer_all(self, answer) -> None:
+        """In the frame loop: answer every request waiting (``answer``: request -> reply)."""
+        with contextlib.suppress(BlockingIOError):
+            self.bell.recv(4096)
+        while not self.requests.empty():
+            request, reply = self.requests.get_nowait()
             try:
-                data = b"".join(iter(lambda: conn.recv(65536), b""))
-                reply = self.answer(json.loads(data))
+                reply.put(answer(request))
             except Exception as exc:  # a bad request is answered, never the medium's end
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            with contextlib.suppress(OSError):
-                conn.sendall(json.dumps(reply).encode())
+                reply.put({"error": f"{type(exc).__name__}: {exc}"})
+
+    def _serve(self, listener: socket.socket) -> None:
+        while True:
+            conn, _ = listener.accept()
+            with conn:
+                try:
+                    request = json.loads(_bounded_read(conn))
+                    if not isinstance(request, dict):
+                        raise ValueError("a request is a JSON object")
+                except (OSError, ValueError) as exc:
+                    answer = {"error": f"{type(exc).__name__}: {exc}"}
+                else:
+                    reply: queue.Queue[dict[str, Any]] = queue.Queue(1)
+                    self.requests.put((request, reply))
+                    self._ring.send(b".")
+                    answer = reply.get()
+                with contextlib.suppress(OSError):
+                    conn.settimeout(REQUEST_SECONDS)
+                    conn.sendall(json.dumps(answer).encode())
+
+
+def _bounded_read(conn: socket.socket) -> bytes:
+    """A client's whole request, up to its end of writing: refused past REQUEST_BYTES or REQUEST_SECONDS."""
+    deadline = time.monotonic() + REQUEST_SECONDS
+    data = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"a request takes at most {REQUEST_SECONDS:g} s to send")
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(65536)
+        except TimeoutError:
+            raise TimeoutError(f"a request takes at most {REQUEST_SECONDS:g} s to send") from None
+        if not chunk:
+            return bytes(data)
+        data += chunk
+        if len(data) > REQUEST_BYTES:
+            raise ValueError(f"a request is at most {REQUEST_BYTES} bytes")
 
 
 if __name__ == "__main__":
