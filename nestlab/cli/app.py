@@ -58,7 +58,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "fidelity-sample": ("observe", None),
     "check": (
         "verify",
-        "Run the lab's checks: (docs/checks.md) and report, for each, whether it holds, what it saw and when it first held: in seconds after the deploy (this command deploys a lab given by -t that is not running) or after the lab's last change. Exit 0: every check holds; 1: some do not; 2: the file is wrong.",
+        "Run the lab's checks: (docs/checks.md) and report, for each, whether it holds, what it saw and when it first held: in seconds after the deploy (this command deploys a lab given by -t that is not running) or after the lab's last change; a wireless medium whose process ended is named with its last error. Exit 0: every check holds; 1: some do not, or a medium is down; 2: the file is wrong.",
     ),
     "report": ("bench", "Regenerate report.html of a results folder (e.g. after upgrading nestlab)."),
     "compare": (

@@ -80,11 +80,6 @@ def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
     return ppdu_us(phy, rate, nbytes + MAC_OVERHEAD)
 
 
-def exchange_us(phy: Phy, rate: float, nbytes: int, unicast: bool) -> float:
-    """The air one attempt holds: the frame, and for unicast SIFS + ACK (DIFS and backoff come before it)."""
-    return frame_us(phy, rate, nbytes) + ((phy.sifs + phy.ack_us) if unicast else 0.0)
-
-
 def eifs(phy: Phy) -> float:
     """EIFS (802.11-2016 10.3.2.3.7): SIFS + an ACK at the lowest rate (1 Mbit/s DSSS, 6 Mbit/s OFDM) + DIFS,
     what a station waits instead of DIFS after a frame it could not read."""
