@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import LabError
-from ..plugins import Draft
+from ..plugins import Draft, Keys
 from .base import Switch, register
 
 if TYPE_CHECKING:
@@ -25,33 +25,26 @@ if TYPE_CHECKING:
 DEFAULTS = {"standard": "802.11g", "noise_floor": -91.0, "tx_power": 20.0, "antenna_gain": 0.0}
 
 
-class _Keys(Mapping[str, tuple[Any, dict[str, Any]]]):
-    """model/wireless.py's table of the medium's keys (or a station's), read from it when first asked: its types
-    are pydantic models, and pydantic (0.05 s) is loaded to check a topology, not to look at a running lab."""
+def _medium_keys() -> Mapping[str, tuple[Any, dict[str, Any]]]:
+    """model/wireless.py's table of the medium's keys, read when first asked: its types are pydantic models, and
+    pydantic (0.05 s) is loaded to check a topology, not to look at a running lab."""
+    from ..model import wireless
 
-    def __init__(self, station: bool) -> None:
-        self._station = station
+    return wireless.MEDIUM_KEYS
 
-    def _keys(self) -> Mapping[str, tuple[Any, dict[str, Any]]]:
-        from ..model import wireless
 
-        return wireless.STATION_KEYS if self._station else wireless.MEDIUM_KEYS
+def _station_keys() -> Mapping[str, tuple[Any, dict[str, Any]]]:
+    """A station's keys (on the link to the medium), as :func:`_medium_keys`."""
+    from ..model import wireless
 
-    def __getitem__(self, key: str) -> tuple[Any, dict[str, Any]]:
-        return self._keys()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys())
-
-    def __len__(self) -> int:
-        return len(self._keys())
+    return wireless.STATION_KEYS
 
 
 class Wireless(Switch):
     name = "wireless"
     summary = "a wireless medium: stations linked to it hear each other by distance, at their signal's rate, sharing airtime"
-    options = _Keys(station=False)
-    node_options = _Keys(station=True)
+    options = Keys(_medium_keys)
+    node_options = Keys(_station_keys)
     takes_ports = True  # each new port's station loses its offloads, a station made anew alone too
 
     def check(self, spec: NodeSpec) -> list[tuple[tuple[str | int, ...], str]]:
