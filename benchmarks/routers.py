@@ -60,7 +60,7 @@ def ring(case: str, n: int) -> Lab:
 
 def frr_alone(n: int) -> float:
     """Seconds to start FRR (frr.START) in N bare network and mount namespaces at once, each with
-    its own /etc/frr and /run/frr; the daemons are killed (their namespaces go with them)."""
+    its own /etc/frr, /run/frr and the folder it starts from (frr.BOOT_DIR); the daemons are killed (their namespaces go with them)."""
     etc = tempfile.mkdtemp(prefix="nestlab-frr-alone-")
     files = {
         "frr.conf": OSPF,
@@ -75,8 +75,9 @@ def frr_alone(n: int) -> float:
     for path in [etc, *(os.path.join(etc, f) for f in files)]:
         os.chown(path, uid, gid)
     script = (
-        f"ip link set lo up && mount -t tmpfs -o mode=755,uid={uid},gid={gid} tmpfs {frr.RUN_DIR} && "
-        f"mount --bind {etc} {frr.CONFIG_DIR} && ( {frr.START} ) >/dev/null 2>&1; cat {frr.RUN_DIR}/*.pid"
+        f"ip link set lo up && mount -t tmpfs tmpfs /run && mkdir -p {frr.RUN_DIR} {frr.BOOT_DIR} && "
+        f"mount -t tmpfs -o mode=755,uid={uid},gid={gid} tmpfs {frr.RUN_DIR} && mount --bind {etc} {frr.CONFIG_DIR} && "
+        f"mount --bind {etc} {frr.BOOT_DIR} && ( {frr.START} ) >/dev/null 2>&1; cat {frr.RUN_DIR}/*.pid"
     )
     pids: list[str] = []
     try:

@@ -151,7 +151,7 @@ def flood(lab: str, seconds: float) -> dict:
     ping = ["ping", "-n", "-i", "0.01", "-w", "2", address[probe[1]]]
     idle = _rtts(running.nodes[probe[0]].popen(ping, stdout=subprocess.PIPE, text=True).communicate()[0])
     pinger = running.nodes[probe[0]].popen(
-        ["ping", "-n", "-i", "0.01", "-w", str(seconds), address[probe[1]]], stdout=subprocess.PIPE, text=True
+        ["ping", "-n", "-i", "0.01", "-w", str(max(1, round(seconds))), address[probe[1]]], stdout=subprocess.PIPE, text=True
     )
 
     def run() -> None:

@@ -86,8 +86,9 @@ def accepts_or_refuses(path) -> None:
 
     try:
         lab = Lab.from_file(path)
-        sites.chosen(lab.blueprint).check(lab.blueprint, machine=False)  # what deploy checks of the file (pins, placement)
-        schedule.timeline(lab)
+        site = sites.chosen(lab.blueprint)
+        checked = site.check(lab.blueprint, machine=False)  # what deploy checks of the file (pins, placement)
+        schedule.timeline(Lab.of(checked, site))  # what `nestlab run` plays, from the lab as planned to be made
     except TopologyError as exc:
         event("refused")
         placed(exc)

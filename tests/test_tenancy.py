@@ -22,6 +22,7 @@ from conftest import leftovers, run_cli
 
 from nestlab import names
 from nestlab.engine import access, etc_hosts, state
+from nestlab.engine.handout import handed_out
 from nestlab.errors import LabError
 from nestlab.lab.lab import Lab
 
@@ -271,8 +272,9 @@ def test_a_lab_folders_parent_swapped_for_a_link_gets_nothing_written_or_removed
     for path in (home, home / "labs", topo):
         os.chown(path, NOBODY, NOBODY)
     lab = Lab.from_file(topo)
-    nodes = access.managed(lab.blueprint)
-    folder = access.lab_folder(lab.blueprint)
+    blueprint = handed_out(lab.blueprint)  # planned against the management network's leases, as a deploy plans it
+    nodes = access.managed(blueprint)
+    folder = access.lab_folder(blueprint)
     os.makedirs(names.lab_dir(lab_name), exist_ok=True)
     real = os.open(home / "labs", os.O_RDONLY | os.O_DIRECTORY)  # the real folder, whatever its name at the moment
     swapper = subprocess.Popen(as_nobody(SWAPPER, str(home), str(victim), "100000"), cwd="/", start_new_session=True)
@@ -280,7 +282,7 @@ def test_a_lab_folders_parent_swapped_for_a_link_gets_nothing_written_or_removed
     try:
         for _ in range(200):
             try:
-                access._files(lab.blueprint, folder, nodes)
+                access._files(blueprint, folder, nodes)
             except (LabError, OSError):
                 refused += 1
             else:  # a write not refused reached the real folder: the lab directory with its inventory
