@@ -87,7 +87,7 @@ def _saturate(ch: Channel, flows: list[tuple[int, int]], seconds: float = 2.0) -
     now, step = 0, 500_000  # ns
     while now < seconds * 1e9:
         for i, j in flows:
-            while len(ch.queues[i]) < 20:
+            while ch.queued(i) < 20:
                 ch.arrive(i, bytes([i]) * 1514, j, now)
         for j, frame in ch.run(now):
             if (frame[0], j) in got:
@@ -168,7 +168,7 @@ def test_saturated_stations_share_the_air_as_bianchi_predicts(n):
     seconds, delivered = 6, 0
     for now in range(0, seconds * 10**9, 500_000):
         for i in range(1, n + 1):
-            while len(ch.queues[i]) < 4:
+            while ch.queued(i) < 4:
                 ch.arrive(i, bytes(1500), 0, now)
         delivered += sum(len(frame) for _, frame in ch.run(now))
     mbits, p = bianchi(n, G, 1500, 54)
@@ -217,3 +217,52 @@ def test_twenty_weak_senders_together_raise_the_noise():
     twenty = _saturate(channel(20), flows(20), seconds=1.0)[(1, 0)]
     assert one > 0.8 * alone, (one, alone)
     assert twenty < 0.2 * alone, (twenty, alone)
+
+
+def _ping_under_flood(far: float) -> list[float]:
+    """Station 0 floods station 1 (``far`` m away) with 1514-byte frames, more than the air carries, and pings
+    it every 20 ms from another flow (98-byte frames, the echo sent back at once): the round trips in ms."""
+    ch = _channel([0, far])
+    ping = lambda: bytes(12) + b"\x08\x00\x45" + bytes(8) + b"\x01" + bytes(74)  # noqa: E731  # IPv4, ICMP
+    bulk = bytes(12) + b"\x08\x00\x45" + bytes(8) + b"\x11" + bytes(1491)  # IPv4, UDP
+    sent: dict[int, int] = {}
+    rtts: list[float] = []
+    for now in range(0, 3 * 10**9, 500_000):
+        while ch.queued(0) < 99:  # the flood keeps the queue full but for the ping's place
+            ch.arrive(0, bulk, 1, now)
+        if now % 20_000_000 == 0 and now > 10**9:  # after a second of flood: the queue is at its steady state
+            sent[now] = now
+            ch.arrive(0, ping()[:-4] + now.to_bytes(4, "big"), 1, now)
+        for j, frame in ch.run(now):
+            if len(frame) == 98 and j == 1:
+                ch.arrive(1, frame, 0, now)  # the echo
+            elif len(frame) == 98:
+                rtts.append((now - int.from_bytes(frame[-4:], "big")) / 1e6)
+    assert len(rtts) > 0.9 * len(sent), (len(rtts), len(sent))
+    return rtts
+
+
+@pytest.mark.parametrize(("far", "rate"), [(10, 54), (125, 6)])
+def test_a_sparse_flow_keeps_its_round_trip_under_a_saturating_upload(far, rate):
+    """fq_codel per station (RFC 8290): the ping's flow is new each time and goes before the flood's backlog,
+    whose own sojourn CoDel holds near 5 ms.  A 100-frame drop-tail FIFO gave the ping 25 ms at 54 Mbit/s and
+    200 ms at 6."""
+    assert _channel([0, far]).rate(0, 1) == rate
+    rtts = sorted(_ping_under_flood(far))
+    assert rtts[int(0.95 * len(rtts))] <= 30, rtts
+
+
+def test_destinations_at_54_and_6_mbits_get_about_equal_airtime():
+    """mac80211's airtime fairness: a station sending to one peer at 54 Mbit/s and one at 6 gives each about
+    the same airtime (so the near one carries about 9 times the bytes), where one FIFO shared by both gives each
+    the same number of frames, and the slow one most of the air."""
+    ch = _channel([0, 10, -125])
+    assert ch.rate(0, 1) == 54 and ch.rate(0, 2) == 6
+    got = {1: 0, 2: 0}
+    for now in range(0, 3 * 10**9, 500_000):
+        for j in (1, 2, 1, 2):  # both always have frames waiting, as many offered to each
+            ch.arrive(0, bytes(1514), j, now)
+        for j, frame in ch.run(now):
+            got[j] += len(frame)
+    airtime = {j: got[j] / ch.rate(0, j) / (1 - ch.loss(0, j)) for j in (1, 2)}  # the air each took, retries too
+    assert airtime[1] == pytest.approx(airtime[2], rel=0.2), (got, airtime)

@@ -179,7 +179,7 @@ class Medium:
         ]
         stations = {
             name: {"port": self.ports[i], "position": ch.pos[i].round(3).tolist(), "tx_power": float(ch.tx[i]),
-                   "antenna_gain": float(ch.gain[i]), "queued": len(ch.queues[i]), "reach_m": self._reach(i)}
+                   "antenna_gain": float(ch.gain[i]), "queued": ch.queued(i), "reach_m": self._reach(i)}
             for i, name in enumerate(self.names)
         }  # fmt: skip
         return {
