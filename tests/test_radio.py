@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from nestlab.backends.services.channel import CW_MAX, RETRY_LIMIT, Channel
+from nestlab.backends.services.channel import CW_MAX, RETRY_LIMIT, Channel, Tx
 from nestlab.model import radio
 from nestlab.model.wireless import MODELS, Propagation, frequency
 
@@ -266,3 +266,14 @@ def test_destinations_at_54_and_6_mbits_get_about_equal_airtime():
             got[j] += len(frame)
     airtime = {j: got[j] / ch.rate(0, j) / (1 - ch.loss(0, j)) for j in (1, 2)}  # the air each took, retries too
     assert airtime[1] == pytest.approx(airtime[2], rel=0.2), (got, airtime)
+
+
+def test_a_longer_frame_is_lost_more_at_the_same_signal():
+    """Loss scales with length: at the SINR where a 1000-byte PSDU is lost 10 % of the time (the sensitivity's
+    definition), a 1514-byte frame (1536 on the air) is lost 1 - 0.9^1.536 = 15 %, a 100-byte one 1 %."""
+    ch = _channel([0, 10])
+    ch.mw[0, 1] = ch.noise_mw * 10 ** (ch.needs[-1] / 10)  # 54 Mbit/s at its threshold exactly
+    per = lambda n: 1 - ch._success(Tx(0, bytes(n), 1, len(G.rates) - 1, 0, 1, [1]), 1)  # noqa: E731
+    assert per(1000 - 22) == pytest.approx(radio.loss_one(0.0), abs=1e-9)
+    assert per(1514) == pytest.approx(1 - (1 - radio.loss_one(0.0)) ** 1.536, abs=1e-6)
+    assert per(78) < 0.02 < 0.1 < per(1514)

@@ -7,7 +7,8 @@ loss near the edge and the airtime of a frame (docs/wireless.md).
 * The standard's minimum sensitivities (IEEE 802.11-2016: Table 17-18 for OFDM a/g, 19-23 for HT, 21-25
   for VHT) are the signal each rate needs at the default noise floor (-91 dBm); a noise floor above it
   raises every threshold by the difference.  A frame at sensitivity is lost 10 % of the time (the
-  standard's definition), about 1 % two dB above it, 55 % two dB below.
+  standard's definition, for a 1000-byte PSDU), about 1 % two dB above it, 55 % two dB below; a frame of L
+  bytes is lost 1 - (1 - PER)^(L / 1000) of the time (a frame-length-scaled error model).
 * A card settles on the rate that carries the most: rate x (1 - loss), as Minstrel does.
 """
 
@@ -58,6 +59,7 @@ PHYS = {
         40, 9, 16, 15, 28,
     ),
 }  # fmt: skip
+REFERENCE_BYTES = 1000  # the PSDU length the sensitivities are defined at (PER 10 %, 802.11-2016 17.3.10.2)
 ACK_BYTES = 14  # an ACK frame: frame control, duration, receiver address, FCS
 MAC_OVERHEAD = 22  # bytes: an Ethernet frame becomes 802.11 header (24) + LLC/SNAP (8) + FCS (4) - Ethernet header (14)
 

@@ -419,7 +419,8 @@ class Channel:
 
     def _success(self, tx: Tx, k: int) -> float:
         """The chance ``k`` decodes ``tx``: the product over each stretch between other frames' starts and ends
-        of (1 - loss at that stretch's SINR) to the power of the stretch's share of the frame."""
+        of (1 - loss of a REFERENCE_BYTES frame at that stretch's SINR) to the power of the stretch's share of the
+        frame's bytes in REFERENCE_BYTES blocks (the frame-length-scaled error model: 1 - (1 - PER)^(L / 1000))."""
         mw = self.mw
         floor = self.noise_mw * NEGLIGIBLE
         others = [
@@ -427,13 +428,14 @@ class Channel:
         ]
         needs = self.needs[tx.rate]
         signal = mw[tx.sender, k]
+        blocks = (len(tx.frame) + radio.MAC_OVERHEAD) / radio.REFERENCE_BYTES  # loss scales with the frame's length
         if not others:
-            return 1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)
+            return (1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)) ** blocks
         cuts = sorted({tx.start, tx.end, *(t for s, e, _ in others for t in (s, e) if tx.start < t < tx.end)})
         chance, length = 1.0, tx.end - tx.start
         for a, b in itertools.pairwise(cuts):
             noise = self.noise_mw + sum(p for s, e, p in others if s < b and e > a)
-            chance *= (1.0 - radio.loss_one(10 * math.log10(signal / noise) - needs)) ** ((b - a) / length)
+            chance *= (1.0 - radio.loss_one(10 * math.log10(signal / noise) - needs)) ** (blocks * (b - a) / length)
         return chance
 
     # -- what it shows -----------------------------------------------------------------------------
