@@ -277,3 +277,31 @@ def test_a_longer_frame_is_lost_more_at_the_same_signal():
     assert per(1000 - 22) == pytest.approx(radio.loss_one(0.0), abs=1e-9)
     assert per(1514) == pytest.approx(1 - (1 - radio.loss_one(0.0)) ** 1.536, abs=1e-6)
     assert per(78) < 0.02 < 0.1 < per(1514)
+
+
+def test_shadowing_of_a_pair_is_the_same_whoever_else_is_there():
+    """Each pair's shadowing comes from its two stations' names and the seed: a fourth station changes none of
+    the three pairs before it (one shared draw in order changed an unrelated pair by 8 dB)."""
+    prop, names = Propagation(model="log-normal", sigma=8), ["a", "b", "c", "d"]
+    pos = np.array([[0, 0, 0], [40, 0, 0], [0, 30, 0], [25, 25, 0]], dtype=float)
+    three = radio.path_loss(prop, 2.412e9, pos[:3], radio.station_keys(names[:3]))
+    four = radio.path_loss(prop, 2.412e9, pos, radio.station_keys(names))
+    assert np.array_equal(four[:3, :3], three)
+    assert np.allclose(four, four.T)
+    shadow = four - radio.path_loss(Propagation(model="log-distance"), 2.412e9, pos)
+    assert np.abs(shadow[np.triu_indices(4, 1)]).max() > 1  # shadowed at all
+
+
+@pytest.mark.parametrize("moved", [0.0, 5.0, 10.0, 30.0])
+def test_shadowing_decorrelates_as_a_station_moves_as_gudmundson_says(moved):
+    """Over 2000 seeds, a pair's shadowing before and after one station moves ``moved`` metres has deviation
+    sigma and correlation exp(-moved / 10 m) (Gudmundson's model, decorrelation distance 10 m)."""
+    keys = radio.station_keys(["a", "b"])
+    before, after = [], []
+    for seed in range(2000):
+        prop = Propagation(model="log-normal", sigma=6, seed=seed, decorrelation=10)
+        pair = np.array([0]), np.array([1])
+        before.append(radio.shadowing(np.array([[0, 0, 0], [50, 0, 0]], dtype=float), keys, prop, *pair)[0])
+        after.append(radio.shadowing(np.array([[0, 0, 0], [50, moved, 0]], dtype=float), keys, prop, *pair)[0])
+    assert np.std(before) == pytest.approx(6, rel=0.08)
+    assert np.corrcoef(before, after)[0, 1] == pytest.approx(math.exp(-moved / 10), abs=0.06)

@@ -240,9 +240,10 @@ class Channel:
         gain: np.ndarray,
         queue: int = 100,
         seed: int | None = None,
+        keys: np.ndarray | None = None,
     ) -> None:
         self.phy, self.prop, self.freq, self.noise_floor = phy, prop, freq, noise_floor
-        self.pos, self.tx, self.gain = pos, tx, gain
+        self.pos, self.tx, self.gain, self.keys = pos, tx, gain, keys  # keys: radio.station_keys of their names
         self.noise_mw = 10 ** (noise_floor / 10)
         self.needs = [sensitivity - radio.DEFAULT_NOISE_FLOOR for _, sensitivity in phy.rates]  # SINR each rate needs
         self.slot, self.sifs = _ns(phy.slot), _ns(phy.sifs)
@@ -273,7 +274,8 @@ class Channel:
     def place(self, pos: np.ndarray) -> None:
         """New positions (N x 3): every pair's signal, rate, loss and who hears whom."""
         self.pos = pos
-        rx = radio.received(self.prop, self.freq, pos, self.tx, self.gain)
+        floor = self.phy.rates[0][1] + self.noise_floor - radio.DEFAULT_NOISE_FLOOR + radio.EDGE_MARGIN  # heard at all
+        rx = radio.received(self.prop, self.freq, pos, self.tx, self.gain, self.keys, floor)
         self.links = found = radio.links(self.phy, rx, self.noise_floor)
         self.mw = 10 ** (rx / 10)  # mW at j of what i sends
         # pairs[i][j] = (rate index, loss, basic rate's loss) for each j in range of i

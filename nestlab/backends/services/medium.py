@@ -150,6 +150,7 @@ class Medium:
             np.array([s["tx_power"] for s in self.stations], dtype=float),
             np.array([s["antenna_gain"] for s in self.stations], dtype=float),
             queue=config.get("queue", 100),
+            keys=radio.station_keys(self.names),
         )
         self.macs: dict[bytes, int] = {}  # source MAC -> station: at most MACS_PER_STATION per station
         self.owned: list[deque[bytes]] = [deque() for _ in self.names]
