@@ -306,3 +306,18 @@ def test_shadowing_decorrelates_as_a_station_moves_as_gudmundson_says(moved):
         after.append(radio.shadowing(np.array([[0, 0, 0], [50, moved, 0]], dtype=float), keys, prop, *pair)[0])
     assert np.std(before) == pytest.approx(6, rel=0.08)
     assert np.corrcoef(before, after)[0, 1] == pytest.approx(math.exp(-moved / 10), abs=0.06)
+
+
+def test_a_station_spraying_flows_holds_no_more_than_its_queue():
+    """Root on a station sends 20 000 frames, each of a new UDP flow, to two peers: the station's queues keep a
+    flow only while it has frames (at most its 100), and a peer's queue only while it is in turn."""
+    ch = _channel([0, 10, 20])
+    sender, most = ch.queues[0], 0
+    for k in range(20_000):
+        udp = bytes(12) + b"\x08\x00\x45" + bytes(8) + b"\x11" + bytes(10) + k.to_bytes(4, "big") + bytes(60)
+        ch.arrive(0, udp, 1 + k % 2, k * 50_000)
+        ch.run(k * 50_000)
+        most = max(most, sum(len(t.flows) for t in sender.txqs.values()))
+    ch.run(10**12)
+    assert most <= 2 * 100, most
+    assert not sender.count and len(sender.txqs) <= 1  # the last peer served leaves at the next turn

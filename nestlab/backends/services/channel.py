@@ -23,6 +23,7 @@ import heapq
 import itertools
 import math
 import random
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -73,9 +74,9 @@ AIRTIME_QUANTUM = 256_000  # ns a destination's turn adds (mac80211's IEEE80211_
 class Flow:
     """One flow's frames (enqueued at, frame) and its CoDel state (RFC 8289)."""
 
+    key: int
     frames: deque[tuple[int, bytes]] = field(default_factory=deque)
     deficit: int = QUANTUM
-    listed: bool = False  # on its destination's new or old list
     first_above: int = 0
     dropping: bool = False
     count: int = 0
@@ -93,7 +94,7 @@ def flow_key(frame: bytes) -> int:
         key = frame[20:21] + frame[22:58]
     else:
         key = frame[:14]
-    return hash(key) % BUCKETS
+    return zlib.crc32(key) % BUCKETS
 
 
 class Txq:
@@ -107,11 +108,12 @@ class Txq:
         self.old: deque[Flow] = deque()
 
     def enqueue(self, frame: bytes, now: int) -> None:
-        flow = self.flows.setdefault(flow_key(frame), Flow())
-        flow.frames.append((now, frame))
-        if not flow.listed:
-            flow.listed, flow.deficit = True, QUANTUM
+        key = flow_key(frame)
+        flow = self.flows.get(key)
+        if flow is None:  # a flow is kept only while on the new or old list: a station spraying flows holds no more
+            flow = self.flows[key] = Flow(key)
             self.new.append(flow)
+        flow.frames.append((now, frame))
 
     def dequeue(self, now: int) -> bytes | None:
         """The next frame to send (None: nothing left), CoDel's drops made on the way."""
@@ -129,7 +131,7 @@ class Txq:
                 if fresh and self.old:
                     self.old.append(flow)
                 else:
-                    flow.listed = False
+                    del self.flows[flow.key]
                 continue
             flow.deficit -= len(frame)
             return frame
@@ -192,10 +194,9 @@ class Sender:
     def enqueue(self, frame: bytes, dst: int, now: int) -> None:
         """Queue ``frame``; over the limit, the head of the longest flow goes (fq_codel's overflow drop)."""
         txq = self.txqs.get(dst)
-        if txq is None:
+        if txq is None:  # a destination's queue is kept only while in turn: none for every peer ever sent to
             txq = self.txqs[dst] = Txq(self)
             self.deficit[dst] = AIRTIME_QUANTUM
-        if dst not in self.active:
             self.active.append(dst)
         txq.enqueue(frame, now)
         self.count += 1
@@ -220,6 +221,7 @@ class Sender:
             if frame is not None:
                 return frame, dst
             self.active.popleft()
+            del self.txqs[dst], self.deficit[dst]
 
     def charge(self, dst: int, airtime: int) -> None:
         """An attempt to ``dst`` held the air ``airtime`` ns."""
