@@ -77,3 +77,26 @@ def test_a_medium_whose_process_ended_is_told_from_one_that_is_stuck(tmp_path, m
         stuck.bind(medium.socket_path("wl", "air"))
         stuck.listen(1)
         assert medium.trouble("wl", "air").startswith("not answering")
+
+
+def test_a_pair_keeps_its_shadowing_when_a_station_joins_before_it_in_the_file():
+    """The medium draws each pair's shadowing from the stations' names: a station listed first changes the
+    indices of every other, not their pairs' signal."""
+
+    def rx(names: list[str]) -> dict[tuple[str, str], float]:
+        stations = [
+            {"name": n, "port": f"p{n}", "position": [10.0 * int(n[1:]), 5.0, 0], "tx_power": 20.0, "antenna_gain": 0.0}
+            for n in names
+        ]
+        m = medium.Medium(
+            {
+                "standard": "802.11g",
+                "propagation": {"model": "log-normal", "sigma": 8},
+                "noise_floor": -91.0,
+                "stations": stations,
+            }
+        )
+        return {(a, b): float(m.channel.links.rx[i, j]) for i, a in enumerate(names) for j, b in enumerate(names) if i != j}
+
+    three, four = rx(["s0", "s1", "s2"]), rx(["s3", "s0", "s1", "s2"])
+    assert all(four[pair] == value for pair, value in three.items()), (three, four)
