@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from nestlab.backends.services.channel import CW_MAX, RETRY_LIMIT, Channel
+from nestlab.backends.services.channel import CW_MAX, RETRY_LIMIT, Channel, Tx
 from nestlab.model import radio
 from nestlab.model.wireless import MODELS, Propagation, frequency
 
@@ -87,7 +87,7 @@ def _saturate(ch: Channel, flows: list[tuple[int, int]], seconds: float = 2.0) -
     now, step = 0, 500_000  # ns
     while now < seconds * 1e9:
         for i, j in flows:
-            while len(ch.queues[i]) < 20:
+            while ch.queued(i) < 20:
                 ch.arrive(i, bytes([i]) * 1514, j, now)
         for j, frame in ch.run(now):
             if (frame[0], j) in got:
@@ -168,7 +168,7 @@ def test_saturated_stations_share_the_air_as_bianchi_predicts(n):
     seconds, delivered = 6, 0
     for now in range(0, seconds * 10**9, 500_000):
         for i in range(1, n + 1):
-            while len(ch.queues[i]) < 4:
+            while ch.queued(i) < 4:
                 ch.arrive(i, bytes(1500), 0, now)
         delivered += sum(len(frame) for _, frame in ch.run(now))
     mbits, p = bianchi(n, G, 1500, 54)
@@ -217,3 +217,107 @@ def test_twenty_weak_senders_together_raise_the_noise():
     twenty = _saturate(channel(20), flows(20), seconds=1.0)[(1, 0)]
     assert one > 0.8 * alone, (one, alone)
     assert twenty < 0.2 * alone, (twenty, alone)
+
+
+def _ping_under_flood(far: float) -> list[float]:
+    """Station 0 floods station 1 (``far`` m away) with 1514-byte frames, more than the air carries, and pings
+    it every 20 ms from another flow (98-byte frames, the echo sent back at once): the round trips in ms."""
+    ch = _channel([0, far])
+    ping = lambda: bytes(12) + b"\x08\x00\x45" + bytes(8) + b"\x01" + bytes(74)  # noqa: E731  # IPv4, ICMP
+    bulk = bytes(12) + b"\x08\x00\x45" + bytes(8) + b"\x11" + bytes(1491)  # IPv4, UDP
+    sent: dict[int, int] = {}
+    rtts: list[float] = []
+    for now in range(0, 3 * 10**9, 500_000):
+        while ch.queued(0) < 99:  # the flood keeps the queue full but for the ping's place
+            ch.arrive(0, bulk, 1, now)
+        if now % 20_000_000 == 0 and now > 10**9:  # after a second of flood: the queue is at its steady state
+            sent[now] = now
+            ch.arrive(0, ping()[:-4] + now.to_bytes(4, "big"), 1, now)
+        for j, frame in ch.run(now):
+            if len(frame) == 98 and j == 1:
+                ch.arrive(1, frame, 0, now)  # the echo
+            elif len(frame) == 98:
+                rtts.append((now - int.from_bytes(frame[-4:], "big")) / 1e6)
+    assert len(rtts) > 0.9 * len(sent), (len(rtts), len(sent))
+    return rtts
+
+
+@pytest.mark.parametrize(("far", "rate"), [(10, 54), (125, 6)])
+def test_a_sparse_flow_keeps_its_round_trip_under_a_saturating_upload(far, rate):
+    """fq_codel per station (RFC 8290): the ping's flow is new each time and goes before the flood's backlog,
+    whose own sojourn CoDel holds near 5 ms.  A 100-frame drop-tail FIFO gave the ping 25 ms at 54 Mbit/s and
+    200 ms at 6."""
+    assert _channel([0, far]).rate(0, 1) == rate
+    rtts = sorted(_ping_under_flood(far))
+    assert rtts[int(0.95 * len(rtts))] <= 30, rtts
+
+
+def test_destinations_at_54_and_6_mbits_get_about_equal_airtime():
+    """mac80211's airtime fairness: a station sending to one peer at 54 Mbit/s and one at 6 gives each about
+    the same airtime (so the near one carries about 9 times the bytes), where one FIFO shared by both gives each
+    the same number of frames, and the slow one most of the air."""
+    ch = _channel([0, 10, -125])
+    assert ch.rate(0, 1) == 54 and ch.rate(0, 2) == 6
+    got = {1: 0, 2: 0}
+    for now in range(0, 3 * 10**9, 500_000):
+        for j in (1, 2, 1, 2):  # both always have frames waiting, as many offered to each
+            ch.arrive(0, bytes(1514), j, now)
+        for j, frame in ch.run(now):
+            got[j] += len(frame)
+    frames_kept = {j: (1 - ch.loss(0, j)) ** (1536 / radio.REFERENCE_BYTES) for j in (1, 2)}  # an attempt's chance
+    airtime = {j: got[j] / ch.rate(0, j) / frames_kept[j] for j in (1, 2)}  # the air each took, retries too
+    assert airtime[1] == pytest.approx(airtime[2], rel=0.25), (got, airtime)
+
+
+def test_a_longer_frame_is_lost_more_at_the_same_signal():
+    """Loss scales with length: at the SINR where a 1000-byte PSDU is lost 10 % of the time (the sensitivity's
+    definition), a 1514-byte frame (1536 on the air) is lost 1 - 0.9^1.536 = 15 %, a 100-byte one 1 %."""
+    ch = _channel([0, 10])
+    ch.mw[0, 1] = ch.noise_mw * 10 ** (ch.needs[-1] / 10)  # 54 Mbit/s at its threshold exactly
+    per = lambda n: 1 - ch._success(Tx(0, bytes(n), 1, len(G.rates) - 1, 0, 1, [1]), 1)  # noqa: E731
+    assert per(1000 - 22) == pytest.approx(radio.loss_one(0.0), abs=1e-9)
+    assert per(1514) == pytest.approx(1 - (1 - radio.loss_one(0.0)) ** 1.536, abs=1e-6)
+    assert per(78) < 0.02 < 0.1 < per(1514)
+
+
+def test_shadowing_of_a_pair_is_the_same_whoever_else_is_there():
+    """Each pair's shadowing comes from its two stations' names and the seed: a fourth station changes none of
+    the three pairs before it (one shared draw in order changed an unrelated pair by 8 dB)."""
+    prop, names = Propagation(model="log-normal", sigma=8), ["a", "b", "c", "d"]
+    pos = np.array([[0, 0, 0], [40, 0, 0], [0, 30, 0], [25, 25, 0]], dtype=float)
+    three = radio.path_loss(prop, 2.412e9, pos[:3], radio.station_keys(names[:3]))
+    four = radio.path_loss(prop, 2.412e9, pos, radio.station_keys(names))
+    assert np.array_equal(four[:3, :3], three)
+    assert np.allclose(four, four.T)
+    shadow = four - radio.path_loss(Propagation(model="log-distance"), 2.412e9, pos)
+    assert np.abs(shadow[np.triu_indices(4, 1)]).max() > 1  # shadowed at all
+
+
+@pytest.mark.parametrize("moved", [0.0, 5.0, 10.0, 30.0])
+def test_shadowing_decorrelates_as_a_station_moves_as_gudmundson_says(moved):
+    """Over 2000 seeds, a pair's shadowing before and after one station moves ``moved`` metres has deviation
+    sigma and correlation exp(-moved / 10 m) (Gudmundson's model, decorrelation distance 10 m)."""
+    keys = radio.station_keys(["a", "b"])
+    before, after = [], []
+    for seed in range(2000):
+        prop = Propagation(model="log-normal", sigma=6, seed=seed, decorrelation=10)
+        pair = np.array([0]), np.array([1])
+        before.append(radio.shadowing(np.array([[0, 0, 0], [50, 0, 0]], dtype=float), keys, prop, *pair)[0])
+        after.append(radio.shadowing(np.array([[0, 0, 0], [50, moved, 0]], dtype=float), keys, prop, *pair)[0])
+    assert np.std(before) == pytest.approx(6, rel=0.08)
+    assert np.corrcoef(before, after)[0, 1] == pytest.approx(math.exp(-moved / 10), abs=0.06)
+
+
+def test_a_station_spraying_flows_holds_no_more_than_its_queue():
+    """Root on a station sends 20 000 frames, each of a new UDP flow, to two peers: the station's queues keep a
+    flow only while it has frames (at most its 100), and a peer's queue only while it is in turn."""
+    ch = _channel([0, 10, 20])
+    sender, most = ch.queues[0], 0
+    for k in range(20_000):
+        udp = bytes(12) + b"\x08\x00\x45" + bytes(8) + b"\x11" + bytes(10) + k.to_bytes(4, "big") + bytes(60)
+        ch.arrive(0, udp, 1 + k % 2, k * 50_000)
+        ch.run(k * 50_000)
+        most = max(most, sum(len(t.flows) for t in sender.txqs.values()))
+    ch.run(10**12)
+    assert most <= 2 * 100, most
+    assert not sender.count and len(sender.txqs) <= 1  # the last peer served leaves at the next turn

@@ -2,17 +2,20 @@
 loss near the edge and the airtime of a frame (docs/wireless.md).
 
 * Path loss in dB between every two stations from their positions: Friis free space, log-distance,
-  log-normal shadowing (fixed per pair), two-ray ground reflection, ITU-R P.1238 indoor.
+  log-normal shadowing (per pair, decorrelating as either station moves: Gudmundson), two-ray ground
+  reflection, ITU-R P.1238 indoor.
 * Received power = transmit power + both antenna gains - path loss.
 * The standard's minimum sensitivities (IEEE 802.11-2016: Table 17-18 for OFDM a/g, 19-23 for HT, 21-25
   for VHT) are the signal each rate needs at the default noise floor (-91 dBm); a noise floor above it
   raises every threshold by the difference.  A frame at sensitivity is lost 10 % of the time (the
-  standard's definition), about 1 % two dB above it, 55 % two dB below.
+  standard's definition, for a 1000-byte PSDU), about 1 % two dB above it, 55 % two dB below; a frame of L
+  bytes is lost 1 - (1 - PER)^(L / 1000) of the time (a frame-length-scaled error model).
 * A card settles on the rate that carries the most: rate x (1 - loss), as Minstrel does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -58,6 +61,7 @@ PHYS = {
         40, 9, 16, 15, 28,
     ),
 }  # fmt: skip
+REFERENCE_BYTES = 1000  # the PSDU length the sensitivities are defined at (PER 10 %, 802.11-2016 17.3.10.2)
 ACK_BYTES = 14  # an ACK frame: frame control, duration, receiver address, FCS
 MAC_OVERHEAD = 22  # bytes: an Ethernet frame becomes 802.11 header (24) + LLC/SNAP (8) + FCS (4) - Ethernet header (14)
 
@@ -121,11 +125,6 @@ def _log_distance(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray
     return np.maximum(friis(prop.reference, freq) + 10 * prop.exponent * np.log10(d / prop.reference), friis(d, freq))
 
 
-def _log_normal(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
-    out = _log_distance(prop, freq, pos, d)
-    return out + shadowing(len(pos), prop.sigma, prop.seed) if prop.sigma else out
-
-
 def _two_ray(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) -> np.ndarray:
     heights = np.where(pos[:, 2] > 0, pos[:, 2], prop.height)
     hh = heights[:, None] * heights[None, :]
@@ -144,21 +143,69 @@ def _itu_indoor(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) 
 MODELS = {
     "friis": _friis,
     "log-distance": _log_distance,
-    "log-normal": _log_normal,
+    "log-normal": _log_distance,  # and shadowing (path_loss)
     "two-ray": _two_ray,
     "itu-indoor": _itu_indoor,
 }
 
 
-def path_loss(prop: Propagation, freq: float, pos: np.ndarray) -> np.ndarray:
-    """Path loss in dB between every two stations (symmetric; the diagonal is meaningless)."""
-    return np.asarray(MODELS[prop.model](prop, freq, pos, distances(pos))) + prop.system_loss
+def path_loss(
+    prop: Propagation, freq: float, pos: np.ndarray, keys: np.ndarray | None = None, within: float = math.inf
+) -> np.ndarray:
+    """Path loss in dB between every two stations (symmetric; the diagonal is meaningless); ``keys``: each
+    station's (``station_keys``; default its index), which its pairs' shadowing is drawn from; only pairs whose
+    mean loss is at most ``within`` dB are shadowed (the others are out of reach whatever their draw)."""
+    out = np.asarray(MODELS[prop.model](prop, freq, pos, distances(pos))) + prop.system_loss
+    if prop.model == "log-normal" and prop.sigma:
+        i, j = np.triu_indices(len(pos), 1)
+        near = out[i, j] <= within
+        i, j = i[near], j[near]
+        shadow = shadowing(pos, np.arange(len(pos), dtype=np.uint64) if keys is None else keys, prop, i, j)
+        out[i, j] += shadow
+        out[j, i] += shadow
+    return out
 
 
-def shadowing(n: int, sigma: float, seed: int) -> np.ndarray:
-    """A symmetric N x N matrix of normal dB offsets (deviation ``sigma``), the same for the same seed."""
-    upper = np.triu(np.random.default_rng(seed).normal(0.0, sigma, (n, n)), 1)
-    return upper + upper.T
+SHADOW_FEATURES = 24  # cosines summed per pair
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def station_keys(names: list[str]) -> np.ndarray:
+    """A 64-bit key per station from its name alone: a pair's shadowing is the same whoever else is there."""
+    return np.array([int.from_bytes(hashlib.blake2b(n.encode(), digest_size=8).digest(), "big") for n in names], np.uint64)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a well-spread 64-bit hash of each value (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _uniforms(pair: np.ndarray, start: int, n: int) -> np.ndarray:
+    """``n`` uniforms in (0, 1) for each pair key, numbered from ``start`` (a counter-based generator)."""
+    counter = (np.arange(start, start + n, dtype=np.uint64) + np.uint64(1)) * _GOLDEN
+    return ((_mix(pair[:, None] + counter[None, :]) >> np.uint64(11)).astype(float) + 0.5) / 2.0**53
+
+
+def shadowing(pos: np.ndarray, keys: np.ndarray, prop: Propagation, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Shadowing in dB of the pairs (``i[k]``, ``j[k]``): each pair's a Gaussian field of both stations' places (6
+    coordinates) with deviation ``sigma`` and correlation exp(-moved / decorrelation) (Gudmundson, Electronics
+    Letters 27(23), 1991), as a sum of random cosines whose frequencies are drawn from that correlation's
+    spectrum, the multivariate Cauchy (Rahimi and Recht's random features).  Each pair's cosines come from its
+    two keys and the seed alone (a counter-based hash), so adding a station changes no other pair."""
+    low, high = np.minimum(keys[i], keys[j]), np.maximum(keys[i], keys[j])
+    first, second = np.where(keys[i] <= keys[j], i, j), np.where(keys[i] <= keys[j], j, i)
+    pair = _mix(_mix(low ^ _mix(np.array([prop.seed], np.uint64))) + high)
+    place = np.hstack([pos[first], pos[second]])  # pairs x 6, the same both ways
+    total = np.zeros(len(pair))
+    for m in range(SHADOW_FEATURES):
+        u = _uniforms(pair, 9 * m, 9)
+        radius, angle = np.sqrt(-2 * np.log(u[:, :4])), 2 * np.pi * u[:, 4:8]
+        normal = np.hstack([radius * np.cos(angle), radius * np.sin(angle)])  # Box-Muller: 8 normals
+        w = normal[:, :6] / (prop.decorrelation * np.abs(normal[:, 6:7]))  # multivariate Cauchy, scale 1 / decorrelation
+        total += np.cos((w * place).sum(axis=1) + 2 * np.pi * u[:, 8])
+    return np.asarray(prop.sigma * math.sqrt(2 / SHADOW_FEATURES) * total)
 
 
 @dataclass
@@ -187,9 +234,19 @@ def links(phy: Phy, rx: np.ndarray, noise_floor: float) -> Links:
     return Links(rx, i, j, best, per[np.arange(len(best)), best], per[:, 0])
 
 
-def received(prop: Propagation, freq: float, pos: np.ndarray, tx: np.ndarray, gain: np.ndarray) -> np.ndarray:
-    """dBm at j of what i sends, for every pair: tx power + both gains - path loss."""
-    return tx[:, None] + gain[:, None] + gain[None, :] - path_loss(prop, freq, pos)
+def received(
+    prop: Propagation,
+    freq: float,
+    pos: np.ndarray,
+    tx: np.ndarray,
+    gain: np.ndarray,
+    keys: np.ndarray | None = None,
+    floor: float = -math.inf,
+) -> np.ndarray:
+    """dBm at j of what i sends, for every pair: tx power + both gains - path loss; pairs more than 4 sigma of
+    shadowing under ``floor`` (dBm: what nobody hears) are left unshadowed."""
+    within = float(tx.max() + 2 * gain.max()) - floor + 4 * prop.sigma if len(tx) else math.inf
+    return tx[:, None] + gain[:, None] + gain[None, :] - path_loss(prop, freq, pos, keys, within)
 
 
 def reach_m(prop: Propagation, freq: float, phy: Phy, noise_floor: float, tx: float, gain: float) -> float:

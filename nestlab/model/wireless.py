@@ -34,7 +34,13 @@ class Propagation(_Strict):
     )
     exponent: float = Field(default=3.0, gt=0, le=10, description="log-distance, log-normal: path-loss exponent (2 = free space)")
     reference: float = Field(default=1.0, gt=0, description="log-distance, log-normal: reference distance d0 in metres")
-    sigma: float = Field(default=4.0, ge=0, le=30, description="log-normal: shadowing deviation in dB (fixed per pair)")
+    sigma: float = Field(default=4.0, ge=0, le=30, description="log-normal: shadowing deviation in dB (per pair)")
+    decorrelation: float = Field(
+        default=10.0,
+        gt=0,
+        le=10_000,
+        description="log-normal: metres a station moves for its shadowing's correlation to fall to 1/e",
+    )
     system_loss: float = Field(default=0.0, ge=0, le=50, description="every model: extra loss in dB (cables, body)")
     height: float = Field(default=1.0, gt=0, description="two-ray: antenna height in metres of a station placed at z = 0")
     power_coefficient: float = Field(default=30.0, gt=0, description="itu-indoor: N, the distance power loss coefficient")

@@ -1,7 +1,8 @@
 """One wireless channel's airtime and reception, as 802.11's DCF and a receiver share them (pure: the medium
 feeds it frames and time, in integer nanoseconds, so a slot is a slot exactly).
 
-Access (802.11-2016 10.3): each station has a drop-tail queue.  Its head frame waits until the air is idle
+Access (802.11-2016 10.3): each station queues its frames as mac80211 does (``Sender``: fq_codel per
+destination, airtime fairness between destinations).  Its next frame waits until the air is idle
 *as that station hears it* for DIFS (EIFS after a frame it sensed but could not read, NAV after a unicast
 frame it read: the ACK's time), then counts down a random backoff of whole slots (contention window CWmin,
 doubled on each retry); a frame it senses starting freezes the count (the slots already counted stay
@@ -22,6 +23,7 @@ import heapq
 import itertools
 import math
 import random
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -60,6 +62,172 @@ class Tx:
     overlaps: list[Tx] = field(default_factory=list)  # every frame on the air at some time during it
 
 
+# -- queues, as Linux's mac80211 keeps them -----------------------------------------------------------------
+TARGET = 5_000_000  # CoDel's target sojourn (RFC 8289): 5 ms, in ns
+INTERVAL = 100_000_000  # CoDel's interval: 100 ms
+QUANTUM = 1514  # bytes a flow sends each round (fq_codel's quantum: one full frame, RFC 8290)
+BUCKETS = 1024  # flows per destination (fq_codel's default)
+AIRTIME_QUANTUM = 256_000  # ns a destination's turn adds (mac80211's IEEE80211_DEFAULT_AIRTIME_WEIGHT, 256 µs)
+
+
+@dataclass(eq=False)
+class Flow:
+    """One flow's frames (enqueued at, frame) and its CoDel state (RFC 8289)."""
+
+    key: int
+    frames: deque[tuple[int, bytes]] = field(default_factory=deque)
+    deficit: int = QUANTUM
+    first_above: int = 0
+    dropping: bool = False
+    count: int = 0
+    lastcount: int = 0
+    drop_next: int = 0
+
+
+def flow_key(frame: bytes) -> int:
+    """A frame's flow bucket: its IPv4 or IPv6 5-tuple (protocol, addresses, ports), else its MAC addresses and type."""
+    kind = frame[12:14]
+    if kind == b"\x08\x00" and len(frame) >= 34:
+        ports = 14 + 4 * (frame[14] & 15)
+        key = frame[23:24] + frame[26:34] + frame[ports : ports + 4]
+    elif kind == b"\x86\xdd" and len(frame) >= 54:
+        key = frame[20:21] + frame[22:58]
+    else:
+        key = frame[:14]
+    return zlib.crc32(key) % BUCKETS
+
+
+class Txq:
+    """The frames one station has for one destination: fq_codel (RFC 8290), flows served by deficit round
+    robin, new flows first, each flow's sojourn held near TARGET by CoDel."""
+
+    def __init__(self, sender: Sender) -> None:
+        self.sender = sender
+        self.flows: dict[int, Flow] = {}
+        self.new: deque[Flow] = deque()
+        self.old: deque[Flow] = deque()
+
+    def enqueue(self, frame: bytes, now: int) -> None:
+        key = flow_key(frame)
+        flow = self.flows.get(key)
+        if flow is None:  # a flow is kept only while on the new or old list: a station spraying flows holds no more
+            flow = self.flows[key] = Flow(key)
+            self.new.append(flow)
+        flow.frames.append((now, frame))
+
+    def dequeue(self, now: int) -> bytes | None:
+        """The next frame to send (None: nothing left), CoDel's drops made on the way."""
+        while self.new or self.old:
+            fresh = bool(self.new)
+            flow = self.new[0] if fresh else self.old[0]
+            if flow.deficit <= 0:
+                flow.deficit += QUANTUM
+                (self.new if fresh else self.old).popleft()
+                self.old.append(flow)
+                continue
+            frame = self._codel(flow, now)
+            if frame is None:  # empty: a new flow goes once to the old list (RFC 8290 4.2), an old one leaves
+                (self.new if fresh else self.old).popleft()
+                if fresh and self.old:
+                    self.old.append(flow)
+                else:
+                    del self.flows[flow.key]
+                continue
+            flow.deficit -= len(frame)
+            return frame
+        return None
+
+    def _pop(self, flow: Flow, now: int) -> tuple[bytes | None, bool]:
+        """The flow's head frame and whether CoDel may drop it (its sojourn above TARGET for an INTERVAL)."""
+        if not flow.frames:
+            flow.first_above = 0
+            return None, False
+        at, frame = flow.frames.popleft()
+        self.sender.backlog -= len(frame)
+        self.sender.count -= 1
+        if now - at < TARGET or self.sender.backlog <= self.sender.mtu:
+            flow.first_above = 0
+            return frame, False
+        if not flow.first_above:
+            flow.first_above = now + INTERVAL
+            return frame, False
+        return frame, now >= flow.first_above
+
+    def _codel(self, flow: Flow, now: int) -> bytes | None:
+        """CoDel's dequeue (RFC 8289 5.5): drops at INTERVAL / sqrt(count) while the sojourn stays high."""
+        frame, ok = self._pop(flow, now)
+        if flow.dropping:
+            flow.dropping = ok
+            while flow.dropping and now >= flow.drop_next:
+                self.sender.counts["dropped"] += 1
+                flow.count += 1
+                frame, flow.dropping = self._pop(flow, now)
+                if flow.dropping:
+                    flow.drop_next += int(INTERVAL / math.sqrt(flow.count))
+        elif ok:
+            self.sender.counts["dropped"] += 1
+            frame, _ = self._pop(flow, now)
+            flow.dropping = True
+            delta = flow.count - flow.lastcount
+            flow.count = delta if delta > 1 and now - flow.drop_next < 16 * INTERVAL else 1
+            flow.drop_next = now + int(INTERVAL / math.sqrt(flow.count))
+            flow.lastcount = flow.count
+        return frame
+
+    def fattest(self) -> Flow:
+        return max(self.flows.values(), key=lambda f: len(f.frames))
+
+
+class Sender:
+    """One station's frames: a Txq per destination (mac80211's per-station queues), served by airtime deficit
+    round robin (mac80211's airtime fairness): a destination whose deficit is spent waits for the others' turns,
+    so each gets about the same airtime whatever its rate."""
+
+    def __init__(self, limit: int, counts: dict[str, int]) -> None:
+        self.limit, self.counts = limit, counts  # counts["dropped"]: over the limit or by CoDel
+        self.txqs: dict[int, Txq] = {}
+        self.deficit: dict[int, int] = {}
+        self.active: deque[int] = deque()  # destinations with frames, in turn
+        self.count = self.backlog = 0
+        self.mtu = 0  # the largest frame seen: CoDel never drops the last one queued
+
+    def enqueue(self, frame: bytes, dst: int, now: int) -> None:
+        """Queue ``frame``; over the limit, the head of the longest flow goes (fq_codel's overflow drop)."""
+        txq = self.txqs.get(dst)
+        if txq is None:  # a destination's queue is kept only while in turn: none for every peer ever sent to
+            txq = self.txqs[dst] = Txq(self)
+            self.deficit[dst] = AIRTIME_QUANTUM
+            self.active.append(dst)
+        txq.enqueue(frame, now)
+        self.count += 1
+        self.backlog += len(frame)
+        self.mtu = max(self.mtu, len(frame))
+        if self.count > self.limit:
+            _, dropped = max((t.fattest() for t in self.txqs.values()), key=lambda f: len(f.frames)).frames.popleft()
+            self.count -= 1
+            self.backlog -= len(dropped)
+            self.counts["dropped"] += 1
+
+    def dequeue(self, now: int) -> tuple[bytes, int]:
+        """The next (frame, destination) of a station with frames queued: the first destination in turn whose
+        airtime deficit is not spent."""
+        while True:
+            dst = self.active[0]
+            if self.deficit[dst] < 0:
+                self.deficit[dst] += AIRTIME_QUANTUM
+                self.active.rotate(-1)
+                continue
+            frame = self.txqs[dst].dequeue(now)
+            if frame is not None:
+                return frame, dst
+            self.active.popleft()
+            del self.txqs[dst], self.deficit[dst]
+
+    def charge(self, dst: int, airtime: int) -> None:
+        """An attempt to ``dst`` held the air ``airtime`` ns."""
+        self.deficit[dst] -= airtime
+
+
 class Channel:
     """The airtime of every station on one medium, and what each receives when."""
 
@@ -74,15 +242,16 @@ class Channel:
         gain: np.ndarray,
         queue: int = 100,
         seed: int | None = None,
+        keys: np.ndarray | None = None,
     ) -> None:
         self.phy, self.prop, self.freq, self.noise_floor = phy, prop, freq, noise_floor
-        self.pos, self.tx, self.gain, self.limit = pos, tx, gain, queue
+        self.pos, self.tx, self.gain, self.keys = pos, tx, gain, keys  # keys: radio.station_keys of their names
         self.noise_mw = 10 ** (noise_floor / 10)
         self.needs = [sensitivity - radio.DEFAULT_NOISE_FLOOR for _, sensitivity in phy.rates]  # SINR each rate needs
         self.slot, self.sifs = _ns(phy.slot), _ns(phy.sifs)
         self.difs, self.eifs, self.ack = _ns(radio.difs(phy)), _ns(radio.eifs(phy)), _ns(phy.ack_us)
         n = len(pos)
-        self.queues: list[deque[tuple[bytes, int]]] = [deque() for _ in range(n)]  # (frame, receiver)
+        self.current: list[tuple[bytes, int] | None] = [None] * n  # the frame being sent (and retried), its receiver
         self.backoff = [-1] * n  # slots left before the head frame goes (-1: nothing to send)
         self.retry = [0] * n
         self.origin = [0] * n  # when the current countdown started counting (after DIFS or EIFS)
@@ -100,13 +269,15 @@ class Channel:
         self.counts = {
             "frames": 0, "delivered": 0, "dropped": 0, "attempts": 0, "collisions": 0, "lost": 0, "retries": 0,
         }  # fmt: skip
+        self.queues = [Sender(queue, self.counts) for _ in range(n)]
         self.place(pos)
 
     # -- geometry ----------------------------------------------------------------------------------
     def place(self, pos: np.ndarray) -> None:
         """New positions (N x 3): every pair's signal, rate, loss and who hears whom."""
         self.pos = pos
-        rx = radio.received(self.prop, self.freq, pos, self.tx, self.gain)
+        floor = self.phy.rates[0][1] + self.noise_floor - radio.DEFAULT_NOISE_FLOOR + radio.EDGE_MARGIN  # heard at all
+        rx = radio.received(self.prop, self.freq, pos, self.tx, self.gain, self.keys, floor)
         self.links = found = radio.links(self.phy, rx, self.noise_floor)
         self.mw = 10 ** (rx / 10)  # mW at j of what i sends
         # pairs[i][j] = (rate index, loss, basic rate's loss) for each j in range of i
@@ -119,13 +290,14 @@ class Channel:
     def arrive(self, i: int, frame: bytes, dst: int, now: int) -> None:
         """Station ``i`` sends ``frame`` to ``dst`` (-1: everyone in range) at ``now`` (ns)."""
         self.counts["frames"] += 1
-        if len(self.queues[i]) >= self.limit:
-            self.counts["dropped"] += 1
-            return
-        self.queues[i].append((frame, dst))
+        self.queues[i].enqueue(frame, dst, now)
         if self.backoff[i] < 0:
             self.backoff[i] = self._draw(i)
             self._resume(i, now + self.difs)
+
+    def queued(self, i: int) -> int:
+        """Frames station ``i`` holds: queued, and the one it is sending."""
+        return self.queues[i].count + (self.current[i] is not None)
 
     def due(self) -> int | None:
         """When (ns) the next event falls (None: nothing on the air or queued)."""
@@ -165,7 +337,7 @@ class Channel:
 
     def _start(self, i: int, at: int) -> None:
         self.due_at[i] = -1
-        frame, dst = self.queues[i][0]
+        frame, dst = self.current[i] = self.current[i] or self.queues[i].dequeue(at)
         rate = self.pairs[i].get(dst, _OUT)[0] if dst >= 0 else 0
         end = at + _ns(radio.frame_us(self.phy, self.phy.rates[rate][0], len(frame)))
         tx = Tx(i, frame, dst, rate, at, end, self.hears[i])
@@ -222,6 +394,7 @@ class Channel:
     def _after(self, tx: Tx, acked: bool, collided: bool, ack_end: int) -> None:
         """The sender's next step: the next frame, or this one again after a failed attempt."""
         i = tx.sender
+        self.queues[i].charge(tx.dst, tx.end - tx.start)
         if acked or tx.dst < 0:
             self.quiet[i], self.ifs[i] = max(self.quiet[i], ack_end if acked else tx.end), self.difs
         else:  # no ACK: its ACK timeout, then as after a frame it could not read
@@ -234,9 +407,9 @@ class Channel:
                 self._resume(i, tx.end)
                 return
             self.counts["lost"] += 1
-        self.queues[i].popleft()
+        self.current[i] = None
         self.retry[i] = 0
-        self.backoff[i] = self._draw(i) if self.queues[i] else -1
+        self.backoff[i] = self._draw(i) if self.queues[i].count else -1
         self._resume(i, tx.end)
 
     # -- reception ---------------------------------------------------------------------------------
@@ -250,7 +423,8 @@ class Channel:
 
     def _success(self, tx: Tx, k: int) -> float:
         """The chance ``k`` decodes ``tx``: the product over each stretch between other frames' starts and ends
-        of (1 - loss at that stretch's SINR) to the power of the stretch's share of the frame."""
+        of (1 - loss of a REFERENCE_BYTES frame at that stretch's SINR) to the power of the stretch's share of the
+        frame's bytes in REFERENCE_BYTES blocks (the frame-length-scaled error model: 1 - (1 - PER)^(L / 1000))."""
         mw = self.mw
         floor = self.noise_mw * NEGLIGIBLE
         others = [
@@ -258,13 +432,14 @@ class Channel:
         ]
         needs = self.needs[tx.rate]
         signal = mw[tx.sender, k]
+        blocks = (len(tx.frame) + radio.MAC_OVERHEAD) / radio.REFERENCE_BYTES  # loss scales with the frame's length
         if not others:
-            return 1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)
+            return (1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)) ** blocks
         cuts = sorted({tx.start, tx.end, *(t for s, e, _ in others for t in (s, e) if tx.start < t < tx.end)})
         chance, length = 1.0, tx.end - tx.start
         for a, b in itertools.pairwise(cuts):
             noise = self.noise_mw + sum(p for s, e, p in others if s < b and e > a)
-            chance *= (1.0 - radio.loss_one(10 * math.log10(signal / noise) - needs)) ** ((b - a) / length)
+            chance *= (1.0 - radio.loss_one(10 * math.log10(signal / noise) - needs)) ** (blocks * (b - a) / length)
         return chance
 
     # -- what it shows -----------------------------------------------------------------------------

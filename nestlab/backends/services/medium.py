@@ -150,6 +150,7 @@ class Medium:
             np.array([s["tx_power"] for s in self.stations], dtype=float),
             np.array([s["antenna_gain"] for s in self.stations], dtype=float),
             queue=config.get("queue", 100),
+            keys=radio.station_keys(self.names),
         )
         self.macs: dict[bytes, int] = {}  # source MAC -> station: at most MACS_PER_STATION per station
         self.owned: list[deque[bytes]] = [deque() for _ in self.names]
@@ -179,7 +180,7 @@ class Medium:
         ]
         stations = {
             name: {"port": self.ports[i], "position": ch.pos[i].round(3).tolist(), "tx_power": float(ch.tx[i]),
-                   "antenna_gain": float(ch.gain[i]), "queued": len(ch.queues[i]), "reach_m": self._reach(i)}
+                   "antenna_gain": float(ch.gain[i]), "queued": ch.queued(i), "reach_m": self._reach(i)}
             for i, name in enumerate(self.names)
         }  # fmt: skip
         return {
