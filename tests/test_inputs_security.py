@@ -86,6 +86,7 @@ def test_a_symbolic_link_in_the_lab_directory_is_replaced_never_followed(tmp_pat
         f"name: {lab_name}\ntopology:\n  defaults:\n    credentials: {{username: admin, password: {PASSWORD}}}\n"
         "  nodes:\n    a: {kind: linux}\n"
     )
+    os.chown(topo, NOBODY, NOBODY)  # the user's own lab: its lab directory's files are theirs
     try:
         done = run_cli("deploy", "-t", str(topo), timeout=180)
         assert done.returncode == 0, done.stderr

@@ -2,7 +2,7 @@
 link in its folder and root's ``nestlab save`` writes through none; an ordinary user (``nobody``) holding every lock
 nestlab takes does not stall root's deploy or destroy; a user swapping the lab folder's parent for a link while root
 writes and removes it gets nothing written or removed outside; and no file another user can read holds a lab's
-password, a router's key or a node's ``env:`` value."""
+password, a router's key or a node's ``env:`` value, not even the owner of the folder root's own topology is in."""
 
 from __future__ import annotations
 
@@ -340,10 +340,8 @@ def test_no_file_another_user_can_read_holds_a_password_a_router_key_or_an_env_v
     try:
         assert done.returncode == 0, done.stderr
         assert state.read(lab_name) is not None
-        keys = Path(names.KEYS_ROOT, lab_name)
-        lab_keys = [(keys / k).read_text().splitlines()[1] for k in ("id_ed25519", "ssh_host_ed25519_key") if (keys / k).exists()]
         roots = ["/run/nestlab", "/run/nestlab-mgmt", "/run/nestlab-lock", "/var/lib/nestlab", "/etc/ssh/ssh_config.d", top]
-        argv = as_nobody(READER, ",".join((PASSWORD, KEY, ENV, *lab_keys)), *roots)
+        argv = as_nobody(READER, _secrets(lab_name), *roots)
         argv[1:3] = [f"--reuid={STRANGER}", f"--regid={STRANGER}"]
         found = subprocess.run(argv, capture_output=True, text=True, cwd="/", timeout=120)
         assert found.returncode == 0, found.stderr
@@ -360,6 +358,41 @@ def test_no_file_another_user_can_read_holds_a_password_a_router_key_or_an_env_v
         shutil.rmtree(top, ignore_errors=True)
     assert gone.returncode == 0, gone.stderr
     assert leftovers() == []
+
+
+@FRR
+def test_roots_own_topology_in_another_users_folder_hands_that_user_no_password_or_key(lab_name):
+    """Root deploys a topology of its own (0600, with a password) from a folder ``nobody`` owns: the lab directory
+    written there keeps the passwords root's, and ``nobody`` reads no password, key or ``env:`` value in it."""
+    top = tempfile.mkdtemp(prefix="nestlab-roots-", dir="/tmp")
+    os.chmod(top, 0o755)
+    os.chown(top, NOBODY, NOBODY)
+    topo = Path(top) / "lab.clab.yml"
+    topo.write_text(_router_lab(True).replace("{name}", lab_name))
+    os.chmod(topo, 0o600)  # root's, as the lab directory's files must stay
+    done = run_cli("deploy", "-t", str(topo), timeout=180)
+    try:
+        assert done.returncode == 0, done.stderr
+        found = subprocess.run(as_nobody(READER, _secrets(lab_name), top), capture_output=True, text=True, cwd="/", timeout=120)
+        assert found.returncode == 0, found.stderr
+        assert found.stdout.split() == [], f"the folder's owner reads the lab's secrets in {found.stdout.split()}"
+        inventory = Path(top, f"clab-{lab_name}", "ansible-inventory.yml")
+        assert PASSWORD in inventory.read_text(), "the inventory holds the password (the search would find it)"
+        info = inventory.stat()
+        assert (info.st_uid, info.st_mode & 0o777) == (0, 0o600), (info.st_uid, oct(info.st_mode))
+    finally:
+        gone = run_cli("destroy", "-t", str(topo), "--cleanup", timeout=120)
+        shutil.rmtree(top, ignore_errors=True)
+    assert gone.returncode == 0, gone.stderr
+    assert leftovers() == []
+
+
+def _secrets(lab_name: str) -> str:
+    """What no other user may read, for :data:`READER`: the password, the router's key, the ``env:`` value and the
+    lab's SSH keys."""
+    keys = Path(names.KEYS_ROOT, lab_name)
+    lab_keys = [(keys / k).read_text().splitlines()[1] for k in ("id_ed25519", "ssh_host_ed25519_key") if (keys / k).exists()]
+    return ",".join((PASSWORD, KEY, ENV, *lab_keys))
 
 
 def _grep_as_root(secrets: list[str], roots: list[str]) -> list[str]:

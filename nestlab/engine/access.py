@@ -191,8 +191,8 @@ def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
     secret = any(n.login.password for n in nodes)
     try:  # the folder and its parents reached through no link their owner could swap in (backends/kernel/files.py)
         with files.folder(os.path.dirname(folder)) as parent:
-            owner = os.fstat(parent)
-            where = files.open_dir(os.path.basename(folder), create=0o755, beneath=parent)
+            owner = _owner(lab, parent)
+            where = files.open_dir(os.path.basename(folder), create=0o755 if owner else 0o700, beneath=parent)
     except OSError as exc:
         raise LabError(f"lab directory {folder}: {exc.strerror} (a symbolic link is not followed)") from None
     try:
@@ -206,11 +206,19 @@ def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
         os.close(where)
 
 
-def _written(folder: int, name: str, text: str, secret: bool, owner: os.stat_result) -> None:
-    """``name`` in the open ``folder`` holding ``text``, owned by whoever owns the folder the lab directory is in
-    (the lab's owner, who runs Ansible on it; root's when that is root's); ``secret`` (it holds passwords): 0600.
-    That folder may be a user's: written whole by files.write_at (never through a link planted there)."""
-    files.write_at(folder, name, text, 0o600 if secret else 0o644, (owner.st_uid, owner.st_gid))
+def _owner(lab: Blueprint, parent: int) -> tuple[int, int] | None:
+    """Who the lab directory's files go to: the owner of the open folder ``parent`` it is in when they also own the
+    topology file (wrote the lab, and run Ansible on it) or run nestlab; None (nestlab's own user keeps them) in
+    another's folder for a lab they did not write, so a folder's owner is never handed a topology's passwords."""
+    found = os.fstat(parent)
+    return (found.st_uid, found.st_gid) if found.st_uid in (lab.author, os.geteuid()) else None
+
+
+def _written(folder: int, name: str, text: str, secret: bool, owner: tuple[int, int] | None) -> None:
+    """``name`` in the open ``folder`` holding ``text``, owned by ``owner`` (:func:`_owner`); ``secret`` (it holds
+    passwords): 0600.  That folder may be a user's: written whole by files.write_at (never through a link planted
+    there)."""
+    files.write_at(folder, name, text, 0o600 if secret else 0o644, owner)
 
 
 def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:

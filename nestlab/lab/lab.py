@@ -138,7 +138,7 @@ class Lab:
         deployed, as its site made it (on this machine: handed out with the machine and its leases, and planned)."""
         if self._raw is not None:  # changed in code since: a new blueprint of the changed document
             was = self._blueprint
-            self._blueprint = Blueprint(self._raw["name"], was.source, self._raw, was.notices, was.located)
+            self._blueprint = Blueprint(self._raw["name"], was.source, self._raw, was.notices, was.located, author=was.author)
             self._raw = None
         return self._blueprint
 

@@ -52,6 +52,19 @@ def read_bytes(
     bytes (with ``stream``, a pipe or socket too: a topology given on standard input, as a server's deploy reads it).
     ``dir_fd``: ``path`` is in that open folder (on the disk, whatever :func:`only` gave); without ``follow`` a
     symbolic link at ``path`` is refused, not followed (a file in a folder another user may write)."""
+    return read_owned(path, limit, stream, dir_fd=dir_fd, follow=follow)[0]
+
+
+def read_owned(
+    path: str | os.PathLike[str],
+    limit: int = MAX_BYTES,
+    stream: bool = False,
+    *,
+    dir_fd: int | None = None,
+    follow: bool = True,
+) -> tuple[bytes, int | None]:
+    """:func:`read_bytes` and the uid owning what was read, from the descriptor read (the very file whose bytes
+    these are, whatever is at ``path`` since); None for a resource's own files (:func:`only`)."""
     files = _given.get()
     if files is not None and dir_fd is None:
         if os.fspath(path) not in files:
@@ -59,7 +72,7 @@ def read_bytes(
         data = files[os.fspath(path)]
         if len(data) > limit:
             raise FileRefused(errno.EFBIG, f"larger than {limit} bytes")
-        return data
+        return data, None
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags, dir_fd=dir_fd)
@@ -68,7 +81,8 @@ def read_bytes(
             raise FileRefused(errno.ELOOP, "a symbolic link (not followed: another user may have planted it)") from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
+        found = os.fstat(fd)
+        mode = found.st_mode
         if stream and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
             os.set_blocking(fd, True)
         elif not stat.S_ISREG(mode):
@@ -79,7 +93,7 @@ def read_bytes(
             size += len(chunk)
             if size > limit:
                 raise FileRefused(errno.EFBIG, f"larger than {limit} bytes")
-        return b"".join(chunks)
+        return b"".join(chunks), found.st_uid
     finally:
         os.close(fd)
 

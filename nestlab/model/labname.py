@@ -14,7 +14,7 @@ from .yamlsource import load_yaml, read_source
 def name_of(path: str | os.PathLike) -> str:
     """The ``name:`` of a topology file (rendered first if it is a Go template), or a Kathará lab's."""
     if kathara.is_lab(path):
-        located, source, _notes = kathara.load(path)
+        located, _source, _notes, _author = kathara.load(path)
         return str(located.data["name"])
     text = read_source(FsPath(path), stream=True)
     if clab.template_line(text) is not None:

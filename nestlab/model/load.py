@@ -32,7 +32,7 @@ from .schema.links import IGNORED_LINK_KEYS, LinkSpec
 from .schema.nodes import IGNORED_NODE_KEYS
 from .servers import check_servers
 from .stages import check_stages
-from .yamlsource import Located, load_yaml, read_source
+from .yamlsource import Located, load_yaml, read_owned_source, read_source
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Loaded:
     source: str
     notices: list[Problem] = field(default_factory=list)
     located: Located | None = None  # where each key came from, for problems found later (planning)
+    author: int | None = None  # the uid owning the topology file as read (who wrote the lab); None: not a file's
 
 
 def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = (), overrides: Overrides | None = None) -> Loaded:
@@ -50,18 +51,21 @@ def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = (), overr
     rendered first with the variables of ``vars_files`` (as containerlab's ``--vars``), or else of the
     ``NAME_vars.yml``/``.yaml``/``.json`` files beside it (``NAME``: the file name without its last extension)."""
     if kathara.is_lab(path):
-        located, source, notes = kathara.load(path)
+        located, source, notes, author = kathara.load(path)
         loaded = load_data(located, source, overrides)
         loaded.notices[:0] = notes
-        return loaded
-    path = FsPath(path)
-    text = read_source(path, stream=True)  # the topology may come on standard input (-t /dev/stdin)
-    if clab.template_line(text) is None:
-        return load_text(text, str(path), overrides=overrides)
-    found = [FsPath(f) for f in vars_files] or sorted(
-        f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*") if f.suffix in (".yaml", ".yml", ".json")
-    )
-    return load_text(text, str(path), _template_vars(found), [str(f) for f in found], overrides)
+    else:
+        path = FsPath(path)
+        text, author = read_owned_source(path, stream=True)  # the topology may come on standard input (-t /dev/stdin)
+        if clab.template_line(text) is None:
+            loaded = load_text(text, str(path), overrides=overrides)
+        else:
+            found = [FsPath(f) for f in vars_files] or sorted(
+                f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*") if f.suffix in (".yaml", ".yml", ".json")
+            )
+            loaded = load_text(text, str(path), _template_vars(found), [str(f) for f in found], overrides)
+    loaded.author = author
+    return loaded
 
 
 def load_text(

@@ -57,13 +57,18 @@ def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, p
 
 def read_source(path, what: str = "the topology file", stream: bool = False) -> str:
     """A file's text; unreadable or not UTF-8 is a :class:`TopologyError` (the latter with the bad byte's line and column)."""
+    return read_owned_source(path, what, stream)[0]
+
+
+def read_owned_source(path, what: str = "the topology file", stream: bool = False) -> tuple[str, int | None]:
+    """:func:`read_source` and the uid owning the file read (``files.read_owned``): who wrote the lab."""
     source = str(path)
     try:
-        raw = files.read_bytes(path, stream=stream)
+        raw, owner = files.read_owned(path, stream=stream)
     except OSError as exc:
         raise TopologyError(source, [Problem((), f"cannot read {what}: {exc.strerror}")]) from None
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8"), owner
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1

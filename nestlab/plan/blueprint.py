@@ -50,12 +50,16 @@ class Blueprint:
     planned: Plan | None = None  # the plan, when it is known (a running lab's, live changes included)
     leases: Leases | None = None  # its management network's, as read when it was handed out to be planned
     machine: Machine = ROOT  # what the machine lets it be (rootless mode's limits), read where it was handed out
+    author: int | None = None  # the uid owning the file it was read from: the lab directory is theirs in their folder
 
     @classmethod
     def of(cls, loaded: Loaded) -> Blueprint:
         """The lab a loaded (checked) topology describes, with its notices and where each key came from."""
         document: dict[str, Any] = loaded.topology.model_dump(mode="json")
-        return cls(document["name"], loaded.source, document, tuple(loaded.notices), loaded.located, checked=loaded.topology)
+        notices = tuple(loaded.notices)
+        return cls(
+            document["name"], loaded.source, document, notices, loaded.located, checked=loaded.topology, author=loaded.author
+        )
 
     @classmethod
     def recorded(cls, state: Record) -> Blueprint:

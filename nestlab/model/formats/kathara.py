@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path as FsPath
 
 from ..errors import Path, Problem, TopologyError
-from ..yamlsource import Located, read_source
+from ..yamlsource import Located, read_owned_source, read_source
 
 _ASSIGN = re.compile(r"^\s*([A-Za-z0-9_.-]+)\[([A-Za-z0-9_]+)\]\s*=\s*(.*?)\s*$")
 _META = re.compile(r"^\s*LAB_[A-Z_]+\s*=")
@@ -57,13 +57,14 @@ def lab_name(folder: FsPath) -> str:
     return name[-40:].lstrip("-_")
 
 
-def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
-    """``(located topology data, lab.conf path, notices)`` for a Kathará lab folder or its lab.conf."""
+def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem], int | None]:
+    """``(located topology data, lab.conf path, notices, the uid owning lab.conf)`` for a Kathará lab folder or its
+    lab.conf."""
     conf = FsPath(path)
     conf = conf / "lab.conf" if conf.is_dir() else conf
     folder = conf.parent.resolve()
     source = str(conf)
-    text = read_source(conf, "the lab")
+    text, author = read_owned_source(conf, "the lab")
     located = Located(None)
     shared = _startup(folder / "shared.startup")
     devices, ports = _read_conf(text, source, located)
@@ -72,7 +73,7 @@ def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem]]:
     for dev, waits in _deps(conf.parent / "lab.dep", devices).items():
         nodes[dev]["stages"] = {"configure": {"wait-for": [{"node": w, "stage": "configure"} for w in waits]}}
     located.data = {"name": lab_name(folder), "ipv4_pool": None, "topology": {"nodes": nodes, "links": links}}
-    return located, source, [Problem((dev,), message, line, 1) for line, dev, message in sorted(notes)]
+    return located, source, [Problem((dev,), message, line, 1) for line, dev, message in sorted(notes)], author
 
 
 def _at(located: Located, path: Path, line: int) -> None:
