@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """`nestlab serve`'s overhead (docs/serve.md): the quickstart deployed through the API against the same deploy from
-the shell, by the same ordinary user (rootless) and by root (an administrator's lab), as a ratio; then the lab list
-with LABS labs of USERS users, its p50 and p99 as one user and as an administrator (who sees them all).
+the shell, by the same ordinary user (rootless) and by root (an administrator's lab), as a ratio; then USERS users
+each deploying the quickstart at the same moment and destroying it at the same moment (wall time, slowest answer);
+then the lab list with LABS labs of USERS users, its p50 and p99 as one user and as an administrator (who sees
+them all).
 
 Users are made for the run (and removed after), the server runs from a venv of Debian's Python with nestlab[serve]
 installed from this checkout, on 127.0.0.1 over plain HTTP (TLS would time the handshake, not nestlab).
@@ -13,6 +15,7 @@ Usage (root):  python benchmarks/serve.py [--rounds 5] [--labs 50] [--users 5] [
 from __future__ import annotations
 
 import argparse
+import functools
 import pwd
 import shutil
 import statistics
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +77,28 @@ def deploys(server: apiserver.Server, venv: Path, user: str, token: str, as_root
     return min(api), min(shell)
 
 
+def _timed(server: apiserver.Server, method: str, path: str, body: object, token: str) -> tuple[apiserver.Answer, float]:
+    started = time.perf_counter()
+    got = server.call(method, path, body, token)
+    return got, time.perf_counter() - started
+
+
+def at_once(server: apiserver.Server, tokens: list[str]) -> tuple[float, float, float]:
+    """Seconds for every user's quickstart deployed at once, then destroyed at once, and the slowest answer."""
+    phases = []
+    for method, path, body in (
+        ("POST", "/api/v1/labs", {"topologyContent": _topology("bench-serve-many")}),
+        ("DELETE", "/api/v1/labs/bench-serve-many?cleanup=true", None),
+    ):
+        started = time.perf_counter()
+        with ThreadPoolExecutor(len(tokens)) as pool:
+            answers = list(pool.map(functools.partial(_timed, server, method, path, body), tokens))
+        phases.append((time.perf_counter() - started, max(seconds for _, seconds in answers)))
+        if failed := [a.text[:300] for a, _ in answers if a.status != 200]:
+            raise RuntimeError(f"{method} {path}: {len(failed)} of {len(tokens)} failed: {failed[0]}")
+    return phases[0][0], phases[1][0], max(slowest for _, slowest in phases)
+
+
 def lists(server: apiserver.Server, tokens: dict[str, str], labs: int, count: int, admin: str) -> dict[str, tuple[float, float]]:
     """p50/p99 (ms) of the lab list with ``labs`` labs spread over the users, as one user and as the administrator."""
     owners = sorted(u for u in tokens if u != admin)
@@ -97,7 +123,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--labs", type=int, default=50)
-    parser.add_argument("--users", type=int, default=5)
+    parser.add_argument(
+        "--users", type=int, default=5, help="users deploying at once (20: the load test's), owning the labs listed"
+    )
     parser.add_argument("--lists", type=int, default=200)
     parser.add_argument("--smoke", action="store_true", help="the smallest run: 1 round, 2 labs of 1 user, 10 lists")
     args = parser.parse_args()
@@ -117,6 +145,10 @@ def main() -> None:
             for label, who, as_root in (("ordinary user (rootless)", user, False), ("administrator (root)", admin, True)):
                 api, shell = deploys(server, venv, who, tokens[who], as_root, args.rounds)
                 print(f"  {label:<28} {api:6.3f} s  {shell:6.3f} s  {api / shell:5.2f}x")
+            users = [tokens[u] for u in wanted if u != admin]
+            deployed, destroyed, slowest = at_once(server, users)
+            print(f"{len(users)} users deploying the quickstart at once, then destroying it at once")
+            print(f"  deploy {deployed:6.2f} s   destroy {destroyed:6.2f} s   slowest answer {slowest:6.2f} s")
             print(f"GET /api/v1/labs, {args.labs} labs of {args.users} users, {args.lists} requests: p50 / p99")
             for label, (p50, p99) in lists(server, tokens, args.labs, args.lists, admin).items():
                 print(f"  as {label:<26} {p50:7.1f} ms  {p99:7.1f} ms")

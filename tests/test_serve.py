@@ -9,11 +9,15 @@ import contextlib
 import http.client
 import pwd
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jwt
@@ -374,3 +378,181 @@ def test_failed_logins_are_limited(machine):
         assert other.status == 429 and "address" in other.text
     finally:
         limited.stop()
+
+
+def _install(python: str, *args: str, user: str | None = None, env: dict[str, str] | None = None):
+    """``nestlab serve --install ARGS`` run by ``python`` (as ``user``, root when None)."""
+    command = [python, "-m", "nestlab.cli.app", "serve", "--install", *args]
+    if user:
+        command = ["runuser", "-u", user, "--", *command]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd="/", env=env)
+
+
+def test_install_sets_up_a_service_that_serves(machine):
+    """--install writes the unit (this nestlab's absolute interpreter, the options given, restarted on failure),
+    makes the server's folder 0700 and the system groups clab_api and clab_admins, says what to do next; run
+    again it changes nothing; the unit's command line serves."""
+    venv, base = machine
+    root, python, port = base / "install-root", str(venv / "bin" / "python"), apiserver.free_port()
+    state = base / "unit-state"
+    args = ["--root", str(root), "--listen", f"127.0.0.1:{port}", "--no-tls", "--state", str(state)]
+    got = _install(python, *args)
+    assert got.returncode == 0, got.stderr
+    assert "systemctl enable --now nestlab-serve" in got.stdout and "usermod -aG clab_api" in got.stdout
+    unit = (root / "etc/systemd/system/nestlab-serve.service").read_text()
+    start = re.search(r"^ExecStart=(.*)$", unit, re.M)
+    assert start and start.group(1).startswith(f"{python} -m nestlab.cli.app serve --listen 127.0.0.1:{port} --state {state} ")
+    assert "\nRestart=on-failure\n" in unit and "\nWantedBy=multi-user.target\n" in unit
+    assert (root / state.relative_to("/")).stat().st_mode & 0o7777 == 0o700
+    groups = (root / "etc/group").read_text()
+    made = {line.split(":")[0]: int(line.split(":")[2]) for line in groups.splitlines()}
+    assert made.keys() == {"clab_api", "clab_admins"} and max(made.values()) < 1000  # system groups
+    assert _install(python, *args).returncode == 0 and (root / "etc/group").read_text() == groups
+    served = subprocess.Popen(shlex.split(start.group(1)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as health:
+                    assert health.status == 200
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the unit's command line did not serve")
+    finally:
+        served.send_signal(signal.SIGINT)
+        served.wait(20)
+
+
+def test_install_refuses_a_user_and_a_closed_python(machine):
+    """--install is refused to an ordinary user, and to an interpreter others cannot run (here a link to one in a
+    folder 0700): nothing written either time."""
+    venv, base = machine
+    root = base / "refused-root"
+    python = str(venv / "bin" / "python")
+    got = _install(python, "--root", str(root), user=f"{PREFIX}-alice")
+    assert got.returncode == 1 and "runs as the machine's root" in got.stderr
+    closed = base / "closed"
+    closed.mkdir(mode=0o700)
+    (closed / "python").symlink_to(python)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    got = _install(str(closed / "python"), "--root", str(root), env={"PYTHONPATH": str(site), "PATH": "/usr/sbin:/usr/bin"})
+    assert got.returncode == 1 and f"{closed} is closed to other users" in got.stderr, got.stderr
+    assert not root.exists()
+
+
+LOAD_USERS = 20
+LOAD_TIMEOUT = 240  # seconds any one answer may take
+
+
+def _at_once(server: Server, method: str, path: str, body: object, tokens: list[str]) -> list[tuple[apiserver.Answer, float]]:
+    """The request made by every token at the same moment (a thread each): each answer and its seconds."""
+
+    def timed(token: str) -> tuple[apiserver.Answer, float]:
+        started = time.monotonic()
+        got = server.call(method, path, body, token, LOAD_TIMEOUT)
+        return got, time.monotonic() - started
+
+    with ThreadPoolExecutor(len(tokens)) as pool:
+        return list(pool.map(timed, tokens))
+
+
+def test_many_users_deploy_and_destroy_at_once(server):
+    """LOAD_USERS users each deploy a lab of the same name at the same time, then destroy it at the same time:
+    every answer 2xx within its timeout, each lab's node running as its own user in between, nothing of any of
+    them left after (no node process, no lab listed, no file in ~/.clab)."""
+    wanted = {f"{PREFIX}-l{i}": (f"L0ad-pass-{i}", ["clab_api"]) for i in range(LOAD_USERS)}
+    cmd = SLEEPER.format(n=4)
+    topology = {"name": "nlsv-load", "topology": {"nodes": {"a": {"kind": "linux", "cmd": cmd}}}}
+    with apiserver.users(wanted):
+        tokens = {user: server.login(user, password) for user, (password, _groups) in wanted.items()}
+        started = time.monotonic()
+        deployed = _at_once(server, "POST", "/api/v1/labs", {"topologyContent": topology}, list(tokens.values()))
+        deploying = time.monotonic() - started
+        assert [a.status for a, _ in deployed] == [200] * LOAD_USERS, [a.text for a, _ in deployed if a.status != 200]
+        uids = sorted(pwd.getpwnam(user).pw_uid for user in wanted)
+        assert sorted(_sleepers(cmd.split()[1]).values()) == uids
+        started = time.monotonic()
+        destroyed = _at_once(server, "DELETE", "/api/v1/labs/nlsv-load?cleanup=true", None, list(tokens.values()))
+        destroying = time.monotonic() - started
+        assert [a.status for a, _ in destroyed] == [200] * LOAD_USERS, [a.text for a, _ in destroyed if a.status != 200]
+        assert not _sleepers(cmd.split()[1])
+        for user, token in tokens.items():
+            assert server.call("GET", "/api/v1/labs", token=token).body == {}
+            assert _files_of(user) == []
+        slowest = max(seconds for _, seconds in deployed + destroyed)
+        print(f"{LOAD_USERS} users: deploy {deploying:.1f} s, destroy {destroying:.1f} s, slowest answer {slowest:.1f} s")
+
+
+def _post_raw(server: Server, path: str, token: str, body: bytes) -> apiserver.Answer:
+    request = urllib.request.Request(server.url + path, data=body, method="POST")
+    request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as got:
+            return apiserver.Answer(got.status, None, got.read().decode())
+    except urllib.error.HTTPError as exc:
+        return apiserver.Answer(exc.code, None, exc.read().decode())
+
+
+def test_nul_anywhere_and_deep_json_are_400(server, labs):
+    """A NUL in a command, a bind's path, a YAML topology (its "\\0" escape), a netem value, a login name or a
+    node in a path, and JSON nested deeper than the parser goes: each 400 with the reason, nothing run, nothing
+    made, never an internal error."""
+    user = f"{PREFIX}-alice"
+    assert (
+        labs(user, "nlsv-nul", {"a": {"kind": "linux"}, "b": {"kind": "linux"}}, [{"endpoints": ["a:eth1", "b:eth1"]}]).status
+        == 200
+    )
+    token = server.login(user)
+    before = _files_of(user)
+    node = "/api/v1/labs/nlsv-nul/nodes/clab-nlsv-nul-a"
+    bind = {"name": "nlsv-nul2", "topology": {"nodes": {"a": {"kind": "linux", "binds": ["/tmp/x\x00y:/x"]}}}}
+    escaped = 'name: nlsv-nul3\ntopology: {nodes: {a: {kind: linux, cmd: "sleep 9\\0"}}}\n'
+    for method, path, body in [
+        ("POST", "/api/v1/labs/nlsv-nul/exec", {"command": "touch /tmp/nlsv-nul-ran\x00x"}),
+        ("POST", "/api/v1/labs", {"topologyContent": bind}),
+        ("POST", "/api/v1/labs", {"topologyContent": escaped}),
+        ("PUT", node + "/interfaces/eth1/netem", {"delay": "10ms\x00"}),
+        ("POST", "/login", {"username": f"{user}\x00x", "password": USERS[user][0]}),
+    ]:
+        got = server.call(method, path, body, token)
+        assert got.status == 400 and "NUL character" in got.text, (path, got.text)
+    got = server.call("GET", "/api/v1/labs/nlsv-nul/nodes/a%00b/logs", token=token)
+    assert got.status == 400 and "Invalid characters in node name" in got.text
+    deep = _post_raw(server, "/api/v1/labs", token, b"[" * 200_000)
+    assert deep.status == 400 and "not JSON" in deep.text, deep.text
+    assert not Path("/tmp/nlsv-nul-ran").exists()
+    assert set(server.call("GET", "/api/v1/labs", token=token).body) == {"nlsv-nul"}  # type: ignore[arg-type]
+    assert _files_of(user) == before
+
+
+def test_a_token_replayed_after_logout_changes_nothing(server, labs):
+    """After logout the token destroys, deploys, runs and opens nothing (a terminal or the events are refused
+    before the handshake, 401 with the reason); a node only another user's lab of the same name has is 404."""
+    cmd = SLEEPER.format(n=5)
+    alice, bob = f"{PREFIX}-alice", f"{PREFIX}-bob"
+    assert labs(alice, "nlsv-replay", {"a": {"kind": "linux", "cmd": cmd}, "b": {"kind": "linux"}}).status == 200
+    assert labs(bob, "nlsv-replay", {"a": {"kind": "linux"}}).status == 200
+    token = server.login(alice)
+    assert server.call("POST", "/logout", token=token).status == 200
+    other = {"name": "nlsv-replay2", "topology": {"nodes": {"a": {"kind": "linux"}}}}
+    for method, path, body in [
+        ("DELETE", "/api/v1/labs/nlsv-replay", None),
+        ("POST", "/api/v1/labs", {"topologyContent": other}),
+        ("POST", "/api/v1/labs/nlsv-replay/exec", {"command": "touch /tmp/nlsv-replayed"}),
+        ("POST", "/logout", None),
+    ]:
+        got = server.call(method, path, body, token)
+        assert got.status == 401 and "revoked" in got.text, (path, got.text)
+    ws = f"ws://127.0.0.1:{server.port}"
+    for path in ("/api/v1/labs/nlsv-replay/nodes/a/terminal", "/api/v1/events"):
+        with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+            websocket.create_connection(f"{ws}{path}?token={token}", timeout=30)
+        assert refused.value.status_code == 401 and b"revoked" in refused.value.resp_body
+    bobs = server.login(bob)
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        websocket.create_connection(f"{ws}/api/v1/labs/nlsv-replay/nodes/clab-nlsv-replay-b/terminal?token={bobs}", timeout=30)
+    assert refused.value.status_code == 404 and b"not found" in refused.value.resp_body
+    assert list(_sleepers(cmd.split()[1]).values()) == [pwd.getpwnam(alice).pw_uid]
+    assert set(server.call("GET", "/api/v1/labs", token=server.login(alice)).body) == {"nlsv-replay"}  # type: ignore[arg-type]
+    assert not Path("/tmp/nlsv-replayed").exists()

@@ -27,6 +27,13 @@ def serve(
     ),
     token_lifetime: int = typer.Option(3600, "--token-lifetime", help="Seconds a token is valid after login."),
     max_body: int = typer.Option(1 << 20, "--max-body", help="Largest request body (a topology) in bytes."),
+    install: bool = typer.Option(
+        False,
+        "--install",
+        help="Set it up as a systemd service with these options (unit, state folder, groups clab_api and clab_admins) "
+        "instead of serving; then systemctl enable --now nestlab-serve.",
+    ),
+    root: Path = typer.Option(Path("/"), "--root", hidden=True, help="--install's files and groups under this folder."),
 ):
     """Serve containerlab's REST API (clab-api-server's, which containerlab's web, desktop and VS Code apps use).
 
@@ -37,6 +44,8 @@ def serve(
     Example: sudo nestlab serve   (https://HOST:8090 with a self-signed certificate)
 
     Example: sudo nestlab serve --listen 127.0.0.1:8090 --no-tls   (behind a TLS proxy)
+
+    Example: sudo nestlab serve --install && sudo systemctl enable --now nestlab-serve   (a service of the machine)
     """
     with reported():
         from ..serve.config import Listen, Settings
@@ -54,4 +63,10 @@ def serve(
         )
         if token_lifetime < 60:
             raise LabError(f"--token-lifetime {token_lifetime}: at least 60 seconds")
+        if install:
+            from ..serve.install import install as set_up
+
+            for line in set_up(settings, force, str(root)):
+                typer.echo(line)
+            return
         run(settings, force)

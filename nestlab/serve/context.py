@@ -13,7 +13,7 @@ from . import accounts, tokens
 from .accounts import Account
 from .config import Settings
 from .errors import ApiError
-from .labs import Labs
+from .labs import Labs, refuse_nul
 from .logins import Limiter
 from .runner import Nestlab
 
@@ -70,10 +70,11 @@ class Context:
             return {}
         try:
             data = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             raise ApiError(400, f"Invalid request body: not JSON ({exc})") from None
         if not isinstance(data, dict):
             raise ApiError(400, "Invalid request body: a JSON object expected")
+        refuse_nul(data, "request body")
         return data
 
 

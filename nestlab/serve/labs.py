@@ -31,6 +31,28 @@ def checked_name(what: str, text: str) -> str:
     return text
 
 
+def holds_nul(value: object) -> bool:
+    """Whether a NUL character is in any string (key or value) of a parsed JSON or YAML document (no name, path or
+    command of a lab holds one: the kernel's calls end a string at it)."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str) and "\x00" in item:
+            return True
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return False
+
+
+def refuse_nul(value: object, what: str) -> None:
+    """400 if ``value`` holds a NUL character anywhere."""
+    if holds_nul(value):
+        raise ApiError(400, f"Invalid {what}: a NUL character in a value (no name, path or command may hold one)")
+
+
 @dataclass(frozen=True)
 class Target:
     """A lab found for a request: whose it is (``owner``: the account it runs as) and its containers."""
@@ -135,6 +157,7 @@ def topology_text(content: Any) -> tuple[str, dict[str, Any]]:
         text = content
     else:
         document, text = content, yaml.safe_dump(content, sort_keys=False)
+    refuse_nul(document, "topology")
     if not isinstance(document, dict):
         raise ApiError(400, "topologyContent must be a topology: an object with 'name' and 'topology'")
     name = document.get("name")

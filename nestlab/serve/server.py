@@ -30,17 +30,18 @@ class TokensHidden(Filter):
 
 
 def _closed_to_users(python: str) -> str | None:
-    """The first folder on the way to ``python`` (or the file) others may not enter or run, if any: users' commands
-    are run with it."""
-    resolved = Path(os.path.realpath(python))
-    for part in [*reversed(resolved.parents), resolved]:
-        if not part.stat().st_mode & 0o001:
-            return str(part)
+    """The first folder on the way to ``python`` (or the file) others may not enter or run, if any, as given and
+    with its links resolved (a venv's interpreter is a link out of it): users' commands are run with it."""
+    for path in (Path(os.path.abspath(python)), Path(os.path.realpath(python))):
+        for part in [*reversed(path.parents), path]:
+            if not part.stat().st_mode & 0o001:
+                return str(part)
     return None
 
 
-def serve(settings: Settings, force: bool = False) -> None:
-    """Serve until stopped (SIGINT/SIGTERM)."""
+def check(settings: Settings, force: bool) -> None:
+    """Refuse what the server could not run as: not root, plain HTTP off loopback unless forced, an interpreter
+    other users cannot run, half a certificate."""
     if os.geteuid() != 0 or os.path.exists("/run/nestlab-rootless"):
         raise LabError("nestlab serve runs as the machine's root: it runs each user's labs as that user (run it with sudo)")
     if not settings.tls and not settings.listen.loopback and not force:
@@ -55,6 +56,11 @@ def serve(settings: Settings, force: bool = False) -> None:
         )
     if bool(settings.cert) != bool(settings.key):
         raise LabError("give --cert and --key together (or neither: a self-signed certificate is made)")
+
+
+def serve(settings: Settings, force: bool = False) -> None:
+    """Serve until stopped (SIGINT/SIGTERM)."""
+    check(settings, force)
     app = build(settings)
     tls: dict[str, str] = {}
     if settings.tls:

@@ -137,14 +137,15 @@ class Server:
             self.proc.kill()
             self.proc.wait()
 
-    def call(self, method: str, path: str, body: object = None, token: str | None = None) -> Answer:
+    def call(self, method: str, path: str, body: object = None, token: str | None = None, timeout: float = 600) -> Answer:
+        """The answer to a request (a TimeoutError past ``timeout`` seconds)."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Content-Type", "application/json")
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(request, timeout=600, context=self._context) as got:
+            with urllib.request.urlopen(request, timeout=timeout, context=self._context) as got:
                 status, text = got.status, got.read().decode()
         except urllib.error.HTTPError as exc:
             status, text = exc.code, exc.read().decode()
