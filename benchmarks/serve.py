@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import _smoke  # noqa: E402
 from nestlab.testbeds import apiserver  # noqa: E402
 
 PASSWORD = "Bench-pass-1"
@@ -127,10 +128,7 @@ def main() -> None:
         "--users", type=int, default=5, help="users deploying at once (20: the load test's), owning the labs listed"
     )
     parser.add_argument("--lists", type=int, default=200)
-    parser.add_argument("--smoke", action="store_true", help="the smallest run: 1 round, 2 labs of 1 user, 10 lists")
-    args = parser.parse_args()
-    if args.smoke:
-        args.rounds, args.labs, args.users, args.lists = 1, 2, 1, 10
+    args = _smoke.parse(parser, rounds=1, labs=2, users=1, lists=10)
     admin = "bench-serve-admin"
     wanted = {admin: (PASSWORD, ["clab_admins"]), **{f"bench-serve-u{i}": (PASSWORD, ["clab_api"]) for i in range(args.users)}}
     base = Path(tempfile.mkdtemp(prefix="bench-serve-", dir="/tmp"))
@@ -141,17 +139,20 @@ def main() -> None:
         try:
             tokens = {user: server.login(user, PASSWORD) for user in wanted}
             user = "bench-serve-u0"
-            print(f"quickstart deploy, best of {args.rounds}    API       shell     API/shell")
+            print(f"| measure (quickstart deploy: best of {args.rounds}) | API | shell | API / shell |")
+            print("|---|---|---|---|")
             for label, who, as_root in (("ordinary user (rootless)", user, False), ("administrator (root)", admin, True)):
                 api, shell = deploys(server, venv, who, tokens[who], as_root, args.rounds)
-                print(f"  {label:<28} {api:6.3f} s  {shell:6.3f} s  {api / shell:5.2f}x")
+                print(f"| deploy, {label} | {api:.3f} s | {shell:.3f} s | {api / shell:.2f}x |")
             users = [tokens[u] for u in wanted if u != admin]
             deployed, destroyed, slowest = at_once(server, users)
-            print(f"{len(users)} users deploying the quickstart at once, then destroying it at once")
-            print(f"  deploy {deployed:6.2f} s   destroy {destroyed:6.2f} s   slowest answer {slowest:6.2f} s")
-            print(f"GET /api/v1/labs, {args.labs} labs of {args.users} users, {args.lists} requests: p50 / p99")
+            print(
+                f"| {len(users)} users deploy at once, then destroy at once | {deployed:.2f} s, {destroyed:.2f} s | | slowest answer {slowest:.2f} s |"
+            )
             for label, (p50, p99) in lists(server, tokens, args.labs, args.lists, admin).items():
-                print(f"  as {label:<26} {p50:7.1f} ms  {p99:7.1f} ms")
+                print(
+                    f"| GET /api/v1/labs as {label} ({args.labs} labs of {args.users} users, {args.lists} requests) | p50 {p50:.1f} ms | | p99 {p99:.1f} ms |"
+                )
         finally:
             server.stop()
     shutil.rmtree(base, ignore_errors=True)
