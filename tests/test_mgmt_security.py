@@ -372,7 +372,7 @@ def test_a_uid_of_a_live_process_a_machine_user_or_group_or_another_lab_is_not_g
         other.mkdir(mode=0o700)
         (other / login_uids.RECORD).write_text(json.dumps({"r1": first[3]}))
         deadline = time.monotonic() + 5
-        while not procs.of_uid(first) and time.monotonic() < deadline:
+        while not procs.of_uid(first[0]) and time.monotonic() < deadline:
             time.sleep(0.05)
         given = login_uids.given(str(tmp_path), ["a", "b", "c"])
     finally:

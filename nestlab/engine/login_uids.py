@@ -102,18 +102,13 @@ def _used(uid: int) -> bool:
     return False
 
 
-def pids(uids: Collection[int]) -> list[int]:
-    """Live processes whose real or effective uid is one of ``uids``."""
-    return sorted({pid for uid in set(uids) for pid in procs.of_uid(uid)})
-
-
 def kill(lab: str) -> None:
     """SIGKILL every process of the lab's login uids (real or effective), again until none is left (a process may
     fork while it goes; at most 5 s): no login outlives its lab, nor reaches the next lab given its uid.  Only uids
     of :func:`pool` (never 0 nor a user of this machine's, whatever the record says)."""
     uids = {uid for uid in recorded(names.lab_keys(lab)).values() if uid in pool()}
     deadline = time.monotonic() + 5
-    while uids and (found := pids(uids)) and time.monotonic() < deadline:
+    while uids and (found := procs.of_uids(uids)) and time.monotonic() < deadline:
         for pid in found:
             with contextlib.suppress(OSError):  # gone meanwhile
                 os.kill(pid, signal.SIGKILL)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 
 def others() -> Iterator[int]:
@@ -94,4 +94,10 @@ def uids(pid: int) -> tuple[int, int] | None:
 
 def of_uid(uid: int) -> list[int]:
     """Live processes whose real or effective uid is ``uid``."""
-    return [pid for pid in others() if uid in (uids(pid) or ())]
+    return of_uids({uid})
+
+
+def of_uids(wanted: Collection[int]) -> list[int]:
+    """Live processes whose real or effective uid is one of ``wanted``: one pass over /proc, however many uids."""
+    held = set(wanted)
+    return [pid for pid in others() if held.intersection(uids(pid) or ())]
