@@ -62,6 +62,8 @@ class Wireless(Switch):
             "channel": spec.channel,
             "noise_floor": spec.noise_floor if spec.noise_floor is not None else DEFAULTS["noise_floor"],
             "propagation": spec.propagation.model_dump() if spec.propagation else {},
+            "rate_control": spec.rate_control or "ideal",
+            "fading": spec.fading.model_dump() if spec.fading else None,
             "mobility": spec.mobility.model_dump() if spec.mobility else None,
             "stations": stations(node.topology, node.name),
         }

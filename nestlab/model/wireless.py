@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 STANDARDS = ("802.11a", "802.11b", "802.11g", "802.11n", "802.11ac")
 MODELS = ("friis", "log-distance", "log-normal", "two-ray", "itu-indoor")
+RATE_CONTROLS = ("ideal", "minstrel")
+FADINGS = ("none", "rayleigh", "rician", "nakagami")
 FIVE_GHZ = ("802.11a", "802.11ac")  # the standards that exist only on 5 GHz channels
 DEFAULT_CHANNEL = {"802.11a": 36, "802.11ac": 36}  # others: channel 1 (2.412 GHz)
 
@@ -47,6 +49,21 @@ class Propagation(_Strict):
     floors: int = Field(default=0, ge=0, le=50, description="itu-indoor: floors between every two stations")
     floor_loss: float = Field(default=15.0, ge=0, description="itu-indoor: dB lost at the first floor crossed (4 more each next)")
     seed: int = Field(default=1, description="log-normal: seed of the per-pair shadowing")
+
+
+class Fading(_Strict):
+    """Fast fading: each frame's power on each link times a random gain of mean 1 (docs/wireless.md)."""
+
+    model: Literal["none", "rayleigh", "rician", "nakagami"] = Field(default="none", description=f"one of {', '.join(FADINGS)}")
+    k: float = Field(
+        default=6.0, ge=0, le=1000, description="rician: K factor, the direct path's power over the scattered (linear)"
+    )
+    m: float = Field(default=2.0, ge=0.5, le=100, description="nakagami: shape m (1: Rayleigh; larger: milder)")
+    seed: int = Field(default=1, description="seed of the per-frame draws")
+
+
+def _fading(value: Any) -> Any:
+    return {"model": value} if isinstance(value, str) else value  # `fading: rayleigh` is {model: rayleigh}
 
 
 def _position(value: list[float]) -> list[float]:
@@ -103,6 +120,8 @@ def frequency(standard: str, channel: int | None) -> float:
 # [x, y] or [x, y, z] in metres, read as [x, y, z] (z = 0 when left out).
 Position = Annotated[list[float], AfterValidator(_position)]
 Standard = Literal["802.11a", "802.11b", "802.11g", "802.11n", "802.11ac"]
+RateControl = Literal["ideal", "minstrel"]
+FadingKey = Annotated[Fading, BeforeValidator(_fading)]
 
 # The medium's keys (kind: wireless), read by nestlab/kinds/wireless.py.
 MEDIUM_KEYS: dict[str, tuple[Any, dict[str, Any]]] = {
@@ -116,6 +135,17 @@ MEDIUM_KEYS: dict[str, tuple[Any, dict[str, Any]]] = {
             "ge": -130,
             "le": -40,
             "description": "wireless: noise floor in dBm (default -91: 20 MHz, 10 dB noise figure)",
+        },
+    ),
+    "rate_control": (
+        RateControl | None,
+        {"default": None, "description": "wireless: how a station picks each attempt's rate: ideal (by mean signal) or minstrel"},
+    ),
+    "fading": (
+        FadingKey | None,
+        {
+            "default": None,
+            "description": "wireless: fast fading per frame: none, rayleigh, rician or nakagami (or {model: ..., k, m, seed})",
         },
     ),
     "mobility": (Mobility | None, {"default": None, "description": "wireless: how its stations move, played by nestlab run"}),

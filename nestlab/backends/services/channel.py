@@ -28,12 +28,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ...model import fading as fades
 from ...model import radio
+from .ratecontrol import CONTROLS
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ...model.wireless import Propagation
+    from ...model.wireless import Fading, Propagation
 
 RETRY_LIMIT = 7  # attempts after the first (the usual dot11LongRetryLimit)
 CW_MAX = 1023
@@ -60,6 +62,7 @@ class Tx:
     end: int  # the frame's end; its ACK follows SIFS later
     heard_by: list[int]  # the stations in range of its sender as it started: they sense it
     overlaps: list[Tx] = field(default_factory=list)  # every frame on the air at some time during it
+    fades: dict[int, float] = field(default_factory=dict)  # its fading's power gain at each station, drawn when first needed
 
 
 # -- queues, as Linux's mac80211 keeps them -----------------------------------------------------------------
@@ -243,6 +246,8 @@ class Channel:
         queue: int = 100,
         seed: int | None = None,
         keys: np.ndarray | None = None,
+        rate_control: str = "ideal",
+        fading: Fading | None = None,
     ) -> None:
         self.phy, self.prop, self.freq, self.noise_floor = phy, prop, freq, noise_floor
         self.pos, self.tx, self.gain, self.keys = pos, tx, gain, keys  # keys: radio.station_keys of their names
@@ -270,6 +275,8 @@ class Channel:
             "frames": 0, "delivered": 0, "dropped": 0, "attempts": 0, "collisions": 0, "lost": 0, "retries": 0,
         }  # fmt: skip
         self.queues = [Sender(queue, self.counts) for _ in range(n)]
+        self.control = CONTROLS[rate_control](self)  # each attempt's rate (ratecontrol.py)
+        self.fade = fades.drawer(fading)  # a frame's fading gain on one link (None: none)
         self.place(pos)
 
     # -- geometry ----------------------------------------------------------------------------------
@@ -338,7 +345,7 @@ class Channel:
     def _start(self, i: int, at: int) -> None:
         self.due_at[i] = -1
         frame, dst = self.current[i] = self.current[i] or self.queues[i].dequeue(at)
-        rate = self.pairs[i].get(dst, _OUT)[0] if dst >= 0 else 0
+        rate = self.control.rate(i, dst, self.retry[i], at) if dst >= 0 else 0
         end = at + _ns(radio.frame_us(self.phy, self.phy.rates[rate][0], len(frame)))
         tx = Tx(i, frame, dst, rate, at, end, self.hears[i])
         self.counts["attempts"] += int(dst >= 0)
@@ -347,7 +354,7 @@ class Channel:
             other.overlaps.append(tx)
             tx.overlaps.append(other)
         self.airborne.append(tx)
-        mw = self.mw
+        power = self._power
         for k in tx.heard_by:
             self.sensing[k] += 1
             self._freeze(k, at)
@@ -355,9 +362,9 @@ class Channel:
                 continue  # half duplex: it receives nothing while it sends
             following = self.locked[k]
             if following is not None and following.end > at:
-                if mw[i, k] >= mw[following.sender, k] * 10 ** (CAPTURE_DB / 10):
+                if power(tx, k) >= power(following, k) * 10 ** (CAPTURE_DB / 10):
                     self.locked[k] = tx
-            elif mw[i, k] >= (self.noise_mw + self._heard(k, tx)) * 10 ** (PREAMBLE_DB / 10):
+            elif power(tx, k) >= (self.noise_mw + self._heard(k, tx)) * 10 ** (PREAMBLE_DB / 10):
                 self.locked[k] = tx
         heapq.heappush(self.events, (end, next(self.seq), i, tx))
 
@@ -395,6 +402,8 @@ class Channel:
         """The sender's next step: the next frame, or this one again after a failed attempt."""
         i = tx.sender
         self.queues[i].charge(tx.dst, tx.end - tx.start)
+        if tx.dst >= 0:
+            self.control.report(i, tx.dst, tx.rate, acked)
         if acked or tx.dst < 0:
             self.quiet[i], self.ifs[i] = max(self.quiet[i], ack_end if acked else tx.end), self.difs
         else:  # no ACK: its ACK timeout, then as after a frame it could not read
@@ -413,9 +422,19 @@ class Channel:
         self._resume(i, tx.end)
 
     # -- reception ---------------------------------------------------------------------------------
+    def _power(self, tx: Tx, k: int) -> float:
+        """mW at ``k`` of ``tx``: the pair's mean, times the frame's fading there (drawn once per frame and station)."""
+        mean = float(self.mw[tx.sender, k])
+        if self.fade is None:
+            return mean
+        gain = tx.fades.get(k)
+        if gain is None:
+            gain = tx.fades[k] = self.fade()
+        return mean * gain
+
     def _heard(self, k: int, tx: Tx) -> float:
         """mW at ``k`` now of the frames on the air other than ``tx``."""
-        return sum(float(self.mw[o.sender, k]) for o in self.airborne if o is not tx and o.end > tx.start)
+        return sum(self._power(o, k) for o in self.airborne if o is not tx and o.end > tx.start)
 
     def _received(self, tx: Tx, k: int) -> bool:
         """Whether ``k`` receives ``tx``: it followed it to its end, and every stretch decoded."""
@@ -425,13 +444,12 @@ class Channel:
         """The chance ``k`` decodes ``tx``: the product over each stretch between other frames' starts and ends
         of (1 - loss of a REFERENCE_BYTES frame at that stretch's SINR) to the power of the stretch's share of the
         frame's bytes in REFERENCE_BYTES blocks (the frame-length-scaled error model: 1 - (1 - PER)^(L / 1000))."""
-        mw = self.mw
         floor = self.noise_mw * NEGLIGIBLE
         others = [
-            (o.start, o.end, p) for o in tx.overlaps if o.sender != k and o.end > tx.start and (p := mw[o.sender, k]) > floor
+            (o.start, o.end, p) for o in tx.overlaps if o.sender != k and o.end > tx.start and (p := self._power(o, k)) > floor
         ]
         needs = self.needs[tx.rate]
-        signal = mw[tx.sender, k]
+        signal = self._power(tx, k)
         blocks = (len(tx.frame) + radio.MAC_OVERHEAD) / radio.REFERENCE_BYTES  # loss scales with the frame's length
         if not others:
             return (1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)) ** blocks
@@ -445,7 +463,7 @@ class Channel:
     # -- what it shows -----------------------------------------------------------------------------
     def rate(self, i: int, j: int) -> float:
         """Mbit/s i sends to j at (0: out of range)."""
-        return self.phy.rates[self.pairs[i][j][0]][0] if j in self.pairs[i] else 0.0
+        return self.phy.rates[self.control.shown(i, j)][0] if j in self.pairs[i] else 0.0
 
     def loss(self, i: int, j: int) -> float:
         """The frame loss from i to j at its rate with no other frame on the air (1: out of range)."""

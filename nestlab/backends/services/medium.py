@@ -131,7 +131,7 @@ class Medium:
         import numpy as np
 
         from ...model import radio
-        from ...model.wireless import Propagation, frequency
+        from ...model.wireless import Fading, Propagation, frequency
         from .channel import Channel
 
         self.stations = config["stations"]
@@ -151,6 +151,8 @@ class Medium:
             np.array([s["antenna_gain"] for s in self.stations], dtype=float),
             queue=config.get("queue", 100),
             keys=radio.station_keys(self.names),
+            rate_control=config.get("rate_control", "ideal"),
+            fading=Fading(**config["fading"]) if config.get("fading") else None,
         )
         self.macs: dict[bytes, int] = {}  # source MAC -> station: at most MACS_PER_STATION per station
         self.owned: list[deque[bytes]] = [deque() for _ in self.names]
