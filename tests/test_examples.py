@@ -181,3 +181,28 @@ def test_clab_template_example_renders_forwards_and_restarts():
         assert b"Directory listing" in _get("http://127.0.0.1:18080/"), "served again by the restarted cmd"
     finally:
         run_cli("destroy", "--lab", "clab-template", "--cleanup")
+
+
+def test_wireless_minstrel_example_climbs_under_fading(topo_file):
+    """examples/wireless-minstrel.yml: Minstrel and Rayleigh fading on an 802.11g medium.  a reaches c at 90 m; after
+    two seconds of UDP from a to b (40 m, 23 dB over the noise on average, faded each frame), Minstrel has left the
+    basic rate for b, and fading has cost attempts that were retried."""
+    from nestlab.lab import wireless
+
+    text = (ROOT / "examples" / "wireless-minstrel.yml").read_text().replace("name: wlm", "name: {name}")
+    lab = Lab.from_file(topo_file(text))
+    with lab.deployed():
+        assert " 0% packet loss" in lab.nodes["a"].cmd("ping -c3 -i0.2 -W2 10.72.0.3"), "c at 90 m"
+        server = lab.nodes["b"].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            lab.nodes["a"].cmd("iperf3 -c 10.72.0.2 -u -b 30M -l 1400 -t 2", check=True)
+        finally:
+            server.kill()
+            server.wait()
+        state = wireless.state(lab, "air")
+        assert (state["rate_control"], state["fading"]) == ("minstrel", "rayleigh")
+        rates = {(p[0], p[1]): p[2] for p in state["pairs"]}
+        assert rates[("a", "b")] > 6, state["pairs"]
+        assert state["counts"]["retries"] > 10, state["counts"]
+    assert leftovers() == []

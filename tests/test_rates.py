@@ -183,7 +183,7 @@ def test_per_frame_snr_follows_the_fading_models_cdf(fades, cdf):
 def test_loss_at_the_margin_rises_as_fading_predicts(fades):
     """2 000 broadcasts (6 Mbit/s, 1514 bytes) to a station 6 dB over that rate's threshold: without fading
     nearly all arrive; faded, a frame arrives with E over the gain g of [preamble detected: SNR g >= 4 dB] x
-    (1 - loss(margin + 10 log10 g))^1.536, which the test integrates (Rayleigh: 15 % lost, Nakagami m = 3: 3 %)."""
+    (1 - loss(margin + 10 log10 g))^1.536, which the test integrates (Rayleigh: 18 % lost, Nakagami m = 3: 3 %)."""
     ch = _channel([0, 10], fades=fades)
     ch.mw[0, 1] = ch.noise_mw * 10 ** ((ch.needs[0] + 6) / 10)
     sent, got = 2000, 0

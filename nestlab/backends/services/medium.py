@@ -140,6 +140,10 @@ class Medium:
         self.index = {port: i for i, port in enumerate(self.ports)}
         self.by_name = {name: i for i, name in enumerate(self.names)}
         self.standard = config["standard"]
+        self.shown = {
+            "rate_control": config.get("rate_control", "ideal"),
+            "fading": (config.get("fading") or {}).get("model", "none"),
+        }
         pos = np.array([s["position"] for s in self.stations], dtype=float).reshape(-1, 3)
         self.channel = Channel(
             radio.PHYS[config["standard"]],
@@ -188,6 +192,7 @@ class Medium:
         return {
             "standard": self.standard,
             "top_rate": ch.phy.rates[-1][0],
+            **self.shown,
             "stations": stations,
             "pairs": pairs,
             "counts": ch.counts,
