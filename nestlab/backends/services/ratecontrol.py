@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -65,10 +66,10 @@ class Link:
     """Minstrel's statistics of one link: per rate, this interval's attempts and successes, and the EWMA."""
 
     rates: int
-    attempts: list[int] = field(default_factory=list)
-    successes: list[int] = field(default_factory=list)
-    prob: list[float] = field(default_factory=list)
-    tried: list[bool] = field(default_factory=list)
+    attempts: list[int] = field(init=False)
+    successes: list[int] = field(init=False)
+    prob: list[float] = field(init=False)
+    tried: list[bool] = field(init=False)
     best: tuple[int, int, int] = (0, 0, 0)  # highest throughput, second highest, most reliable
     chain: tuple[int, ...] = (0, 0, 0, 0)
     next_update: int = 0
@@ -147,4 +148,4 @@ class Minstrel:
 
 
 # Each rate control's name (model/wireless.py RATE_CONTROLS) and its implementation.
-CONTROLS: dict[str, type[Ideal] | type[Minstrel]] = {"ideal": Ideal, "minstrel": Minstrel}
+CONTROLS: dict[str, Callable[[Air], Control]] = {"ideal": Ideal, "minstrel": Minstrel}
