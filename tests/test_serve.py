@@ -12,6 +12,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 import jwt
 import pytest
 import websocket
+import yaml
 
 from nestlab.backends.kernel import procs
 from nestlab.testbeds import apiserver
@@ -557,3 +559,65 @@ def test_a_token_replayed_after_logout_changes_nothing(server, labs):
     assert list(_sleepers(cmd.split()[1]).values()) == [pwd.getpwnam(alice).pw_uid]
     assert set(server.call("GET", "/api/v1/labs", token=server.login(alice)).body) == {"nlsv-replay"}  # type: ignore[arg-type]
     assert not Path("/tmp/nlsv-replayed").exists()
+
+
+def test_a_second_deploy_is_409_and_leaves_the_labs_file(server, labs):
+    """Deploying a name the caller already runs is 409, and the running lab's file in ~/.clab is as it was."""
+    user = f"{PREFIX}-alice"
+    assert labs(user, "nlsv-twice").status == 200
+    file = Path(pwd.getpwnam(user).pw_dir) / ".clab" / "nlsv-twice" / "nlsv-twice.clab.yml"
+    before = file.read_text()
+    again = labs(user, "nlsv-twice", {"other": {"kind": "linux"}})
+    assert again.status == 409, again.text
+    assert file.read_text() == before
+    assert not [p for p in file.parent.iterdir() if p.name.startswith(".")]  # nothing staged is left
+
+
+def test_ssh_access_reaches_the_owners_node_only(server, labs):
+    """A port is opened for the owner's node; another user gets 404 for the lab, sees none of the sessions and
+    cannot close one; closed, the port refuses connections."""
+    alice, bob = f"{PREFIX}-alice", f"{PREFIX}-bob"
+    assert labs(alice, "nlsv-ssh").status == 200
+    mine, theirs = server.login(alice), server.login(bob)
+    path = "/api/v1/labs/nlsv-ssh/nodes/clab-nlsv-ssh-a/ssh"
+    assert server.call("POST", path, {"duration": "10m"}, theirs).status == 404
+    assert server.call("POST", path, {"duration": "25h"}, mine).status == 400
+    opened = server.call("POST", path, {"duration": "10m"}, mine)
+    assert opened.status == 200, opened.text
+    port = opened.body["port"]  # type: ignore[index]
+    assert opened.body["command"] == f"ssh -p {port} root@127.0.0.1"  # type: ignore[index]
+    socket.create_connection(("127.0.0.1", port), timeout=30).close()  # listening
+    listed = server.call("GET", "/api/v1/ssh/sessions", token=mine).body
+    assert [(s["port"], s["labName"], s["nodeName"]) for s in listed] == [(port, "nlsv-ssh", "clab-nlsv-ssh-a")]  # type: ignore[index,union-attr]
+    assert server.call("GET", "/api/v1/ssh/sessions", token=theirs).body == []
+    assert server.call("GET", "/api/v1/ssh/sessions?all=true", token=theirs).status == 403
+    assert server.call("DELETE", f"/api/v1/ssh/sessions/{port}", token=theirs).status == 404
+    assert server.call("DELETE", f"/api/v1/ssh/sessions/{port}", token=mine).status == 200
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
+def test_generate_returns_writes_and_deploys_the_callers_own(server):
+    """/generate: the YAML of a CLOS, a file of the caller's, a lab deployed as the caller (409 a second time,
+    404 for another user); a kind that reads as an option is 400."""
+    alice, bob = f"{PREFIX}-alice", f"{PREFIX}-bob"
+    mine = server.login(alice)
+    request = {"name": "nlsv-gen", "defaultKind": "linux", "nodePrefix": "n", "tiers": [{"count": 2}, {"count": 1}]}
+    shown = server.call("POST", "/api/v1/generate", request, mine)
+    assert shown.status == 200, shown.text
+    assert set(yaml.safe_load(shown.body["topologyYaml"])["topology"]["nodes"]) == {"n1-1", "n1-2", "n2-1"}  # type: ignore[index]
+    home = Path(pwd.getpwnam(alice).pw_dir)
+    saved = server.call("POST", "/api/v1/generate", {**request, "outputFile": "gen/clos.yml"}, mine)
+    assert saved.body["savedFilePath"] == str(home / "gen" / "clos.yml")  # type: ignore[index]
+    assert (home / "gen" / "clos.yml").stat().st_uid == pwd.getpwnam(alice).pw_uid
+    shutil.rmtree(home / "gen")
+    try:
+        deployed = server.call("POST", "/api/v1/generate", {**request, "deploy": True}, mine)
+        assert deployed.status == 200, deployed.text
+        assert len(deployed.body["deployOutput"]["nlsv-gen"]) == 3  # type: ignore[index]
+        assert server.call("POST", "/api/v1/generate", {**request, "deploy": True}, mine).status == 409
+        assert server.call("GET", "/api/v1/labs/nlsv-gen", token=server.login(bob)).status == 404
+    finally:
+        server.call("DELETE", "/api/v1/labs/nlsv-gen?cleanup=true", token=mine)
+    bad = server.call("POST", "/api/v1/generate", {**request, "tiers": [{"count": 1, "kind": "--help"}]}, mine)
+    assert bad.status == 400, bad.text

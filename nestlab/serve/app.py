@@ -14,8 +14,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from . import account_routes as accounts
+from . import generate_routes
 from . import lab_routes as labs
 from . import node_routes as nodes
+from . import ssh_access as ssh
 from .config import Settings
 from .context import Context
 from .errors import ApiError
@@ -39,6 +41,7 @@ ROUTES: list[tuple[str, Handler, list[str]]] = [
     ("/api/v1/users/{name}", accounts.user, ["GET"]),
     ("/api/v1/users/{name}", accounts.users_refused, ["PUT", "DELETE"]),
     ("/api/v1/users/{name}/password", accounts.users_refused, ["PUT"]),
+    ("/api/v1/generate", generate_routes.generate, ["POST"]),
     ("/api/v1/labs", labs.list_labs, ["GET"]),
     ("/api/v1/labs", labs.deploy, ["POST"]),
     (LAB, labs.inspect, ["GET"]),
@@ -48,7 +51,9 @@ ROUTES: list[tuple[str, Handler, list[str]]] = [
     (LAB + "/save", labs.save, ["POST"]),
     (LAB + "/exec", labs.exec_command, ["POST"]),
     (NODE + "/logs", nodes.logs, ["GET"]),
-    (NODE + "/ssh", nodes.ssh, ["POST"]),
+    (NODE + "/ssh", ssh.request_access, ["POST"]),
+    ("/api/v1/ssh/sessions", ssh.list_sessions, ["GET"]),
+    ("/api/v1/ssh/sessions/{port}", ssh.close_session, ["DELETE"]),
     (NODE + "/netem", nodes.netem_show, ["GET"]),
     (NODE + "/interfaces/{interface}/netem", nodes.netem_set, ["PUT"]),
     (NODE + "/interfaces/{interface}/netem", nodes.netem_reset, ["DELETE"]),

@@ -16,6 +16,7 @@ from .errors import ApiError
 from .labs import Labs, refuse_nul
 from .logins import Limiter
 from .runner import Nestlab
+from .ssh_ports import Sessions
 
 
 class Context:
@@ -28,6 +29,7 @@ class Context:
         self.limiter = Limiter()
         self.nestlab = Nestlab(settings.python)
         self.labs = Labs(self.nestlab, settings.deploy_timeout)
+        self.ssh = Sessions(settings.listen.host, self.nestlab)
         self.started = time.time()
 
     def caller(self, conn: HTTPConnection) -> Account:

@@ -6,14 +6,17 @@ import json
 import os
 import pwd
 import re
+import secrets
+from typing import Any
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from .accounts import Account
 from .context import Context, truthy
 from .errors import ApiError
 from .labs import Target, bind_sources, checked_name, failed, remove_folder, topology_text, unreadable, write_file
-from .runner import RunAs
+from .runner import EXISTS, RunAs
 
 
 def lab_param(request: HTTPConnection) -> str:
@@ -55,14 +58,21 @@ async def deploy(ctx: Context, request: Request) -> Response:
     if url:
         return await _deploy_url(ctx, runs_as, str(url), reconfigure, extra)
     text, document = topology_text(content)
-    lab = override or document["name"]
+    return JSONResponse(await deploy_text(ctx, account, text, document, override or str(document["name"]), reconfigure, extra))
+
+
+async def deploy_text(
+    ctx: Context, account: Account, text: str, document: dict[str, Any], lab: str, reconfigure: bool, extra: list[str]
+) -> dict[str, Any]:
+    """Deploy a topology (its YAML ``text``, parsed as ``document``) as ``lab``: its file written to ~/.clab, then,
+    in one process of the owner's, the lab found absent (409 unless ``reconfigure``), the file put in place, the
+    lab deployed and inspected; what inspect says of it."""
+    runs_as = RunAs.root() if account.admin else RunAs.user(account)
     if reconfigure and account.admin:
         try:
             runs_as = (await ctx.labs.one(account, lab)).owner  # an administrator reconfigures the lab where it is
         except ApiError:
             pass
-    elif not reconfigure and await ctx.labs.mine(runs_as, lab) is not None:
-        raise ApiError(409, f"Lab '{lab}' already exists. Use 'reconfigure=true' query parameter to overwrite.")
     writer = RunAs.user(account) if runs_as.is_root else runs_as
     folder = os.path.join(writer.home, ".clab", str(document["name"]))
     if refused := await unreadable(runs_as, bind_sources(document, folder)):
@@ -70,22 +80,26 @@ async def deploy(ctx: Context, request: Request) -> Response:
             403, f"binds of files {writer.name} cannot read: {', '.join(refused)} (a lab binds only what its user may read)"
         )
     fresh = not os.path.exists(folder)
-    path = await write_file(writer, folder, f"{document['name']}.clab.yml", text)
-    done = await ctx.nestlab(
-        runs_as,
-        "clab",
-        "deploy",
-        "-t",
-        path,
-        *(["--reconfigure"] if reconfigure else []),
-        *extra,
-        timeout=ctx.settings.deploy_timeout,
-    )
-    if done.code:
-        if fresh:
-            await remove_folder(writer, folder)  # a deploy refused leaves nothing, not even its file
-        raise failed(done, f"deploying lab '{lab}'")
-    return JSONResponse(await ctx.labs.inspect(runs_as, lab))
+    name = f"{document['name']}.clab.yml"
+    staged = await write_file(writer, folder, f".{name}.{secrets.token_hex(4)}", text)
+    path = os.path.join(folder, name)
+    steps = [] if reconfigure else [["absent", lab]]
+    steps += [
+        ["replace", staged, path],
+        ["clab", "deploy", "-t", path, *(["--reconfigure"] if reconfigure else []), *extra],
+        ["clab", "inspect", "--name", lab, "--format", "json"],
+    ]
+    done = await ctx.nestlab.steps(runs_as, *steps, timeout=ctx.settings.deploy_timeout)
+    if done[-1].code:
+        await remove_folder(writer, folder if fresh else staged)  # a deploy refused leaves nothing, not even its file
+        if done[-1].code == EXISTS and len(done) == 1 and not reconfigure:
+            raise ApiError(409, f"Lab '{lab}' already exists. Use 'reconfigure=true' query parameter to overwrite.")
+        raise failed(done[-1], f"deploying lab '{lab}'")
+    labs: dict[str, Any] = json.loads(done[-1].stdout or "{}")
+    if not runs_as.is_root:
+        for container in labs.get(lab, []):
+            container["owner"] = runs_as.name
+    return labs
 
 
 async def _deploy_url(ctx: Context, runs_as: RunAs, url: str, reconfigure: bool, extra: list[str]) -> Response:

@@ -1,4 +1,4 @@
-"""The node routes: logs, netem (nestlab's link shaping), SSH access."""
+"""The node routes: logs, netem (nestlab's link shaping)."""
 
 from __future__ import annotations
 
@@ -131,13 +131,3 @@ async def netem_set(ctx: Context, request: Request) -> Response:
 async def netem_reset(ctx: Context, request: Request) -> Response:
     none = ["--delay", "none", "--jitter", "none", "--loss", "none", "--rate", "none", "--corrupt", "none"]
     return await _link_set(ctx, request, none)
-
-
-async def ssh(ctx: Context, request: Request) -> Response:
-    """SSH access through a port of this server: not offered (the node is reached by its owner's terminal)."""
-    target, container, _node_name = await _node(ctx, request)
-    raise ApiError(
-        501,
-        f"SSH ports on this server are not offered: open {container}'s terminal (WebSocket "
-        f"/api/v1/labs/{target.lab}/nodes/{container}/terminal) or run `nestlab ssh --lab {target.lab}` on the host",
-    )

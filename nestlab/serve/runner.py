@@ -5,6 +5,7 @@ does for a user runs with more rights than the user has."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ from .accounts import Account
 from .errors import ApiError
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+EXISTS = 3  # the exit code of nestlab.cli.steps' "absent" step for a lab that exists
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -119,6 +121,17 @@ class Nestlab:
 
     async def __call__(self, who: RunAs, *args: str, stdin: bytes | None = None, timeout: float = 300) -> Done:
         return await run(who, self.argv(*args), stdin, timeout)
+
+    async def steps(self, who: RunAs, *steps: list[str], timeout: float = 300) -> list[Done]:
+        """Command lines run in one process of ``who``'s, in order until one fails (``nestlab.cli.steps``: one
+        interpreter's start, one entry into the user's namespaces); each one's result, a failure to start as the
+        last."""
+        done = await run(who, [self.python, "-m", "nestlab.cli.steps"], json.dumps(steps).encode(), timeout)
+        try:
+            found = [Done(s["code"], s["stdout"], s["stderr"]) for s in json.loads(done.stdout)]
+        except ValueError:
+            found = []
+        return found if found and not done.code else [*found, Done(done.code or 1, "", done.stderr)]
 
     async def inside(self, who: RunAs, *args: str, timeout: float = 60) -> Done:
         """One of :mod:`nestlab.serve.inside`'s verbs, run as ``who`` in its namespaces."""
