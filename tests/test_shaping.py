@@ -16,7 +16,7 @@ from pathlib import Path
 
 import machine
 import pytest
-from conftest import NESTLAB, run_cli
+from conftest import NESTLAB, ROOT, run_cli
 from netcheck import echo, iqr, ping, rtts
 
 from nestlab.backends.kernel import shaping
@@ -404,6 +404,26 @@ def test_link_set_from_the_shell_goes_the_quick_way_and_falls_back_to_say_what_i
         result = run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth1", *args)
         assert result.returncode == code and says in result.stderr and "Traceback" not in result.stderr, (args, result.stderr)
     assert run_cli("link", "set", "--lab", lab.name, "a:eth1", "b:eth9", "--rate", "1mbit").returncode == 1
+
+
+def test_inspect_json_from_the_shell_goes_the_quick_way_and_prints_the_full_commands_report(lab_from):
+    """`nestlab inspect --lab NAME --format json` loads neither typer, rich nor pydantic (cli/quick_inspect.py) and
+    prints the report the full command prints; what it does not take goes to the full command."""
+    lab = lab_from(pair())
+    quick = subprocess.run(
+        [sys.executable, "-X", "importtime", *NESTLAB[1:], "inspect", "--format=json", "--lab", lab.name],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in quick.stderr.splitlines() if line.startswith("import time:")}
+    assert "nestlab" in loaded and not loaded & {"typer", "rich", "pydantic"}, sorted(loaded)
+    full = run_cli("inspect", "--lab", lab.name, "--format", "json", "--per-page", "50", check=True)  # not the quick way
+    assert json.loads(quick.stdout) == json.loads(full.stdout)
+    assert [n["name"] for n in json.loads(quick.stdout)["nodes"]] == ["a", "b"]
+    missing = run_cli("inspect", "--lab", "nosuchlab", "--format", "json")
+    assert missing.returncode == 1 and "no lab named 'nosuchlab'" in missing.stderr, missing.stderr
 
 
 def test_bad_params_in_the_file_name_the_field(topo_file):

@@ -1,5 +1,6 @@
 """The ``nestlab`` command line: the app, the root check, and the command groups (one module each) put together;
-``nestlab link set --lab`` goes the quick way (cli/quick.py)."""
+``nestlab link set --lab`` and ``nestlab inspect --lab NAME --format json`` go the quick way (cli/quick.py,
+cli/quick_inspect.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..rootless import ordinary_user
-from . import quick
+from . import quick, quick_inspect
 
 if TYPE_CHECKING:
     import typer
@@ -183,6 +184,8 @@ def _run() -> int:
     """Run the command; its exit code, once its output is flushed."""
     try:
         code = quick.link_set(sys.argv[3:]) if sys.argv[1:3] == ["link", "set"] else None
+        if sys.argv[1:2] == ["inspect"]:
+            code = quick_inspect.inspect(sys.argv[2:])
         if sys.argv[1:2] == ["clab"]:  # containerlab's command line: its global flags anywhere, CLAB_* variables
             from .clab import run
 

@@ -13,6 +13,7 @@ import typer
 from ..engine import cleanup, state
 from ..errors import LabError
 from .common import KubeconfigOpt, LabOpt, NamespaceOpt, TopoOpt, err, node_of, print_json, reported, resolve
+from .quick_inspect import trace_warnings
 from .tables import print_table, show
 
 if TYPE_CHECKING:
@@ -62,10 +63,8 @@ def inspect_cmd(
         found = resolve(topo, lab, kubeconfig, namespace)
         wanted = _matching(found, node, pattern)
         report = found.inspect(wanted)
-        for entry in report["nodes"]:
-            for iface, player in entry.get("traces", {}).items():
-                if player["player"] != "playing":
-                    err.print(f"warning: the trace player of {entry['name']}:{iface} is {player['player']}: {player['why']}")
+        for warning in trace_warnings(report):
+            err.print(warning, markup=False, highlight=False)
         if fmt == "table" and len(report["nodes"]) > per_page:
             pages = -(-len(report["nodes"]) // per_page)
             if page > pages:
