@@ -3,8 +3,8 @@ model's schema; the operator installed in the cluster making examples/nestlab-re
 link's rate in place, the lab used from here with no record of it (`nestlab exec/inspect/link set --lab NAME
 --kubeconfig KC`), and removing the lab's pods with it, then uninstalled; and the operator run from here
 (`nestlab k8s operator run`) failing a bad lab by its field, finishing a deploy it was killed in the middle of, a lab
-of the same name in another namespace, and removing a lab deleted while it was down; last, a lab Degraded by a lost
-cluster node.  The
+of the same name in another namespace, and removing a lab deleted while it was down; a hostile author's every try
+past their namespace against one operator (TestAHostileAuthor); last, a lab Degraded by a lost cluster node.  The
 resources are driven with kubectl, built by make k8s from the same pinned source."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import test_k8s_cluster as tier
 import yaml
-from conftest import NESTLAB, ROOT, run_cli
+from conftest import NESTLAB, ROOT, leftovers, run_cli
 
 from nestlab import names
 from nestlab.operator.resource import resource_spec
@@ -304,10 +305,28 @@ def _restarts(kc: str) -> int:
     return sum(c["restartCount"] for p in pods for c in p["status"].get("containerStatuses") or [])
 
 
-def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_and_its_good_lab_runs(kube):
-    """The operator in the cluster, namespace labs allowed; an author who may write NestLabs there alone tries every
-    file key on the operator's token, a /dev/zero trace, a spec of megabytes; an administrator's lab in a namespace
-    nobody allowed; then everything the author (and anyone) can read is searched for the operator's token."""
+LAB_PASSWORD = "LAB-PASSWORD-PRINTED-9b4e"  # a Secret of labs that a lab of labs prints, then fails
+TRICKS = (  # names of nobody's Secret, each a way another namespace's might be reached, each refused by its field
+    "../../nobody/secrets/other-pass",  # dot segments, which the HTTP client removes
+    "..%2F..%2Fnobody%2Fsecrets%2Fother-pass",  # a slash encoded
+    "%2e%2e/%2e%2e/nobody/secrets/other-pass",  # the dots encoded
+    "nobody/other-pass",
+    "other-pass.",  # a trailing dot
+    "Other-Pass",  # upper case
+    "other\u2010pass",  # a hyphen of another script
+    "\uff4f\uff54\uff48\uff45\uff52-pass",  # full-width letters, which NFKC folds to 'other'
+    "other-pass\n",
+    "other-pass%00",
+    "a" * 254 + ".other-pass",  # very long
+)
+
+
+@pytest.fixture(scope="class")
+def tenancy(kube, cluster_itself):
+    """The operator in the cluster with namespace labs allowed (nobody not yet); an author (``TENANT``) who may write
+    NestLabs in labs alone; Secrets in both.  The class's labs stay from one test to the next (one operator, each lab
+    deployed once); at the end every NestLab goes, the operator is uninstalled, and no lab pod is left.  Yields the
+    operator's token."""
     for namespace in ("labs", "nobody"):
         _kubectl(kube, "create", "namespace", namespace, check=True)
     try:
@@ -351,7 +370,72 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
         _kubectl(
             kube, "create", "secret", "generic", "other-pass", "-n", "nobody", f"--from-literal=k={OTHER_PASSWORD}", check=True
         )
+        _kubectl(kube, "create", "secret", "generic", "lab-pass", "-n", "labs", f"--from-literal=pw={LAB_PASSWORD}", check=True)
+        yield token
+    finally:
+        for namespace in ("labs", "nobody"):
+            _kubectl(kube, "delete", "nestlabs", "--all", "-n", namespace, "--timeout=180s")
+        gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
+        for namespace in ("labs", "nobody"):
+            _kubectl(kube, "delete", "namespace", namespace, "--timeout=120s")
+    assert gone.returncode == 0, gone.stderr
+    assert not _kubectl(kube, "get", "pods", "-A", "-l", "nestlab.dev/lab", "-o", "name").stdout.split()
+    assert not sorted(set(leftovers()) - cluster_itself)
 
+
+def _failed(kc: str, name: str) -> dict | bool:
+    """The Ready condition of NestLab labs/``name`` once Failed."""
+    return (s := _status(kc, name, "labs")).get("phase") == "Failed" and s["conditions"][0]
+
+
+def _nobody_ready(kc: str) -> None:
+    """An administrator's lab in namespace nobody, allowed: Ready (made once; the class's later tests find it)."""
+    allowed = run_cli("k8s", "operator", "allow", "nobody", "--kubeconfig", kc)
+    assert allowed.returncode == 0 and "each in a user namespace of its own" in allowed.stderr, allowed.stderr
+    _kubectl(kc, "apply", "-n", "nobody", "-f", str(EXAMPLE), check=True)
+    _until("Ready once allowed", lambda: _status(kc, "nl-demo", "nobody").get("phase") == "Ready", 240, lambda: _logs(kc))
+
+
+def _nowhere(kc: str, *texts: str) -> None:
+    """No text of ``texts`` in any NestLab, event or pod (its spec, its environment) of labs or nobody, nor in the
+    operator's log."""
+    for namespace in ("labs", "nobody"):
+        everything = _kubectl(kc, "get", "nestlabs,events,pods", "-n", namespace, "-o", "json", check=True).stdout
+        assert not [t for t in texts if t in everything], namespace
+    log = _kubectl(kc, "logs", "-n", "nestlab-system", "deployment/nestlab-operator").stdout
+    assert log and not [t for t in texts if t in log], "the operator's log"
+
+
+def _reader(kc: str, tmp_path) -> str:
+    """A kubeconfig of an author of labs who may also read its pods' logs (kubectl logs's rights), nothing else."""
+    _kubectl(kc, "create", "serviceaccount", "reader", "-n", "labs", check=True)
+    _kubectl(kc, "create", "role", "reader", "-n", "labs", "--verb=get,list", "--resource=pods,pods/log", check=True)
+    _kubectl(kc, "create", "rolebinding", "reader", "-n", "labs", "--role=reader", "--serviceaccount=labs:reader", check=True)
+    token = _kubectl(kc, "create", "token", "reader", "-n", "labs", check=True).stdout.strip()
+    config = yaml.safe_load(Path(kc).read_text())
+    config["users"] = [{"name": "reader", "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = "reader"
+    path = tmp_path / "reader.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return str(path)
+
+
+class TestAHostileAuthor:
+    """One operator in the cluster and two allowed namespaces for every case of an author of namespace labs trying to
+    reach past it (these run in this order; each test makes what it needs if an earlier one did not)."""
+
+    @pytest.fixture(autouse=True)
+    def nothing_left_behind(self, tenancy):
+        """The class's labs stay between its tests: tenancy's end checks that nothing is left."""
+        yield
+
+    def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_and_its_good_lab_runs(self, kube, tenancy):
+        """An author who may write NestLabs in labs alone tries every file key on the operator's token, a /dev/zero
+        trace, a spec of megabytes; an administrator's lab in a namespace nobody allowed; then everything the author
+        (and anyone) can read is searched for the operator's token."""
+        token = tenancy
         files = {
             "r1": {"kind": "frr", "startup-config": TOKEN},
             "h1": {"binds": [f"{TOKEN}:/token"]},
@@ -385,8 +469,7 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
         assert _as(kube, TENANT, "apply", "-f", str(EXAMPLE), "-n", "labs").returncode == 0  # the author's good lab
         _kubectl(kube, "apply", "-n", "nobody", "-f", str(EXAMPLE), check=True)  # an administrator's, where nobody allowed
 
-        failed = lambda name: (s := _status(kube, name, "labs")).get("phase") == "Failed" and s["conditions"][0]  # noqa: E731
-        refused = _until("nl-files Failed", lambda: failed("nl-files"), 60)
+        refused = _until("nl-files Failed", lambda: _failed(kube, "nl-files"), 60)
         assert refused["reason"] == "InvalidSpec", refused
         for field in (
             "spec.topology.nodes.r1.startup-config",
@@ -398,17 +481,17 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
             assert f"{field}: " in refused["message"], (field, refused["message"])
         assert (
             "spec.topology.links[1].params.trace: '/dev/zero' would be a path"
-            in _until("nl-zero Failed", lambda: failed("nl-zero"), 60)["message"]
+            in _until("nl-zero Failed", lambda: _failed(kube, "nl-zero"), 60)["message"]
         )
         assert (
             "spec.topology.links[1].params.trace: over 512 KiB a file"
-            in _until("nl-inline-zero Failed", lambda: failed("nl-inline-zero"), 60)["message"]
+            in _until("nl-inline-zero Failed", lambda: _failed(kube, "nl-inline-zero"), 60)["message"]
         )
-        regcred = _until("nl-regcred Failed", lambda: failed("nl-regcred"), 60)["message"]
+        regcred = _until("nl-regcred Failed", lambda: _failed(kube, "nl-regcred"), 60)["message"]
         assert regcred.startswith("spec.topology.nodes.h2.env-files[0].valueFrom.secretKeyRef: ") and (
             "kubernetes.io/dockerconfigjson" in regcred
         ), regcred
-        assert "over the 512 KiB a NestLab may hold" in _until("nl-big Failed", lambda: failed("nl-big"), 60)["message"]
+        assert "over the 512 KiB a NestLab may hold" in _until("nl-big Failed", lambda: _failed(kube, "nl-big"), 60)["message"]
         nobody = _until("NotAllowed", lambda: (s := _status(kube, "nl-demo", "nobody")).get("phase") == "Failed" and s, 60)
         assert nobody["conditions"][0]["reason"] == "NotAllowed" and "nestlab k8s operator allow nobody" in nobody["message"], (
             nobody
@@ -466,35 +549,128 @@ def test_a_tenant_allowed_only_nestlabs_gets_no_token_cannot_stop_the_operator_a
         log = _kubectl(kube, "logs", "-n", "nestlab-system", "deployment/nestlab-operator").stdout
         assert token[:40] not in log and "CANARY" not in log
 
-        allowed = run_cli("k8s", "operator", "allow", "nobody", "--kubeconfig", kube)  # now it is made
-        assert allowed.returncode == 0 and "each in a user namespace of its own" in allowed.stderr, allowed.stderr
-        _until("Ready once allowed", lambda: _status(kube, "nl-demo", "nobody").get("phase") == "Ready", 240, lambda: _logs(kube))
+        _nobody_ready(kube)  # now it is made
+        assert _restarts(kube) == 0, _logs(kube)
+        _nowhere(kube, REGISTRY_PASSWORD)
+
+    def test_a_node_binding_a_file_to_a_path_the_image_lacks_is_ready_with_the_file_in_place(self, kube, tenancy):
+        """A bind to a file under /etc and into a folder the pod's image lacks: the lab Ready (where a bind needs a
+        root of the node's own, which pivot_root made and the runtime's seccomp refuses in a pod), the files in the
+        node, nothing of them in the pod's own files."""
+        binds = [
+            {"path": "/etc/lab-motd", "content": "motd of the lab\n"},
+            {"path": "/opt/lab/conf/app.conf", "valueFrom": {"secretKeyRef": {"name": "lab-pass", "key": "pw"}}, "mode": "ro"},
+        ]
+        applied = _as(kube, TENANT, "create", "-f", "-", text=_hostile("nl-bind", h1={"binds": binds}))
+        assert applied.returncode == 0, applied.stderr
+        _until(
+            "nl-bind Ready",
+            lambda: (s := _status(kube, "nl-bind", "labs")).get("phase") == "Ready" or s.get("phase") == "Failed" and s,
+            240,
+        )
+        status = _status(kube, "nl-bind", "labs")
+        assert status["phase"] == "Ready", status
+        assert "sudo" not in json.dumps(status)
+        h1 = ("exec", "-n", "labs", "nl-bind-node1", "--", "nestlab", "exec", "--lab", "nl-bind", "h1", "--")
+        seen = _kubectl(kube, *h1, "cat", "/etc/lab-motd", "/opt/lab/conf/app.conf")
+        assert seen.returncode == 0 and seen.stdout == f"motd of the lab\n{LAB_PASSWORD}", seen.stdout + seen.stderr
+        assert _kubectl(kube, *h1, "sh", "-c", "echo x > /opt/lab/conf/app.conf").returncode != 0, "mode: ro"
+        pod = _kubectl(kube, "exec", "-n", "labs", "nl-bind-node1", "--", "ls", "/etc/lab-motd", "/opt/lab")
+        assert pod.returncode != 0 and not pod.stdout, "the pod's own files gain nothing"
+        ping = _kubectl(kube, *h1, "ping", "-c1", "-W2", "10.0.5.2")  # the node's view has its network: across pods
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+
+    def test_another_allowed_namespaces_secret_named_by_any_trick_fails_naming_the_field_and_is_read_nowhere(self, kube, tenancy):
+        """With nobody allowed the operator may read its Secrets: an author of labs names nobody's by a path, encoded
+        slashes and dots, a trailing dot, upper case, letters of other scripts, a NUL, a name too long, a
+        ``namespace:`` of its own, and by a name of labs only nobody has."""
+        _nobody_ready(kube)
+        crossing = [{"valueFrom": {"secretKeyRef": {"name": name, "key": "k"}}} for name in TRICKS]
+        crossing += [
+            {"valueFrom": {"secretKeyRef": {"name": "other-pass", "key": "k", "namespace": "nobody"}}},
+            {"valueFrom": {"secretKeyRef": {"name": "other-pass", "key": "../k"}}},
+            {"valueFrom": {"secretKeyRef": {"name": "other-pass", "key": "k"}}},  # labs has none of that name
+            {"valueFrom": {"configMapKeyRef": {"name": "../../nobody/secrets/other-pass", "key": "k"}}},
+        ]
+        bad = "is not a name Kubernetes allows"
+        why = [bad] * len(TRICKS) + [
+            "['namespace'] not taken",
+            "'../k' is not a key",
+            "no Secret other-pass in namespace labs",
+            bad,
+        ]
+        for i, ref in enumerate(crossing):  # a NestLab each: a status names its first fields in 1000 characters
+            text = _hostile(f"nl-cross-{i}", h2={"env-files": [ref]})
+            assert _as(kube, TENANT, "create", "-f", "-", text=text).returncode == 0, ref
+        for i, ref in enumerate(crossing):
+            crossed = _until(f"nl-cross-{i} Failed", lambda i=i: _failed(kube, f"nl-cross-{i}"), 60)
+            kind = next(iter(ref["valueFrom"]))
+            assert crossed["reason"] == "InvalidSpec", crossed
+            said = crossed["message"]
+            assert said.startswith(f"spec.topology.nodes.h2.env-files[0].valueFrom.{kind}: ") and why[i] in said, (ref, said)
+            assert not _pods(kube, f"nl-cross-{i}", "labs")
+        _nowhere(kube, OTHER_PASSWORD)
         assert _restarts(kube) == 0, _logs(kube)
 
-        # the operator may now read Secrets of nobody: a NestLab of labs naming one by a path, or a slash encoded
-        crossing = [
-            {"valueFrom": {"secretKeyRef": {"name": name, "key": "k"}}}
-            for name in ("../../nobody/secrets/other-pass", "..%2F..%2Fnobody%2Fsecrets%2Fother-pass")
-        ]
-        applied = _as(kube, TENANT, "create", "-f", "-", text=_hostile("nl-cross", h2={"env-files": crossing}))
+    def test_a_lab_printing_its_secret_then_failing_quotes_none_of_it_and_its_author_reads_it_with_k8s_logs(
+        self, kube, tenancy, tmp_path
+    ):
+        """A node's exec: prints a Secret the lab was given, then its healthcheck prints it again and fails (so its
+        share's deploy fails with the Secret in its last lines): the NestLab Failed naming the share, its pod and exit
+        code; no text of the Secret in its status, conditions, events or the operator's log.  An author who may read
+        labs' pod logs reads it with `nestlab k8s logs`; another namespace's pods' logs are refused them."""
+        _nobody_ready(kube)
+        h1 = {
+            "binds": [{"path": "/etc/lab-pass", "valueFrom": {"secretKeyRef": {"name": "lab-pass", "key": "pw"}}}],
+            "exec": ["cat /etc/lab-pass"],
+            "healthcheck": {"test": ["CMD-SHELL", "cat /etc/lab-pass; exit 1"], "retries": 1},
+        }
+        applied = _as(kube, TENANT, "create", "-f", "-", text=_hostile("nl-leak", h1=h1))
         assert applied.returncode == 0, applied.stderr
-        crossed = _until("nl-cross Failed", lambda: failed("nl-cross"), 60)
-        for i in (0, 1):
-            assert f"spec.topology.nodes.h2.env-files[{i}].valueFrom.secretKeyRef: " in crossed["message"], crossed
-        assert not _pods(kube, "nl-cross", "labs")
-        for namespace in ("labs", "nobody"):
-            everything = _kubectl(kube, "get", "nestlabs,events,pods", "-n", namespace, "-o", "json", check=True).stdout
-            assert OTHER_PASSWORD not in everything and REGISTRY_PASSWORD not in everything, namespace
-        log = _kubectl(kube, "logs", "-n", "nestlab-system", "deployment/nestlab-operator").stdout
-        assert OTHER_PASSWORD not in log and REGISTRY_PASSWORD not in log
+        failed = _until("nl-leak Failed", lambda: _failed(kube, "nl-leak"), 240, lambda: _logs(kube))
+        assert failed["reason"] == "DeployFailed", failed
+        assert failed["message"].startswith("share node1 (pod nl-leak-node1): its deploy failed (exit 1)"), failed
+        assert "nestlab k8s logs nl-leak -n labs" in failed["message"], failed
+        _nowhere(kube, LAB_PASSWORD, LAB_PASSWORD[:12], "not healthy")
+
+        reader = _reader(kube, tmp_path)
+        logs = run_cli("k8s", "logs", "nl-leak", "-n", "labs", "--kubeconfig", reader)
+        assert logs.returncode == 0, logs.stderr
+        assert "==> pod nl-leak-node1 <==" in logs.stdout and "==> pod nl-leak-node2 <==" in logs.stdout, logs.stdout
+        assert LAB_PASSWORD in logs.stdout and "not healthy" in logs.stdout, logs.stdout
+        assert _pods(kube, "nl-demo", "nobody"), "nobody has pods to read"
+        other = run_cli("k8s", "logs", "nl-demo", "-n", "nobody", "--kubeconfig", reader)
+        assert other.returncode == 1 and "Traceback" not in other.stderr, other.stderr
+        assert "RBAC denied it in namespace nobody" in other.stderr and "==> pod" not in other.stdout, other.stdout + other.stderr
         assert _restarts(kube) == 0, _logs(kube)
-    finally:
-        for namespace in ("labs", "nobody"):
-            _kubectl(kube, "delete", "nestlabs", "--all", "-n", namespace, "--timeout=180s")
-        gone = run_cli("k8s", "operator", "uninstall", "--kubeconfig", kube, timeout=200)
-        for namespace in ("labs", "nobody"):
-            _kubectl(kube, "delete", "namespace", namespace, "--timeout=120s")
-    assert gone.returncode == 0, gone.stderr
+        assert _kubectl(kube, "delete", "nestlab", "-n", "labs", "nl-leak", "--timeout=120s").returncode == 0
+        assert not _pods(kube, "nl-leak", "labs"), "a failed lab's pods go with it"
+
+    def test_a_pod_printing_a_gigabyte_to_inspect_leaves_the_operator_running_and_another_namespaces_lab_ready(
+        self, kube, tenancy
+    ):
+        """A node's exec: puts, first on the pod's PATH, a `nestlab` whose `inspect` prints 1 GB (root in a lab pod
+        decides what the operator's exec of it reads): the operator (512 MiB at most) keeps 4 MiB of it and goes on;
+        its restart count stays 0, the lab is Ready without that pod's addresses, nobody's lab stays Ready."""
+        _nobody_ready(kube)
+        flood = (
+            "printf '%s\\n' '#!/bin/sh' 'case \"$1\" in inspect) yes nestlab-floods-the-operator | head -c 1000000000;"
+            " exit 0;; esac' 'exec /usr/local/bin/nestlab \"$@\"' > /usr/local/sbin/nestlab && chmod 755 /usr/local/sbin/nestlab"
+        )
+        applied = _as(kube, TENANT, "create", "-f", "-", text=_hostile("nl-flood", h1={"exec": [flood]}))
+        assert applied.returncode == 0, applied.stderr
+        ready = lambda: (s := _status(kube, "nl-flood", "labs")).get("phase") == "Ready" and s  # noqa: E731
+        _until("nl-flood Ready, or the operator restarted", lambda: ready() or _restarts(kube), 240, lambda: _logs(kube))
+        assert _restarts(kube) == 0, _logs(kube)
+        status = ready()
+        assert status, _status(kube, "nl-flood", "labs")
+        planted = _kubectl(kube, "exec", "-n", "labs", "nl-flood-node1", "--", "sh", "-c", "nestlab inspect | head -c 27")
+        assert planted.stdout == "nestlab-floods-the-operator", "the pod's inspect printed the flood " + planted.stderr
+        assert status["nodes"]["h1"]["addresses"] == {} and status["nodes"]["h2"]["addresses"], status["nodes"]
+        log = _kubectl(kube, "logs", "-n", "nestlab-system", "deployment/nestlab-operator").stdout
+        assert "nestlab-floods" not in log
+        assert _restarts(kube) == 0, _logs(kube)
+        assert _status(kube, "nl-demo", "nobody").get("phase") == "Ready"
 
 
 def test_z_a_lost_cluster_node_degrades_the_lab_its_other_pod_stays_and_delete_still_removes_everything(kube, installed):

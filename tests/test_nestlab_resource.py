@@ -438,11 +438,21 @@ def test_a_reference_reads_its_own_namespace_by_a_name_kubernetes_allows_never_a
         ("pw", "a/b"),
         ("pw", ".."),
         ("x" * 254, "k"),
+        ("pw.", "k"),  # a trailing dot
+        ("pw\n", "k"),
+        ("p\u0461w", "k"),  # a letter of another script
+        ("\uff50\uff57", "k"),  # full-width 'pw', which NFKC folds to it
+        ("pw%00", "k"),
     ):
         with pytest.raises(InvalidSpec) as refused:
             read(_referring(name, key), fetcher(kube))
         assert "spec.topology.nodes.h2.env-files[0].valueFrom.secretKeyRef: " in str(refused.value), (name, key)
         assert "is not a" in str(refused.value) and "VALUE-OF" not in str(refused.value), str(refused.value)
+    other = _referring("pw")  # a namespace of its own choosing beside a good name: refused, not ignored
+    other["spec"]["topology"]["nodes"]["h2"]["env-files"][0]["valueFrom"]["secretKeyRef"]["namespace"] = "other"
+    with pytest.raises(InvalidSpec) as refused:
+        read(other, fetcher(kube))
+    assert "spec.topology.nodes.h2.env-files[0].valueFrom.secretKeyRef: ['namespace'] not taken" in str(refused.value)
     assert not api.asked, f"a name Kubernetes does not allow reached the API: {api.asked}"
 
 

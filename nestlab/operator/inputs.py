@@ -221,6 +221,9 @@ class _Walker:
         if not isinstance(named, dict) or not all(isinstance(named.get(k), str) and named[k] for k in ("name", "key")):
             self._refuse((*where, which), "name: and key: (strings)")
             return None
+        if extra := sorted(set(named) - {"name", "key"}):  # a `namespace:` above all: a lab reads its own alone
+            self._refuse((*where, which), f"{extra} not taken: name: and key: of an object of the lab's own namespace")
+            return None
         if why := referable(named["name"], named["key"]):
             self._refuse((*where, which), why)
             return None

@@ -102,8 +102,8 @@ def up(count: int, kubeconfig: str, name: str = "k8s", timeout: float = 300, log
         images = [nestlab_image(log), pause_image(os.path.join(BIN, "pause"))]
         home = names.lab_dir(name)
         os.makedirs(home)
-        record = {"nodes": count, "kubeconfig": kubeconfig, "started": time.time()}
-        files.write(os.path.join(home, RECORD), json.dumps(record), 0o644, sync=False)
+        kept = {"nodes": count, "kubeconfig": kubeconfig, "started": time.time()}
+        files.write(os.path.join(home, RECORD), json.dumps(kept), 0o644, sync=False)
         log("certificates")
         issue_certificates(name, count)
         control_files(name, count)
