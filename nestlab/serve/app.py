@@ -54,6 +54,7 @@ ROUTES: list[tuple[str, Handler, list[str]]] = [
     ("/api/v1/terminal-sessions/{session}", sessions.show, ["GET"]),
     ("/api/v1/terminal-sessions/{session}", sessions.close, ["DELETE"]),
     (LAB + "/deploy", files.deploy_file, ["POST"]),
+    (LAB + "/apply", files.deploy_file, ["POST"]),
     (LAB + "/topology/yaml", files.lab_yaml, ["GET", "PUT"]),
     (LAB + "/topology/annotations", files.lab_annotations, ["GET", "PUT"]),
     (LAB + "/topology/file", files.lab_file, ["GET", "HEAD", "PUT", "DELETE"]),

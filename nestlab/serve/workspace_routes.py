@@ -118,8 +118,10 @@ async def quiet_stream(ctx: Context, request: Request) -> Response:
 
 
 async def deploy_file(ctx: Context, request: Request) -> Response:
-    """Deploy the lab from its file in the caller's workspace (``path``, else ``LAB/LAB.clab.yml``), as the caller
-    (an administrator's as root); ``stream=true``: the command's output as NDJSON log lines, then done or error."""
+    """Deploy (or apply: deploy, or deploy again over a running lab) the lab from its file in the caller's workspace
+    (``path``, else ``LAB/LAB.clab.yml``), as the caller (an administrator's as root); ``stream=true``: the
+    command's output as NDJSON log lines, then done or error; ``dryRun=true``: whether it would deploy, changing
+    nothing."""
     account, lab = ctx.caller(request), lab_param(request)
     who = RunAs.user(account)
     runs_as = RunAs.root() if account.admin else who
@@ -127,7 +129,11 @@ async def deploy_file(ctx: Context, request: Request) -> Response:
     _text, document = topology_text(await workspace.read(who, path))
     if refused := await unreadable(runs_as, bind_sources(document, os.path.dirname(path))):
         raise ApiError(403, f"binds of files {who.name} cannot read: {', '.join(refused)}")
-    argv = ["clab", "deploy", "-t", path, *(["--reconfigure"] if truthy(request.query_params.get("cleanup")) else [])]
+    running = await ctx.labs.mine(runs_as, lab) is not None
+    if truthy(request.query_params.get("dryRun")):  # what apply would do: deploy a lab not running; nothing is changed
+        return JSONResponse({"message": "dry run: nothing changed", "result": {"deployedLab": not running}})
+    again = truthy(request.query_params.get("cleanup")) or (request.url.path.endswith("/apply") and running)
+    argv = ["clab", "deploy", "-t", path, *(["--reconfigure"] if again else [])]
     if not truthy(request.query_params.get("stream")):
         done = await ctx.nestlab(runs_as, *argv, timeout=ctx.settings.deploy_timeout)
         if done.code:
