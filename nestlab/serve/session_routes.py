@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ..model.units import parse_time
 from .context import Context
 from .errors import ApiError
 from .lab_routes import container_of, lab_param, short_name
@@ -182,8 +183,20 @@ async def netem_show(ctx: Context, request: Request) -> Response:
     return JSONResponse({name: shown})
 
 
+def _zero_time(value: object) -> bool:
+    try:
+        return parse_time(str(value)) == 0
+    except ValueError:
+        return False  # left for the check of the fields to refuse, naming it
+
+
+def _given(body: dict[str, Any]) -> dict[str, Any]:
+    """The fields that ask for something: the apps send every field of their form, a time of ``0ms`` for none."""
+    return {k: v for k, v in body.items() if not (k in ("delay", "jitter") and _zero_time(v))}
+
+
 async def _shape(ctx: Context, request: Request, reset: bool) -> Response:
-    body = await ctx.body(request)
+    body = _given(await ctx.body(request))
     name, interface = str(body.get("containerName", "")), str(body.get("interface", ""))
     target, node = await _container(ctx, request, name)
     args = (
