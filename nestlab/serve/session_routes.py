@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ..model.endpoint import Endpoint
 from ..model.units import parse_time
 from .context import Context
 from .errors import ApiError
@@ -178,8 +179,9 @@ async def netem_show(ctx: Context, request: Request) -> Response:
     shown = []
     for link in await _links(ctx, target):
         for sender, shape in link["sends"].items():
-            if sender.split(":")[0] == node:
-                shown.append(_netem(sender.split(":", 1)[1], shape))
+            end = Endpoint(sender)
+            if end.node == node:
+                shown.append(_netem(end.iface, shape))
     return JSONResponse({name: shown})
 
 
