@@ -17,7 +17,9 @@ from . import account_routes as accounts
 from . import generate_routes
 from . import lab_routes as labs
 from . import node_routes as nodes
+from . import session_routes as sessions
 from . import ssh_access as ssh
+from . import workspace_routes as files
 from .config import Settings
 from .context import Context
 from .errors import ApiError
@@ -42,6 +44,30 @@ ROUTES: list[tuple[str, Handler, list[str]]] = [
     ("/api/v1/users/{name}", accounts.users_refused, ["PUT", "DELETE"]),
     ("/api/v1/users/{name}/password", accounts.users_refused, ["PUT"]),
     ("/api/v1/generate", generate_routes.generate, ["POST"]),
+    ("/api/v1/events", files.events_stream, ["GET"]),
+    ("/api/v1/labs/topology/files", files.topology_files, ["GET"]),
+    ("/api/v1/labs/workspace/tree", files.tree, ["GET"]),
+    ("/api/v1/labs/workspace/file", files.workspace_file, ["GET", "HEAD", "PUT", "DELETE"]),
+    ("/api/v1/labs/workspace/file/rename", files.workspace_rename, ["POST"]),
+    ("/api/v1/labs/workspace/directory", files.workspace_directory, ["POST"]),
+    ("/api/v1/labs/workspace/events", files.quiet_stream, ["GET"]),
+    ("/api/v1/tools/netem/show", sessions.netem_show, ["GET"]),
+    ("/api/v1/tools/netem/set", sessions.netem_set, ["POST"]),
+    ("/api/v1/tools/netem/reset", sessions.netem_reset, ["POST"]),
+    ("/api/v1/terminal-sessions/{session}", sessions.show, ["GET"]),
+    ("/api/v1/terminal-sessions/{session}", sessions.close, ["DELETE"]),
+    (LAB + "/deploy", files.deploy_file, ["POST"]),
+    (LAB + "/apply", files.deploy_file, ["POST"]),
+    (LAB + "/topology/yaml", files.lab_yaml, ["GET", "PUT"]),
+    (LAB + "/topology/annotations", files.lab_annotations, ["GET", "PUT"]),
+    (LAB + "/topology/file", files.lab_file, ["GET", "HEAD", "PUT", "DELETE"]),
+    (LAB + "/topology/file/rename", files.lab_rename, ["POST"]),
+    (LAB + "/topology/events", files.quiet_stream, ["GET"]),
+    (NODE + "/terminal-sessions", sessions.create, ["POST"]),
+    ("/api/v1/ui/custom-nodes", files.custom_nodes, ["GET"]),
+    ("/api/v1/ui/icons", files.icons, ["GET"]),
+    (LAB + "/ui/icons", files.icons, ["GET"]),
+    (LAB + "/ui/icons/reconcile", files.icons, ["POST"]),
     ("/api/v1/labs", labs.list_labs, ["GET"]),
     ("/api/v1/labs", labs.deploy, ["POST"]),
     (LAB, labs.inspect, ["GET"]),
@@ -84,6 +110,7 @@ def build(settings: Settings) -> Starlette:
     ]
     routes.append(WebSocketRoute(NODE + "/terminal", functools.partial(terminal, ctx)))
     routes.append(WebSocketRoute("/api/v1/events", functools.partial(events, ctx)))
+    routes.append(WebSocketRoute("/api/v1/terminal-sessions/{session}/stream", functools.partial(sessions.stream, ctx)))
     return Starlette(
         routes=routes,
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _unexpected},
