@@ -84,12 +84,12 @@ class _Run:
         finally:
             lab.destroy()
 
-    def measure(self, lab: Lab, cell: Cell, rep: int) -> None:
+    def measure(self, running: Lab, cell: Cell, rep: int) -> None:
         """One repetition of one cell, with its fidelity verdict (an error row if a tool failed), written at once."""
         key, columns = _key(cell), {}
         try:
-            with Watch(lab) as watch:
-                measured = self.suite.measure(lab, cell, self.duration, self.recorder)
+            with Watch(running) as watch:
+                measured = self.suite.measure(running, cell, self.duration, self.recorder)
         except (LabError, ValueError) as exc:  # a tool failed in this cell: record it, go on
             measured = [{"pair": "all", "error": str(exc)[:300]}]
         else:

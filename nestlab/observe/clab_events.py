@@ -136,10 +136,10 @@ class Feed:
         self.streams: list[Stream] = []
         self.counters: dict[tuple[str, str, str], tuple[float, rtdump.LinkInfo]] = {}
 
-    def _follow(self, lab: _Lab, stream: Stream) -> None:
+    def _follow(self, followed: _Lab, stream: Stream) -> None:
         try:
             for event in stream:
-                for translated in lab.translate(event):
+                for translated in followed.translate(event):
                     self.queue.put(translated)
                 if event["event"] == "lab-destroyed":
                     return

@@ -50,9 +50,9 @@ def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, 
     }
 
 
-def states(lab: Lab) -> dict[str, str]:
+def states(running: Lab) -> dict[str, str]:
     """Each node's state (running, stopped, missing): asked of the shares for a lab elsewhere."""
-    return lab.site().states(lab.blueprint)
+    return running.site().states(running.blueprint)
 
 
 def containers(name: str) -> list[dict[str, Any]]:

@@ -38,9 +38,9 @@ def dump(lab: str, node: str) -> list[rtdump.LinkInfo]:
 class LiveState:
     """Each link's state and rate in each direction (bytes/s between two reads of the kernel's counters)."""
 
-    def __init__(self, lab: Lab):
-        self.lab = lab
-        self.elements = graph.elements(lab.plan)
+    def __init__(self, running: Lab):
+        self.lab = running
+        self.elements = graph.elements(running.plan)
         self.previous: tuple[float, dict] | None = None
         self.lock = threading.Lock()
 
@@ -130,10 +130,10 @@ class Handler(BaseHTTPRequestHandler):
 MAX_REQUEST = 4096  # bytes of a POST /link body ({"a": ..., "b": ..., "state": ...})
 
 
-def serve(lab: Lab, host: str = "127.0.0.1", port: int = 8080, ready=None) -> None:
+def serve(running: Lab, host: str = "127.0.0.1", port: int = 8080, ready=None) -> None:
     """Serve the live page until interrupted; ``ready(url)`` is called once it listens."""
     libc.most_files()  # a socket per namespace while a poll runs
-    handler = type("LabHandler", (Handler,), {"live": LiveState(lab)})
+    handler = type("LabHandler", (Handler,), {"live": LiveState(running)})
     with ThreadingHTTPServer((host, port), handler) as server:
         if ready:
             ready(f"http://{host}:{server.server_address[1]}/")

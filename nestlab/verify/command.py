@@ -7,11 +7,11 @@ import re
 from .probing import Probe, run_in
 
 
-def probe(lab, s) -> Probe:
+def probe(running, s) -> Probe:
     pattern = re.compile(s.output, re.MULTILINE) if s.output is not None else None
 
     def command() -> tuple[bool, str]:
-        rc, out = run_in(lab, s.node, ["sh", "-c", s.run])
+        rc, out = run_in(running, s.node, ["sh", "-c", s.run])
         ok = (s.exit is None or rc == s.exit) and (pattern is None or bool(pattern.search(out)))
         return ok, f"exit {rc}: {out.strip()[-200:] or '(no output)'}"
 

@@ -15,9 +15,9 @@ Probe = Callable[[], tuple[bool, str]]
 ProbeMaker = Callable[[Any, Any], Probe]
 
 
-def run_in(lab, node: str, args: list[str], timeout: float = 10) -> tuple[int, str]:
+def run_in(running, node: str, args: list[str], timeout: float = 10) -> tuple[int, str]:
     """``args`` run in ``node``: its exit code and what it wrote (both streams), cut off after ``timeout`` seconds."""
-    proc = Node(lab, node).popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    proc = Node(running, node).popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -32,6 +32,6 @@ def said(out: str, *marks: str) -> str:
     return next((line for line in reversed(lines) if any(m in line for m in marks)), lines[-1] if lines else "(no output)")
 
 
-def target_of(lab, s) -> Target:
+def target_of(running, s) -> Target:
     """The address a check between two nodes aims at, found through the lab's routes (verify/targets.py)."""
-    return Target(lab, s.source, s.target, lambda node, args: run_in(lab, node, args))
+    return Target(running, s.source, s.target, lambda node, args: run_in(running, node, args))

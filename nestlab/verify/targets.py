@@ -124,10 +124,10 @@ def _parsed(links: list, found: list) -> Table:
 class Tables:
     """The lab's nodes' tables, each read on first use, and which nodes share a segment with an interface."""
 
-    def __init__(self, lab, run: Run):
-        self.lab, self.run, self.site = lab, run, lab.site()
+    def __init__(self, running, run: Run):
+        self.lab, self.run, self.site = running, run, running.site()
         self.read: dict[str, Table] = {}
-        self.segments = _segments(lab.plan)
+        self.segments = _segments(running.plan)
 
     def __getitem__(self, node: str) -> Table:
         if node not in self.read:
@@ -238,10 +238,10 @@ def walk(tables: Tables, source: str, target: str, ip: IP, iface: str, given: bo
     return Way(str(ip), iface, given, first, tuple(path), f"a routing loop ({' -> '.join(f'{n}:{d}' for n, d in path)})")
 
 
-def automatic(lab) -> set[str]:
+def automatic(running) -> set[str]:
     """The addresses nestlab gave the lab's links (``ipv4_pool``), not the file."""
     given: set[str] = set()
-    todo: list = [lab.document()]
+    todo: list = [running.document()]
     while todo:
         item = todo.pop()
         if isinstance(item, dict):
@@ -253,28 +253,28 @@ def automatic(lab) -> set[str]:
                 given.add(str(ipaddress.ip_interface(item).ip))
             except ValueError:
                 pass
-    plan = lab.plan
+    plan = running.plan
     ends = [end for link in plan.links.values() for end in link.ends] + [a.end for a in plan.attachments.values()]
     return {ip for end in ends for a in end.ipv4 if (ip := str(ipaddress.ip_interface(a).ip)) not in given}
 
 
-def resolve(lab, source: str, to: To, run: Run) -> tuple[str, str, bool]:
+def resolve(running, source: str, to: To, run: Run) -> tuple[str, str, bool]:
     """``to`` as an address, how it was chosen (empty for an address given as such), and whether the routes read
     lead a packet there."""
     if to.address is not None:
         return to.address, "", True
     node = to.node
-    if node is None or node not in lab.plan.nodes:
-        raise ValueError(f"'{to.text}' is neither an address nor a node of lab {lab.name}")
-    tables = Tables(lab, run)
+    if node is None or node not in running.plan.nodes:
+        raise ValueError(f"'{to.text}' is neither an address nor a node of lab {running.name}")
+    tables = Tables(running, run)
     owned = [(i, a) for i, a in tables[node].addresses if not a.ip.is_loopback and to.iface in ("", i)]
     # the management network (containerlab's eth0 on one bridge for every node) is directly connected to
     # every node: left out unless the node has no other address, or a check would measure it, not the lab
-    mgmt = management(lab.plan).get(node)
+    mgmt = management(running.plan).get(node)
     owned = [(i, a) for i, a in owned if mgmt is None or i != mgmt.end.iface] or owned
     if not owned:
         raise ValueError(f"{to.text} has no IPv4 address in its kernel")
-    auto = automatic(lab)
+    auto = automatic(running)
     ways = [walk(tables, source, node, a.ip, i, str(a.ip) not in auto) for i, a in owned]
     if not any(w.first for w in ways):
         raise ValueError(f"{source} has no route to any address of {to.text} ({', '.join(w.address for w in ways)})")
@@ -296,8 +296,8 @@ class Target:
     """A check's ``to``, resolved on its first use and kept while the check holds; after an attempt that
     failed (a change, a route that moved) it is resolved again, at most every :data:`AGAIN` seconds."""
 
-    def __init__(self, lab, source: str, to: To, run: Run):
-        self.lab, self.source, self.to, self.run = lab, source, to, run
+    def __init__(self, running, source: str, to: To, run: Run):
+        self.lab, self.source, self.to, self.run = running, source, to, run
         self.found: tuple[str, str] | None = None
         self.stale = False
         self.last = 0.0

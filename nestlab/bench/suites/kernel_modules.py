@@ -68,11 +68,11 @@ def topology(cell: Cell) -> str:
     return text
 
 
-def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     udp = cell["protocol"] == "udp"
     pairs = []
     for i in range(cell["pairs"]):
-        server, client = lab.nodes[f"s{i}"], lab.nodes[f"c{i}"]
+        server, client = running.nodes[f"s{i}"], running.nodes[f"c{i}"]
         address = server.intf("eth1").ip
         command = tools.iperf3_command(
             address, BASE_PORT + i, duration, udp=udp, bitrate="0" if udp else None, length=cell["mtu"] - 28 if udp else None

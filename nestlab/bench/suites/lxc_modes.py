@@ -122,14 +122,14 @@ def topology(cell: Cell) -> str:
     return text
 
 
-def _ends(lab: Lab, cell: Cell, i: int) -> tuple:
+def _ends(running: Lab, cell: Cell, i: int) -> tuple:
     """(server node, address it binds, client node, address the client targets) of pair ``i``."""
     mode, cross = cell["mode"], cell["placement"] == "cross"
-    server_host = lab.hosts["server"]
+    server_host = running.hosts["server"]
     host_ip = server_host.intf("nic0").ip
     if mode == "host":
-        return server_host, host_ip, lab.hosts["client" if cross else "server"], host_ip
-    server, client = lab.nodes[f"s{i}"], lab.nodes[f"c{i}"]
+        return server_host, host_ip, running.hosts["client" if cross else "server"], host_ip
+    server, client = running.nodes[f"s{i}"], running.nodes[f"c{i}"]
     if mode == "none":
         return server, host_ip, client, host_ip
     address = server.intf("eth1").ip
@@ -137,12 +137,12 @@ def _ends(lab: Lab, cell: Cell, i: int) -> tuple:
     return server, address, client, target
 
 
-def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     rows: dict[int, dict] = {i: {"pair": i} for i in range(cell["pairs"])}
     for test, key in (("throughput", "pps"), ("ping-pong", "latency_avg_us")):
         pairs = []
         for i in range(cell["pairs"]):
-            server, address, client, target = _ends(lab, cell, i)
+            server, address, client, target = _ends(running, cell, i)
             pairs.append(
                 Pair(
                     client,

@@ -61,24 +61,24 @@ def testbed(placement: str, paths: int, datapath: str = "auto", rate: int = RATE
     return lab
 
 
-def tx_bytes(lab: Lab, node: str, paths: int) -> list[int]:
+def tx_bytes(running: Lab, node: str, paths: int) -> list[int]:
     """Bytes ``node`` has sent on each path interface p1..pN (kernel counters)."""
-    with namespaces.iproute(names.netns_path(lab.name, node)) as ipr:
+    with namespaces.iproute(names.netns_path(running.name, node)) as ipr:
         sent = {link.get_attr("IFLA_IFNAME"): link.get_attr("IFLA_STATS64")["tx_bytes"] for link in ipr.get_links()}
     return [sent[f"p{k}"] for k in range(1, paths + 1)]
 
 
-def tunnel_cpu_seconds(lab: Lab) -> float:
+def tunnel_cpu_seconds(running: Lab) -> float:
     """CPU time (user + system) the lab's tunnel daemons have used so far."""
-    return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt_daemon.pids(lab.name))
+    return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt_daemon.pids(running.name))
 
 
 def _rate(cell: Cell) -> int:
     return int(cell.get("rate", RATE_MBIT))
 
 
-def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
-    a, b = lab.nodes["a"], lab.nodes["b"]
+def run_iperf3(running: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
+    a, b = running.nodes["a"], running.nodes["b"]
     method, paths = cell["method"], cell["paths"]
     address = b.intf("mpt0" if method.startswith("mpt-") else "p1").ip
     udp = method == "mpt-udp"
@@ -97,13 +97,17 @@ def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
     )
 
 
-def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
     """One connection a -> b: per-path shares of what a sent, then the total."""
     paths = cell["paths"]
-    sent_before, cpu_before, machine_before = tx_bytes(lab, "a", paths), tunnel_cpu_seconds(lab), tools.machine_cpu_seconds()
-    result = run_iperf3(lab, cell, duration, rec)
-    sent = [after - before for after, before in zip(tx_bytes(lab, "a", paths), sent_before)]
-    cpu = tunnel_cpu_seconds(lab) - cpu_before
+    sent_before, cpu_before, machine_before = (
+        tx_bytes(running, "a", paths),
+        tunnel_cpu_seconds(running),
+        tools.machine_cpu_seconds(),
+    )
+    result = run_iperf3(running, cell, duration, rec)
+    sent = [after - before for after, before in zip(tx_bytes(running, "a", paths), sent_before)]
+    cpu = tunnel_cpu_seconds(running) - cpu_before
     machine = {kind: seconds - machine_before[kind] for kind, seconds in tools.machine_cpu_seconds().items()}
     total = sum(sent) or 1
     rows = [{"pair": k + 1, "share_pct": 100 * s / total} for k, s in enumerate(sent)]
@@ -125,7 +129,7 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / gbps if gbps else None
         summary["cpu_daemons_pct"] = 100 * cpu / (sum(machine.values()) or 1.0)
         # The datapath the daemon reports using (older daemons: user), beside the cell's own ``datapath`` (what was asked)
-        summary["datapath_used"] = mpt_daemon.counters(lab.name, "a").get("datapath", "user").split(" ")[0]
+        summary["datapath_used"] = mpt_daemon.counters(running.name, "a").get("datapath", "user").split(" ")[0]
     return [*rows, summary]
 
 
