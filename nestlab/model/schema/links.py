@@ -124,7 +124,7 @@ def _mode_options() -> dict:
 if TYPE_CHECKING:  # for the type checker: the common keys, and a mode's own keys as Any
 
     class LinkSpec(_LinkBase):
-        mode: str | None
+        mode: str | None = None
 
         def __getattr__(self, name: str) -> Any: ...
 else:
