@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
+from ..model.checks import Command
 from .probing import Probe, run_in
 
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
 
-def probe(running, s) -> Probe:
+
+def probe(running: Lab, s: Command) -> Probe:
     pattern = re.compile(s.output, re.MULTILINE) if s.output is not None else None
 
     def command() -> tuple[bool, str]:

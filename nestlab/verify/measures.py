@@ -7,21 +7,29 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from ..lab.node import Node
+from ..model.checks import Latency, Rate
 from .probing import Probe, run_in, said, target_of
 from .targets import Ambiguous, Target
 
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
 
-def rate(running, s) -> Probe:
+_S = TypeVar("_S", Rate, Latency)
+
+
+def rate(running: Lab, s: Rate) -> Probe:
     return _measured(running, s, _rate)
 
 
-def latency(running, s) -> Probe:
+def latency(running: Lab, s: Latency) -> Probe:
     return _measured(running, s, _latency)
 
 
-def _measured(running, s, measure) -> Probe:
+def _measured(running: Lab, s: _S, measure: Callable[[Lab, _S, Target], tuple[bool, str]]) -> Probe:
     """A probe taking ``measure``; a failed or missed measurement has the target looked up again."""
     target = target_of(running, s)
 
@@ -40,7 +48,7 @@ def _measured(running, s, measure) -> Probe:
     return measured
 
 
-def _rate(running, s, target: Target) -> tuple[bool, str]:
+def _rate(running: Lab, s: Rate, target: Target) -> tuple[bool, str]:
     """iperf3 (TCP, 2 s) from the source to the target; the received rate against the expected one."""
     node = s.target.node
     if node is None:
@@ -64,7 +72,7 @@ def _rate(running, s, target: Target) -> tuple[bool, str]:
     return abs(mbit - s.mbit) <= s.allowed(), f"{mbit:.1f} Mbit/s to {address}{why}"
 
 
-def _latency(running, s, target: Target) -> tuple[bool, str]:
+def _latency(running: Lab, s: Latency, target: Target) -> tuple[bool, str]:
     """20 pings 50 ms apart; their average round trip against the expected one."""
     address, why = target()
     rc, out = run_in(running, s.source, ["ping", "-n", "-q", "-c20", "-i0.05", "-W2", address], timeout=30)

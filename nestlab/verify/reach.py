@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..model.checks import Reach
 from .probing import Probe, run_in, said, target_of
 from .targets import Ambiguous
 
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
 
-def probe(running, s) -> Probe:
+
+def probe(running: Lab, s: Reach) -> Probe:
     target = target_of(running, s)
 
     def reach() -> tuple[bool, str]:
