@@ -106,14 +106,14 @@ def _template_vars(files: list[FsPath]) -> Any:
     return merged
 
 
-def _merge(into: dict, more: dict) -> dict:
+def _merge(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     out = dict(into)
     for key, value in more.items():
         out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
-def load_data(located: Located | dict, source: str = "<python>", overrides: Overrides | None = None) -> Loaded:
+def load_data(located: Located | dict[str, Any], source: str = "<python>", overrides: Overrides | None = None) -> Loaded:
     """Validate plain data (changed first as ``overrides`` say); positions are used for messages when ``located`` carries them."""
     if not isinstance(located, Located):
         located = Located(located)
@@ -195,7 +195,9 @@ def _graph_exists(topology: Topology, source: str, located: Located) -> list[Pro
     )
 
 
-def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, notices: list[Problem]) -> dict:
+def _drop(
+    mapping: dict[str, Any], ignored: dict[str, str], path: Path, located: Located, notices: list[Problem]
+) -> dict[str, Any]:
     kept = {}
     for key, value in mapping.items():
         if key in ignored:
@@ -205,7 +207,7 @@ def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, 
     return kept
 
 
-def _strip_ignored(data: dict, located: Located, notices: list[Problem]) -> dict:
+def _strip_ignored(data: dict[str, Any], located: Located, notices: list[Problem]) -> dict[str, Any]:
     """Remove containerlab keys nestlab does not use yet, noting each one."""
     data = _drop(data, IGNORED_TOP_KEYS, (), located, notices)
     body = data.get("topology")
@@ -254,7 +256,7 @@ def _allowed_for(path: Path) -> list[str]:
     return ALLOWED_KEYS[within]
 
 
-def _problem(err: dict, located: Located) -> Problem:
+def _problem(err: dict[str, Any], located: Located) -> Problem:
     path = tuple(err["loc"])
     if err["type"] == "extra_forbidden":
         allowed = ", ".join(_allowed_for(path[:-1]))

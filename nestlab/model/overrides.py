@@ -6,7 +6,7 @@ the file's before the topology is checked, once)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .endpoint import Endpoint
 
@@ -26,7 +26,7 @@ class Overrides:
     def __bool__(self) -> bool:
         return any((self.name, self.nodes, self.network, self.ipv4_subnet, self.ipv6_subnet, self.servers))
 
-    def apply(self, data: dict) -> None:
+    def apply(self, data: dict[str, Any]) -> None:
         """Change the file's data (before it is checked) as the flags say."""
         if self.name:
             data["name"] = self.name

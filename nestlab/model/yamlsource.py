@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
@@ -38,7 +39,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser keep
 def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, problems: list[Problem]):
     loc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
-        out: dict = {}
+        out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int)):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NoReturn
 
-from ..model.addressing import Member, Segments, exec_addressed
+from ..model.addressing import Key, Member, Segments, exec_addressed
 from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
 from ..model.modes import kind_defaults, link_mode, node_host, node_kind, parent_of, shares_host_stack
@@ -57,7 +57,7 @@ class Builder:
         self.body = topology.topology
         self.seg = Segments()
         self.plan = Plan()
-        self.members: dict[tuple[str, str], Member] = {}
+        self.members: dict[Key, Member] = {}
         self._later: list[Callable[[], None]] = []
         self._links = [*self.body.links, *self._radio_links()]
 

@@ -171,7 +171,7 @@ def _lex(text: str, line: int) -> list:
 
 
 # -- running -------------------------------------------------------------------------------------
-def _run(nodes: list, dot: Any, scopes: list[dict], out: list[str]) -> None:
+def _run(nodes: list, dot: Any, scopes: list[dict[str, Any]], out: list[str]) -> None:
     for node in nodes:
         kind = node[0]
         if kind == "text":
@@ -194,7 +194,7 @@ def _run(nodes: list, dot: Any, scopes: list[dict], out: list[str]) -> None:
             _range(node, dot, scopes, out)
 
 
-def _range(node: tuple, dot: Any, scopes: list[dict], out: list[str]) -> None:
+def _range(node: tuple, dot: Any, scopes: list[dict[str, Any]], out: list[str]) -> None:
     _kind, branches, else_body, declared, line = node
     value = _eval(branches[0][0], dot, scopes)
     if isinstance(value, dict):
@@ -218,7 +218,7 @@ def _range(node: tuple, dot: Any, scopes: list[dict], out: list[str]) -> None:
         _run(branches[0][1], item, scopes + [scope], out)
 
 
-def _eval(pipe: tuple, dot: Any, scopes: list[dict]) -> Any:
+def _eval(pipe: tuple, dot: Any, scopes: list[dict[str, Any]]) -> Any:
     assign, commands, line = pipe
     value: Any = None
     for n, command in enumerate(commands):
@@ -240,7 +240,7 @@ def _eval(pipe: tuple, dot: Any, scopes: list[dict]) -> Any:
 _NONE = object()  # no value piped in
 
 
-def _command(words: list, dot: Any, scopes: list[dict], line: int, piped: Any) -> Any:
+def _command(words: list, dot: Any, scopes: list[dict[str, Any]], line: int, piped: Any) -> Any:
     head = words[0]
     if isinstance(head, str) and _is_function(head):
         args = [_arg(w, dot, scopes, line) for w in words[1:]]
@@ -268,7 +268,7 @@ def _is_function(word: str) -> bool:
     return not (word[0] in '.$"`-' or word[0].isdigit() or word in ("true", "false", "nil"))
 
 
-def _arg(word, dot: Any, scopes: list[dict], line: int) -> Any:
+def _arg(word, dot: Any, scopes: list[dict[str, Any]], line: int) -> Any:
     if isinstance(word, tuple):
         return word[1] if word[0] == "lit" else _eval(word[1], dot, scopes)
     if word in ("true", "false"):
