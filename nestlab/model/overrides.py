@@ -36,7 +36,8 @@ class Overrides:
             topology["links"] = [ln for ln in topology.get("links") or [] if _within(ln, self.nodes)]
         given = {"network": self.network, "ipv4-subnet": self.ipv4_subnet, "ipv6-subnet": self.ipv6_subnet}
         if any(given.values()):
-            mgmt = data.get("mgmt") if isinstance(data.get("mgmt"), dict) else {}
+            found = data.get("mgmt")
+            mgmt: dict[str, Any] = found if isinstance(found, dict) else {}
             data["mgmt"] = {**mgmt, **{k: v for k, v in given.items() if v}}
         if self.servers is not None:  # as data: the topology's one check takes them with the rest
             data["servers"] = {name: spec.model_dump() for name, spec in self.servers.servers.items()}

@@ -131,6 +131,8 @@ if TYPE_CHECKING:  # for the type checker: the common keys, and a mode's own key
     class LinkSpec(_LinkBase):
         mode: str | None = None
 
+        def __init__(self, **data: Any) -> None: ...
+
         def __getattr__(self, name: str) -> Any: ...
 else:
     LinkSpec = create_model(
