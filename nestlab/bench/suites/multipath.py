@@ -21,6 +21,7 @@ where the machine's CPU went meanwhile (user, system, softirq, idle, steal; the 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ... import names
 from ...backends.kernel import namespaces
@@ -37,7 +38,7 @@ PLACEMENTS = ["containerised", "native"]
 UDP_LENGTH = 1440  # tunnel MTU 1468 (1500 - 32) minus IPv4 and UDP headers
 
 
-def cores() -> list[dict]:
+def cores() -> list[dict[str, Any]]:
     """Each of the seed's two machines on a core of its own, where this machine lets us have two (as two
     machines share no CPU): left to the scheduler on two cores, the UDP receiver ran on the sender's core in
     about 40 % of samples and lost 3 % of the datagrams to its full socket buffer, a plain link as much as the
@@ -77,10 +78,11 @@ def _rate(cell: Cell) -> int:
     return int(cell.get("rate", RATE_MBIT))
 
 
-def run_iperf3(running: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
+def run_iperf3(running: Lab, cell: Cell, duration: float, rec: Recorder) -> dict[str, Any]:
     a, b = running.nodes["a"], running.nodes["b"]
     method, paths = cell["method"], cell["paths"]
     address = b.intf("mpt0" if method.startswith("mpt-") else "p1").ip
+    assert address is not None  # the lab addresses both
     udp = method == "mpt-udp"
     return tools.iperf3(
         a,
@@ -97,7 +99,7 @@ def run_iperf3(running: Lab, cell: Cell, duration: float, rec: Recorder) -> dict
     )
 
 
-def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """One connection a -> b: per-path shares of what a sent, then the total."""
     paths = cell["paths"]
     sent_before, cpu_before, machine_before = (
@@ -133,7 +135,7 @@ def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[di
     return [*rows, summary]
 
 
-def machine_cpu(spent: dict[str, float], mbps: float) -> dict:
+def machine_cpu(spent: dict[str, float], mbps: float) -> dict[str, Any]:
     """Where the machine's CPU went (``spent``: seconds by kind, every core), in % of all its cores, and its
     busy time per Gbit/s carried in % of one core (every core, kernel work included: a kernel datapath's
     work is softirq, not a daemon's; steal left out)."""
@@ -143,7 +145,9 @@ def machine_cpu(spent: dict[str, float], mbps: float) -> dict:
     return shares | {"machine_cpu_pct_per_gbps": 100 * busy / (mbps / 1000) if mbps else None}
 
 
-def _line(fig_id: str, title: str, metric: str, unit: str, series: str, where: dict, claim: str = "", **extra) -> Figure:
+def _line(
+    fig_id: str, title: str, metric: str, unit: str, series: str, where: dict[str, Any], claim: str = "", **extra: Any
+) -> Figure:
     return Figure(
         fig_id,
         title,
@@ -292,7 +296,7 @@ FIGURES = [
 ]
 
 
-def _axes(paths: list[int], fast: list[int]) -> list[dict[str, list]]:
+def _axes(paths: list[int], fast: list[int]) -> list[dict[str, list[Any]]]:
     """The paper's matrix (the tunnel in its daemon, as the paper's MPT library ran), the kernel datapath beside
     it, paths past the paper's 12, and 1 Gbit/s paths (``fast``)."""
     tunnel = ["mpt-tcp", "mpt-udp"]

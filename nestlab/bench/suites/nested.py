@@ -20,10 +20,12 @@ from __future__ import annotations
 import statistics
 import subprocess
 import time
+from typing import Any
 
 from ...lab.lab import Lab
+from ...lab.node import Node
 from .. import memory, tools
-from ..suite import Cell, Figure, Recorder, Suite
+from ..suite import Cell, Figure, Key, Recorder, Suite
 from ..together import Pair, run_together
 
 PAPER = "Seed 003, 'NestedNet', sec. V (Tables I-IV, Figures 3-4)"
@@ -55,16 +57,20 @@ def shape(cell: Cell) -> tuple[int, int]:
 def gnab_address(running: Lab, drone: str) -> str:
     """Where a drone's GNAB listens: its own interface when nested, the shared stack's loopback when flat."""
     intfs = running.nodes[f"{drone}/gnab"].intfs()
-    return intfs[0].ip if intfs else "127.0.0.1"
+    if not intfs:
+        return "127.0.0.1"
+    address = intfs[0].ip
+    assert address is not None  # the lab addresses a nested GNAB's interface
+    return address
 
 
-def _iperf_pair(client, server, address: str, port: int, seconds: float, **options) -> Pair:
+def _iperf_pair(client: Node, server: Node, address: str, port: int, seconds: float, **options: Any) -> Pair:
     return Pair(
         client, tools.iperf3_command(address, port, seconds, **options), server, tools.iperf3_server_command(address, port)
     )
 
 
-def connections(running: Lab, cell: Cell) -> list[tuple]:
+def connections(running: Lab, cell: Cell) -> list[Key]:
     """(client, server, address) of each connection: iPHYs to their GNAB, or iPHY1 of drone 2k+1 to drone 2k+2's."""
     if cell["experiment"] == "intra":
         return [
@@ -78,7 +84,7 @@ def connections(running: Lab, cell: Cell) -> list[tuple]:
     return out
 
 
-def measure_links(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_links(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Tables II and III: throughput of N connections at once, then their RTT, at once."""
     links = connections(running, cell)
     label = f"{cell['experiment']}-{cell['nesting']}-{cell['connections']}"
@@ -107,7 +113,7 @@ def measure_links(running: Lab, cell: Cell, duration: float, rec: Recorder) -> l
     return [*rows, {"pair": "all", "total_gbps": sum(r["gbps"] for r in rows)}]
 
 
-def measure_stress(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_stress(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Fig. 3: a baseline stream's throughput over time, with 120 background streams in its drone for a while."""
     total = max(8.0, 40 * duration / 60)  # the paper's 40 s run, scaled like the other measurements
     start, stop, step = total / 4, total / 2, min(1.0, total / 24)
@@ -161,7 +167,7 @@ def measure_stress(running: Lab, cell: Cell, duration: float, rec: Recorder) -> 
     ]
 
 
-def measure_scale(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_scale(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Fig. 4: every iPHY of both drones sends to its GNAB at once; per-link mean and spread per drone."""
     pairs, drones = [], []
     for d in (1, 2):
@@ -184,7 +190,7 @@ def measure_scale(running: Lab, cell: Cell, duration: float, rec: Recorder) -> l
     return [*rows, {"pair": "all", "total_gbps": sum(r["gbps"] for r in rows), "link_dev_pct": statistics.fmean(spread)}]
 
 
-def measure_startup(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_startup(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Tables IV and I: deploy the MANET afresh, timed; then its memory (kernel growth + processes) per drone."""
     running.destroy()
     time.sleep(0.5)
@@ -207,16 +213,18 @@ MEASURES = {
 }
 
 
-def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     return MEASURES[cell["experiment"]](running, cell, duration, rec)
 
 
-def lab_key(cell: Cell) -> tuple:
+def lab_key(cell: Cell) -> Key:
     """Intra, inter and stress share one deployed 12-drone MANET per nesting; startup deploys its own."""
     return (cell["experiment"] == "startup", cell["nesting"], *shape(cell))
 
 
-def _table(number: str, experiment: str, metric: str, unit: str, paper: dict, higher_is_better: bool = True) -> Figure:
+def _table(
+    number: str, experiment: str, metric: str, unit: str, paper: dict[Key, float], higher_is_better: bool = True
+) -> Figure:
     what = "throughput per connection" if metric == "gbps" else "RTT"
     where = "intra-node (iPHY to GNAB)" if experiment == "intra" else "inter-node (iPHY to iPHY)"
     return Figure(
@@ -233,7 +241,7 @@ def _table(number: str, experiment: str, metric: str, unit: str, paper: dict, hi
     )
 
 
-def _paper(flat: list[float], nested: list[float]) -> dict:
+def _paper(flat: list[float], nested: list[float]) -> dict[Key, float]:
     return {**{("flat", n): v for n, v in zip((1, 2, 4), flat)}, **{("nested", n): v for n, v in zip((1, 2, 4), nested)}}
 
 
@@ -322,7 +330,7 @@ FIGURES = [
 ]
 
 
-def _axes(iphys: list[int]) -> list[dict[str, list]]:
+def _axes(iphys: list[int]) -> list[dict[str, list[Any]]]:
     return [
         {"experiment": ["intra", "inter"], "nesting": NESTINGS, "connections": [1, 2, 4]},
         {"experiment": ["stress"], "nesting": NESTINGS},
