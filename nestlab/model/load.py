@@ -13,6 +13,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS
@@ -256,7 +257,7 @@ def _allowed_for(path: Path) -> list[str]:
     return ALLOWED_KEYS[within]
 
 
-def _problem(err: dict[str, Any], located: Located) -> Problem:
+def _problem(err: ErrorDetails, located: Located) -> Problem:
     path = tuple(err["loc"])
     if err["type"] == "extra_forbidden":
         allowed = ", ".join(_allowed_for(path[:-1]))
@@ -353,9 +354,9 @@ def _endpoint_problem(topology: Topology, endpoint: Endpoint, used: dict[tuple[s
 def _shared_stack_problem(topology: Topology, key: tuple[str, str], used: dict[tuple[str, str], Path], base: Path) -> str | None:
     """With nesting: flat, a node's components share its stack, so its interface names: the interface once there."""
     node, iface = key
-    if not is_flat(topology, node):
-        return None
     stack = topology.topology.nodes[node].component_of
+    if stack is None or not is_flat(topology, node):  # flat: a component, so its node's stack
+        return None
     if (stack, iface) in used:
         return (
             f"with nesting: flat, {stack}'s components share one network stack and '{iface}' is already used there by "
@@ -412,7 +413,7 @@ def _address_problem(
     if node in body.nodes and KINDS.get(node_kind(topology, node)).switch:
         return f"'{endpoint}' is a switch port and cannot hold an address; use null"
     ip, why = _parse_cidr(cidr, family)
-    if why:
+    if ip is None:  # then why says why
         return why
     if ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
         return f"'{cidr}' is the network address of {ip.network}; pick a host address"
@@ -470,7 +471,7 @@ def _is_address(text: str) -> bool:
     return True
 
 
-def _parse_cidr(cidr: str, family: str):
+def _parse_cidr(cidr: str, family: str) -> tuple[ipaddress.IPv4Interface | ipaddress.IPv6Interface | None, str | None]:
     """(interface, None) for a valid address with prefix of ``family``, else (None, why)."""
     try:
         ip = ipaddress.ip_interface(cidr)
