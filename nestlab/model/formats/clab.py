@@ -27,6 +27,7 @@ from typing import Any
 
 from ...names import IFNAMSIZ, is_ifname
 from .. import files
+from ..errors import Path as KeyPath
 from ..errors import Problem
 from ..yamlsource import Located
 
@@ -44,11 +45,11 @@ _SPECIAL = ("host", MGMT, "macvlan")
 def expand_env(text: str) -> str:
     """containerlab's environment substitution: ``${VAR}``, ``${VAR:-default}``, ``${VAR:=default}``."""
 
-    def sub(match: re.Match) -> str:
+    def sub(match: re.Match[str]) -> str:
         name, op, default = match.groups()
         value = os.environ.get(name)
         if op and (value is None or (op.startswith(":") and value == "")):
-            return default
+            return str(default)
         return value or ""
 
     return _ENV.sub(sub, text)
@@ -79,7 +80,10 @@ def normalize(
         inside = [name for name in body["nodes"] if isinstance(name, str) and "|" in name]
         if inside:
             _bridges_in_nodes(body, inside, located, notices, problems)
-    node_like = lambda spec, path: _node(spec, path, folder, located, notices, problems)  # noqa: E731
+
+    def node_like(spec: Any, path: KeyPath) -> Any:
+        return _node(spec, path, folder, located, notices, problems)
+
     for section in ("nodes", "kinds", "groups"):
         if isinstance(body.get(section), dict):
             body[section] = {name: node_like(spec, ("topology", section, name)) for name, spec in body[section].items()}
@@ -120,7 +124,7 @@ def _links(
 
 
 def _machine_parent(
-    data: dict[str, Any], parent: str, path, located: Located, notices: list[Problem], problems: list[Problem]
+    data: dict[str, Any], parent: str, path: KeyPath, located: Located, notices: list[Problem], problems: list[Problem]
 ) -> None:
     """containerlab's ``macvlan:PARENT``: this machine's interface, refused only when the file says
     ``allow_host_interfaces: false`` or the machine has no such interface (containerlab fails there too)."""
@@ -207,7 +211,7 @@ def _bridges_in_nodes(
     body["nodes"] = nodes
 
 
-def _node(spec, path, folder: str, located: Located, notices: list[Problem], problems: list[Problem]):
+def _node(spec: Any, path: KeyPath, folder: str, located: Located, notices: list[Problem], problems: list[Problem]) -> Any:
     """One node (or kinds/groups/defaults entry) with containerlab's node keys in nestlab's form."""
     if not isinstance(spec, dict):
         return spec
@@ -239,7 +243,7 @@ def _node(spec, path, folder: str, located: Located, notices: list[Problem], pro
     return spec
 
 
-def _env_files(given: list, path, folder: str, located: Located, problems: list[Problem]) -> dict[str, str]:
+def _env_files(given: list[Any], path: KeyPath, folder: str, located: Located, problems: list[Problem]) -> dict[str, str]:
     """containerlab's ``env-files``: ``KEY=VALUE`` lines (``#`` comments and blank lines skipped), later files winning."""
     env: dict[str, str] = {}
     for j, name in enumerate(given):
@@ -264,7 +268,7 @@ def _env_files(given: list, path, folder: str, located: Located, problems: list[
     return env
 
 
-def _resources(spec):
+def _resources(spec: Any) -> Any:
     if not isinstance(spec, dict) or not any(key in spec for key in _RESOURCES):
         return spec
     spec = dict(spec)
@@ -278,7 +282,7 @@ def _resources(spec):
 
 def _link(
     link: dict[str, Any],
-    path,
+    path: KeyPath,
     located: Located,
     notices: list[Problem],
     problems: list[Problem],
@@ -299,7 +303,7 @@ def _link(
 
 
 def _typed_link(
-    link: dict[str, Any], path, located: Located, notices: list[Problem], problems: list[Problem]
+    link: dict[str, Any], path: KeyPath, located: Located, notices: list[Problem], problems: list[Problem]
 ) -> dict[str, Any] | None:
     """A link with containerlab's ``type:`` in nestlab's form, without the type (None: dropped, or not supported)."""
     kind = link["type"]
@@ -371,9 +375,9 @@ def _machine_end(link: dict[str, Any], defined: set[str], managed: bool) -> dict
     return {**kept, "mode": "macvlan", "parent": name, "_real_parent": True}
 
 
-def _endpoint_vars(link: dict[str, Any], path, located: Located, notices: list[Problem]) -> None:
+def _endpoint_vars(link: dict[str, Any], path: KeyPath, located: Located, notices: list[Problem]) -> None:
     """An endpoint's ``vars`` (containerlab's config engine reads them): one note for the link."""
-    found = [("endpoint",)] if isinstance(link.get("endpoint"), dict) and "vars" in link["endpoint"] else []
+    found: list[KeyPath] = [("endpoint",)] if isinstance(link.get("endpoint"), dict) and "vars" in link["endpoint"] else []
     if isinstance(link.get("endpoints"), list):
         found += [("endpoints", j) for j, ep in enumerate(link["endpoints"]) if isinstance(ep, dict) and "vars" in ep]
     if found:
@@ -388,7 +392,7 @@ _VXLAN_KEYS = {"dst-port": "port", "udp-port": "port", "src-port": "src_port"}
 _ENDPOINT_KEYS = {"mac": "macs", "ipv4": "ipv4", "ipv6": "ipv6"}
 
 
-def _endpoint_keys(endpoints: list, link: dict[str, Any]) -> dict[str, Any]:
+def _endpoint_keys(endpoints: list[Any], link: dict[str, Any]) -> dict[str, Any]:
     """containerlab's extended endpoints ``{node, interface, mac, ipv4, ipv6, vars}`` as ``NODE:IF``
     strings, their ``mac``/``ipv4``/``ipv6`` as the link's lists (one entry per endpoint)."""
     out: dict[str, Any] = {

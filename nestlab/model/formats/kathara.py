@@ -46,7 +46,7 @@ _SERVERS = {
 _SERVICE_NAME = re.compile(r"(?:systemctl\s+(?:re)?start\s+|service\s+|/etc/init\.d/)([A-Za-z0-9_.@-]+)")
 
 
-def is_lab(path: str | os.PathLike) -> bool:
+def is_lab(path: str | os.PathLike[str]) -> bool:
     p = FsPath(path)
     return p.name == "lab.conf" or (p.is_dir() and (p / "lab.conf").is_file())
 
@@ -58,7 +58,7 @@ def lab_name(folder: FsPath) -> str:
     return name[-40:].lstrip("-_")
 
 
-def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem], int | None]:
+def load(path: str | os.PathLike[str]) -> tuple[Located, str, list[Problem], int | None]:
     """``(located topology data, lab.conf path, notices, the uid owning lab.conf)`` for a Kathará lab folder or its
     lab.conf."""
     conf = FsPath(path)
