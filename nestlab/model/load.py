@@ -47,7 +47,9 @@ class Loaded:
     author: int | None = None  # the uid owning the topology file as read (who wrote the lab); None: not a file's
 
 
-def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = (), overrides: Overrides | None = None) -> Loaded:
+def load_file(
+    path: str | os.PathLike[str], vars_files: Sequence[str | FsPath] = (), overrides: Overrides | None = None
+) -> Loaded:
     """A topology file, or a Kathará lab (its folder or its lab.conf).  A file holding Go template actions is
     rendered first with the variables of ``vars_files`` (as containerlab's ``--vars``), or else of the
     ``NAME_vars.yml``/``.yaml``/``.json`` files beside it (``NAME``: the file name without its last extension)."""
