@@ -10,6 +10,7 @@ The names below are imported when first used, so ``nestlab --help`` does not pay
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 _WHERE = {
@@ -22,7 +23,7 @@ _WHERE = {
 __all__ = [*_WHERE, "__version__"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _WHERE:
         return getattr(importlib.import_module(_WHERE[name], __name__), name)
     raise AttributeError(f"module 'nestlab' has no attribute {name!r}")

@@ -121,8 +121,38 @@ def test_the_check_finds_a_kind_comparison(tmp_path):
     assert len(_kind_comparisons(sample)) == 2
 
 
+def _lab_parameters_not_a_name(path: Path) -> list[str]:
+    """Parameters named ``lab`` that are not a lab's name: annotated other than ``str`` / ``str | None``, or not at all."""
+    found = []
+    for func in ast.walk(ast.parse(path.read_text())):
+        if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            for arg in func.args.posonlyargs + func.args.args + func.args.kwonlyargs:
+                annotation = ast.unparse(arg.annotation) if arg.annotation else None
+                if arg.arg == "lab" and annotation not in ("str", "str | None"):
+                    found.append(
+                        f"{path.relative_to(PACKAGE) if path.is_relative_to(PACKAGE) else path.name}:{arg.lineno} lab: {annotation}"
+                    )
+    return found
+
+
+def test_a_parameter_named_lab_is_a_labs_name():
+    """One word, one meaning: ``lab`` is a lab's name (a str); a Blueprint is ``blueprint``, a Lab ``running`` or ``lab_obj``."""
+    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in _lab_parameters_not_a_name(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_check_finds_a_lab_that_is_not_a_name(tmp_path):
+    """The check above is not blind: a Blueprint, a Lab and an unannotated ``lab`` are each found; a name is not."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def a(lab: Blueprint): ...\ndef b(*, lab: Lab): ...\ndef c(lab): ...\ndef d(lab: str, e: str | None = None): ...\n"
+        "def f(lab: str | None = None): ...\n"
+    )
+    assert [hit.split(" ", 1)[1] for hit in _lab_parameters_not_a_name(sample)] == ["lab: Blueprint", "lab: Lab", "lab: None"]
+
+
 def test_the_plug_in_seams_type_check():
-    """mypy, strict on the plug-ins (kinds, links, runtimes) and on the way a deploy goes (lab, sites, engine, operator): pyproject.toml's [tool.mypy]."""
+    """mypy, strict on every package pyproject.toml's [tool.mypy] lists (all but the CLI and a few modules it names)."""
     result = subprocess.run([str(BIN / "mypy")], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-1000:]
 

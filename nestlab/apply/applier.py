@@ -17,6 +17,7 @@ import resource
 import subprocess
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from .. import kinds, links, names
 from ..backends.kernel import cgroups, files, mptcp, namespaces, netlink, shaping, spares, sysctl, views
@@ -27,6 +28,7 @@ from ..links import Stage
 from ..plan.diff import Changes
 from ..plan.objects import AttachObj, EndObj, LinkObj, NodeObj
 from ..registry import LINK_MODES, RUNTIMES
+from ..runtimes.base import Runtime
 
 Progress = Callable[[str, int, int], None]
 REAL = None  # the namespace key of this machine's own network stack (real interfaces)
@@ -67,7 +69,7 @@ class Applier:
     def path(self, node: str | None) -> str:
         return _REAL_NETNS if node is REAL else names.netns_path(self.lab, node)
 
-    def adopt(self, node: str, handles: tuple[int, Netlink]) -> None:
+    def adopt(self, node: str | None, handles: tuple[int, Netlink]) -> None:
         """Keep the netlink socket a runtime opened in a new namespace (its fd is reopened when needed)."""
         fd, self.sockets[node] = handles
         os.close(fd)
@@ -124,11 +126,12 @@ class Applier:
             self.bridge_index[node] = None if name is None else self.run(node, netlink.get_link(name))[0]
         return self.bridge_index[node]
 
-    def popen(self, node: str, args: Sequence[str], **kwargs) -> subprocess.Popen:
+    def popen(self, node: str, args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """Start a process inside a node (through its runtime, in its cgroup)."""
         obj = self.nodes[node]
         files = self.tree.procs_files(self.tree.leaf(node, self._has_children(obj))) if obj.cgroup else []
-        return RUNTIMES.get(obj.runtime).popen(self.lab, obj, files, args, **kwargs)
+        runtime: Runtime = RUNTIMES.get(obj.runtime)
+        return runtime.popen(self.lab, obj, files, args, **kwargs)
 
     # -- the whole change ------------------------------------------------------
     def apply(self, changes: Changes) -> None:
@@ -141,7 +144,7 @@ class Applier:
             for node in sorted(changes.del_nodes, key=lambda n: -n.name.count("/")):  # components before their node
                 self.delete_node(node)
             self._create_nodes(changes.add_nodes, made_nodes)
-            for mode, objs in links.by_stage(changes.add_links + changes.add_attachments):
+            for mode, objs in links.by_stage([*changes.add_links, *changes.add_attachments]):
                 if mode.stage >= Stage.OVERLAY:  # tunnels and daemons need their hosts' addresses in place
                     self._settle()
                 mode.create(self, objs, made, changes)
@@ -178,7 +181,7 @@ class Applier:
                     made.append(next(n for n in ordered if n.name == name))
                     self.adopt(name, future.result())
 
-    def _start_nodes(self, ordered: list[NodeObj], started: dict[str, Future], made: list[NodeObj]) -> None:
+    def _start_nodes(self, ordered: list[NodeObj], started: dict[str, Future[tuple[int, Netlink]]], made: list[NodeObj]) -> None:
         for i, node in enumerate(ordered, 1):
             made.append(node)
             if node.name in started:

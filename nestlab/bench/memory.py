@@ -22,9 +22,9 @@ def kernel_kb() -> int:
     return sum(fields.get(k, 0) for k in _KERNEL)
 
 
-def lab_pss_kb(lab: Lab) -> int:
+def lab_pss_kb(running: Lab) -> int:
     """Proportional set size of every process inside the lab's namespaces."""
-    inodes = {namespaces.inode(names.netns_path(lab.name, n)) for n in lab.plan.nodes}
+    inodes = {namespaces.inode(names.netns_path(running.name, n)) for n in running.plan.nodes}
     total = 0
     for pid in namespaces.pids_in({i for i in inodes if i}):
         try:

@@ -12,15 +12,16 @@ import html
 import io
 import statistics
 from pathlib import Path
+from typing import Any
 
 from ..lab.fidelity import LEVELS
 from . import results, stats
-from .suite import Figure, Suite
+from .suite import Figure, Key, Suite
 
 
-def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
+def per_rep(rows: list[dict[str, Any]], fig: Figure) -> dict[Key, list[float]]:
     """(x, series) -> one value per repetition: the metric averaged over the pairs of that repetition."""
-    buckets: dict[tuple, dict[int, list[float]]] = {}
+    buckets: dict[Key, dict[int, list[float]]] = {}
     for row in rows:
         if (row.get("pair") == "all") != fig.aggregate or row.get(fig.metric) is None:
             continue
@@ -31,9 +32,9 @@ def per_rep(rows: list[dict], fig: Figure) -> dict[tuple, list[float]]:
     return {key: [statistics.fmean(v) for _, v in sorted(reps.items())] for key, reps in buckets.items()}
 
 
-def fidelity(rows: list[dict], fig: Figure) -> dict[tuple, str]:
+def fidelity(rows: list[dict[str, Any]], fig: Figure) -> dict[Key, str]:
     """(x, series) -> the worst fidelity verdict of the measurements behind that bar."""
-    worst: dict[tuple, str] = {}
+    worst: dict[Key, str] = {}
     for row in rows:
         if row.get("fidelity") is None or any(row.get(k) != v for k, v in fig.where.items()) or fig.x not in row:
             continue
@@ -42,7 +43,7 @@ def fidelity(rows: list[dict], fig: Figure) -> dict[tuple, str]:
     return worst
 
 
-def _fidelity_section(cells: list[dict]) -> str:
+def _fidelity_section(cells: list[dict[str, Any]]) -> str:
     """Which cells the emulation may not have kept up in, and why (docs/fidelity.md)."""
     judged = [c for c in cells if c["fidelity"]["measurements"]]
     bad = [c for c in judged if c["fidelity"]["verdict"] != "ok"]
@@ -60,7 +61,7 @@ def _fidelity_section(cells: list[dict]) -> str:
     )
 
 
-def _verdict(paper_order: list, our_order: list, ours: dict) -> str:
+def _verdict(paper_order: list[Any], our_order: list[Any], ours: dict[Key, dict[str, Any]]) -> str:
     """ "agrees", or "undecided" when every pair we order differently overlaps in its 95 % intervals, else "differs"."""
     if paper_order == our_order:
         return "agrees"
@@ -70,12 +71,12 @@ def _verdict(paper_order: list, our_order: list, ours: dict) -> str:
     return "undecided, within our 95 % intervals" if overlap else "differs"
 
 
-def claim_agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
+def claim_agreement(fig: Figure, ours: dict[Key, dict[str, Any]]) -> list[str]:
     """Per series: our ranking against the ranking the paper states in words (or our spread, if it claims none)."""
     lines = []
     for series in sorted({s for _, s in ours}, key=str):
         measured = {x: v["mean"] for (x, s), v in ours.items() if s == series}
-        our_order = sorted(measured, key=measured.get, reverse=fig.higher_is_better)
+        our_order = sorted(measured, key=lambda x: measured[x], reverse=fig.higher_is_better)
         if fig.claim_rank is None:
             spread = max(measured.values()) / min(measured.values()) if min(measured.values()) > 0 else float("inf")
             lines.append(
@@ -94,7 +95,7 @@ def claim_agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
     return lines
 
 
-def agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
+def agreement(fig: Figure, ours: dict[Key, dict[str, Any]]) -> list[str]:
     """Per series: does our ranking of the x values match the paper's, and how far apart are the extremes."""
     if fig.claim:
         return claim_agreement(fig, ours)
@@ -116,7 +117,7 @@ def agreement(fig: Figure, ours: dict[tuple, dict]) -> list[str]:
     return lines
 
 
-def _svg(fig: Figure, ours: dict[tuple, dict]) -> str:
+def _svg(fig: Figure, ours: dict[Key, dict[str, Any]]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -174,7 +175,7 @@ def render(folder: Path, suite: Suite) -> Path:
     return path
 
 
-def _run_section(meta: dict, rows: list[dict]) -> list[str]:
+def _run_section(meta: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """The machine and the run's settings, then whether it was interrupted, the cells skipped and the measurements failed."""
     info = [
         [k, str(meta.get(k))]
@@ -201,7 +202,7 @@ def _run_section(meta: dict, rows: list[dict]) -> list[str]:
     return parts
 
 
-def _figure_section(fig: Figure, rows: list[dict]) -> list[str]:
+def _figure_section(fig: Figure, rows: list[dict[str, Any]]) -> list[str]:
     """One figure: its plot, our table (mean, interval, noise, fidelity) and how it agrees with the paper."""
     values = per_rep(rows, fig)
     ours = {key: stats.summarize(v) for key, v in values.items() if v}
@@ -227,7 +228,7 @@ def _figure_section(fig: Figure, rows: list[dict]) -> list[str]:
     return parts + _paper_parts(fig, ours) + ["</section>"]
 
 
-def _paper_parts(fig: Figure, ours: dict) -> list[str]:
+def _paper_parts(fig: Figure, ours: dict[Key, dict[str, Any]]) -> list[str]:
     """The paper's claim or figures beside ours, and where they agree."""
     if fig.claim:
         return [
@@ -245,7 +246,7 @@ def _paper_parts(fig: Figure, ours: dict) -> list[str]:
     ]
 
 
-def compare(first: Path, second: Path, suite: Suite) -> list[dict]:
+def compare(first: Path, second: Path, suite: Suite) -> list[dict[str, Any]]:
     """Per figure and cell: both means and second/first with its 95 % interval."""
     (_, rows_a), (_, rows_b) = results.load(first), results.load(second)
     out = []

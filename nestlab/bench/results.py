@@ -11,11 +11,12 @@ import shutil
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from ..errors import LabError
 
 
-def machine() -> dict:
+def machine() -> dict[str, Any]:
     """What a reader needs to judge the numbers: kernel, CPU, nestlab and tool versions."""
     cpu = next(
         (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor()
@@ -41,7 +42,7 @@ def machine() -> dict:
     }
 
 
-def write(folder: Path, meta: dict, rows: list[dict], cells: list[dict] | None = None) -> None:
+def write(folder: Path, meta: dict[str, Any], rows: list[dict[str, Any]], cells: list[dict[str, Any]] | None = None) -> None:
     """results.json (``meta``, ``rows``, and ``cells``: each cell's summary and fidelity) and results.csv
     (the rows), each replaced whole or not at all (a full disk keeps the last)."""
     columns: list[str] = []
@@ -63,7 +64,7 @@ def write(folder: Path, meta: dict, rows: list[dict], cells: list[dict] | None =
             tmp.unlink(missing_ok=True)
 
 
-def load(folder: Path) -> tuple[dict, list[dict]]:
+def load(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     path = Path(folder) / "results.json"
     if not path.exists():
         raise LabError(f"{folder} is not a results folder (no results.json); `nestlab bench SUITE` makes one")
@@ -71,6 +72,7 @@ def load(folder: Path) -> tuple[dict, list[dict]]:
     return data["meta"], data["rows"]
 
 
-def cells(folder: Path) -> list[dict]:
+def cells(folder: Path) -> list[dict[str, Any]]:
     """The per-cell summaries (figures, fidelity) of a results folder; none in one written before they were."""
-    return json.loads((Path(folder) / "results.json").read_text()).get("cells", [])
+    cells: list[dict[str, Any]] = json.loads((Path(folder) / "results.json").read_text()).get("cells", [])
+    return cells

@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import LabError
 from ..lab.fidelity import Verdict, Watch
 from ..lab.lab import Lab
 from . import report, results, stats
-from .suite import Axes, Cell, Recorder, Row, Suite
+from .suite import Axes, Cell, Key, Recorder, Row, Suite
 
 
 def cells(axes: Axes) -> list[Cell]:
@@ -31,11 +32,11 @@ def cells(axes: Axes) -> list[Cell]:
     return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))]
 
 
-def _key(cell: Cell) -> tuple:
+def _key(cell: Cell) -> Key:
     return tuple(sorted((k, str(v)) for k, v in cell.items()))
 
 
-def summary(cell: Cell, rows: list[Row], verdicts: list[dict]) -> dict | None:
+def summary(cell: Cell, rows: list[Row], verdicts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """One cell's figures' mean and 95 % interval over its repetitions (the aggregate rows, ``pair: all``) and its
     fidelity (the worst repetition's, every reason, each repetition's figures); None while nothing was measured."""
     mine = [r for r in rows if not r.get("error")]
@@ -61,14 +62,14 @@ class _Run:
 
     suite: Suite
     out: Path
-    meta: dict
-    order: list[tuple]
+    meta: dict[str, Any]
+    order: list[Key]
     recorder: Recorder
     duration: float
     rows: list[Row] = field(default_factory=list)
-    cell_rows: dict[tuple, list[Row]] = field(default_factory=dict)
-    verdicts: dict[tuple, list[dict]] = field(default_factory=dict)
-    summaries: dict[tuple, dict] = field(default_factory=dict)
+    cell_rows: dict[Key, list[Row]] = field(default_factory=dict)
+    verdicts: dict[Key, list[dict[str, Any]]] = field(default_factory=dict)
+    summaries: dict[Key, dict[str, Any]] = field(default_factory=dict)
     done: int = 0
 
     def group(self, group: list[Cell], reps: int, progress: Callable[[str, int, int], None] | None, total: int) -> None:
@@ -84,12 +85,12 @@ class _Run:
         finally:
             lab.destroy()
 
-    def measure(self, lab: Lab, cell: Cell, rep: int) -> None:
+    def measure(self, running: Lab, cell: Cell, rep: int) -> None:
         """One repetition of one cell, with its fidelity verdict (an error row if a tool failed), written at once."""
         key, columns = _key(cell), {}
         try:
-            with Watch(lab) as watch:
-                measured = self.suite.measure(lab, cell, self.duration, self.recorder)
+            with Watch(running) as watch:
+                measured = self.suite.measure(running, cell, self.duration, self.recorder)
         except (LabError, ValueError) as exc:  # a tool failed in this cell: record it, go on
             measured = [{"pair": "all", "error": str(exc)[:300]}]
         else:
@@ -127,7 +128,7 @@ def run(
     meta = _meta(suite, quick, reps, duration, len(todo), skipped)
     state = _Run(suite, out, meta, [_key(cell) for cell in todo], recorder, duration)
     total = len(todo) * reps
-    groups: dict[tuple, list[Cell]] = {}
+    groups: dict[Key, list[Cell]] = {}
     for cell in todo:
         groups.setdefault(suite.lab_key(cell), []).append(cell)
     try:
@@ -155,7 +156,7 @@ def run(
     return out
 
 
-def _meta(suite: Suite, quick: bool, reps: int, duration: float, count: int, skipped: list[tuple[Cell, str]]) -> dict:
+def _meta(suite: Suite, quick: bool, reps: int, duration: float, count: int, skipped: list[tuple[Cell, str]]) -> dict[str, Any]:
     """The run's description for results.json: this machine, the suite, its settings, the cells skipped."""
     return results.machine() | {
         "suite": suite.name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 NOISY_CV_PCT = 10.0
 # Two-sided 95 % critical values of Student's t for 1..30 degrees of freedom; 1.96 beyond.
@@ -50,7 +51,7 @@ def t95(df: int) -> float:
     return _T95[df - 1] if 1 <= df <= len(_T95) else 1.96
 
 
-def summarize(values: list[float]) -> dict:
+def summarize(values: list[float]) -> dict[str, Any]:
     """n, mean, median, stdev, sem, ci95 (low, high), cv_pct and ``noisy`` for one cell's repetitions."""
     n = len(values)
     if n == 0:
@@ -73,7 +74,7 @@ def summarize(values: list[float]) -> dict:
     }
 
 
-def ratio(numerator: list[float], denominator: list[float]) -> dict:
+def ratio(numerator: list[float], denominator: list[float]) -> dict[str, Any]:
     """mean(numerator) / mean(denominator) with a 95 % interval (delta method, independent samples)."""
     a, b = summarize(numerator), summarize(denominator)
     if b["mean"] == 0:
@@ -85,7 +86,7 @@ def ratio(numerator: list[float], denominator: list[float]) -> dict:
     return {"ratio": r, "ci95_low": r - half, "ci95_high": r + half}
 
 
-def advice(summary: dict) -> str:
+def advice(summary: dict[str, Any]) -> str:
     """What to do about a noisy cell."""
     if not summary["noisy"]:
         return ""

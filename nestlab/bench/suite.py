@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..lab.lab import Lab
 
-Cell = dict[str, object]
+Cell = dict[str, Any]  # one point of a parameter matrix: its values are words and numbers
+Key = tuple[Any, ...]  # a cell's values in a figure's order (x value, series value)
 Row = dict[str, object]
-Axes = dict[str, list] | list[dict[str, list]]  # one parameter matrix, or several (their cells, in order)
+Axes = dict[str, list[Any]] | list[dict[str, list[Any]]]  # one parameter matrix, or several (their cells, in order)
 
 
 @dataclass
@@ -28,13 +30,13 @@ class Figure:
     x: str
     series: str
     where: dict[str, object]
-    paper: dict[tuple, float] = field(default_factory=dict)  # (x value, series value) -> the paper's number
+    paper: dict[Key, float] = field(default_factory=dict)  # (x value, series value) -> the paper's number
     paper_ref: str = ""
     paper_unit: str = ""
     higher_is_better: bool = True
     aggregate: bool = False  # the value is the cell's ``pair: "all"`` row (a total), not the mean over pairs
     claim: str = ""  # the paper's finding in words, when it gives no numbers
-    claim_rank: list | None = None  # that finding as x values best first (None: no ranking claimed)
+    claim_rank: list[Any] | None = None  # that finding as x values best first (None: no ranking claimed)
     line: bool = False
 
 
@@ -50,7 +52,7 @@ class Suite:
     duration: float
     quick_duration: float
     build: Callable[[Cell], Lab]
-    lab_key: Callable[[Cell], tuple]
+    lab_key: Callable[[Cell], Key]
     measure: Callable[[Lab, Cell, float, Recorder], list[Row]]
     figures: list[Figure]
     unavailable: Callable[[Cell], str | None] = lambda cell: None

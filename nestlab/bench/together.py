@@ -42,7 +42,7 @@ def _sockets(node: Node) -> int | None:
         return sockets.serving()
 
 
-def _wait_listening(started: list[tuple[Node, subprocess.Popen]], before: dict[str, int | None], timeout: float) -> None:
+def _wait_listening(started: list[tuple[Node, subprocess.Popen[str]]], before: dict[str, int | None], timeout: float) -> None:
     """Until each server node has a socket more for each server started in it (or the server
     exited, or ``timeout`` passed); a fixed 0.3 s where a node's sockets cannot be read from here."""
     expected = Counter(node.name for node, _ in started)
@@ -78,8 +78,8 @@ class Ran:
 
 def run_together(pairs: list[Pair], timeout: float, listen_timeout: float = 10.0) -> list[Ran]:
     """Run every pair's client at once, once the servers listen; returns each client's output, in order."""
-    started: list[tuple[Node, subprocess.Popen]] = []
-    clients: list[subprocess.Popen] = []
+    started: list[tuple[Node, subprocess.Popen[str]]] = []
+    clients: list[subprocess.Popen[str]] = []
     try:
         served = [(pair.server, pair.server_command) for pair in pairs if pair.server and pair.server_command]
         nodes = {node.name: node for node, _ in served}
@@ -100,8 +100,10 @@ def run_together(pairs: list[Pair], timeout: float, listen_timeout: float = 10.0
                 )
             )
         for proc in clients:  # the barrier: release them all (communicate() closes stdin later)
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
+            stdin = proc.stdin
+            assert stdin is not None  # started with stdin=PIPE
+            stdin.write("go\n")
+            stdin.flush()
         results = []
         deadline = time.monotonic() + timeout
         for pair, proc in zip(pairs, clients):

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..backends.kernel.procs import cpu_seconds as cpu_seconds  # a process's CPU time, read where /proc is
 from ..errors import LabError
@@ -69,25 +70,25 @@ def machine_cpu_seconds() -> dict[str, float]:
     }
 
 
-def parse_ping(text: str) -> dict:
+def parse_ping(text: str) -> dict[str, Any]:
     """iputils ping summary -> sent, received, loss_pct and rtt_{min,avg,max,mdev}_ms."""
     sent = _SENT.search(text)
     if not sent:
         raise ValueError(f"not ping output: {text[-200:]!r}")
     tx, rx = int(sent.group(1)), int(sent.group(2))
-    out = {"sent": tx, "received": rx, "loss_pct": 100.0 * (tx - rx) / tx if tx else 100.0}
+    out: dict[str, Any] = {"sent": tx, "received": rx, "loss_pct": 100.0 * (tx - rx) / tx if tx else 100.0}
     rtt = _RTT.search(text)
     for i, key in enumerate(("rtt_min_ms", "rtt_avg_ms", "rtt_max_ms", "rtt_mdev_ms"), 1):
         out[key] = float(rtt.group(i)) if rtt else None
     return out
 
 
-def ping(node: Node, target: str, count: int = 5, interval: float = 0.2) -> dict:
+def ping(node: Node, target: str, count: int = 5, interval: float = 0.2) -> dict[str, Any]:
     require("ping")
     return parse_ping(node.cmd(["ping", "-n", "-q", "-c", str(count), "-i", str(interval), "-W", "1", target]))
 
 
-def parse_iperf3(text: str) -> dict:
+def parse_iperf3(text: str) -> dict[str, Any]:
     """iperf3 -J (TCP or UDP) -> mbps received, retransmits (TCP), lost_pct (UDP) and seconds.
 
     Warnings iperf3 prints before its JSON (e.g. a UDP block larger than the TCP MSS) are skipped.
@@ -135,7 +136,7 @@ def iperf3(
     window: str | None = None,
     cpu: int | None = None,
     record: Callable[[list[str], str], None] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """An iperf3 run from ``client`` to ``server`` (listening on ``address``); the server is always reaped.
 
     ``udp`` with ``bitrate`` (iperf3 -b; "0" = as fast as possible) and ``length`` (-l, payload bytes);
@@ -169,7 +170,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PERCENTILE = re.compile(r"percentile (\d+\.\d+) = +([\d.]+)")
 
 
-def parse_sockperf(text: str) -> dict:
+def parse_sockperf(text: str) -> dict[str, Any]:
     """sockperf's text summary -> numbers.
 
     ping-pong / under-load: ``latency_{avg,std,min,max,p25..p99999}_us``, ``sent``, ``received``,

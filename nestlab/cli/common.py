@@ -147,12 +147,12 @@ def ignored(flag: str, why: str) -> None:
     err.line(f"note {flag}: ignored ({why})")
 
 
-def here(lab: Lab) -> Lab:
+def here(lab_obj: Lab) -> Lab:
     """``lab`` as this machine would make it now, for a command that plans it without deploying it: handed out
     once (what the machine is, its management network's leases: engine/handout.py)."""
     from ..engine.handout import handed_out
 
-    return type(lab).of(handed_out(lab.blueprint))
+    return type(lab_obj).of(handed_out(lab_obj.blueprint))
 
 
 def resolve(topo: Path | None, lab: str | None, kubeconfig: Path | None = None, namespace: str | None = None) -> Lab:
@@ -188,12 +188,12 @@ def _running(state, name: str) -> bool:
     return bool(found and found.status == "running")
 
 
-def notices(lab: Lab) -> None:
+def notices(lab_obj: Lab) -> None:
     """The lab's notes, one line for each note however many nodes (or links) it is about."""
     from ..model.notes import collapsed
 
-    for notice in collapsed(lab.notices):
-        err.print(f"[yellow]note[/yellow] {escape(notice.render(lab.source))}", soft_wrap=True)
+    for notice in collapsed(lab_obj.notices):
+        err.print(f"[yellow]note[/yellow] {escape(notice.render(lab_obj.source))}", soft_wrap=True)
 
 
 @contextmanager
@@ -216,17 +216,17 @@ def progress_bar(title: str) -> Iterator:
         yield update
 
 
-def node_of(lab: Lab, name: str):
+def node_of(lab_obj: Lab, name: str):
     """A node or host of the lab by name (from its plan: a running lab's topology is not checked again)."""
     from ..lab.node import Node
 
-    if name in lab.plan.nodes:
-        return Node(lab, name)
+    if name in lab_obj.plan.nodes:
+        return Node(lab_obj, name)
     from ..registry import KINDS
 
-    nodes = [n for n, o in lab.plan.nodes.items() if not KINDS.get(o.kind).machine]
-    hosts = [n for n, o in lab.plan.nodes.items() if KINDS.get(o.kind).machine]
-    raise LabError(f"lab {lab.name} has no node or host '{name}' (nodes: {_some(nodes)}; hosts: {_some(hosts) or 'none'})")
+    nodes = [n for n, o in lab_obj.plan.nodes.items() if not KINDS.get(o.kind).machine]
+    hosts = [n for n, o in lab_obj.plan.nodes.items() if KINDS.get(o.kind).machine]
+    raise LabError(f"lab {lab_obj.name} has no node or host '{name}' (nodes: {_some(nodes)}; hosts: {_some(hosts) or 'none'})")
 
 
 def _some(names: list[str], shown: int = 12) -> str:

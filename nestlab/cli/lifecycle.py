@@ -103,36 +103,36 @@ def deploy_with(request: DeployRequest) -> None:
             _previewed(lab, site.preview(lab.blueprint), request.fmt)
 
 
-def _deployed(lab: Lab, site: Site, done: Deployed, execs: ExecReport, request: DeployRequest, started: float) -> None:
+def _deployed(lab_obj: Lab, site: Site, done: Deployed, execs: ExecReport, request: DeployRequest, started: float) -> None:
     """Say what a deploy made: where each node went (on servers), or what changed here, the summary and table."""
     for note in done.notes:
         err.line(f"note {note}")
     if done.partition is not None:  # on servers: where each node went
-        _placed(lab, done.partition, started)
+        _placed(lab_obj, done.partition, started)
         return
     took = time.perf_counter() - started
     if not done.changes:
-        err.line(f"lab {lab.name} is already running as described; nothing to change")
+        err.line(f"lab {lab_obj.name} is already running as described; nothing to change")
     else:
-        err.line(f"lab {lab.name}: {done.changes.summary()} in {took:.2f} s")
-    execs.summary(lab.name)
+        err.line(f"lab {lab_obj.name}: {done.changes.summary()} in {took:.2f} s")
+    execs.summary(lab_obj.name)
     if request.fmt == "summary":
-        out.line(_summary(lab))
-    if request.fmt != "summary" or request.table or len(lab.plan.nodes) <= SMALL_LAB:
-        show(site.inspect(lab.blueprint), "table" if request.table or request.fmt == "summary" else request.fmt)
+        out.line(_summary(lab_obj))
+    if request.fmt != "summary" or request.table or len(lab_obj.plan.nodes) <= SMALL_LAB:
+        show(site.inspect(lab_obj.blueprint), "table" if request.table or request.fmt == "summary" else request.fmt)
 
 
 SMALL_LAB = 40  # nodes: up to this many, deploy prints the whole table
 
 
-def _previewed(lab: Lab, found: list[Step], fmt: str) -> None:
+def _previewed(lab_obj: Lab, found: list[Step], fmt: str) -> None:
     """What a deploy would change, object by object, as the lab's site sees the running lab."""
     if fmt == "json":
-        print_json({"lab": lab.name, "changes": [step.to_json() for step in found]})
+        print_json({"lab": lab_obj.name, "changes": [step.to_json() for step in found]})
         return
     counted = Counter((step.action, step.what) for step in found)
     summary = ", ".join(f"{n} {what}{'s' if n > 1 else ''} to {action}" for (action, what), n in counted.items())
-    err.line(f"dry run: lab {lab.name}: {summary or 'nothing to change'}; nothing was changed")
+    err.line(f"dry run: lab {lab_obj.name}: {summary or 'nothing to change'}; nothing was changed")
     for step in found[:SHOWN] if len(found) > SHOWN else found:
         out.line(f"{step.action:9s} {step.what:10s} {step.name}" + (f": {step.why}" if step.why else ""))
     if len(found) > SHOWN:
@@ -167,34 +167,34 @@ def validate(
         )
 
 
-def _placed(lab: Lab, partition: Partition, started: float) -> None:
+def _placed(lab_obj: Lab, partition: Partition, started: float) -> None:
     """Say where each node of a lab deployed on servers went."""
 
-    counts = Counter(partition.placement.server(n) for n in lab.plan.nodes)
+    counts = Counter(partition.placement.server(n) for n in lab_obj.plan.nodes)
     tunnels = sum(len(s.stitched) for s in partition.shares.values()) // 2
     err.line(
-        f"lab {lab.name}: {len(lab.plan.nodes)} nodes on {len(lab.topology.servers)} servers "
-        f"({', '.join(f'{s}: {counts.get(s, 0)}' for s in sorted(lab.topology.servers))}), "
+        f"lab {lab_obj.name}: {len(lab_obj.plan.nodes)} nodes on {len(lab_obj.topology.servers)} servers "
+        f"({', '.join(f'{s}: {counts.get(s, 0)}' for s in sorted(lab_obj.topology.servers))}), "
         f"{tunnels} VXLAN tunnels (MTU {partition.mtu}) in {time.perf_counter() - started:.2f} s"
     )
     out.line(
-        f"next: nestlab inspect --lab {lab.name};  nestlab exec --lab {lab.name} NODE -- CMD (runs on the node's server);  "
-        f"nestlab destroy --lab {lab.name}"
+        f"next: nestlab inspect --lab {lab_obj.name};  nestlab exec --lab {lab_obj.name} NODE -- CMD (runs on the node's server);  "
+        f"nestlab destroy --lab {lab_obj.name}"
     )
 
 
-def _summary(lab: Lab) -> str:
+def _summary(lab_obj: Lab) -> str:
     """What the lab holds, counted by kind and mode, and where to look next."""
 
-    plan = lab.plan
+    plan = lab_obj.plan
     kinds = Counter(o.kind if o.runtime == "namespace" else f"{o.kind} [{o.runtime}]" for o in plan.nodes.values())
     modes = Counter(x.mode for x in plan.links.values()) + Counter(x.mode for x in plan.attachments.values())
     counted = lambda c: ", ".join(f"{n} {k}" for k, n in c.most_common())  # noqa: E731
     return (
-        f"lab {lab.name}: {len(plan.nodes)} namespaces ({counted(kinds)}); "
+        f"lab {lab_obj.name}: {len(plan.nodes)} namespaces ({counted(kinds)}); "
         f"{len(plan.links) + len(plan.attachments)} links ({counted(modes) or 'none'})\n"
-        f"next: nestlab inspect --lab {lab.name} [--node NAME | --filter 'h1*'];  nestlab graph --lab {lab.name} --serve;  "
-        f"nestlab exec --lab {lab.name} NODE -- CMD;  nestlab destroy --lab {lab.name}"
+        f"next: nestlab inspect --lab {lab_obj.name} [--node NAME | --filter 'h1*'];  nestlab graph --lab {lab_obj.name} --serve;  "
+        f"nestlab exec --lab {lab_obj.name} NODE -- CMD;  nestlab destroy --lab {lab_obj.name}"
     )
 
 

@@ -177,20 +177,20 @@ def run(
                 lab.destroy()
 
 
-def _converged(lab):
+def _converged(running):
     """Wait until every check of the lab holds (or fail), saying when; returns the watcher of the changes to come."""
 
     from ..verify.checks import Reconvergence, run
 
     started = time.time()
-    results = run(lab, lab.topology.checks, started, wait=120)
+    results = run(running, running.topology.checks, started, wait=120)
     failing = [r.title for r in results if not r.held]
     if failing:
-        raise LabError(f"lab {lab.name}: before the schedule, {len(failing)} checks do not hold: {'; '.join(failing)}")
+        raise LabError(f"lab {running.name}: before the schedule, {len(failing)} checks do not hold: {'; '.join(failing)}")
     err.print(
         f"every check holds ({len(results)}), {max(r.first_held or 0 for r in results):.2f} s after the deploy; the schedule starts"
     )
-    return Reconvergence(lab, lab.topology.checks, err.line)
+    return Reconvergence(running, running.topology.checks, err.line)
 
 
 node_app = typer.Typer(

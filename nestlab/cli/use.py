@@ -78,18 +78,18 @@ def inspect_cmd(
         show(report, fmt, every_interface=bool(node))
 
 
-def _matching(lab: Lab, nodes: list[str], pattern: str | None) -> set[str] | None:
+def _matching(lab_obj: Lab, nodes: list[str], pattern: str | None) -> set[str] | None:
     """The node names --node and --filter pick (None: every node)."""
     if not nodes and pattern is None:
         return None
 
-    known = set(lab.plan.nodes)
+    known = set(lab_obj.plan.nodes)
     missing = [n for n in nodes if n not in known]
     if missing:
-        raise LabError(f"lab {lab.name} has no node {', '.join(missing)}")
+        raise LabError(f"lab {lab_obj.name} has no node {', '.join(missing)}")
     picked = set(nodes) | ({n for n in known if fnmatch.fnmatchcase(n, pattern)} if pattern else set())
     if not picked:
-        raise LabError(f"no node of lab {lab.name} matches '{pattern}'")
+        raise LabError(f"no node of lab {lab_obj.name} matches '{pattern}'")
     return picked
 
 

@@ -55,11 +55,11 @@ class Managed:
     login: Login = Login()
 
 
-def managed(lab: Blueprint) -> list[Managed]:
+def managed(blueprint: Blueprint) -> list[Managed]:
     """The lab's nodes with a management address, in name order (as its plan has them)."""
     found = []
-    for att in sorted(interfaces(lab.plan).values(), key=lambda a: a.end.node):
-        node = lab.plan.nodes[att.end.node]
+    for att in sorted(interfaces(blueprint.plan).values(), key=lambda a: a.end.node):
+        node = blueprint.plan.nodes[att.end.node]
         found.append(
             Managed(
                 node.name,
@@ -73,26 +73,26 @@ def managed(lab: Blueprint) -> list[Managed]:
     return found
 
 
-def lab_folder(lab: Blueprint) -> str:
+def lab_folder(blueprint: Blueprint) -> str:
     """``clab-LAB`` beside the topology file, or under ``$CLAB_LABDIR_BASE``, as containerlab puts it; for a
     topology read from a pipe (a server's share of a lab), in the lab's state directory, gone with the lab."""
     if os.environ.get("CLAB_LABDIR_BASE"):
         base = os.environ["CLAB_LABDIR_BASE"]
-    elif os.path.isfile(lab.source):
-        base = os.path.dirname(os.path.abspath(lab.source))
+    elif os.path.isfile(blueprint.source):
+        base = os.path.dirname(os.path.abspath(blueprint.source))
     else:
-        base = names.lab_dir(lab.name) if os.path.exists(lab.source) else os.getcwd()
-    return os.path.join(base, f"clab-{lab.name}")
+        base = names.lab_dir(blueprint.name) if os.path.exists(blueprint.source) else os.getcwd()
+    return os.path.join(base, f"clab-{blueprint.name}")
 
 
-def inventories(lab: Blueprint) -> list[Managed]:
+def inventories(blueprint: Blueprint) -> list[Managed]:
     """The lab directory alone, for a lab whose nodes are on servers or pods (each of them publishes its
     own nodes' names and SSH there), recorded so ``destroy --cleanup`` removes it here."""
-    nodes = managed(lab)
+    nodes = managed(blueprint)
     if nodes:
-        folder = lab_folder(lab)
-        etc_hosts.record(lab.name, {"netns": [], "folder": folder})
-        _files(lab, folder, nodes)
+        folder = lab_folder(blueprint)
+        etc_hosts.record(blueprint.name, {"netns": [], "folder": folder})
+        _files(blueprint, folder, nodes)
     return nodes
 
 
@@ -100,19 +100,19 @@ class Preparing:
     """What publishing needs of no kernel object, done on a thread while the nodes are made: the lab
     directory's files written and the lab's keys made (ssh-keygen runs as processes of its own)."""
 
-    def __init__(self, lab: Blueprint):
+    def __init__(self, blueprint: Blueprint):
         self.nodes: list[Managed] = []
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._work, args=(lab,), name="nestlab-access")
+        self.thread = threading.Thread(target=self._work, args=(blueprint,), name="nestlab-access")
         self.thread.start()
 
-    def _work(self, lab: Blueprint) -> None:
+    def _work(self, blueprint: Blueprint) -> None:
         try:
-            self.nodes = managed(lab)
+            self.nodes = managed(blueprint)
             if self.nodes:
-                _files(lab, lab_folder(lab), self.nodes)
-                serves = lab.machine.serves_ssh  # no SSH server, no login to give a uid (rootless, one id mapped)
-                sshgate.keys(lab.name, {n.node: n.login for n in self.nodes} if serves else {})
+                _files(blueprint, lab_folder(blueprint), self.nodes)
+                serves = blueprint.machine.serves_ssh  # no SSH server, no login to give a uid (rootless, one id mapped)
+                sshgate.keys(blueprint.name, {n.node: n.login for n in self.nodes} if serves else {})
         except BaseException as exc:  # re-raised by done()
             self.error = exc
 
@@ -123,32 +123,32 @@ class Preparing:
         return self.nodes
 
 
-def publish(lab: Blueprint, preparing: Preparing) -> list[Managed]:
+def publish(blueprint: Blueprint, preparing: Preparing) -> list[Managed]:
     """Make the lab's nodes reachable by name and SSH, once they exist (nothing for a lab without management)."""
     nodes = preparing.done()
     if not nodes:
         return []
-    folder = lab_folder(lab)
-    guest = lab.machine.guest
-    config = os.path.join(ssh_config_dir(lab.machine), f"clab-{lab.name}.conf")
-    key = sshgate.client_key(lab.name)
+    folder = lab_folder(blueprint)
+    guest = blueprint.machine.guest
+    config = os.path.join(ssh_config_dir(blueprint.machine), f"clab-{blueprint.name}.conf")
+    key = sshgate.client_key(blueprint.name)
     record = {"netns": [n.long for n in nodes], "ssh_config": config, "folder": folder}
     if guest:  # the key where the user's own ssh reads it (the lab's keys are in the user's namespaces)
-        key = record["ssh_key"] = os.path.join(lab.machine.home, f".ssh/nestlab/clab-{lab.name}.id_ed25519")
-    etc_hosts.stop_gate(lab.name)  # a redeploy's gate holds every node's socket anew
-    etc_hosts.unpin_gone(lab.name, set(record["netns"]))
-    etc_hosts.record(lab.name, record)  # first: a cleanup knows what to look for
-    gate = sshgate.start(lab, [(n.node, str(n.ipv4.ip)) for n in nodes])
+        key = record["ssh_key"] = os.path.join(blueprint.machine.home, f".ssh/nestlab/clab-{blueprint.name}.id_ed25519")
+    etc_hosts.stop_gate(blueprint.name)  # a redeploy's gate holds every node's socket anew
+    etc_hosts.unpin_gone(blueprint.name, set(record["netns"]))
+    etc_hosts.record(blueprint.name, record)  # first: a cleanup knows what to look for
+    gate = sshgate.start(blueprint, [(n.node, str(n.ipv4.ip)) for n in nodes])
     if gate.proc is not None:
-        etc_hosts.record(lab.name, {**record, "gate": gate.proc.pid})
+        etc_hosts.record(blueprint.name, {**record, "gate": gate.proc.pid})
     for node in nodes:
-        etc_hosts.alias(names.netns_path(lab.name, node.node), os.path.join(names.NETNS_DIR, node.long))
-    etc_hosts.block(lab.name, _host_lines(nodes))
+        etc_hosts.alias(names.netns_path(blueprint.name, node.node), os.path.join(names.NETNS_DIR, node.long))
+    etc_hosts.block(blueprint.name, _host_lines(nodes))
     files.make_dirs(os.path.dirname(config), 0o700 if guest else 0o755)
     if guest:
-        with open(sshgate.client_key(lab.name), "rb") as src:
+        with open(sshgate.client_key(blueprint.name), "rb") as src:
             files.write(key, src.read(), 0o600, create=0o700)
-    _ssh_config(lab.name, config, nodes, key, guest)
+    _ssh_config(blueprint.name, config, nodes, key, guest)
     gate.ready()
     return nodes
 
@@ -184,34 +184,34 @@ def _ssh_config(lab: str, path: str, nodes: list[Managed], key: str, guest: bool
     files.write(path, text, 0o600 if guest else 0o644)  # no secret: users' ssh reads it
 
 
-def _files(lab: Blueprint, folder: str, nodes: list[Managed]) -> None:
+def _files(blueprint: Blueprint, folder: str, nodes: list[Managed]) -> None:
     import yaml
 
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a 500-node inventory in 20 ms, not 300
     secret = any(n.login.password for n in nodes)
     try:  # the folder and its parents reached through no link their owner could swap in (backends/kernel/files.py)
         with files.folder(os.path.dirname(folder)) as parent:
-            owner = _owner(lab, parent)
+            owner = _owner(blueprint, parent)
             where = files.open_dir(os.path.basename(folder), create=0o755 if owner else 0o700, beneath=parent)
     except OSError as exc:
         raise LabError(f"lab directory {folder}: {exc.strerror} (a symbolic link is not followed)") from None
     try:
         # one line: the C encoder (indented: 0.1 s at 500 nodes)
-        _written(where, "topology-data.json", json.dumps(topology_data(lab, nodes)) + "\n", False, owner)
-        text = yaml.dump(ansible_inventory(lab, nodes), Dumper=dumper, sort_keys=False)
+        _written(where, "topology-data.json", json.dumps(topology_data(blueprint, nodes)) + "\n", False, owner)
+        text = yaml.dump(ansible_inventory(blueprint, nodes), Dumper=dumper, sort_keys=False)
         _written(where, "ansible-inventory.yml", text, secret, owner)
-        text = yaml.dump(nornir_inventory(nodes, lab.machine), Dumper=dumper, sort_keys=False)
+        text = yaml.dump(nornir_inventory(nodes, blueprint.machine), Dumper=dumper, sort_keys=False)
         _written(where, "nornir-simple-inventory.yml", text, secret, owner)
     finally:
         os.close(where)
 
 
-def _owner(lab: Blueprint, parent: int) -> tuple[int, int] | None:
+def _owner(blueprint: Blueprint, parent: int) -> tuple[int, int] | None:
     """Who the lab directory's files go to: the owner of the open folder ``parent`` it is in when they also own the
     topology file (wrote the lab, and run Ansible on it) or run nestlab; None (nestlab's own user keeps them) in
     another's folder for a lab they did not write, so a folder's owner is never handed a topology's passwords."""
     found = os.fstat(parent)
-    return (found.st_uid, found.st_gid) if found.st_uid in (lab.author, os.geteuid()) else None
+    return (found.st_uid, found.st_gid) if found.st_uid in (blueprint.author, os.geteuid()) else None
 
 
 def _written(folder: int, name: str, text: str, secret: bool, owner: tuple[int, int] | None) -> None:
@@ -221,13 +221,13 @@ def _written(folder: int, name: str, text: str, secret: bool, owner: tuple[int, 
     files.write_at(folder, name, text, 0o600 if secret else 0o644, owner)
 
 
-def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
+def topology_data(blueprint: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
     """containerlab's topology-data.json: the lab, its nodes (long name, FQDN, management addresses) and links."""
-    doc = lab.document
+    doc = blueprint.document
     by_node = {n.node: n for n in nodes}
-    folder = lab_folder(lab)
+    folder = lab_folder(blueprint)
     out_nodes: dict[str, dict[str, Any]] = {}
-    for name, obj in lab.plan.nodes.items():
+    for name, obj in blueprint.plan.nodes.items():
         if KINDS.get(obj.kind).machine or obj.parent:
             continue
         node = by_node.get(name)
@@ -236,7 +236,7 @@ def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
             "index": str(len(out_nodes)),
             "shortname": name,
             "longname": obj.long,
-            "fqdn": f"{name}.{lab.name}.io",
+            "fqdn": f"{name}.{blueprint.name}.io",
             "group": str(spec.get("group") or ""),
             "labdir": os.path.join(folder, name),
             "kind": names.clab_kind(obj.kind),
@@ -257,10 +257,10 @@ def topology_data(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
                 "z": {"node": x.b.node, "interface": x.b.iface, "mac": x.b.mac or "", "peer": "a"},
             }
         }
-        for x in lab.plan.links.values()
+        for x in blueprint.plan.links.values()
     ]
     return {
-        "name": lab.name,
+        "name": blueprint.name,
         "type": "clab",
         "clab": {"config": {"prefix": doc.get("prefix") if doc.get("prefix") is not None else "clab", "mgmt": doc.get("mgmt")}},
         "nodes": out_nodes,
@@ -274,9 +274,9 @@ def _reached_at(node: Managed, machine: Machine) -> str:
     return node.long if machine.guest else str(node.ipv4.ip)
 
 
-def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
+def ansible_inventory(blueprint: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
     """containerlab's ansible-inventory.yml: a group per kind and per ``ansible-group`` label, ``ansible_host`` set."""
-    doc = lab.document
+    doc = blueprint.document
     by_kind: dict[str, list[Managed]] = {}
     for node in nodes:
         by_kind.setdefault(names.clab_kind(node.kind), []).append(node)
@@ -286,7 +286,7 @@ def ansible_inventory(lab: Blueprint, nodes: list[Managed]) -> dict[str, Any]:
         group_vars, host_vars = inventory_vars({n.node: n.login for n in members}, kind_login(doc, members[0].kind))
         kinds[kind] = {**({"vars": group_vars} if group_vars else {}), "hosts": {}}
         for node in members:
-            host = {"ansible_host": _reached_at(node, lab.machine), **host_vars[node.node]}
+            host = {"ansible_host": _reached_at(node, blueprint.machine), **host_vars[node.node]}
             kinds[kind]["hosts"][node.long] = host
             group = merged(doc, node.node, node.kind, "labels").get("ansible-group")
             if group:

@@ -119,17 +119,17 @@ def check(blueprint: Blueprint, machine: bool = True) -> Blueprint:
     return lab
 
 
-def _made(lab: Blueprint, progress: Progress | None) -> Changes:
+def _made(blueprint: Blueprint, progress: Progress | None) -> Changes:
     """The transaction, under the lab's lock: what runs, the diff, the limits retuned in place, the diff applied."""
-    lab.plan  # the plan's problems (a management network's subnet...) before the lab's folder and lock exist
-    with state.locked(lab.name):
-        current = _current(lab.name)
-        have = _existing(lab.name, current.plan) if current else Plan()
-        changes = diff(lab.plan, have)
-        if _retune(lab.name, lab.plan, have) and not changes:
-            state.write(state.snapshot(lab, "running", lab.plan))
+    blueprint.plan  # the plan's problems (a management network's subnet...) before the lab's folder and lock exist
+    with state.locked(blueprint.name):
+        current = _current(blueprint.name)
+        have = _existing(blueprint.name, current.plan) if current else Plan()
+        changes = diff(blueprint.plan, have)
+        if _retune(blueprint.name, blueprint.plan, have) and not changes:
+            state.write(state.snapshot(blueprint, "running", blueprint.plan))
         if changes:
-            _applied(lab, current, have, changes, progress)
+            _applied(blueprint, current, have, changes, progress)
     return changes
 
 
@@ -145,29 +145,31 @@ def _current(lab: str) -> LabState | None:
     return current
 
 
-def _applied(lab: Blueprint, current: LabState | None, have: Plan, changes: Changes, progress: Progress | None) -> None:
+def _applied(blueprint: Blueprint, current: LabState | None, have: Plan, changes: Changes, progress: Progress | None) -> None:
     """Apply ``changes``, the finished record written first and committed once they are made and published."""
-    with _undone_on_error(lab.name, current):
+    with _undone_on_error(blueprint.name, current):
         _check_needs(changes)
-        commit, drop = state.prepared(state.snapshot(lab, "running", lab.plan))  # a full disk stops it here
-    with _undone_on_error(lab.name, current, drop):
-        state.write(state.snapshot(lab, "deploying", current.plan if current else Plan()))
-    preparing = access.Preparing(lab) if lab.topology.mgmt is not None else None  # files and keys while the nodes are made
+        commit, drop = state.prepared(state.snapshot(blueprint, "running", blueprint.plan))  # a full disk stops it here
+    with _undone_on_error(blueprint.name, current, drop):
+        state.write(state.snapshot(blueprint, "deploying", current.plan if current else Plan()))
+    preparing = (
+        access.Preparing(blueprint) if blueprint.topology.mgmt is not None else None
+    )  # files and keys while the nodes are made
     try:
-        Applier(lab.name, {**have.nodes, **lab.plan.nodes}, progress).apply(changes)
+        Applier(blueprint.name, {**have.nodes, **blueprint.plan.nodes}, progress).apply(changes)
     except BaseException as exc:
         if preparing is not None:
             with contextlib.suppress(Exception):
                 preparing.done()  # before cleanup removes the keys it makes
         drop()
-        _rolled_back(lab, current, _without(have, changes))
+        _rolled_back(blueprint, current, _without(have, changes))
         if isinstance(exc, NetlinkError):
             kept = "nothing was left behind" if current is None else "the lab is as it was"
             raise LabError(f"the kernel refused to {exc.strerror}{_HINTS.get(exc.errno or 0, '')}; {kept}") from exc
         raise
     commit()
     if preparing is not None:
-        _published(lab, preparing, current is None)
+        _published(blueprint, preparing, current is None)
 
 
 @contextlib.contextmanager
@@ -183,21 +185,21 @@ def _undone_on_error(lab: str, current: LabState | None, drop: Callable[[], None
         raise
 
 
-def _rolled_back(lab: Blueprint, current: LabState | None, kept: Plan) -> None:
+def _rolled_back(blueprint: Blueprint, current: LabState | None, kept: Plan) -> None:
     """After a failed apply (which undid what it made): a new lab removed, a running one recorded as it is."""
     if current is None:
-        cleanup.remove_here(lab.name)
+        cleanup.remove_here(blueprint.name)
     else:
-        state.write(state.snapshot(lab, "running", kept))
+        state.write(state.snapshot(blueprint, "running", kept))
 
 
-def _published(lab: Blueprint, preparing: access.Preparing, new: bool) -> None:
+def _published(blueprint: Blueprint, preparing: access.Preparing, new: bool) -> None:
     """The nodes reachable by name and SSH; a new lab nobody can reach is not made (as if apply had failed)."""
     try:
-        access.publish(lab, preparing)
+        access.publish(blueprint, preparing)
     except BaseException as exc:
         if new:
-            cleanup.remove_here(lab.name)
+            cleanup.remove_here(blueprint.name)
             if isinstance(exc, LabError):
                 raise LabError(f"{exc}; nothing was left behind") from exc
         raise

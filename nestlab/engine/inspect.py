@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @gc_pause.paused()
-def report(lab: Blueprint, only: set[str] | None = None) -> Report:
+def report(blueprint: Blueprint, only: set[str] | None = None) -> Report:
     """Hosts, switches and nodes with their namespace, state and live interfaces (``only``: just those nodes).
 
     Per interface: state, MTU, MAC, addresses, bridge, and the attachment mode
@@ -28,13 +28,13 @@ def report(lab: Blueprint, only: set[str] | None = None) -> Report:
     per node with ``mptcp:``, its connections and their subflows; per tunnel end (mpt), its datapath and
     per-path counters.
     """
-    plan = lab.plan
+    plan = blueprint.plan
     chosen = sorted(
         (o for o in plan.nodes.values() if only is None or o.name in only), key=lambda o: not KINDS.get(o.kind).machine
     )
-    paths = {o.name: names.netns_path(lab.name, o.name) for o in chosen}
+    paths = {o.name: names.netns_path(blueprint.name, o.name) for o in chosen}
     found = {name: _interfaces(path) for name, path in paths.items() if os.path.exists(path)}  # threads: no faster
-    live = _Live(lab, _modes(plan), _tunnels(plan), trace_players(lab, set(found)))
+    live = _Live(blueprint, _modes(plan), _tunnels(plan), trace_players(blueprint, set(found)))
     components: dict[str, list[str]] = {}
     for name, o in plan.nodes.items():
         if o.parent:
@@ -46,7 +46,7 @@ def report(lab: Blueprint, only: set[str] | None = None) -> Report:
             "kind": obj.kind,
             "host": obj.host,
             "shares_host_stack": bool(obj.shares),
-            "namespace": names.netns_name(lab.name, obj.name),
+            "namespace": names.netns_name(blueprint.name, obj.name),
             "state": "missing",
             "interfaces": [],
         }
@@ -55,7 +55,7 @@ def report(lab: Blueprint, only: set[str] | None = None) -> Report:
         entry["runtime"] = obj.runtime
         entry["components"] = components.get(obj.name, [])
         nodes.append(entry)
-    return {"lab": lab.name, "source": lab.source, "nodes": nodes}
+    return {"lab": blueprint.name, "source": blueprint.source, "nodes": nodes}
 
 
 @dataclass
@@ -114,14 +114,14 @@ def _tunnels(plan: Plan) -> dict[str, list[tuple[LinkObj, EndObj]]]:
     return tunnels
 
 
-def trace_players(lab: Blueprint, nodes: set[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+def trace_players(blueprint: Blueprint, nodes: set[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
     """Per node (of ``nodes``, or every node), per interface whose sending follows a trace: its player's health
     (playing, lagging, dead)."""
     players: dict[str, dict[str, dict[str, Any]]] = {}
-    for link in lab.plan.links.values():
+    for link in blueprint.plan.links.values():
         for end, shape in ((link.a, link.shape_a), (link.b, link.shape_b)):
             if dict(shape).get("trace") and (nodes is None or end.node in nodes):
-                players.setdefault(end.node, {})[end.iface] = traceplay.health(lab.name, end.node, end.iface)
+                players.setdefault(end.node, {})[end.iface] = traceplay.health(blueprint.name, end.node, end.iface)
     return players
 
 

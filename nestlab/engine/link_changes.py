@@ -33,10 +33,10 @@ Value = str | int | float  # a setting's value as given: "10mbit", 1400, 0.5...
 class LiveLink:
     """One link of a running lab, found by its two endpoints in either order."""
 
-    def __init__(self, lab: LabView, a: str, b: str, shaper: shaping.Shaper | None = None, obj: LinkObj | None = None):
+    def __init__(self, view: LabView, a: str, b: str, shaper: shaping.Shaper | None = None, obj: LinkObj | None = None):
         """``obj``: the link as the caller already read it from the lab's state (else it is looked up)."""
-        self.lab = lab
-        self.obj = obj or find(lab, a, b)
+        self.lab = view
+        self.obj = obj or find(view, a, b)
         self.reversed = self.obj.a.ref != a
         self._shaper = shaper
 
@@ -202,22 +202,22 @@ def _check(direction: str, params: dict[str, Any], new_state: str | None) -> Non
         raise LabError(f"this change needs {missing[0]}, which this kernel lacks; nothing was changed. See `nestlab doctor`")
 
 
-def find(lab: LabView, a: str, b: str) -> LinkObj:
+def find(view: LabView, a: str, b: str) -> LinkObj:
     """The running lab's link between ``a`` and ``b`` (in either order), as its state records it."""
-    current = state.read(lab.name)
-    links = current.plan.links if current else lab.plan.links  # the running lab's shaping, live changes included
+    current = state.read(view.name)
+    links = current.plan.links if current else view.plan.links  # the running lab's shaping, live changes included
     for link in links.values():
         if {link.a.ref, link.b.ref} == {a, b}:
             return link
-    known = ", ".join(f"{x.a.ref} {x.b.ref}" for x in lab.plan.links.values()) or "none"
-    raise LabError(f"lab {lab.name} has no link between {a} and {b} (links: {known})")
+    known = ", ".join(f"{x.a.ref} {x.b.ref}" for x in view.plan.links.values()) or "none"
+    raise LabError(f"lab {view.name} has no link between {a} and {b} (links: {known})")
 
 
-def _store(lab: LabView, link: LinkObj) -> None:
+def _store(view: LabView, link: LinkObj) -> None:
     """Record the new shaping with the running lab, so `deploy` and `link show` know it."""
-    if not os.path.exists(names.lab_dir(lab.name)):
-        raise LabError(f"lab {lab.name} is not running")
-    state.write_link(lab.name, link)
+    if not os.path.exists(names.lab_dir(view.name)):
+        raise LabError(f"lab {view.name} is not running")
+    state.write_link(view.name, link)
 
 
 def _probe() -> ModuleType:
@@ -232,16 +232,16 @@ def _traced(shape: tuple[tuple[str, str], ...]) -> tuple[str, int] | None:
     return (params["trace"], int(params.get("queue", 1000))) if params.get("trace") else None
 
 
-def shown(lab: LabView, a: str | None = None, b: str | None = None) -> list[dict[str, Any]]:
+def shown(view: LabView, a: str | None = None, b: str | None = None) -> list[dict[str, Any]]:
     """Each link's shaping as planned and as the kernel has it (only the link between ``a`` and ``b``, when given),
     read with one shaper and the state read once."""
-    current = state.read(lab.name)
-    links = current.plan.links.values() if current else lab.plan.links.values()
+    current = state.read(view.name)
+    links = current.plan.links.values() if current else view.plan.links.values()
     chosen = [x for x in links if a is None or {x.a.ref, x.b.ref} == {a, b}]
     if a is not None and not chosen:
-        raise LabError(f"lab {lab.name} has no link between {a} and {b}")
+        raise LabError(f"lab {view.name} has no link between {a} and {b}")
     shaper = shaping.Shaper()
     try:
-        return [LiveLink(lab, x.a.ref, x.b.ref, shaper, obj=x).show() for x in chosen]
+        return [LiveLink(view, x.a.ref, x.b.ref, shaper, obj=x).show() for x in chosen]
     finally:
         shaper.close()

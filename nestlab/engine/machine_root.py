@@ -25,13 +25,13 @@ if TYPE_CHECKING:
 NO_CGROUPS = "cgroup limits not applied: rootless"
 
 
-def refused(lab: Blueprint) -> tuple[str, ...]:
+def refused(blueprint: Blueprint) -> tuple[str, ...]:
     """Notes on what the machine left out of ``lab`` (none but as a guest of the machine).  A lab with parts that
     need the machine's root is a :class:`LabError` naming them, before anything is made."""
-    machine = lab.machine
+    machine = blueprint.machine
     if not machine.guest:
         return ()
-    plan = lab.plan
+    plan = blueprint.plan
     refusals: dict[str, list[str]] = {}
     for node in plan.nodes.values():
         if why := _node_needs_root(node, machine):
@@ -40,13 +40,13 @@ def refused(lab: Blueprint) -> tuple[str, ...]:
     for obj in objs:
         if why := LINK_MODES.get(obj.mode).machine_root(obj):
             refusals.setdefault(why, []).append(obj.key)
-    if passwords := [n.node for n in access.managed(lab) if n.login.password]:
+    if passwords := [n.node for n in access.managed(blueprint) if n.login.password]:
         why = "password logins (credentials:): rootless mode offers logins by key alone (a username with an identity-file)"
         refusals[why] = passwords
     if refusals:
         said = "; ".join(f"{_some(parts)} ({why})" for why, parts in refusals.items())
         raise LabError(f"rootless mode cannot make {said}: the machine's root can (run it with sudo)")
-    limited = sorted(name for name, spec in lab.topology.topology.nodes.items() if wants_cgroup(spec))
+    limited = sorted(name for name, spec in blueprint.topology.topology.nodes.items() if wants_cgroup(spec))
     return (f"{NO_CGROUPS} ({_some(limited)})",) if limited else ()
 
 

@@ -201,9 +201,9 @@ def _logins(folder: str, logins: dict[str, Login], roots: list[str]) -> None:
         )
 
 
-def wanted(lab: Blueprint, node: str) -> bool:
+def wanted(blueprint: Blueprint, node: str) -> bool:
     """Whether the node gets nestlab's SSH: not with ``ssh: false``, nor when its own commands run sshd."""
-    spec = lab.document["topology"]["nodes"].get(node, {})
+    spec = blueprint.document["topology"]["nodes"].get(node, {})
     if spec.get("ssh") is False:
         return False
     own = " ".join([str(spec.get("cmd") or ""), *map(str, spec.get("exec") or [])])
@@ -222,20 +222,20 @@ class Gate:
             raise LabError(f"the SSH gate of the lab ended at once (exit {self.proc.returncode})")
 
 
-def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
+def start(blueprint: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
     """Bind port 22 of each node's management address (``nodes``: node, address) inside it and start the
     lab's gate on those sockets."""
     from ..backends.kernel import namespaces
 
-    if not os.path.exists(SSHD) or not lab.machine.serves_ssh:
+    if not os.path.exists(SSHD) or not blueprint.machine.serves_ssh:
         return Gate(None)  # no sshd here: names and inventories still work; `nestlab doctor` says so
-    folder = names.lab_keys(lab.name)
+    folder = names.lab_keys(blueprint.name)
     held: list[tuple[socket.socket, str]] = []
     try:
         for node, address in nodes:
-            if not wanted(lab, node):
+            if not wanted(blueprint, node):
                 continue
-            with namespaces.entered(names.netns_path(lab.name, node)):
+            with namespaces.entered(names.netns_path(blueprint.name, node)):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -249,7 +249,7 @@ def start(lab: Blueprint, nodes: list[tuple[str, str]]) -> Gate:
             held.append((sock, node))
         if not held:
             return Gate(None)
-        args = [*names.python_module("nestlab.engine.sshgate"), names.lab_dir(lab.name) + "/", folder, str(login_grace())]
+        args = [*names.python_module("nestlab.engine.sshgate"), names.lab_dir(blueprint.name) + "/", folder, str(login_grace())]
         args += [f"{sock.fileno()}={node}" for sock, node in held]
         proc = subprocess.Popen(args, **detached.options(pass_fds=[sock.fileno() for sock, _ in held]))
     finally:

@@ -36,26 +36,33 @@ class Staged(nodes.LabView, Protocol):
     def topology(self) -> Topology: ...
 
 
-def run(lab: Staged, added: list[str], on_exec: ExecReport | None) -> None:
+def run(staged: Staged, added: list[str], on_exec: ExecReport | None) -> None:
     """Run the start-up of the nodes ``added`` by a deploy (exec results go to ``on_exec``)."""
-    nodes = lab.topology.topology.nodes
-    startups = {name: startup_of(lab.topology, name) if name in nodes else Startup() for name in added}
+    nodes = staged.topology.topology.nodes
+    startups = {name: startup_of(staged.topology, name) if name in nodes else Startup() for name in added}
     if all(s.plain for s in startups.values()):
         for name in added:
-            run_exec(lab, name, on_exec)
+            run_exec(staged, name, on_exec)
         return
-    _Stages(lab, startups, on_exec).run()
+    _Stages(staged, startups, on_exec).run()
 
 
-def run_exec(lab: Staged, name: str, on_exec: ExecReport | None) -> None:
+def run_exec(staged: Staged, name: str, on_exec: ExecReport | None) -> None:
     """Run the node's ``exec`` commands in turn."""
-    for command in lab.plan.nodes[name].exec:
-        _report(on_exec, name, command, *_run_in(lab, name, command))
+    for command in staged.plan.nodes[name].exec:
+        _report(on_exec, name, command, *_run_in(staged, name, command))
 
 
-def _run_in(lab: Staged, name: str, command: str) -> tuple[int, str]:
+def _run_in(staged: Staged, name: str, command: str) -> tuple[int, str]:
     proc = nodes.popen(
-        lab.name, lab.plan, name, command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+        staged.name,
+        staged.plan,
+        name,
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
     )
     out, _ = proc.communicate(timeout=300)
     return proc.returncode, out
@@ -77,32 +84,32 @@ def trimmed(output: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def start_cmd(lab: Staged, name: str, cmd: str) -> subprocess.Popen[bytes]:
+def start_cmd(staged: Staged, name: str, cmd: str) -> subprocess.Popen[bytes]:
     """The node's main process, in a session of its own, its output in the node's folder (cmd.log), its pid
     and start time in cmd.pid (for :func:`restart_cmd`)."""
-    folder = names.node_dir(lab.name, name)
+    folder = names.node_dir(staged.name, name)
     files.make_dirs(folder, 0o700)
     log = os.open(os.path.join(folder, "cmd.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        proc = nodes.popen(lab.name, lab.plan, name, ["sh", "-c", cmd], **detached.options(log))
+        proc = nodes.popen(staged.name, staged.plan, name, ["sh", "-c", cmd], **detached.options(log))
     finally:
         os.close(log)
     files.write(os.path.join(folder, "cmd.pid"), f"{proc.pid} {procs.start_time(proc.pid)}\n", sync=False)
     return proc
 
 
-def restart_cmd(lab: Staged, name: str, grace: float = 5.0) -> int:
+def restart_cmd(staged: Staged, name: str, grace: float = 5.0) -> int:
     """Stop the node's ``cmd`` (its whole session: SIGTERM, SIGKILL after ``grace`` seconds) if it still runs,
     and start it again; returns the new pid."""
-    if name not in lab.plan.nodes:
-        raise LabError(f"lab {lab.name} has no node '{name}'")
-    cmd = startup_of(lab.topology, name).cmd if name in lab.topology.topology.nodes else None
+    if name not in staged.plan.nodes:
+        raise LabError(f"lab {staged.name} has no node '{name}'")
+    cmd = startup_of(staged.topology, name).cmd if name in staged.topology.topology.nodes else None
     if not cmd:
         raise LabError(f"node {name} has no cmd: (containerlab's main process) to restart; give it one in the topology")
-    pid = _running_cmd(lab.name, name)
+    pid = _running_cmd(staged.name, name)
     if pid is not None:
         _stop_session(pid, grace)
-    return start_cmd(lab, name, cmd).pid
+    return start_cmd(staged, name, cmd).pid
 
 
 def _running_cmd(lab: str, name: str) -> int | None:
@@ -132,8 +139,8 @@ def _stop_session(pid: int, grace: float) -> None:
 
 
 class _Stages:
-    def __init__(self, lab: Staged, startups: dict[str, Startup], on_exec: ExecReport | None):
-        self.lab = lab
+    def __init__(self, staged: Staged, startups: dict[str, Startup], on_exec: ExecReport | None):
+        self.lab = staged
         self.startups = startups
         self.on_exec = on_exec
         self.done = {(n, s): threading.Event() for n in startups for s in STAGES}

@@ -36,41 +36,43 @@ def is_stopped(lab: str, node: str) -> bool:
     return os.path.exists(_record(lab, node))
 
 
-def chosen(lab: Blueprint, refs: list[str]) -> list[NodeObj]:
+def chosen(blueprint: Blueprint, refs: list[str]) -> list[NodeObj]:
     """The nodes named, each followed by its components (a node stops and starts whole), in the order given."""
-    plan = lab.plan.nodes
+    plan = blueprint.plan.nodes
     picked: dict[str, NodeObj] = {}
     for ref in refs:
         obj = plan.get(ref)
         if obj is None or KINDS.get(obj.kind).machine:
             nodes = [n for n, o in plan.items() if not KINDS.get(o.kind).machine and not o.parent]
             what = "an emulated host, not a node" if obj else "not a node of it"
-            raise LabError(f"lab {lab.name}: {ref} is {what} (nodes: {', '.join(nodes[:12])}{' ...' if len(nodes) > 12 else ''})")
+            raise LabError(
+                f"lab {blueprint.name}: {ref} is {what} (nodes: {', '.join(nodes[:12])}{' ...' if len(nodes) > 12 else ''})"
+            )
         picked[ref] = obj
         picked.update({n: o for n, o in plan.items() if n.startswith(ref + "/")})
     return list(picked.values())
 
 
-def stop(lab: Blueprint, refs: list[str]) -> list[str]:
+def stop(blueprint: Blueprint, refs: list[str]) -> list[str]:
     """Stop the nodes named (and their components); returns those that were running."""
     started = time.perf_counter()
-    nodes = [n for n in chosen(lab, refs) if not is_stopped(lab.name, n.name)]
+    nodes = [n for n in chosen(blueprint, refs) if not is_stopped(blueprint.name, n.name)]
     inodes = set()
     keep = set()
     for node in nodes:  # links first (peers see their carrier go at once), each recorded as it goes
-        held = downtime.Held() if node.shares else downtime.take_down(names.netns_path(lab.name, node.name))
-        files.make_dirs(names.node_dir(lab.name, node.name), 0o700)
-        files.write(_record(lab.name, node.name), json.dumps(dataclasses.asdict(held)), 0o600, sync=False)
-        inodes.add(namespaces.inode(names.uts_path(lab.name, node.name)))
+        held = downtime.Held() if node.shares else downtime.take_down(names.netns_path(blueprint.name, node.name))
+        files.make_dirs(names.node_dir(blueprint.name, node.name), 0o700)
+        files.write(_record(blueprint.name, node.name), json.dumps(dataclasses.asdict(held)), 0o600, sync=False)
+        inodes.add(namespaces.inode(names.uts_path(blueprint.name, node.name)))
         if not node.shares:  # one sharing its host's stack is told apart by its UTS namespace alone
-            inodes.add(namespaces.inode(names.netns_path(lab.name, node.name)))
-        keep |= RUNTIMES.get(node.runtime).holders(lab.name, node)  # a container's PID 1 stays
+            inodes.add(namespaces.inode(names.netns_path(blueprint.name, node.name)))
+        keep |= RUNTIMES.get(node.runtime).holders(blueprint.name, node)  # a container's PID 1 stays
     namespaces.kill_inside({i for i in inodes if i}, keep=frozenset(keep))
-    _log(lab.name, "stop", nodes, started)
+    _log(blueprint.name, "stop", nodes, started)
     return [n.name for n in nodes]
 
 
-def start(lab: Blueprint, refs: list[str], on_exec: ExecReport | None = None, exec_too: bool = False) -> list[str]:
+def start(blueprint: Blueprint, refs: list[str], on_exec: ExecReport | None = None, exec_too: bool = False) -> list[str]:
     """Start the stopped nodes named (and their components); returns those that were stopped."""
     from ..apply.applier import Applier
     from ..backends.services import portfwd
@@ -78,29 +80,31 @@ def start(lab: Blueprint, refs: list[str], on_exec: ExecReport | None = None, ex
     from .startup import run_exec, start_cmd
 
     started = time.perf_counter()
-    nodes = [n for n in chosen(lab, refs) if is_stopped(lab.name, n.name)]
+    nodes = [n for n in chosen(blueprint, refs) if is_stopped(blueprint.name, n.name)]
     for node in sorted(nodes, key=lambda n: n.name.count("/")):  # a node's stack before components sharing it
-        with open(_record(lab.name, node.name)) as fh:
+        with open(_record(blueprint.name, node.name)) as fh:
             held = downtime.Held(**json.load(fh))
-        downtime.bring_up(names.netns_path(lab.name, node.name), held)
-    applier = Applier(lab.name, lab.plan.nodes)
+        downtime.bring_up(names.netns_path(blueprint.name, node.name), held)
+    applier = Applier(blueprint.name, blueprint.plan.nodes)
     try:
         for kind, members in kinds.grouped(nodes):
             kind.resumed(applier, members)
         starting = {n.name for n in nodes}
-        applier.play_traces([x for x in lab.plan.links.values() if {x.a.node, x.b.node} & starting], starting)
+        applier.play_traces([x for x in blueprint.plan.links.values() if {x.a.node, x.b.node} & starting], starting)
     finally:
         applier.close()
-    declared = lab.topology.topology.nodes
+    declared = blueprint.topology.topology.nodes
     for node in nodes:
         if node.ports:
-            portfwd.start(names.netns_path(lab.name, node.name), names.uts_path(lab.name, node.name), node.name, node.ports)
-        if node.name in declared and (cmd := startup_of(lab.topology, node.name).cmd):
-            start_cmd(lab, node.name, cmd)
+            portfwd.start(
+                names.netns_path(blueprint.name, node.name), names.uts_path(blueprint.name, node.name), node.name, node.ports
+            )
+        if node.name in declared and (cmd := startup_of(blueprint.topology, node.name).cmd):
+            start_cmd(blueprint, node.name, cmd)
         if exec_too:
-            run_exec(lab, node.name, on_exec)
-        os.unlink(_record(lab.name, node.name))
-    _log(lab.name, "start", nodes, started)
+            run_exec(blueprint, node.name, on_exec)
+        os.unlink(_record(blueprint.name, node.name))
+    _log(blueprint.name, "start", nodes, started)
     return [n.name for n in nodes]
 
 

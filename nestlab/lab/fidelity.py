@@ -98,8 +98,8 @@ def _cpu_times() -> dict[str, list[int]]:
 class Watch:
     """Samples a lab for as long as the ``with`` block runs (on servers or pods, each share samples itself); then ``verdict``."""
 
-    def __init__(self, lab: Lab, period: float = PERIOD):
-        self.lab, self.period = lab, period
+    def __init__(self, running: Lab, period: float = PERIOD):
+        self.lab, self.period = running, period
         self.verdict = Verdict()
         self._stop = threading.Event()
         self._sockets: dict[str, tuple[int, counters.Netlink]] = {}

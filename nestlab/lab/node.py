@@ -50,8 +50,8 @@ class Node:
     ...     print(h1.cmd("ping -c1 " + lab.nodes["h2"].intf("eth1").ip))
     """
 
-    def __init__(self, lab: Placed, name: str):
-        self.lab = lab
+    def __init__(self, placed: Placed, name: str):
+        self.lab = placed
         self.name = name
 
     @property

@@ -53,13 +53,13 @@ class Timed:
     medium: str | None = None  # a wireless medium whose stations move to ``positions``
     positions: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
-    def prepare(self, lab: Lab, handles: dict[tuple[str, str], LinkHandle]) -> Callable[[float], float]:
+    def prepare(self, running: Lab, handles: dict[tuple[str, str], LinkHandle]) -> Callable[[float], float]:
         """Do the checks and bookkeeping now; the returned call carries the change out at its time
         and returns the milliseconds until the kernel had it."""
         if self.medium:
-            return wireless.placer(lab, self.medium, {n: list(p) for n, p in self.positions})
+            return wireless.placer(running, self.medium, {n: list(p) for n, p in self.positions})
         if self.node:
-            node = lab.nodes[self.node]
+            node = running.nodes[self.node]
             return node.pause if self.action == "stop" else node.resume
         assert self.link is not None  # neither a medium's nor a node's change: a link's
         handle = handles[self.link]
@@ -80,23 +80,23 @@ class Timed:
         return f"{target} " + " ".join([*([self.action] if self.action else []), *(f"{k}={v}" for k, v in self.params)])
 
 
-def timeline(lab: Lab) -> list[Timed]:
+def timeline(running: Lab) -> list[Timed]:
     """The ``schedule:``, the ``dynamics:`` visibility graph and wireless ``mobility:`` as one list of timed changes."""
     items = []
-    for c in lab.topology.schedule:
+    for c in running.topology.schedule:
         params = {**(c.set.model_dump(exclude_none=True) if c.set else {}), **({"state": c.state} if c.state else {})}
         link = (c.link[0], c.link[1]) if c.link else None
         items.append(Timed(parse_time(c.at) / 1e6, link, tuple(params.items()), c.direction, c.node, c.action))
-    dyn = lab.topology.dynamics
+    dyn = running.topology.dynamics
     if dyn:
-        graph = Path(dyn.graph) if Path(dyn.graph).is_absolute() else Path(lab.source).parent / dyn.graph
+        graph = Path(dyn.graph) if Path(dyn.graph).is_absolute() else Path(running.source).parent / dyn.graph
         visible: frozenset[frozenset[str]] = frozenset()
-        for step in visibility.load(graph, mobile_nodes(lab.topology)):
+        for step in visibility.load(graph, mobile_nodes(running.topology)):
             for pair in sorted(step.edges ^ visible, key=sorted):
                 a, b = sorted(pair)
                 items.append(Timed(step.at, pair_link_names(a, b), (("state", "up" if pair in step.edges else "down"),)))
             visible = step.edges
-    for medium, at, where in wireless.moves(lab):
+    for medium, at, where in wireless.moves(running):
         items.append(Timed(at, None, medium=medium, positions=tuple((n, tuple(p)) for n, p in where.items())))
     return sorted(items, key=lambda x: x.at)
 
@@ -118,26 +118,26 @@ def _realtime() -> Iterator[None]:
             os.sched_setscheduler(0, *previous)
 
 
-def play(lab: Lab, loops: int = 1, report: Callable[[Played], None] | None = None) -> list[Played]:
+def play(running: Lab, loops: int = 1, report: Callable[[Played], None] | None = None) -> list[Played]:
     """Apply the timeline ``loops`` times (each loop restarts the clock after the last event)."""
-    changes = timeline(lab)
+    changes = timeline(running)
     played: list[Played] = []
     shaper = Shaper()
-    handles = {c.link: LinkHandle(lab, c.link[0], c.link[1], shaper=shaper) for c in changes if c.link}
+    handles = {c.link: LinkHandle(running, c.link[0], c.link[1], shaper=shaper) for c in changes if c.link}
     for handle in handles.values():  # open sockets and look up interfaces before the clock starts
         for end in (handle.obj.a, handle.obj.b):
-            shaper.prepare(names.netns_path(lab.name, end.node), end.iface)
+            shaper.prepare(names.netns_path(running.name, end.node), end.iface)
     try:
         with _realtime():
             for _ in range(loops):
-                _play_once(lab, changes, handles, played, report)
+                _play_once(running, changes, handles, played, report)
     finally:
         shaper.close()
     return played
 
 
 def _play_once(
-    lab: Lab,
+    running: Lab,
     changes: list[Timed],
     handles: dict[tuple[str, str], LinkHandle],
     played: list[Played],
@@ -146,7 +146,7 @@ def _play_once(
     start_mono, start_wall = time.monotonic(), time.time()
     pending: list[Played] = []  # reported when the clock has time, so printing never delays a change
     for i, change in enumerate(changes):
-        commit = change.prepare(lab, handles)
+        commit = change.prepare(running, handles)
         deadline = start_mono + change.at
         while (left := deadline - time.monotonic()) > _SPIN:
             time.sleep(left - _SPIN)

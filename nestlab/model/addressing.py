@@ -13,12 +13,12 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from .errors import Problem, TopologyError
 
-Key = tuple
+Key = tuple[object, ...]  # (node, interface), or a mode's own key for a segment (a switch's, a VLAN's)
 _IP_ADDR_ADD = re.compile(
     r"\bip\s+(?:-(?:4|d|br|brief|family\s+inet)\s+)*a(?:d(?:d(?:r(?:e(?:s(?:s)?)?)?)?)?)?\s+(?:add|a|replace|change)\s+(?:local\s+)?"
     r"(?:\d{1,3}(?:\.\d{1,3}){3}(?:/\d+)?\s+(?:[^;&|\n]*?\s)?dev\s+([^\s;&|'\"()]+)|dev\s+([^\s;&|'\"()]+)\s+(?:local\s+)?\d{1,3}(?:\.\d{1,3}){3})"
@@ -62,7 +62,14 @@ class Segments:
     def join(self, a: Key, b: Key) -> None:
         self.parent[self.find(a)] = self.find(b)
 
-    def member(self, key: Key, ipv4=None, ipv6=None, auto: bool = True, by_exec: bool = False) -> Member:
+    def member(
+        self,
+        key: Key,
+        ipv4: Sequence[str | None] | None = None,
+        ipv6: Sequence[str | None] | None = None,
+        auto: bool = True,
+        by_exec: bool = False,
+    ) -> Member:
         self.find(key)
         m = self.members.setdefault(key, Member(auto=auto))
         m.by_exec = m.by_exec or by_exec

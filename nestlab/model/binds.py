@@ -14,6 +14,7 @@ from ..names import HIDDEN
 from ..registry import KINDS
 from . import files
 from .bind import MODES, Bind
+from .errors import Path as KeyPath
 from .errors import Problem
 from .modes import kind_defaults, node_kind
 from .schema import Topology
@@ -45,7 +46,7 @@ def resolve_binds(topology: Topology, source: str, located: Located, notices: li
     return problems
 
 
-def _binds(spec: NodeSpec, kind: str, base: Path, path: tuple[str, ...], located: Located) -> list[Problem]:
+def _binds(spec: NodeSpec, kind: str, base: Path, path: KeyPath, located: Located) -> list[Problem]:
     """The node's binds, absolute (a router's frr.conf bound over its config file read as its startup-config)."""
     problems, kept = [], []
     for i, bind in enumerate(spec.binds):

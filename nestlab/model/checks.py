@@ -52,6 +52,11 @@ class Reach(_Between):
     expect: bool = Field(default=True, description="false: the check holds while there is no answer")
     port: int | None = Field(default=None, ge=1, le=65535, description="a TCP connect to this port instead of a ping")
 
+    def title(self) -> str:
+        return f"{self.source} {'reaches' if self.expect else 'does not reach'} {self.to}" + (
+            f":{self.port}" if self.port else ""
+        )
+
 
 class Route(_Strict):
     node: str
@@ -67,17 +72,30 @@ class Route(_Strict):
         except ValueError as exc:
             raise ValueError(f"'{value}' is not a prefix such as 10.0.0.0/24 ({exc})") from None
 
+    def title(self) -> str:
+        return (
+            f"{self.node} routes {self.prefix}"
+            + (f" via {self.via}" if self.via else "")
+            + (f" in vrf {self.vrf}" if self.vrf else "")
+        )
+
 
 class Ospf(_Strict):
     node: str
     neighbor: str = Field(description="the neighbor's router ID")
     state: str = "Full"
 
+    def title(self) -> str:
+        return f"{self.node} has OSPF neighbor {self.neighbor} {self.state}"
+
 
 class Bgp(_Strict):
     node: str
     peer: str = Field(description="the peer's address")
     state: str = "Established"
+
+    def title(self) -> str:
+        return f"{self.node} has BGP peer {self.peer} {self.state}"
 
 
 class Rate(_Between):
@@ -94,6 +112,9 @@ class Rate(_Between):
     def allowed(self) -> float:
         """The tolerance in Mbit/s."""
         return self.mbit * float(self.tolerance[:-1]) / 100 if self.tolerance.endswith("%") else float(self.tolerance)
+
+    def title(self) -> str:
+        return f"{self.source} -> {self.to} carries {self.mbit:g} Mbit/s ± {self.tolerance}"
 
 
 class Latency(_Between):
@@ -114,6 +135,9 @@ class Latency(_Between):
         """The tolerance in ms."""
         return self.ms * float(self.tolerance[:-1]) / 100 if self.tolerance.endswith("%") else parse_time(self.tolerance) / 1000
 
+    def title(self) -> str:
+        return f"{self.source} -> {self.to} round trip {self.ms:g} ms ± {self.tolerance}"
+
 
 class Command(_Strict):
     node: str
@@ -131,8 +155,12 @@ class Command(_Strict):
                 raise ValueError(f"'{value}' is not a regular expression ({exc})") from None
         return value
 
+    def title(self) -> str:
+        return f"{self.node}: {self.run}"
 
-KINDS = ("reach", "route", "ospf", "bgp", "rate", "latency", "command")
+
+Kind = Literal["reach", "route", "ospf", "bgp", "rate", "latency", "command"]
+KINDS: tuple[Kind, ...] = ("reach", "route", "ospf", "bgp", "rate", "latency", "command")
 
 
 class Check(_Strict):
@@ -155,12 +183,13 @@ class Check(_Strict):
         return self
 
     @property
-    def kind(self) -> Literal["reach", "route", "ospf", "bgp", "rate", "latency", "command"]:
-        return next(k for k in KINDS if getattr(self, k) is not None)  # type: ignore[return-value]
+    def kind(self) -> Kind:
+        return next(k for k in KINDS if getattr(self, k) is not None)
 
     @property
     def spec(self) -> Reach | Route | Ospf | Bgp | Rate | Latency | Command:
-        return getattr(self, self.kind)
+        spec: Reach | Route | Ospf | Bgp | Rate | Latency | Command = getattr(self, self.kind)
+        return spec
 
     def nodes(self) -> list[str]:
         """The nodes it names (``to`` only when it is a node's name: it may be an address)."""
@@ -169,20 +198,4 @@ class Check(_Strict):
 
     def title(self) -> str:
         """A line naming it (the JUnit testcase's name)."""
-        if self.name:
-            return self.name
-        s = self.spec
-        words = {
-            "reach": lambda: (
-                f"{s.source} {'reaches' if s.expect else 'does not reach'} {s.to}" + (f":{s.port}" if s.port else "")
-            ),
-            "route": lambda: (
-                f"{s.node} routes {s.prefix}" + (f" via {s.via}" if s.via else "") + (f" in vrf {s.vrf}" if s.vrf else "")
-            ),
-            "ospf": lambda: f"{s.node} has OSPF neighbor {s.neighbor} {s.state}",
-            "bgp": lambda: f"{s.node} has BGP peer {s.peer} {s.state}",
-            "rate": lambda: f"{s.source} -> {s.to} carries {s.mbit:g} Mbit/s ± {s.tolerance}",
-            "latency": lambda: f"{s.source} -> {s.to} round trip {s.ms:g} ms ± {s.tolerance}",
-            "command": lambda: f"{s.node}: {s.run}",
-        }
-        return words[self.kind]()
+        return self.name or self.spec.title()

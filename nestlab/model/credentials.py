@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from .layered import kind_spec
 
@@ -47,13 +48,13 @@ class Login:
         return self.username or "root"
 
 
-def kind_login(doc: dict, kind: str) -> Login:
+def kind_login(doc: dict[str, Any], kind: str) -> Login:
     """What ``kinds:`` says for ``kind`` alone (an inventory's group vars)."""
     given = kind_spec(doc, kind).get("credentials") or {}
     return Login(given.get("username"), given.get("password"))
 
 
-def inventory_vars(logins: dict[str, Login], kind_login: Login) -> tuple[dict, dict[str, dict]]:
+def inventory_vars(logins: dict[str, Login], kind_login: Login) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """containerlab's placement of ``ansible_user``/``ansible_password`` for the nodes of one kind group:
     (the group's vars, each host's vars).  A host carries its own when they came from the node or its
     group, when the group's nodes differ, or when some came from defaults and some not."""
@@ -62,14 +63,14 @@ def inventory_vars(logins: dict[str, Login], kind_login: Login) -> tuple[dict, d
     sources = {n: login.source for n, login in logins.items()}
     mixed = "defaults" in sources.values() and any(s not in (None, "defaults") for s in sources.values())
     uniform_user, uniform_word = len(set(users.values())) <= 1, len(set(words.values())) <= 1
-    group: dict = {}
+    group: dict[str, Any] = {}
     first = next(iter(logins.values()), Login())
     from_defaults = "defaults" in sources.values()
     if kind_login.username or (uniform_user and first.username and not from_defaults):
         group["ansible_user"] = kind_login.username or first.username
     if kind_login.password or (uniform_word and first.password and not from_defaults):
         group["ansible_password"] = kind_login.password or first.password
-    hosts: dict[str, dict] = {}
+    hosts: dict[str, dict[str, Any]] = {}
     for name, login in logins.items():
         mine = login.source == "node" or mixed
         extra = {}

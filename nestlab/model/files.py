@@ -13,7 +13,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 
 MAX_BYTES = 64 * 1024 * 1024  # a file the model reads: a topology, a trace, an env file, a startup-config
@@ -125,6 +125,10 @@ def walk(path: str) -> list[str]:
 
 
 def _what(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+    kinds: tuple[tuple[Callable[[int], bool], str], ...] = (
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    )
     kinds += ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"))
     return next((name for test, name in kinds if test(mode)), "special file")

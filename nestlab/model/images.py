@@ -140,6 +140,7 @@ def _resolve_image(
 def _image_file(spec: NodeSpec, path: KeyPath, base: Path, located: Located) -> Problem | None:
     """An image given as a path: made absolute against the file's folder; a problem if it does not exist."""
     given = spec.image
+    assert given is not None  # asked for an image given as a path
     full = (base / os.path.expanduser(given)).resolve()
     spec.image = str(full)
     if files.exists(full):
@@ -159,14 +160,17 @@ def _tool_image(spec: NodeSpec, path: KeyPath, located: Located, notices: list[P
             key=True,
         )
     )
+    assert spec.image is not None  # asked for an image it maps
     if _repository(spec.image) in ("alpine", "busybox") or "alpine" in spec.image.rpartition(":")[2]:
         spec.env.setdefault("PATH", ALPINE_PATH)
     spec.image = None
 
 
-def _server_image(body, spec, path, located: Located, notices: list[Problem]) -> Problem | None:
+def _server_image(body: TopologyBody, spec: NodeSpec, path: KeyPath, located: Located, notices: list[Problem]) -> Problem | None:
     """A server image as this machine's program in a root of the node's own; else Docker's copy of the image."""
-    program, cmd, package = SERVER_IMAGES[_repository(spec.image)]
+    image = spec.image
+    assert image is not None  # asked for a server image
+    program, cmd, package = SERVER_IMAGES[_repository(image)]
     if shutil.which(program):
         kind = kind_defaults(body, KINDS.canonical(spec.kind or "linux"))
         default = spec.cmd is None and body.defaults.cmd is None and (kind is None or kind.cmd is None)
@@ -183,7 +187,7 @@ def _server_image(body, spec, path, located: Located, notices: list[Problem]) ->
         if default:
             spec.cmd = cmd
         return None
-    if _docker_has(spec.image):
+    if _docker_has(image):
         notices.append(
             located.problem(
                 path, f"image '{spec.image}' runs with Docker (this machine has no {program}; Docker has the image)", key=True

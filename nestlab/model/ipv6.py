@@ -15,6 +15,7 @@ decides instead: ``true`` (the kernel's defaults everywhere), ``quiet``, or ``fa
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..registry import KINDS
 
@@ -23,10 +24,10 @@ _WORDS = re.compile(
 )
 
 
-def resolve(data: dict) -> bool | str:
+def resolve(data: dict[str, Any]) -> bool | str:
     """A topology's ``ipv6:`` (``true``, ``"quiet"`` or ``false``), ``auto`` worked out from its plain data (as
     loaded from its file, containerlab's forms rewritten): ``"quiet"`` unless it uses IPv6."""
-    chosen = data.get("ipv6", "auto")
+    chosen: bool | str = data.get("ipv6", "auto")
     if chosen != "auto":
         return chosen
     return True if uses_ipv6({k: v for k, v in data.items() if k != "ipv6"}) else "quiet"

@@ -11,11 +11,13 @@ from .formats import clab, kathara
 from .yamlsource import load_yaml, read_source
 
 
-def name_of(path: str | os.PathLike) -> str:
+def name_of(path: str | os.PathLike[str]) -> str:
     """The ``name:`` of a topology file (rendered first if it is a Go template), or a Kathará lab's."""
     if kathara.is_lab(path):
         located, _source, _notes, _author = kathara.load(path)
-        return str(located.data["name"])
+        data = located.data
+        assert isinstance(data, dict)  # a Kathará lab reads as a mapping, its name in it
+        return str(data["name"])
     text = read_source(FsPath(path), stream=True)
     if clab.template_line(text) is not None:
         from .load import load_file  # the template needs its variables: the whole file, checked

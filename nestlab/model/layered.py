@@ -4,15 +4,17 @@ to ask."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..registry import KINDS
 
 
-def kind_spec(doc: dict, kind: str) -> dict:
+def kind_spec(doc: dict[str, Any], kind: str) -> dict[str, Any]:
     """The ``kinds:`` entry for ``kind`` (a canonical kind), under its name or one of its aliases."""
     return next((v for k, v in (doc["topology"].get("kinds") or {}).items() if KINDS.canonical(k) == kind), None) or {}
 
 
-def layers(doc: dict, node: str, kind: str) -> list[tuple[str, dict]]:
+def layers(doc: dict[str, Any], node: str, kind: str) -> list[tuple[str, dict[str, Any]]]:
     """(where, spec) from the node itself down to ``defaults`` (``kind``: the node's canonical kind)."""
     body = doc["topology"]
     spec = body["nodes"].get(node) or {}
@@ -20,9 +22,9 @@ def layers(doc: dict, node: str, kind: str) -> list[tuple[str, dict]]:
     return [("node", spec), ("group", group), ("kind", kind_spec(doc, kind)), ("defaults", body.get("defaults") or {})]
 
 
-def merged(doc: dict, node: str, kind: str, key: str) -> dict:
+def merged(doc: dict[str, Any], node: str, kind: str, key: str) -> dict[str, Any]:
     """A dict-valued key (``labels``, ``credentials``), each entry from the nearest layer that sets it."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for _where, spec in reversed(layers(doc, node, kind)):
         out.update({k: v for k, v in (spec.get(key) or {}).items() if v is not None})
     return out

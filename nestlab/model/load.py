@@ -13,6 +13,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS
@@ -46,7 +47,9 @@ class Loaded:
     author: int | None = None  # the uid owning the topology file as read (who wrote the lab); None: not a file's
 
 
-def load_file(path: str | FsPath, vars_files: Sequence[str | FsPath] = (), overrides: Overrides | None = None) -> Loaded:
+def load_file(
+    path: str | os.PathLike[str], vars_files: Sequence[str | FsPath] = (), overrides: Overrides | None = None
+) -> Loaded:
     """A topology file, or a Kathará lab (its folder or its lab.conf).  A file holding Go template actions is
     rendered first with the variables of ``vars_files`` (as containerlab's ``--vars``), or else of the
     ``NAME_vars.yml``/``.yaml``/``.json`` files beside it (``NAME``: the file name without its last extension)."""
@@ -106,14 +109,14 @@ def _template_vars(files: list[FsPath]) -> Any:
     return merged
 
 
-def _merge(into: dict, more: dict) -> dict:
+def _merge(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     out = dict(into)
     for key, value in more.items():
         out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out
 
 
-def load_data(located: Located | dict, source: str = "<python>", overrides: Overrides | None = None) -> Loaded:
+def load_data(located: Located | dict[str, Any], source: str = "<python>", overrides: Overrides | None = None) -> Loaded:
     """Validate plain data (changed first as ``overrides`` say); positions are used for messages when ``located`` carries them."""
     if not isinstance(located, Located):
         located = Located(located)
@@ -195,7 +198,9 @@ def _graph_exists(topology: Topology, source: str, located: Located) -> list[Pro
     )
 
 
-def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, notices: list[Problem]) -> dict:
+def _drop(
+    mapping: dict[str, Any], ignored: dict[str, str], path: Path, located: Located, notices: list[Problem]
+) -> dict[str, Any]:
     kept = {}
     for key, value in mapping.items():
         if key in ignored:
@@ -205,7 +210,7 @@ def _drop(mapping: dict, ignored: dict[str, str], path: Path, located: Located, 
     return kept
 
 
-def _strip_ignored(data: dict, located: Located, notices: list[Problem]) -> dict:
+def _strip_ignored(data: dict[str, Any], located: Located, notices: list[Problem]) -> dict[str, Any]:
     """Remove containerlab keys nestlab does not use yet, noting each one."""
     data = _drop(data, IGNORED_TOP_KEYS, (), located, notices)
     body = data.get("topology")
@@ -254,7 +259,7 @@ def _allowed_for(path: Path) -> list[str]:
     return ALLOWED_KEYS[within]
 
 
-def _problem(err: dict, located: Located) -> Problem:
+def _problem(err: ErrorDetails, located: Located) -> Problem:
     path = tuple(err["loc"])
     if err["type"] == "extra_forbidden":
         allowed = ", ".join(_allowed_for(path[:-1]))
@@ -351,9 +356,9 @@ def _endpoint_problem(topology: Topology, endpoint: Endpoint, used: dict[tuple[s
 def _shared_stack_problem(topology: Topology, key: tuple[str, str], used: dict[tuple[str, str], Path], base: Path) -> str | None:
     """With nesting: flat, a node's components share its stack, so its interface names: the interface once there."""
     node, iface = key
-    if not is_flat(topology, node):
-        return None
     stack = topology.topology.nodes[node].component_of
+    if stack is None or not is_flat(topology, node):  # flat: a component, so its node's stack
+        return None
     if (stack, iface) in used:
         return (
             f"with nesting: flat, {stack}'s components share one network stack and '{iface}' is already used there by "
@@ -410,7 +415,7 @@ def _address_problem(
     if node in body.nodes and KINDS.get(node_kind(topology, node)).switch:
         return f"'{endpoint}' is a switch port and cannot hold an address; use null"
     ip, why = _parse_cidr(cidr, family)
-    if why:
+    if ip is None:  # then why says why
         return why
     if ip.ip == ip.network.network_address and ip.network.prefixlen < ip.max_prefixlen - 1:
         return f"'{cidr}' is the network address of {ip.network}; pick a host address"
@@ -468,7 +473,7 @@ def _is_address(text: str) -> bool:
     return True
 
 
-def _parse_cidr(cidr: str, family: str):
+def _parse_cidr(cidr: str, family: str) -> tuple[ipaddress.IPv4Interface | ipaddress.IPv6Interface | None, str | None]:
     """(interface, None) for a valid address with prefix of ``family``, else (None, why)."""
     try:
         ip = ipaddress.ip_interface(cidr)

@@ -8,6 +8,7 @@ are attached; the rules every mode shares are here, each mode's own rules in its
 from __future__ import annotations
 
 import re
+from typing import Any, Protocol
 
 from ..names import IFNAMSIZ, is_ifname
 from ..registry import KINDS, LINK_MODES
@@ -35,7 +36,7 @@ def kind_defaults(body: TopologyBody, kind: str) -> NodeSpec | None:
     return next((spec for word, spec in body.kinds.items() if KINDS.canonical(word) == kind), None)
 
 
-def _layered(topology: Topology, name: str, field: str):
+def _layered(topology: Topology, name: str, field: str) -> Any:
     """A node field with kind defaults and ``defaults`` applied (last set wins)."""
     body = topology.topology
     layers = [body.defaults, kind_defaults(body, node_kind(topology, name)), body.nodes[name]]
@@ -51,7 +52,7 @@ def node_host(topology: Topology, name: str) -> str:
 
 
 def shares_host_stack(topology: Topology, name: str) -> bool:
-    return _layered(topology, name, "mode") == "none"  # the schema reads host as none
+    return bool(_layered(topology, name, "mode") == "none")  # the schema reads host as none
 
 
 def host_names(topology: Topology) -> list[str]:
@@ -193,11 +194,11 @@ def _check_link_keys(located: Located, link: LinkSpec, base: Path, name: str, ow
         problems.append(
             located.problem(base + ("macs",), f"macs applies to mode: {takers} links only (this link is mode: {name})")
         )
-    for key, takers in owners.items():
-        if getattr(link, key) not in (None, []) and name not in takers:
+    for key, owned_by in owners.items():
+        if getattr(link, key) not in (None, []) and name not in owned_by:
             problems.append(
                 located.problem(
-                    base + (key,), f"'{key}' applies to mode: {' or '.join(takers)} links only (this link is mode: {name})"
+                    base + (key,), f"'{key}' applies to mode: {' or '.join(owned_by)} links only (this link is mode: {name})"
                 )
             )
     return problems
@@ -270,7 +271,21 @@ def _check_wires(topology: Topology, located: Located) -> list[Problem]:
     return problems
 
 
-def _check_parent(topology, located, link, base, mode, parents) -> list[Problem]:
+class _ParentMode(Protocol):
+    """What a parent's check needs of a link mode (nestlab/links)."""
+
+    name: str
+    moves_parent: bool
+
+
+def _check_parent(
+    topology: Topology,
+    located: Located,
+    link: LinkSpec,
+    base: Path,
+    mode: _ParentMode,
+    parents: dict[tuple[str | None, str], tuple[str, Path]],
+) -> list[Problem]:
     """A parent that is a NIC of the node's host (or, with allow_host_interfaces, of this machine)."""
     problems = []
     node = link.endpoints[0].node

@@ -12,7 +12,7 @@ _SECTIONS = {"nodes": "node", "kinds": "kind", "groups": "group", "links": "link
 def collapsed(notices: list[Problem]) -> list[Problem]:
     """``notices`` in their order, each set of notes that differ only in the node (kind, group, link) they
     are about made one, at the first's line: its path has ``*`` for the name, its message the count and names."""
-    groups: dict[tuple, list[Problem]] = {}
+    groups: dict[tuple[object, ...], list[Problem]] = {}
     for notice in notices:
         groups.setdefault(_key(notice), []).append(notice)
     out = []
@@ -29,7 +29,7 @@ def collapsed(notices: list[Problem]) -> list[Problem]:
     return out
 
 
-def _key(notice: Problem) -> tuple:
+def _key(notice: Problem) -> tuple[object, ...]:
     """What a note says, whatever node (kind, group, link) it is about; a note of its own otherwise."""
     path = notice.path
     if len(path) >= 3 and path[0] == "topology" and path[1] in _SECTIONS:

@@ -6,7 +6,7 @@ the file's before the topology is checked, once)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .endpoint import Endpoint
 
@@ -26,7 +26,7 @@ class Overrides:
     def __bool__(self) -> bool:
         return any((self.name, self.nodes, self.network, self.ipv4_subnet, self.ipv6_subnet, self.servers))
 
-    def apply(self, data: dict) -> None:
+    def apply(self, data: dict[str, Any]) -> None:
         """Change the file's data (before it is checked) as the flags say."""
         if self.name:
             data["name"] = self.name
@@ -36,7 +36,8 @@ class Overrides:
             topology["links"] = [ln for ln in topology.get("links") or [] if _within(ln, self.nodes)]
         given = {"network": self.network, "ipv4-subnet": self.ipv4_subnet, "ipv6-subnet": self.ipv6_subnet}
         if any(given.values()):
-            mgmt = data.get("mgmt") if isinstance(data.get("mgmt"), dict) else {}
+            found = data.get("mgmt")
+            mgmt: dict[str, Any] = found if isinstance(found, dict) else {}
             data["mgmt"] = {**mgmt, **{k: v for k, v in given.items() if v}}
         if self.servers is not None:  # as data: the topology's one check takes them with the rest
             data["servers"] = {name: spec.model_dump() for name, spec in self.servers.servers.items()}

@@ -60,10 +60,12 @@ def expand_paths(topology: Topology, located: Located) -> list[Problem]:
                 located.problem(path, "an mpt link joins two endpoints and names its paths: multipath: {paths: [p1, p2]}")
             )
             continue
-        a, b = (ep.node for ep in link.endpoints)
+        node_a, node_b = (ep.node for ep in link.endpoints)
         for name in mp.paths:
-            if tuple(sorted((f"{a}:{name}", f"{b}:{name}"))) not in have:
-                problems.append(located.problem(path + ("multipath", "paths"), f"path {name}: no link {a}:{name} - {b}:{name}"))
+            if tuple(sorted((f"{node_a}:{name}", f"{node_b}:{name}"))) not in have:
+                problems.append(
+                    located.problem(path + ("multipath", "paths"), f"path {name}: no link {node_a}:{name} - {node_b}:{name}")
+                )
         if mp.weights is not None and len(mp.weights) != len(mp.paths):
             problems.append(
                 located.problem(

@@ -13,7 +13,7 @@ _FORM = re.compile(r"^(?:(?P<ip>[^:/]+|\[[^\]]+\]):)?(?P<host>\d{1,5}):(?P<node>
 _LOOPBACK = {None, "127.0.0.1", "localhost"}
 
 
-def parse(text: str) -> tuple[int, int, str]:
+def parse(text: str | int) -> tuple[int, int, str]:
     """(host port, node port, protocol) of one entry; ValueError says what is wrong and what to write."""
     found = _FORM.match(str(text).strip())
     if not found:

@@ -53,7 +53,7 @@ class Inventory:
     stitch: Stitch | None = None  # its stitch:, if it has one
 
 
-def load_inventory(path: str | os.PathLike) -> Inventory:
+def load_inventory(path: str | os.PathLike[str]) -> Inventory:
     """An inventory file: ``servers:`` (as in a topology) and optionally ``stitch:``; keys are checked with file:line."""
     source = str(path)
     located = load_yaml(read_source(path, "the inventory"), source)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from .trace import check_rate, read
 from .units import parse_gemodel, parse_percent, parse_rate, parse_size, parse_time
@@ -46,7 +47,7 @@ def _choice(allowed: tuple[str, ...]) -> Callable[[str], None]:
     return check
 
 
-PARSERS: dict[str, Callable] = {
+PARSERS: dict[str, Callable[[Any], object]] = {  # each raises ValueError for a value it refuses
     "rate": rate_up_to_400g,
     "burst": parse_size,
     "delay": parse_time,
@@ -69,7 +70,7 @@ def _trace(value: str) -> None:
         raise ValueError(f"'{value}' is too fast: {exc}") from None
 
 
-CHECKS: dict[str, Callable] = {
+CHECKS: dict[str, Callable[[Any], object]] = {
     **PARSERS,
     "trace": _trace,
     "queue": _queue,
@@ -91,7 +92,10 @@ def problems(params: dict[str, str | int | float]) -> list[tuple[str, str]]:
             check(value)
         except ValueError as exc:
             found.append((key, str(exc)))
-    if not found and (wrong := tbf_problem(params.get("qdisc"), params.get("rate"))):
+    qdisc, rate = params.get("qdisc"), params.get("rate")  # checked above: a word of QDISCS, a rate
+    if not found and (
+        wrong := tbf_problem(qdisc if isinstance(qdisc, str) else None, rate if not isinstance(rate, float) else None)
+    ):
         found.append(("qdisc", wrong))
     if "gemodel" in params and "loss" in params:
         found.append(("gemodel", "gemodel is a loss model of its own: give loss or gemodel"))

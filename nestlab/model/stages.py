@@ -9,13 +9,17 @@ healthcheck passes, at once without one) and exit (its ``cmd`` has ended).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import Path, Problem
 from .modes import kind_defaults, node_kind
 from .schema import Topology
 from .schema.nodes import STAGES, Healthcheck, NodeSpec, StageSpec
 from .yamlsource import Located
+
+_Stage = tuple[str, str]  # (node, stage)
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,7 @@ class Startup:
         return not (self.cmd or self.delay or self.stages or self.health)
 
 
-def _last(layers: list[NodeSpec | None], key: str):
+def _last(layers: list[NodeSpec | None], key: str) -> Any:
     value = None
     for layer in layers:
         if layer is not None and getattr(layer, key):
@@ -91,11 +95,11 @@ def check_stages(topology: Topology, located: Located) -> list[Problem]:
     return []
 
 
-def _cycle(at, after, done):
+def _cycle(at: _Stage, after: dict[_Stage, list[tuple[_Stage, Path]]], done: set[_Stage]) -> list[tuple[_Stage, Path]] | None:
     """A list of ((node, stage), path) closing a circle through ``at``, or None (iterative DFS)."""
-    stack = [(at, (), iter(after.get(at, ())))]
+    stack: list[tuple[_Stage, Path, Iterator[tuple[_Stage, Path]]]] = [(at, (), iter(after.get(at, ())))]
     on_path = {at: 0}
-    trail = [(at, ())]
+    trail: list[tuple[_Stage, Path]] = [(at, ())]
     while stack:
         node, _, edges = stack[-1]
         step = next(edges, None)

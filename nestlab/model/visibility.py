@@ -16,6 +16,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -23,13 +24,13 @@ from .errors import Problem, TopologyError
 from .units import parse_time
 from .yamlsource import read_source
 
-Pair = frozenset
+Pair = frozenset[str]
 
 
 @dataclass(frozen=True)
 class Step:
     at: float  # seconds
-    edges: frozenset  # of Pair
+    edges: frozenset[Pair]
 
 
 def pair_link_names(a: str, b: str) -> tuple[str, str]:
@@ -68,7 +69,7 @@ def load(path: str | Path, nodes: list[str]) -> list[Step]:
     return sorted(steps, key=lambda s: s.at)
 
 
-def in_range(positions: dict, radio_range: float) -> frozenset:
+def in_range(positions: dict[str, Any], radio_range: float) -> frozenset[Pair]:
     names = sorted(positions)
     return frozenset(
         Pair((a, b)) for i, a in enumerate(names) for b in names[i + 1 :] if math.dist(positions[a], positions[b]) <= radio_range
@@ -85,7 +86,7 @@ def random_waypoint(
     speed: tuple[float, float] = (1.0, 20.0),
     pause: float = 2.0,
     seed: int | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """A graph file (as data) for ``nodes`` moving by random waypoint: positions every ``step`` seconds."""
     rng = random.Random(seed)
     names = [f"n{i + 1}" for i in range(nodes)]

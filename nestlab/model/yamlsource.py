@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
@@ -35,10 +37,10 @@ class Located:
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser keeps the same marks, ~5x faster
 
 
-def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, problems: list[Problem]):
+def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, problems: list[Problem]) -> Any:
     loc.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
-        out: dict = {}
+        out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int)):
@@ -55,12 +57,14 @@ def _build(node: yaml.Node, path: Path, loc: Located, loader: yaml.SafeLoader, p
     return loader.construct_object(node, deep=True)
 
 
-def read_source(path, what: str = "the topology file", stream: bool = False) -> str:
+def read_source(path: str | os.PathLike[str], what: str = "the topology file", stream: bool = False) -> str:
     """A file's text; unreadable or not UTF-8 is a :class:`TopologyError` (the latter with the bad byte's line and column)."""
     return read_owned_source(path, what, stream)[0]
 
 
-def read_owned_source(path, what: str = "the topology file", stream: bool = False) -> tuple[str, int | None]:
+def read_owned_source(
+    path: str | os.PathLike[str], what: str = "the topology file", stream: bool = False
+) -> tuple[str, int | None]:
     """:func:`read_source` and the uid owning the file read (``files.read_owned``): who wrote the lab."""
     source = str(path)
     try:

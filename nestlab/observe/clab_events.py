@@ -14,7 +14,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -100,7 +100,7 @@ class _Lab:
             found.extend(self.interface(node, "snapshot", link) for link in self.links(node))
         return found
 
-    def translate(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+    def translate(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
         """A nestlab event of this lab as containerlab's events (none for what containerlab does not report)."""
         node, kind = event.get("node"), event["event"]
         if kind == "change":
@@ -109,6 +109,8 @@ class _Lab:
             nodes = what.get("nodes") or ([what["node"]] if what.get("node") else [])
             state_ = "exited" if action == "stop" else "paused" if action == "pause" else "running"
             return [self.container(n, action, state_) for n in nodes] if action else []
+        if node is None:  # each event below is a node's
+            return []
         if kind == "node-started":
             self.containers = {c["node"]: c for c in clab_view.containers(self.lab)}
             return [self.container(node, "start", "running")]
@@ -136,10 +138,10 @@ class Feed:
         self.streams: list[Stream] = []
         self.counters: dict[tuple[str, str, str], tuple[float, rtdump.LinkInfo]] = {}
 
-    def _follow(self, lab: _Lab, stream: Stream) -> None:
+    def _follow(self, followed: _Lab, stream: Stream) -> None:
         try:
             for event in stream:
-                for translated in lab.translate(event):
+                for translated in followed.translate(event):
                     self.queue.put(translated)
                 if event["event"] == "lab-destroyed":
                     return

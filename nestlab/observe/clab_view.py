@@ -30,11 +30,11 @@ def identity(lab: str, node: str) -> tuple[str, str]:
     return full[:12], full
 
 
-def container_name(raw: dict, node: str) -> str:
+def container_name(raw: dict[str, Any], node: str) -> str:
     return names.long_name(raw.get("prefix"), raw["name"], node)
 
 
-def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, str]:
+def labels(raw: dict[str, Any], lab: str, node: str, kind: str, source: str) -> dict[str, str]:
     """The node's labels (with those its group, kind and ``defaults`` give) and containerlab's own
     (``exec --label`` filters on them)."""
     spec = raw["topology"]["nodes"].get(node.split("/", 1)[0], {})
@@ -50,9 +50,9 @@ def labels(raw: dict, lab: str, node: str, kind: str, source: str) -> dict[str, 
     }
 
 
-def states(lab: Lab) -> dict[str, str]:
+def states(running: Lab) -> dict[str, str]:
     """Each node's state (running, stopped, missing): asked of the shares for a lab elsewhere."""
-    return lab.site().states(lab.blueprint)
+    return running.site().states(running.blueprint)
 
 
 def containers(name: str) -> list[dict[str, Any]]:
@@ -126,7 +126,8 @@ def interfaces(name: str, node: str | None = None) -> list[dict[str, Any]]:
     if node is not None and not nodes:
         raise LabError(f"lab {name} has no node {node}")
     site = lab.site()
-    remote = {n["name"]: n for n in site.inspect(lab.blueprint, set(nodes))["nodes"]} if site.shares() else {}  # on servers, pods
+    reported = site.inspect(lab.blueprint, set(nodes))["nodes"] if site.shares() else []  # on servers, pods
+    remote: dict[str, dict[str, Any]] = {str(n["name"]): n for n in reported}  # inspect's JSON: a node's name, its interfaces
     found = []
     for n in nodes:
         if n in remote:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
-from ..plan.objects import AttachObj, LinkObj, Plan
+from ..plan.objects import AttachObj, LinkObj, Pairs, Plan
 from ..registry import KINDS
 
 MACHINE = "this machine"  # where an attachment to a real interface of this machine hangs
 
 
-def _shape(pairs) -> str:
+def _shape(pairs: Pairs) -> str:
     d = dict(pairs)
     return " ".join(d[k] for k in ("rate", "delay", "loss") if k in d)
 
@@ -31,7 +33,7 @@ def shaping_label(link: LinkObj) -> str:
     return f"{link.a.node}→ {a or '-'}, {link.b.node}→ {b or '-'}"
 
 
-def elements(plan: Plan) -> dict:
+def elements(plan: Plan) -> dict[str, Any]:
     """Cytoscape.js elements: ``{"nodes": [{"data": ...}], "edges": [{"data": ...}]}``."""
     nodes = _node_vertices(plan)
     edges = [_link_edge(key, link) for key, link in plan.links.items()]
@@ -52,7 +54,7 @@ def _group_of(plan: Plan, name: str, has_components: set[str]) -> str | None:
     return f"host:{host}" if host else None
 
 
-def _node_vertices(plan: Plan) -> list[dict]:
+def _node_vertices(plan: Plan) -> list[dict[str, Any]]:
     """The groups (nested nodes, emulated hosts holding them) first, then a vertex per namespace."""
     nodes, groups = [], {}
     has_components = {o.parent for o in plan.nodes.values() if o.parent}
@@ -76,7 +78,7 @@ def _node_vertices(plan: Plan) -> list[dict]:
     return [{"data": g} for g in groups.values()] + nodes
 
 
-def _link_edge(key: str, link: LinkObj) -> dict:
+def _link_edge(key: str, link: LinkObj) -> dict[str, Any]:
     """A link's edge, labelled with its interfaces and shaping."""
     return {
         "data": {
@@ -94,7 +96,7 @@ def _link_edge(key: str, link: LinkObj) -> dict:
     }
 
 
-def _attachment_edge(key: str, att: AttachObj, host: str) -> dict:
+def _attachment_edge(key: str, att: AttachObj, host: str) -> dict[str, Any]:
     """An attachment's edge, from the node to its host (or this machine), labelled with what it sits on."""
     under = att.parent or att.option("bridge")
     return {
@@ -113,15 +115,17 @@ def _attachment_edge(key: str, att: AttachObj, host: str) -> dict:
     }
 
 
-def _vertices(els: dict) -> list[dict]:
+def _vertices(els: dict[str, Any]) -> list[dict[str, Any]]:
     return [n["data"] for n in els["nodes"] if n["data"]["kind"] not in ("group", "emulated-host")]
 
 
-def _clusters(els: dict) -> list[dict]:
+def _clusters(els: dict[str, Any]) -> list[dict[str, Any]]:
     return [n["data"] for n in els["nodes"] if n["data"]["kind"] in ("group", "emulated-host")]
 
 
-def _nested(els: dict, opening, closing: str, vertex) -> list[str]:
+def _nested(
+    els: dict[str, Any], opening: Callable[[dict[str, Any]], list[str]], closing: str, vertex: Callable[[dict[str, Any]], str]
+) -> list[str]:
     """Lines for every cluster (its ``opening`` lines, its contents, ``closing``) and vertex, nested and indented as the lab is."""
     lines: list[str] = []
 
@@ -143,7 +147,7 @@ def _drawn_as(kind: str) -> str:
     return "switch" if found and found.switch else "machine" if found and found.machine else "node"
 
 
-def _edge_label(e: dict) -> str:
+def _edge_label(e: dict[str, Any]) -> str:
     return " ".join(x for x in (e["label"], f"({e['mode']})", e["shaping"]) if x)
 
 
@@ -156,7 +160,7 @@ def to_mermaid(plan: Plan) -> str:
     ids = {d["id"]: f"n{i}" for i, d in enumerate(_vertices(els) + _clusters(els))}
     shapes = {"node": ('["', '"]'), "switch": ('{{"', '"}}'), "machine": ('[("', '")]')}
 
-    def vertex(v: dict) -> str:
+    def vertex(v: dict[str, Any]) -> str:
         left, right = shapes[_drawn_as(v["kind"])]
         return f"{ids[v['id']]}{left}{v['label']} ({v['kind']}){right}"
 
@@ -197,7 +201,8 @@ def to_drawio(plan: Plan) -> str:
         "switch": "shape=hexagon;whiteSpace=wrap;",
         "machine": "shape=cube;whiteSpace=wrap;",
     }
-    cells, ids = [], {}
+    cells: list[tuple[str, str, str, str | None, tuple[int, int, int, int]]] = []
+    ids: dict[str | None, str] = {}
     w, h, gap = 120, 50, 30
 
     def place(parent: str | None) -> tuple[int, int]:

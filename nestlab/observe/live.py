@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from .. import names
 from ..backends.kernel import libc, rtdump
+from ..backends.kernel.rtdump import LinkInfo
 from ..errors import LabError
 from ..lab import wireless
 from ..lab.lab import Lab
@@ -38,13 +41,13 @@ def dump(lab: str, node: str) -> list[rtdump.LinkInfo]:
 class LiveState:
     """Each link's state and rate in each direction (bytes/s between two reads of the kernel's counters)."""
 
-    def __init__(self, lab: Lab):
-        self.lab = lab
-        self.elements = graph.elements(lab.plan)
-        self.previous: tuple[float, dict] | None = None
+    def __init__(self, running: Lab):
+        self.lab = running
+        self.elements = graph.elements(running.plan)
+        self.previous: tuple[float, dict[tuple[str, str], LinkInfo]] | None = None
         self.lock = threading.Lock()
 
-    def read(self) -> dict:
+    def read(self) -> dict[str, Any]:
         with self.lock:
             now = time.monotonic()
             counters = {(node, i.name): i for node in self.lab.plan.nodes for i in dump(self.lab.name, node)}
@@ -60,7 +63,7 @@ class LiveState:
                 links[edge["id"]] = {"state": "up" if up else "down", "bytes_per_s": rates}
             return {"time": time.time(), "links": links, "wireless": self.radio()}
 
-    def radio(self) -> dict:
+    def radio(self) -> dict[str, Any]:
         """Each wireless medium's stations (position, reach) and pairs in range with their rates (docs/wireless.md)."""
         out = {}
         for name in wireless.media(self.lab):
@@ -75,7 +78,7 @@ class LiveState:
 class Handler(BaseHTTPRequestHandler):
     live: LiveState
 
-    def log_message(self, *args) -> None:  # quiet: the terminal shows the URL, not every poll
+    def log_message(self, *args: Any) -> None:  # quiet: the terminal shows the URL, not every poll
         pass
 
     def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
@@ -86,7 +89,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, data, code: int = 200) -> None:
+    def _json(self, data: Any, code: int = 200) -> None:
         self._send(code, json.dumps(data).encode())
 
     def do_GET(self) -> None:
@@ -130,10 +133,10 @@ class Handler(BaseHTTPRequestHandler):
 MAX_REQUEST = 4096  # bytes of a POST /link body ({"a": ..., "b": ..., "state": ...})
 
 
-def serve(lab: Lab, host: str = "127.0.0.1", port: int = 8080, ready=None) -> None:
+def serve(running: Lab, host: str = "127.0.0.1", port: int = 8080, ready: Callable[[str], None] | None = None) -> None:
     """Serve the live page until interrupted; ``ready(url)`` is called once it listens."""
     libc.most_files()  # a socket per namespace while a poll runs
-    handler = type("LabHandler", (Handler,), {"live": LiveState(lab)})
+    handler = type("LabHandler", (Handler,), {"live": LiveState(running)})
     with ThreadingHTTPServer((host, port), handler) as server:
         if ready:
             ready(f"http://{host}:{server.server_address[1]}/")

@@ -21,6 +21,7 @@ from ..backends.remote.pod import each
 from ..errors import LabError
 from ..model import files
 from ..model.errors import TopologyError
+from ..plan.blueprint import Blueprint
 from ..sites.k8s.manifests import LABEL, dns_label
 from ..sites.k8s.rollout import Rollout, redeploy_shares
 from .inputs import fetcher
@@ -134,11 +135,11 @@ class Reconciler:
         self._event(obj, "Ready", message)
         self.say(f"{key}: Ready, {message}")
 
-    def _not_for_labs(self, kube: Cluster, lab: Any) -> str | None:
+    def _not_for_labs(self, kube: Cluster, blueprint: Blueprint) -> str | None:
         """Why a node's ``server:`` names a cluster node that is not for labs (tainted, or outside the administrator's
         node selector), or None."""
         nodes = kube.nodes()
-        for name, spec in sorted(lab.topology.topology.nodes.items()):
+        for name, spec in sorted(blueprint.topology.topology.nodes.items()):
             found = nodes.get(spec.server or "")
             if found is None:
                 continue

@@ -14,15 +14,17 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from dataclasses import replace
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ..model.addressing import Segments, exec_addressed
+from ..model.addressing import Key, Member, Segments, exec_addressed
+from ..model.endpoint import Endpoint
 from ..model.errors import Problem, TopologyError
 from ..model.modes import kind_defaults, link_mode, node_host, node_kind, parent_of, shares_host_stack
 from ..model.nesting import is_flat
 from ..model.ports import parse as parse_port
 from ..model.schema import Topology
 from ..model.schema.links import LinkParams, LinkSpec
+from ..model.schema.machines import Nic
 from ..model.schema.nodes import NodeSpec
 from ..model.visibility import pair_link_names
 from ..names import long_name
@@ -55,7 +57,7 @@ class Builder:
         self.body = topology.topology
         self.seg = Segments()
         self.plan = Plan()
-        self.members: dict = {}
+        self.members: dict[Key, Member] = {}
         self._later: list[Callable[[], None]] = []
         self._links = [*self.body.links, *self._radio_links()]
 
@@ -90,7 +92,7 @@ class Builder:
         return self.plan
 
     # -- what link modes call -------------------------------------------------------------
-    def machine(self, host: str, sysctls: dict | None = None) -> None:
+    def machine(self, host: str, sysctls: dict[str, str] | None = None) -> None:
         """Make sure the emulated host ``host`` is in the plan, with ``sysctls`` added to its own."""
         spec = self.t.hosts.get(host)
         current = self.plan.nodes.get(host)
@@ -151,9 +153,9 @@ class Builder:
         found = self.wire_of(host, nic)
         return found[1].ipv4[0].split("/")[0] if found and found[1].ipv4 else None
 
-    def host_addresses(self) -> dict:
+    def host_addresses(self) -> dict[ipaddress.IPv4Network, dict[str, tuple[str, int]]]:
         """``{subnet: {host: (address, wire MTU)}}`` for every host NIC (or uplinked bridge)."""
-        result: dict = {}
+        result: dict[ipaddress.IPv4Network, dict[str, tuple[str, int]]] = {}
         hosts = self.plan.machines()
         for ln in self.plan.links.values():
             for e in ln.ends:
@@ -168,7 +170,7 @@ class Builder:
         return result
 
     # -- nodes, wires, links --------------------------------------------------------------
-    def _end(self, key: tuple) -> EndObj:
+    def _end(self, key: tuple[str, str]) -> EndObj:
         m = self.members.get(key)
         return EndObj(key[0], key[1], tuple(m.ipv4), tuple(m.ipv6)) if m else EndObj(key[0], key[1])
 
@@ -178,8 +180,8 @@ class Builder:
             kind = node_kind(self.t, name)
             defaults = kind_defaults(body, kind)
             layers = [body.defaults, defaults, spec] if defaults else [body.defaults, spec]
-            sysctls: dict = {}
-            env: dict = {}
+            sysctls: dict[str, Any] = {}
+            env: dict[str, Any] = {}
             exec_: list[str] = []
             for layer in layers:
                 sysctls.update(layer.sysctls)
@@ -217,7 +219,7 @@ class Builder:
                 **{**view, **own},
             )
 
-    def _wires(self) -> list:
+    def _wires(self) -> list[tuple[tuple[str, str], tuple[str, str], int | None, str | None]]:
         """Wire ends as (key, key, mtu, rate); a wire of 1 or 3+ NICs gets a switch ``wireN``."""
         moved = {
             parent_of(self.t, ln): ln.endpoints[0].key
@@ -230,8 +232,8 @@ class Builder:
             if ln.parent and LINK_MODES.get(link_mode(self.t, ln)).ends == 1:
                 host, nic = parent_of(self.t, ln)
                 if host is not None and host not in self.body.nodes and (host, nic) not in declared:
-                    declared.add((host, nic))
-                    specs.append(([f"{host}:{nic}"], ln.mtu, None, None))
+                    declared.add(Nic(host, nic))
+                    specs.append(([Endpoint(f"{host}:{nic}")], ln.mtu, None, None))
         result = []
         for i, (endpoints, mtu, rate, ipv4) in enumerate(specs):
             ends = [moved.get(ep.key, ep.key) for ep in endpoints]
@@ -286,7 +288,7 @@ class Builder:
         mobile = mobile_nodes(self.t)
         shape = dyn.params.model_dump(exclude_none=True) if dyn.params else {}
         return [
-            LinkSpec(endpoints=list(pair_link_names(a, b)), params=LinkParams(state="down", **shape))
+            LinkSpec(endpoints=[Endpoint(name) for name in pair_link_names(a, b)], params=LinkParams(state="down", **shape))
             for i, a in enumerate(mobile)
             for b in mobile[i + 1 :]
         ]
@@ -327,8 +329,9 @@ def wants_cgroup(spec: NodeSpec) -> bool:
     return bool(spec.resources or spec.components or spec.component_of or spec.image)
 
 
-def _nth(values, j):
-    return [values[j]] if values and j < len(values) and values[j] else None
+def _nth(values: list[str | None] | None, j: int) -> list[str] | None:
+    value = values[j] if values and j < len(values) else None
+    return [value] if value else None
 
 
 def _runtime(runtime: str | None, image: str | None, nested_component: bool) -> str:

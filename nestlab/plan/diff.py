@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
 
 from .objects import AttachObj, LinkObj, NodeObj, Plan
 
@@ -71,7 +72,7 @@ class Step:
     action: str  # create, remove, recreate, reshape
     why: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"what": self.what, "name": self.name, "action": self.action, "why": self.why}
 
 

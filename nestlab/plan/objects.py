@@ -13,9 +13,15 @@ here.  Change objects with :func:`dataclasses.replace`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..model.credentials import Login
 from ..registry import KINDS
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from ..model.schema.links import LinkParams
 
 Pairs = tuple[tuple[str, str], ...]
 Options = tuple[tuple[str, str | int | bool], ...]
@@ -43,17 +49,18 @@ class Optioned:
         return dict(self.options).get(key) is True
 
 
-def pairs(mapping: dict) -> Pairs:
+def pairs(mapping: dict[str, Any]) -> Pairs:
     """A mapping as sorted ``(key, str(value))`` pairs, leaving out None."""
     return tuple(sorted((k, str(v)) for k, v in mapping.items() if v is not None))
 
 
-def shapes(params) -> tuple[Pairs, Pairs]:
+def shapes(params: LinkParams | None) -> tuple[Pairs, Pairs]:
     """Per-direction shapes from a link's ``params`` (LinkParams or None): common keys, then ``a``/``b``."""
     if params is None:
         return (), ()
     common = params.model_dump(exclude_none=True, exclude={"a", "b", "state"})
-    return tuple(pairs({**common, **(side.model_dump(exclude_none=True) if side else {})}) for side in (params.a, params.b))
+    a, b = (pairs({**common, **(side.model_dump(exclude_none=True) if side else {})}) for side in (params.a, params.b))
+    return a, b
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ class NodeObj(Optioned):
     router: str | None = None  # "frr": FRR runs in the node, configured by ``config`` (its frr.conf)
     config: str | None = None
     # Multipath TCP: (subflows, add_addr_accepted, endpoint kind) and the endpoints as (address, device)
-    mptcp: tuple = ()
+    mptcp: tuple[int, int, str] | tuple[()] = ()
     mptcp_endpoints: tuple[tuple[str, str], ...] = ()
     ports: tuple[tuple[int, int, str], ...] = ()  # (this machine's loopback port, the node's port, tcp/udp) forwarded
     link_local: bool = True  # its interfaces make IPv6 link-local addresses (False in a quiet lab's hosts: model/ipv6.py)
@@ -194,7 +201,7 @@ class Plan:
     links: dict[str, LinkObj] = field(default_factory=dict)
     attachments: dict[str, AttachObj] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "nodes": [_plain(n) for n in self.nodes.values()],
             "links": [_plain(x) for x in self.links.values()],
@@ -202,14 +209,14 @@ class Plan:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> Plan:
+    def from_json(cls, data: dict[str, Any]) -> Plan:
         nodes = [_build(NodeObj, n) for n in data["nodes"]]
         links = [_build(LinkObj, x) for x in data["links"]]
         attachments = [_build(AttachObj, x) for x in data.get("attachments", [])]
         return cls({n.name: n for n in nodes}, {x.key: x for x in links}, {x.key: x for x in attachments})
 
     @staticmethod
-    def link_from_json(data: dict, a: str, b: str) -> LinkObj | None:
+    def link_from_json(data: dict[str, Any], a: str, b: str) -> LinkObj | None:
         """Only the link between endpoints ``a`` and ``b`` (either order) of a plan in JSON form, or None."""
         for x in data["links"]:
             if {f"{x['a']['node']}:{x['a']['iface']}", f"{x['b']['node']}:{x['b']['iface']}"} == {a, b}:
@@ -221,13 +228,16 @@ class Plan:
         return {n for n, o in self.nodes.items() if KINDS.get(o.kind).machine}
 
     def add(self, obj: LinkObj | AttachObj) -> None:
-        (self.links if isinstance(obj, LinkObj) else self.attachments)[obj.key] = obj
+        if isinstance(obj, LinkObj):
+            self.links[obj.key] = obj
+        else:
+            self.attachments[obj.key] = obj
 
 
 _NESTED = {"a": EndObj, "b": EndObj, "end": EndObj, "bridges": HostBridge, "login": Login}
 
 
-def _plain(obj) -> dict:
+def _plain(obj: object) -> dict[str, Any]:
     """A plan object as JSON-ready data (what ``asdict`` gives, without its deep copies: the objects are frozen)."""
     out = dict(obj.__dict__)
     for name, value in out.items():
@@ -237,12 +247,13 @@ def _plain(obj) -> dict:
 
 
 _FIELDS: dict[type, set[str]] = {}
+_T = TypeVar("_T", bound="DataclassInstance")
 
 
-def _build(cls, data: dict):
+def _build(cls: type[_T], data: dict[str, Any]) -> _T:
     """A dataclass from its ``asdict`` form (lists back to tuples, nested objects rebuilt)."""
 
-    def value(name, v):
+    def value(name: str, v: Any) -> Any:
         if name in _NESTED:
             return tuple(_build(_NESTED[name], x) for x in v) if isinstance(v, list) else _build(_NESTED[name], v)
         return _tuple(v)
@@ -251,5 +262,5 @@ def _build(cls, data: dict):
     return cls(**{k: value(k, v) for k, v in data.items() if k in known})
 
 
-def _tuple(v):
+def _tuple(v: Any) -> Any:
     return tuple(_tuple(x) for x in v) if isinstance(v, list) else v

@@ -27,13 +27,13 @@ import itertools
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LabError
 from ..model import ipv6
 from ..names import IFNAMSIZ
 from .mgmt import Network, interfaces
-from .objects import AttachObj, EndObj, LinkObj, Plan
+from .objects import AttachObj, EndObj, LinkObj, Pairs, Plan
 from .placement import Placement
 
 if TYPE_CHECKING:
@@ -57,12 +57,12 @@ class Partition:
 @dataclass
 class Share:
     server: str
-    topology: dict
+    topology: dict[str, Any]
     stitched: list[str] = field(default_factory=list)  # what this share tunnels, for the report
 
 
 def partition(
-    raw: dict,
+    raw: dict[str, Any],
     plan: Plan,
     placed: Placement,
     underlay: dict[str, str],
@@ -91,7 +91,7 @@ def partition(
     return Partition(placed, out, fits)
 
 
-def _place_nodes(out: dict[str, Share], nodes: dict, placed: Placement) -> None:
+def _place_nodes(out: dict[str, Share], nodes: dict[str, Any], placed: Placement) -> None:
     """Each node in its server's share; a node waiting for another on a server of its own is refused."""
     for name, spec in nodes.items():
         out[placed.server(name)].topology["topology"]["nodes"][name] = _without_server(spec)
@@ -105,7 +105,13 @@ def _place_nodes(out: dict[str, Share], nodes: dict, placed: Placement) -> None:
 
 
 def _stitch_switches(
-    out: dict[str, Share], nodes: dict, placed: Placement, vni: Callable[[], int], underlay: dict[str, str], port: int, fits: int
+    out: dict[str, Share],
+    nodes: dict[str, Any],
+    placed: Placement,
+    vni: Callable[[], int],
+    underlay: dict[str, str],
+    port: int,
+    fits: int,
 ) -> None:
     """A switch with ports on several servers: a copy in each share, joined to its home's by a VXLAN port."""
     for switch, others in sorted(placed.spans.items()):
@@ -144,7 +150,7 @@ def _share_links(
 
 
 def _management(
-    raw: dict,
+    raw: dict[str, Any],
     plan: Plan,
     placed: Placement,
     out: dict[str, Share],
@@ -205,7 +211,7 @@ def _holder(link: LinkObj, placed: Placement) -> str:
     return sb if sb in placed.spans.get(link.a.node, ()) else sa
 
 
-def _frame(raw: dict) -> dict:
+def _frame(raw: dict[str, Any]) -> dict[str, Any]:
     """A share's top level: the lab's, without servers or checks, with addresses fixed by the whole lab's plan and its hosts'
     IPv6 as the whole lab's."""
     body = {k: v for k, v in raw["topology"].items() if k not in ("nodes", "links")}
@@ -215,12 +221,12 @@ def _frame(raw: dict) -> dict:
     return copy.deepcopy({**top, "ipv4_pool": None, "ipv6": ipv6.resolve(raw), "topology": {**body, "nodes": {}, "links": []}})
 
 
-def _without_server(spec: dict) -> dict:
+def _without_server(spec: dict[str, Any]) -> dict[str, Any]:
     return copy.deepcopy({k: v for k, v in spec.items() if k != "server"})
 
 
-def _addresses(ends: tuple[EndObj, ...]) -> dict:
-    out = {}
+def _addresses(ends: tuple[EndObj, ...]) -> dict[str, Any]:
+    out: dict[str, list[str | None]] = {}
     for family in ("ipv4", "ipv6"):
         values = [getattr(end, family) for end in ends]
         if any(len(v) > 1 for v in values):
@@ -229,8 +235,8 @@ def _addresses(ends: tuple[EndObj, ...]) -> dict:
     return out
 
 
-def _link(link: LinkObj, narrowed: int | None) -> dict:
-    params = {"a": dict(link.shape_a), "b": dict(link.shape_b)} if link.shape_a or link.shape_b else None
+def _link(link: LinkObj, narrowed: int | None) -> dict[str, Any]:
+    params: dict[str, Any] | None = {"a": dict(link.shape_a), "b": dict(link.shape_b)} if link.shape_a or link.shape_b else None
     if link.state:
         params = {**(params or {}), "state": link.state}
     out = {"endpoints": [link.a.ref, link.b.ref], "mode": link.mode, **_addresses(link.ends), **dict(link.options)}
@@ -244,7 +250,7 @@ def _link(link: LinkObj, narrowed: int | None) -> dict:
     return out
 
 
-def _half(end: EndObj, remote: str, ident: int, port: int, mtu: int, shape) -> dict:
+def _half(end: EndObj, remote: str, ident: int, port: int, mtu: int, shape: Pairs) -> dict[str, Any]:
     out = {
         "endpoints": [end.ref],
         "mode": "vxlan-remote",
@@ -259,7 +265,7 @@ def _half(end: EndObj, remote: str, ident: int, port: int, mtu: int, shape) -> d
     return out
 
 
-def _attachment(att: AttachObj) -> dict:
+def _attachment(att: AttachObj) -> dict[str, Any]:
     if att.mode == "mgmt":  # a port on the management bridge (mgmt-net:IF)
         return {"endpoints": [att.end.ref], "mode": "mgmt", "host_interface": att.text("host_interface")}
     if att.mode not in _LOCAL_MODES | {"vxlan-remote"} or att.host is not None:

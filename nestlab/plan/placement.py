@@ -11,12 +11,17 @@ to cut fewer links.  Bridges count as units like nodes: a switch goes where most
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import LabError
 from ..model.endpoint import Endpoint
 from ..registry import KINDS
 from .objects import Plan
+
+if TYPE_CHECKING:
+    from networkx import Graph
 
 
 @dataclass
@@ -63,7 +68,7 @@ def place(plan: Plan, weights: dict[str, float], pins: dict[str, str]) -> Placem
 
 
 def _split(
-    graph, units: set[str], servers: list[str], weights: dict[str, float], pins: dict[str, str], out: dict[str, str]
+    graph: Graph, units: set[str], servers: list[str], weights: dict[str, float], pins: dict[str, str], out: dict[str, str]
 ) -> None:
     if len(servers) == 1:
         out.update(dict.fromkeys(units, servers[0]))
@@ -91,7 +96,7 @@ def _halve(servers: list[str], weights: dict[str, float]) -> tuple[list[str], li
     return servers[:best], servers[best:]
 
 
-def _grow(graph, units: set[str], target: float, fixed: set[str], away: set[str]) -> set[str]:
+def _grow(graph: Graph, units: set[str], target: float, fixed: set[str], away: set[str]) -> set[str]:
     """About ``target`` size of units, taken breadth-first from ``fixed`` (or a peripheral unit), none of ``away``."""
     side = set(fixed)
     size = sum(graph.nodes[u]["size"] for u in side)
@@ -104,7 +109,7 @@ def _grow(graph, units: set[str], target: float, fixed: set[str], away: set[str]
     return side
 
 
-def _breadth_first(graph, allowed: set[str], start: list[str]):
+def _breadth_first(graph: Graph, allowed: set[str], start: list[str]) -> Iterator[str]:
     """Every unit of ``allowed`` once, neighbours first; a new start (least connected) when a region is done."""
     seen = set(start)
     queue = deque(start)
@@ -124,7 +129,7 @@ def _breadth_first(graph, allowed: set[str], start: list[str]):
                 queue.append(near)
 
 
-def _refine(graph, units: set[str], side: set[str], fixed: set[str], away: set[str]) -> set[str]:
+def _refine(graph: Graph, units: set[str], side: set[str], fixed: set[str], away: set[str]) -> set[str]:
     """Kernighan-Lin swaps between the halves, kept only if they cut less and moved no pinned unit."""
     from networkx.algorithms.community import kernighan_lin_bisection
 
@@ -134,13 +139,22 @@ def _refine(graph, units: set[str], side: set[str], fixed: set[str], away: set[s
     sub = graph.subgraph(units)
     better, _ = kernighan_lin_bisection(sub, partition=(side, rest), weight="weight", seed=1)
     better = set(better)
-    sizes = lambda part: sum(graph.nodes[u]["size"] for u in part)  # noqa: E731
-    if fixed <= better and not (away & better) and sizes(better) == sizes(side) and _cut(sub, better) < _cut(sub, side):
+    if (
+        fixed <= better
+        and not (away & better)
+        and _size(graph, better) == _size(graph, side)
+        and _cut(sub, better) < _cut(sub, side)
+    ):
         return better
     return side
 
 
-def _cut(graph, side: set[str]) -> int:
+def _size(graph: Graph, part: set[str]) -> int:
+    size: int = sum(graph.nodes[u]["size"] for u in part)
+    return size
+
+
+def _cut(graph: Graph, side: set[str]) -> int:
     return sum(w for a, b, w in graph.edges(data="weight") if (a in side) != (b in side))
 
 

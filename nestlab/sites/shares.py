@@ -30,22 +30,22 @@ NO_SERVERS = (
 
 
 def place_and_partition(
-    lab: Blueprint, servers: dict[str, ServerSpec] | None = None, underlay: dict[str, str] | None = None
+    blueprint: Blueprint, servers: dict[str, ServerSpec] | None = None, underlay: dict[str, str] | None = None
 ) -> Partition:
     """Where each node goes and what each server deploys (nothing is touched): on the lab's servers:, or
     on ``servers`` (name -> ServerSpec) whose tunnel addresses are ``underlay`` (e.g. placeholders)."""
 
-    topo = lab.topology
+    topo = blueprint.topology
     servers = servers or topo.servers
     if not servers:
-        refuse_pins(lab)
+        refuse_pins(blueprint)
     pins = {name: spec.server for name, spec in topo.topology.nodes.items() if spec.server}
     if not servers:
         raise LabError("this lab names no servers: add servers: to the file or pass --servers FILE")
     for server in pins.values():
         if server not in servers:
-            pin_error(lab, server, f"is not one of the servers {', '.join(sorted(servers))}")
-    placed = place(lab.plan, {name: spec.weight for name, spec in servers.items()}, pins)
+            pin_error(blueprint, server, f"is not one of the servers {', '.join(sorted(servers))}")
+    placed = place(blueprint.plan, {name: spec.weight for name, spec in servers.items()}, pins)
     if underlay is None:
         underlay = {}
         for name, spec in servers.items():
@@ -56,30 +56,32 @@ def place_and_partition(
                     f"server {name}: address {spec.address} is not an IPv4 address; give underlay: IP for its VXLAN tunnels"
                 ) from None
     raw = topo.model_dump(mode="json", exclude_defaults=True)  # what the file says, groups and components applied
-    return partition(raw, lab.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu, topo.mgmt)
+    return partition(raw, blueprint.plan, placed, underlay, topo.stitch.port, topo.stitch.vni, topo.stitch.mtu, topo.mgmt)
 
 
-def running(lab: Blueprint) -> None:
+def running(blueprint: Blueprint) -> None:
     """Every share of ``lab`` runs: its record here says so, and for a lab with a management network the lab
     directory here lists every node (each share publishes its own nodes' names and SSH where it runs)."""
-    state.write(state.snapshot(lab, "running", lab.plan))
-    if lab.topology.mgmt is not None:  # lab/access loads only for a lab that needs it
+    state.write(state.snapshot(blueprint, "running", blueprint.plan))
+    if blueprint.topology.mgmt is not None:  # lab/access loads only for a lab that needs it
         from ..engine import access
 
-        access.inventories(lab)
+        access.inventories(blueprint)
 
 
-def refuse_pins(lab: Blueprint) -> None:
+def refuse_pins(blueprint: Blueprint) -> None:
     """A lab without servers whose file pins a node to one (``server:``): a file error at the first such node."""
-    if pinned := next((spec.server for spec in lab.topology.topology.nodes.values() if spec.server), None):
-        pin_error(lab, pinned, NO_SERVERS)
+    if pinned := next((spec.server for spec in blueprint.topology.topology.nodes.values() if spec.server), None):
+        pin_error(blueprint, pinned, NO_SERVERS)
 
 
-def pin_error(lab: Blueprint, server: str, message: str) -> None:
+def pin_error(blueprint: Blueprint, server: str, message: str) -> None:
     """A ``server:`` that cannot be honoured: a file error at the first node pinned there (exit 2, file:line:col)."""
 
-    node = next(n for n, spec in lab.topology.topology.nodes.items() if spec.server == server)
-    raise TopologyError(lab.source, [lab.problem(("topology", "nodes", node, "server"), f"server '{server}' {message}")])
+    node = next(n for n, spec in blueprint.topology.topology.nodes.items() if spec.server == server)
+    raise TopologyError(
+        blueprint.source, [blueprint.problem(("topology", "nodes", node, "server"), f"server '{server}' {message}")]
+    )
 
 
 def cause(answer: subprocess.CompletedProcess[str] | BaseException) -> str | None:

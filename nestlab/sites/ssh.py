@@ -92,41 +92,41 @@ class Servers(Elsewhere):
         """A lab with servers (``servers:``, the file's or an inventory's)."""
         return bool(blueprint.topology.servers)
 
-    def check(self, lab: Blueprint, machine: bool = True) -> Blueprint:
-        lab = handed_out(lab)  # planned here, to be placed
-        place_and_partition(lab)  # placement and pins: what a deploy checks before it sends a server anything
-        return lab
+    def check(self, blueprint: Blueprint, machine: bool = True) -> Blueprint:
+        blueprint = handed_out(blueprint)  # planned here, to be placed
+        place_and_partition(blueprint)  # placement and pins: what a deploy checks before it sends a server anything
+        return blueprint
 
-    def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
+    def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Deploy every share at once; if any server fails, clean every server and name the one that failed.
         Each server's nestlab starts first: its start-up and the SSH handshake overlap placing and splitting."""
-        lab = handed_out(lab)  # planned here, to be placed (each server plans its share again, with its own)
+        blueprint = handed_out(blueprint)  # planned here, to be placed (each server plans its share again, with its own)
 
-        base = os.path.dirname(os.path.abspath(lab.source)) if os.path.exists(lab.source) else os.getcwd()
-        starting = Starting(lab.topology.servers, base)
+        base = os.path.dirname(os.path.abspath(blueprint.source)) if os.path.exists(blueprint.source) else os.getcwd()
+        starting = Starting(blueprint.topology.servers, base)
         servers, conns, procs = starting.servers, starting.conns, starting.procs
         try:
-            partition = place_and_partition(lab)
+            partition = place_and_partition(blueprint)
         except BaseException:
             starting.abandon()
             raise
-        with state.locked(lab.name):
+        with state.locked(blueprint.name):
             self.data = {"servers": servers, "base": base, "placement": partition.placement.server_of}
-            where.write(lab.name, self.name, self.data)
+            where.write(blueprint.name, self.name, self.data)
             if progress:
                 progress("servers", 0, len(conns))
             answers = each(conns.values(), lambda r: _send_share(procs[r.name], partition.shares[r.name]))
             failed = {name: why for name, answer in answers.items() if (why := cause(answer))}
             if failed:
-                each(conns.values(), lambda r: _clean(r, lab.name))
-                files.remove_tree(names.lab_dir(lab.name))
+                each(conns.values(), lambda r: _clean(r, blueprint.name))
+                files.remove_tree(names.lab_dir(blueprint.name))
                 first = sorted(failed)[0]
                 more = f" (and {', '.join(sorted(failed)[1:])})" if len(failed) > 1 else ""
                 raise LabError(f"server {first}{more}: {failed[first]}; every server was cleaned up, nothing is left")
-            running(lab)
+            running(blueprint)
         if progress:
             progress("servers", len(conns), len(conns))
-        return Deployed(partition=partition, blueprint=lab)
+        return Deployed(partition=partition, blueprint=blueprint)
 
     def remove(self, folder_too: bool = False) -> int:
         """Clean the lab's share on every server it was sent to, then what is left of it here; a server out of
@@ -160,7 +160,7 @@ class Servers(Elsewhere):
         server = holder(self.data["placement"], self.lab, ref)
         return remotes({server: self.data["servers"][server]}, self.data["base"])[server]
 
-    def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
+    def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report:
         """Every server's ``inspect`` of its share, merged, each node with its server."""
         args = ["inspect", "--lab", self.lab, "--format", "json"]
         answers = each(self._conns().values(), lambda r: r.run(r.nestlab_cmd(*args), timeout=120))

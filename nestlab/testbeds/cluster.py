@@ -26,6 +26,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 
 import yaml
 
@@ -64,10 +65,11 @@ def _missing() -> list[str]:
     return missing
 
 
-def record(name: str) -> dict | None:
+def record(name: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(names.lab_dir(name), RECORD)) as fh:
-            return json.load(fh)
+            found: dict[str, Any] = json.load(fh)
+            return found
     except (FileNotFoundError, ValueError):
         return None
 
@@ -131,6 +133,7 @@ def down(name: str = "k8s", kubeconfig: str | None = None) -> bool:
     sites.remove(name)
     _remove_cgroups(names.cgroup_name(name))
     for path in {kubeconfig, (found or {}).get("kubeconfig")} - {None}:
+        assert path is not None  # the set's Nones are taken out
         if name_in(path) == name:
             os.unlink(path)
     return existed
@@ -165,7 +168,7 @@ def _remove_cgroups(top: str) -> None:
 
 def _topology(name: str, count: int) -> str:
     prefix = UNDERLAY.prefixlen
-    nodes: dict = {
+    nodes: dict[str, Any] = {
         "underlay": {"kind": "bridge"},
         "control": {
             "cmd": f"exec unshare --mount --propagation private sh {names.node_dir(name, 'control')}/start.sh",
@@ -177,7 +180,8 @@ def _topology(name: str, count: int) -> str:
         nodes[f"node{i}"] = {"cmd": f"exec sh {names.node_dir(name, f'node{i}')}/join.sh"}
         links.append({"endpoints": [f"node{i}:eth0", f"underlay:node{i}"], "ipv4": [f"{node_ip(i)}/{prefix}", None]})
     links.append({"endpoints": ["underlay:ctl"], "mode": "machine-veth", "host_interface": _controller_if(name)})
-    return yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}}, sort_keys=False)
+    text: str = yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}}, sort_keys=False)
+    return text
 
 
 def _controller_if(name: str) -> str:

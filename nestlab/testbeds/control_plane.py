@@ -7,6 +7,7 @@ import base64
 import ipaddress
 import os
 import shlex
+from typing import Any
 
 import yaml
 
@@ -53,8 +54,8 @@ def issue_certificates(name: str, count: int) -> None:
     pki.keypair(folder, "service-accounts")
 
 
-def kubeconfig_for(name: str, pki_dir: str, user: str, embed: bool) -> dict:
-    def ref(key: str, path: str) -> dict:
+def kubeconfig_for(name: str, pki_dir: str, user: str, embed: bool) -> dict[str, Any]:
+    def ref(key: str, path: str) -> dict[str, Any]:
         if embed:
             with open(path, "rb") as fh:
                 return {f"{key}-data": base64.b64encode(fh.read()).decode()}
@@ -120,7 +121,10 @@ def control_files(name: str, count: int) -> None:
 
 def _apiserver_command(pki_dir: str) -> list[str]:
     """kube-apiserver on the control node's underlay address, its certificates in ``pki_dir``."""
-    p = lambda f: os.path.join(pki_dir, f)  # noqa: E731
+
+    def p(f: str) -> str:
+        return os.path.join(pki_dir, f)
+
     return [
         f"{BIN}/kube-apiserver",
         "--etcd-servers=http://127.0.0.1:2379",

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import yaml
 
@@ -155,8 +156,8 @@ def _server_files(lab: str, server: str) -> str:
     return " ".join(host_key.split()[:2]) + "\n"
 
 
-def _topology(name: str, servers: list[str], hosts: list, prefix: int) -> str:
-    nodes = {"underlay": {"kind": "bridge"}}
+def _topology(name: str, servers: list[str], hosts: list[ipaddress.IPv4Address], prefix: int) -> str:
+    nodes: dict[str, dict[str, Any]] = {"underlay": {"kind": "bridge"}}
     links = []
     for i, server in enumerate(servers):
         script = os.path.join(names.node_dir(name, server), "start.sh")
@@ -166,7 +167,8 @@ def _topology(name: str, servers: list[str], hosts: list, prefix: int) -> str:
         }
         links.append({"endpoints": [f"{server}:eth0", f"underlay:{server}"], "ipv4": [f"{hosts[i]}/{prefix}", None]})
     links.append({"endpoints": ["underlay:ctl"], "mode": "machine-veth", "host_interface": _controller_if(name)})
-    return yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}}, sort_keys=False)
+    text: str = yaml.safe_dump({"name": name, "topology": {"nodes": nodes, "links": links}}, sort_keys=False)
+    return text
 
 
 def _controller_if(name: str) -> str:

@@ -7,6 +7,7 @@ import ipaddress
 import json
 import os
 import shutil
+from typing import Any
 
 import yaml
 
@@ -85,7 +86,7 @@ def _node_pki(name: str, node: str, home: str) -> None:
     write(os.path.join(home, "kubelet.kubeconfig"), yaml.safe_dump(kubeconfig, sort_keys=False))
 
 
-def _kubelet_config(i: int) -> dict:
+def _kubelet_config(i: int) -> dict[str, Any]:
     """nodeI's KubeletConfiguration: cgroupfs, containerd, no swap or cgroup v1 checks, quick status updates."""
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -118,7 +119,7 @@ def _kubelet_config(i: int) -> dict:
     }
 
 
-def _cni_config(i: int) -> dict:
+def _cni_config(i: int) -> dict[str, Any]:
     """nodeI's pod network: a bridge, its addresses from the node's pod subnet."""
     return {
         "cniVersion": "0.4.0",

@@ -17,11 +17,14 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model.checks import Check
 from . import command, measures, reach, routing
 from .probing import Probe, ProbeMaker
+
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
 
 STEP = 0.05  # seconds between attempts of a cheap probe: the resolution of first_held
 IN_FLIGHT = 8  # most attempts of one check running at once
@@ -73,12 +76,12 @@ class _Watch:
         return max((t for t, held, _ in self.tried if not held and t < before), default=None)
 
 
-def _watches(lab, checks: list[Check]) -> list[_Watch]:
+def _watches(running: Lab, checks: list[Check]) -> list[_Watch]:
     from .. import sites
 
-    sites.of(lab.name)  # the sites' registry loaded here, not by the first attempts at once
+    sites.of(running.name)  # the sites' registry loaded here, not by the first attempts at once
     return [
-        _Watch(c, Result(i, c.title(), c.kind), PROBES[c.kind](lab, c.spec), c.kind not in ("rate", "latency"))
+        _Watch(c, Result(i, c.title(), c.kind), PROBES[c.kind](running, c.spec), c.kind not in ("rate", "latency"))
         for i, c in enumerate(checks)
     ]
 
@@ -92,12 +95,12 @@ def _all(watches: list[_Watch], wait: float, settled: Callable[[_Watch], bool]) 
         thread.join()
 
 
-def run(lab, checks: list[Check], since: float, wait: float) -> list[Result]:
+def run(running: Lab, checks: list[Check], since: float, wait: float) -> list[Result]:
     """Try every check until all hold or ``wait`` seconds (from now) pass; ``since``: the reference time
     (``time.time()``) that ``first_held`` counts from.  On a lab checked more than :data:`STEP` after
     ``since``, a check that held on its first attempt has no ``first_held`` (``held_at_start``): it held already."""
     began = time.time()
-    watches = _watches(lab, checks)
+    watches = _watches(running, checks)
     _all(watches, wait, lambda w: w.held_since() is not None)
     for w in watches:
         r = w.result
@@ -165,7 +168,7 @@ PROBES: dict[str, ProbeMaker] = {
 HOLD = 10.0  # seconds after a change a check must be seen failing in to count as affected by it
 
 
-def recover(lab, checks: list[Check], applied: float, wait: float, hold: float = HOLD) -> list[Result]:
+def recover(running: Lab, checks: list[Check], applied: float, wait: float, hold: float = HOLD) -> list[Result]:
     """Each check after a change applied at ``applied``: watched until it is seen failing and then holding
     again (``failed_at``, ``first_held``: seconds after the change), or, held and never failing in the first
     ``hold`` seconds, left alone (unaffected: ``failed_at`` None).  ``wait``: seconds, from the change, for it all.
@@ -178,7 +181,7 @@ def recover(lab, checks: list[Check], applied: float, wait: float, hold: float =
             return w.held_since(failed) is not None
         return bool(w.tried) and time.time() >= calm and all(t >= calm for t in w.running.values())
 
-    watches = _watches(lab, checks)
+    watches = _watches(running, checks)
     _all(watches, max(0.0, applied + wait - time.time()), settled)
     for w in watches:
         after_change(w.result, w.tried, applied, hold)
@@ -216,9 +219,9 @@ class Reconvergence:
     watched by a thread of its own, made by one started here, before the clock takes real-time priority
     (threads inherit it)."""
 
-    def __init__(self, lab, checks: list[Check], say: Callable[[str], None], wait: float = 30.0):
+    def __init__(self, running: Lab, checks: list[Check], say: Callable[[str], None], wait: float = 30.0):
 
-        self.lab, self.checks, self.say, self.wait = lab, checks, say, wait
+        self.running, self.checks, self.say, self.wait = running, checks, say, wait
         self.changes: queue.Queue[tuple[float, str] | None] = queue.Queue()
         self.watches: list[threading.Thread] = []
         self.times: list[float | None] = []  # per change with an effect: seconds until it all held again (None: not in time)
@@ -236,7 +239,7 @@ class Reconvergence:
             thread.start()
 
     def _watch(self, applied: float, what: str) -> None:
-        results = recover(self.lab, self.checks, applied, self.wait, HOLD)
+        results = recover(self.running, self.checks, applied, self.wait, HOLD)
         hit = [r for r in results if r.failed_at is not None or not r.held]  # a check never tried nor held: failing
         if not hit:
             self.no_effect += 1

@@ -7,27 +7,35 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from ..lab.node import Node
+from ..model.checks import Latency, Rate
 from .probing import Probe, run_in, said, target_of
 from .targets import Ambiguous, Target
 
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
 
-def rate(lab, s) -> Probe:
-    return _measured(lab, s, _rate)
-
-
-def latency(lab, s) -> Probe:
-    return _measured(lab, s, _latency)
+_S = TypeVar("_S", Rate, Latency)
 
 
-def _measured(lab, s, measure) -> Probe:
+def rate(running: Lab, s: Rate) -> Probe:
+    return _measured(running, s, _rate)
+
+
+def latency(running: Lab, s: Latency) -> Probe:
+    return _measured(running, s, _latency)
+
+
+def _measured(running: Lab, s: _S, measure: Callable[[Lab, _S, Target], tuple[bool, str]]) -> Probe:
     """A probe taking ``measure``; a failed or missed measurement has the target looked up again."""
-    target = target_of(lab, s)
+    target = target_of(running, s)
 
     def measured() -> tuple[bool, str]:
         try:
-            held, saw = measure(lab, s, target)
+            held, saw = measure(running, s, target)
         except Ambiguous:
             raise
         except Exception:
@@ -40,16 +48,16 @@ def _measured(lab, s, measure) -> Probe:
     return measured
 
 
-def _rate(lab, s, target: Target) -> tuple[bool, str]:
+def _rate(running: Lab, s: Rate, target: Target) -> tuple[bool, str]:
     """iperf3 (TCP, 2 s) from the source to the target; the received rate against the expected one."""
     node = s.target.node
     if node is None:
         raise ValueError(f"rate: to: must name a node, which runs iperf3's server (got {s.to})")
     address, why = target()
-    server = Node(lab, node).popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = Node(running, node).popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        rc, out = run_in(lab, s.source, ["iperf3", "-c", address, "-t", "2", "-J"], timeout=20)
+        rc, out = run_in(running, s.source, ["iperf3", "-c", address, "-t", "2", "-J"], timeout=20)
     finally:
         if server.poll() is None:
             server.kill()
@@ -64,10 +72,10 @@ def _rate(lab, s, target: Target) -> tuple[bool, str]:
     return abs(mbit - s.mbit) <= s.allowed(), f"{mbit:.1f} Mbit/s to {address}{why}"
 
 
-def _latency(lab, s, target: Target) -> tuple[bool, str]:
+def _latency(running: Lab, s: Latency, target: Target) -> tuple[bool, str]:
     """20 pings 50 ms apart; their average round trip against the expected one."""
     address, why = target()
-    rc, out = run_in(lab, s.source, ["ping", "-n", "-q", "-c20", "-i0.05", "-W2", address], timeout=30)
+    rc, out = run_in(running, s.source, ["ping", "-n", "-q", "-c20", "-i0.05", "-W2", address], timeout=30)
     found = re.search(r"= [\d.]+/([\d.]+)/", out)
     if not found:
         return False, f"no answer from {address}{why}: {said(out, 'packets transmitted', 'ping:')}"

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..lab.node import Node
+from ..model.checks import Latency, Rate, Reach
 from .targets import Target
+
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
 
 Probe = Callable[[], tuple[bool, str]]
 # Each kind's maker: the lab and the check's spec in, its probe out.
 ProbeMaker = Callable[[Any, Any], Probe]
 
 
-def run_in(lab, node: str, args: list[str], timeout: float = 10) -> tuple[int, str]:
+def run_in(running: Lab, node: str, args: list[str], timeout: float = 10) -> tuple[int, str]:
     """``args`` run in ``node``: its exit code and what it wrote (both streams), cut off after ``timeout`` seconds."""
-    proc = Node(lab, node).popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+    proc = Node(running, node).popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -32,6 +36,6 @@ def said(out: str, *marks: str) -> str:
     return next((line for line in reversed(lines) if any(m in line for m in marks)), lines[-1] if lines else "(no output)")
 
 
-def target_of(lab, s) -> Target:
+def target_of(running: Lab, s: Reach | Rate | Latency) -> Target:
     """The address a check between two nodes aims at, found through the lab's routes (verify/targets.py)."""
-    return Target(lab, s.source, s.target, lambda node, args: run_in(lab, node, args))
+    return Target(running, s.source, s.target, lambda node, args: run_in(running, node, args))

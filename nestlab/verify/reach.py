@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..model.checks import Reach
 from .probing import Probe, run_in, said, target_of
 from .targets import Ambiguous
 
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
 
-def probe(lab, s) -> Probe:
-    target = target_of(lab, s)
+
+def probe(running: Lab, s: Reach) -> Probe:
+    target = target_of(running, s)
 
     def reach() -> tuple[bool, str]:
         try:
@@ -18,7 +24,7 @@ def probe(lab, s) -> Probe:
         except ValueError as exc:  # no route to any of its addresses: no answer
             target.failed()
             return not s.expect, str(exc)
-        rc, out = run_in(lab, s.source, _asking(address, s.port), timeout=3)
+        rc, out = run_in(running, s.source, _asking(address, s.port), timeout=3)
         answered = rc == 0
         if not answered:
             target.failed()

@@ -18,12 +18,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .. import names
 from ..backends.kernel import rtdump
 from ..model.checks import To
 from ..plan.mgmt import interfaces as management
 from ..registry import KINDS
+
+if TYPE_CHECKING:
+    from ..lab.lab import Lab
+    from ..plan.objects import Plan
 
 MAX_HOPS = 32  # nodes a walk crosses before it calls the way a loop
 AGAIN = 0.25  # seconds: a target whose check failed is resolved again at most this often
@@ -102,7 +107,7 @@ def _remote(run: Run, node: str) -> Table:
         raise Unreadable(f"cannot read {node}'s routes ({exc}): {out.strip()[-200:]}") from exc
 
 
-def _parsed(links: list, found: list) -> Table:
+def _parsed(links: list[dict[str, Any]], found: list[dict[str, Any]]) -> Table:
     """``ip -j`` addresses and routes as a Table."""
     routes = []
     for r in found:
@@ -124,25 +129,25 @@ def _parsed(links: list, found: list) -> Table:
 class Tables:
     """The lab's nodes' tables, each read on first use, and which nodes share a segment with an interface."""
 
-    def __init__(self, lab, run: Run):
-        self.lab, self.run, self.site = lab, run, lab.site()
+    def __init__(self, running: Lab, run: Run):
+        self.running, self.run, self.site = running, run, running.site()
         self.read: dict[str, Table] = {}
-        self.segments = _segments(lab.plan)
+        self.segments = _segments(running.plan)
 
     def __getitem__(self, node: str) -> Table:
         if node not in self.read:
             remote = self.site.remote(node) is not None
-            self.read[node] = _remote(self.run, node) if remote else _local(names.netns_path(self.lab.name, node))
+            self.read[node] = _remote(self.run, node) if remote else _local(names.netns_path(self.running.name, node))
         return self.read[node]
 
     def owner(self, ip: IP, node: str, dev: str) -> tuple[str, str] | None:
         """The node, and its interface, holding ``ip`` on the segment of ``node``'s ``dev``; for an interface the
         file does not link (made by ``exec:``, or a host's), any node of the lab."""
-        mgmt = management(self.lab.plan).get(node)
+        mgmt = management(self.running.plan).get(node)
         if mgmt is not None and dev == mgmt.end.iface:  # the way leaves the lab: no node of it owns the hop
             return None
         near = self.segments.get(f"{node}:{dev}")
-        others = near if near is not None else [n for n in self.lab.plan.nodes if not _switch(self.lab.plan, n)]
+        others = near if near is not None else [n for n in self.running.plan.nodes if not _switch(self.running.plan, n)]
         for other in others:
             iface = self[other].iface_of(ip) if other != node else None
             if iface:
@@ -150,11 +155,11 @@ class Tables:
         return None
 
 
-def _switch(plan, node: str) -> bool:
+def _switch(plan: Plan, node: str) -> bool:
     return node in plan.nodes and bool(KINDS.get(plan.nodes[node].kind).switch)
 
 
-def _segments(plan) -> dict[str, list[str]]:
+def _segments(plan: Plan) -> dict[str, list[str]]:
     """Per linked interface (NODE:IF), the other nodes on its layer-2 segment: the link's other end, or every
     node behind the switch (and the switches linked to it) it ends on."""
     ends: dict[str, list[str]] = {}
@@ -190,7 +195,7 @@ class Way:
     stop: str = ""  # why it ends before the target ("" when it reaches it)
     facing: bool = False  # it enters the target by the interface holding the address
 
-    def rank(self) -> tuple:
+    def rank(self) -> tuple[bool, bool, bool, int, bool, tuple[bool, int]]:
         first = (False, -1) if self.first is None else (self.gateway is None, self.first.net.prefixlen)
         return not self.stop, self.first is not None, self.given, -len(self.path), self.facing, first
 
@@ -238,10 +243,10 @@ def walk(tables: Tables, source: str, target: str, ip: IP, iface: str, given: bo
     return Way(str(ip), iface, given, first, tuple(path), f"a routing loop ({' -> '.join(f'{n}:{d}' for n, d in path)})")
 
 
-def automatic(lab) -> set[str]:
+def automatic(running: Lab) -> set[str]:
     """The addresses nestlab gave the lab's links (``ipv4_pool``), not the file."""
     given: set[str] = set()
-    todo: list = [lab.document()]
+    todo: list[Any] = [running.document()]
     while todo:
         item = todo.pop()
         if isinstance(item, dict):
@@ -253,28 +258,28 @@ def automatic(lab) -> set[str]:
                 given.add(str(ipaddress.ip_interface(item).ip))
             except ValueError:
                 pass
-    plan = lab.plan
+    plan = running.plan
     ends = [end for link in plan.links.values() for end in link.ends] + [a.end for a in plan.attachments.values()]
     return {ip for end in ends for a in end.ipv4 if (ip := str(ipaddress.ip_interface(a).ip)) not in given}
 
 
-def resolve(lab, source: str, to: To, run: Run) -> tuple[str, str, bool]:
+def resolve(running: Lab, source: str, to: To, run: Run) -> tuple[str, str, bool]:
     """``to`` as an address, how it was chosen (empty for an address given as such), and whether the routes read
     lead a packet there."""
     if to.address is not None:
         return to.address, "", True
     node = to.node
-    if node is None or node not in lab.plan.nodes:
-        raise ValueError(f"'{to.text}' is neither an address nor a node of lab {lab.name}")
-    tables = Tables(lab, run)
+    if node is None or node not in running.plan.nodes:
+        raise ValueError(f"'{to.text}' is neither an address nor a node of lab {running.name}")
+    tables = Tables(running, run)
     owned = [(i, a) for i, a in tables[node].addresses if not a.ip.is_loopback and to.iface in ("", i)]
     # the management network (containerlab's eth0 on one bridge for every node) is directly connected to
     # every node: left out unless the node has no other address, or a check would measure it, not the lab
-    mgmt = management(lab.plan).get(node)
+    mgmt = management(running.plan).get(node)
     owned = [(i, a) for i, a in owned if mgmt is None or i != mgmt.end.iface] or owned
     if not owned:
         raise ValueError(f"{to.text} has no IPv4 address in its kernel")
-    auto = automatic(lab)
+    auto = automatic(running)
     ways = [walk(tables, source, node, a.ip, i, str(a.ip) not in auto) for i, a in owned]
     if not any(w.first for w in ways):
         raise ValueError(f"{source} has no route to any address of {to.text} ({', '.join(w.address for w in ways)})")
@@ -296,8 +301,8 @@ class Target:
     """A check's ``to``, resolved on its first use and kept while the check holds; after an attempt that
     failed (a change, a route that moved) it is resolved again, at most every :data:`AGAIN` seconds."""
 
-    def __init__(self, lab, source: str, to: To, run: Run):
-        self.lab, self.source, self.to, self.run = lab, source, to, run
+    def __init__(self, running: Lab, source: str, to: To, run: Run):
+        self.running, self.source, self.to, self.run = running, source, to, run
         self.found: tuple[str, str] | None = None
         self.stale = False
         self.last = 0.0
@@ -309,7 +314,7 @@ class Target:
         with self.lock:
             if self.found is None or fresh or (self.stale and time.monotonic() >= self.last + AGAIN):
                 self.last, self.found = time.monotonic(), None
-                address, why, reached = resolve(self.lab, self.source, self.to, self.run)
+                address, why, reached = resolve(self.running, self.source, self.to, self.run)
                 self.found, self.stale = (address, f" ({why})" if why else ""), not reached
             return self.found
 

@@ -186,9 +186,9 @@ class Tree:
                 out["cpus"] = "max" if quota == "max" else f"{int(quota) / int(period):g}"
                 out["memory"] = _read(self._file("memory", node, "memory.max"))
             else:
-                quota = int(_read(self._file("cpu", node, "cpu.cfs_quota_us")))
-                period = int(_read(self._file("cpu", node, "cpu.cfs_period_us")))
-                out["cpus"] = "max" if quota < 0 else f"{quota / period:g}"
+                quota_us = int(_read(self._file("cpu", node, "cpu.cfs_quota_us")))
+                period_us = int(_read(self._file("cpu", node, "cpu.cfs_period_us")))
+                out["cpus"] = "max" if quota_us < 0 else f"{quota_us / period_us:g}"
                 mem = int(_read(self._file("memory", node, "memory.limit_in_bytes")))
                 out["memory"] = "max" if mem >= 1 << 62 else str(mem)
             out["pids"] = _read(self._file("pids", node, "pids.max"))

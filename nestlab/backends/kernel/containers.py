@@ -12,9 +12,12 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ... import names
 from . import files, libc, namespaces
+
+_T = TypeVar("_T")
 
 _ENTER = (
     ("ipc", libc.CLONE_NEWIPC),
@@ -56,7 +59,7 @@ def node_env(given: dict[str, str] | None) -> dict[str, str]:
     return {**kept, **(given or {})}
 
 
-def _popen(cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
+def _popen(cgroup_files: Sequence[str], args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
     join, fds = _joiner(cgroup_files)
     try:
         return subprocess.Popen(args, preexec_fn=join, **{**kwargs, "env": node_env(kwargs.get("env"))})
@@ -65,9 +68,9 @@ def _popen(cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subpro
             os.close(fd)
 
 
-def in_thread(work: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+def in_thread(work: Callable[[], _T]) -> _T:
     """Run ``work`` in a fresh thread (namespace changes die with it) and return its result."""
-    box: dict = {}
+    box: dict[str, Any] = {}
 
     def run() -> None:
         try:
@@ -80,17 +83,18 @@ def in_thread(work: Callable[[], subprocess.Popen]) -> subprocess.Popen:
     thread.join()
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    value: _T = box["value"]
+    return value
 
 
 def popen_in(
-    netns: str, uts: str, cgroup_files: Sequence[str], args: Sequence[str], view: str | None = None, **kwargs
-) -> subprocess.Popen:
+    netns: str, uts: str, cgroup_files: Sequence[str], args: Sequence[str], view: str | None = None, **kwargs: Any
+) -> subprocess.Popen[Any]:
     """Start a process in a plain node's network and UTS namespaces (and its filesystem view, the
     mount namespace pinned at ``view``), inside its cgroup."""
     if view:
 
-        def work() -> subprocess.Popen:
+        def work() -> subprocess.Popen[Any]:
             namespaces.join(netns, uts, view)
             return _popen(cgroup_files, args, **kwargs)
 
@@ -99,10 +103,10 @@ def popen_in(
         return _popen(cgroup_files, args, **kwargs)
 
 
-def spawn(init_pid: int, cgroup_files: Sequence[str], args: Sequence[str], **kwargs) -> subprocess.Popen:
+def spawn(init_pid: int, cgroup_files: Sequence[str], args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
     """Start a process in every namespace of ``init_pid`` (PID and mount included) and the given cgroups."""
 
-    def work() -> subprocess.Popen:
+    def work() -> subprocess.Popen[Any]:
         fds: list[int] = []
         join, cgroup_fds = _joiner(cgroup_files)
         try:

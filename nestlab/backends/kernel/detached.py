@@ -32,7 +32,7 @@ def options(log: Output = None, stderr: Output = subprocess.STDOUT, pass_fds: tu
     }
 
 
-def ready(proc: subprocess.Popen, path: str, log: str, what: str, timeout: float) -> None:
+def ready(proc: subprocess.Popen[Any], path: str, log: str, what: str, timeout: float) -> None:
     """Wait until the helper ``proc`` makes ``path`` (how it says it is ready); if it ends first or takes longer than
     ``timeout`` seconds it is killed and the error names ``what`` with the last line of its ``log``."""
     deadline = time.monotonic() + timeout

@@ -76,7 +76,7 @@ def trusted_link(dir_fd: int, name: str) -> bool:
     return _trusted_link(os.fstat(dir_fd), os.lstat(name, dir_fd=dir_fd), _mine())
 
 
-def open_dir(path: str | os.PathLike, create: int | None = None, beneath: int | None = None) -> int:
+def open_dir(path: str | os.PathLike[str], create: int | None = None, beneath: int | None = None) -> int:
     """A descriptor (O_RDONLY|O_DIRECTORY) of the folder ``path``, reached one component at a time with no
     untrusted link followed (see the module); ``create``: the mode to make it with if missing (missing parents:
     0755).  ``beneath``: a
@@ -171,7 +171,7 @@ def _followed(part: str, stack: list[int]) -> list[str]:
 
 
 @contextlib.contextmanager
-def folder(path: str | os.PathLike, create: int | None = None) -> Iterator[int]:
+def folder(path: str | os.PathLike[str], create: int | None = None) -> Iterator[int]:
     """:func:`open_dir` for a ``with`` block."""
     fd = open_dir(path, create)
     try:
@@ -221,7 +221,7 @@ def write_at(
 
 
 @contextlib.contextmanager
-def created(path: str | os.PathLike, mode: int = 0o644) -> Iterator[BinaryIO]:
+def created(path: str | os.PathLike[str], mode: int = 0o644) -> Iterator[BinaryIO]:
     """:func:`replacing` by path (a file root writes where the user asked, e.g. ``capture -w``): its folder reached
     through no untrusted link, the file owned by whoever owns that folder."""
     path = os.path.abspath(os.fspath(path))
@@ -230,7 +230,7 @@ def created(path: str | os.PathLike, mode: int = 0o644) -> Iterator[BinaryIO]:
 
 
 def write(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     data: bytes | str,
     mode: int = 0o600,
     owner: tuple[int, int] | None = None,
@@ -249,12 +249,12 @@ def owner_of(dir_fd: int) -> tuple[int, int]:
     return found.st_uid, found.st_gid
 
 
-def make_dirs(path: str | os.PathLike, mode: int = 0o755) -> None:
+def make_dirs(path: str | os.PathLike[str], mode: int = 0o755) -> None:
     """``os.makedirs(path, exist_ok=True)`` through no untrusted link (:func:`open_dir`)."""
     os.close(open_dir(path, create=mode))
 
 
-def remove_tree(path: str | os.PathLike) -> None:
+def remove_tree(path: str | os.PathLike[str]) -> None:
     """Remove the folder ``path`` and all below it if it is there, by descriptors from its parent (reached by
     :func:`open_dir`): a link at ``path`` or on the way to it is not followed (nothing is removed), nor any below."""
     path = os.path.abspath(os.fspath(path))
@@ -278,7 +278,7 @@ def remove_tree(path: str | os.PathLike) -> None:
         os.close(parent)
 
 
-def unlink(path: str | os.PathLike) -> None:
+def unlink(path: str | os.PathLike[str]) -> None:
     """Remove the file (or link) ``path`` if it is there, reached through no untrusted link."""
     path = os.path.abspath(os.fspath(path))
     try:
@@ -300,23 +300,23 @@ def _written(fd: int, data: bytes | str) -> None:
         os.close(fd)
 
 
-def in_place(path: str | os.PathLike, data: bytes | str) -> None:
+def in_place(path: str | os.PathLike[str], data: bytes | str) -> None:
     """``path`` truncated and written where it is (as a shell's ``>``), not replaced: a kernel's control file
     (/proc/sys, a cgroup's, a user namespace's id map: short data goes in one write(2)) or a file another mount
     owns (/etc/hosts bound into a container).  The kernel's own errors (OSError) reach the caller."""
     _written(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644), data)
 
 
-def append(path: str | os.PathLike, data: bytes | str, mode: int = 0o644) -> None:
+def append(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o644) -> None:
     """``data`` added at the end of the record ``path`` (made with ``mode`` if missing)."""
     _written(os.open(path, _NEW | os.O_APPEND, mode), data)
 
 
-def output(path: str | os.PathLike, mode: int = 0o644) -> BinaryIO:
+def output(path: str | os.PathLike[str], mode: int = 0o644) -> BinaryIO:
     """``path`` emptied (made with ``mode`` if missing) for a process's output to go to: its file, to close."""
     return open(os.open(path, _NEW | os.O_TRUNC, mode), "wb")
 
 
-def touch(path: str | os.PathLike, mode: int = 0o644) -> None:
+def touch(path: str | os.PathLike[str], mode: int = 0o644) -> None:
     """``path`` made empty if missing (what a mount is bound over), left as it is if there."""
     os.close(os.open(path, _NEW, mode))

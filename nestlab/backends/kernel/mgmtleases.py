@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
+from typing import Any
 
 from ... import names
 from ...errors import LabError
@@ -23,7 +24,7 @@ from ...plan.mgmt import Leases
 from . import files, locks
 
 
-def _file(network: str) -> dict:
+def _file(network: str) -> dict[str, Any]:
     try:
         with open(names.mgmt_leases(network)) as fh:
             found = json.load(fh)
@@ -32,7 +33,7 @@ def _file(network: str) -> dict:
     return found if isinstance(found, dict) else {}
 
 
-def _labs(found: dict) -> dict[str, dict[str, str]]:
+def _labs(found: dict[str, Any]) -> dict[str, dict[str, str]]:
     labs = found.get("labs")
     return labs if isinstance(labs, dict) else {}
 

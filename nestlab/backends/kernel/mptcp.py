@@ -30,10 +30,10 @@ def configure(net_path: str, subflows: int, add_addr_accepted: int, flag: str, e
             pm.endpoint("add", addr=address, flags=FLAGS[flag], if_idx=struct.pack("=i", socket.if_nametoindex(dev)))
 
 
-def endpoints(net_path: str) -> list[dict]:
+def endpoints(net_path: str) -> list[dict[str, Any]]:
     """The node's endpoints as the kernel has them: address, id, flags, device index."""
     with _path_manager(net_path) as pm:
-        found = []
+        found: list[dict[str, Any]] = []
         for msg in pm.endpoint("show"):
             attrs = dict(msg.get_attr("MPTCP_PM_ATTR_ADDR")["attrs"])
             found.append(
@@ -71,7 +71,7 @@ def _attrs(data: bytes) -> dict[int, bytes]:
     return out
 
 
-def subflows(net_path: str) -> list[dict]:
+def subflows(net_path: str) -> list[dict[str, Any]]:
     """The node's MPTCP connections, each with its TCP subflows (addresses, device, bytes, retransmits).
 
     Read through sock_diag (pyroute2's DiagSocket): a subflow is a TCP socket whose upper-layer
@@ -86,7 +86,7 @@ def subflows(net_path: str) -> list[dict]:
         devices = dict(socket.if_nameindex())
         with IPRoute() as ipr:  # an unbound subflow (the first) left by its address's device
             by_address = {m.get_attr("IFA_ADDRESS"): devices.get(m["index"]) for m in ipr.get_addr(family=socket.AF_INET)}
-    connections: dict[int, dict] = {}
+    connections: dict[int, dict[str, Any]] = {}
     for msg in sockets:
         ulp = msg.get_attr("INET_DIAG_ULP_INFO")
         if not ulp:

@@ -401,10 +401,10 @@ _local = threading.local()
 def _buffer() -> bytearray:
     """This thread's receive buffer (one per socket would hold 64 KiB per node of a deploy)."""
     try:
-        return _local.buf
+        buf: bytearray = _local.buf
     except AttributeError:
-        _local.buf = bytearray(1 << 16)
-        return _local.buf
+        buf = _local.buf = bytearray(1 << 16)
+    return buf
 
 
 class Netlink:
@@ -428,7 +428,7 @@ class Netlink:
         """Every (type, body) a dump request answers with (e.g. ``RTM_GETLINK``: one ``RTM_NEWLINK`` per interface)."""
         self._seq += 1
         self.sock.send(_HDR.pack(_HDR.size + len(body), mtype, NLM_F_REQUEST | NLM_F_DUMP, self._seq, 0) + body)
-        found = []
+        found: list[tuple[int, bytes]] = []
         while True:
             buf = _buffer()
             n = self.sock.recv_into(buf)
@@ -468,7 +468,15 @@ class Netlink:
             raise errors[0]
         return results
 
-    def _exchange(self, batch: bytearray, count: int, first: int, requests, results: list[int], errors: list) -> None:
+    def _exchange(
+        self,
+        batch: bytearray,
+        count: int,
+        first: int,
+        requests: tuple[Request, ...],
+        results: list[int],
+        errors: list[NetlinkError],
+    ) -> None:
         """One ``sendmsg`` of ``count`` messages, and their answers into ``results``/``errors``."""
         self.sock.send(batch)
         pending, buf = count, _buffer()

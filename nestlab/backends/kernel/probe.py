@@ -11,14 +11,18 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import cache
+from typing import Any, TypeVar
 
 from ...errors import LabError
 from ...plan.machine import Machine
 from ...plugins import KernelFeature
 from ...registry import LINK_MODES
 from . import libc, mounts, netlink, userns
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,7 @@ class Feature:
     detail: str
     fix: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -47,7 +51,7 @@ def link_features() -> dict[str, KernelFeature]:
     return {**BASE, **{name: f for mode in LINK_MODES.values() for name, f in mode.features.items()}}
 
 
-QDISCS = {
+QDISCS: dict[str, tuple[str, dict[str, Any]]] = {
     "htb": ("CONFIG_NET_SCH_HTB", {"default": 1}),
     "tbf": ("CONFIG_NET_SCH_TBF", {"rate": "10mbit", "burst": 10000, "latency": "50ms"}),
     "netem": ("CONFIG_NET_SCH_NETEM", {"delay": 1000}),
@@ -65,9 +69,9 @@ TOOLS = {
 }
 
 
-def _in_scratch_netns(work):
+def _in_scratch_netns(work: Callable[[], _T]) -> _T:
     """Run ``work()`` in a thread inside a fresh network namespace; return its result."""
-    box: dict = {}
+    box: dict[str, Any] = {}
 
     def run() -> None:
         try:
@@ -81,7 +85,8 @@ def _in_scratch_netns(work):
     thread.join()
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    value: _T = box["value"]
+    return value
 
 
 @cache
@@ -104,6 +109,7 @@ def kernel() -> dict[str, tuple[bool, str]]:
                     results[name] = (there, "" if there else f"no sysctl {feature.sysctl}")
                     continue
                 spec = feature.link
+                assert spec is not None, name  # a feature is a sysctl or a link
                 if spec.get("link") == "parent":  # a parent of its own: macvlan and ipvlan cannot share one
                     ipr.link("add", ifname=f"nlp-{name}", kind="veth", peer=f"nlq-{name}")
                     spec = {**spec, "link": ipr.link_lookup(ifname=f"nlp-{name}")[0]}
@@ -128,7 +134,7 @@ def nat_works() -> tuple[bool, str]:
     if not shutil.which("nft"):
         return False, "nft is not installed"
 
-    def work():
+    def work() -> tuple[bool, str]:
         rules = "table ip p {\n chain c {\n  type nat hook postrouting priority srcnat;\n  masquerade\n }\n}\n"
         proc = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True)
         return proc.returncode == 0, proc.stderr.strip()

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ...errors import LabError
 from ...names import IMAGE_ROOT, built, looks_like_path
@@ -115,7 +116,7 @@ def remove(name: str) -> None:
     shutil.rmtree(target)
 
 
-def listing() -> list[dict]:
+def listing() -> list[dict[str, Any]]:
     root = Path(IMAGE_ROOT)
     out = []
     for entry in sorted(root.iterdir()) if root.is_dir() else []:

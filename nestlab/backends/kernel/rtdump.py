@@ -200,4 +200,6 @@ def marked(lab: str | None = None) -> list[str]:
         found = interfaces(nl, counters=False)
     finally:
         nl.close()
-    return [i.name for i in found if i.alias == names.alias(lab) or (lab is None and i.alias.startswith(names.alias("")))]
+    if lab is None:
+        return [i.name for i in found if i.alias.startswith(names.alias(""))]
+    return [i.name for i in found if i.alias == names.alias(lab)]

@@ -20,10 +20,14 @@ import os
 import struct
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ...errors import LabError
 from ...model.units import parse_gemodel, parse_percent, parse_rate, parse_size, parse_time
 from . import namespaces, netlink, rtdump, tcstats
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
 
 NETEM_KEYS = ("delay", "jitter", "distribution", "loss", "loss_correlation", "corrupt", "duplicate", "reorder", "gemodel")
 
@@ -53,9 +57,9 @@ def distribution_table(name: str) -> list[int]:
     raise LabError(f"no {name}.dist table found (looked in {', '.join(DIST_DIRS)}); it comes with Debian's iproute2")
 
 
-def netem_options(shape: dict) -> dict:
+def netem_options(shape: dict[str, Any]) -> dict[str, Any]:
     """pyroute2 netem arguments (times in µs, shares in %) from a shape."""
-    opts: dict = {}
+    opts: dict[str, Any] = {}
     if "delay" in shape:
         opts["delay"] = parse_time(shape["delay"])
     if "jitter" in shape:
@@ -84,7 +88,8 @@ class Qdisc:
 
     def u32(self, offset: int) -> int:
         """A 32-bit field of the options struct."""
-        return struct.unpack_from("=I", self.options, offset)[0]
+        value: int = struct.unpack_from("=I", self.options, offset)[0]
+        return value
 
 
 def _refused(exc: BaseException) -> bool:
@@ -93,7 +98,7 @@ def _refused(exc: BaseException) -> bool:
     return isinstance(exc, netlink.NetlinkError) or (pyroute2 is not None and isinstance(exc, pyroute2.NetlinkError))
 
 
-def _refusal(ifname: str, shape: dict, exc: Exception) -> LabError:
+def _refusal(ifname: str, shape: dict[str, Any], exc: Exception) -> LabError:
     """What the kernel's refusal of ``shape`` on ``ifname`` means, for the person who asked."""
     code = getattr(exc, "code", 0)
     if "delay" in shape or code == errno.ENOENT:
@@ -109,20 +114,20 @@ class Shaper:
     """Applies shapes and link states inside a lab's namespaces, reusing one pyroute2 socket per namespace."""
 
     def __init__(self) -> None:
-        self._sockets: dict[str, object] = {}
+        self._sockets: dict[str, IPRoute] = {}
         self._index: dict[tuple[str, str], int] = {}
         self._root: dict[tuple[str, str], str] = {}  # kind of the root qdisc ("" = none), as last seen
-        self._child: dict[tuple[str, str], tuple] = {}  # last known leaf qdisc, to skip replacing it unchanged
-        self._netlink: dict[str, tuple] = {}  # hand-packed fast path: rate changes and up/down
+        self._child: dict[tuple[str, str], tuple[object, ...]] = {}  # last known leaf qdisc, to skip replacing it unchanged
+        self._netlink: dict[str, tuple[int, netlink.Netlink]] = {}  # hand-packed fast path: rate changes and up/down
         self._states: dict[str, dict[int, str]] = {}  # operational states by ifindex, per namespace, for show()
         self._shown: dict[str, dict[int, list[Qdisc]]] = {}  # qdiscs by ifindex, per namespace, for show()
 
-    def _ipr(self, path: str):
+    def _ipr(self, path: str) -> IPRoute:
         if path not in self._sockets:
             self._sockets[path] = namespaces.iproute(path)
         return self._sockets[path]
 
-    def _fast(self, path: str):
+    def _fast(self, path: str) -> netlink.Netlink:
         if path not in self._netlink:
             self._netlink[path] = namespaces.open_netlink(path)
         return self._netlink[path][1]
@@ -163,7 +168,7 @@ class Shaper:
             elif q.handle == 0x100000 and q.kind == "pfifo":
                 self._child[(path, ifname)] = ("pfifo", q.u32(0))
 
-    def apply(self, path: str, ifname: str, shape: dict) -> None:
+    def apply(self, path: str, ifname: str, shape: dict[str, Any]) -> None:
         """Make ``ifname``'s egress follow ``shape`` (an empty shape removes all shaping)."""
         index, key = self.index(path, ifname), (path, ifname)
         if not shape:
@@ -189,7 +194,7 @@ class Shaper:
         try:
             self._ipr(path).tc("del", index=index, handle="1:", root=True)
         except Exception as exc:  # noqa: BLE001 - pyroute2's NetlinkError, imported only when needed
-            if not _refused(exc) or exc.code not in (errno.ENOENT, errno.EINVAL):
+            if not _refused(exc) or getattr(exc, "code", None) not in (errno.ENOENT, errno.EINVAL):
                 raise
         self._root[key] = ""
         self._child.pop(key, None)
@@ -209,7 +214,7 @@ class Shaper:
             self._fast(path).run(netlink.htb_class(index, 0x10001, 0x10000, bits, burst))
         self._root[key] = want
 
-    def _queued(self, path: str, index: int, key: tuple[str, str], shape: dict) -> None:
+    def _queued(self, path: str, index: int, key: tuple[str, str], shape: dict[str, Any]) -> None:
         """The child qdisc under 1:1: netem with the shape's impairments, else a plain FIFO of its queue's length."""
         netem = netem_options(shape)
         limit = int(shape.get("queue", 1000))
@@ -240,14 +245,14 @@ class Shaper:
     def set_state(self, path: str, ifname: str, up: bool) -> None:
         self._fast(path).run(netlink.set_state(self.index(path, ifname), up))
 
-    def show(self, path: str, ifname: str) -> dict:
+    def show(self, path: str, ifname: str) -> dict[str, Any]:
         """The shaping in force on ``ifname``, read back from the kernel (each namespace's interfaces
         and qdiscs are dumped once per Shaper: use a fresh one for a fresh reading)."""
         index, nl = self.index(path, ifname), self._fast(path)
         if path not in self._states:
             self._states[path] = {i.index: i.state for i in rtdump.interfaces(nl, counters=False)}
             self._shown[path] = self._qdisc_table(path)
-        out: dict = {"state": self._states[path].get(index, "missing").lower()}
+        out: dict[str, Any] = {"state": self._states[path].get(index, "missing").lower()}
         rate = tcstats.htb_rate(nl, index)
         if rate is not None:
             out["rate_bps"] = rate

@@ -150,6 +150,7 @@ def _receive() -> bool:
     """Read one message of the helper's; False once it has nothing more (or is gone, or hung: then it is stopped)."""
     global _ended, _count
     try:
+        assert _helper is not None  # started before anything is asked of it
         message, fds, _, _ = socket.recv_fds(_helper.channel, _RECV, 3)
     except OSError:
         message, fds = b"", []

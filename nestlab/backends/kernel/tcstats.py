@@ -96,7 +96,8 @@ def _rate(options: bytes, rate64: int, parms: int) -> int:
     tc_ratespec at the head of its parameters (the rate at byte 8)."""
     opts = attrs(options, 0)
     rate = struct.unpack("=Q", opts[rate64])[0] if rate64 in opts else struct.unpack_from("=I", opts[parms], 8)[0]
-    return rate * 8
+    bits: int = rate * 8
+    return bits
 
 
 def read(nl: Netlink) -> dict[int, Shaped]:

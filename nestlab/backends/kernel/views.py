@@ -15,6 +15,7 @@ under an overlay whose upper layer is a tmpfs, with the machine's other mounts (
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import pwd
 import stat
@@ -129,7 +130,7 @@ def _pin(build: Callable[[], int], pin: str) -> None:
     each CPU in turn, one of which (the pinning namespace's) hands out younger ids."""
     cpus: list[int | None] = [None, *sorted(os.sched_getaffinity(0))]
     for cpu in cpus:
-        fd = containers.in_thread(lambda cpu=cpu: _on_cpu(cpu, build))
+        fd = containers.in_thread(functools.partial(_on_cpu, cpu, build))
         try:
             libc.mount(f"/proc/self/fd/{fd}", pin, libc.MS_BIND)
             return

@@ -16,10 +16,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ...errors import LabError
+
+if TYPE_CHECKING:
+    from kubernetes.client.exceptions import ApiException
 
 
 class ClusterError(LabError):
@@ -84,7 +87,7 @@ class Cluster:
         other.namespace = namespace
         return other
 
-    def call(self, what: str, fn: Callable, *args, **kwargs):
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args)`` with this cluster's timeout; its failure as one line naming ``what``."""
         try:
             return fn(*args, _request_timeout=kwargs.pop("_request_timeout", min(self.timeout, 30)), **kwargs)
@@ -94,7 +97,7 @@ class Cluster:
             raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
 
     # -- nodes ---------------------------------------------------------------------------------
-    def nodes(self) -> dict[str, dict]:
+    def nodes(self) -> dict[str, dict[str, Any]]:
         """Each node: whether it is Ready and schedulable, its InternalIP, why it is not ready, its container runtime
         (name://version), whether its runtime runs pods in user namespaces (as its kubelet reports), its labels and
         the effects of its taints (NoSchedule, NoExecute, ...)."""
@@ -150,7 +153,7 @@ class Cluster:
             time.sleep(0.3)
 
     # -- objects -------------------------------------------------------------------------------
-    def create(self, obj: dict) -> None:
+    def create(self, obj: dict[str, Any]) -> None:
         kind, name = obj["kind"], obj["metadata"]["name"]
         create = {
             "ConfigMap": self.core.create_namespaced_config_map,
@@ -160,7 +163,7 @@ class Cluster:
         }[kind]
         self.call(f"create {kind} {name} in namespace {self.namespace}", create, self.namespace, obj)
 
-    def apply(self, obj: dict) -> None:
+    def apply(self, obj: dict[str, Any]) -> None:
         """Create ``obj`` (a kind of :data:`PLURALS`), or bring it to this content, by server-side apply."""
         self._at(
             "PATCH",
@@ -170,19 +173,19 @@ class Cluster:
             body=obj,
         )
 
-    def read(self, obj: dict) -> dict | None:
+    def read(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """``obj`` (a kind of :data:`PLURALS`) as the cluster has it, or None if it has none."""
         return self._at("GET", obj)
 
-    def remove(self, obj: dict) -> bool:
+    def remove(self, obj: dict[str, Any]) -> bool:
         """Delete ``obj`` (a kind of :data:`PLURALS`) if it is there; whether it was."""
         return self._at("DELETE", obj) is not None
 
-    def _at(self, method: str, obj: dict, **kwargs) -> dict | None:
+    def _at(self, method: str, obj: dict[str, Any], **kwargs: Any) -> dict[str, Any] | None:
         """The API's answer to ``method`` at ``obj``'s path; None if there is no such object."""
         what = f"{method.lower()} {obj['kind']} {obj['metadata']['name']}"
         try:
-            return self.api.call_api(
+            found: dict[str, Any] | None = self.api.call_api(
                 _path(obj),
                 method,
                 auth_settings=["BearerToken"],
@@ -191,6 +194,7 @@ class Cluster:
                 _request_timeout=min(self.timeout, 30),
                 **kwargs,
             )
+            return found
         except self._client.ApiException as exc:
             if exc.status == 404:
                 return None
@@ -198,8 +202,9 @@ class Cluster:
         except (self._unanswered, OSError) as exc:
             raise ClusterError(f"{what}: no Kubernetes API at {self.server} ({_root_cause(exc)})") from None
 
-    def pods(self, selector: str) -> list:
-        return self.call("list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector).items
+    def pods(self, selector: str) -> list[Any]:
+        pods: list[Any] = self.call("list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector).items
+        return pods
 
     def delete_all(self, selector: str, deadline: float, grace: int = 30) -> None:
         """Delete the pods, services, config maps and secrets carrying ``selector`` and wait until no pod is left; a pod
@@ -237,8 +242,8 @@ class Cluster:
         pod: str,
         command: list[str],
         timeout: float = 600,
-        on_out: Callable | None = None,
-        on_err: Callable | None = None,
+        on_out: Callable[[Any], None] | None = None,
+        on_err: Callable[[Any], None] | None = None,
         binary: bool = False,
         stdin: IO[bytes] | None = None,
         limit: int = MAX_OUTPUT,
@@ -266,11 +271,11 @@ class Cluster:
             _preload_content=False,
             _request_timeout=timeout,
         )
-        out: list = []
-        err: list = []
+        out: list[Any] = []
+        err: list[Any] = []
         kept = [0]
 
-        def keep(into: list) -> Callable:
+        def keep(into: list[Any]) -> Callable[[Any], None]:
             def add(data: Any) -> None:
                 kept[0] += len(data)
                 if kept[0] > limit:
@@ -297,7 +302,8 @@ class Cluster:
         finally:
             client.close()
         joined = (b"" if binary else "").join
-        return (code if code is not None else 1), joined(out), joined(err)
+        # with binary the output went to on_out/on_err as bytes: the empty joins returned then are never read
+        return (code if code is not None else 1), joined(out), joined(err)  # type: ignore[return-value]
 
 
 PLURALS = {
@@ -314,7 +320,7 @@ PLURALS = {
 }
 
 
-def _path(obj: dict) -> str:
+def _path(obj: dict[str, Any]) -> str:
     """The API path of ``obj``: its group's, its namespace's if it has one, its kind's plural, its name; the
     namespace and the name each one segment, quoted ('.' and '..', which a client removes, are refused)."""
     version = obj["apiVersion"]
@@ -351,7 +357,7 @@ def _relay(source: Any, client: Any) -> None:
         pass
 
 
-def _api_reason(exc, namespace: str) -> str:
+def _api_reason(exc: ApiException, namespace: str) -> str:
     try:
         message = json.loads(exc.body).get("message") or exc.reason
     except (TypeError, ValueError):
@@ -365,7 +371,7 @@ def _api_reason(exc, namespace: str) -> str:
 
 def _root_cause(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None)
-    while isinstance(reason, BaseException) and getattr(reason, "reason", None) is not None and reason is not reason.reason:
-        reason = reason.reason
+    while isinstance(reason, BaseException) and (deeper := getattr(reason, "reason", None)) is not None and reason is not deeper:
+        reason = deeper
     text = str(reason or exc)
     return text.split(": ", 1)[-1][:200]

@@ -5,6 +5,8 @@ with ``--stdin``, what it reads goes on to the command's standard input."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import BinaryIO
 
 from .kube import Cluster, ClusterError
 
@@ -17,7 +19,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m nestlab.backends.remote.kube_exec KUBECONFIG NAMESPACE POD [--stdin] -- CMD...", file=sys.stderr)
         return 2
 
-    def to(stream):
+    def to(stream: BinaryIO) -> Callable[[bytes], None]:
         def write(data: bytes) -> None:
             stream.write(data)
             stream.flush()

@@ -14,6 +14,7 @@ import platform
 import subprocess
 import tarfile
 from dataclasses import dataclass
+from typing import Any
 
 from ...errors import LabError
 
@@ -64,7 +65,7 @@ def archive(ref: str, layers: list[Layer], dest: str, entrypoint: list[str], env
     }
     blobs: dict[str, bytes] = {}
 
-    def blob(data: dict) -> dict:
+    def blob(data: dict[str, Any]) -> dict[str, Any]:
         raw = json.dumps(data, separators=(",", ":")).encode()
         digest = "sha256:" + hashlib.sha256(raw).hexdigest()
         blobs[digest] = raw

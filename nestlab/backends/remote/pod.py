@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -17,13 +17,13 @@ class PodRemote:
     """A share's pod, run through ``kubectl exec``'s API as ``ssh`` runs a command on a server (``plugins.Remote``);
     ``found``: the cluster as the lab's record names it (``kubeconfig``, ``namespace``)."""
 
-    def __init__(self, found: dict, pod: str):
+    def __init__(self, found: dict[str, Any], pod: str):
         self.found, self.name = found, pod
 
     def nestlab_cmd(self, *args: str) -> list[str]:
         return ["nestlab", *args]
 
-    def popen(self, args, tty: bool = False, stream: bool = False, **kwargs) -> subprocess.Popen:
+    def popen(self, args: Sequence[str], tty: bool = False, stream: bool = False, **kwargs: Any) -> subprocess.Popen[Any]:
         """A local process that stands for ``args`` in the pod (its output and exit code are the command's;
         each its own exec session, a ``stream`` too); a ``stdin`` piped here is relayed (but not its end)."""
         if tty:
@@ -42,7 +42,9 @@ class PodRemote:
         ]
         return subprocess.Popen(relay, **kwargs)
 
-    def run(self, args, stdin: str | None = None, timeout: float = 600, tty: bool = False) -> subprocess.CompletedProcess:
+    def run(
+        self, args: Sequence[str], stdin: str | None = None, timeout: float = 600, tty: bool = False
+    ) -> subprocess.CompletedProcess[Any]:
         proc = self.popen(
             args,
             tty,
@@ -61,7 +63,7 @@ class PodRemote:
 def each(pods: dict[str, str], work: Callable[[str, str], Any]) -> dict[str, Any]:
     """``work(share, pod)`` for every share at once; per share its result or the exception it raised."""
 
-    def guarded(item):
+    def guarded(item: tuple[str, str]) -> Any:
         try:
             return work(*item)
         except Exception as exc:  # noqa: BLE001 - reported per share by the caller

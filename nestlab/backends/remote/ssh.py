@@ -12,7 +12,7 @@ import shlex
 import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 CONTROL_DIR = "/run/nestlab-ssh"  # master sockets (short paths: a socket path has at most 107 bytes)
 T = TypeVar("T")
@@ -57,14 +57,14 @@ class Remote:
 
     def run(
         self, args: Sequence[str], stdin: str | None = None, timeout: float = 600, tty: bool = False
-    ) -> subprocess.CompletedProcess:
+    ) -> subprocess.CompletedProcess[Any]:
         """Run ``args`` there (quoted for its shell); output captured unless ``tty``."""
         command = [*self.args[:-1], *(["-t"] if tty else []), self.args[-1], "--", shlex.join(args)]
         if tty:
             return subprocess.run(command)
         return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout)
 
-    def popen(self, args: Sequence[str], tty: bool = False, stream: bool = False, **kwargs) -> subprocess.Popen:
+    def popen(self, args: Sequence[str], tty: bool = False, stream: bool = False, **kwargs: Any) -> subprocess.Popen[Any]:
         """Start ``args`` there; the local ssh process stands for it (its exit code is the command's).  A
         ``stream`` this side may cut gets a connection of its own: through the shared master, the master
         would hold this side's pipes until the command ended there."""
@@ -88,7 +88,7 @@ def each(remotes: Iterable[Remote], work: Callable[[Remote], T]) -> dict[str, T 
     if not remotes:
         return {}
 
-    def guarded(remote: Remote):
+    def guarded(remote: Remote) -> T | BaseException:
         try:
             return work(remote)
         except Exception as exc:  # noqa: BLE001 - reported per server by the caller

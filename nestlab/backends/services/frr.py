@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ... import names
 from ...errors import LabError
@@ -71,7 +72,7 @@ _ALL = (
     "pathd",
 )
 
-Popen = Callable[..., subprocess.Popen]
+Popen = Callable[..., subprocess.Popen[Any]]
 
 
 def available() -> str | None:
@@ -143,7 +144,7 @@ def boot(lab: str, node: str, config: str, binds: Sequence[tuple[str, str, bool]
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
         raise LabError(f"{node}: its /etc/frr is not used: {why} (nestlab deploy --reconfigure writes it anew)") from None
-    files = {"daemons": daemons_file(sorted(wanted)), "vtysh.conf": VTYSH_CONF, "frr.conf": text or b""}
+    files: dict[str, bytes | str] = {"daemons": daemons_file(sorted(wanted)), "vtysh.conf": VTYSH_CONF, "frr.conf": text or b""}
     with kernel_files.folder(boot_dir(lab, node), create=0o700) as fd:
         os.fchmod(fd, 0o700)
         for name, data in files.items():
@@ -258,4 +259,5 @@ def running_config(node: str, popen: Popen) -> str:
     out, err = proc.communicate(timeout=30)
     if proc.returncode != 0:
         raise LabError(f"vtysh in {node} failed: {err.strip()[-300:]}")
-    return out
+    config: str = out
+    return config

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ... import names
 from ...errors import LabError
@@ -73,7 +74,7 @@ def command(lab: str, link: LinkObj, side: int) -> list[str]:
     return cmd
 
 
-def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> None:
+def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen[Any]]) -> None:
     """Start both ends' daemons (``popen(node, args, **kwargs)`` runs a process in a node) and give
     their tun devices address, MTU and up."""
     from pyroute2.netlink.exceptions import NetlinkError  # imported here: see backends/mptcp.py
@@ -82,9 +83,11 @@ def start(lab: str, link: LinkObj, popen: Callable[..., subprocess.Popen]) -> No
         log = files.output(_file(lab, end, "log"))
         proc = popen(end.node, command(lab, link, side), text=True, **detached.options(subprocess.PIPE, stderr=log))
         log.close()
-        ready, _, _ = select.select([proc.stdout], [], [], 10)
-        line = proc.stdout.readline() if ready else ""
-        proc.stdout.close()
+        out = proc.stdout
+        assert out is not None  # piped: detached.options(subprocess.PIPE)
+        ready, _, _ = select.select([out], [], [], 10)
+        line = out.readline() if ready else ""
+        out.close()
         if not line.startswith("ready"):
             proc.kill()
             proc.wait()
@@ -116,12 +119,13 @@ def stop(lab: str, link: LinkObj) -> None:
         pid_file.unlink(missing_ok=True)
 
 
-def counters(lab: str, node: str, iface: str = "mpt0") -> dict:
+def counters(lab: str, node: str, iface: str = "mpt0") -> dict[str, Any]:
     """The daemon's counters for ``node``'s tunnel end: per path tx/rx packets and bytes, alive, RTT; drops."""
     path = Path(_file(lab, EndObj(node, iface), "json"))
     if not path.exists():
         raise LabError(f"no tunnel {iface} in node {node} of lab {lab}")
-    return json.loads(path.read_text())
+    found: dict[str, Any] = json.loads(path.read_text())
+    return found
 
 
 def pids(lab: str) -> list[int]:

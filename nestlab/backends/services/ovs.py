@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import time
+from typing import Any
 
 from ... import names
 from ...errors import LabError
@@ -53,11 +54,11 @@ class Switch:
         self.dir = run_dir(lab, node)
         self.db = f"unix:{self.dir}/db.sock"
 
-    def _env(self) -> dict:
+    def _env(self) -> dict[str, Any]:
         return {**os.environ, **{k: self.dir for k in ("OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR", "OVS_SYSCONFDIR")}}
 
     def _run(self, *argv: str, inside: bool = False) -> str:
-        def call() -> subprocess.CompletedProcess:
+        def call() -> subprocess.CompletedProcess[str]:
             return subprocess.run(argv, capture_output=True, text=True, env=self._env(), timeout=60)
 
         if inside:
@@ -152,7 +153,7 @@ class Switch:
             time.sleep(0.02)
         return f"unix:{path}"
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """Datapath type and checksum handling, read back from the switch's database."""
         datapath = self.vsctl("get", "bridge", self.node, "datapath_type").strip().strip('"')
         tso = self.vsctl("--if-exists", "get", "Open_vSwitch", ".", "other_config:userspace-tso-enable").strip().strip('"')

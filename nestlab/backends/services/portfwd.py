@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import socket
 import sys
 
@@ -78,7 +79,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 async def _tcp(listener: socket.socket, port: int) -> None:
-    async def client(reader, writer):
+    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             inner_reader, inner_writer = await asyncio.open_connection(LOOPBACK, port)
         except OSError:
@@ -96,23 +97,26 @@ class _Udp(asyncio.DatagramProtocol):
     def __init__(self, port: int):
         self.port = port
         self.outer: asyncio.DatagramTransport | None = None
-        self.inner: dict[tuple, asyncio.DatagramTransport] = {}
+        self.inner: dict[tuple[str, int], asyncio.DatagramTransport] = {}
 
-    def connection_made(self, transport):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.DatagramTransport)  # a datagram endpoint's
         self.outer = transport
 
-    def datagram_received(self, data, addr):
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         if addr in self.inner:
             self.inner[addr].sendto(data)
         else:
             asyncio.ensure_future(self._open(addr, data))
 
-    async def _open(self, addr, first: bytes) -> None:
+    async def _open(self, addr: tuple[str, int], first: bytes) -> None:
         outer = self.outer
+        assert outer is not None  # connection_made came first
+        back_to = outer.sendto
 
         class Back(asyncio.DatagramProtocol):
-            def datagram_received(self, data, _from):
-                outer.sendto(data, addr)
+            def datagram_received(self, data: bytes, _from: tuple[str, int]) -> None:
+                back_to(data, addr)
 
         transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(Back, remote_addr=(LOOPBACK, self.port))
         self.inner[addr] = transport
@@ -128,7 +132,7 @@ async def _main(specs: list[str]) -> None:
         if proto == "tcp":
             tasks.append(_tcp(sock, int(port)))
         else:
-            await loop.create_datagram_endpoint(lambda port=int(port): _Udp(port), sock=sock)
+            await loop.create_datagram_endpoint(functools.partial(_Udp, int(port)), sock=sock)
     await asyncio.gather(*tasks, asyncio.Event().wait())
 
 

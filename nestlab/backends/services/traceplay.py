@@ -24,10 +24,14 @@ import socket
 import struct
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from ... import names
 from ...model.trace import PACKET_BYTES, read
 from ..kernel import containers, detached, files, namespaces, procs
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
 
 TUNSETIFF, IFF_TAP, IFF_NO_PI = 0x400454CA, 0x0002, 0x1000
 CLASS = 0x10001  # HTB sends a packet whose priority is a leaf's handle straight to that leaf
@@ -89,7 +93,7 @@ def stop(lab: str, node: str, iface: str) -> None:
         os.unlink(status_path(lab, node, iface))
 
 
-def health(lab: str, node: str, iface: str) -> dict:
+def health(lab: str, node: str, iface: str) -> dict[str, Any]:
     """``{"player": "playing" | "lagging" | "dead", ...}`` from the player's status file and its process."""
     try:
         with open(status_path(lab, node, iface)) as fh:
@@ -114,7 +118,7 @@ def health(lab: str, node: str, iface: str) -> dict:
     return {"player": "playing", **out}
 
 
-def redirects(ipr, index: int) -> list[int]:
+def redirects(ipr: IPRoute, index: int) -> list[int]:
     """The interfaces the filters on ``index``'s HTB root redirect to, in order."""
     out = []
     for found in ipr.get_filters(index=index, parent=0x10000):
@@ -152,7 +156,7 @@ def _tap(index: int) -> tuple[int, str]:
     return fd, name
 
 
-def _redirect(ipr, iface_index: int, tap_index: int) -> None:
+def _redirect(ipr: IPRoute, iface_index: int, tap_index: int) -> None:
     """The tap at the interface's MTU and up, and everything the interface sends redirected to it."""
     mtu = ipr.get_links(iface_index)[0].get_attr("IFLA_MTU")
     ipr.link("set", index=tap_index, mtu=mtu, state="up")

@@ -12,6 +12,8 @@ The paper gives its findings in prose, so the report compares rankings with its 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...backends.kernel import probe
 from ...lab.lab import Lab
 from .. import tools
@@ -68,12 +70,13 @@ def topology(cell: Cell) -> str:
     return text
 
 
-def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     udp = cell["protocol"] == "udp"
     pairs = []
     for i in range(cell["pairs"]):
-        server, client = lab.nodes[f"s{i}"], lab.nodes[f"c{i}"]
+        server, client = running.nodes[f"s{i}"], running.nodes[f"c{i}"]
         address = server.intf("eth1").ip
+        assert address is not None  # the lab addresses every eth1
         command = tools.iperf3_command(
             address, BASE_PORT + i, duration, udp=udp, bitrate="0" if udp else None, length=cell["mtu"] - 28 if udp else None
         )

@@ -8,10 +8,13 @@ the paper), latency from ``sockperf ping-pong`` (average round trip / 2, as sock
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...backends.kernel import probe
 from ...lab.lab import Lab
+from ...lab.node import Node
 from .. import tools
-from ..suite import Cell, Figure, Recorder, Suite
+from ..suite import Cell, Figure, Key, Recorder, Suite
 from ..together import Pair, run_together
 
 PAPER = "Seed 000, 'Performance of LXC networking modes for large-scale user-behaviour simulation in a cyber range', sec. 4.2"
@@ -19,7 +22,7 @@ BASE_PORT = 11111
 
 # The paper's Figures 4-11 (sec. 4.2), per (mode, pairs).  Its latencies are printed in "ms" but are
 # sockperf's microsecond figures (5.7 "ms" host latency on loopback-class hardware); shown as printed.
-PPS = {
+PPS: dict[tuple[str, int], dict[Key, float]] = {
     ("same", 1024): {
         ("host", 1): 87263,
         ("none", 1): 78308,
@@ -122,14 +125,14 @@ def topology(cell: Cell) -> str:
     return text
 
 
-def _ends(lab: Lab, cell: Cell, i: int) -> tuple:
+def _ends(running: Lab, cell: Cell, i: int) -> tuple[Node, str | None, Node, str | None]:
     """(server node, address it binds, client node, address the client targets) of pair ``i``."""
     mode, cross = cell["mode"], cell["placement"] == "cross"
-    server_host = lab.hosts["server"]
+    server_host = running.hosts["server"]
     host_ip = server_host.intf("nic0").ip
     if mode == "host":
-        return server_host, host_ip, lab.hosts["client" if cross else "server"], host_ip
-    server, client = lab.nodes[f"s{i}"], lab.nodes[f"c{i}"]
+        return server_host, host_ip, running.hosts["client" if cross else "server"], host_ip
+    server, client = running.nodes[f"s{i}"], running.nodes[f"c{i}"]
     if mode == "none":
         return server, host_ip, client, host_ip
     address = server.intf("eth1").ip
@@ -137,12 +140,13 @@ def _ends(lab: Lab, cell: Cell, i: int) -> tuple:
     return server, address, client, target
 
 
-def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
-    rows: dict[int, dict] = {i: {"pair": i} for i in range(cell["pairs"])}
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
+    rows: dict[int, dict[str, Any]] = {i: {"pair": i} for i in range(cell["pairs"])}
     for test, key in (("throughput", "pps"), ("ping-pong", "latency_avg_us")):
         pairs = []
         for i in range(cell["pairs"]):
-            server, address, client, target = _ends(lab, cell, i)
+            server, address, client, target = _ends(running, cell, i)
+            assert address is not None and target is not None  # the lab addresses both ends
             pairs.append(
                 Pair(
                     client,

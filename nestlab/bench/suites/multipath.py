@@ -21,6 +21,7 @@ where the machine's CPU went meanwhile (user, system, softirq, idle, steal; the 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ... import names
 from ...backends.kernel import namespaces
@@ -37,7 +38,7 @@ PLACEMENTS = ["containerised", "native"]
 UDP_LENGTH = 1440  # tunnel MTU 1468 (1500 - 32) minus IPv4 and UDP headers
 
 
-def cores() -> list[dict]:
+def cores() -> list[dict[str, Any]]:
     """Each of the seed's two machines on a core of its own, where this machine lets us have two (as two
     machines share no CPU): left to the scheduler on two cores, the UDP receiver ran on the sender's core in
     about 40 % of samples and lost 3 % of the datagrams to its full socket buffer, a plain link as much as the
@@ -61,26 +62,27 @@ def testbed(placement: str, paths: int, datapath: str = "auto", rate: int = RATE
     return lab
 
 
-def tx_bytes(lab: Lab, node: str, paths: int) -> list[int]:
+def tx_bytes(running: Lab, node: str, paths: int) -> list[int]:
     """Bytes ``node`` has sent on each path interface p1..pN (kernel counters)."""
-    with namespaces.iproute(names.netns_path(lab.name, node)) as ipr:
+    with namespaces.iproute(names.netns_path(running.name, node)) as ipr:
         sent = {link.get_attr("IFLA_IFNAME"): link.get_attr("IFLA_STATS64")["tx_bytes"] for link in ipr.get_links()}
     return [sent[f"p{k}"] for k in range(1, paths + 1)]
 
 
-def tunnel_cpu_seconds(lab: Lab) -> float:
+def tunnel_cpu_seconds(running: Lab) -> float:
     """CPU time (user + system) the lab's tunnel daemons have used so far."""
-    return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt_daemon.pids(lab.name))
+    return sum(tools.cpu_seconds(pid) or 0.0 for pid in mpt_daemon.pids(running.name))
 
 
 def _rate(cell: Cell) -> int:
     return int(cell.get("rate", RATE_MBIT))
 
 
-def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
-    a, b = lab.nodes["a"], lab.nodes["b"]
+def run_iperf3(running: Lab, cell: Cell, duration: float, rec: Recorder) -> dict[str, Any]:
+    a, b = running.nodes["a"], running.nodes["b"]
     method, paths = cell["method"], cell["paths"]
     address = b.intf("mpt0" if method.startswith("mpt-") else "p1").ip
+    assert address is not None  # the lab addresses both
     udp = method == "mpt-udp"
     return tools.iperf3(
         a,
@@ -97,13 +99,17 @@ def run_iperf3(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> dict:
     )
 
 
-def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """One connection a -> b: per-path shares of what a sent, then the total."""
     paths = cell["paths"]
-    sent_before, cpu_before, machine_before = tx_bytes(lab, "a", paths), tunnel_cpu_seconds(lab), tools.machine_cpu_seconds()
-    result = run_iperf3(lab, cell, duration, rec)
-    sent = [after - before for after, before in zip(tx_bytes(lab, "a", paths), sent_before)]
-    cpu = tunnel_cpu_seconds(lab) - cpu_before
+    sent_before, cpu_before, machine_before = (
+        tx_bytes(running, "a", paths),
+        tunnel_cpu_seconds(running),
+        tools.machine_cpu_seconds(),
+    )
+    result = run_iperf3(running, cell, duration, rec)
+    sent = [after - before for after, before in zip(tx_bytes(running, "a", paths), sent_before)]
+    cpu = tunnel_cpu_seconds(running) - cpu_before
     machine = {kind: seconds - machine_before[kind] for kind, seconds in tools.machine_cpu_seconds().items()}
     total = sum(sent) or 1
     rows = [{"pair": k + 1, "share_pct": 100 * s / total} for k, s in enumerate(sent)]
@@ -125,11 +131,11 @@ def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
         summary["tunnel_cpu_pct_per_gbps"] = 100 * cpu / seconds / gbps if gbps else None
         summary["cpu_daemons_pct"] = 100 * cpu / (sum(machine.values()) or 1.0)
         # The datapath the daemon reports using (older daemons: user), beside the cell's own ``datapath`` (what was asked)
-        summary["datapath_used"] = mpt_daemon.counters(lab.name, "a").get("datapath", "user").split(" ")[0]
+        summary["datapath_used"] = mpt_daemon.counters(running.name, "a").get("datapath", "user").split(" ")[0]
     return [*rows, summary]
 
 
-def machine_cpu(spent: dict[str, float], mbps: float) -> dict:
+def machine_cpu(spent: dict[str, float], mbps: float) -> dict[str, Any]:
     """Where the machine's CPU went (``spent``: seconds by kind, every core), in % of all its cores, and its
     busy time per Gbit/s carried in % of one core (every core, kernel work included: a kernel datapath's
     work is softirq, not a daemon's; steal left out)."""
@@ -139,7 +145,9 @@ def machine_cpu(spent: dict[str, float], mbps: float) -> dict:
     return shares | {"machine_cpu_pct_per_gbps": 100 * busy / (mbps / 1000) if mbps else None}
 
 
-def _line(fig_id: str, title: str, metric: str, unit: str, series: str, where: dict, claim: str = "", **extra) -> Figure:
+def _line(
+    fig_id: str, title: str, metric: str, unit: str, series: str, where: dict[str, Any], claim: str = "", **extra: Any
+) -> Figure:
     return Figure(
         fig_id,
         title,
@@ -288,7 +296,7 @@ FIGURES = [
 ]
 
 
-def _axes(paths: list[int], fast: list[int]) -> list[dict[str, list]]:
+def _axes(paths: list[int], fast: list[int]) -> list[dict[str, list[Any]]]:
     """The paper's matrix (the tunnel in its daemon, as the paper's MPT library ran), the kernel datapath beside
     it, paths past the paper's 12, and 1 Gbit/s paths (``fast``)."""
     tunnel = ["mpt-tcp", "mpt-udp"]

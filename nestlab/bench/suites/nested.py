@@ -20,10 +20,12 @@ from __future__ import annotations
 import statistics
 import subprocess
 import time
+from typing import Any
 
 from ...lab.lab import Lab
+from ...lab.node import Node
 from .. import memory, tools
-from ..suite import Cell, Figure, Recorder, Suite
+from ..suite import Cell, Figure, Key, Recorder, Suite
 from ..together import Pair, run_together
 
 PAPER = "Seed 003, 'NestedNet', sec. V (Tables I-IV, Figures 3-4)"
@@ -52,35 +54,39 @@ def shape(cell: Cell) -> tuple[int, int]:
     return 12, 4
 
 
-def gnab_address(lab: Lab, drone: str) -> str:
+def gnab_address(running: Lab, drone: str) -> str:
     """Where a drone's GNAB listens: its own interface when nested, the shared stack's loopback when flat."""
-    intfs = lab.nodes[f"{drone}/gnab"].intfs()
-    return intfs[0].ip if intfs else "127.0.0.1"
+    intfs = running.nodes[f"{drone}/gnab"].intfs()
+    if not intfs:
+        return "127.0.0.1"
+    address = intfs[0].ip
+    assert address is not None  # the lab addresses a nested GNAB's interface
+    return address
 
 
-def _iperf_pair(client, server, address: str, port: int, seconds: float, **options) -> Pair:
+def _iperf_pair(client: Node, server: Node, address: str, port: int, seconds: float, **options: Any) -> Pair:
     return Pair(
         client, tools.iperf3_command(address, port, seconds, **options), server, tools.iperf3_server_command(address, port)
     )
 
 
-def connections(lab: Lab, cell: Cell) -> list[tuple]:
+def connections(running: Lab, cell: Cell) -> list[Key]:
     """(client, server, address) of each connection: iPHYs to their GNAB, or iPHY1 of drone 2k+1 to drone 2k+2's."""
     if cell["experiment"] == "intra":
         return [
-            (lab.nodes[f"drone1/iphy{k + 1}"], lab.nodes["drone1/gnab"], gnab_address(lab, "drone1"))
+            (running.nodes[f"drone1/iphy{k + 1}"], running.nodes["drone1/gnab"], gnab_address(running, "drone1"))
             for k in range(cell["connections"])
         ]
     out = []
     for k in range(cell["connections"]):
-        server = lab.nodes[f"drone{2 * k + 2}/iphy1"]
-        out.append((lab.nodes[f"drone{2 * k + 1}/iphy1"], server, server.intf("radio1").ip))
+        server = running.nodes[f"drone{2 * k + 2}/iphy1"]
+        out.append((running.nodes[f"drone{2 * k + 1}/iphy1"], server, server.intf("radio1").ip))
     return out
 
 
-def measure_links(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_links(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Tables II and III: throughput of N connections at once, then their RTT, at once."""
-    links = connections(lab, cell)
+    links = connections(running, cell)
     label = f"{cell['experiment']}-{cell['nesting']}-{cell['connections']}"
     ran = run_together(
         [_iperf_pair(c, s, a, BASE_PORT + k, duration) for k, (c, s, a) in enumerate(links)], timeout=duration + 60
@@ -107,12 +113,12 @@ def measure_links(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[
     return [*rows, {"pair": "all", "total_gbps": sum(r["gbps"] for r in rows)}]
 
 
-def measure_stress(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_stress(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Fig. 3: a baseline stream's throughput over time, with 120 background streams in its drone for a while."""
     total = max(8.0, 40 * duration / 60)  # the paper's 40 s run, scaled like the other measurements
     start, stop, step = total / 4, total / 2, min(1.0, total / 24)
-    gnab, iphy, noisy = (lab.nodes[f"drone1/{c}"] for c in ("gnab", "iphy1", "iphy2"))
-    address = gnab_address(lab, "drone1")
+    gnab, iphy, noisy = (running.nodes[f"drone1/{c}"] for c in ("gnab", "iphy1", "iphy2"))
+    address = gnab_address(running, "drone1")
     base_cmd = tools.iperf3_command(address, BASE_PORT, total, interval=step)
     bg_cmd = tools.iperf3_command("127.0.0.1", BASE_PORT + 100, stop - start, parallel=120, interval=step)
     procs = [
@@ -161,14 +167,14 @@ def measure_stress(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list
     ]
 
 
-def measure_scale(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_scale(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Fig. 4: every iPHY of both drones sends to its GNAB at once; per-link mean and spread per drone."""
     pairs, drones = [], []
     for d in (1, 2):
-        address = gnab_address(lab, f"drone{d}")
+        address = gnab_address(running, f"drone{d}")
         for i in range(1, cell["iphys"] + 1):
             pairs.append(
-                _iperf_pair(lab.nodes[f"drone{d}/iphy{i}"], lab.nodes[f"drone{d}/gnab"], address, BASE_PORT + i, duration)
+                _iperf_pair(running.nodes[f"drone{d}/iphy{i}"], running.nodes[f"drone{d}/gnab"], address, BASE_PORT + i, duration)
             )
             drones.append(d)
     rows = []
@@ -184,16 +190,16 @@ def measure_scale(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[
     return [*rows, {"pair": "all", "total_gbps": sum(r["gbps"] for r in rows), "link_dev_pct": statistics.fmean(spread)}]
 
 
-def measure_startup(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
+def measure_startup(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
     """Tables IV and I: deploy the MANET afresh, timed; then its memory (kernel growth + processes) per drone."""
-    lab.destroy()
+    running.destroy()
     time.sleep(0.5)
     before = memory.kernel_kb()
     t0 = time.perf_counter()
-    lab.deploy()
+    running.deploy()
     seconds = time.perf_counter() - t0
     time.sleep(0.3)
-    used_kb = memory.kernel_kb() - before + memory.lab_pss_kb(lab)
+    used_kb = memory.kernel_kb() - before + memory.lab_pss_kb(running)
     drones = SIZES[cell["size"]][0]
     return [{"pair": "all", "startup_s": seconds, "memory_per_node_mb": used_kb / 1024 / drones}]
 
@@ -207,16 +213,18 @@ MEASURES = {
 }
 
 
-def measure(lab: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict]:
-    return MEASURES[cell["experiment"]](lab, cell, duration, rec)
+def measure(running: Lab, cell: Cell, duration: float, rec: Recorder) -> list[dict[str, Any]]:
+    return MEASURES[cell["experiment"]](running, cell, duration, rec)
 
 
-def lab_key(cell: Cell) -> tuple:
+def lab_key(cell: Cell) -> Key:
     """Intra, inter and stress share one deployed 12-drone MANET per nesting; startup deploys its own."""
     return (cell["experiment"] == "startup", cell["nesting"], *shape(cell))
 
 
-def _table(number: str, experiment: str, metric: str, unit: str, paper: dict, higher_is_better: bool = True) -> Figure:
+def _table(
+    number: str, experiment: str, metric: str, unit: str, paper: dict[Key, float], higher_is_better: bool = True
+) -> Figure:
     what = "throughput per connection" if metric == "gbps" else "RTT"
     where = "intra-node (iPHY to GNAB)" if experiment == "intra" else "inter-node (iPHY to iPHY)"
     return Figure(
@@ -233,7 +241,7 @@ def _table(number: str, experiment: str, metric: str, unit: str, paper: dict, hi
     )
 
 
-def _paper(flat: list[float], nested: list[float]) -> dict:
+def _paper(flat: list[float], nested: list[float]) -> dict[Key, float]:
     return {**{("flat", n): v for n, v in zip((1, 2, 4), flat)}, **{("nested", n): v for n, v in zip((1, 2, 4), nested)}}
 
 
@@ -322,7 +330,7 @@ FIGURES = [
 ]
 
 
-def _axes(iphys: list[int]) -> list[dict[str, list]]:
+def _axes(iphys: list[int]) -> list[dict[str, list[Any]]]:
     return [
         {"experiment": ["intra", "inter"], "nesting": NESTINGS, "connections": [1, 2, 4]},
         {"experiment": ["stress"], "nesting": NESTINGS},

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from ...names import IFNAMSIZ, is_ifname
 from .. import files
+from ..errors import Path as KeyPath
 from ..errors import Problem
 from ..yamlsource import Located
 
@@ -43,11 +45,11 @@ _SPECIAL = ("host", MGMT, "macvlan")
 def expand_env(text: str) -> str:
     """containerlab's environment substitution: ``${VAR}``, ``${VAR:-default}``, ``${VAR:=default}``."""
 
-    def sub(match: re.Match) -> str:
+    def sub(match: re.Match[str]) -> str:
         name, op, default = match.groups()
         value = os.environ.get(name)
         if op and (value is None or (op.startswith(":") and value == "")):
-            return default
+            return str(default)
         return value or ""
 
     return _ENV.sub(sub, text)
@@ -62,8 +64,8 @@ def template_line(text: str) -> int | None:
 
 
 def normalize(
-    data: dict, located: Located, notices: list[Problem], managed: bool = False, folder: str = "."
-) -> tuple[dict, list[Problem]]:
+    data: dict[str, Any], located: Located, notices: list[Problem], managed: bool = False, folder: str = "."
+) -> tuple[dict[str, Any], list[Problem]]:
     """Rewrite containerlab forms in ``data`` (a topology file's top level); returns it and any problems.
     ``managed``: the lab has a management network, which ``mgmt-net:IF`` endpoints are ports of;
     ``folder``: the file's, where relative ``env-files`` are."""
@@ -78,7 +80,10 @@ def normalize(
         inside = [name for name in body["nodes"] if isinstance(name, str) and "|" in name]
         if inside:
             _bridges_in_nodes(body, inside, located, notices, problems)
-    node_like = lambda spec, path: _node(spec, path, folder, located, notices, problems)  # noqa: E731
+
+    def node_like(spec: Any, path: KeyPath) -> Any:
+        return _node(spec, path, folder, located, notices, problems)
+
     for section in ("nodes", "kinds", "groups"):
         if isinstance(body.get(section), dict):
             body[section] = {name: node_like(spec, ("topology", section, name)) for name, spec in body[section].items()}
@@ -91,7 +96,9 @@ def normalize(
     return {**data, "topology": body}, problems
 
 
-def _links(data: dict, body: dict, located: Located, notices: list[Problem], problems: list[Problem], managed: bool) -> bool:
+def _links(
+    data: dict[str, Any], body: dict[str, Any], located: Located, notices: list[Problem], problems: list[Problem], managed: bool
+) -> bool:
     """``body``'s links rewritten (and the management bridge added where ``mgmt-net:IF`` endpoints need one);
     whether any link's parent is the machine's own interface."""
     links, machine_parents = [], False
@@ -116,7 +123,9 @@ def _links(data: dict, body: dict, located: Located, notices: list[Problem], pro
     return machine_parents
 
 
-def _machine_parent(data: dict, parent: str, path, located: Located, notices: list[Problem], problems: list[Problem]) -> None:
+def _machine_parent(
+    data: dict[str, Any], parent: str, path: KeyPath, located: Located, notices: list[Problem], problems: list[Problem]
+) -> None:
     """containerlab's ``macvlan:PARENT``: this machine's interface, refused only when the file says
     ``allow_host_interfaces: false`` or the machine has no such interface (containerlab fails there too)."""
     if data.get("allow_host_interfaces") is False:
@@ -146,7 +155,9 @@ def _machine_parent(data: dict, parent: str, path, located: Located, notices: li
         )
 
 
-def _bridges_in_nodes(body: dict, inside: list[str], located: Located, notices: list[Problem], problems: list[Problem]) -> None:
+def _bridges_in_nodes(
+    body: dict[str, Any], inside: list[str], located: Located, notices: list[Problem], problems: list[Problem]
+) -> None:
     """containerlab's ``BRIDGE|NODE`` (kind: bridge, network-mode: container:NODE): a bridge inside NODE's
     namespace.  The links' ``BRIDGE|NODE:IF`` ends become ``NODE:IF``, and NODE's exec starts by making the
     bridge and enslaving them (shown as NODE's first exec commands; the bridge goes with the namespace)."""
@@ -200,7 +211,7 @@ def _bridges_in_nodes(body: dict, inside: list[str], located: Located, notices: 
     body["nodes"] = nodes
 
 
-def _node(spec, path, folder: str, located: Located, notices: list[Problem], problems: list[Problem]):
+def _node(spec: Any, path: KeyPath, folder: str, located: Located, notices: list[Problem], problems: list[Problem]) -> Any:
     """One node (or kinds/groups/defaults entry) with containerlab's node keys in nestlab's form."""
     if not isinstance(spec, dict):
         return spec
@@ -232,7 +243,7 @@ def _node(spec, path, folder: str, located: Located, notices: list[Problem], pro
     return spec
 
 
-def _env_files(given: list, path, folder: str, located: Located, problems: list[Problem]) -> dict[str, str]:
+def _env_files(given: list[Any], path: KeyPath, folder: str, located: Located, problems: list[Problem]) -> dict[str, str]:
     """containerlab's ``env-files``: ``KEY=VALUE`` lines (``#`` comments and blank lines skipped), later files winning."""
     env: dict[str, str] = {}
     for j, name in enumerate(given):
@@ -257,7 +268,7 @@ def _env_files(given: list, path, folder: str, located: Located, problems: list[
     return env
 
 
-def _resources(spec):
+def _resources(spec: Any) -> Any:
     if not isinstance(spec, dict) or not any(key in spec for key in _RESOURCES):
         return spec
     spec = dict(spec)
@@ -270,8 +281,14 @@ def _resources(spec):
 
 
 def _link(
-    link: dict, path, located: Located, notices: list[Problem], problems: list[Problem], defined: set[str], managed: bool
-) -> dict | None:
+    link: dict[str, Any],
+    path: KeyPath,
+    located: Located,
+    notices: list[Problem],
+    problems: list[Problem],
+    defined: set[str],
+    managed: bool,
+) -> dict[str, Any] | None:
     """One link in nestlab's form (None: dropped with a notice)."""
     _endpoint_vars(link, path, located, notices)
     if link.get("type") is not None:
@@ -285,7 +302,9 @@ def _link(
     return _machine_end({**link, **_endpoint_keys(endpoints, link)}, defined, managed)
 
 
-def _typed_link(link: dict, path, located: Located, notices: list[Problem], problems: list[Problem]) -> dict | None:
+def _typed_link(
+    link: dict[str, Any], path: KeyPath, located: Located, notices: list[Problem], problems: list[Problem]
+) -> dict[str, Any] | None:
     """A link with containerlab's ``type:`` in nestlab's form, without the type (None: dropped, or not supported)."""
     kind = link["type"]
     link = {k: v for k, v in link.items() if k != "type"}
@@ -330,7 +349,7 @@ def _typed_link(link: dict, path, located: Located, notices: list[Problem], prob
     return link
 
 
-def _machine_end(link: dict, defined: set[str], managed: bool) -> dict:
+def _machine_end(link: dict[str, Any], defined: set[str], managed: bool) -> dict[str, Any]:
     """A link of two ends, one of them ``host:IF``, ``macvlan:IF`` or ``mgmt-net:IF`` (no node of that name), as a
     one-ended link of the matching mode; any other link as it is."""
     endpoints = link["endpoints"]
@@ -356,9 +375,9 @@ def _machine_end(link: dict, defined: set[str], managed: bool) -> dict:
     return {**kept, "mode": "macvlan", "parent": name, "_real_parent": True}
 
 
-def _endpoint_vars(link: dict, path, located: Located, notices: list[Problem]) -> None:
+def _endpoint_vars(link: dict[str, Any], path: KeyPath, located: Located, notices: list[Problem]) -> None:
     """An endpoint's ``vars`` (containerlab's config engine reads them): one note for the link."""
-    found = [("endpoint",)] if isinstance(link.get("endpoint"), dict) and "vars" in link["endpoint"] else []
+    found: list[KeyPath] = [("endpoint",)] if isinstance(link.get("endpoint"), dict) and "vars" in link["endpoint"] else []
     if isinstance(link.get("endpoints"), list):
         found += [("endpoints", j) for j, ep in enumerate(link["endpoints"]) if isinstance(ep, dict) and "vars" in ep]
     if found:
@@ -373,10 +392,10 @@ _VXLAN_KEYS = {"dst-port": "port", "udp-port": "port", "src-port": "src_port"}
 _ENDPOINT_KEYS = {"mac": "macs", "ipv4": "ipv4", "ipv6": "ipv6"}
 
 
-def _endpoint_keys(endpoints: list, link: dict) -> dict:
+def _endpoint_keys(endpoints: list[Any], link: dict[str, Any]) -> dict[str, Any]:
     """containerlab's extended endpoints ``{node, interface, mac, ipv4, ipv6, vars}`` as ``NODE:IF``
     strings, their ``mac``/``ipv4``/``ipv6`` as the link's lists (one entry per endpoint)."""
-    out: dict = {
+    out: dict[str, Any] = {
         "endpoints": [
             f"{ep.get('node')}:{ep.get('interface')}"
             if isinstance(ep, dict) and set(ep) <= {"node", "interface", *_ENDPOINT_KEYS, "vars"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 _ACTION = re.compile(r"\{\{(-\s)?(.*?)(\s-)?\}\}", re.S)
@@ -37,9 +38,9 @@ def render(text: str, data: Any) -> str:
 
 
 # -- reading -------------------------------------------------------------------------------------
-def _tokens(text: str) -> list[tuple]:
+def _tokens(text: str) -> list[tuple[Any, ...]]:
     """("text", s) and ("act", body, line) in order, with the trim markers applied."""
-    found: list[tuple] = []
+    found: list[tuple[Any, ...]] = []
     pos = 0
     trim_next = False
     for match in _ACTION.finditer(text):
@@ -56,10 +57,10 @@ def _tokens(text: str) -> list[tuple]:
     return found
 
 
-def _parse(tokens: list[tuple], opened: int | None) -> tuple[list, tuple | None]:
+def _parse(tokens: list[tuple[Any, ...]], opened: int | None) -> tuple[list[Any], tuple[Any, ...] | None]:
     """Nodes up to the ``end`` or ``else`` of the block opened at line ``opened`` (None: the whole text); returns
     them and that closing action (both consumed from ``tokens``)."""
-    nodes: list = []
+    nodes: list[Any] = []
     while tokens:
         tok = tokens.pop(0)
         if tok[0] == "text":
@@ -89,17 +90,18 @@ def _parse(tokens: list[tuple], opened: int | None) -> tuple[list, tuple | None]
     return nodes, None
 
 
-def _block(word: str, rest: str, line: int, tokens: list[tuple]) -> tuple:
+def _block(word: str, rest: str, line: int, tokens: list[tuple[Any, ...]]) -> tuple[Any, ...]:
     declared: list[str] = []
     if word == "range":
         head = re.match(r"^(\$\w*)\s*(?:,\s*(\$\w*)\s*)?:=\s*(.*)$", rest, re.S)
         if head:
             declared = [v for v in head.group(1, 2) if v]
             rest = head.group(3)
-    branches = [(_pipeline(rest, line), None)]
-    else_body: list = []
+    branches: list[tuple[tuple[Any, ...], list[Any] | None]] = [(_pipeline(rest, line), None)]
+    else_body: list[Any] = []
     while True:
         body, closing = _parse(tokens, line)
+        assert closing is not None  # a block's parse ends at its end or else, or raises
         branches[-1] = (branches[-1][0], body)
         text = closing[1]
         if text == "end":
@@ -111,13 +113,14 @@ def _block(word: str, rest: str, line: int, tokens: list[tuple]) -> tuple:
         if after:
             raise TemplateError(f"{{{{ {text} }}}}: only `else` or `else if` may follow here", closing[2])
         else_body, closing = _parse(tokens, line)
+        assert closing is not None  # as above
         if closing[1] != "end":
             raise TemplateError("a second {{ else }} in one block", closing[2])
         break
     return (word, branches, else_body, declared, line)
 
 
-def _pipeline(text: str, line: int) -> tuple:
+def _pipeline(text: str, line: int) -> tuple[Any, ...]:
     """A pipeline: (declared variable and ":=" or "=", or None; [commands]; line); a command is a list of arguments."""
     words = _lex(text, line)
     assign = None
@@ -126,8 +129,9 @@ def _pipeline(text: str, line: int) -> tuple:
     return _split(words, assign, text, line)
 
 
-def _split(words: list, assign: tuple | None, text: str, line: int) -> tuple:
-    commands, current = [], []
+def _split(words: list[Any], assign: tuple[Any, ...] | None, text: str, line: int) -> tuple[Any, ...]:
+    commands: list[list[Any]] = []
+    current: list[Any] = []
     for word in words:
         if word == "|":
             commands.append(current)
@@ -140,9 +144,9 @@ def _split(words: list, assign: tuple | None, text: str, line: int) -> tuple:
     return (assign, commands, line)
 
 
-def _lex(text: str, line: int) -> list:
+def _lex(text: str, line: int) -> list[Any]:
     """Arguments of a pipeline; a parenthesised part becomes a nested pipeline."""
-    stack: list[list] = [[]]
+    stack: list[list[Any]] = [[]]
     pos = 0
     while pos < len(text.rstrip()):
         match = _TOKEN.match(text, pos)
@@ -171,7 +175,7 @@ def _lex(text: str, line: int) -> list:
 
 
 # -- running -------------------------------------------------------------------------------------
-def _run(nodes: list, dot: Any, scopes: list[dict], out: list[str]) -> None:
+def _run(nodes: list[Any], dot: Any, scopes: list[dict[str, Any]], out: list[str]) -> None:
     for node in nodes:
         kind = node[0]
         if kind == "text":
@@ -194,7 +198,7 @@ def _run(nodes: list, dot: Any, scopes: list[dict], out: list[str]) -> None:
             _range(node, dot, scopes, out)
 
 
-def _range(node: tuple, dot: Any, scopes: list[dict], out: list[str]) -> None:
+def _range(node: tuple[Any, ...], dot: Any, scopes: list[dict[str, Any]], out: list[str]) -> None:
     _kind, branches, else_body, declared, line = node
     value = _eval(branches[0][0], dot, scopes)
     if isinstance(value, dict):
@@ -218,7 +222,7 @@ def _range(node: tuple, dot: Any, scopes: list[dict], out: list[str]) -> None:
         _run(branches[0][1], item, scopes + [scope], out)
 
 
-def _eval(pipe: tuple, dot: Any, scopes: list[dict]) -> Any:
+def _eval(pipe: tuple[Any, ...], dot: Any, scopes: list[dict[str, Any]]) -> Any:
     assign, commands, line = pipe
     value: Any = None
     for n, command in enumerate(commands):
@@ -240,7 +244,7 @@ def _eval(pipe: tuple, dot: Any, scopes: list[dict]) -> Any:
 _NONE = object()  # no value piped in
 
 
-def _command(words: list, dot: Any, scopes: list[dict], line: int, piped: Any) -> Any:
+def _command(words: list[Any], dot: Any, scopes: list[dict[str, Any]], line: int, piped: Any) -> Any:
     head = words[0]
     if isinstance(head, str) and _is_function(head):
         args = [_arg(w, dot, scopes, line) for w in words[1:]]
@@ -268,7 +272,7 @@ def _is_function(word: str) -> bool:
     return not (word[0] in '.$"`-' or word[0].isdigit() or word in ("true", "false", "nil"))
 
 
-def _arg(word, dot: Any, scopes: list[dict], line: int) -> Any:
+def _arg(word: Any, dot: Any, scopes: list[dict[str, Any]], line: int) -> Any:
     if isinstance(word, tuple):
         return word[1] if word[0] == "lit" else _eval(word[1], dot, scopes)
     if word in ("true", "false"):
@@ -347,7 +351,7 @@ def _seq(*args: Any) -> list[int]:
 def _printf(fmt: str, *args: Any) -> str:
     values = iter(args)
 
-    def one(match: re.Match) -> str:
+    def one(match: re.Match[str]) -> str:
         verb = match.group(2)
         if verb == "%":
             return "%"
@@ -370,7 +374,7 @@ def _print(*args: Any) -> str:
     return out
 
 
-def _compare(a: Any, b: Any, op) -> bool:
+def _compare(a: Any, b: Any, op: Callable[[Any, Any], bool]) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return op(a, b)
     return op(_show(a), _show(b))
@@ -381,7 +385,7 @@ def _cidr_host(num: Any, prefix: Any) -> str:
     return str(network[int(_number(num))])
 
 
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[..., Any]] = {
     "and": lambda *a: next((x for x in a if not _truth(x)), a[-1]),
     "or": lambda *a: next((x for x in a if _truth(x)), a[-1]),
     "not": lambda a: not _truth(a),
@@ -414,7 +418,7 @@ FUNCTIONS = {
 }
 
 
-def _index(value: Any, keys: tuple) -> Any:
+def _index(value: Any, keys: tuple[Any, ...]) -> Any:
     for key in keys:
         value = value.get(key, _MISSING) if isinstance(value, dict) else value[int(_number(key))]
     return value

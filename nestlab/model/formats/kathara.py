@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 from pathlib import Path as FsPath
+from typing import Any
 
 from ..errors import Path, Problem, TopologyError
 from ..yamlsource import Located, read_owned_source, read_source
@@ -45,7 +46,7 @@ _SERVERS = {
 _SERVICE_NAME = re.compile(r"(?:systemctl\s+(?:re)?start\s+|service\s+|/etc/init\.d/)([A-Za-z0-9_.@-]+)")
 
 
-def is_lab(path: str | os.PathLike) -> bool:
+def is_lab(path: str | os.PathLike[str]) -> bool:
     p = FsPath(path)
     return p.name == "lab.conf" or (p.is_dir() and (p / "lab.conf").is_file())
 
@@ -57,7 +58,7 @@ def lab_name(folder: FsPath) -> str:
     return name[-40:].lstrip("-_")
 
 
-def load(path: str | os.PathLike) -> tuple[Located, str, list[Problem], int | None]:
+def load(path: str | os.PathLike[str]) -> tuple[Located, str, list[Problem], int | None]:
     """``(located topology data, lab.conf path, notices, the uid owning lab.conf)`` for a Kathará lab folder or its
     lab.conf."""
     conf = FsPath(path)
@@ -80,11 +81,13 @@ def _at(located: Located, path: Path, line: int) -> None:
     located.positions.setdefault(path, (line, 1))
 
 
-def _read_conf(text: str, source: str, located: Located) -> tuple[dict[str, dict], dict[str, list[tuple[str, str, int]]]]:
+def _read_conf(
+    text: str, source: str, located: Located
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[tuple[str, str, int]]]]:
     """lab.conf's devices (their settings) and collision domains (``domain -> [(device, interface, line)]``);
     TopologyError naming every line that is not an assignment."""
     problems: list[Problem] = []
-    devices: dict[str, dict] = {}
+    devices: dict[str, dict[str, Any]] = {}
     ports: dict[str, list[tuple[str, str, int]]] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
@@ -115,7 +118,7 @@ def _read_conf(text: str, source: str, located: Located) -> tuple[dict[str, dict
     return devices, ports
 
 
-def _setting(spec: dict, located: Located, dev: str, key: str, value: str, number: int) -> None:
+def _setting(spec: dict[str, Any], located: Located, dev: str, key: str, value: str, number: int) -> None:
     """``dev[key]=value`` (any key but an interface's number) into the device's spec, or a note that it is ignored."""
     node = ("topology", "nodes", dev)
     if key == "image":
@@ -141,12 +144,12 @@ def _setting(spec: dict, located: Located, dev: str, key: str, value: str, numbe
 
 
 def _nodes(
-    devices: dict[str, dict], located: Located, folder: FsPath, shared: str
-) -> tuple[dict[str, dict], list[tuple[int, str, str]]]:
+    devices: dict[str, dict[str, Any]], located: Located, folder: FsPath, shared: str
+) -> tuple[dict[str, dict[str, Any]], list[tuple[int, str, str]]]:
     """The devices as nodes (kind from the image, exec from the start-up files, binds from their folders), and the notes
     ``(line, device, message)`` on what they ignore."""
     notes: list[tuple[int, str, str]] = []
-    nodes: dict[str, dict] = {}
+    nodes: dict[str, dict[str, Any]] = {}
     for dev, spec in devices.items():
         notes += spec.pop("_notes", [])
         line = located.positions[("topology", "nodes", dev)][0]
@@ -171,7 +174,7 @@ def _nodes(
     return nodes, notes
 
 
-def _services(dev: str, spec: dict, skipped: list[str], line: int) -> list[tuple[int, str, str]]:
+def _services(dev: str, spec: dict[str, Any], skipped: list[str], line: int) -> list[tuple[int, str, str]]:
     """The notes on the start-up lines that start a service: the first web server this machine has becomes the
     device's cmd (in a root of its own), the others are ignored."""
     notes = []
@@ -188,10 +191,12 @@ def _services(dev: str, spec: dict, skipped: list[str], line: int) -> list[tuple
     return notes
 
 
-def _links(ports: dict[str, list[tuple[str, str, int]]], nodes: dict[str, dict], located: Located, source: str) -> list[dict]:
+def _links(
+    ports: dict[str, list[tuple[str, str, int]]], nodes: dict[str, dict[str, Any]], located: Located, source: str
+) -> list[dict[str, Any]]:
     """The collision domains as links: a veth pair for two ports, else a bridge node ``cd-DOMAIN`` (added to ``nodes``)
     with a link from each port."""
-    links: list[dict] = []
+    links: list[dict[str, Any]] = []
     for domain, members in ports.items():
         _at(located, ("topology", "links", len(links)), members[0][2])
         if len(members) == 2:
@@ -259,7 +264,7 @@ def _tree(root: FsPath) -> list[str]:
     ]
 
 
-def _deps(path: FsPath, devices: dict) -> dict[str, list[str]]:
+def _deps(path: FsPath, devices: dict[str, Any]) -> dict[str, list[str]]:
     """``lab.dep``'s ``dev: other ...`` lines; a name that is no device of lab.conf is refused at its line."""
     if not path.is_file():
         return {}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -58,7 +58,7 @@ class ScheduledChange(Strict):
     direction: Literal["both", "a", "b"] = "both"
 
     @model_validator(mode="after")
-    def _target(self):
+    def _target(self) -> Self:
         if (self.link is None) == (self.node is None):
             raise ValueError("give either link: [A, B] or node: NAME")
         if self.node and self.action not in ("stop", "start"):
@@ -151,7 +151,7 @@ class Topology(Strict):
 
     @field_validator("ipv4_pool")
     @classmethod
-    def _pool(cls, value):
+    def _pool(cls, value: Any) -> Any:
         if value is not None:
             try:
                 ipaddress.IPv4Network(value)

@@ -3,12 +3,15 @@ rule for a name, and validators made of the model's parsers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, field_validator
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 
 
-def net_sysctls(value: dict) -> dict:
+def net_sysctls(value: dict[str, Any]) -> dict[str, Any]:
     """Refuses a sysctl that is not per network namespace (net.*)."""
     for key in value:
         if not key.startswith("net."):
@@ -16,10 +19,10 @@ def net_sysctls(value: dict) -> dict:
     return value
 
 
-def parsed_by(parser, *fields: str):
+def parsed_by(parser: Callable[[Any], object], *fields: str) -> Any:
     """A field validator that lets ``parser`` reject a value (its ValueError becomes the message)."""
 
-    def check(cls, value):
+    def check(cls: type[Any], value: Any) -> Any:
         if value is not None:
             parser(value)
         return value

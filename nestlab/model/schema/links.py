@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, create_model, field_validator, model_validator
 
@@ -12,8 +12,17 @@ from .. import shape_keys
 from ..endpoint import Endpoint
 from .base import Strict, parsed_by
 
-# How a link endpoint is attached: a word of the link-mode registry (nestlab/links, docs/modes.md).
-LinkMode = Literal[tuple(LINK_MODES.words())]
+if TYPE_CHECKING:  # words of the registry and of shape_keys, known once they load: words for the type checker
+    LinkMode = str
+    Qdisc = str
+    Distribution = str
+    LinkState = str
+else:
+    # How a link endpoint is attached: a word of the link-mode registry (nestlab/links, docs/modes.md).
+    LinkMode = Literal[tuple(LINK_MODES.words())]
+    Qdisc = Literal[*shape_keys.QDISCS]
+    Distribution = Literal[*shape_keys.DISTRIBUTIONS]
+    LinkState = Literal[*shape_keys.STATES]
 IGNORED_LINK_KEYS = {"vars": "link vars feed templates, which nestlab does not render", "labels": "link labels are not used"}
 
 
@@ -21,16 +30,12 @@ class Shape(Strict):
     """What one direction of a link does to packets (the sending endpoint's egress)."""
 
     rate: str | None = Field(default=None, description="1kbit..400gbit, HTB with 64-bit rates")
-    qdisc: Literal[*shape_keys.QDISCS] | None = Field(
-        default=None, description="what enforces the rate: htb (default) or tbf (up to 34gbit)"
-    )
+    qdisc: Qdisc | None = Field(default=None, description="what enforces the rate: htb (default) or tbf (up to 34gbit)")
     burst: str | int | None = Field(default=None, description="HTB burst, e.g. 64kb (default: rate/HZ + MTU)")
     queue: int | None = Field(default=None, ge=1, description="queue length in packets")
     delay: str | None = Field(default=None, description="e.g. 20ms (netem)")
     jitter: str | None = Field(default=None, description="e.g. 5ms, needs delay (netem)")
-    distribution: Literal[*shape_keys.DISTRIBUTIONS] | None = Field(
-        default=None, description="of the jitter (netem; default uniform)"
-    )
+    distribution: Distribution | None = Field(default=None, description="of the jitter (netem; default uniform)")
     loss: str | float | None = Field(default=None, description="e.g. 10% (netem)")
     loss_correlation: str | float | None = None
     corrupt: str | float | None = None
@@ -54,13 +59,13 @@ class LinkParams(Shape):
     """Shaping for both directions; ``a:``/``b:`` override it for what that endpoint sends."""
 
     @model_validator(mode="after")
-    def _tbf_rate(self):
+    def _tbf_rate(self) -> Self:
         for shape in (self, self.a, self.b):
             if shape is not None and (wrong := shape_keys.tbf_problem(shape.qdisc or self.qdisc, shape.rate)):
                 raise ValueError(f"qdisc: {wrong}")
         return self
 
-    state: Literal[*shape_keys.STATES] | None = None
+    state: LinkState | None = None
     a: Shape | None = None
     b: Shape | None = None
 
@@ -88,7 +93,7 @@ class _LinkBase(Strict):
 
     @field_validator("macs")
     @classmethod
-    def _macs(cls, value):
+    def _macs(cls, value: Any) -> Any:
         for mac in value or []:
             if mac is not None and (not re.match(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$", mac) or int(mac[:2], 16) & 1):
                 raise ValueError(f"'{mac}' is not a unicast MAC address such as 02:00:00:00:00:01")
@@ -102,7 +107,7 @@ class _LinkBase(Strict):
 
     @field_validator("endpoints", mode="before")
     @classmethod
-    def _extended_form(cls, value):
+    def _extended_form(cls, value: Any) -> Any:
         """Accept containerlab's extended endpoint form ``{node: h1, interface: eth1}``."""
         if isinstance(value, list):
             return [
@@ -114,7 +119,7 @@ class _LinkBase(Strict):
         return value
 
 
-def _mode_options() -> dict:
+def _mode_options() -> dict[str, Any]:
     """Every key a link mode owns, with its schema (a key several modes share is declared alike by each)."""
     return {
         key: (annotation, Field(**field)) for mode in LINK_MODES.values() for key, (annotation, field) in mode.options.items()
@@ -124,7 +129,9 @@ def _mode_options() -> dict:
 if TYPE_CHECKING:  # for the type checker: the common keys, and a mode's own keys as Any
 
     class LinkSpec(_LinkBase):
-        mode: str | None
+        mode: str | None = None
+
+        def __init__(self, **data: Any) -> None: ...
 
         def __getattr__(self, name: str) -> Any: ...
 else:

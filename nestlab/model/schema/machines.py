@@ -4,7 +4,7 @@ across with the VXLAN that stitches them."""
 from __future__ import annotations
 
 import ipaddress
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import Field, field_validator
 
@@ -36,7 +36,7 @@ class WireSpec(Strict):
 
     @field_validator("ipv4")
     @classmethod
-    def _addresses(cls, value):
+    def _addresses(cls, value: Any) -> Any:
         for cidr in value or []:
             if cidr is None:
                 continue
@@ -71,7 +71,7 @@ class ServerSpec(Strict):
 
     @field_validator("underlay")
     @classmethod
-    def _underlay(cls, value):
+    def _underlay(cls, value: Any) -> Any:
         if value is not None:
             ipaddress.IPv4Address(value)
         return value

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from typing import Self
+
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ...names import IFNAMSIZ
 from .. import credentials
@@ -28,16 +30,17 @@ class Credentials(Strict):
 
     @field_validator("password", "identity_file")
     @classmethod
-    def _one_line(cls, value: str | None, info) -> str | None:
-        forbidden = credentials.IN_QUOTES if info.field_name == "identity_file" else credentials.LINE_BREAKS
-        if value is not None and (problem := credentials.text_problem(value, info.field_name.replace("_", "-"), forbidden)):
+    def _one_line(cls, value: str | None, info: ValidationInfo) -> str | None:
+        field = info.field_name or ""  # always set for a field validator
+        forbidden = credentials.IN_QUOTES if field == "identity_file" else credentials.LINE_BREAKS
+        if value is not None and (problem := credentials.text_problem(value, field.replace("_", "-"), forbidden)):
             raise ValueError(problem)
         if info.field_name == "password" and value is not None and len(value.encode()) > 256:
             raise ValueError("password is longer than 256 bytes (openssl passwd -6 would cut it short)")
         return value
 
     @model_validator(mode="after")
-    def _never_root(self):
+    def _never_root(self) -> Self:
         if self.username == "root" and self.password:
             raise ValueError("a password login is never root: name another user (root logs in with the lab's key)")
         return self

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, create_model, field_validator
 
@@ -16,10 +16,14 @@ from ..units import parse_size
 from .base import Strict, net_sysctls, parsed_by
 from .management import Credentials
 
-# What a node is: a word of the kind registry (nestlab/kinds, docs/kinds.md), e.g. host for linux.
-NodeKind = Literal[tuple(w for w in KINDS.words() if not KINDS.get(w).machine)]
-# How a node runs: a word of the runtime registry (nestlab/runtimes, docs/nesting.md).
-RuntimeName = Literal[tuple(name for name in RUNTIMES.names() if RUNTIMES.get(name).selectable)]
+if TYPE_CHECKING:  # the registries' words, known once they load: words for the type checker
+    NodeKind = str
+    RuntimeName = str
+else:
+    # What a node is: a word of the kind registry (nestlab/kinds, docs/kinds.md), e.g. host for linux.
+    NodeKind = Literal[tuple(w for w in KINDS.words() if not KINDS.get(w).machine)]
+    # How a node runs: a word of the runtime registry (nestlab/runtimes, docs/nesting.md).
+    RuntimeName = Literal[tuple(name for name in RUNTIMES.names() if RUNTIMES.get(name).selectable)]
 
 # containerlab keys that load but have no effect yet: the CLI says so on every deploy.
 IGNORED_NODE_KEYS = {
@@ -86,7 +90,7 @@ class ComponentSpec(Strict):
 
 
 StageName = Literal["create", "create-links", "configure", "healthy", "exit"]
-STAGES: tuple[str, ...] = StageName.__args__
+STAGES: tuple[str, ...] = get_args(StageName)
 
 
 class WaitFor(Strict):
@@ -120,7 +124,7 @@ class Healthcheck(Strict):
 
     @field_validator("test")
     @classmethod
-    def _form(cls, value):
+    def _form(cls, value: Any) -> Any:
         if value[0] not in ("CMD", "CMD-SHELL", "NONE") or (value[0] != "NONE" and len(value) < 2):
             raise ValueError('test must be ["CMD-SHELL", "command"], ["CMD", "program", "arg", ...] or ["NONE"]')
         return value
@@ -221,7 +225,7 @@ class _NodeBase(Strict):
 
     @field_validator("internal_subnet")
     @classmethod
-    def _subnet(cls, value):
+    def _subnet(cls, value: Any) -> Any:
         try:
             net = ipaddress.IPv4Network(value)
         except ValueError as exc:
@@ -232,7 +236,7 @@ class _NodeBase(Strict):
 
     @field_validator("components")
     @classmethod
-    def _component_names(cls, value):
+    def _component_names(cls, value: Any) -> Any:
         for name in value:
             if not re.match(COMPONENT_PATTERN, name) or len(name) > IFNAMSIZ or name == "self":
                 raise ValueError(
@@ -253,7 +257,7 @@ class MptcpSpec(Strict):
     scheduler: str = Field(default="default", description="net.mptcp.scheduler, where the kernel has it")
 
 
-def _kind_options() -> dict:
+def _kind_options() -> dict[str, Any]:
     """Every key a node kind owns, and every key it reads on nodes of any kind, with its schema."""
     owned = [item for kind in KINDS.values() for item in (*kind.options.items(), *kind.node_options.items())]
     return {key: (annotation, Field(**field)) for key, (annotation, field) in owned}

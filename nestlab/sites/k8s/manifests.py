@@ -37,9 +37,9 @@ def dns_label(lab_name: str) -> str:
     return name
 
 
-def share_names(lab: Blueprint, count: int) -> list[str]:
+def share_names(blueprint: Blueprint, count: int) -> list[str]:
     """The shares: every Kubernetes node a node is pinned to (``server: node2``), then s1, s2, ... up to ``count``."""
-    pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
+    pinned = sorted({spec.server for spec in blueprint.topology.topology.nodes.values() if spec.server})
     for share in pinned:
         if not re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", share):
             raise LabError(f"server: {share} cannot name a Kubernetes node (lower-case letters, digits and '-')")
@@ -53,7 +53,12 @@ def peer_var(share: str) -> str:
 
 
 def render(
-    lab: Blueprint, count: int, image: str, namespace: str = "default", nodes: set[str] | None = None, privileged: bool = False
+    blueprint: Blueprint,
+    count: int,
+    image: str,
+    namespace: str = "default",
+    nodes: set[str] | None = None,
+    privileged: bool = False,
 ) -> tuple[list[dict[str, Any]], Partition]:
     """The manifests (Secret, headless Service, one Pod per share) and the partition they carry; ``nodes``:
     the cluster's node names, which a share named after one is pinned to (default: the pinned shares); ``privileged``:
@@ -64,10 +69,12 @@ def render(
 
     if count < 1:
         raise LabError("--servers must be at least 1")
-    name = dns_label(lab.name)
-    shares = share_names(lab, count)
+    name = dns_label(blueprint.name)
+    shares = share_names(blueprint, count)
     pinned = {s for s in shares if (s in nodes if nodes is not None else not re.match(r"^s\d+$", s))}
-    parts = place_and_partition(lab, {s: ServerSpec(address=s) for s in shares}, {s: "${" + peer_var(s) + "}" for s in shares})
+    parts = place_and_partition(
+        blueprint, {s: ServerSpec(address=s) for s in shares}, {s: "${" + peer_var(s) + "}" for s in shares}
+    )
     labels = {"app.kubernetes.io/name": "nestlab", LABEL: name}
     shipped: dict[str, str] = {}  # Secret key -> the file's text, for every file a share binds or reads
     layout: dict[str, str] = {}  # Secret key -> its path under /etc/nestlab
@@ -95,11 +102,11 @@ def render(
             "clusterIP": "None",
             "selector": {LABEL: name},
             "publishNotReadyAddresses": True,
-            "ports": [{"name": "vxlan", "port": lab.topology.stitch.port, "protocol": "UDP"}],
+            "ports": [{"name": "vxlan", "port": blueprint.topology.stitch.port, "protocol": "UDP"}],
         },
     }
     items = [{"key": f"{s}.yml", "path": f"{s}.yml"} for s in shares] + [{"key": k, "path": v} for k, v in sorted(layout.items())]
-    pods = [_pod(lab.name, name, s, shares, image, namespace, labels, s in pinned, items, privileged) for s in shares]
+    pods = [_pod(blueprint.name, name, s, shares, image, namespace, labels, s in pinned, items, privileged) for s in shares]
     return [config, service, *pods], parts
 
 

@@ -49,12 +49,12 @@ class Rollout:
     privileged: bool = False
 
     @classmethod
-    def of(cls, kube: Cluster, lab: Blueprint, image: str, count: int | None = None, privileged: bool = False) -> Rollout:
+    def of(cls, kube: Cluster, blueprint: Blueprint, image: str, count: int | None = None, privileged: bool = False) -> Rollout:
         """The objects of ``lab`` on ``kube``'s cluster in ``count`` shares (default: :func:`shares_on`'s), its pods
         running ``image``, privileged or not (manifests.render)."""
-        nodes, count = shares_on(kube, lab, count)
-        manifests, parts = render(lab, count, image, kube.namespace, nodes, privileged)
-        return cls(kube, lab, manifests, parts, privileged)
+        nodes, count = shares_on(kube, blueprint, count)
+        manifests, parts = render(blueprint, count, image, kube.namespace, nodes, privileged)
+        return cls(kube, blueprint, manifests, parts, privileged)
 
     @property
     def pods(self) -> dict[str, str]:
@@ -71,17 +71,19 @@ class Rollout:
         return bring_up(self.kube, self.lab, self.manifests, self.parts, deadline, say, self.privileged, keep_failed)
 
 
-def shares_on(kube: Cluster, lab: Blueprint, count: int | None) -> tuple[set[str], int]:
+def shares_on(kube: Cluster, blueprint: Blueprint, count: int | None) -> tuple[set[str], int]:
     """The cluster's node names and how many shares the lab takes (``count``, default: one per Ready node, at
     most one per lab node; one per pin when every node is pinned); a pin to a node the cluster lacks is a file error, to one not Ready a cluster error."""
 
     nodes = kube.nodes()
     ready = sorted(n for n, v in nodes.items() if v["ready"] and v["schedulable"])
-    pinned = sorted({spec.server for spec in lab.topology.topology.nodes.values() if spec.server})
+    pinned = sorted({spec.server for spec in blueprint.topology.topology.nodes.values() if spec.server})
     for share in pinned:
         if share not in nodes:
             pin_error(
-                lab, share, f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})"
+                blueprint,
+                share,
+                f"names no node of the cluster at {kube.server} (its nodes: {', '.join(sorted(nodes)) or 'none'})",
             )
     if not ready:
         raise ClusterError(f"the cluster at {kube.server} has no Ready node")
@@ -91,13 +93,13 @@ def shares_on(kube: Cluster, lab: Blueprint, count: int | None) -> tuple[set[str
                 f"node {share}, which nodes of the lab are pinned to, is not Ready or not schedulable "
                 f"({nodes[share]['why'] or 'cordoned'})"
             )
-    unpinned = [name for name, spec in lab.topology.topology.nodes.items() if not spec.server]
-    return set(nodes), count or (max(len(pinned), min(len(ready), len(lab.plan.nodes))) if unpinned else len(pinned))
+    unpinned = [name for name, spec in blueprint.topology.topology.nodes.items() if not spec.server]
+    return set(nodes), count or (max(len(pinned), min(len(ready), len(blueprint.plan.nodes))) if unpinned else len(pinned))
 
 
 def bring_up(
     kube: Cluster,
-    lab: Blueprint,
+    blueprint: Blueprint,
     manifests: list[dict[str, Any]],
     parts: Partition,
     deadline: float,
@@ -113,7 +115,7 @@ def bring_up(
     (the operator's way: its status is read by more than the lab's author)."""
 
     pods = {m["metadata"]["labels"][SHARE]: m["metadata"]["name"] for m in manifests if m["kind"] == "Pod"}
-    selector = f"{LABEL}={dns_label(lab.name)}"
+    selector = f"{LABEL}={dns_label(blueprint.name)}"
     if not privileged:
         isolation.require(kube.nodes())
     try:
@@ -126,7 +128,7 @@ def bring_up(
         say("deploying each share")
         deploy_shares(kube, pods, addresses, deadline)
         say("checking the stitched links")
-        check_stitches(kube, lab, parts, pods, addresses, deadline)
+        check_stitches(kube, blueprint, parts, pods, addresses, deadline)
     except BaseException as exc:
         if isinstance(exc, ShareFailed) and keep_failed:
             raise ShareFailed(f"{exc}; the lab's pods are kept for their output until its next change or deletion") from None
@@ -274,14 +276,14 @@ def _each_deployed(namespace: str, answers: dict[str, Any], pods: dict[str, str]
 
 
 def _probes(
-    lab: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str]
+    blueprint: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str]
 ) -> dict[str, list[tuple[str, str, str]]]:
     """What each share pings, as (node, address, what it shows): the far end of each cut link from its near node, and
     every other pod from the pod itself (node "")."""
     placed = parts.placement
     probes: dict[str, list[tuple[str, str, str]]] = {s: [] for s in pods}
     cut = {frozenset(pair) for pair in placed.cut}
-    for link in lab.plan.links.values():
+    for link in blueprint.plan.links.values():
         if frozenset((link.a.ref, link.b.ref)) not in cut:
             continue
         for near, far in ((link.a, link.b), (link.b, link.a)):
@@ -296,12 +298,12 @@ def _probes(
 
 
 def check_stitches(
-    kube: Cluster, lab: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str], deadline: float
+    kube: Cluster, blueprint: Blueprint, parts: Partition, pods: dict[str, str], addresses: dict[str, str], deadline: float
 ) -> None:
     """Every cut link whose far end has an IPv4 address answers a ping across its tunnel; every pod reaches
     every other pod's address (the underlay of the rest)."""
 
-    probes = _probes(lab, parts, pods, addresses)
+    probes = _probes(blueprint, parts, pods, addresses)
     tries = 20  # a second or so: the far side's addresses settle
 
     def run(share: str, pod: str) -> tuple[int, str, str]:
@@ -310,7 +312,7 @@ def check_stitches(
             ping = (
                 f"ping -c1 -W0.5 {ip}"
                 if not node
-                else f"nestlab exec --lab {shlex.quote(lab.name)} {shlex.quote(node)} -- ping -c1 -W0.5 {ip}"
+                else f"nestlab exec --lab {shlex.quote(blueprint.name)} {shlex.quote(node)} -- ping -c1 -W0.5 {ip}"
             )
             lines.append(
                 f"i=0; until {ping} >/dev/null 2>&1; do i=$((i+1)); [ $i -lt {tries} ] || {{ echo {shlex.quote(what)}; break; }}; done"

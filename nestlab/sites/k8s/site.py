@@ -62,44 +62,44 @@ class Kubernetes(Elsewhere):
         """A lab deployed to a cluster: chosen with a :class:`Target` (``nestlab k8s deploy``)."""
         return isinstance(options, Target)
 
-    def deploy(self, lab: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
+    def deploy(self, blueprint: Blueprint, progress: Progress | None = None, on_exec: ExecReport | None = None) -> Deployed:
         """Create the lab's objects, give each pod its peers, wait until every share is deployed and every
         stitched link answers; all or nothing (a failure deletes every pod and names its cause).  Where and
         how: the :class:`Target` it was made with."""
 
-        lab = handed_out(lab)  # planned here, to be placed
-        return Deployed(partition=self._deploy(lab, self.target), blueprint=lab)
+        blueprint = handed_out(blueprint)  # planned here, to be placed
+        return Deployed(partition=self._deploy(blueprint, self.target), blueprint=blueprint)
 
-    def _deploy(self, lab: Blueprint, target: Target) -> Partition:
+    def _deploy(self, blueprint: Blueprint, target: Target) -> Partition:
 
         kubeconfig, image, count = target.kubeconfig, target.image, target.count
         say = target.say or (lambda _m: None)
         deadline = time.monotonic() + target.timeout
         kube = Cluster(kubeconfig, target.namespace, target.timeout)
-        if where.read(lab.name) or state.read(lab.name):
-            raise LabError(f"lab {lab.name} is already running: `nestlab destroy --lab {lab.name}` first")
-        rollout = Rollout.of(kube, lab, image or NESTLAB_REF, count, target.privileged)
+        if where.read(blueprint.name) or state.read(blueprint.name):
+            raise LabError(f"lab {blueprint.name} is already running: `nestlab destroy --lab {blueprint.name}` first")
+        rollout = Rollout.of(kube, blueprint, image or NESTLAB_REF, count, target.privileged)
         self.data = {
             "kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None,
             "namespace": kube.namespace,
             "pods": rollout.pods,
             "placement": rollout.parts.placement.server_of,
         }
-        with state.locked(lab.name):
-            where.write(lab.name, self.name, self.data)
+        with state.locked(blueprint.name):
+            where.write(blueprint.name, self.name, self.data)
             try:
                 if kube.pods(rollout.selector):
                     raise ClusterError(
-                        f"pods of a lab {dns_label(lab.name)} already run in namespace {kube.namespace}: "
+                        f"pods of a lab {dns_label(blueprint.name)} already run in namespace {kube.namespace}: "
                         f"`kubectl delete pods,configmaps,services -n {kube.namespace} -l {rollout.selector}` first"
                     )
                 rollout.run(deadline, say)
             except BaseException:
                 from ...backends.kernel import files
 
-                files.remove_tree(names.lab_dir(lab.name))
+                files.remove_tree(names.lab_dir(blueprint.name))
                 raise
-            running(lab)
+            running(blueprint)
         return rollout.parts
 
     def _cluster(self, timeout: float = 60) -> Cluster:
@@ -123,7 +123,7 @@ class Kubernetes(Elsewhere):
     def remote(self, ref: str) -> PodRemote:
         return PodRemote(self.data, self.data["pods"][holder(self.data["placement"], self.lab, ref)])
 
-    def inspect(self, lab: Blueprint, only: set[str] | None = None) -> Report:
+    def inspect(self, blueprint: Blueprint, only: set[str] | None = None) -> Report:
         """Every share's ``inspect``, merged, each node with its share's pod and Kubernetes node."""
         kube = self._cluster()
         on = {p.metadata.name: p.spec.node_name for p in kube.pods(f"{LABEL}={dns_label(self.lab)}")}
