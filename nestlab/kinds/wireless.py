@@ -48,10 +48,13 @@ class Wireless(Switch):
     takes_ports = True  # each new port's station loses its offloads, a station made anew alone too
 
     def check(self, spec: NodeSpec) -> list[tuple[tuple[str | int, ...], str]]:
-        from ..model.wireless import channel_problem  # a topology being checked: pydantic is loaded
+        from ..model.wireless import channel_problem, phy_problem  # a topology being checked: pydantic is loaded
 
-        if spec.channel is not None and (problem := channel_problem(str(spec.standard or DEFAULTS["standard"]), spec.channel)):
+        standard = str(spec.standard or DEFAULTS["standard"])
+        if spec.channel is not None and (problem := channel_problem(standard, spec.channel)):
             return [(("channel",), problem)]
+        if wrong := phy_problem(standard, spec.width, spec.streams, spec.short_gi):
+            return [((wrong[0],), wrong[1])]
         return []
 
     def plan(self, node: Draft) -> dict[str, Any]:
@@ -63,6 +66,9 @@ class Wireless(Switch):
             "noise_floor": spec.noise_floor if spec.noise_floor is not None else DEFAULTS["noise_floor"],
             "propagation": spec.propagation.model_dump() if spec.propagation else {},
             "mobility": spec.mobility.model_dump() if spec.mobility else None,
+            "width": spec.width,
+            "streams": spec.streams or 1,
+            "short_gi": bool(spec.short_gi),
             "stations": stations(node.topology, node.name),
         }
         return {"options": (("medium", json.dumps(config, sort_keys=True)),)}

@@ -142,7 +142,7 @@ class Medium:
         self.standard = config["standard"]
         pos = np.array([s["position"] for s in self.stations], dtype=float).reshape(-1, 3)
         self.channel = Channel(
-            radio.PHYS[config["standard"]],
+            radio.phy(config["standard"], config.get("width"), config.get("streams", 1), config.get("short_gi", False)),
             Propagation(**config["propagation"]),
             frequency(config["standard"], config.get("channel")),
             config["noise_floor"],
