@@ -157,6 +157,56 @@ def test_a_station_made_anew_alone_still_carries_tcp(lab_from, topo_file):
     assert _iperf(again, "a", "b@10.70.0.2", seconds=2) > 5
 
 
+def _medium_pid(lab_name: str) -> int:
+    config = f"/{lab_name}/wireless/air.json".encode()
+    pids = [
+        int(p.name) for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _quiet_read(p / "cmdline").rstrip(b"\0").split(b"\0")[-1].endswith(config)
+    ]  # fmt: skip
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+TWO = THREE.replace("    c: {position: [2500, 0]}\n", "").replace(
+    '    - endpoints: ["c:wlan0", "air:c"]\n      ipv4: ["10.70.0.3/24", null]\n', ""
+)
+WITH_D = TWO.replace("    b: {position: [40, 0]}\n", "    b: {position: [40, 0]}\n    d: {position: [0, 20]}\n") + (
+    '    - endpoints: ["d:wlan0", "air:d"]\n      ipv4: ["10.70.0.4/24", null]\n'
+)
+
+
+@pytest.mark.throughput
+def test_a_station_added_live_joins_the_running_medium_and_one_made_anew_keeps_its_traffic(lab_from, topo_file, lab_name):
+    """A deploy that adds station d leaves the medium running (the same process; a's pings to b go on) and d is
+    heard at once; d made anew alone (a sysctl changed) carries TCP (its new interface without offloads); a deploy
+    that removes b takes b off the air."""
+    lab = lab_from(TWO)
+    pid = _medium_pid(lab_name)
+    pings = lab.nodes["a"].popen(["ping", "-c", "25", "-i", "0.1", "-W", "1", "10.70.0.2"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    added = Lab.from_file(topo_file(WITH_D)).deploy().changes
+    out, _ = pings.communicate(timeout=30)
+    assert [n.name for n in added.add_nodes] == ["d"] and [n.name for n in added.retune] == ["air"], added.summary()
+    assert _medium_pid(lab_name) == pid
+    assert " 0% packet loss" in out, out
+    assert _ping(lab, "a", "10.70.0.4", count=2)
+    assert wireless.state(lab, "air")["stations"]["d"]["position"] == [0.0, 20.0, 0.0]
+    anew = Lab.from_file(
+        topo_file(WITH_D.replace("d: {position: [0, 20]}", "d: {position: [0, 20], sysctls: {net.ipv4.ip_forward: 1}}"))
+    )
+    assert [n.name for n in anew.deploy().changes.add_nodes] == ["d"]
+    assert _iperf(anew, "a", "d@10.70.0.4", seconds=2) > 5
+    removed = Lab.from_file(
+        topo_file(
+            WITH_D.replace("    b: {position: [40, 0]}\n", "").replace(
+                '    - endpoints: ["b:wlan0", "air:b"]\n      ipv4: ["10.70.0.2/24", null]\n', ""
+            )
+        )
+    )
+    removed.deploy()
+    assert set(wireless.state(removed, "air")["stations"]) == {"a", "d"} and _medium_pid(lab_name) == pid
+
+
 @pytest.mark.throughput
 def test_tcp_gets_an_80211g_rate_less_from_afar_and_two_senders_share_the_air(lab_from):
     lab = lab_from(SPEED)

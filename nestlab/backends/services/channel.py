@@ -252,6 +252,7 @@ class Channel:
         self.slot, self.sifs = _ns(phy.slot), _ns(phy.sifs)
         self.difs, self.eifs = _ns(radio.difs(phy)), _ns(radio.eifs(phy))
         self.ack = _ns(radio.block_ack_us(phy) if phy.aggregate else phy.ack_us)  # a block ACK answers an A-MPDU
+        self.limit = queue
         n = len(pos)
         # the frames being sent (and retried) to one receiver: [frame, attempts failed] each (several: an A-MPDU's)
         self.current: list[tuple[int, list[list]] | None] = [None] * n
@@ -273,6 +274,19 @@ class Channel:
             "frames": 0, "delivered": 0, "dropped": 0, "attempts": 0, "collisions": 0, "lost": 0, "retries": 0,
         }  # fmt: skip
         self.queues = [Sender(queue, self.counts) for _ in range(n)]
+        self.place(pos)
+
+    def resize(self, pos: np.ndarray, tx: np.ndarray, gain: np.ndarray, keys: np.ndarray | None) -> None:
+        """The stations as they are now: the first ones as before (their frames and counts kept), then new ones."""
+        added = len(pos) - len(self.pos)
+        for values, fill in (
+            (self.current, None), (self.backoff, -1), (self.retry, 0), (self.origin, 0), (self.due_at, -1),
+            (self.token, 0), (self.sending, None), (self.sensing, 0), (self.quiet, 0), (self.ifs, self.difs),
+            (self.locked, None),
+        ):  # fmt: skip
+            values.extend([fill] * added)
+        self.queues.extend(Sender(self.limit, self.counts) for _ in range(added))
+        self.tx, self.gain, self.keys = tx, gain, keys
         self.place(pos)
 
     # -- geometry ----------------------------------------------------------------------------------
