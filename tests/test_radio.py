@@ -323,6 +323,12 @@ def test_a_station_spraying_flows_holds_no_more_than_its_queue():
     assert not sender.count and len(sender.txqs) <= 1  # the last peer served leaves at the next turn
 
 
+def _subframes(sizes: list[int]) -> list[int]:
+    """Octets each Ethernet frame of ``sizes`` takes in an A-MPDU: delimiter, QoS MPDU, padding (not the last's)."""
+    mpdus = [radio.DELIMITER + n + radio.MAC_OVERHEAD + radio.QOS_BYTES for n in sizes]
+    return [m + (-m % 4) for m in mpdus[:-1]] + mpdus[-1:]
+
+
 def _aggregate_model(phy: radio.Phy, nbytes: int) -> tuple[int, float]:
     """MPDUs of ``nbytes`` Ethernet frames per A-MPDU within the standard's limits at the top rate, and the Mbit/s of
     frames one saturated sender delivers: Bianchi's model with one station (no collision; a mean backoff of CWmin / 2
@@ -330,14 +336,14 @@ def _aggregate_model(phy: radio.Phy, nbytes: int) -> tuple[int, float]:
     ack, implicit request), the PPDU's octets a delimiter, QoS MPDU and padding each."""
     limit, rate = phy.aggregate, phy.rates[-1][0]
     assert limit is not None
-    octets = radio.subframes([nbytes])[0]
+    octets = _subframes([nbytes])[0]
     n = 1
-    while n < limit.frames and sum(radio.subframes([nbytes] * (n + 1))) <= limit.octets:
-        if radio.ppdu_us(phy, rate, sum(radio.subframes([nbytes] * (n + 1)))) > limit.max_us:
+    while n < limit.frames and sum(_subframes([nbytes] * (n + 1))) <= limit.octets:
+        if radio.ppdu_us(phy, rate, sum(_subframes([nbytes] * (n + 1)))) > limit.max_us:
             break
         n += 1
     assert octets > nbytes
-    cycle = radio.difs(phy) + phy.cw_min / 2 * phy.slot + radio.ppdu_us(phy, rate, sum(radio.subframes([nbytes] * n)))
+    cycle = radio.difs(phy) + phy.cw_min / 2 * phy.slot + radio.ppdu_us(phy, rate, sum(_subframes([nbytes] * n)))
     return n, 8 * n * nbytes / (cycle + phy.sifs + radio.block_ack_us(phy))
 
 

@@ -125,12 +125,6 @@ def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
     return ppdu_us(phy, rate, nbytes + MAC_OVERHEAD)
 
 
-def subframes(sizes: list[int]) -> list[int]:
-    """Octets each Ethernet frame of ``sizes`` takes in an A-MPDU: delimiter, QoS MPDU, padding (not the last's)."""
-    mpdus = [DELIMITER + n + MAC_OVERHEAD + QOS_BYTES for n in sizes]
-    return [m + (-m % 4) for m in mpdus[:-1]] + mpdus[-1:]
-
-
 def legacy_us(phy: Phy, nbytes: int, rate: float = 24) -> float:
     """A control frame of ``nbytes`` in a non-HT OFDM PPDU (20 µs preamble) at ``rate`` Mbit/s."""
     return 20 + 4 * math.ceil((16 + 8 * nbytes + 6) / (4 * rate)) + phy.extension
