@@ -83,6 +83,48 @@ def _iperf(lab, client: str, server: str, seconds: float = 3, port: int = 5201) 
         srv.wait()
 
 
+def _udp(lab, client: str, server: str, mbits: float, seconds: float = 2, port: int = 5201) -> float:
+    """Mbit/s of UDP (1472-byte datagrams: 1514-byte frames) that ``server`` receives of ``mbits`` sent by ``client``."""
+    node, address = server.split("@")
+    srv = lab.nodes[node].popen(["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        args = ["iperf3", "-u", "-c", address, "-p", str(port), "-b", f"{mbits}M", "-l", "1472", "-t", str(seconds), "--json"]
+        code, out = _run(lab, client, args, seconds + 20)
+        assert code == 0, out[-2000:]
+        return json.loads(out[out.index("{") :])["end"]["sum_received"]["bits_per_second"] / 1e6
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+HT = """name: {name}
+topology:
+  nodes:
+    air: {kind: wireless, standard: 802.11n, channel: 36}
+    a: {position: [0, 0]}
+    b: {position: [3, 0]}
+  links:
+    - endpoints: ["a:wlan0", "air:a"]
+      ipv4: ["10.73.0.1/24", null]
+    - endpoints: ["b:wlan0", "air:b"]
+      ipv4: ["10.73.0.2/24", null]
+"""
+
+
+@pytest.mark.throughput
+def test_an_80211n_pair_aggregates_and_carries_what_the_mac_model_says(lab_from):
+    """802.11n HT20, one stream, 3 m apart (MCS 7, 65 Mbit/s): UDP in A-MPDUs of 28 frames with a block ACK each.
+    The MAC model (tests/test_radio.py: one saturated sender, 5.484 ms PPDUs) gives 61.55 Mbit/s of 1514-byte
+    frames, 59.8 of UDP payload; without aggregation the same pair carried 31.5."""
+    lab = lab_from(HT)
+    assert _ping(lab, "a", "10.73.0.2", count=2)
+    got = _udp(lab, "a", "b@10.73.0.2", mbits=90)
+    assert got == pytest.approx(59.8, rel=0.1), got
+    counts = wireless.state(lab, "air")["counts"]
+    assert counts["delivered"] > 15 * counts["attempts"], counts  # aggregates, not single frames
+
+
 SPEED = """name: {name}
 topology:
   nodes:
@@ -113,6 +155,56 @@ def test_a_station_made_anew_alone_still_carries_tcp(lab_from, topo_file):
     changes = again.deploy().changes
     assert any(link.key == "air:b=b:wlan0" or "b:wlan0" in link.key for link in changes.add_links), "b's link is made anew"
     assert _iperf(again, "a", "b@10.70.0.2", seconds=2) > 5
+
+
+def _medium_pid(lab_name: str) -> int:
+    config = f"/{lab_name}/wireless/air.json".encode()
+    pids = [
+        int(p.name) for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _quiet_read(p / "cmdline").rstrip(b"\0").split(b"\0")[-1].endswith(config)
+    ]  # fmt: skip
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+TWO = THREE.replace("    c: {position: [2500, 0]}\n", "").replace(
+    '    - endpoints: ["c:wlan0", "air:c"]\n      ipv4: ["10.70.0.3/24", null]\n', ""
+)
+WITH_D = TWO.replace("    b: {position: [40, 0]}\n", "    b: {position: [40, 0]}\n    d: {position: [0, 20]}\n") + (
+    '    - endpoints: ["d:wlan0", "air:d"]\n      ipv4: ["10.70.0.4/24", null]\n'
+)
+
+
+@pytest.mark.throughput
+def test_a_station_added_live_joins_the_running_medium_and_one_made_anew_keeps_its_traffic(lab_from, topo_file, lab_name):
+    """A deploy that adds station d leaves the medium running (the same process; a's pings to b go on) and d is
+    heard at once; d made anew alone (a sysctl changed) carries TCP (its new interface without offloads); a deploy
+    that removes b takes b off the air."""
+    lab = lab_from(TWO)
+    pid = _medium_pid(lab_name)
+    pings = lab.nodes["a"].popen(["ping", "-c", "25", "-i", "0.1", "-W", "1", "10.70.0.2"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    added = Lab.from_file(topo_file(WITH_D)).deploy().changes
+    out, _ = pings.communicate(timeout=30)
+    assert [n.name for n in added.add_nodes] == ["d"] and [n.name for n in added.retune] == ["air"], added.summary()
+    assert _medium_pid(lab_name) == pid
+    assert " 0% packet loss" in out, out
+    assert _ping(lab, "a", "10.70.0.4", count=2)
+    assert wireless.state(lab, "air")["stations"]["d"]["position"] == [0.0, 20.0, 0.0]
+    anew = Lab.from_file(
+        topo_file(WITH_D.replace("d: {position: [0, 20]}", "d: {position: [0, 20], sysctls: {net.ipv4.ip_forward: 1}}"))
+    )
+    assert [n.name for n in anew.deploy().changes.add_nodes] == ["d"]
+    assert _iperf(anew, "a", "d@10.70.0.4", seconds=2) > 5
+    removed = Lab.from_file(
+        topo_file(
+            WITH_D.replace("    b: {position: [40, 0]}\n", "").replace(
+                '    - endpoints: ["b:wlan0", "air:b"]\n      ipv4: ["10.70.0.2/24", null]\n', ""
+            )
+        )
+    )
+    removed.deploy()
+    assert set(wireless.state(removed, "air")["stations"]) == {"a", "d"} and _medium_pid(lab_name) == pid
 
 
 @pytest.mark.throughput

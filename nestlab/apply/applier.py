@@ -248,13 +248,14 @@ class Applier:
         self.flush()
 
     def _finish(self, changes: Changes) -> None:
-        """Hosts' routes, ports handed to the kinds that take them, late sysctls, each kind's finish, port forwards,
+        """Hosts' routes, ports handed to the kinds that take them, late sysctls, each kind's finish and retune, port forwards,
         MPTCP endpoints, link shaping and trace players: one pass each, in that order."""
         for finishing in (
             self._routes,
             self._ports,
             self._late_sysctls,
             self._kinds_finished,
+            self._retuned,
             self._forwards,
             self._mptcp,
             self._shaped,
@@ -291,6 +292,10 @@ class Applier:
     def _kinds_finished(self, changes: Changes) -> None:
         for kind, nodes in kinds.grouped(changes.add_nodes):
             kind.finish(self, nodes)
+
+    def _retuned(self, changes: Changes) -> None:
+        for kind, nodes in kinds.grouped(changes.retune):
+            kind.retuned(self, nodes)
 
     def _forwards(self, changes: Changes) -> None:
         for node in changes.add_nodes:

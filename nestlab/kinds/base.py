@@ -91,6 +91,9 @@ class NodeKind:
         """Stopped nodes of this kind starting again, their interfaces back up: what :meth:`started` and
         :meth:`finish` started (their processes were ended by the stop; their files are kept)."""
 
+    def retuned(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        """Running nodes of this kind kept by a deploy whose ``live`` values changed (after every new port is made)."""
+
     def port_removed(self, ap: Applying, node: NodeObj, iface: str) -> None:
         """(``takes_ports``) A link ending in the node was deleted."""
 

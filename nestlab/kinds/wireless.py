@@ -48,10 +48,13 @@ class Wireless(Switch):
     takes_ports = True  # each new port's station loses its offloads, a station made anew alone too
 
     def check(self, spec: NodeSpec) -> list[tuple[tuple[str | int, ...], str]]:
-        from ..model.wireless import channel_problem  # a topology being checked: pydantic is loaded
+        from ..model.wireless import channel_problem, phy_problem  # a topology being checked: pydantic is loaded
 
-        if spec.channel is not None and (problem := channel_problem(str(spec.standard or DEFAULTS["standard"]), spec.channel)):
+        standard = str(spec.standard or DEFAULTS["standard"])
+        if spec.channel is not None and (problem := channel_problem(standard, spec.channel)):
             return [(("channel",), problem)]
+        if wrong := phy_problem(standard, spec.width, spec.streams, spec.short_gi):
+            return [((wrong[0],), wrong[1])]
         return []
 
     def plan(self, node: Draft) -> dict[str, Any]:
@@ -65,15 +68,19 @@ class Wireless(Switch):
             "rate_control": spec.rate_control or "ideal",
             "fading": spec.fading.model_dump() if spec.fading else None,
             "mobility": spec.mobility.model_dump() if spec.mobility else None,
-            "stations": stations(node.topology, node.name),
+            "width": spec.width,
+            "streams": spec.streams or 1,
+            "short_gi": bool(spec.short_gi),
         }
-        return {"options": (("medium", json.dumps(config, sort_keys=True)),)}
+        # the stations change live: a station added, removed or moved by a deploy leaves the medium running
+        live = (("stations", json.dumps(stations(node.topology, node.name), sort_keys=True)),)
+        return {"options": (("medium", json.dumps(config, sort_keys=True)),), "live": live}
 
     def ports(self, ap: Applying, node: NodeObj, ifaces: list[str]) -> None:
         from ..backends.services import medium
 
         made = set(ifaces)
-        for station in json.loads(node.text("medium"))["stations"]:
+        for station in config(node)["stations"]:
             if station["port"] in made:
                 medium.plain_frames(ap.lab, station["name"], station["iface"])
 
@@ -81,12 +88,19 @@ class Wireless(Switch):
         from ..backends.services import medium
 
         for node in nodes:
-            config = json.loads(node.text("medium"))
-            medium.start(ap.lab, node.name, config, lambda args, _n=node.name, **kw: ap.popen(_n, args, **kw))
+            medium.start(ap.lab, node.name, config(node), lambda args, _n=node.name, **kw: ap.popen(_n, args, **kw))
+
+    def retuned(self, ap: Applying, nodes: list[NodeObj]) -> None:
+        """Stations added, removed or changed by a deploy: the running medium takes them as they are now (their
+        new ports made, without offloads, by :meth:`ports`)."""
+        from ..backends.services import medium
+
+        for node in nodes:
+            medium.ask(ap.lab, node.name, {"op": "stations", "stations": config(node)["stations"]})
 
     def resumed(self, ap: Applying, nodes: list[NodeObj]) -> None:
         for node in nodes:
-            self.ports(ap, node, [station["port"] for station in json.loads(node.text("medium"))["stations"]])
+            self.ports(ap, node, [station["port"] for station in config(node)["stations"]])
         self.finish(ap, nodes)
 
     def removed(self, lab: str, node: NodeObj) -> None:
@@ -106,9 +120,14 @@ class Wireless(Switch):
         except LabError as exc:
             why = medium.trouble(lab, node.name) or str(exc)
             return {"wireless": {"error": why}, "detail": f"medium down: {why}"}
-        config = json.loads(node.text("medium"))
-        detail = f"{state['standard']}, {len(state['stations'])} stations, {config['propagation'].get('model', 'log-distance')}"
+        model = config(node)["propagation"].get("model", "log-distance")
+        detail = f"{state['standard']}, {len(state['stations'])} stations, {model}"
         return {"wireless": state, "detail": detail}
+
+
+def config(node: NodeObj) -> dict[str, Any]:
+    """A medium's plan as its process takes it: the radio's keys and, kept apart (they change live), its stations."""
+    return {**json.loads(node.text("medium")), "stations": json.loads(str(dict(node.live).get("stations", "[]")))}
 
 
 def stations(topology: Topology, medium: str) -> list[dict[str, Any]]:

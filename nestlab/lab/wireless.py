@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine import events
 from ..engine.running import ask_medium, medium_trouble
 from ..errors import LabError
+from ..kinds.wireless import config
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -21,7 +22,7 @@ LOGGED_POSITIONS = 50  # a move of more stations is logged as a count
 def media(running: Lab) -> dict[str, list[str]]:
     """Each wireless medium of the lab, with the stations on it."""
     return {
-        name: [s["name"] for s in json.loads(obj.text("medium"))["stations"]]
+        name: [s["name"] for s in config(obj)["stations"]]
         for name, obj in running.plan.nodes.items()
         if obj.option("medium") is not None  # the wireless kind's plan
     }
@@ -62,13 +63,13 @@ def moves(running: Lab) -> list[tuple[str, float, dict[str, list[float]]]]:
     """Every medium's ``mobility:`` as (medium, seconds from the start, station -> position)."""
     out = []
     for name, obj in running.plan.nodes.items():
-        config = json.loads(obj.text("medium")) if obj.option("medium") is not None else {}
-        if config.get("mobility"):  # numpy and the schema load for a lab whose stations move
+        medium = config(obj) if obj.option("medium") is not None else {}
+        if medium.get("mobility"):  # numpy and the schema load for a lab whose stations move
             from ..model.mobility import steps
             from ..model.wireless import Mobility
 
-            start = {s["name"]: s["position"] for s in config["stations"]}
-            for at, where in steps(Mobility(**config["mobility"]), start, Path(running.source).parent):
+            start = {s["name"]: s["position"] for s in medium["stations"]}
+            for at, where in steps(Mobility(**medium["mobility"]), start, Path(running.source).parent):
                 out.append((name, at, where))
     return out
 

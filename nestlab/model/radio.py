@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .wireless import Propagation
+from .wireless import WIDTHS, Propagation
 
 C = 299_792_458.0
 DEFAULT_NOISE_FLOOR = -91.0  # dBm: thermal noise in 20 MHz (-101) + a 10 dB noise figure, as the sensitivities assume
@@ -42,28 +42,69 @@ class Phy:
     ack_us: float  # an ACK frame's airtime
     extension: float = 0.0  # 802.11g's signal extension after every OFDM frame
     dsss: bool = False  # bits/rate with no symbols (802.11b)
+    symbol: float = 4.0  # µs an OFDM symbol lasts (3.6: HT/VHT's short guard interval)
+    aggregate: Aggregate | None = None  # HT/VHT: A-MPDU limits (None: one frame per PPDU)
 
 
-# Rates and minimum sensitivities (20 MHz, one stream; VHT at 80 MHz); ACKs at 24 Mbit/s OFDM (28 µs), 1 Mbit/s DSSS.
+@dataclass(frozen=True)
+class Aggregate:
+    """A-MPDU limits (IEEE 802.11-2016): MPDUs per aggregate (the block ack window, 64: 10.24.7.5), octets
+    (HT: 65 535, Table 9-163's largest exponent; VHT: 1 048 575, 9.4.2.158.2) and a PPDU's longest time
+    (aPPDUMaxTime 5.484 ms: Tables 19-25 and 21-28)."""
+
+    frames: int = 64
+    octets: int = 65_535
+    max_us: float = 5484.0
+
+
+# Rates and minimum sensitivities (20 MHz, one stream); ACKs at 24 Mbit/s OFDM (28 µs), 1 Mbit/s DSSS.
 _OFDM = ((6, -82), (9, -81), (12, -79), (18, -77), (24, -74), (36, -70), (48, -66), (54, -65))
+# HT/VHT MCS 0-9: bits per subcarrier, code rate, minimum sensitivity at 20 MHz (802.11-2016 Tables 19-23, 21-25;
+# 3 dB more for each doubling of the width).  HT has MCS 0-7 of each stream; VHT 0-9.
+_MCS = ((1, 1 / 2, -82), (2, 1 / 2, -79), (2, 3 / 4, -77), (4, 1 / 2, -74), (4, 3 / 4, -70), (6, 2 / 3, -66),
+        (6, 3 / 4, -65), (6, 5 / 6, -64), (8, 3 / 4, -59), (8, 5 / 6, -57))  # fmt: skip
+SUBCARRIERS = {20: 52, 40: 108, 80: 234, 160: 468}  # data subcarriers by width (MHz)
+DEFAULT_WIDTH = {"802.11n": 20, "802.11ac": 80}
+MAX_STREAMS = 4
+_LTFS = {1: 1, 2: 2, 3: 4, 4: 4}  # training fields by spatial streams (Tables 19-13, 21-13)
+
+
+def high_throughput(standard: str, width: int | None = None, streams: int = 1, short_gi: bool = False) -> Phy:
+    """802.11n (HT-mixed) or 802.11ac (VHT) at ``width`` MHz with ``streams`` spatial streams: each MCS's rate
+    from its data bits per symbol (subcarriers x bits x code rate x streams) over a 4 µs symbol, 3.6 µs with the
+    short guard interval; the preamble with a training field per stream; A-MPDU limits."""
+    vht = standard == "802.11ac"
+    width = width or DEFAULT_WIDTH[standard]
+    extra = 3 * math.log2(width / 20)
+    symbol = 3.6 if short_gi else 4.0
+    rates = []
+    for bits, code, sensitivity in _MCS if vht else _MCS[:8]:
+        dbps = SUBCARRIERS[width] * bits * code * streams
+        if abs(dbps - round(dbps)) < 1e-9:  # VHT leaves out an MCS whose bits per symbol are not whole (VHT20 MCS 9)
+            rates.append((round(dbps) / symbol, sensitivity + extra))
+    preamble = 20 + 8 + 4 + 4 * _LTFS[streams] + (4 if vht else 0)  # L-STF, L-LTF, L-SIG; (V)HT-SIG, -STF, -LTFs; SIG-B
+    octets = 1_048_575 if vht else 65_535
+    return Phy(standard, tuple(rates), preamble, 9, 16, 15, 28, symbol=symbol, aggregate=Aggregate(octets=octets))
+
+
 PHYS = {
     "802.11b": Phy("802.11b", ((1, -83), (2, -80), (5.5, -79), (11, -76)), 192, 20, 10, 31, 304, dsss=True),
     "802.11g": Phy("802.11g", _OFDM, 20, 9, 10, 15, 28, extension=6),
     "802.11a": Phy("802.11a", _OFDM, 20, 9, 16, 15, 28),
-    "802.11n": Phy(
-        "802.11n",
-        ((6.5, -82), (13, -79), (19.5, -77), (26, -74), (39, -70), (52, -66), (58.5, -65), (65, -64)),
-        36, 9, 16, 15, 28,
-    ),
-    "802.11ac": Phy(
-        "802.11ac",
-        ((29.3, -76), (58.5, -73), (87.8, -71), (117, -68), (175.5, -64), (234, -60), (263.3, -59), (292.5, -58), (351, -53), (390, -51)),
-        40, 9, 16, 15, 28,
-    ),
-}  # fmt: skip
+    "802.11n": high_throughput("802.11n"),
+    "802.11ac": high_throughput("802.11ac"),
+}
 REFERENCE_BYTES = 1000  # the PSDU length the sensitivities are defined at (PER 10 %, 802.11-2016 17.3.10.2)
 ACK_BYTES = 14  # an ACK frame: frame control, duration, receiver address, FCS
+BLOCK_ACK_BYTES = 32  # a compressed BlockAck: frame control, duration, addresses, control, sequence, 64-bit bitmap, FCS
 MAC_OVERHEAD = 22  # bytes: an Ethernet frame becomes 802.11 header (24) + LLC/SNAP (8) + FCS (4) - Ethernet header (14)
+QOS_BYTES = 2  # an aggregated MPDU's QoS control field (a block ack agreement is per traffic identifier)
+DELIMITER = 4  # an A-MPDU subframe's delimiter; each subframe but the last padded to 4 octets
+
+
+def phy(standard: str, width: int | None = None, streams: int = 1, short_gi: bool = False) -> Phy:
+    """The standard's PHY as a medium configures it (HT and VHT: width, streams and guard interval)."""
+    return high_throughput(standard, width, streams, short_gi) if standard in WIDTHS else PHYS[standard]
 
 
 def difs(phy: Phy) -> float:
@@ -71,12 +112,12 @@ def difs(phy: Phy) -> float:
 
 
 def ppdu_us(phy: Phy, rate: float, mac_bytes: int) -> float:
-    """Airtime of one PPDU of ``mac_bytes`` (MAC header to FCS) at ``rate`` Mbit/s."""
+    """Airtime of one PPDU of ``mac_bytes`` (MAC header to FCS, or a whole A-MPDU) at ``rate`` Mbit/s."""
     bits = 8 * mac_bytes
     if phy.dsss:
         return phy.preamble + bits / rate
-    symbols = math.ceil((16 + bits + 6) / (rate * 4))  # SERVICE + data + tail, 4 µs symbols
-    return phy.preamble + 4 * symbols + phy.extension
+    symbols = math.ceil((16 + bits + 6) / round(rate * phy.symbol, 6))  # SERVICE + data + tail
+    return phy.preamble + 4 * math.ceil(symbols * phy.symbol / 4 - 1e-9) + phy.extension  # short GI: whole 4 µs (19-90)
 
 
 def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
@@ -84,13 +125,20 @@ def frame_us(phy: Phy, rate: float, nbytes: int) -> float:
     return ppdu_us(phy, rate, nbytes + MAC_OVERHEAD)
 
 
+def legacy_us(phy: Phy, nbytes: int, rate: float = 24) -> float:
+    """A control frame of ``nbytes`` in a non-HT OFDM PPDU (20 µs preamble) at ``rate`` Mbit/s."""
+    return 20 + 4 * math.ceil((16 + 8 * nbytes + 6) / (4 * rate)) + phy.extension
+
+
+def block_ack_us(phy: Phy) -> float:
+    """A compressed BlockAck at 24 Mbit/s (32 µs), what acknowledges an A-MPDU."""
+    return legacy_us(phy, BLOCK_ACK_BYTES)
+
+
 def eifs(phy: Phy) -> float:
     """EIFS (802.11-2016 10.3.2.3.7): SIFS + an ACK at the lowest rate (1 Mbit/s DSSS, 6 Mbit/s OFDM) + DIFS,
     what a station waits instead of DIFS after a frame it could not read."""
-    if phy.dsss:
-        ack = ppdu_us(phy, 1, ACK_BYTES)
-    else:  # a legacy OFDM PPDU (20 µs preamble) at 6 Mbit/s, whatever the standard's own preamble
-        ack = 20 + 4 * math.ceil((16 + 8 * ACK_BYTES + 6) / 24) + phy.extension
+    ack = ppdu_us(phy, 1, ACK_BYTES) if phy.dsss else legacy_us(phy, ACK_BYTES, 6)  # OFDM: whatever its own preamble
     return phy.sifs + ack + difs(phy)
 
 

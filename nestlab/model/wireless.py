@@ -21,6 +21,7 @@ MODELS = ("friis", "log-distance", "log-normal", "two-ray", "itu-indoor")
 RATE_CONTROLS = ("ideal", "minstrel")
 FADINGS = ("none", "rayleigh", "rician", "nakagami")
 FIVE_GHZ = ("802.11a", "802.11ac")  # the standards that exist only on 5 GHz channels
+WIDTHS = {"802.11n": (20, 40), "802.11ac": (20, 40, 80, 160)}  # the channel widths (MHz) HT and VHT allow
 DEFAULT_CHANNEL = {"802.11a": 36, "802.11ac": 36}  # others: channel 1 (2.412 GHz)
 
 
@@ -109,6 +110,17 @@ def channel_problem(standard: str, channel: int) -> str | None:
     return None if 1 <= channel <= 14 else f"{standard} uses 2.4 GHz channels 1-14, not {channel}"
 
 
+def phy_problem(standard: str, width: int | None, streams: int | None, short_gi: bool | None) -> tuple[str, str] | None:
+    """(key, why) when ``width``, ``streams`` or ``short_gi`` is not the standard's (only HT and VHT have them)."""
+    widths = WIDTHS.get(standard, ())
+    for key, value in (("width", width), ("streams", streams), ("short_gi", short_gi)):
+        if value is not None and not widths:
+            return key, f"{key} is 802.11n's and 802.11ac's, not {standard}'s"
+    if width is not None and width not in widths:
+        return "width", f"{standard} has {', '.join(map(str, widths))} MHz channels, not {width}"
+    return None
+
+
 def frequency(standard: str, channel: int | None) -> float:
     """The channel's centre frequency in Hz."""
     channel = channel or DEFAULT_CHANNEL.get(standard, 1)
@@ -149,6 +161,18 @@ MEDIUM_KEYS: dict[str, tuple[Any, dict[str, Any]]] = {
         },
     ),
     "mobility": (Mobility | None, {"default": None, "description": "wireless: how its stations move, played by nestlab run"}),
+    "width": (
+        Literal[20, 40, 80, 160] | None,
+        {"default": None, "description": "wireless: 802.11n/ac channel width in MHz (default 20 for n, 80 for ac)"},
+    ),
+    "streams": (
+        int | None,
+        {"default": None, "ge": 1, "le": 4, "description": "wireless: 802.11n/ac spatial streams (default 1)"},
+    ),
+    "short_gi": (
+        bool | None,
+        {"default": None, "description": "wireless: 802.11n/ac short guard interval (3.6 µs symbols; default off)"},
+    ),
 }
 
 

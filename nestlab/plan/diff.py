@@ -17,6 +17,7 @@ class Changes:
     add_attachments: list[AttachObj] = field(default_factory=list)
     del_attachments: list[AttachObj] = field(default_factory=list)
     reshape: list[LinkObj] = field(default_factory=list)  # kept links whose shaping or state changed
+    retune: list[NodeObj] = field(default_factory=list)  # kept nodes whose live values changed (a medium's stations)
 
     def __bool__(self) -> bool:
         return any(getattr(self, f) for f in self.__dataclass_fields__)
@@ -32,6 +33,7 @@ class Changes:
                 (self.del_links, "links to delete"),
                 (self.del_attachments, "attachments to delete"),
                 (self.reshape, "links to reshape"),
+                (self.retune, "nodes to retune"),
             )
             if items
         ]
@@ -59,6 +61,9 @@ def diff(want: Plan, have: Plan) -> Changes:
         for key, x in want.links.items()
         if key not in added
         and (have.links[key].shape_a, have.links[key].shape_b, have.links[key].state) != (x.shape_a, x.shape_b, x.state)
+    ]
+    changes.retune = [
+        x for name, x in want.nodes.items() if name in have.nodes and name not in gone and have.nodes[name].live != x.live
     ]
     return changes
 
@@ -96,6 +101,7 @@ def steps(changes: Changes, have: Plan) -> list[Step]:
         found.extend(Step(what, _key(obj), "remove") for obj in deleted if _key(obj) not in made)
     for link in changes.reshape:
         found.append(Step("link", link.key, "reshape", _differences(have.links[link.key], link, live=True)))
+    found.extend(Step("node", node.name, "retune", "its live values (a wireless medium's stations)") for node in changes.retune)
     return found
 
 

@@ -118,6 +118,7 @@ class NodeObj(Optioned):
     long: str = field(default="", compare=False)
     login: Login = field(default=Login(), compare=False)
     options: Options = ()  # its kind's own values, so a new kind needs no new field here
+    live: Options = field(default=(), compare=False)  # its kind's values a running node takes in place (NodeKind.retuned)
 
     @property
     def deps(self) -> set[str]:

@@ -52,15 +52,16 @@ def _ns(us: float) -> int:
 
 @dataclass(eq=False)
 class Tx:
-    """One attempt on the air (times in ns)."""
+    """One attempt on the air (times in ns): one frame, or an A-MPDU of several to one destination."""
 
     sender: int
-    frame: bytes
+    frames: list[bytes]
     dst: int  # -1: broadcast (or an address the medium has not seen)
     rate: int  # index into the standard's rates
     start: int
-    end: int  # the frame's end; its ACK follows SIFS later
+    end: int  # the PPDU's end; its ACK (or block ACK) follows SIFS later
     heard_by: list[int]  # the stations in range of its sender as it started: they sense it
+    spans: list[tuple[int, int, int]]  # each frame's (start, end, octets on the air): decoded on its own
     overlaps: list[Tx] = field(default_factory=list)  # every frame on the air at some time during it
     fades: dict[int, float] = field(default_factory=dict)  # its fading's power gain at each station, drawn when first needed
 
@@ -254,9 +255,12 @@ class Channel:
         self.noise_mw = 10 ** (noise_floor / 10)
         self.needs = [sensitivity - radio.DEFAULT_NOISE_FLOOR for _, sensitivity in phy.rates]  # SINR each rate needs
         self.slot, self.sifs = _ns(phy.slot), _ns(phy.sifs)
-        self.difs, self.eifs, self.ack = _ns(radio.difs(phy)), _ns(radio.eifs(phy)), _ns(phy.ack_us)
+        self.difs, self.eifs = _ns(radio.difs(phy)), _ns(radio.eifs(phy))
+        self.ack = _ns(radio.block_ack_us(phy) if phy.aggregate else phy.ack_us)  # a block ACK answers an A-MPDU
+        self.limit = queue
         n = len(pos)
-        self.current: list[tuple[bytes, int] | None] = [None] * n  # the frame being sent (and retried), its receiver
+        # the frames being sent (and retried) to one receiver: [frame, attempts failed] each (several: an A-MPDU's)
+        self.current: list[tuple[int, list[list]] | None] = [None] * n
         self.backoff = [-1] * n  # slots left before the head frame goes (-1: nothing to send)
         self.retry = [0] * n
         self.origin = [0] * n  # when the current countdown started counting (after DIFS or EIFS)
@@ -277,6 +281,19 @@ class Channel:
         self.queues = [Sender(queue, self.counts) for _ in range(n)]
         self.control = CONTROLS[rate_control](self)  # each attempt's rate (ratecontrol.py)
         self.fade = fades.drawer(fading)  # a frame's fading gain on one link (None: none)
+        self.place(pos)
+
+    def resize(self, pos: np.ndarray, tx: np.ndarray, gain: np.ndarray, keys: np.ndarray | None) -> None:
+        """The stations as they are now: the first ones as before (their frames and counts kept), then new ones."""
+        added = len(pos) - len(self.pos)
+        for values, fill in (
+            (self.current, None), (self.backoff, -1), (self.retry, 0), (self.origin, 0), (self.due_at, -1),
+            (self.token, 0), (self.sending, None), (self.sensing, 0), (self.quiet, 0), (self.ifs, self.difs),
+            (self.locked, None),
+        ):  # fmt: skip
+            values.extend([fill] * added)
+        self.queues.extend(Sender(self.limit, self.counts) for _ in range(added))
+        self.tx, self.gain, self.keys = tx, gain, keys
         self.place(pos)
 
     # -- geometry ----------------------------------------------------------------------------------
@@ -304,7 +321,8 @@ class Channel:
 
     def queued(self, i: int) -> int:
         """Frames station ``i`` holds: queued, and the one it is sending."""
-        return self.queues[i].count + (self.current[i] is not None)
+        current = self.current[i]
+        return self.queues[i].count + (len(current[1]) if current else 0)
 
     def due(self) -> int | None:
         """When (ns) the next event falls (None: nothing on the air or queued)."""
@@ -344,10 +362,18 @@ class Channel:
 
     def _start(self, i: int, at: int) -> None:
         self.due_at[i] = -1
-        frame, dst = self.current[i] = self.current[i] or self.queues[i].dequeue(at)
+        if self.current[i] is None:
+            frame, dst = self.queues[i].dequeue(at)
+            self.current[i] = (dst, [[frame, 0]])
+        dst, mpdus = self.current[i]  # type: ignore[misc]
         rate = self.control.rate(i, dst, self.retry[i], at) if dst >= 0 else 0
-        end = at + _ns(radio.frame_us(self.phy, self.phy.rates[rate][0], len(frame)))
-        tx = Tx(i, frame, dst, rate, at, end, self.hears[i])
+        if self.phy.aggregate and dst >= 0:
+            spans = self._aggregate(i, dst, mpdus, self.phy.rates[rate][0], at)
+        else:
+            octets = len(mpdus[0][0]) + radio.MAC_OVERHEAD
+            spans = [(at, at + _ns(radio.frame_us(self.phy, self.phy.rates[rate][0], len(mpdus[0][0]))), octets)]
+        end = spans[-1][1]
+        tx = Tx(i, [m[0] for m in mpdus[: len(spans)]], dst, rate, at, end, self.hears[i], spans)
         self.counts["attempts"] += int(dst >= 0)
         self.sending[i], self.locked[i] = tx, None
         for other in self.airborne:
@@ -368,19 +394,49 @@ class Channel:
                 self.locked[k] = tx
         heapq.heappush(self.events, (end, next(self.seq), i, tx))
 
+    def _aggregate(self, i: int, dst: int, mpdus: list[list], rate: float, at: int) -> list[tuple[int, int, int]]:
+        """The A-MPDU ``i`` sends ``dst`` at ``at``: the frames waiting a retry, then more from its queue for ``dst``,
+        while the standard's limits hold (MPDUs, octets, the PPDU's time); each frame's stretch of the air.  A
+        frame taken that does not fit waits for the next."""
+        phy, limit = self.phy, self.phy.aggregate
+        assert limit is not None
+        sizes: list[int] = []
+        padded = 0
+        while len(sizes) < limit.frames:
+            if len(sizes) == len(mpdus):
+                txq = self.queues[i].txqs.get(dst)
+                frame = txq.dequeue(at) if txq is not None else None
+                if frame is None:
+                    break
+                mpdus.append([frame, 0])
+            mpdu = radio.DELIMITER + len(mpdus[len(sizes)][0]) + radio.MAC_OVERHEAD + radio.QOS_BYTES
+            if sizes and (padded + mpdu > limit.octets or radio.ppdu_us(phy, rate, padded + mpdu) > limit.max_us):
+                break
+            sizes.append(mpdu)
+            padded += mpdu + (-mpdu % 4)
+        total = padded - (-sizes[-1] % 4)
+        data, end = at + _ns(phy.preamble), at + _ns(radio.ppdu_us(phy, rate, total))
+        spans, done = [], 0
+        for octets in sizes:  # each subframe's share of the data symbols
+            spans.append((data + (end - data) * done // total, data + (end - data) * (done + octets) // total, octets))
+            done += octets + (-octets % 4)
+        spans[-1] = (spans[-1][0], end, sizes[-1])
+        return spans
+
     def _end(self, tx: Tx, out: list[tuple[int, bytes]]) -> None:
         i, dst, end = tx.sender, tx.dst, tx.end
         self.airborne.remove(tx)
         self.sending[i] = None
-        acked = dst >= 0 and self._received(tx, dst)
-        got = {dst} if acked else {j for j in tx.heard_by if self._received(tx, j)} if dst < 0 else set()
-        for j in got:
-            out.append((j, tx.frame))
-        self.counts["delivered"] += len(got)
+        decoded = [k for k, span in enumerate(tx.spans) if self._received(tx, dst, span)] if dst >= 0 else []
+        acked = bool(decoded)
+        got = {dst} if acked else {j for j in tx.heard_by if self._received(tx, j, tx.spans[0])} if dst < 0 else set()
+        out.extend((dst, tx.frames[k]) for k in decoded)
+        out.extend((j, tx.frames[0]) for j in got if dst < 0)
+        self.counts["delivered"] += len(decoded) if dst >= 0 else len(got)
         ack_end = end + self.sifs + self.ack
         for k in tx.heard_by:  # DIFS after the ACK (NAV) for a frame read, EIFS after its end for one that was not
             self.sensing[k] -= 1
-            if k in got or (dst >= 0 and k != dst and self.locked[k] is tx and self._success(tx, k) > 0.5):
+            if k in got or (dst >= 0 and k != dst and self.locked[k] is tx and self._success(tx, k, tx.spans[0]) > 0.5):
                 self.quiet[k], self.ifs[k] = max(self.quiet[k], ack_end if dst >= 0 else end), self.difs
             else:
                 self.quiet[k], self.ifs[k] = max(self.quiet[k], end), self.eifs
@@ -396,29 +452,33 @@ class Channel:
                     self._resume(k, end)
         collided = bool(tx.overlaps)
         tx.overlaps = []
-        self._after(tx, acked, collided, ack_end)
+        self._after(tx, set(decoded), collided, ack_end)
 
-    def _after(self, tx: Tx, acked: bool, collided: bool, ack_end: int) -> None:
-        """The sender's next step: the next frame, or this one again after a failed attempt."""
+    def _after(self, tx: Tx, decoded: set[int], collided: bool, ack_end: int) -> None:
+        """The sender's next step: the frames not acknowledged again (each up to the retry limit), then the next."""
         i = tx.sender
         self.queues[i].charge(tx.dst, tx.end - tx.start)
-        if tx.dst >= 0:
-            self.control.report(i, tx.dst, tx.rate, acked)
-        if acked or tx.dst < 0:
-            self.quiet[i], self.ifs[i] = max(self.quiet[i], ack_end if acked else tx.end), self.difs
+        dst, mpdus = self.current[i]  # type: ignore[misc]
+        kept = []
+        for k in range(len(tx.frames)) if dst >= 0 else ():
+            self.control.report(i, dst, tx.rate, k in decoded)  # Minstrel counts each MPDU's attempt
+        for k, mpdu in enumerate(mpdus[: len(tx.frames)] if dst >= 0 else ()):
+            mpdu[1] += k not in decoded
+            if k not in decoded and mpdu[1] <= RETRY_LIMIT:
+                kept.append(mpdu)
+        self.counts["retries"] += len(kept)
+        self.counts["lost"] += len(tx.frames) - len(decoded) - len(kept) if dst >= 0 else 0
+        mpdus[:] = kept + mpdus[len(tx.frames) :]
+        if decoded or dst < 0:
+            self.quiet[i], self.ifs[i] = max(self.quiet[i], ack_end if decoded else tx.end), self.difs
         else:  # no ACK: its ACK timeout, then as after a frame it could not read
             self.quiet[i], self.ifs[i] = max(self.quiet[i], tx.end), self.eifs
             self.counts["collisions"] += collided
-            if self.retry[i] < RETRY_LIMIT:
-                self.retry[i] += 1
-                self.counts["retries"] += 1
-                self.backoff[i] = self._draw(i)
-                self._resume(i, tx.end)
-                return
-            self.counts["lost"] += 1
-        self.current[i] = None
-        self.retry[i] = 0
-        self.backoff[i] = self._draw(i) if self.queues[i].count else -1
+        # the contention window: reset by an ACK or once the frames are given up, else doubled
+        self.retry[i] = min(self.retry[i] + 1, RETRY_LIMIT) if mpdus and not decoded else 0
+        if not mpdus:
+            self.current[i] = None
+        self.backoff[i] = self._draw(i) if mpdus or self.queues[i].count else -1
         self._resume(i, tx.end)
 
     # -- reception ---------------------------------------------------------------------------------
@@ -436,25 +496,30 @@ class Channel:
         """mW at ``k`` now of the frames on the air other than ``tx``."""
         return sum(self._power(o, k) for o in self.airborne if o is not tx and o.end > tx.start)
 
-    def _received(self, tx: Tx, k: int) -> bool:
-        """Whether ``k`` receives ``tx``: it followed it to its end, and every stretch decoded."""
-        return self.locked[k] is tx and self.rng.random() < self._success(tx, k)
+    def _received(self, tx: Tx, k: int, span: tuple[int, int, int]) -> bool:
+        """Whether ``k`` receives the frame of ``tx`` on ``span``: it followed ``tx`` to its end, and every stretch
+        of the frame decoded."""
+        return self.locked[k] is tx and self.rng.random() < self._success(tx, k, span)
 
-    def _success(self, tx: Tx, k: int) -> float:
-        """The chance ``k`` decodes ``tx``: the product over each stretch between other frames' starts and ends
-        of (1 - loss of a REFERENCE_BYTES frame at that stretch's SINR) to the power of the stretch's share of the
-        frame's bytes in REFERENCE_BYTES blocks (the frame-length-scaled error model: 1 - (1 - PER)^(L / 1000))."""
+    def _success(self, tx: Tx, k: int, span: tuple[int, int, int]) -> float:
+        """The chance ``k`` decodes the frame of ``tx`` on ``span`` (start, end, octets): the product over each
+        stretch between other frames' starts and ends of (1 - loss of a REFERENCE_BYTES frame at that stretch's
+        SINR) to the power of the stretch's share of the frame's octets in REFERENCE_BYTES blocks (the
+        frame-length-scaled error model: 1 - (1 - PER)^(L / 1000))."""
         floor = self.noise_mw * NEGLIGIBLE
+        start, end, octets = span
         others = [
-            (o.start, o.end, p) for o in tx.overlaps if o.sender != k and o.end > tx.start and (p := self._power(o, k)) > floor
+            (o.start, o.end, p)
+            for o in tx.overlaps
+            if o.sender != k and o.end > start and o.start < end and (p := self._power(o, k)) > floor
         ]
         needs = self.needs[tx.rate]
         signal = self._power(tx, k)
-        blocks = (len(tx.frame) + radio.MAC_OVERHEAD) / radio.REFERENCE_BYTES  # loss scales with the frame's length
+        blocks = octets / radio.REFERENCE_BYTES  # loss scales with the frame's length
         if not others:
             return (1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)) ** blocks
-        cuts = sorted({tx.start, tx.end, *(t for s, e, _ in others for t in (s, e) if tx.start < t < tx.end)})
-        chance, length = 1.0, tx.end - tx.start
+        cuts = sorted({start, end, *(t for s, e, _ in others for t in (s, e) if start < t < end)})
+        chance, length = 1.0, end - start
         for a, b in itertools.pairwise(cuts):
             noise = self.noise_mw + sum(p for s, e, p in others if s < b and e > a)
             chance *= (1.0 - radio.loss_one(10 * math.log10(signal / noise) - needs)) ** (blocks * (b - a) / length)

@@ -33,12 +33,13 @@ from ..kernel import detached, files, namespaces
 
 ETH_P_ALL = 0x0003
 SOL_PACKET, PACKET_IGNORE_OUTGOING = 263, 23
-SIOCETHTOOL = 0x8946
+SIOCETHTOOL, SIOCGIFADDR, SIOCGIFHWADDR = 0x8946, 0x8915, 0x8927
 ETHTOOL_STXCSUM, ETHTOOL_STSO, ETHTOOL_SGSO = 0x17, 0x1F, 0x24
 _READY_S = 10.0
 _BATCH = 512  # frames read before the channel runs again
 REQUEST_BYTES = 4 << 20  # a control request's most (a move of 1000 stations is about 60 KB)
 REQUEST_SECONDS = 2.0  # a control client's whole time to send its request, and again to read the answer
+SILENT = -300.0  # dBm and dBi of a station removed live: no one hears it, it hears no one
 MACS_PER_STATION = 8  # source addresses one station's port may own at once (the oldest is forgotten)
 
 
@@ -112,15 +113,24 @@ def _ended(lab: str, node: str) -> str:
 
 def plain_frames(lab: str, node: str, iface: str) -> None:
     """No checksum or segmentation offload on a station's interface: what it sends is whole, checked frames
-    (a packet socket hands on neither a partial checksum nor a 64 KB segment)."""
+    (a packet socket hands on neither a partial checksum nor a 64 KB segment).  Then the station announces its
+    address (a gratuitous ARP): a station made anew has a new MAC address, which its peers' ARP caches learn at
+    once instead of sending to the old one until the entry goes stale."""
     with namespaces.entered(names.netns_path(lab, node)):
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    with sock:
+        raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    with sock, raw:
         for cmd in (ETHTOOL_STXCSUM, ETHTOOL_STSO, ETHTOOL_SGSO):
             value = array.array("I", [cmd, 0])
             request = struct.pack("16sP", iface.encode(), value.buffer_info()[0])
             with contextlib.suppress(OSError):  # an interface without the feature
                 fcntl.ioctl(sock, SIOCETHTOOL, request)
+        with contextlib.suppress(OSError):  # no IPv4 address, or the interface is down: nothing to announce
+            name = struct.pack("256s", iface.encode())
+            mac = fcntl.ioctl(sock, SIOCGIFHWADDR, name)[18:24]
+            ip = fcntl.ioctl(sock, SIOCGIFADDR, name)[20:24]
+            arp = b"\x00\x01\x08\x00\x06\x04\x00\x01" + mac + ip + bytes(6) + ip  # a request for its own address
+            raw.sendto(b"\xff" * 6 + mac + b"\x08\x06" + arp + bytes(18), (iface, 0))
 
 
 # -- the process ---------------------------------------------------------------------------------------------
@@ -134,9 +144,8 @@ class Medium:
         from ...model.wireless import Fading, Propagation, frequency
         from .channel import Channel
 
-        self.stations = config["stations"]
-        self.names = [s["name"] for s in self.stations]
-        self.ports = [s["port"] for s in self.stations]
+        self.names = [s["name"] for s in config["stations"]]
+        self.ports = [s["port"] for s in config["stations"]]
         self.index = {port: i for i, port in enumerate(self.ports)}
         self.by_name = {name: i for i, name in enumerate(self.names)}
         self.standard = config["standard"]
@@ -144,15 +153,15 @@ class Medium:
             "rate_control": config.get("rate_control", "ideal"),
             "fading": (config.get("fading") or {}).get("model", "none"),
         }
-        pos = np.array([s["position"] for s in self.stations], dtype=float).reshape(-1, 3)
+        pos = np.array([s["position"] for s in config["stations"]], dtype=float).reshape(-1, 3)
         self.channel = Channel(
-            radio.PHYS[config["standard"]],
+            radio.phy(config["standard"], config.get("width"), config.get("streams", 1), config.get("short_gi", False)),
             Propagation(**config["propagation"]),
             frequency(config["standard"], config.get("channel")),
             config["noise_floor"],
             pos,
-            np.array([s["tx_power"] for s in self.stations], dtype=float),
-            np.array([s["antenna_gain"] for s in self.stations], dtype=float),
+            np.array([s["tx_power"] for s in config["stations"]], dtype=float),
+            np.array([s["antenna_gain"] for s in config["stations"]], dtype=float),
             queue=config.get("queue", 100),
             keys=radio.station_keys(self.names),
             rate_control=config.get("rate_control", "ideal"),
@@ -177,6 +186,33 @@ class Medium:
         self.channel.place(pos)
         self.moves += 1
 
+    def join(self, stations: list[dict[str, Any]]) -> None:
+        """The stations as a deploy left them: new ones join (the frames of the others go on), changed ones take
+        their place, power and gain, and those gone go silent and deaf (their port is gone too)."""
+        import numpy as np
+
+        from ...model import radio
+
+        ch = self.channel
+        pos, tx, gain = ch.pos.copy(), ch.tx.copy(), ch.gain.copy()
+        for s in stations:
+            if s["name"] not in self.by_name:
+                self.by_name[s["name"]] = len(self.names)
+                self.names.append(s["name"])
+                self.ports.append(s["port"])
+                self.owned.append(deque())
+                pos, tx, gain = np.vstack([pos, np.zeros(3)]), np.append(tx, 0.0), np.append(gain, 0.0)
+            i = self.by_name[s["name"]]
+            self.ports[i] = s["port"]
+            pos[i] = [*map(float, s["position"]), *([0.0] * (3 - len(s["position"])))]
+            tx[i], gain[i] = float(s["tx_power"]), float(s["antenna_gain"])
+        kept = {s["name"] for s in stations}
+        for name, i in self.by_name.items():
+            if name not in kept:
+                tx[i] = gain[i] = SILENT
+        self.index = {port: i for i, port in enumerate(self.ports) if self.names[i] in kept}
+        ch.resize(pos, tx, gain, radio.station_keys(self.names))
+
     def state(self) -> dict[str, Any]:
         ch = self.channel
         pairs = [
@@ -184,10 +220,12 @@ class Medium:
             for i in range(len(self.names))
             for j in ch.hears[i]
         ]
+        here = set(self.index.values())  # not the stations a deploy removed
         stations = {
             name: {"port": self.ports[i], "position": ch.pos[i].round(3).tolist(), "tx_power": float(ch.tx[i]),
                    "antenna_gain": float(ch.gain[i]), "queued": ch.queued(i), "reach_m": self._reach(i)}
             for i, name in enumerate(self.names)
+            if i in here
         }  # fmt: skip
         return {
             "standard": self.standard,
@@ -215,6 +253,9 @@ class Medium:
             return {"ok": True}
         if request.get("op") == "state":
             return self.state()
+        if request.get("op") == "stations":
+            self.join(request["stations"])
+            return {"ok": True}
         raise ValueError(f"unknown request {request.get('op')!r}")
 
     def serve(self, control_path: str) -> None:
