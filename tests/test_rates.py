@@ -169,10 +169,10 @@ def test_per_frame_snr_follows_the_fading_models_cdf(fades, cdf):
     critical value.  The same seed draws the same gains."""
     ch = _channel([0, 60], fades=fades)
     mean = 10 * math.log10(ch.mw[0, 1] / ch.noise_mw)
-    snr = np.array([10 * math.log10(ch._power(Tx(0, b"", 1, 0, 0, 1, [1]), 1) / ch.noise_mw) for _ in range(20_000)])
+    snr = np.array([10 * math.log10(ch._power(Tx(0, [b""], 1, 0, 0, 1, [1], []), 1) / ch.noise_mw) for _ in range(20_000)])
     assert _ks(10 ** ((snr - mean) / 10), cdf) < 1.63 / math.sqrt(len(snr))
     again = _channel([0, 60], fades=fades)
-    assert [again._power(Tx(0, b"", 1, 0, 0, 1, [1]), 1) for _ in range(5)] == pytest.approx(
+    assert [again._power(Tx(0, [b""], 1, 0, 0, 1, [1], []), 1) for _ in range(5)] == pytest.approx(
         list(10 ** (snr[:5] / 10) * ch.noise_mw)
     )
 
