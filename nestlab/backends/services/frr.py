@@ -263,7 +263,7 @@ def running_config(node: str, popen: Popen) -> str:
     return out
 
 
-def _said(proc: subprocess.Popen, what: str, timeout: float, limit: int = MAX_CONFIG) -> tuple[str, str]:
+def _said(proc: subprocess.Popen[bytes], what: str, timeout: float, limit: int = MAX_CONFIG) -> tuple[str, str]:
     """``proc``'s standard output and error (as text), waited for: at most ``limit`` bytes of the two within
     ``timeout`` seconds, else it is killed and refused.  What vtysh prints is what the daemons answer it, and a
     taken-over daemon (``frr``) may answer without end."""
@@ -288,5 +288,5 @@ def _said(proc: subprocess.Popen, what: str, timeout: float, limit: int = MAX_CO
         proc.kill()
         proc.wait()
         raise
-    out, err = (kept.get(pipe, b"").decode("utf-8", "replace") for pipe in (proc.stdout, proc.stderr))
+    out, err = (bytes(kept[pipe]).decode("utf-8", "replace") if pipe in kept else "" for pipe in (proc.stdout, proc.stderr))
     return out, err
