@@ -7,6 +7,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -192,25 +193,83 @@ def test_a_topology_fetched_from_a_web_server_is_bounded(monkeypatch):
 
 def test_the_live_pages_server_reads_a_request_body_only_up_to_its_bound():
     """Any user of the machine may connect to `nestlab observe`'s server (127.0.0.1): a POST announcing a body of
-    gigabytes is answered 413 before any of it is read."""
+    gigabytes is answered 413 before any of it is read (even with the server's token)."""
     import http.client
     import threading
     from http.server import ThreadingHTTPServer
 
     from nestlab.observe import live
 
-    handler = type("Probe", (live.Handler,), {"live": None})  # the lab is never reached
+    handler = type("Probe", (live.Handler,), {"live": None, "token": "t"})  # the lab is never reached
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
         conn.putrequest("POST", "/link")
+        conn.putheader("X-Live-Token", "t")
         conn.putheader("Content-Length", str(1 << 33))
         conn.endheaders()
         conn.send(b"{")
         answer = conn.getresponse()
         assert answer.status == 413, answer.read()
         conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+ASK = r"""
+import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=10)
+    print(200)
+except urllib.error.HTTPError as exc:
+    print(exc.code)
+"""
+
+
+def test_the_live_page_answers_only_its_token_on_loopback():
+    """`nestlab graph --serve` listens on 127.0.0.1 and answers only requests carrying the token of the address it
+    printed: another user of the machine (nobody) and a request without or with a wrong token get 403 for the page,
+    the lab's graph, state and nodes, and a link change; a non-loopback address of the machine is not listened on."""
+    import http.client
+    import json
+    import threading
+
+    from nestlab.lab.lab import Lab
+    from nestlab.observe import live
+
+    server, url = live.listening(Lab.from_file(ROOT / "examples" / "twohosts.yml"), port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port, token = server.server_address[1], url.split("?token=")[1]
+        assert url == f"http://127.0.0.1:{port}/?token={token}" and len(token) >= 32
+
+        def ask(method: str, path: str, token: str | None) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            body = json.dumps({"a": "c1:eth1", "b": "s1:eth1", "state": "down"}) if method == "POST" else None
+            conn.request(method, path, body, {"X-Live-Token": token} if token is not None else {})
+            code = conn.getresponse().status
+            conn.close()
+            return code
+
+        assert ask("GET", f"/?token={token}", None) == 200
+        assert ask("GET", "/graph.json", token) == 200
+        for path in ("/", "/graph.json", "/state.json", "/node.json?name=c1"):
+            assert ask("GET", path, None) == 403, path
+            assert ask("GET", path, "x" * len(token)) == 403, path
+            assert ask("GET", f"{path}{'&' if '?' in path else '?'}token=", None) == 403, path
+        assert ask("POST", "/link", None) == 403
+        as_nobody = subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "/usr/bin/python3", "-c", ASK,
+             f"http://127.0.0.1:{port}/state.json"],
+            capture_output=True, text=True, timeout=30,
+        )  # fmt: skip
+        assert as_nobody.stdout.strip() == "403", as_nobody.stderr
+        addresses = json.loads(subprocess.run(["ip", "-j", "-4", "addr", "show", "scope", "global"], capture_output=True).stdout)
+        for address in [a["local"] for link in addresses for a in link.get("addr_info", [])][:4]:
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((address, port), timeout=5).close()
     finally:
         server.shutdown()
         server.server_close()

@@ -4,6 +4,7 @@ name the line, and a template with a vars file beside it (or --vars) deploys."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ from nestlab.model.formats import gotemplate
 from nestlab.model.load import load_file
 
 FIXTURES = ROOT / "tests" / "fixtures"
+NOBODY = 65534
 GO = shutil.which("go") or next((p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if Path(p).exists()), None)
 FEATURES_DATA = {"x": "hi", "y": "  Y  ", "flag": True, "list": ["p", "q"], "m": {"k": "K", "a": 1}, "f": 3.0}
 
@@ -104,3 +106,35 @@ def test_template_deploys_with_its_vars_file_and_with_vars(tmp_path, lab_name):
         for name in (lab_name, f"{lab_name}b"):
             run_cli("destroy", "--lab", name)
     assert lab_name not in state.labs()
+
+
+def test_a_vars_file_beside_a_template_is_read_only_if_its_author_or_root_owns_it_and_never_through_a_link(tmp_path):
+    """Root's template in a folder anyone may write (as /tmp): a vars file another user puts beside it is refused
+    naming its owner; a link (even to root's own file, or to /dev/zero) and a FIFO are refused at once, unread;
+    root's own, and a user's own beside that user's template, are read; --vars names a file whatever its owner."""
+    os.chmod(tmp_path, 0o1777)
+    template, beside = tmp_path / "lab.clab.yml", tmp_path / "lab.clab_vars.yml"
+    template.write_text("name: {{ .name }}\ntopology:\n  nodes:\n    h1: {kind: linux}\n")
+    elsewhere = tmp_path / "roots.yml"
+    elsewhere.write_text("name: theirs\n")
+
+    def refused(why: str) -> None:
+        with pytest.raises(TopologyError, match=why):
+            load_file(template)
+        os.unlink(beside)
+
+    beside.write_text("name: planted\n")
+    os.chown(beside, NOBODY, NOBODY)
+    refused("owned by uid 65534, not by the topology's owner")
+    beside.symlink_to(elsewhere)
+    refused("a symbolic link")
+    beside.symlink_to("/dev/zero")
+    refused("a symbolic link")
+    os.mkfifo(beside)  # no writer: a plain open would wait for one
+    refused("a FIFO")
+    beside.write_text("name: mine\n")
+    assert load_file(template).topology.name == "mine"
+    os.chown(beside, NOBODY, NOBODY)
+    assert load_file(template, [beside]).topology.name == "mine"  # named with --vars: the caller's choice
+    os.chown(template, NOBODY, NOBODY)
+    assert load_file(template).topology.name == "mine"  # nobody's own template and vars

@@ -575,6 +575,27 @@ def test_the_gate_knows_a_logged_in_session_by_the_titles_of_openssh_before_and_
         stub.wait()
 
 
+def test_the_gate_reads_a_title_only_up_to_its_bound():
+    """A login titles a process as OpenSSH's session and gives it a megabyte of arguments (its owner sets
+    /proc/PID/cmdline, up to a quarter of its stack limit): the gate still knows it logged in, and root reads
+    at most procs.CMDLINE_BYTES of it."""
+    title, arguments = "sshd: student@notty", ["x" * 100_000] * 10
+    stub = subprocess.Popen(["bash", "-c", 'exec -a "$0" sleep 30 "$@" & wait', title, *arguments], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while not (
+            titled := [c for c in procs.children(stub.pid) if Path(f"/proc/{c}/cmdline").read_bytes().startswith(title.encode())]
+        ):
+            assert time.monotonic() < deadline, "the stub did not title itself"
+            time.sleep(0.02)
+        assert len(Path(f"/proc/{titled[0]}/cmdline").read_bytes()) > 1_000_000
+        assert len(procs.cmdline(titled[0])) <= procs.CMDLINE_BYTES
+        assert sshgate._logged_in(stub.pid) is True
+    finally:
+        os.killpg(stub.pid, 9)
+        stub.wait()
+
+
 def _put(path: str, text: str) -> None:
     Path(path + ".nestlab-test").write_text(text)
     os.chmod(path + ".nestlab-test", 0o644)

@@ -116,6 +116,19 @@ def test_a_taken_over_frr_rewriting_every_file_of_its_folder_runs_nothing_as_roo
     assert leftovers() == []
 
 
+def test_a_taken_over_frr_answering_without_end_is_read_only_up_to_its_bound():
+    """What root's vtysh prints (``nestlab save``'s running configuration, FRR's start) is what the daemons answer
+    it: a taken-over daemon answering 20 MB is refused past 16 MiB, the answer unkept; a usual one is read whole."""
+    from nestlab.backends.services import frr
+
+    def answering(size: int):
+        return lambda _args, **kw: subprocess.Popen(["sh", "-c", f"head -c {size} /dev/zero | tr '\\0' x"], **kw)
+
+    assert frr.running_config("r1", answering(1000)) == "x" * 1000
+    with pytest.raises(LabError, match="more than 16 MiB of output"):
+        frr.running_config("r1", answering(20_000_000))
+
+
 @pytest.mark.parametrize("pub", ["fifo", "dev-zero"])
 def test_a_fifo_or_dev_zero_as_a_logins_public_key_is_refused_at_once(topo_file, tmp_path, lab_name, pub):
     """``nobody`` owns the topology's folder and makes ``identity-file``'s ``.pub`` a FIFO (root's read would wait

@@ -36,12 +36,13 @@ def graph(
     Nodes by kind, links labelled with their interfaces, mode and shaping, nested nodes as
     groups and emulated hosts as clusters.  Exports work from a file alone; --serve needs
     the lab running and shows each link's state (up/down) and rate, updated twice a second;
-    click a node for its interfaces, a link to set it down or up.
+    click a node for its interfaces, a link to set it down or up.  The page answers only
+    requests that carry the token in the address it prints.
 
     Examples:
       nestlab graph -t examples/twohosts.yml --format dot | dot -Tsvg > lab.svg
       nestlab graph --lab quickstart --format drawio -o lab.drawio
-      nestlab graph --lab quickstart --serve --port 8080     # then open http://127.0.0.1:8080/
+      nestlab graph --lab quickstart --serve --port 8080     # then open the address it prints (with its token)
     """
 
     with reported():

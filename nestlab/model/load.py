@@ -33,7 +33,7 @@ from .schema.links import IGNORED_LINK_KEYS, LinkSpec
 from .schema.nodes import IGNORED_NODE_KEYS
 from .servers import check_servers
 from .stages import check_stages
-from .yamlsource import Located, load_yaml, read_owned_source, read_source
+from .yamlsource import Located, load_yaml, read_owned_source
 
 
 @dataclass
@@ -66,7 +66,8 @@ def load_file(
             found = [FsPath(f) for f in vars_files] or sorted(
                 f for f in path.parent.glob(f"{glob.escape(path.stem)}_vars.*") if f.suffix in (".yaml", ".yml", ".json")
             )
-            loaded = load_text(text, str(path), _template_vars(found), [str(f) for f in found], overrides)
+            beside = None if vars_files else author  # found beside it, not named: its author's (or root's) alone
+            loaded = load_text(text, str(path), _template_vars(found, beside), [str(f) for f in found], overrides)
     loaded.author = author
     return loaded
 
@@ -97,11 +98,16 @@ def load_text(
     return loaded
 
 
-def _template_vars(files: list[FsPath]) -> Any:
-    """The variables of containerlab's vars files, merged in order (None, Go's nil, without any)."""
+def _template_vars(files: list[FsPath], author: int | None = None) -> Any:
+    """The variables of containerlab's vars files, merged in order (None, Go's nil, without any).  Files found beside
+    the topology (``author``: the uid owning it) are read through no link and only if the topology's owner or this
+    user owns them: in a folder others may write (/tmp), another user could put one there and so write root's lab."""
     merged: Any = None
     for file in files:
-        text = read_source(file, "the template variables")
+        text, owner = read_owned_source(file, "the template variables", follow=author is None)
+        if author is not None and owner not in (author, os.geteuid()):
+            why = f"owned by uid {owner}, not by the topology's owner (uid {author}) nor this user"
+            raise TopologyError(str(file), [Problem((), f"template variables not read: {why}; give them with --vars")])
         data = load_yaml(text, str(file)).data if text.strip() else None  # its problems at their line and column
         if data is not None and not isinstance(data, dict):
             raise TopologyError(str(file), [Problem((), "template variables must be a mapping (name: value)", 1, 1)])

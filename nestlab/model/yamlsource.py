@@ -63,12 +63,13 @@ def read_source(path: str | os.PathLike[str], what: str = "the topology file", s
 
 
 def read_owned_source(
-    path: str | os.PathLike[str], what: str = "the topology file", stream: bool = False
+    path: str | os.PathLike[str], what: str = "the topology file", stream: bool = False, follow: bool = True
 ) -> tuple[str, int | None]:
-    """:func:`read_source` and the uid owning the file read (``files.read_owned``): who wrote the lab."""
+    """:func:`read_source` and the uid owning the file read (``files.read_owned``): who wrote the lab.  Without
+    ``follow``, a symbolic link at ``path`` is refused (a file found in a folder another user may write)."""
     source = str(path)
     try:
-        raw, owner = files.read_owned(path, stream=stream)
+        raw, owner = files.read_owned(path, stream=stream, follow=follow)
     except OSError as exc:
         raise TopologyError(source, [Problem((), f"cannot read {what}: {exc.strerror}")]) from None
     try:

@@ -5,12 +5,16 @@ groups and clusters apart (vendored under static/vendor/, MIT, so the page works
 state and rate, read from the kernel (one link dump per namespace), and each wireless medium's stations where they
 are, with their range and each pair in range coloured by its rate.  Clicking a node asks
 ``/node.json`` for its interfaces and addresses; a link's buttons ``POST /link``, which changes
-it exactly as ``nestlab link set`` does.  The server listens on 127.0.0.1 unless told otherwise.
+it exactly as ``nestlab link set`` does.  The server listens on 127.0.0.1 unless told otherwise, and answers
+only requests that carry its token (drawn at start, printed in the page's address alone, as Jupyter's): any user of
+the machine may connect to it, only its starter may see or change the lab through it (docs/security.md).
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -77,6 +81,12 @@ class LiveState:
 
 class Handler(BaseHTTPRequestHandler):
     live: LiveState
+    token: str  # the page's address carries it (?token=), its requests the X-Live-Token header
+
+    def _allowed(self) -> bool:
+        """The request carries the server's token (header or query): any other is answered 403, unread."""
+        given = self.headers.get("X-Live-Token") or parse_qs(urlparse(self.path).query).get("token", [""])[0]
+        return hmac.compare_digest(given.encode(), self.token.encode())
 
     def log_message(self, *args: Any) -> None:  # quiet: the terminal shows the URL, not every poll
         pass
@@ -94,10 +104,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
+        if url.path in VENDORED:  # the page's scripts: public code, nothing of the lab
+            return self._send(200, VENDORED[url.path].read_bytes(), "text/javascript")
+        if not self._allowed():
+            return self._json({"error": REFUSED}, 403)
         if url.path == "/":
             self._send(200, (STATIC / "index.html").read_bytes(), "text/html; charset=utf-8")
-        elif url.path in VENDORED:
-            self._send(200, VENDORED[url.path].read_bytes(), "text/javascript")
         elif url.path == "/graph.json":
             self._json({"lab": self.live.lab.name, **self.live.elements})
         elif url.path == "/state.json":
@@ -117,6 +129,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json({"error": "not found"}, 404)
 
     def do_POST(self) -> None:
+        if not self._allowed():
+            return self._json({"error": REFUSED}, 403)
         if urlparse(self.path).path != "/link":
             return self._json({"error": "not found"}, 404)
         try:
@@ -131,13 +145,21 @@ class Handler(BaseHTTPRequestHandler):
 
 
 MAX_REQUEST = 4096  # bytes of a POST /link body ({"a": ..., "b": ..., "state": ...})
+REFUSED = "open the address nestlab printed (its ?token= is this server's)"
+
+
+def listening(running: Lab, host: str = "127.0.0.1", port: int = 8080) -> tuple[ThreadingHTTPServer, str]:
+    """The live page's server, listening (not yet serving), and the page's address with its token."""
+    token = secrets.token_urlsafe(24)
+    server = ThreadingHTTPServer((host, port), type("LabHandler", (Handler,), {"live": LiveState(running), "token": token}))
+    return server, f"http://{host}:{server.server_address[1]}/?token={token}"
 
 
 def serve(running: Lab, host: str = "127.0.0.1", port: int = 8080, ready: Callable[[str], None] | None = None) -> None:
     """Serve the live page until interrupted; ``ready(url)`` is called once it listens."""
     libc.most_files()  # a socket per namespace while a poll runs
-    handler = type("LabHandler", (Handler,), {"live": LiveState(running)})
-    with ThreadingHTTPServer((host, port), handler) as server:
+    server, url = listening(running, host, port)
+    with server:
         if ready:
-            ready(f"http://{host}:{server.server_address[1]}/")
+            ready(url)
         server.serve_forever()

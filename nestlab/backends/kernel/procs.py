@@ -22,10 +22,15 @@ def namespace(pid: int, kind: str) -> int | None:
         return None
 
 
+CMDLINE_BYTES = 64 * 1024  # of a process's command line: its owner sets it (a title, an argv of gigabytes)
+
+
 def cmdline(pid: int) -> bytes:
+    """Process ``pid``'s command line (arguments NUL-separated), at most :data:`CMDLINE_BYTES` of it; b"" once gone.
+    Its owner controls it, so root reads no more: a login's title, another user's process of huge arguments."""
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read()
+        with open(f"/proc/{pid}/cmdline", "rb", buffering=0) as fh:
+            return fh.read(CMDLINE_BYTES)
     except OSError:
         return b""
 

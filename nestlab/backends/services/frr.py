@@ -15,8 +15,10 @@ import contextlib
 import os
 import pwd
 import re
+import selectors
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -242,12 +244,12 @@ def start(routers: dict[str, tuple[Popen, str]]) -> None:
     that does not start is an error; as with FRR's init, configuration lines the daemons refuse are
     not (vtysh prints them, and the router runs without them)."""
     procs = {
-        node: popen(["sh", "-c", START, "start", *runs_as(user)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        node: popen(["sh", "-c", START, "start", *runs_as(user)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         for node, (popen, user) in routers.items()
     }
     failed = []
     for node, proc in procs.items():
-        out, _ = proc.communicate(timeout=120)
+        out, _ = _said(proc, f"FRR's start in {node}", 120)
         if proc.returncode != 0:
             failed.append(f"{node}: {out.strip()[-300:]}")
     if failed:
@@ -255,9 +257,37 @@ def start(routers: dict[str, tuple[Popen, str]]) -> None:
 
 
 def running_config(node: str, popen: Popen) -> str:
-    proc = popen(vtysh("-c", "show running-config"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate(timeout=30)
+    proc = popen(vtysh("-c", "show running-config"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = _said(proc, f"vtysh in {node}", 30)
     if proc.returncode != 0:
         raise LabError(f"vtysh in {node} failed: {err.strip()[-300:]}")
-    config: str = out
-    return config
+    return out
+
+
+def _said(proc: subprocess.Popen[bytes], what: str, timeout: float, limit: int = MAX_CONFIG) -> tuple[str, str]:
+    """``proc``'s standard output and error (as text), waited for: at most ``limit`` bytes of the two within
+    ``timeout`` seconds, else it is killed and refused.  What vtysh prints is what the daemons answer it, and a
+    taken-over daemon (``frr``) may answer without end."""
+    kept = {pipe: bytearray() for pipe in (proc.stdout, proc.stderr) if pipe is not None}
+    deadline = time.monotonic() + timeout
+    try:
+        with selectors.DefaultSelector() as waiting:
+            for pipe in kept:
+                waiting.register(pipe, selectors.EVENT_READ)
+            while waiting.get_map():
+                if time.monotonic() > deadline:
+                    raise LabError(f"{what}: no end after {timeout:.0f} s")
+                for key, _ in waiting.select(deadline - time.monotonic()):
+                    chunk = os.read(key.fd, 1 << 16)
+                    kept[key.fileobj] += chunk  # type: ignore[index]
+                    if not chunk:
+                        waiting.unregister(key.fileobj)
+                    elif sum(map(len, kept.values())) > limit:
+                        raise LabError(f"{what}: more than {limit // (1 << 20)} MiB of output, not read further")
+        proc.wait(max(0.1, deadline - time.monotonic()))
+    except (LabError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+        raise
+    out, err = (bytes(kept[pipe]).decode("utf-8", "replace") if pipe in kept else "" for pipe in (proc.stdout, proc.stderr))
+    return out, err
