@@ -67,7 +67,7 @@ def machine():
     base = Path(tempfile.mkdtemp(prefix="nestlab-serve-", dir="/tmp"))
     base.chmod(0o755)
     try:
-        with apiserver.users(USERS):
+        with apiserver.users(USERS, subordinate=[f"{PREFIX}-alice"]):  # her nodes run sshd (docs/rootless.md)
             yield apiserver.venv(ROOT, base), base
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -574,8 +574,8 @@ def test_a_second_deploy_is_409_and_leaves_the_labs_file(server, labs):
 
 
 def test_ssh_access_reaches_the_owners_node_only(server, labs):
-    """A port is opened for the owner's node; another user gets 404 for the lab, sees none of the sessions and
-    cannot close one; closed, the port refuses connections."""
+    """A port is opened for the owner's node and a connection through it gets the node's SSH greeting; another user
+    gets 404 for the lab, sees none of the sessions and cannot close one; closed, the port refuses connections."""
     alice, bob = f"{PREFIX}-alice", f"{PREFIX}-bob"
     assert labs(alice, "nlsv-ssh").status == 200
     mine, theirs = server.login(alice), server.login(bob)
@@ -586,7 +586,8 @@ def test_ssh_access_reaches_the_owners_node_only(server, labs):
     assert opened.status == 200, opened.text
     port = opened.body["port"]  # type: ignore[index]
     assert opened.body["command"] == f"ssh -p {port} root@127.0.0.1"  # type: ignore[index]
-    socket.create_connection(("127.0.0.1", port), timeout=30).close()  # listening
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as through:
+        assert through.makefile("rb").readline(256).startswith(b"SSH-2.0-")  # the node's sshd greets, through the port
     listed = server.call("GET", "/api/v1/ssh/sessions", token=mine).body
     assert [(s["port"], s["labName"], s["nodeName"]) for s in listed] == [(port, "nlsv-ssh", "clab-nlsv-ssh-a")]  # type: ignore[index,union-attr]
     assert server.call("GET", "/api/v1/ssh/sessions", token=theirs).body == []

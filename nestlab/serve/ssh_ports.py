@@ -99,7 +99,8 @@ class Sessions:
 
     async def _relay(self, session: Session, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection relayed to the node's SSH port by ``nestlab ssh --stdio``, run as the lab's owner."""
-        argv = self.nestlab.argv("ssh", "--lab", session.lab, session.node, "--stdio")
+        # --stdio before NODE: what follows NODE is the command `nestlab ssh` runs there
+        argv = self.nestlab.argv("ssh", "--lab", session.lab, "--stdio", session.node)
         proc = await spawn(
             session.owner, argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
         )

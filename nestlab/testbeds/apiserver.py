@@ -18,7 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,24 +44,59 @@ def end_processes(uid: int) -> None:
         time.sleep(0.1)
 
 
+def _free_subordinate_range(count: int = 65536) -> str:
+    """A range of ``count`` ids past every range /etc/subuid and /etc/subgid lend (``FIRST-LAST``)."""
+    first = 100000
+    for table in ("/etc/subuid", "/etc/subgid"):
+        with contextlib.suppress(FileNotFoundError):
+            for line in Path(table).read_text().splitlines():
+                parts = line.split(":")
+                if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                    first = max(first, int(parts[1]) + int(parts[2]))
+    return f"{first}-{first + count - 1}"
+
+
+def _has_subordinate_ids(name: str) -> bool:
+    with contextlib.suppress(FileNotFoundError):
+        return all(
+            any(line.split(":")[0] == name for line in Path(table).read_text().splitlines())
+            for table in ("/etc/subuid", "/etc/subgid")
+        )
+    return False
+
+
 @contextlib.contextmanager
-def users(wanted: Mapping[str, tuple[str, Sequence[str]]]) -> Iterator[None]:
-    """The users ``{name: (password, groups)}`` made (with homes), and the groups they need; all removed after."""
+def users(wanted: Mapping[str, tuple[str, Sequence[str]]], subordinate: Collection[str] = ()) -> Iterator[None]:
+    """The users ``{name: (password, groups)}`` made (with homes), and the groups they need; those named in
+    ``subordinate`` given subordinate ids in /etc/subuid and /etc/subgid (so their rootless nodes can run sshd,
+    docs/rootless.md) if useradd gave them none; all removed after."""
     made_groups = [g for g in GROUPS if subprocess.run(["getent", "group", g], capture_output=True).returncode]
     for group in made_groups:
         _run("groupadd", group)
+    lent: dict[str, str] = {}
+    tables = [Path(t) for t in ("/etc/subuid", "/etc/subgid") if subordinate and not Path(t).exists()]
+    for table in tables:  # usermod lends ids only where the tables exist
+        table.touch(0o644)
     try:
         for name, (password, groups) in wanted.items():
             _run("useradd", "-m", "-s", "/bin/bash", *(["-G", ",".join(groups)] if groups else []), name)
             _run("chpasswd", stdin=f"{name}:{password}\n")
+            if name in subordinate and not _has_subordinate_ids(name):
+                lent[name] = _free_subordinate_range()
+                _run("usermod", "--add-subuids", lent[name], "--add-subgids", lent[name], name)
         yield
     finally:
         for name in wanted:
             with contextlib.suppress(KeyError):
                 end_processes(pwd.getpwnam(name).pw_uid)
+            if name in lent:
+                subprocess.run(["usermod", "--del-subuids", lent[name], "--del-subgids", lent[name], name], capture_output=True)
             subprocess.run(["userdel", "-r", name], capture_output=True)
         for group in made_groups:
             subprocess.run(["groupdel", group], capture_output=True)
+        for table in tables:
+            if not table.read_text().strip():
+                table.unlink()
 
 
 def venv(checkout: Path, base: Path) -> Path:
