@@ -16,6 +16,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -580,7 +581,8 @@ def test_the_gate_reads_a_title_only_up_to_its_bound():
     /proc/PID/cmdline, up to a quarter of its stack limit): the gate still knows it logged in, and root reads
     at most procs.CMDLINE_BYTES of it."""
     title, arguments = "sshd: student@notty", ["x" * 100_000] * 10
-    stub = subprocess.Popen(["bash", "-c", 'exec -a "$0" sleep 30 "$@" & wait', title, *arguments], start_new_session=True)
+    stay = f'exec -a "$0" {sys.executable} -c "import time; time.sleep(30)" "$@" & wait'  # any arguments, and it stays
+    stub = subprocess.Popen(["bash", "-c", stay, title, *arguments], start_new_session=True)
     try:
         deadline = time.monotonic() + 5
         while not (
