@@ -16,6 +16,7 @@ from nestlab.backends.kernel import cgroups, rtdump
 from nestlab.engine import cleanup, state
 
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["serve_fixtures"]  # the one nestlab serve the serve tests share
 NESTLAB = [sys.executable, "-m", "nestlab.cli.app"]
 
 

@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -25,25 +24,13 @@ import jwt
 import pytest
 import websocket
 import yaml
+from serve_fixtures import PREFIX, USERS, Server
 
 from nestlab.backends.kernel import procs
 from nestlab.testbeds import apiserver
 
 ROOT = Path(__file__).resolve().parent.parent
-PREFIX = "nlserve"
-# name: (password, groups)
-USERS = {
-    f"{PREFIX}-admin": ("Adm1n-pass-x", ["clab_admins"]),
-    f"{PREFIX}-alice": ("Al1ce-pass-x", ["clab_api"]),
-    f"{PREFIX}-bob": ("B0b-pass-xyz", ["nestlab"]),
-    f"{PREFIX}-eve": ("Ev3-pass-xyz", []),
-}
 SLEEPER = "sleep 3{n}7.5"  # a node's cmd, found on the machine by its argument
-
-
-class Server(apiserver.Server):
-    def login(self, user: str, password: str | None = None) -> str:
-        return super().login(user, password or USERS[user][0])
 
 
 def _run(*argv: str) -> None:
@@ -59,29 +46,6 @@ def _sleepers(argument: str) -> dict[int, int]:
             if uid is not None:
                 found[pid] = uid[0]
     return found
-
-
-@pytest.fixture(scope="module")
-def machine():
-    """The users and groups (made here, removed after), and a venv with nestlab[serve] any user can run."""
-    base = Path(tempfile.mkdtemp(prefix="nestlab-serve-", dir="/tmp"))
-    base.chmod(0o755)
-    try:
-        with apiserver.users(USERS, subordinate=[f"{PREFIX}-alice"]):  # her nodes run sshd (docs/rootless.md)
-            yield apiserver.venv(ROOT, base), base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def server(machine):
-    venv, base = machine
-    state = base / "state"
-    running = Server(venv, state, "--no-tls")
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture
@@ -332,10 +296,10 @@ def test_administrator_sees_and_acts_on_every_lab(server, labs):
     assert server.call("GET", "/api/v1/labs", token=server.login(f"{PREFIX}-bob")).body == {}
 
 
-def test_tls_by_default_and_the_secret_survives(machine):
+def test_tls_by_default_and_the_secret_survives(serve_machine):
     """Without --no-tls the server makes a self-signed certificate (key 0600) and serves HTTPS; a token issued
     before a restart is valid after it (the secret is kept, 0600); --no-tls off loopback is refused."""
-    venv, base = machine
+    venv, base = serve_machine
     state = base / "tls-state"
     first = Server(venv, state)
     try:
@@ -368,9 +332,9 @@ def test_tls_by_default_and_the_secret_survives(machine):
     assert refused.returncode == 1 and "not loopback" in refused.stderr
 
 
-def test_failed_logins_are_limited(machine):
+def test_failed_logins_are_limited(serve_machine):
     """Five wrong passwords for a name: the sixth try is 429 even with the right one; so for the address."""
-    venv, base = machine
+    venv, base = serve_machine
     limited = Server(venv, base / "limit-state", "--no-tls")
     try:
         for _ in range(5):
@@ -391,11 +355,11 @@ def _install(python: str, *args: str, user: str | None = None, env: dict[str, st
     return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd="/", env=env)
 
 
-def test_install_sets_up_a_service_that_serves(machine):
+def test_install_sets_up_a_service_that_serves(serve_machine):
     """--install writes the unit (this nestlab's absolute interpreter, the options given, restarted on failure),
     makes the server's folder 0700 and the system groups clab_api and clab_admins, says what to do next; run
     again it changes nothing; the unit's command line serves."""
-    venv, base = machine
+    venv, base = serve_machine
     root, python, port = base / "install-root", str(venv / "bin" / "python"), apiserver.free_port()
     state = base / "unit-state"
     args = ["--root", str(root), "--listen", f"127.0.0.1:{port}", "--no-tls", "--state", str(state)]
@@ -427,10 +391,10 @@ def test_install_sets_up_a_service_that_serves(machine):
         served.wait(20)
 
 
-def test_install_refuses_a_user_and_a_closed_python(machine):
+def test_install_refuses_a_user_and_a_closed_python(serve_machine):
     """--install is refused to an ordinary user, and to an interpreter others cannot run (here a link to one in a
     folder 0700): nothing written either time."""
-    venv, base = machine
+    venv, base = serve_machine
     root = base / "refused-root"
     python = str(venv / "bin" / "python")
     got = _install(python, "--root", str(root), user=f"{PREFIX}-alice")

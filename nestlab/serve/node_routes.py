@@ -42,15 +42,16 @@ async def logs(ctx: Context, request: Request) -> Response:
     return PlainTextResponse(done.stdout)
 
 
-async def _links(ctx: Context, target: Target) -> list[dict[str, Any]]:
+async def links(ctx: Context, target: Target) -> list[dict[str, Any]]:
+    """The lab's links as ``nestlab link show`` has them, read as its owner."""
     done = await ctx.nestlab(target.owner, "link", "show", "--lab", target.lab, "--format", "json", timeout=60)
     if done.code:
         raise failed(done, f"reading the links of lab '{target.lab}'")
-    links: list[dict[str, Any]] = json.loads(done.stdout or "[]")
-    return links
+    found: list[dict[str, Any]] = json.loads(done.stdout or "[]")
+    return found
 
 
-def _netem(interface: str, shape: dict[str, Any]) -> dict[str, Any]:
+def netem(interface: str, shape: dict[str, Any]) -> dict[str, Any]:
     """One interface's shaping in clab-api-server's terms (rate in kbit/s, loss and corruption in %)."""
     return {
         "interface": interface,
@@ -66,27 +67,27 @@ async def netem_show(ctx: Context, request: Request) -> Response:
     """What each of the node's link interfaces sends through: the shaping nestlab applies on it."""
     target, container, node = await _node(ctx, request)
     shown = []
-    for link in await _links(ctx, target):
+    for link in await links(ctx, target):
         for sender, shape in link["sends"].items():
             end = Endpoint(sender)
             if end.node == node:
-                shown.append(_netem(end.iface, shape))
+                shown.append(netem(end.iface, shape))
     return JSONResponse({request.path_params["node"]: shown})
 
 
-async def _link_of(ctx: Context, target: Target, node: str, interface: str) -> tuple[str, str, str]:
+async def link_of(ctx: Context, target: Target, node: str, interface: str) -> tuple[str, str, str]:
     """The link whose end is ``node:interface``: its two ends and the direction that end sends in."""
     if not names.is_ifname(interface):
         raise ApiError(400, f"Invalid interface name {json.dumps(interface[:40])}")
     end = f"{node}:{interface}"
-    for link in await _links(ctx, target):
+    for link in await links(ctx, target):
         a, b = list(link["sends"])
         if end in (a, b):
             return a, b, "a" if end == a else "b"
     raise ApiError(404, f"Interface '{interface}' of node '{node}' is on no link of lab '{target.lab}'")
 
 
-def _changes(body: dict[str, Any]) -> list[str]:
+def changes(body: dict[str, Any]) -> list[str]:
     """``link set``'s options for clab-api-server's netem fields, each checked (400 naming a bad one)."""
     args = []
     try:
@@ -117,7 +118,7 @@ def _changes(body: dict[str, Any]) -> list[str]:
 async def _link_set(ctx: Context, request: Request, args: list[str]) -> Response:
     target, container, node = await _node(ctx, request)
     interface = request.path_params["interface"]
-    a, b, direction = await _link_of(ctx, target, node, interface)
+    a, b, direction = await link_of(ctx, target, node, interface)
     done = await ctx.nestlab(target.owner, "link", "set", "--lab", target.lab, a, b, *args, "--direction", direction, timeout=60)
     if done.code:
         raise failed(done, f"shaping {node}:{interface}")
@@ -125,7 +126,7 @@ async def _link_set(ctx: Context, request: Request, args: list[str]) -> Response
 
 
 async def netem_set(ctx: Context, request: Request) -> Response:
-    return await _link_set(ctx, request, _changes(await ctx.body(request)))
+    return await _link_set(ctx, request, changes(await ctx.body(request)))
 
 
 async def netem_reset(ctx: Context, request: Request) -> Response:

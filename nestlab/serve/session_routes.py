@@ -29,9 +29,9 @@ from .context import Context
 from .errors import ApiError
 from .lab_routes import container_of, lab_param, short_name
 from .labs import Target, failed
-from .node_routes import _changes, _link_of, _links, _netem
+from .node_routes import changes, link_of, links, netem
 from .runner import end, spawn
-from .terminal import _controlling
+from .terminal import controlling
 
 LIFETIME = 3600.0
 
@@ -107,7 +107,7 @@ async def stream(ctx: Context, ws: WebSocket) -> None:
         stdin=follower,
         stdout=follower,
         stderr=follower,
-        preexec_fn=_controlling,
+        preexec_fn=controlling,
     )
     os.close(follower)
     await ws.accept()
@@ -177,11 +177,11 @@ async def netem_show(ctx: Context, request: Request) -> Response:
     name = request.query_params.get("containerName", "")
     target, node = await _container(ctx, request, name)
     shown = []
-    for link in await _links(ctx, target):
+    for link in await links(ctx, target):
         for sender, shape in link["sends"].items():
             end = Endpoint(sender)
             if end.node == node:
-                shown.append(_netem(end.iface, shape))
+                shown.append(netem(end.iface, shape))
     return JSONResponse({name: shown})
 
 
@@ -204,9 +204,9 @@ async def _shape(ctx: Context, request: Request, reset: bool) -> Response:
     args = (
         ["--delay", "none", "--jitter", "none", "--loss", "none", "--rate", "none", "--corrupt", "none"]
         if reset
-        else _changes(body)
+        else changes(body)
     )
-    a, b, direction = await _link_of(ctx, target, node, interface)
+    a, b, direction = await link_of(ctx, target, node, interface)
     done = await ctx.nestlab(target.owner, "link", "set", "--lab", target.lab, a, b, *args, "--direction", direction, timeout=60)
     if done.code:
         raise failed(done, f"shaping {node}:{interface}")

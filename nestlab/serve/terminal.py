@@ -22,7 +22,7 @@ from .lab_routes import container_of, lab_param, short_name
 from .runner import end, spawn
 
 
-def _controlling() -> None:
+def controlling() -> None:
     """Make the pseudo-terminal (standard input) the new session's controlling terminal."""
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -42,7 +42,7 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
         stdin=follower,
         stdout=follower,
         stderr=follower,
-        preexec_fn=_controlling,  # after setsid and the account's ids: job control and ^C work in the shell
+        preexec_fn=controlling,  # after setsid and the account's ids: job control and ^C work in the shell
     )
     os.close(follower)
     await ws.accept()
