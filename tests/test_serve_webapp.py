@@ -100,9 +100,8 @@ def test_the_web_apps_flow(server, web):
         (YAML, f"{LAB}/{YAML}", "file"),
         (NOTES, f"{LAB}/{NOTES}", "file"),
     ]
-    files = server.call("GET", "/api/v1/labs/topology/files", token=alice).body
     entry = {"labName": LAB, "yamlFileName": YAML, "annotationsFileName": NOTES, "hasAnnotations": True}
-    assert files == [entry | {"deploymentState": "undeployed"}]
+    assert _this_lab(server, alice) == [entry | {"deploymentState": "undeployed"}]
     revisions = {}
     for name, text in ((YAML, TOPOLOGY), (NOTES, ANNOTATIONS)):
         status, headers, body = _raw(server, "GET", f"/api/v1/labs/{LAB}/topology/file?path={name}", alice)
@@ -117,7 +116,7 @@ def test_the_web_apps_flow(server, web):
     assert status == 200 and {x["type"] for x in lines[:-1]} == {"log"} and lines[-1]["type"] == "done", lines
     listed = server.call("GET", "/api/v1/labs", token=alice).body
     assert {(c["lab_name"], c["name"], c["state"]) for c in listed[LAB]} == {(LAB, f"clab-{LAB}-{n}", "running") for n in "ab"}
-    assert server.call("GET", "/api/v1/labs/topology/files", token=alice).body == [entry | {"deploymentState": "deployed"}]
+    assert _this_lab(server, alice) == [entry | {"deploymentState": "deployed"}]
     dry = server.call("POST", f"/api/v1/labs/{LAB}/apply?path={YAML}&dryRun=true", {}, alice)
     assert dry.body["result"] == {"deployedLab": False}
 
@@ -138,7 +137,7 @@ def test_the_web_apps_flow(server, web):
 
     bob = server.login(BOB)
     assert server.call("GET", "/api/v1/labs", token=bob).body == {}
-    assert server.call("GET", "/api/v1/labs/topology/files", token=bob).body == []
+    assert _this_lab(server, bob) == []
     assert server.call("GET", f"/api/v1/labs/{LAB}", token=bob).status == 404
     assert _raw(server, "GET", f"/api/v1/labs/{LAB}/topology/file?path={YAML}", bob)[0] == 404
     assert server.call("GET", f"/api/v1/terminal-sessions/{session}", token=bob).status == 404
@@ -156,4 +155,9 @@ def test_the_web_apps_flow(server, web):
     gone = server.call("DELETE", f"/api/v1/labs/{LAB}?stream=true", token=alice)
     assert gone.status == 200 and gone.body["message"] == f"Lab '{LAB}' destroyed successfully", gone.text
     assert server.call("GET", "/api/v1/labs", token=alice).body == {}
-    assert server.call("GET", "/api/v1/labs/topology/files", token=alice).body == [entry | {"deploymentState": "undeployed"}]
+    assert _this_lab(server, alice) == [entry | {"deploymentState": "undeployed"}]
+
+
+def _this_lab(server, token: str) -> list[dict]:
+    """The entries of the user's topology files that are this test's lab (the user's other tests leave theirs)."""
+    return [e for e in server.call("GET", "/api/v1/labs/topology/files", token=token).body if e["labName"] == LAB]
