@@ -75,7 +75,7 @@ async def netem_show(ctx: Context, request: Request) -> Response:
     return JSONResponse({request.path_params["node"]: shown})
 
 
-async def link_of(ctx: Context, target: Target, node: str, interface: str) -> tuple[str, str, str]:
+async def _link_of(ctx: Context, target: Target, node: str, interface: str) -> tuple[str, str, str]:
     """The link whose end is ``node:interface``: its two ends and the direction that end sends in."""
     if not names.is_ifname(interface):
         raise ApiError(400, f"Invalid interface name {json.dumps(interface[:40])}")
@@ -115,13 +115,19 @@ def changes(body: dict[str, Any]) -> list[str]:
     return args
 
 
-async def _link_set(ctx: Context, request: Request, args: list[str]) -> Response:
-    target, container, node = await _node(ctx, request)
-    interface = request.path_params["interface"]
-    a, b, direction = await link_of(ctx, target, node, interface)
+async def shape(ctx: Context, target: Target, node: str, interface: str, args: list[str]) -> None:
+    """``node``'s end ``interface`` of its link in ``target`` shaped by ``nestlab link set`` options ``args``, run as
+    the lab's owner."""
+    a, b, direction = await _link_of(ctx, target, node, interface)
     done = await ctx.nestlab(target.owner, "link", "set", "--lab", target.lab, a, b, *args, "--direction", direction, timeout=60)
     if done.code:
         raise failed(done, f"shaping {node}:{interface}")
+
+
+async def _link_set(ctx: Context, request: Request, args: list[str]) -> Response:
+    target, container, node = await _node(ctx, request)
+    interface = request.path_params["interface"]
+    await shape(ctx, target, node, interface, args)
     return JSONResponse({"message": f"Netem parameters of {container}:{interface} set ({' '.join(args)})"})
 
 

@@ -10,9 +10,7 @@ import base64
 import fcntl
 import json
 import os
-import pty
 import secrets
-import signal
 import struct
 import termios
 import time
@@ -21,17 +19,16 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from ..model.endpoint import Endpoint
 from ..model.units import parse_time
 from .context import Context
 from .errors import ApiError
 from .lab_routes import container_of, lab_param, short_name
-from .labs import Target, failed
-from .node_routes import changes, link_of, links, netem
-from .runner import end, spawn
-from .terminal import controlling
+from .labs import Target
+from .node_routes import changes, links, netem, shape
+from .terminal import on_pty
 
 LIFETIME = 3600.0
 
@@ -100,43 +97,7 @@ async def stream(ctx: Context, ws: WebSocket) -> None:
     except ApiError as exc:
         await ws.send_denial_response(JSONResponse({"error": exc.reason}, status_code=exc.status))
         return
-    leader, follower = pty.openpty()
-    proc = await spawn(
-        session.target.owner,
-        ctx.nestlab.argv("shell", "--lab", session.target.lab, session.node),
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        preexec_fn=controlling,
-    )
-    os.close(follower)
-    await ws.accept()
-    await ws.send_text(json.dumps({"type": "ready"}))
-    loop = asyncio.get_running_loop()
-    output: asyncio.Queue[bytes] = asyncio.Queue()
-
-    def readable() -> None:
-        try:
-            output.put_nowait(os.read(leader, 65536))
-        except OSError:
-            output.put_nowait(b"")
-
-    loop.add_reader(leader, readable)
-    tasks = [asyncio.ensure_future(_out(ws, output, proc)), asyncio.ensure_future(_in(ws, leader))]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    except WebSocketDisconnect:
-        pass
-    finally:
-        for task in tasks:
-            task.cancel()
-        loop.remove_reader(leader)
-        os.close(leader)
-        await end(proc, signal.SIGHUP)
-        try:
-            await ws.close()
-        except RuntimeError:
-            pass  # already closed by the client
+    await on_pty(ctx, ws, session.target, session.node, _out, _in, hello=json.dumps({"type": "ready"}))
 
 
 async def _out(ws: WebSocket, output: asyncio.Queue[bytes], proc: asyncio.subprocess.Process) -> None:
@@ -178,10 +139,10 @@ async def netem_show(ctx: Context, request: Request) -> Response:
     target, node = await _container(ctx, request, name)
     shown = []
     for link in await links(ctx, target):
-        for sender, shape in link["sends"].items():
+        for sender, sending in link["sends"].items():
             end = Endpoint(sender)
             if end.node == node:
-                shown.append(netem(end.iface, shape))
+                shown.append(netem(end.iface, sending))
     return JSONResponse({name: shown})
 
 
@@ -206,10 +167,7 @@ async def _shape(ctx: Context, request: Request, reset: bool) -> Response:
         if reset
         else changes(body)
     )
-    a, b, direction = await link_of(ctx, target, node, interface)
-    done = await ctx.nestlab(target.owner, "link", "set", "--lab", target.lab, a, b, *args, "--direction", direction, timeout=60)
-    if done.code:
-        raise failed(done, f"shaping {node}:{interface}")
+    await shape(ctx, target, node, interface, args)
     return JSONResponse({"message": f"Netem parameters of {name}:{interface} {'reset' if reset else 'set'}"})
 
 

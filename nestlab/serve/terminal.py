@@ -12,6 +12,7 @@ import pty
 import signal
 import struct
 import termios
+from collections.abc import Awaitable, Callable
 
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -19,6 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from .context import Context
 from .errors import ApiError
 from .lab_routes import container_of, lab_param, short_name
+from .labs import Target
 from .runner import end, spawn
 
 
@@ -35,10 +37,21 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
     except ApiError as exc:
         await ws.send_denial_response(JSONResponse({"error": exc.reason}, status_code=exc.status))
         return
+    await on_pty(ctx, ws, target, node, _pump_out, _pump_in)
+
+
+Out = Callable[[WebSocket, "asyncio.Queue[bytes]", asyncio.subprocess.Process], Awaitable[None]]
+In = Callable[[WebSocket, int], Awaitable[None]]
+
+
+async def on_pty(ctx: Context, ws: WebSocket, target: Target, node: str, out: Out, into: In, hello: str = "") -> None:
+    """``nestlab shell`` on ``node`` of ``target`` on a pseudo-terminal, run as the lab's owner, joined to ``ws``
+    (accepted here, ``hello`` its first text) by ``out`` (the terminal's output, an empty read at its end) and
+    ``into`` (the client's messages to the terminal's side ``leader``) until either ends; then the shell is hung up."""
     leader, follower = pty.openpty()
     proc = await spawn(
         target.owner,
-        ctx.nestlab.argv("shell", "--lab", lab, node),
+        ctx.nestlab.argv("shell", "--lab", target.lab, node),
         stdin=follower,
         stdout=follower,
         stderr=follower,
@@ -46,6 +59,8 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
     )
     os.close(follower)
     await ws.accept()
+    if hello:
+        await ws.send_text(hello)
     loop = asyncio.get_running_loop()
     output: asyncio.Queue[bytes] = asyncio.Queue()
 
@@ -56,8 +71,7 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
             output.put_nowait(b"")
 
     loop.add_reader(leader, readable)
-
-    tasks = [asyncio.ensure_future(_pump_out(ws, output)), asyncio.ensure_future(_pump_in(ws, leader))]
+    tasks = [asyncio.ensure_future(out(ws, output, proc)), asyncio.ensure_future(into(ws, leader))]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     except WebSocketDisconnect:
@@ -74,7 +88,7 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
             pass  # already closed by the client
 
 
-async def _pump_out(ws: WebSocket, output: asyncio.Queue[bytes]) -> None:
+async def _pump_out(ws: WebSocket, output: asyncio.Queue[bytes], proc: asyncio.subprocess.Process) -> None:
     """The terminal's output to the client, until the terminal ends (an empty read)."""
     while chunk := await output.get():
         await ws.send_bytes(chunk)
