@@ -62,10 +62,10 @@ def _bounded(spec: Mobility, pos: np.ndarray, vel: np.ndarray) -> None:
     pos[:, :2] = pos[:, :2].clip(0, spec.area)
 
 
-def _waypoint(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int):
+def _waypoint(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int) -> Iterator[np.ndarray]:
     n = len(pos)
     goal = rng.uniform((0, 0), spec.area, (n, 2))
-    speed = rng.uniform(*spec.speed, n)
+    speed = rng.uniform(spec.speed[0], spec.speed[1], n)
     paused = np.zeros(n)
     for _ in range(count):
         delta = goal - pos[:, :2]
@@ -76,18 +76,18 @@ def _waypoint(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: 
         pos[walking, :2] += delta[walking] / dist[walking, None] * stride[walking, None]
         pos[arrived, :2] = goal[arrived]
         goal[arrived] = rng.uniform((0, 0), spec.area, (int(arrived.sum()), 2))
-        speed[arrived] = rng.uniform(*spec.speed, int(arrived.sum()))
+        speed[arrived] = rng.uniform(spec.speed[0], spec.speed[1], int(arrived.sum()))
         paused = np.where(arrived, spec.pause, paused - spec.interval)
         yield pos
 
 
-def _walk(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int):
+def _walk(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int) -> Iterator[np.ndarray]:
     vel = None
     every = max(1, int(round(1.0 / spec.interval)))  # a new direction and speed each second
     for k in range(count):
         if k % every == 0:
             angle = rng.uniform(0, 2 * math.pi, len(pos))
-            speed = rng.uniform(*spec.speed, len(pos))
+            speed = rng.uniform(spec.speed[0], spec.speed[1], len(pos))
             vel = np.stack([np.cos(angle) * speed, np.sin(angle) * speed], axis=1)
         assert vel is not None
         pos[:, :2] += vel * spec.interval
@@ -95,7 +95,7 @@ def _walk(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int)
         yield pos
 
 
-def _gauss_markov(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int):
+def _gauss_markov(spec: Mobility, pos: np.ndarray, rng: np.random.Generator, count: int) -> Iterator[np.ndarray]:
     n, a = len(pos), spec.alpha
     mean_speed, spread = sum(spec.speed) / 2, (spec.speed[1] - spec.speed[0]) / 4 or 0.1
     speed = np.full(n, mean_speed)

@@ -156,7 +156,8 @@ def distances(pos: np.ndarray) -> np.ndarray:
     """Metres between every two stations (``pos``: N x 3); at least 0.1 m (no station shares a point)."""
     square = (pos * pos).sum(axis=1)
     d2 = square[:, None] + square[None, :] - 2 * (pos @ pos.T)  # one matrix product: cheap at 1000 stations
-    return np.sqrt(np.maximum(d2, 0.01))
+    metres: np.ndarray = np.sqrt(np.maximum(d2, 0.01))
+    return metres
 
 
 def friis(d: np.ndarray | float, freq: float) -> np.ndarray | float:
@@ -184,7 +185,8 @@ def _itu_indoor(prop: Propagation, freq: float, pos: np.ndarray, d: np.ndarray) 
     """ITU-R P.1238: 20 log10 f(MHz) + N log10 d + Lf(n) - 28, with Lf(n) = floor_loss + 4 (n - 1) for n >= 1
     floors (P.1238's residential and office floor loss at 2.4 GHz: 15 + 4 (n - 1) dB), 0 on one floor."""
     floors = prop.floor_loss + 4 * (prop.floors - 1) if prop.floors else 0.0
-    return 20 * math.log10(freq / 1e6) + prop.power_coefficient * np.log10(d) + floors - 28
+    db: np.ndarray = 20 * math.log10(freq / 1e6) + prop.power_coefficient * np.log10(d) + floors - 28
+    return db
 
 
 # Each propagation model's name (model/wireless.py MODELS) and its path loss in dB from the distances.
@@ -227,7 +229,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: a well-spread 64-bit hash of each value (wrapping arithmetic)."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    mixed: np.ndarray = x ^ (x >> np.uint64(31))
+    return mixed
 
 
 def _uniforms(pair: np.ndarray, start: int, n: int) -> np.ndarray:
@@ -277,7 +280,7 @@ def links(phy: Phy, rx: np.ndarray, noise_floor: float) -> Links:
     reach = rx - needs[0] >= EDGE_MARGIN
     np.fill_diagonal(reach, False)
     i, j = np.nonzero(reach)
-    per = loss(rx[i, j][:, None] - needs[None, :])  # reachable pairs x rates
+    per = np.asarray(loss(rx[i, j][:, None] - needs[None, :]))  # reachable pairs x rates
     best = np.argmax(speeds[None, :] * (1 - per), axis=1)
     return Links(rx, i, j, best, per[np.arange(len(best)), best], per[:, 0])
 
@@ -294,7 +297,8 @@ def received(
     """dBm at j of what i sends, for every pair: tx power + both gains - path loss; pairs more than 4 sigma of
     shadowing under ``floor`` (dBm: what nobody hears) are left unshadowed."""
     within = float(tx.max() + 2 * gain.max()) - floor + 4 * prop.sigma if len(tx) else math.inf
-    return tx[:, None] + gain[:, None] + gain[None, :] - path_loss(prop, freq, pos, keys, within)
+    dbm: np.ndarray = tx[:, None] + gain[:, None] + gain[None, :] - path_loss(prop, freq, pos, keys, within)
+    return dbm
 
 
 def reach_m(prop: Propagation, freq: float, phy: Phy, noise_floor: float, tx: float, gain: float) -> float:

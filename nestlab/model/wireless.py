@@ -97,7 +97,7 @@ class Mobility(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _trace_file(self):
+    def _trace_file(self) -> Mobility:
         if (self.model == "trace") != (self.trace is not None):
             raise ValueError("model: trace needs trace: FILE, and trace: FILE needs model: trace")
         return self

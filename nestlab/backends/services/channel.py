@@ -26,7 +26,7 @@ import random
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...model import fading as fades
 from ...model import radio
@@ -260,7 +260,7 @@ class Channel:
         self.limit = queue
         n = len(pos)
         # the frames being sent (and retried) to one receiver: [frame, attempts failed] each (several: an A-MPDU's)
-        self.current: list[tuple[int, list[list]] | None] = [None] * n
+        self.current: list[tuple[int, list[list[Any]]] | None] = [None] * n
         self.backoff = [-1] * n  # slots left before the head frame goes (-1: nothing to send)
         self.retry = [0] * n
         self.origin = [0] * n  # when the current countdown started counting (after DIFS or EIFS)
@@ -286,11 +286,12 @@ class Channel:
     def resize(self, pos: np.ndarray, tx: np.ndarray, gain: np.ndarray, keys: np.ndarray | None) -> None:
         """The stations as they are now: the first ones as before (their frames and counts kept), then new ones."""
         added = len(pos) - len(self.pos)
-        for values, fill in (
+        grown: tuple[tuple[list[Any], Any], ...] = (
             (self.current, None), (self.backoff, -1), (self.retry, 0), (self.origin, 0), (self.due_at, -1),
             (self.token, 0), (self.sending, None), (self.sensing, 0), (self.quiet, 0), (self.ifs, self.difs),
             (self.locked, None),
-        ):  # fmt: skip
+        )  # fmt: skip
+        for values, fill in grown:
             values.extend([fill] * added)
         self.queues.extend(Sender(self.limit, self.counts) for _ in range(added))
         self.tx, self.gain, self.keys = tx, gain, keys
@@ -394,7 +395,7 @@ class Channel:
                 self.locked[k] = tx
         heapq.heappush(self.events, (end, next(self.seq), i, tx))
 
-    def _aggregate(self, i: int, dst: int, mpdus: list[list], rate: float, at: int) -> list[tuple[int, int, int]]:
+    def _aggregate(self, i: int, dst: int, mpdus: list[list[Any]], rate: float, at: int) -> list[tuple[int, int, int]]:
         """The A-MPDU ``i`` sends ``dst`` at ``at``: the frames waiting a retry, then more from its queue for ``dst``,
         while the standard's limits hold (MPDUs, octets, the PPDU's time); each frame's stretch of the air.  A
         frame taken that does not fit waits for the next."""
@@ -517,7 +518,7 @@ class Channel:
         signal = self._power(tx, k)
         blocks = octets / radio.REFERENCE_BYTES  # loss scales with the frame's length
         if not others:
-            return (1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)) ** blocks
+            return float((1.0 - radio.loss_one(10 * math.log10(signal / self.noise_mw) - needs)) ** blocks)
         cuts = sorted({start, end, *(t for s, e, _ in others for t in (s, e) if start < t < end)})
         chance, length = 1.0, end - start
         for a, b in itertools.pairwise(cuts):

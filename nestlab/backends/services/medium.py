@@ -21,10 +21,12 @@ import queue
 import select
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ... import names
@@ -51,7 +53,7 @@ def socket_path(lab: str, node: str) -> str:
     return os.path.join(folder(lab), f"{node}.sock")
 
 
-def start(lab: str, node: str, config: dict[str, Any], popen) -> None:
+def start(lab: str, node: str, config: dict[str, Any], popen: Callable[..., subprocess.Popen[Any]]) -> None:
     """Start the medium of ``node`` (``popen``: how to start a process inside it); returns once it listens."""
     files.make_dirs(folder(lab), 0o700)
     path = os.path.join(folder(lab), f"{node}.json")
@@ -326,7 +328,7 @@ class Door:
         os.rename(tmp, path)  # it exists only once it listens
         threading.Thread(target=self._serve, args=(listener,), name="control", daemon=True).start()
 
-    def answer_all(self, answer) -> None:
+    def answer_all(self, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         """In the frame loop: answer every request waiting (``answer``: request -> reply)."""
         with contextlib.suppress(BlockingIOError):
             self.bell.recv(4096)
