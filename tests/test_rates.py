@@ -60,6 +60,8 @@ def test_minstrel_climbs_to_the_top_rate_at_close_range():
     on 54 Mbit/s within a second, carrying what the mean-signal choice carries."""
     ideal = _saturate(_channel([0, 10]), 2.0, counted_from=1.0)
     ch = _channel([0, 10], "minstrel")
+    ch.control.rate(0, 1, 0, 0)  # the link's first frame
+    assert ch.rate(0, 1) == 6, "untried rates: Minstrel starts at the lowest"
     minstrel = _saturate(ch, 2.0, counted_from=1.0)
     assert ch.rate(0, 1) == 54
     assert minstrel == pytest.approx(ideal, rel=0.03), (minstrel, ideal)

@@ -367,7 +367,8 @@ class Channel:
             frame, dst = self.queues[i].dequeue(at)
             self.current[i] = (dst, [[frame, 0]])
         dst, mpdus = self.current[i]  # type: ignore[misc]
-        rate = self.control.rate(i, dst, self.retry[i], at) if dst >= 0 else 0
+        tried = max(m[1] for m in mpdus)  # the oldest frame's failed attempts: its place in the rate chain
+        rate = self.control.rate(i, dst, tried, at) if dst >= 0 else 0
         if self.phy.aggregate and dst >= 0:
             spans = self._aggregate(i, dst, mpdus, self.phy.rates[rate][0], at)
         else:

@@ -129,7 +129,7 @@ class Minstrel:
                 link.prob[r] = EWMA * link.prob[r] + (1 - EWMA) * now if link.tried[r] else now
                 link.tried[r] = True
             link.attempts[r] = link.successes[r] = 0
-        order = sorted(range(link.rates), key=lambda r: (self._throughput(link, r), r), reverse=True)
+        order = sorted(range(link.rates), key=lambda r: (self._throughput(link, r), -r), reverse=True)  # untried: lowest first
         sure = [r for r in range(link.rates) if link.prob[r] >= 0.95]
         reliable = (
             max(sure, key=lambda r: self._throughput(link, r)) if sure else max(range(link.rates), key=link.prob.__getitem__)
