@@ -74,13 +74,13 @@ async def deploy_text(
         except ApiError:
             pass
     writer = RunAs.user(account) if runs_as.is_root else runs_as
-    folder = os.path.join(writer.home, ".clab", str(document["name"]))
+    folder = os.path.join(writer.home, ".clab", lab)  # the lab's name (an override's too): never another lab's file
     if refused := await unreadable(runs_as, bind_sources(document, folder)):
         raise ApiError(
             403, f"binds of files {writer.name} cannot read: {', '.join(refused)} (a lab binds only what its user may read)"
         )
     fresh = not os.path.exists(folder)
-    name = f"{document['name']}.clab.yml"
+    name = f"{lab}.clab.yml"
     staged = await write_file(writer, folder, f".{name}.{secrets.token_hex(4)}", text)
     path = os.path.join(folder, name)
     steps = [] if reconfigure else [["absent", lab]]

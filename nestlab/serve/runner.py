@@ -5,6 +5,7 @@ does for a user runs with more rights than the user has."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -84,8 +85,13 @@ async def spawn(who: RunAs, argv: list[str], **io: Any) -> asyncio.subprocess.Pr
     return await asyncio.create_subprocess_exec(program, *args, start_new_session=True, **options)
 
 
-async def run(who: RunAs, argv: list[str], stdin: bytes | None = None, timeout: float = 300) -> Done:
-    """Run ``argv`` as ``who``; its result, or 504 (the command killed) after ``timeout`` seconds."""
+OUTPUT_LIMIT = 16 << 20  # bytes of each of a command's outputs the server keeps: past it, the command is killed
+ENDING = 5.0  # seconds an ended command's outputs are drained and its exit waited for
+
+
+async def run(who: RunAs, argv: list[str], stdin: bytes | None = None, timeout: float = 300, limit: int = OUTPUT_LIMIT) -> Done:
+    """Run ``argv`` as ``who``; its result, or 504 after ``timeout`` seconds, or 502 once either of its outputs
+    passes ``limit`` bytes (the command killed then: what it prints is the user's to choose)."""
     proc = await spawn(
         who,
         argv,
@@ -93,20 +99,61 @@ async def run(who: RunAs, argv: list[str], stdin: bytes | None = None, timeout: 
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+    async def finished() -> tuple[tuple[bytes, bool], tuple[bytes, bool]]:
+        out, err, _ = await asyncio.gather(_kept(proc, proc.stdout, limit), _kept(proc, proc.stderr, limit), _fed(proc, stdin))
+        await proc.wait()
+        return out, err
+
+    what = " ".join(argv[3:5])
     try:
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+        (out, too_much), (err, too_much_err) = await asyncio.wait_for(finished(), timeout)
     except (TimeoutError, asyncio.CancelledError):
         await end(proc)
-        raise ApiError(504, f"'{' '.join(argv[3:5])}' did not finish within {timeout:.0f} s (stopped)") from None
+        raise ApiError(504, f"'{what}' did not finish within {timeout:.0f} s (stopped)") from None
+    if too_much or too_much_err:
+        raise ApiError(502, f"'{what}' printed more than {limit >> 20} MiB (stopped)")
     return Done(proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
+async def _kept(proc: asyncio.subprocess.Process, stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes, bool]:
+    """What ``stream`` says, to its end; past ``limit`` bytes ``proc``'s session is killed and the rest read away."""
+    kept = bytearray()
+    while stream is not None and (chunk := await stream.read(1 << 16)):
+        if len(kept) <= limit:
+            kept += chunk
+            if len(kept) > limit:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+    return bytes(kept[:limit]), len(kept) > limit
+
+
+async def _fed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+    """``data`` written to the command's standard input, then closed (a command that stops reading loses the rest)."""
+    if data is None or proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    proc.stdin.close()
+
+
 async def end(proc: asyncio.subprocess.Process, how: int = signal.SIGKILL) -> None:
-    """``proc``'s whole session ended (``how``: the signal), and waited for."""
-    try:
-        os.killpg(proc.pid, how)
-    except ProcessLookupError:
-        pass
+    """``proc``'s whole session ended (``how``: the signal, then SIGKILL if that was not enough), its outputs read
+    away and its exit waited for, at most ENDING seconds each: asyncio sees a command's exit only once its pipes
+    are read to their end, and a command that printed past a reader's limit would otherwise be waited for ever."""
+    for signum in dict.fromkeys((how, signal.SIGKILL)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_drained(proc), ENDING)
+            return
+
+
+async def _drained(proc: asyncio.subprocess.Process) -> None:
+    for stream in (proc.stdout, proc.stderr):
+        while stream is not None and await stream.read(1 << 16):
+            pass
     await proc.wait()
 
 

@@ -28,7 +28,7 @@ from .errors import ApiError
 from .lab_routes import container_of, lab_param, short_name
 from .labs import Target
 from .node_routes import changes, links, netem, shape
-from .terminal import on_pty
+from .terminal import Outflow, on_pty
 
 LIFETIME = 3600.0
 
@@ -77,7 +77,7 @@ async def create(ctx: Context, request: Request) -> Response:
 def _mine(ctx: Context, conn: Request | WebSocket) -> Session:
     account = ctx.caller(conn)
     session = _SESSIONS.get(conn.path_params["session"])
-    if session is None or session.username != account.name:
+    if session is None or session.username != account.name or session.created + LIFETIME < time.time():
         raise ApiError(404, "Terminal session not found")
     return session
 
@@ -100,7 +100,7 @@ async def stream(ctx: Context, ws: WebSocket) -> None:
     await on_pty(ctx, ws, session.target, session.node, _out, _in, hello=json.dumps({"type": "ready"}))
 
 
-async def _out(ws: WebSocket, output: asyncio.Queue[bytes], proc: asyncio.subprocess.Process) -> None:
+async def _out(ws: WebSocket, output: Outflow, proc: asyncio.subprocess.Process) -> None:
     while chunk := await output.get():
         await ws.send_text(json.dumps({"type": "output", "data": base64.b64encode(chunk).decode(), "encoding": "base64"}))
     await ws.send_text(json.dumps({"type": "exit", "exitCode": await proc.wait()}))

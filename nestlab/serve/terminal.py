@@ -40,7 +40,39 @@ async def terminal(ctx: Context, ws: WebSocket) -> None:
     await on_pty(ctx, ws, target, node, _pump_out, _pump_in)
 
 
-Out = Callable[[WebSocket, "asyncio.Queue[bytes]", asyncio.subprocess.Process], Awaitable[None]]
+QUEUED = 16  # reads of the terminal (64 KiB each) waiting for a slow client before the terminal is read no more
+
+
+class Outflow:
+    """The terminal's output on its way to the client: at most QUEUED reads wait; past that the terminal is not
+    read (its writer blocks, as on a slow line) until the client takes one."""
+
+    def __init__(self, leader: int) -> None:
+        self.leader, self.loop = leader, asyncio.get_running_loop()
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue(QUEUED)
+        self.loop.add_reader(leader, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            self.queue.put_nowait(os.read(self.leader, 65536))
+        except OSError:
+            self.queue.put_nowait(b"")  # the terminal ended
+        if self.queue.full():
+            self.loop.remove_reader(self.leader)
+
+    async def get(self) -> bytes:
+        """The next read of the terminal; empty once it ended."""
+        full = self.queue.full()
+        chunk = await self.queue.get()
+        if full and chunk:
+            self.loop.add_reader(self.leader, self._readable)
+        return chunk
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.leader)
+
+
+Out = Callable[[WebSocket, Outflow, asyncio.subprocess.Process], Awaitable[None]]
 In = Callable[[WebSocket, int], Awaitable[None]]
 
 
@@ -61,16 +93,7 @@ async def on_pty(ctx: Context, ws: WebSocket, target: Target, node: str, out: Ou
     await ws.accept()
     if hello:
         await ws.send_text(hello)
-    loop = asyncio.get_running_loop()
-    output: asyncio.Queue[bytes] = asyncio.Queue()
-
-    def readable() -> None:
-        try:
-            output.put_nowait(os.read(leader, 65536))
-        except OSError:
-            output.put_nowait(b"")
-
-    loop.add_reader(leader, readable)
+    output = Outflow(leader)
     tasks = [asyncio.ensure_future(out(ws, output, proc)), asyncio.ensure_future(into(ws, leader))]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -79,7 +102,7 @@ async def on_pty(ctx: Context, ws: WebSocket, target: Target, node: str, out: Ou
     finally:
         for task in tasks:
             task.cancel()
-        loop.remove_reader(leader)
+        output.close()
         os.close(leader)
         await end(proc, signal.SIGHUP)
         try:
@@ -88,7 +111,7 @@ async def on_pty(ctx: Context, ws: WebSocket, target: Target, node: str, out: Ou
             pass  # already closed by the client
 
 
-async def _pump_out(ws: WebSocket, output: asyncio.Queue[bytes], proc: asyncio.subprocess.Process) -> None:
+async def _pump_out(ws: WebSocket, output: Outflow, proc: asyncio.subprocess.Process) -> None:
     """The terminal's output to the client, until the terminal ends (an empty read)."""
     while chunk := await output.get():
         await ws.send_bytes(chunk)
