@@ -336,13 +336,11 @@ def _aggregate_model(phy: radio.Phy, nbytes: int) -> tuple[int, float]:
     ack, implicit request), the PPDU's octets a delimiter, QoS MPDU and padding each."""
     limit, rate = phy.aggregate, phy.rates[-1][0]
     assert limit is not None
-    octets = _subframes([nbytes])[0]
     n = 1
     while n < limit.frames and sum(_subframes([nbytes] * (n + 1))) <= limit.octets:
         if radio.ppdu_us(phy, rate, sum(_subframes([nbytes] * (n + 1)))) > limit.max_us:
             break
         n += 1
-    assert octets > nbytes
     cycle = radio.difs(phy) + phy.cw_min / 2 * phy.slot + radio.ppdu_us(phy, rate, sum(_subframes([nbytes] * n)))
     return n, 8 * n * nbytes / (cycle + phy.sifs + radio.block_ack_us(phy))
 

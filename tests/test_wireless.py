@@ -204,7 +204,9 @@ def test_a_station_added_live_joins_the_running_medium_and_one_made_anew_keeps_i
         )
     )
     removed.deploy()
-    assert set(wireless.state(removed, "air")["stations"]) == {"a", "d"} and _medium_pid(lab_name) == pid
+    after = wireless.state(removed, "air")
+    assert set(after["stations"]) == {"a", "d"} and _medium_pid(lab_name) == pid
+    assert not [pair for pair in after["pairs"] if "b" in pair[:2]], after["pairs"]  # silent and deaf: off the air
 
 
 @pytest.mark.throughput

@@ -126,8 +126,11 @@ class Wireless(Switch):
 
 
 def config(node: NodeObj) -> dict[str, Any]:
-    """A medium's plan as its process takes it: the radio's keys and, kept apart (they change live), its stations."""
-    return {**json.loads(node.text("medium")), "stations": json.loads(str(dict(node.live).get("stations", "[]")))}
+    """A medium's plan as its process takes it: the radio's keys and, kept apart (they change live), its stations
+    (a lab recorded before stations were kept apart has them among the keys)."""
+    medium = json.loads(node.text("medium"))
+    live = dict(node.live).get("stations")
+    return {**medium, "stations": json.loads(str(live)) if live is not None else medium.get("stations", [])}
 
 
 def stations(topology: Topology, medium: str) -> list[dict[str, Any]]:
