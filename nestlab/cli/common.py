@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import typer
 from ..errors import LabError
 from ..model.errors import TopologyError
 from ..rootless import ordinary_user
+from .jsonout import print_json as print_json
 
 if TYPE_CHECKING:
     from ..lab.lab import Lab
@@ -55,12 +55,6 @@ def escape(text: str) -> str:
 
 out = _Console(stderr=False)
 err = _Console(stderr=True)
-
-
-def print_json(data) -> None:
-    """JSON on standard output, written as is (rich's highlighting takes seconds for a large lab): indented
-    for a terminal, one line for a pipe or file (the C encoder; ``| jq .`` indents it again)."""
-    sys.stdout.write(json.dumps(data, indent=2 if sys.stdout.isatty() else None) + "\n")
 
 
 TopoOpt = typer.Option(

@@ -37,12 +37,12 @@ def inspect(argv: list[str]) -> int | None:
     name = parse(argv)
     if name is None or os.geteuid() != 0:
         return None
-    import json
 
     from ..engine import state, where
     from ..engine.inspect import report
     from ..errors import LabError
     from ..plan.blueprint import Blueprint
+    from .jsonout import print_json
 
     try:
         current = state.read(name)
@@ -53,7 +53,7 @@ def inspect(argv: list[str]) -> int | None:
     found = report(Blueprint.recorded(current))
     for warning in trace_warnings(found):
         sys.stderr.write(warning + "\n")
-    sys.stdout.write(json.dumps(found, indent=2 if sys.stdout.isatty() else None) + "\n")
+    print_json(found)
     return 0
 
 
