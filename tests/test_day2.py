@@ -157,8 +157,8 @@ def test_unknown_node_is_refused_before_anything_stops(lab_from):
 def test_destroy_by_file_needs_only_its_name(topo_file, lab_name, tmp_path):
     path = topo_file("name: {name}\ntopology:\n  nodes:\n    a: {}\n    b: {}\n  links:\n    - endpoints: [a:eth1, b:eth1]\n")
     assert run_cli("deploy", "-t", str(path)).returncode == 0
-    # The file no longer checks (as containerlab's macvlan file once the interface it names is gone).
-    path.write_text(path.read_text() + '    - {endpoints: ["a:eth2"], mode: macvlan, parent: nosuchif0}\n')
+    # The file no longer checks (a link to a node it does not have).
+    path.write_text(path.read_text() + '    - {endpoints: ["a:eth2", "gone:eth1"]}\n')
     assert run_cli("deploy", "-t", str(path)).returncode != 0
     destroyed = run_cli("destroy", "-t", str(path))
     assert destroyed.returncode == 0 and f"lab {lab_name}: removed 2 namespaces" in destroyed.stderr, destroyed.stderr
