@@ -13,6 +13,7 @@ import errno
 import functools
 import socket
 import sys
+from typing import cast
 
 from ... import names
 from ...errors import LabError
@@ -100,8 +101,7 @@ class _Udp(asyncio.DatagramProtocol):
         self.inner: dict[tuple[str, int], asyncio.DatagramTransport] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)  # a datagram endpoint's
-        self.outer = transport
+        self.outer = cast(asyncio.DatagramTransport, transport)  # a datagram endpoint's (asyncio's own does not subclass it)
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         if addr in self.inner:
