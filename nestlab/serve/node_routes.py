@@ -42,7 +42,7 @@ async def logs(ctx: Context, request: Request) -> Response:
     return PlainTextResponse(done.stdout)
 
 
-async def links(ctx: Context, target: Target) -> list[dict[str, Any]]:
+async def _links(ctx: Context, target: Target) -> list[dict[str, Any]]:
     """The lab's links as ``nestlab link show`` has them, read as its owner."""
     done = await ctx.nestlab(target.owner, "link", "show", "--lab", target.lab, "--format", "json", timeout=60)
     if done.code:
@@ -51,7 +51,7 @@ async def links(ctx: Context, target: Target) -> list[dict[str, Any]]:
     return found
 
 
-def netem(interface: str, shape: dict[str, Any]) -> dict[str, Any]:
+def _netem(interface: str, shape: dict[str, Any]) -> dict[str, Any]:
     """One interface's shaping in clab-api-server's terms (rate in kbit/s, loss and corruption in %)."""
     return {
         "interface": interface,
@@ -63,16 +63,20 @@ def netem(interface: str, shape: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def netem_show(ctx: Context, request: Request) -> Response:
-    """What each of the node's link interfaces sends through: the shaping nestlab applies on it."""
-    target, container, node = await _node(ctx, request)
+async def shaping(ctx: Context, target: Target, node: str) -> list[dict[str, Any]]:
+    """What each of ``node``'s link interfaces sends through: the shaping nestlab applies on it, as netem's fields."""
     shown = []
-    for link in await links(ctx, target):
+    for link in await _links(ctx, target):
         for sender, shape in link["sends"].items():
             end = Endpoint(sender)
             if end.node == node:
-                shown.append(netem(end.iface, shape))
-    return JSONResponse({request.path_params["node"]: shown})
+                shown.append(_netem(end.iface, shape))
+    return shown
+
+
+async def netem_show(ctx: Context, request: Request) -> Response:
+    target, container, node = await _node(ctx, request)
+    return JSONResponse({request.path_params["node"]: await shaping(ctx, target, node)})
 
 
 async def _link_of(ctx: Context, target: Target, node: str, interface: str) -> tuple[str, str, str]:
@@ -80,7 +84,7 @@ async def _link_of(ctx: Context, target: Target, node: str, interface: str) -> t
     if not names.is_ifname(interface):
         raise ApiError(400, f"Invalid interface name {json.dumps(interface[:40])}")
     end = f"{node}:{interface}"
-    for link in await links(ctx, target):
+    for link in await _links(ctx, target):
         a, b = list(link["sends"])
         if end in (a, b):
             return a, b, "a" if end == a else "b"

@@ -21,13 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket
 
-from ..model.endpoint import Endpoint
 from ..model.units import parse_time
 from .context import Context
 from .errors import ApiError
 from .lab_routes import container_of, lab_param, short_name
 from .labs import Target
-from .node_routes import changes, links, netem, shape
+from .node_routes import changes, shape, shaping
 from .terminal import Outflow, on_pty
 
 LIFETIME = 3600.0
@@ -137,13 +136,7 @@ async def _container(ctx: Context, request: Request, name: str) -> tuple[Target,
 async def netem_show(ctx: Context, request: Request) -> Response:
     name = request.query_params.get("containerName", "")
     target, node = await _container(ctx, request, name)
-    shown = []
-    for link in await links(ctx, target):
-        for sender, sending in link["sends"].items():
-            end = Endpoint(sender)
-            if end.node == node:
-                shown.append(netem(end.iface, sending))
-    return JSONResponse({name: shown})
+    return JSONResponse({name: await shaping(ctx, target, node)})
 
 
 def _zero_time(value: object) -> bool:
